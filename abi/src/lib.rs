@@ -1,0 +1,43 @@
+//! The contract between the Musubi kernel, its user programs and its host tooling.
+//!
+//! Everything here is plain data with no dependencies, so the kernel, user programs and
+//! `xtask` (which reads what the kernel prints) agree on one definition. It grows with each
+//! layer: system-call numbers, `ResId`/`ResName`, `Rights` and the error enum arrive with the
+//! process and resource layers.
+#![no_std]
+
+/// I/O port of QEMU's `isa-debug-exit` device, which xtask always attaches.
+///
+/// Writing `v` makes QEMU exit with status `(v << 1) | 1`. A clean power-off goes through
+/// ACPI instead and exits with status 0, so every non-zero status means failure.
+pub const DEBUG_EXIT_PORT: u16 = 0xf4;
+
+/// Value the kernel writes to [`DEBUG_EXIT_PORT`] when it stops on a fault or panic.
+pub const DEBUG_EXIT_FAILURE: u32 = 1;
+
+/// The QEMU exit status that [`DEBUG_EXIT_FAILURE`] produces.
+pub const QEMU_STATUS_FAILURE: i32 = ((DEBUG_EXIT_FAILURE << 1) | 1) as i32;
+
+/// Most cores Musubi manages; per-core tables are sized by it.
+pub const MAX_CORES: usize = 64;
+
+/// Lines the kernel prints for its host tooling. The kernel writes them and `xtask`
+/// parses them, so both sides use these prefixes.
+pub mod protocol {
+    /// `ktest: run NAME` — an in-kernel test starts.
+    pub const KTEST_RUN: &str = "ktest: run ";
+    /// `ktest: ok NAME (N us)` — it passed.
+    pub const KTEST_OK: &str = "ktest: ok ";
+    /// `ktest: FAIL NAME: reason` — it failed.
+    pub const KTEST_FAIL: &str = "ktest: FAIL ";
+    /// `ktest: fault-test NAME expects "TEXT"` — an expected-fault test, run in its own boot.
+    pub const KTEST_FAULT_TEST: &str = "ktest: fault-test ";
+    /// `ktest: done P passed, F failed` — the in-kernel run ended.
+    pub const KTEST_DONE: &str = "ktest: done ";
+    /// `ktest: input please` — a test waits for bytes on the serial port.
+    pub const KTEST_INPUT: &str = "ktest: input please";
+    /// `boot: summary ...` — printed once boot is complete.
+    pub const BOOT_SUMMARY: &str = "boot: summary";
+    /// `FATAL ...` — first line of a kernel-mode fault or panic report.
+    pub const FATAL: &str = "FATAL";
+}

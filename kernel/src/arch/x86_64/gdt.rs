@@ -1,0 +1,59 @@
+//! Per-core GDT and TSS.
+//!
+//! Each core builds its own descriptor table and task-state segment in its own memory. The
+//! TSS carries `RSP0` (the stack for entries from user mode, used from the processes layer
+//! on) and three interrupt stacks: NMI, double fault and machine check can arrive while the
+//! kernel's own stack is unusable, so they always switch to a known-good stack.
+//!
+//! Selector layout follows what `syscall`/`sysret` need: kernel code, kernel data, user
+//! data, user code.
+
+use alloc::boxed::Box;
+use x86_64::instructions::segmentation::{Segment, CS, DS, ES, SS};
+use x86_64::instructions::tables::load_tss;
+use x86_64::structures::gdt::{Descriptor, GlobalDescriptorTable, SegmentSelector};
+use x86_64::structures::tss::TaskStateSegment;
+use x86_64::VirtAddr;
+
+/// IST slot (1-based in the IDT, 0-based in the TSS array) of each critical vector.
+pub const IST_NMI: u8 = 1;
+pub const IST_DOUBLE_FAULT: u8 = 2;
+pub const IST_MACHINE_CHECK: u8 = 3;
+
+pub const KERNEL_CS: u16 = 0x08;
+pub const KERNEL_DS: u16 = 0x10;
+
+/// Build and load this core's GDT and TSS (leaked from the core's own heap: they live for
+/// the rest of the run). `ist` are the tops of the NMI, double-fault and machine-check
+/// stacks, `rsp0` the top of the stack for entries from user mode.
+pub fn init_this_core(ist: [u64; 3], rsp0: u64) {
+    let mut tss = TaskStateSegment::new();
+    tss.interrupt_stack_table[usize::from(IST_NMI - 1)] = VirtAddr::new(ist[0]);
+    tss.interrupt_stack_table[usize::from(IST_DOUBLE_FAULT - 1)] = VirtAddr::new(ist[1]);
+    tss.interrupt_stack_table[usize::from(IST_MACHINE_CHECK - 1)] = VirtAddr::new(ist[2]);
+    tss.privilege_stack_table[0] = VirtAddr::new(rsp0);
+    let tss: &'static TaskStateSegment = Box::leak(Box::new(tss));
+
+    let mut gdt = GlobalDescriptorTable::new();
+    let kcode = gdt.append(Descriptor::kernel_code_segment());
+    let kdata = gdt.append(Descriptor::kernel_data_segment());
+    gdt.append(Descriptor::user_data_segment());
+    gdt.append(Descriptor::user_code_segment());
+    let tss_sel = gdt.append(Descriptor::tss_segment(tss));
+    assert_eq!(
+        (kcode.0, kdata.0),
+        (KERNEL_CS, KERNEL_DS),
+        "GDT layout changed"
+    );
+    let gdt: &'static GlobalDescriptorTable = Box::leak(Box::new(gdt));
+    gdt.load();
+    // SAFETY: the selectors name the descriptors just loaded: a 64-bit code segment, a data
+    // segment and an available TSS.
+    unsafe {
+        CS::set_reg(SegmentSelector(KERNEL_CS));
+        SS::set_reg(SegmentSelector(KERNEL_DS));
+        DS::set_reg(SegmentSelector(KERNEL_DS));
+        ES::set_reg(SegmentSelector(KERNEL_DS));
+        load_tss(tss_sel);
+    }
+}

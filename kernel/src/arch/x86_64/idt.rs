@@ -1,0 +1,186 @@
+//! Interrupt descriptor table and the entry stubs of all 256 vectors.
+//!
+//! Every vector gets a 16-byte stub that pushes a dummy error code (where the CPU pushes
+//! none) and the vector number, then jumps to `trap_common`, which saves all general
+//! registers into a [`TrapFrame`], saves the FPU/SSE state (`fxsave64`) on the stack, and
+//! calls [`super::trap::dispatch`]. Saving FPU state on every entry keeps interrupted code
+//! correct whatever the handler does with SSE (the prebuilt `core` uses it freely).
+//! The stubs are written in plain assembly because stable Rust has no interrupt ABI.
+//!
+//! Each core builds its own IDT; NMI, double fault and machine check switch to their IST
+//! stacks (see [`super::gdt`]).
+
+use super::gdt::{IST_DOUBLE_FAULT, IST_MACHINE_CHECK, IST_NMI, KERNEL_CS};
+use alloc::boxed::Box;
+use core::arch::global_asm;
+
+/// Registers saved on every trap, in stack order (lowest address first).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct TrapFrame {
+    pub rax: u64,
+    pub rbx: u64,
+    pub rcx: u64,
+    pub rdx: u64,
+    pub rsi: u64,
+    pub rdi: u64,
+    pub rbp: u64,
+    pub r8: u64,
+    pub r9: u64,
+    pub r10: u64,
+    pub r11: u64,
+    pub r12: u64,
+    pub r13: u64,
+    pub r14: u64,
+    pub r15: u64,
+    pub vector: u64,
+    pub error_code: u64,
+    // Pushed by the CPU.
+    pub rip: u64,
+    pub cs: u64,
+    pub rflags: u64,
+    pub rsp: u64,
+    pub ss: u64,
+}
+
+impl TrapFrame {
+    /// Did the trap interrupt user mode?
+    pub fn from_user(&self) -> bool {
+        self.cs & 3 == 3
+    }
+}
+
+/// Vectors for which the CPU pushes an error code.
+const fn has_error_code(v: usize) -> bool {
+    matches!(v, 8 | 10..=14 | 17 | 21 | 29 | 30)
+}
+
+global_asm!(
+    r#"
+    .section .text
+    .balign 16
+    .global trap_stubs
+trap_stubs:
+    .set vec, 0
+    .rept 256
+    .balign 16
+    .if (vec == 8) || ((vec >= 10) && (vec <= 14)) || (vec == 17) || (vec == 21) || (vec == 29) || (vec == 30)
+    .else
+    pushq $0
+    .endif
+    pushq $vec
+    jmp trap_common
+    .set vec, vec + 1
+    .endr
+
+trap_common:
+    pushq %r15
+    pushq %r14
+    pushq %r13
+    pushq %r12
+    pushq %r11
+    pushq %r10
+    pushq %r9
+    pushq %r8
+    pushq %rbp
+    pushq %rdi
+    pushq %rsi
+    pushq %rdx
+    pushq %rcx
+    pushq %rbx
+    pushq %rax
+    movq %rsp, %rbx
+    testq $3, 18*8(%rbx)
+    jz 2f
+    swapgs
+2:
+    subq $512, %rsp
+    andq $-16, %rsp
+    fxsave64 (%rsp)
+    movq %rbx, %rdi
+    call {dispatch}
+    fxrstor64 (%rsp)
+    movq %rbx, %rsp
+    testq $3, 18*8(%rbx)
+    jz 3f
+    swapgs
+3:
+    popq %rax
+    popq %rbx
+    popq %rcx
+    popq %rdx
+    popq %rsi
+    popq %rdi
+    popq %rbp
+    popq %r8
+    popq %r9
+    popq %r10
+    popq %r11
+    popq %r12
+    popq %r13
+    popq %r14
+    popq %r15
+    addq $16, %rsp
+    iretq
+    "#,
+    dispatch = sym super::trap::dispatch,
+    options(att_syntax)
+);
+
+extern "C" {
+    static trap_stubs: u8;
+}
+
+/// One 16-byte interrupt gate.
+#[derive(Clone, Copy, Default)]
+#[repr(C)]
+struct Gate {
+    offset_low: u16,
+    selector: u16,
+    ist: u8,
+    type_attr: u8,
+    offset_mid: u16,
+    offset_high: u32,
+    reserved: u32,
+}
+
+impl Gate {
+    fn interrupt(handler: u64, ist: u8) -> Self {
+        Gate {
+            offset_low: handler as u16,
+            selector: KERNEL_CS,
+            ist,
+            type_attr: 0x8e, // present, DPL 0, 64-bit interrupt gate (clears IF)
+            offset_mid: (handler >> 16) as u16,
+            offset_high: (handler >> 32) as u32,
+            reserved: 0,
+        }
+    }
+}
+
+#[repr(C, align(16))]
+struct Idt([Gate; 256]);
+
+/// Build this core's IDT in its own heap and load it.
+pub fn init_this_core() {
+    let stubs = core::ptr::addr_of!(trap_stubs) as u64;
+    let mut idt = Box::new(Idt([Gate::default(); 256]));
+    for (v, gate) in idt.0.iter_mut().enumerate() {
+        let ist = match v {
+            2 => IST_NMI,
+            8 => IST_DOUBLE_FAULT,
+            18 => IST_MACHINE_CHECK,
+            _ => 0,
+        };
+        *gate = Gate::interrupt(stubs + 16 * v as u64, ist);
+    }
+    debug_assert!(has_error_code(14) && !has_error_code(32));
+    let idt: &'static Idt = Box::leak(idt);
+    let ptr = x86_64::structures::DescriptorTablePointer {
+        limit: (core::mem::size_of::<Idt>() - 1) as u16,
+        base: x86_64::VirtAddr::new(idt as *const Idt as u64),
+    };
+    // SAFETY: the table is 'static, holds valid gates for all 256 vectors, and each points
+    // at a stub that saves state and returns with iretq.
+    unsafe { x86_64::instructions::tables::lidt(&ptr) };
+}

@@ -1,0 +1,337 @@
+//! The kernel's address space: direct map, kernel image with W^X, per-core stack slots.
+//!
+//! Virtual layout (the lower half, below `0x0000_8000_0000_0000`, is left empty for
+//! per-process address spaces):
+//!
+//! | range                          | PML4 slots | what                                       |
+//! |--------------------------------|------------|--------------------------------------------|
+//! | `0xffff_8000_0000_0000` + phys | 256..      | direct map of physical memory, RW, NX      |
+//! | `0xffff_c000_0000_0000` + core·512 GiB | 384 + core | core's kernel stacks, with guard pages |
+//! | `0xffff_ffff_8000_0000` + phys | 511        | kernel image: text RX, rodata R, data RW NX |
+//!
+//! The page-table walker works on physical addresses through the direct map and treats each
+//! entry as an `AtomicU64`: cores add entries under their own PML4 slot concurrently, and
+//! no Rust reference to a whole table ever exists, so there is no aliasing to reason about.
+
+use core::sync::atomic::{AtomicU64, Ordering};
+pub use x86_64::structures::paging::PageTableFlags as Flags;
+
+/// Where physical memory is mapped in every address space.
+pub const PHYS_OFFSET: u64 = 0xffff_8000_0000_0000;
+/// Where the kernel image is linked (physical address + this).
+pub const KERNEL_VMA: u64 = 0xffff_ffff_8000_0000;
+/// First PML4 slot of the per-core stack area.
+pub const KSTACK_PML4_SLOT: usize = 384;
+/// Bytes of virtual space per PML4 slot.
+pub const PML4_SLOT_SPAN: u64 = 1 << 39;
+
+pub const PAGE_SIZE: u64 = 4096;
+pub const HUGE_PAGE_SIZE: u64 = 2 << 20;
+const ADDR_MASK: u64 = 0x000f_ffff_ffff_f000;
+
+/// Virtual address of a physical address in the direct map.
+#[inline]
+pub const fn phys_to_virt(paddr: u64) -> u64 {
+    PHYS_OFFSET + paddr
+}
+
+/// Physical address behind a kernel-half virtual address that is in the direct map or the
+/// kernel image; `None` otherwise.
+pub fn kernel_virt_to_phys(vaddr: u64) -> Option<u64> {
+    if vaddr >= KERNEL_VMA {
+        Some(vaddr - KERNEL_VMA)
+    } else if (PHYS_OFFSET..PHYS_OFFSET + (1 << 46)).contains(&vaddr) {
+        Some(vaddr - PHYS_OFFSET)
+    } else {
+        None
+    }
+}
+
+/// Why a mapping could not be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MapError {
+    /// No frame for an intermediate table.
+    NoMemory,
+    /// Something is already mapped there.
+    AlreadyMapped,
+    /// A 2 MiB page covers the address, so a 4 KiB one cannot be placed.
+    HugePageInTheWay,
+}
+
+/// The entry `index` of the table at physical `table`.
+fn entry(table: u64, index: usize) -> &'static AtomicU64 {
+    debug_assert!(index < 512 && table & 0xfff == 0);
+    // SAFETY: `table` is a page-table frame reachable through the direct map; entries are
+    // 8-byte aligned u64s, and AtomicU64 has the same layout. Page-table frames are never
+    // freed while the kernel runs, so the reference stays valid.
+    unsafe { &*((phys_to_virt(table) + index as u64 * 8) as *const AtomicU64) }
+}
+
+fn indices(vaddr: u64) -> [usize; 4] {
+    [
+        ((vaddr >> 39) & 511) as usize,
+        ((vaddr >> 30) & 511) as usize,
+        ((vaddr >> 21) & 511) as usize,
+        ((vaddr >> 12) & 511) as usize,
+    ]
+}
+
+/// Zero a freshly allocated frame through the direct map.
+pub fn zero_frame(paddr: u64) {
+    // SAFETY: the caller just allocated this frame; nobody else refers to it.
+    unsafe { core::ptr::write_bytes(phys_to_virt(paddr) as *mut u8, 0, PAGE_SIZE as usize) };
+}
+
+/// The next-level table under `e`, creating it with `alloc` if absent.
+fn next_table(e: &AtomicU64, alloc: &mut dyn FnMut() -> Option<u64>) -> Result<u64, MapError> {
+    let v = e.load(Ordering::Acquire);
+    if v & Flags::PRESENT.bits() != 0 {
+        if v & Flags::HUGE_PAGE.bits() != 0 {
+            return Err(MapError::HugePageInTheWay);
+        }
+        return Ok(v & ADDR_MASK);
+    }
+    let frame = alloc().ok_or(MapError::NoMemory)?;
+    zero_frame(frame);
+    // Intermediate entries allow everything; the leaf decides.
+    let link = frame | (Flags::PRESENT | Flags::WRITABLE).bits();
+    e.store(link, Ordering::Release);
+    Ok(frame)
+}
+
+/// Map one 4 KiB page `vaddr -> paddr` under `root`.
+///
+/// # Safety
+/// `root` must be a page table whose affected part only the calling core changes, and the
+/// new mapping must not make memory that Rust code owns reachable in a conflicting way.
+pub unsafe fn map_4k(
+    root: u64,
+    vaddr: u64,
+    paddr: u64,
+    flags: Flags,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Result<(), MapError> {
+    let [i4, i3, i2, i1] = indices(vaddr);
+    let pdpt = next_table(entry(root, i4), alloc)?;
+    let pd = next_table(entry(pdpt, i3), alloc)?;
+    let pt = next_table(entry(pd, i2), alloc)?;
+    let e = entry(pt, i1);
+    if e.load(Ordering::Relaxed) & Flags::PRESENT.bits() != 0 {
+        return Err(MapError::AlreadyMapped);
+    }
+    e.store(
+        (paddr & ADDR_MASK) | (flags | Flags::PRESENT).bits(),
+        Ordering::Release,
+    );
+    Ok(())
+}
+
+/// Map one 2 MiB page `vaddr -> paddr` under `root`.
+///
+/// # Safety
+/// As for [`map_4k`].
+pub unsafe fn map_2m(
+    root: u64,
+    vaddr: u64,
+    paddr: u64,
+    flags: Flags,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Result<(), MapError> {
+    let [i4, i3, i2, _] = indices(vaddr);
+    let pdpt = next_table(entry(root, i4), alloc)?;
+    let pd = next_table(entry(pdpt, i3), alloc)?;
+    let e = entry(pd, i2);
+    if e.load(Ordering::Relaxed) & Flags::PRESENT.bits() != 0 {
+        return Err(MapError::AlreadyMapped);
+    }
+    let bits = (paddr & ADDR_MASK) | (flags | Flags::PRESENT | Flags::HUGE_PAGE).bits();
+    e.store(bits, Ordering::Release);
+    Ok(())
+}
+
+/// Remove the 4 KiB mapping of `vaddr` and flush it from this core's TLB; returns the
+/// physical address it mapped.
+///
+/// # Safety
+/// Nothing may use the page any more, on any core.
+pub unsafe fn unmap_4k(root: u64, vaddr: u64) -> Option<u64> {
+    let [i4, i3, i2, i1] = indices(vaddr);
+    let mut table = root;
+    for i in [i4, i3, i2] {
+        let v = entry(table, i).load(Ordering::Acquire);
+        if v & Flags::PRESENT.bits() == 0 || v & Flags::HUGE_PAGE.bits() != 0 {
+            return None;
+        }
+        table = v & ADDR_MASK;
+    }
+    let old = entry(table, i1).swap(0, Ordering::AcqRel);
+    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(vaddr));
+    (old & Flags::PRESENT.bits() != 0).then_some(old & ADDR_MASK)
+}
+
+/// What a virtual address maps to: physical address and the effective permissions (a
+/// page is writable only if every level allows it, executable only if no level forbids it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Translation {
+    pub paddr: u64,
+    pub writable: bool,
+    pub executable: bool,
+    pub user: bool,
+}
+
+/// Walk `root` for `vaddr`.
+pub fn translate(root: u64, vaddr: u64) -> Option<Translation> {
+    let idx = indices(vaddr);
+    let mut table = root;
+    let (mut writable, mut executable, mut user) = (true, true, true);
+    for (level, &i) in idx.iter().enumerate() {
+        let v = entry(table, i).load(Ordering::Acquire);
+        let f = Flags::from_bits_truncate(v);
+        if !f.contains(Flags::PRESENT) {
+            return None;
+        }
+        writable &= f.contains(Flags::WRITABLE);
+        executable &= !f.contains(Flags::NO_EXECUTE);
+        user &= f.contains(Flags::USER_ACCESSIBLE);
+        let leaf_huge = f.contains(Flags::HUGE_PAGE) && (level == 1 || level == 2);
+        if level == 3 || leaf_huge {
+            let page_mask = match level {
+                1 => (1u64 << 30) - 1,
+                2 => HUGE_PAGE_SIZE - 1,
+                _ => PAGE_SIZE - 1,
+            };
+            let paddr = (v & ADDR_MASK & !page_mask) | (vaddr & page_mask);
+            return Some(Translation {
+                paddr,
+                writable,
+                executable,
+                user,
+            });
+        }
+        table = v & ADDR_MASK;
+    }
+    None
+}
+
+/// The PML4 entry `slot` of `root` (for sharing kernel-half slots).
+pub fn pml4_entry(root: u64, slot: usize) -> &'static AtomicU64 {
+    entry(root, slot)
+}
+
+/// Physical address of the active top-level table.
+pub fn active_root() -> u64 {
+    super::cpu::read_cr3() & ADDR_MASK
+}
+
+extern "C" {
+    static __text_start: u8;
+    static __text_end: u8;
+    static __rodata_start: u8;
+    static __rodata_end: u8;
+    static __data_start: u8;
+    static __kernel_end: u8;
+    static __kernel_phys_start: u8;
+    static boot_pml4: u8;
+}
+
+/// Address of a linker symbol.
+macro_rules! sym_addr {
+    ($s:ident) => {
+        // Only the address of the linker symbol is taken, never its contents.
+        core::ptr::addr_of!($s) as u64
+    };
+}
+
+/// The kernel image's parts, as virtual address ranges.
+#[derive(Debug, Clone, Copy)]
+pub struct ImageLayout {
+    pub text: (u64, u64),
+    pub rodata: (u64, u64),
+    pub data: (u64, u64),
+    /// Physical range of the whole image, boot section included.
+    pub phys: (u64, u64),
+}
+
+pub fn image_layout() -> ImageLayout {
+    ImageLayout {
+        text: (sym_addr!(__text_start), sym_addr!(__text_end)),
+        rodata: (sym_addr!(__rodata_start), sym_addr!(__rodata_end)),
+        data: (sym_addr!(__data_start), sym_addr!(__kernel_end)),
+        phys: (
+            sym_addr!(__kernel_phys_start),
+            sym_addr!(__kernel_end) - KERNEL_VMA,
+        ),
+    }
+}
+
+/// Physical address of the boot page tables (identity + direct map + kernel, first GiB).
+/// Application processors use them to climb into the higher half.
+pub fn boot_root() -> u64 {
+    sym_addr!(boot_pml4)
+}
+
+/// Build the kernel's own page tables and switch this core to them.
+///
+/// `regions` are every physical range the firmware described (RAM or not): 2 MiB pages
+/// that touch one are mapped write-back, the rest of the first 4 GiB (device memory such as
+/// the local APIC and IOAPIC) uncached. Returns the new root.
+///
+/// # Safety
+/// Must run once, on the bootstrap core, while the boot page tables are active; `alloc`
+/// must hand out zeroable frames nobody else uses.
+pub unsafe fn build_kernel_space(
+    regions: &mut dyn Iterator<Item = (u64, u64)>,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Result<u64, MapError> {
+    let root = alloc().ok_or(MapError::NoMemory)?;
+    zero_frame(root);
+
+    // Direct map, 2 MiB pages.
+    let mut covered = [(0u64, 0u64); 64];
+    let mut n = 0;
+    let mut top = 4u64 << 30;
+    for (s, e) in regions {
+        if n < covered.len() {
+            covered[n] = (s, e);
+            n += 1;
+        }
+        top = top.max(e);
+    }
+    let covered = &covered[..n];
+    let direct = Flags::WRITABLE | Flags::NO_EXECUTE | Flags::GLOBAL;
+    let mut p = 0;
+    while p < top {
+        let described = covered
+            .iter()
+            .any(|&(s, e)| s < p + HUGE_PAGE_SIZE && p < e);
+        let flags = if described {
+            direct
+        } else {
+            direct | Flags::NO_CACHE | Flags::WRITE_THROUGH
+        };
+        // SAFETY: a fresh root nobody else sees yet.
+        unsafe { map_2m(root, phys_to_virt(p), p, flags, alloc)? };
+        p += HUGE_PAGE_SIZE;
+    }
+
+    // Kernel image, 4 KiB pages, W^X.
+    let l = image_layout();
+    let parts = [
+        (l.text, Flags::GLOBAL),
+        (l.rodata, Flags::GLOBAL | Flags::NO_EXECUTE),
+        (l.data, Flags::GLOBAL | Flags::NO_EXECUTE | Flags::WRITABLE),
+    ];
+    for ((start, end), flags) in parts {
+        let mut v = start & !(PAGE_SIZE - 1);
+        while v < end {
+            // SAFETY: a fresh root nobody else sees yet.
+            unsafe { map_4k(root, v, v - KERNEL_VMA, flags, alloc)? };
+            v += PAGE_SIZE;
+        }
+    }
+
+    // SAFETY: the new tables map the kernel image (code, stack in .bss, data) at the same
+    // virtual addresses as the boot tables, and the direct map covers all memory in use.
+    unsafe { super::cpu::write_cr3(root) };
+    Ok(root)
+}

@@ -1,0 +1,169 @@
+//! In-kernel tests: registered with [`crate::ktest!`], selected by `ktest=PATTERNS` on the
+//! command line, run on the bootstrap core after boot, reported on the console in the line
+//! protocol of `abi::protocol` that `cargo xtask test` reads.
+//!
+//! A test is a function returning [`TestResult`]; it may use [`crate::smp::call_on`] to act
+//! on other cores. An *expected-fault* test is a function that must bring the kernel down
+//! with a report containing a given text (W^X, exception reports, panics). It runs only when
+//! selected by its exact name, in a boot of its own: xtask boots once per such test and
+//! checks the exit status and the report.
+//!
+//! Tests are collected in the `.ktests` link section (like Asterinas' `ktest` or the
+//! `linkme` crate), so a test is registered where it is written, with no central list.
+
+use crate::time;
+use abi::protocol;
+use alloc::string::String;
+
+/// What a test returns: `Err` carries the failure message.
+pub type TestResult = Result<(), String>;
+
+/// How a test runs.
+pub enum Body {
+    Normal(fn() -> TestResult),
+    /// Must stop the machine with a report containing `expect`.
+    Fault {
+        expect: &'static str,
+        run: fn(),
+    },
+}
+
+/// One registered test.
+pub struct KTest {
+    pub module: &'static str,
+    pub name: &'static str,
+    pub body: Body,
+}
+
+impl KTest {
+    /// `module::name`, without the crate and `tests` prefixes.
+    pub fn full_name(&self) -> heapless::String<128> {
+        let m = self
+            .module
+            .trim_start_matches("musubi::")
+            .trim_start_matches("tests::");
+        let mut s = heapless::String::new();
+        let _ = core::fmt::write(&mut s, format_args!("{m}::{}", self.name));
+        s
+    }
+}
+
+/// Register a test: `ktest! { fn name() -> TestResult { ... } }`, or an expected-fault test:
+/// `ktest! { #[expect_fault = "text"] fn name() { ... } }`.
+#[macro_export]
+macro_rules! ktest {
+    ($(#[doc = $doc:literal])* fn $name:ident() -> TestResult $body:block) => {
+        $(#[doc = $doc])*
+        fn $name() -> $crate::ktest::TestResult $body
+        const _: () = {
+            #[link_section = ".ktests"]
+            #[used]
+            static REGISTRATION: $crate::ktest::KTest = $crate::ktest::KTest {
+                module: module_path!(),
+                name: stringify!($name),
+                body: $crate::ktest::Body::Normal($name),
+            };
+        };
+    };
+    ($(#[doc = $doc:literal])* #[expect_fault = $expect:literal] fn $name:ident() $body:block) => {
+        $(#[doc = $doc])*
+        fn $name() $body
+        const _: () = {
+            #[link_section = ".ktests"]
+            #[used]
+            static REGISTRATION: $crate::ktest::KTest = $crate::ktest::KTest {
+                module: module_path!(),
+                name: stringify!($name),
+                body: $crate::ktest::Body::Fault { expect: $expect, run: $name },
+            };
+        };
+    };
+}
+
+/// Fail the test with a formatted message unless `cond` holds.
+#[macro_export]
+macro_rules! kassert {
+    ($cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            return Err(alloc::format!("{} (at {}:{})", format_args!($($fmt)+), file!(), line!()));
+        }
+    };
+}
+
+extern "C" {
+    static __ktests_start: KTest;
+    static __ktests_end: KTest;
+}
+
+/// Every registered test.
+pub fn all() -> &'static [KTest] {
+    // SAFETY: the linker script places every `.ktests` entry, each a `KTest` static of the
+    // same size and alignment, contiguously between these two symbols.
+    unsafe {
+        let start = core::ptr::addr_of!(__ktests_start);
+        let end = core::ptr::addr_of!(__ktests_end);
+        let n = (end as usize - start as usize) / core::mem::size_of::<KTest>();
+        core::slice::from_raw_parts(start, n)
+    }
+}
+
+/// Counts of one run.
+pub struct Summary {
+    pub passed: usize,
+    pub failed: usize,
+}
+
+/// Run the tests matching `patterns`. Expected-fault tests are listed (for xtask) and run
+/// only when `patterns` names one exactly; such a run does not return.
+pub fn run(patterns: &str) -> Summary {
+    let mut s = Summary {
+        passed: 0,
+        failed: 0,
+    };
+    let exact = bootargs::is_exact(patterns);
+    for t in all() {
+        let name = t.full_name();
+        match t.body {
+            Body::Fault { expect, run } => {
+                if exact && name.as_str() == patterns {
+                    crate::kprint!("{}{name}\n", protocol::KTEST_RUN);
+                    run();
+                    crate::kprint!(
+                        "{}{name}: expected a fault, but the test returned\n",
+                        protocol::KTEST_FAIL
+                    );
+                    crate::fatal::exit_failure();
+                }
+                crate::kprint!(
+                    "{}{name} expects \"{expect}\"\n",
+                    protocol::KTEST_FAULT_TEST
+                );
+            }
+            Body::Normal(f) => {
+                if !bootargs::matches_any(patterns, &name) {
+                    continue;
+                }
+                crate::kprint!("{}{name}\n", protocol::KTEST_RUN);
+                let t0 = time::now_ns();
+                match f() {
+                    Ok(()) => {
+                        s.passed += 1;
+                        let us = (time::now_ns() - t0) / 1000;
+                        crate::kprint!("{}{name} ({us} us)\n", protocol::KTEST_OK);
+                    }
+                    Err(msg) => {
+                        s.failed += 1;
+                        crate::kprint!("{}{name}: {msg}\n", protocol::KTEST_FAIL);
+                    }
+                }
+            }
+        }
+    }
+    crate::kprint!(
+        "{}{} passed, {} failed\n",
+        protocol::KTEST_DONE,
+        s.passed,
+        s.failed
+    );
+    s
+}

@@ -1,0 +1,293 @@
+//! Musubi: a research kernel for x86_64 that ties five classic OS papers into one system.
+//!
+//! This file is the boot sequence, read top to bottom:
+//!
+//! 1. [`kmain_bsp`] (bootstrap core, on the boot stack): console, boot information, the
+//!    kernel's page tables, the platform's ACPI tables, the split of physical memory into
+//!    per-core pools, this core's pool and heap; then it moves to its own guarded stack.
+//! 2. [`bsp_main`]: descriptor tables, clocks, interrupts, the other cores, and then either
+//!    the in-kernel tests, a power-off, or idle.
+//! 3. Application processors go through [`smp::ap_entry`] and the same per-core set-up.
+//!
+//! See docs/design.md for the architecture and docs/tour.md for where each paper lives.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod arch;
+mod console;
+mod fatal;
+mod ktest;
+mod mm;
+mod percore;
+mod rt;
+mod smp;
+mod tests;
+mod time;
+
+use arch::x86_64::{acpi, apic, cpu, gdt, idt, ioapic, paging, pvh, serial, trap};
+use core::sync::atomic::Ordering;
+use frames::{PhysRange, FRAME_SIZE};
+
+/// Pages of each core's main kernel stack.
+pub const KERNEL_STACK_PAGES: u64 = 8;
+/// Pages of each interrupt stack (NMI, double fault, machine check).
+const IST_STACK_PAGES: u64 = 4;
+
+/// What the bootstrap core learnt during boot, kept for the summary and the tests.
+pub struct BootState {
+    pub cmdline: heapless::String<{ pvh::MAX_CMDLINE }>,
+    pub platform: acpi::Platform,
+    pub features: cpu::Features,
+    pub ram_bytes: u64,
+}
+
+static BOOT: spin::Once<BootState> = spin::Once::new();
+
+/// Boot facts (after `kmain_bsp` has run).
+pub fn boot_state() -> &'static BootState {
+    BOOT.get().expect("boot state read before boot")
+}
+
+/// Frames set aside, before pools exist, for the kernel's own page tables.
+struct EarlyFrames {
+    next: u64,
+    end: u64,
+}
+
+impl EarlyFrames {
+    fn alloc(&mut self) -> Option<u64> {
+        (self.next < self.end).then(|| {
+            self.next += FRAME_SIZE;
+            self.next - FRAME_SIZE
+        })
+    }
+}
+
+/// Bootstrap core, from `kernel_start64` with the physical address of the PVH start info.
+#[no_mangle]
+pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
+    time::record_kernel_entry();
+    percore::init_this_core(0);
+    console::init(log::LevelFilter::Info);
+
+    // SAFETY: `start_info` is what the PVH loader passed; the boot tables map low memory.
+    let boot = unsafe { pvh::parse(u64::from(start_info)) };
+    let args = bootargs::parse(&boot.cmdline, |w| log::warn!("{w}"));
+    log::set_max_level(match args.log {
+        bootargs::LogLevel::Error => log::LevelFilter::Error,
+        bootargs::LogLevel::Warn => log::LevelFilter::Warn,
+        bootargs::LogLevel::Info => log::LevelFilter::Info,
+        bootargs::LogLevel::Debug => log::LevelFilter::Debug,
+        bootargs::LogLevel::Trace => log::LevelFilter::Trace,
+    });
+    kprintln!(
+        "Musubi {} booting; command line: '{}'",
+        env!("CARGO_PKG_VERSION"),
+        boot.cmdline
+    );
+    if boot.cmdline_truncated {
+        log::warn!(
+            "command line longer than {} bytes was cut",
+            pvh::MAX_CMDLINE
+        );
+    }
+    let features = cpu::Features::read();
+
+    // Physical memory: RAM minus what is already in use.
+    let image = paging::image_layout();
+    let mut holes: heapless::Vec<PhysRange, 16> = heapless::Vec::new();
+    let _ = holes.push(PhysRange::new(0, 1 << 20)); // real-mode area, trampoline, firmware
+    let _ = holes.push(PhysRange::new(image.phys.0, image.phys.1));
+    for m in &boot.modules {
+        let _ = holes.push(PhysRange::new(m.start, m.start + m.size));
+    }
+    let ram: heapless::Vec<PhysRange, { pvh::MAX_MEMMAP }> = boot.ram().collect();
+    let ram_bytes = ram.iter().map(|r| r.end - r.start).sum();
+    let mut usable = [PhysRange::new(0, 0); 64];
+    let n = frames::usable_minus_holes(&ram, &holes, &mut usable);
+
+    // Frames for the kernel page tables: enough for a 2 MiB-page direct map of all memory.
+    let top = boot
+        .memmap
+        .iter()
+        .map(|r| r.end)
+        .max()
+        .unwrap_or(0)
+        .max(4 << 30);
+    let table_frames = top.div_ceil(1 << 30) + 64;
+    let early = usable[..n]
+        .iter()
+        .find(|r| r.frames() >= table_frames && r.start + table_frames * FRAME_SIZE <= 1 << 30)
+        .expect("no room below 1 GiB for the kernel page tables");
+    let mut early = EarlyFrames {
+        next: early.start,
+        end: early.start + table_frames * FRAME_SIZE,
+    };
+    let early_range = PhysRange::new(early.next, early.end);
+    let mut regions = boot.memmap.iter().map(|r| (r.start, r.end));
+    // SAFETY: first and only call, on the bootstrap core, boot tables active; the early
+    // frames are RAM that nothing else uses.
+    let root = unsafe { paging::build_kernel_space(&mut regions, &mut || early.alloc()) }
+        .expect("cannot build the kernel page tables");
+    log::debug!(
+        "kernel page tables at {root:#x}, {} early frames used",
+        (early.next - early_range.start) / FRAME_SIZE
+    );
+
+    // The platform.
+    apic::choose_mode(features.x2apic);
+    apic::init_this_core();
+    let platform = acpi::discover(boot.rsdp, apic::id()).unwrap_or_else(|e| panic!("ACPI: {e}"));
+    let planned = platform
+        .apic_ids
+        .len()
+        .min(args.smp.unwrap_or(abi::MAX_CORES));
+    smp::set_apic_ids(&platform.apic_ids[..planned]);
+
+    // Per-core pools over what is left.
+    let _ = holes.push(early_range);
+    let n = frames::usable_minus_holes(&ram, &holes, &mut usable);
+    let pools = frames::split_into_pools(&usable[..n], planned)
+        .unwrap_or_else(|e| panic!("cannot split memory into {planned} pools: {e}"));
+    mm::frames::set_pool_layout(pools.iter().cloned().collect());
+    mm::frames::init_this_core();
+    mm::heap::init_this_core();
+
+    BOOT.call_once(|| BootState {
+        cmdline: boot.cmdline.clone(),
+        platform,
+        features,
+        ram_bytes,
+    });
+    let stack = mm::kstack::alloc(KERNEL_STACK_PAGES).expect("no memory for the boot core's stack");
+    cpu::switch_stack(stack.top, bsp_main)
+}
+
+/// Descriptor tables for the calling core: interrupt stacks, GDT/TSS, IDT.
+pub fn init_cpu_tables() {
+    let ist = [IST_STACK_PAGES; 3].map(|p| {
+        mm::kstack::alloc(p)
+            .expect("no memory for interrupt stacks")
+            .top
+    });
+    let rsp0 = mm::kstack::alloc(KERNEL_STACK_PAGES)
+        .expect("no memory for the ring-0 stack")
+        .top;
+    gdt::init_this_core(ist, rsp0);
+    idt::init_this_core();
+}
+
+/// Bootstrap core on its own stack.
+extern "C" fn bsp_main() -> ! {
+    init_cpu_tables();
+    let state = boot_state();
+    let args = bootargs::parse(&state.cmdline, |_| {});
+
+    ioapic::disable_pic(trap::VEC_PIC_BASE);
+    let cal = time::calibrate();
+    time::start_tick_this_core();
+    log::info!(
+        "{} mode APIC, TSC {} MHz, LAPIC timer {} MHz (/16), tick {} Hz",
+        if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
+        cal.tsc_hz / 1_000_000,
+        cal.lapic_hz_div16 / 1_000_000,
+        time::HZ
+    );
+
+    // Serial input: IRQ 4 through the IOAPIC to this core.
+    let serial_irq = state.platform.isa_irq(serial::IRQ);
+    match state
+        .platform
+        .ioapics
+        .iter()
+        .find(|io| io.serves(serial_irq.gsi))
+    {
+        Some(io) => {
+            for io in &state.platform.ioapics {
+                io.mask_all();
+            }
+            io.route(
+                serial_irq.gsi,
+                trap::VEC_SERIAL as u8,
+                apic::id(),
+                serial_irq.active_low,
+                serial_irq.level,
+            );
+            serial::enable_receive_interrupt();
+        }
+        None => log::warn!(
+            "no IOAPIC serves GSI {}: serial input disabled",
+            serial_irq.gsi
+        ),
+    }
+
+    smp::mark_online();
+    let planned = smp::cores_planned();
+    let started = smp::start_aps();
+    // Every core reached its idle loop: boot is complete.
+    time::wait_until(1_000_000_000, || {
+        (1..planned)
+            .filter(|&c| smp::is_online(c))
+            .all(|c| percore::of(c).stats.idle_at_tsc.load(Ordering::Acquire) != 0)
+    });
+    summary(planned, started + 1);
+
+    if let Some(patterns) = args.ktest {
+        let s = ktest::run(patterns);
+        if s.failed > 0 {
+            fatal::exit_failure();
+        }
+        power_off();
+    }
+    if args.poweroff {
+        power_off();
+    }
+    smp::idle()
+}
+
+/// The boot summary: cores, frames per core, boot time.
+fn summary(planned: usize, online: usize) {
+    let state = boot_state();
+    let idle_tsc = (0..planned)
+        .map(|c| percore::of(c).stats.idle_at_tsc.load(Ordering::Acquire))
+        .max()
+        .unwrap_or(0)
+        .max(cpu::rdtsc());
+    let entry_ns = time::tsc_to_ns(time::kernel_entry_tsc());
+    let idle_ns = time::tsc_to_ns(idle_tsc);
+    kprintln!(
+        "{} cores_online={online} cores_planned={planned} cores_in_madt={} entry_ns={entry_ns} idle_ns={idle_ns} ram_mib={}",
+        abi::protocol::BOOT_SUMMARY,
+        state.platform.cores_in_madt,
+        state.ram_bytes >> 20
+    );
+    kprintln!(
+        "boot: {online} of {planned} cores online; kernel entered at {:.3} ms, all cores idle at {:.3} ms ({:.3} ms in the kernel)",
+        entry_ns as f64 / 1e6,
+        idle_ns as f64 / 1e6,
+        (idle_ns - entry_ns) as f64 / 1e6
+    );
+    for core in 0..planned {
+        let (free, total) = mm::frames::counts(core);
+        let r = mm::frames::pool_ranges(core);
+        let (lo, hi) = (
+            r.first().map_or(0, |r| r.start),
+            r.last().map_or(0, |r| r.end),
+        );
+        kprintln!(
+            "boot: core {core}: {total} frames ({} MiB) in [{lo:#x}, {hi:#x}), {free} free",
+            total * FRAME_SIZE >> 20
+        );
+    }
+}
+
+/// Power off through ACPI; if that fails, say so and exit with failure.
+pub fn power_off() -> ! {
+    kprintln!("powering off");
+    acpi::poweroff(&boot_state().platform);
+    time::wait_until(100_000_000, || false);
+    log::error!("ACPI power-off did not take effect");
+    fatal::exit_failure()
+}

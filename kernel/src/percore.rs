@@ -1,0 +1,155 @@
+//! Per-core data: each core's own state, found through its GS base.
+//!
+//! Musubi's default structure is a kernel per core (Barrelfish; Tender's per-core resource
+//! management, P4): every core owns its memory pool, its heap, its tables and its counters,
+//! and no lock protects them because no other core touches them. This module gives that
+//! rule a shape the compiler can help with:
+//!
+//! * [`CoreLocal`] is one core's record. The kernel keeps one per possible core in a static
+//!   array; `GS.base` of core *i* points at element *i*, so [`current_core`] is one load.
+//! * Fields other cores may *read* (published counters) are atomics written only by the
+//!   owner. Fields other cores *write* (the IPI mailbox, remote-free lists) are lock-free
+//!   single-writer-per-slot structures defined by the modules that own them.
+//! * Owner-only state sits in a [`CoreCell`], whose [`CoreCell::with`] checks at run time
+//!   that the caller is the owning core and that the cell is not already borrowed (the
+//!   kernel is non-preemptible, so the only re-entry is a fault handler).
+
+use crate::arch::x86_64::cpu;
+use abi::MAX_CORES;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+/// One core's record. `core` must stay the first field: [`current_core`] reads it at
+/// `gs:[0]`.
+#[repr(C, align(64))]
+pub struct CoreLocal {
+    core: AtomicUsize,
+    /// Published state, written by the owner only.
+    pub stats: CoreStats,
+    /// Messages from other cores (one slot per sender).
+    pub mailbox: crate::smp::Mailbox,
+    /// This core's memory: frame pool and heap.
+    pub mem: crate::mm::CoreMem,
+}
+
+/// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
+/// make the reads by other cores well defined, not synchronised).
+pub struct CoreStats {
+    pub online: AtomicBool,
+    pub apic_id: AtomicU32,
+    /// Timer interrupts taken.
+    pub ticks: AtomicU64,
+    /// IPIs taken, all senders together.
+    pub ipis: AtomicU64,
+    /// IPIs taken from each sender core.
+    pub ipis_from: [AtomicU64; MAX_CORES],
+    /// Serial-port interrupts taken.
+    pub serial_irqs: AtomicU64,
+    /// TSC value when this core entered its idle loop for the first time.
+    pub idle_at_tsc: AtomicU64,
+}
+
+impl CoreStats {
+    const fn new() -> Self {
+        CoreStats {
+            online: AtomicBool::new(false),
+            apic_id: AtomicU32::new(0),
+            ticks: AtomicU64::new(0),
+            ipis: AtomicU64::new(0),
+            ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
+            serial_irqs: AtomicU64::new(0),
+            idle_at_tsc: AtomicU64::new(0),
+        }
+    }
+}
+
+impl CoreLocal {
+    const fn new() -> Self {
+        CoreLocal {
+            core: AtomicUsize::new(0),
+            stats: CoreStats::new(),
+            mailbox: crate::smp::Mailbox::new(),
+            mem: crate::mm::CoreMem::new(),
+        }
+    }
+
+    /// This record's core index.
+    pub fn index(&self) -> usize {
+        self.core.load(Ordering::Relaxed)
+    }
+}
+
+static CORES: [CoreLocal; MAX_CORES] = [const { CoreLocal::new() }; MAX_CORES];
+
+/// Point this core's GS base at its record. Called first thing on every core.
+pub fn init_this_core(core: usize) {
+    assert!(core < MAX_CORES, "core index {core} beyond MAX_CORES");
+    CORES[core].core.store(core, Ordering::Relaxed);
+    let record = &CORES[core] as *const CoreLocal as u64;
+    // SAFETY: GS.base is only used by `current_core`; the record is a static that lives
+    // for the whole run, and `core` indexes it.
+    unsafe { cpu::wrmsr(cpu::MSR_GS_BASE, record) };
+}
+
+/// Index of the core running this code.
+#[inline]
+pub fn current_core() -> usize {
+    let core: usize;
+    // SAFETY: GS.base points at this core's `CoreLocal` (set by `init_this_core` before any
+    // other kernel code runs), whose first field is the core index.
+    unsafe {
+        core::arch::asm!("mov {}, gs:[0]", out(reg) core, options(nostack, readonly, preserves_flags))
+    };
+    core
+}
+
+/// This core's record.
+#[inline]
+pub fn this() -> &'static CoreLocal {
+    &CORES[current_core()]
+}
+
+/// Another core's record, for reading its published counters or posting to its mailbox.
+pub fn of(core: usize) -> &'static CoreLocal {
+    &CORES[core]
+}
+
+/// Owner-only state inside a [`CoreLocal`].
+pub struct CoreCell<T> {
+    borrowed: AtomicBool,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: `with` hands out the inner value only to the owning core and only once at a time,
+// so the value is never accessed from two cores or twice on one core.
+unsafe impl<T: Send> Sync for CoreCell<T> {}
+
+impl<T> CoreCell<T> {
+    pub const fn new(value: T) -> Self {
+        CoreCell {
+            borrowed: AtomicBool::new(false),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Run `f` on the value. Panics if called from a core other than the owner, or
+    /// re-entered (for example by a fault handler while the owner holds it).
+    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
+        let me = this() as *const CoreLocal as usize;
+        let at = self as *const Self as usize;
+        assert!(
+            at.wrapping_sub(me) < core::mem::size_of::<CoreLocal>(),
+            "core {} touched another core's owner-only state",
+            current_core()
+        );
+        assert!(
+            !self.borrowed.swap(true, Ordering::Acquire),
+            "owner-only state re-entered on core {}",
+            current_core()
+        );
+        // SAFETY: we are the owning core (checked above) and hold the only borrow.
+        let r = f(unsafe { &mut *self.value.get() });
+        self.borrowed.store(false, Ordering::Release);
+        r
+    }
+}

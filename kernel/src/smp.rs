@@ -1,0 +1,224 @@
+//! Cores: starting them, knowing which are online, and the cross-core mailbox.
+//!
+//! Every core has a [`Mailbox`] with one slot per possible sender. A sender writes only its
+//! own slot, sets its bit in the mailbox's `pending` word and sends the target an IPI (the
+//! doorbell); the target's IPI handler ([`on_ipi`]) takes the pending bits, counts the IPI
+//! per sender, and runs a posted call if there is one. This is the single-writer message
+//! path the inter-core RPCC builds on; here it carries [`call_on`], a synchronous "run this
+//! function on that core", which the in-kernel tests use to act on every core.
+
+use crate::arch::x86_64::{apic, trampoline, trap};
+use crate::percore::{self, current_core};
+use crate::time;
+use abi::MAX_CORES;
+use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
+
+const SLOT_IDLE: u8 = 0;
+const SLOT_POSTED: u8 = 1;
+const SLOT_DONE: u8 = 2;
+
+/// One sender's slot in a core's mailbox, on its own cache line.
+#[repr(C, align(64))]
+struct CallSlot {
+    state: AtomicU8,
+    func: AtomicUsize,
+    arg: AtomicU64,
+    ret: AtomicU64,
+}
+
+/// Messages to one core.
+pub struct Mailbox {
+    pending: AtomicU64,
+    slots: [CallSlot; MAX_CORES],
+}
+
+impl Mailbox {
+    pub const fn new() -> Self {
+        Mailbox {
+            pending: AtomicU64::new(0),
+            slots: [const {
+                CallSlot {
+                    state: AtomicU8::new(SLOT_IDLE),
+                    func: AtomicUsize::new(0),
+                    arg: AtomicU64::new(0),
+                    ret: AtomicU64::new(0),
+                }
+            }; MAX_CORES],
+        }
+    }
+}
+
+static APIC_IDS: spin::Once<heapless::Vec<u32, MAX_CORES>> = spin::Once::new();
+static ONLINE: AtomicUsize = AtomicUsize::new(0);
+
+/// Record which APIC id each core index has (bootstrap core, once).
+pub fn set_apic_ids(ids: &[u32]) {
+    APIC_IDS.call_once(|| ids.iter().copied().collect());
+}
+
+/// Cores the kernel is using (started or to be started).
+pub fn cores_planned() -> usize {
+    APIC_IDS.get().map_or(1, |v| v.len())
+}
+
+/// APIC id of core `core`.
+pub fn apic_id_of(core: usize) -> Option<u32> {
+    APIC_IDS.get()?.get(core).copied()
+}
+
+/// Cores that finished starting.
+pub fn online_cores() -> usize {
+    ONLINE.load(Ordering::Acquire)
+}
+
+/// Is core `core` online?
+pub fn is_online(core: usize) -> bool {
+    core < MAX_CORES && percore::of(core).stats.online.load(Ordering::Acquire)
+}
+
+/// Mark this core online (last step of its start-up).
+pub fn mark_online() {
+    let me = percore::this();
+    me.stats.apic_id.store(apic::id(), Ordering::Relaxed);
+    me.stats.online.store(true, Ordering::Release);
+    ONLINE.fetch_add(1, Ordering::AcqRel);
+}
+
+/// Ring `core`'s doorbell: it will take an IPI from us.
+pub fn kick(core: usize) {
+    let Some(apic_id) = apic_id_of(core) else {
+        return;
+    };
+    percore::of(core)
+        .mailbox
+        .pending
+        .fetch_or(1 << current_core(), Ordering::AcqRel);
+    apic::send_ipi(apic_id, trap::VEC_IPI as u8);
+}
+
+/// Ring every other online core's doorbell with one broadcast IPI.
+pub fn kick_all_others() {
+    let me = current_core();
+    for core in (0..cores_planned()).filter(|&c| c != me && is_online(c)) {
+        percore::of(core)
+            .mailbox
+            .pending
+            .fetch_or(1 << me, Ordering::AcqRel);
+    }
+    apic::send_ipi_all_others(trap::VEC_IPI as u8);
+}
+
+/// The doorbell IPI: count it per sender and run any posted calls.
+pub fn on_ipi() {
+    let me = percore::this();
+    let mut pending = me.mailbox.pending.swap(0, Ordering::AcqRel);
+    me.stats.ipis.fetch_add(1, Ordering::Relaxed);
+    while pending != 0 {
+        let src = pending.trailing_zeros() as usize;
+        pending &= pending - 1;
+        me.stats.ipis_from[src].fetch_add(1, Ordering::Relaxed);
+        let slot = &me.mailbox.slots[src];
+        if slot.state.load(Ordering::Acquire) == SLOT_POSTED {
+            let f = slot.func.load(Ordering::Relaxed);
+            // SAFETY: the sender stored a `fn(u64) -> u64` in `func` before publishing the
+            // slot as POSTED with release ordering.
+            let f: fn(u64) -> u64 = unsafe { core::mem::transmute::<usize, fn(u64) -> u64>(f) };
+            slot.ret
+                .store(f(slot.arg.load(Ordering::Relaxed)), Ordering::Relaxed);
+            slot.state.store(SLOT_DONE, Ordering::Release);
+            kick(src);
+        }
+    }
+}
+
+/// Why [`call_on`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallError {
+    NoSuchCore,
+    Timeout,
+}
+
+/// Run `f(arg)` on core `core` from its IPI handler and return its result. Waits (halting)
+/// at most `timeout_ns`.
+pub fn call_on(
+    core: usize,
+    f: fn(u64) -> u64,
+    arg: u64,
+    timeout_ns: u64,
+) -> Result<u64, CallError> {
+    let me = current_core();
+    if core == me {
+        return Ok(f(arg));
+    }
+    if !is_online(core) {
+        return Err(CallError::NoSuchCore);
+    }
+    let slot = &percore::of(core).mailbox.slots[me];
+    slot.func.store(f as usize, Ordering::Relaxed);
+    slot.arg.store(arg, Ordering::Relaxed);
+    slot.state.store(SLOT_POSTED, Ordering::Release);
+    kick(core);
+    let done = time::wait_until(timeout_ns, || {
+        slot.state.load(Ordering::Acquire) == SLOT_DONE
+    });
+    if !done {
+        // The target may still run it later; leave the slot posted so its answer is
+        // harmless, and report the timeout.
+        return Err(CallError::Timeout);
+    }
+    slot.state.store(SLOT_IDLE, Ordering::Relaxed);
+    Ok(slot.ret.load(Ordering::Relaxed))
+}
+
+/// Start every planned application processor, one after another; returns how many came
+/// online.
+pub fn start_aps() -> usize {
+    let tsc_hz = time::tsc_hz();
+    let mut started = 0;
+    for core in 1..cores_planned() {
+        let Some(apic_id) = apic_id_of(core) else {
+            continue;
+        };
+        trampoline::start_core(apic_id, core, tsc_hz, || is_online(core));
+        if time::wait_until(1_000_000_000, || is_online(core)) {
+            started += 1;
+        } else {
+            log::error!("core {core} (APIC id {apic_id}) did not come online within 1 s");
+        }
+    }
+    started
+}
+
+/// First Rust code of an application processor, on the shared AP boot stack.
+pub extern "C" fn ap_entry(core: u64) -> ! {
+    let core = core as usize;
+    percore::init_this_core(core);
+    crate::mm::frames::init_this_core();
+    crate::mm::heap::init_this_core();
+    let stack = crate::mm::kstack::alloc(crate::KERNEL_STACK_PAGES)
+        .expect("no memory for the AP's kernel stack");
+    crate::arch::x86_64::cpu::switch_stack(stack.top, ap_main)
+}
+
+/// An application processor on its own stack: descriptor tables, APIC, tick, online, idle.
+extern "C" fn ap_main() -> ! {
+    crate::init_cpu_tables();
+    apic::init_this_core();
+    time::start_tick_this_core();
+    mark_online();
+    kick(0);
+    idle()
+}
+
+/// The idle loop: give back memory other cores freed, then sleep until an interrupt.
+pub fn idle() -> ! {
+    let me = percore::this();
+    me.stats
+        .idle_at_tsc
+        .store(crate::arch::x86_64::cpu::rdtsc(), Ordering::Release);
+    loop {
+        crate::mm::frames::drain_remote();
+        crate::mm::heap::drain_remote();
+        crate::arch::x86_64::cpu::wait_for_interrupt();
+    }
+}

@@ -1,0 +1,75 @@
+//! Cores, CPU set-up and clocks.
+
+use crate::arch::x86_64::cpu;
+use crate::{kassert, ktest, percore, smp, time};
+use core::sync::atomic::Ordering;
+
+ktest! {
+    /// Every core the command line and the MADT allow came online, each with its own APIC id.
+    fn all_cores_online() -> TestResult {
+        let planned = smp::cores_planned();
+        let madt = crate::boot_state().platform.cores_in_madt;
+        kassert!(planned >= 1 && planned <= madt, "planned {planned} cores, MADT lists {madt}");
+        kassert!(smp::online_cores() == planned, "{} of {planned} cores online", smp::online_cores());
+        for a in 0..planned {
+            kassert!(smp::is_online(a), "core {a} not online");
+            for b in 0..a {
+                let (ia, ib) = (percore::of(a).stats.apic_id.load(Ordering::Relaxed), percore::of(b).stats.apic_id.load(Ordering::Relaxed));
+                kassert!(ia != ib, "cores {a} and {b} share APIC id {ia}");
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_core_setup(core: u64) -> u64 {
+    if crate::percore::current_core() as u64 != core {
+        return 1;
+    }
+    let (cr0, cr4) = (cpu::read_cr0(), cpu::read_cr4());
+    if cr0 & (1 << 2) != 0 || cr0 & (1 << 1) == 0 || cr4 & 0x600 != 0x600 {
+        return 2; // SSE not enabled
+    }
+    if cr0 & (1 << 16) == 0 {
+        return 3; // write protection off: W^X would not hold in ring 0
+    }
+    // SSE arithmetic really works here (the compiler uses SSE registers for f64).
+    let x = core::hint::black_box(1.5f64 + core as f64);
+    if (x * 2.0 - 3.0 - 2.0 * core as f64).abs() > 1e-12 {
+        return 4;
+    }
+    0
+}
+
+ktest! {
+    /// SSE is on, CR0.WP is on, and each core's GS base finds its own record.
+    fn cpu_setup_every_core() -> TestResult {
+        crate::tests::on_every_core(check_core_setup, "CPU set-up check")
+    }
+}
+
+ktest! {
+    /// Every core's periodic timer ticks (at least 2 ticks in 60 ms at 100 Hz).
+    fn timer_ticks_every_core() -> TestResult {
+        let n = smp::cores_planned();
+        let before: alloc::vec::Vec<u64> = (0..n).map(|c| percore::of(c).stats.ticks.load(Ordering::Relaxed)).collect();
+        time::wait_until(60_000_000, || false);
+        for (c, b) in before.iter().enumerate() {
+            let now = percore::of(c).stats.ticks.load(Ordering::Relaxed);
+            kassert!(now >= b + 2, "core {c} ticked {} times in 60 ms", now - b);
+        }
+        Ok(())
+    }
+}
+
+ktest! {
+    /// The calibrated clock agrees with the tick: 100 ms of TSC time is about 10 ticks.
+    fn clock_matches_tick() -> TestResult {
+        let me = percore::this();
+        let t0 = me.stats.ticks.load(Ordering::Relaxed);
+        time::wait_until(100_000_000, || false);
+        let ticks = me.stats.ticks.load(Ordering::Relaxed) - t0;
+        kassert!((8..=12).contains(&ticks), "{ticks} ticks in 100 ms of TSC time, expected 10 +- 2");
+        Ok(())
+    }
+}

@@ -1,0 +1,222 @@
+//! The kernel command line: what a user can switch at boot.
+//!
+//! The command line is a list of words separated by spaces. A word is a flag (`poweroff`)
+//! or `key=value` (`smp=2`, `ktest=frames::*`). Parsing never fails as a whole: a word it
+//! does not understand, or a value that is out of range, becomes a [`Warning`] that the
+//! kernel prints, and the rest of the line still takes effect. Pure logic, tested on the
+//! host.
+//!
+//! | word | meaning |
+//! |------|---------|
+//! | `smp=N` | use at most N cores (1..=64) |
+//! | `poweroff` | print the boot summary and power off once boot is complete |
+//! | `ktest=PATTERNS` | run the in-kernel tests whose names match, then power off |
+//! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
+#![cfg_attr(not(test), no_std)]
+
+/// Most cores the kernel can use; `smp=` beyond it is a warning.
+pub const MAX_SMP: usize = 64;
+
+/// Log verbosity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+/// What the command line asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BootArgs<'a> {
+    pub smp: Option<usize>,
+    pub poweroff: bool,
+    pub ktest: Option<&'a str>,
+    pub log: LogLevel,
+}
+
+impl Default for BootArgs<'_> {
+    fn default() -> Self {
+        BootArgs {
+            smp: None,
+            poweroff: false,
+            ktest: None,
+            log: LogLevel::Info,
+        }
+    }
+}
+
+/// Something on the command line that was ignored, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Warning<'a> {
+    UnknownWord(&'a str),
+    BadValue {
+        key: &'a str,
+        value: &'a str,
+        expected: &'static str,
+    },
+}
+
+impl core::fmt::Display for Warning<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Warning::UnknownWord(w) => write!(f, "unknown command-line word '{w}' ignored"),
+            Warning::BadValue {
+                key,
+                value,
+                expected,
+            } => {
+                write!(f, "'{key}={value}' ignored: expected {expected}")
+            }
+        }
+    }
+}
+
+/// Parse `line`; `warn` is called for every ignored word.
+pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'a> {
+    let mut args = BootArgs::default();
+    for word in line.split_ascii_whitespace() {
+        let (key, value) = match word.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (word, None),
+        };
+        match (key, value) {
+            ("poweroff", None) => args.poweroff = true,
+            ("smp", Some(v)) => match v.parse::<usize>() {
+                Ok(n) if (1..=MAX_SMP).contains(&n) => args.smp = Some(n),
+                _ => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "a core count from 1 to 64",
+                }),
+            },
+            ("ktest", Some(v)) if !v.is_empty() => args.ktest = Some(v),
+            ("ktest", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "a test-name pattern",
+            }),
+            ("log", Some(v)) => match v {
+                "error" => args.log = LogLevel::Error,
+                "warn" => args.log = LogLevel::Warn,
+                "info" => args.log = LogLevel::Info,
+                "debug" => args.log = LogLevel::Debug,
+                "trace" => args.log = LogLevel::Trace,
+                _ => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "error, warn, info, debug or trace",
+                }),
+            },
+            _ => warn(Warning::UnknownWord(word)),
+        }
+    }
+    args
+}
+
+/// Does test `name` match `patterns`: a comma-separated list where each pattern is `all`,
+/// an exact name, or a glob with `*` matching any run of characters?
+pub fn matches_any(patterns: &str, name: &str) -> bool {
+    patterns
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .any(|p| p == "all" || glob(p.as_bytes(), name.as_bytes()))
+}
+
+/// Is `pattern` a single exact name (no wildcard, not `all`, no list)?
+pub fn is_exact(patterns: &str) -> bool {
+    !patterns.contains(['*', ',']) && patterns != "all"
+}
+
+/// `*`-only glob match, iterative with one backtrack point (linear in practice).
+fn glob(p: &[u8], s: &[u8]) -> bool {
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if pi < p.len() && p[pi] == s[si] {
+            pi += 1;
+            si += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_collect(line: &str) -> (BootArgs<'_>, Vec<Warning<'_>>) {
+        let mut w = Vec::new();
+        let a = parse(line, |x| w.push(x));
+        (a, w)
+    }
+
+    #[test]
+    fn empty_line_gives_defaults() {
+        let (a, w) = parse_collect("");
+        assert_eq!(a, BootArgs::default());
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn all_words() {
+        let (a, w) = parse_collect("  smp=2 poweroff  ktest=frames::*,ipi::all_pairs log=debug ");
+        assert_eq!(a.smp, Some(2));
+        assert!(a.poweroff);
+        assert_eq!(a.ktest, Some("frames::*,ipi::all_pairs"));
+        assert_eq!(a.log, LogLevel::Debug);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn bad_values_warn_and_keep_the_rest() {
+        let (a, w) = parse_collect("smp=0 smp=65 smp=x poweroff=1 bogus log=loud ktest= smp=3");
+        assert_eq!(a.smp, Some(3));
+        assert!(!a.poweroff);
+        assert_eq!(a.ktest, None);
+        assert_eq!(a.log, LogLevel::Info);
+        assert_eq!(w.len(), 7);
+        assert_eq!(w[3], Warning::UnknownWord("poweroff=1"));
+        assert_eq!(w[4], Warning::UnknownWord("bogus"));
+        assert!(w[0].to_string().contains("smp=0"));
+    }
+
+    #[test]
+    fn later_words_win() {
+        let (a, _) = parse_collect("smp=4 smp=1 log=warn log=error");
+        assert_eq!((a.smp, a.log), (Some(1), LogLevel::Error));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(matches_any("all", "anything::here"));
+        assert!(matches_any("frames::*", "frames::own_pool"));
+        assert!(!matches_any("frames::*", "heap::frames::x"));
+        assert!(matches_any("*pool*", "frames::own_pool_returns"));
+        assert!(matches_any("a*b*c", "aXXbYYc"));
+        assert!(!matches_any("a*b*c", "aXXbYY"));
+        assert!(matches_any("x,frames::own_pool", "frames::own_pool"));
+        assert!(!matches_any("frames::own", "frames::own_pool"));
+        assert!(!matches_any("", "x"));
+        assert!(matches_any("*", ""));
+        assert!(matches_any("**", "ab"));
+    }
+
+    #[test]
+    fn exactness() {
+        assert!(is_exact("fault::page_fault"));
+        assert!(!is_exact("fault::*"));
+        assert!(!is_exact("a,b"));
+        assert!(!is_exact("all"));
+    }
+}

@@ -1,0 +1,62 @@
+//! Building the freestanding kernel (docs/design.md, "Building").
+//!
+//! The kernel is compiled for the host target (the only one stable Rust has here) with the
+//! flags that make it freestanding: static relocation model, no red zone, the kernel code
+//! model (it is linked in the top 2 GiB), and frame pointers for backtraces. Passing
+//! `--target` explicitly keeps those flags away from build scripts and proc macros, and
+//! the separate target directory keeps host builds from being rebuilt each time.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+pub const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// Root of the workspace (xtask lives one level below it).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask is inside the workspace")
+        .to_path_buf()
+}
+
+/// rustc flags of every freestanding (kernel and, later, user) build.
+pub fn freestanding_rustflags() -> String {
+    [
+        "-Crelocation-model=static",
+        "-Cno-redzone=yes",
+        "-Ccode-model=kernel",
+        "-Cforce-frame-pointers=yes",
+    ]
+    .join("\x1f")
+}
+
+/// Build the kernel in release mode (optimised, with debug info) and return its ELF.
+pub fn kernel() -> Result<PathBuf> {
+    let root = workspace_root();
+    let target_dir = root.join("target/kernel");
+    eprintln!("xtask: building the kernel (cargo build --release -p kernel --target {TARGET})");
+    let status = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .env("CARGO_ENCODED_RUSTFLAGS", freestanding_rustflags())
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "kernel",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        .status()
+        .context("running cargo")?;
+    if !status.success() {
+        bail!("the kernel did not build (see the compiler errors above)");
+    }
+    let elf = target_dir.join(TARGET).join("release/musubi");
+    if !elf.exists() {
+        bail!("cargo reported success but {} is missing", elf.display());
+    }
+    Ok(elf)
+}
