@@ -121,7 +121,10 @@ pub fn run(patterns: &str) -> Summary {
         failed: 0,
     };
     let exact = bootargs::is_exact(patterns);
-    for t in all() {
+    // Link order is arbitrary; run in name order so runs are comparable.
+    let mut tests: alloc::vec::Vec<&KTest> = all().iter().collect();
+    tests.sort_by(|a, b| a.full_name().cmp(&b.full_name()));
+    for t in tests {
         let name = t.full_name();
         match t.body {
             Body::Fault { expect, run } => {

@@ -137,6 +137,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     );
 
     // The platform.
+    ioapic::disable_pic(trap::VEC_PIC_BASE);
     apic::choose_mode(features.x2apic);
     apic::init_this_core();
     let platform = acpi::discover(boot.rsdp, apic::id()).unwrap_or_else(|e| panic!("ACPI: {e}"));
@@ -185,7 +186,6 @@ extern "C" fn bsp_main() -> ! {
     let state = boot_state();
     let args = bootargs::parse(&state.cmdline, |_| {});
 
-    ioapic::disable_pic(trap::VEC_PIC_BASE);
     let cal = time::calibrate();
     time::start_tick_this_core();
     log::info!(

@@ -1,8 +1,18 @@
 //! `cargo xtask`: build, boot, test and benchmark Musubi.
-mod build;
+//!
+//! Every command says what it is doing, fails with a message that names the fix, and never
+//! leaves a QEMU process behind.
 
-use anyhow::Result;
+mod bench;
+mod build;
+mod qemu;
+mod results;
+mod runner;
+mod test;
+
+use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
+use qemu::{Guest, Mode};
 
 #[derive(Parser)]
 #[command(name = "cargo xtask", about = "Build, boot, test and benchmark Musubi")]
@@ -13,16 +23,100 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Build the kernel.
+    /// Build the kernel and print the path of its ELF image.
     Build,
+    /// Build and boot Musubi in QEMU with the serial console on this terminal (Ctrl-C quits).
+    Run {
+        /// Number of cores.
+        #[arg(long, default_value_t = 4)]
+        smp: usize,
+        /// Kernel command line, e.g. "poweroff", "smp=2", "ktest=all", "log=debug".
+        #[arg(long, default_value = "")]
+        cmdline: String,
+        /// Guest memory in MiB.
+        #[arg(long, default_value_t = 512)]
+        mem: usize,
+        /// Deterministic mode (-icount): reproducible, instruction-counted time.
+        #[arg(long)]
+        deterministic: bool,
+        /// Wait for GDB on localhost:1234 before the first instruction.
+        #[arg(long)]
+        gdb: bool,
+    },
+    /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
+    /// expected-fault tests. Ends with one line "N passed, N failed".
+    Test {
+        /// Only in-kernel tests whose names match (glob with *, comma-separated).
+        #[arg(long, default_value = "all")]
+        filter: String,
+        /// Print every console line.
+        #[arg(long, short)]
+        verbose: bool,
+        /// Host tests only.
+        #[arg(long, conflicts_with = "kernel_only")]
+        host_only: bool,
+        /// Kernel tests only.
+        #[arg(long)]
+        kernel_only: bool,
+    },
+    /// Run a benchmark and write docs/results/NAME.{json,md,png}.
+    Bench {
+        /// Which benchmark: boot.
+        name: String,
+        /// Repetitions per case.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().cmd {
+fn main() {
+    if let Err(e) = run(Cli::parse()) {
+        eprintln!("xtask: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
         Cmd::Build => {
             let elf = build::kernel()?;
             println!("{}", elf.display());
         }
+        Cmd::Run { smp, cmdline, mem, deterministic, gdb } => {
+            if !(1..=abi::MAX_CORES).contains(&smp) {
+                bail!("--smp must be between 1 and {}", abi::MAX_CORES);
+            }
+            qemu::ensure()?;
+            let kernel = build::kernel()?;
+            let mut g = Guest::new(&kernel, smp, &cmdline);
+            g.mem_mib = mem;
+            g.gdb = gdb;
+            if deterministic {
+                g.mode = Mode::Deterministic;
+            }
+            eprintln!("xtask: {}", g.command_line());
+            if gdb {
+                eprintln!("xtask: QEMU waits for GDB; in another terminal run:");
+                eprintln!("  gdb {} -ex 'target remote localhost:1234'", kernel.display());
+            }
+            eprintln!("xtask: serial console follows; Ctrl-C quits");
+            let status = runner::run_interactive(&g)?;
+            match status {
+                0 => eprintln!("xtask: Musubi powered off"),
+                s if s == abi::QEMU_STATUS_FAILURE => bail!("Musubi stopped on a failure (report above; status {s})"),
+                s => bail!("QEMU exited with status {s}"),
+            }
+        }
+        Cmd::Test { filter, verbose, host_only, kernel_only } => {
+            let opts = test::Options { filter, verbose, host: !kernel_only, kernel: !host_only };
+            if !test::run(&opts)? {
+                std::process::exit(1);
+            }
+        }
+        Cmd::Bench { name, runs } => match name.as_str() {
+            "boot" => bench::boot(runs.max(1))?,
+            other => bail!("unknown benchmark '{other}'; available: boot"),
+        },
     }
     Ok(())
 }

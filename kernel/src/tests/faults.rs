@@ -21,8 +21,11 @@ ktest! {
     /// W^X: executing kernel data faults.
     #[expect_fault = "page fault (#PF) in kernel mode|instruction fetch from a no-execute page|(kernel data/bss)"]
     fn execute_kernel_data() {
-        // SAFETY: deliberately wrong: jumping into a data page must fault (data is NX).
+        // SAFETY: deliberately wrong: jumping into a data page must fault (data is NX). The
+        // volatile write keeps the array in writable data (a never-written static could be
+        // placed in rodata).
         unsafe {
+            core::ptr::write_volatile(core::ptr::addr_of_mut!(NOT_CODE[0]), 0xc3);
             let f: extern "C" fn() = core::mem::transmute(core::ptr::addr_of_mut!(NOT_CODE) as usize);
             f();
         }

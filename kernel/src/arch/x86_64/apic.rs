@@ -83,8 +83,8 @@ pub fn choose_mode(x2apic: bool) {
     );
 }
 
-/// Enable this core's local APIC: software-enable, accept all priorities, mask LINT0 (the
-/// legacy PIC is not used) and the error interrupt.
+/// Enable this core's local APIC: mask LINT0 (the legacy PIC is not used) and the error
+/// interrupt, software-enable, accept all priorities.
 pub fn init_this_core() {
     let mut base = rdmsr(cpu::MSR_APIC_BASE) | (1 << 11);
     if is_x2apic() {
@@ -93,10 +93,14 @@ pub fn init_this_core() {
     // SAFETY: setting the global-enable (and x2APIC-enable) bits of IA32_APIC_BASE keeps
     // the base address; the CPU supports the mode chosen by `choose_mode`.
     unsafe { wrmsr(cpu::MSR_APIC_BASE, base) };
-    write(REG_SVR, 0x100 | VEC_SPURIOUS as u32);
-    write(REG_TPR, 0);
+    // Mask LINT0 before anything else: firmware leaves it in ExtINT mode, and a PIC
+    // interrupt taken that way stays pending in the CPU with no vector behind it (QEMU then
+    // delivers "vector -1" as a #GP at the first `sti`). Writing TPR afterwards makes the
+    // APIC re-evaluate what is pending, which clears such a stale request.
     write(REG_LVT_LINT0, LVT_MASKED);
     write(REG_LVT_ERROR, LVT_MASKED);
+    write(REG_SVR, 0x100 | VEC_SPURIOUS as u32);
+    write(REG_TPR, 0);
     write(REG_ESR, 0);
     write(REG_ESR, 0);
     eoi();

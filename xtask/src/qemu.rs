@@ -1,0 +1,142 @@
+//! Finding (or installing) QEMU and building its command line.
+//!
+//! Musubi needs QEMU 8.1 or newer: 7.2 (Debian bookworm's own) live-locks an SMP guest under
+//! `-icount`. On Debian the fix is `qemu-system-x86` from bookworm-backports (QEMU 10);
+//! [`ensure`] installs it when it can (root and apt-get), and otherwise prints the commands.
+
+use anyhow::{bail, Context, Result};
+use std::path::Path;
+use std::process::Command;
+
+/// How QEMU runs the guest (docs/design.md, "Measuring").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Multi-threaded TCG: vCPUs run in parallel on host threads. Fast; timing is wall time.
+    Parallel,
+    /// `-icount shift=0,sleep=off`: one instruction is one virtual nanosecond, vCPUs run
+    /// round-robin, and every run is identical.
+    Deterministic,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Parallel => "parallel",
+            Mode::Deterministic => "deterministic",
+        }
+    }
+}
+
+/// One guest configuration.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    pub kernel: std::path::PathBuf,
+    pub smp: usize,
+    pub mem_mib: usize,
+    pub cmdline: String,
+    pub mode: Mode,
+    /// Extra `-cpu` flags, e.g. `-x2apic` to force xAPIC mode.
+    pub cpu_flags: String,
+    pub gdb: bool,
+}
+
+impl Guest {
+    pub fn new(kernel: &Path, smp: usize, cmdline: &str) -> Self {
+        Guest {
+            kernel: kernel.to_path_buf(),
+            smp,
+            mem_mib: 512,
+            cmdline: cmdline.to_string(),
+            mode: Mode::Parallel,
+            cpu_flags: String::new(),
+            gdb: false,
+        }
+    }
+
+    /// QEMU's arguments (serial console on stdio, no display, debug-exit device).
+    pub fn args(&self) -> Vec<String> {
+        let mut a: Vec<String> = vec![
+            "-kernel".into(),
+            self.kernel.display().to_string(),
+            "-append".into(),
+            self.cmdline.clone(),
+            "-smp".into(),
+            self.smp.to_string(),
+            "-m".into(),
+            format!("{}M", self.mem_mib),
+            "-cpu".into(),
+            format!("max{}", if self.cpu_flags.is_empty() { String::new() } else { format!(",{}", self.cpu_flags) }),
+            "-serial".into(),
+            "stdio".into(),
+            "-display".into(),
+            "none".into(),
+            "-no-reboot".into(),
+            "-device".into(),
+            format!("isa-debug-exit,iobase={:#x},iosize=0x04", abi::DEBUG_EXIT_PORT),
+        ];
+        match self.mode {
+            Mode::Parallel => a.extend(["-accel".into(), "tcg,thread=multi".into()]),
+            Mode::Deterministic => a.extend([
+                "-accel".into(),
+                "tcg".into(),
+                "-icount".into(),
+                "shift=0,sleep=off".into(),
+                "-rtc".into(),
+                "base=2024-01-01T00:00:00,clock=vm".into(),
+            ]),
+        }
+        if self.gdb {
+            a.extend(["-s".into(), "-S".into()]);
+        }
+        a
+    }
+
+    /// The whole command, for printing.
+    pub fn command_line(&self) -> String {
+        let quoted: Vec<String> =
+            self.args().into_iter().map(|a| if a.contains(' ') || a.is_empty() { format!("'{a}'") } else { a }).collect();
+        format!("{QEMU} {}", quoted.join(" "))
+    }
+}
+
+pub const QEMU: &str = "qemu-system-x86_64";
+const MIN_VERSION: (u32, u32) = (8, 1);
+
+fn version() -> Option<(u32, u32, String)> {
+    let out = Command::new(QEMU).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let v = text.split_whitespace().skip_while(|w| *w != "version").nth(1)?;
+    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    Some((parts.next()?, parts.next().unwrap_or(0), v.to_string()))
+}
+
+const INSTALL_HELP: &str = "\
+Musubi needs qemu-system-x86_64 8.1 or newer (QEMU 10 from Debian's bookworm-backports).
+As root on Debian 12:
+  . /etc/os-release
+  printf 'Types: deb\\nURIs: http://deb.debian.org/debian\\nSuites: bookworm-backports\\nComponents: main\\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\\n' > /etc/apt/sources.list.d/backports.sources
+  apt-get update && apt-get install -y -t bookworm-backports qemu-system-x86
+(or run `bash .ci/install-qemu`, which does exactly that)";
+
+/// Make sure a new-enough QEMU is installed; install it when running as root on Debian.
+pub fn ensure() -> Result<()> {
+    if let Some((maj, min, v)) = version() {
+        if (maj, min) >= MIN_VERSION {
+            return Ok(());
+        }
+        eprintln!("xtask: found QEMU {v}, but Musubi needs 8.1 or newer (7.2 live-locks SMP guests under -icount)");
+    } else {
+        eprintln!("xtask: {QEMU} is not installed");
+    }
+    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    let script = crate::build::workspace_root().join(".ci/install-qemu");
+    if is_root && Path::new("/usr/bin/apt-get").exists() && script.exists() {
+        eprintln!("xtask: installing QEMU from Debian bookworm-backports (bash .ci/install-qemu)");
+        let ok = Command::new("bash").arg(&script).status().context("running .ci/install-qemu")?.success();
+        if ok && version().is_some_and(|(a, b, _)| (a, b) >= MIN_VERSION) {
+            return Ok(());
+        }
+        bail!("installing QEMU failed.\n{INSTALL_HELP}");
+    }
+    bail!("{INSTALL_HELP}");
+}

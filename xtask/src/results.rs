@@ -1,0 +1,167 @@
+//! Benchmark reports: `docs/results/NAME.json`, `NAME.md` and `NAME.png`, in the format of
+//! docs/design.md ("Results format"). Every row is a distribution (min, quartiles, max, n)
+//! computed here from raw samples, and every check is computed from the rows.
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Row {
+    pub case: String,
+    pub min: f64,
+    pub q1: f64,
+    pub median: f64,
+    pub q3: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Row {
+    /// Summarise raw samples (at least one).
+    pub fn from_samples(case: &str, samples: &[f64]) -> Row {
+        let mut s = samples.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let q = |p: f64| {
+            let pos = p * (s.len() - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
+        };
+        Row { case: case.into(), min: s[0], q1: q(0.25), median: q(0.5), q3: q(0.75), max: s[s.len() - 1], n: s.len() }
+    }
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Check {
+    pub name: String,
+    pub value: f64,
+    pub target: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paper: Option<f64>,
+    pub holds: bool,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Report {
+    pub bench: String,
+    pub mode: String,
+    pub qemu: String,
+    pub musubi_commit: String,
+    pub runs: usize,
+    pub unit: String,
+    pub rows: Vec<Row>,
+    pub checks: Vec<Check>,
+    /// Free text for the Markdown page: what was measured and how to read it.
+    #[serde(skip)]
+    pub notes: Vec<String>,
+}
+
+/// Short hash of HEAD, with `-dirty` if the tree has changes.
+pub fn commit() -> String {
+    let git = |args: &[&str]| std::process::Command::new("git").args(args).output().ok();
+    let head = git(&["rev-parse", "--short", "HEAD"]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
+    format!("{}{}", head.unwrap_or_else(|| "unknown".into()), if dirty { "-dirty" } else { "" })
+}
+
+pub fn results_dir() -> PathBuf {
+    crate::build::workspace_root().join("docs/results")
+}
+
+impl Report {
+    /// Write the JSON, Markdown and PNG files; returns the Markdown path.
+    pub fn write(&self) -> Result<PathBuf> {
+        let dir = results_dir();
+        std::fs::create_dir_all(&dir)?;
+        let json = dir.join(format!("{}.json", self.bench));
+        std::fs::write(&json, serde_json::to_string_pretty(self)? + "\n")?;
+        let md = dir.join(format!("{}.md", self.bench));
+        std::fs::write(&md, self.markdown())?;
+        let png = dir.join(format!("{}.png", self.bench));
+        self.plot(&png).with_context(|| format!("plotting {}", png.display()))?;
+        Ok(md)
+    }
+
+    pub fn markdown(&self) -> String {
+        let mut s = format!("# Benchmark `{}`\n\n", self.bench);
+        s += &format!(
+            "Mode: **{}** (see docs/design.md, \"Measuring\"). Unit: {}. Runs: {}. Musubi commit `{}`.\n\nQEMU: `{}`\n\n",
+            self.mode, self.unit, self.runs, self.musubi_commit, self.qemu
+        );
+        for n in &self.notes {
+            s += &format!("{n}\n\n");
+        }
+        s += &format!("![{}]({}.png)\n\n", self.bench, self.bench);
+        s += "| case | min | q1 | median | q3 | max | n |\n|---|---:|---:|---:|---:|---:|---:|\n";
+        for r in &self.rows {
+            s += &format!("| {} | {} | {} | {} | {} | {} | {} |\n", r.case, fmt(r.min), fmt(r.q1), fmt(r.median), fmt(r.q3), fmt(r.max), r.n);
+        }
+        if !self.checks.is_empty() {
+            s += "\n| check | ours | target | paper | holds |\n|---|---:|---|---:|---|\n";
+            for c in &self.checks {
+                let paper = c.paper.map_or("-".to_string(), fmt);
+                s += &format!("| {} | {} | {} | {} | {} |\n", c.name, fmt(c.value), c.target, paper, if c.holds { "yes" } else { "**no**" });
+            }
+        }
+        s
+    }
+
+    /// Bars at the median with whiskers from q1 to q3, one per row.
+    fn plot(&self, path: &Path) -> Result<()> {
+        register_font()?;
+        let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let top = self.rows.iter().map(|r| r.max.max(r.q3)).fold(0.0, f64::max) * 1.15 + f64::EPSILON;
+        let n = self.rows.len();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("{} ({} mode)", self.bench, self.mode), ("sans-serif", 24))
+            .margin(16)
+            .x_label_area_size(60)
+            .y_label_area_size(90)
+            .build_cartesian_2d((0..n).into_segmented(), 0.0..top)?;
+        let labels: Vec<String> = self.rows.iter().map(|r| r.case.clone()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc(self.unit.as_str())
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
+                _ => String::new(),
+            })
+            .label_style(("sans-serif", 14))
+            .draw()?;
+        chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
+            let mut bar = Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), r.median)], BLUE.mix(0.35).filled());
+            bar.set_margin(0, 0, 20, 20);
+            bar
+        }))?;
+        chart.draw_series(
+            self.rows.iter().enumerate().map(|(i, r)| ErrorBar::new_vertical(SegmentValue::CenterOf(i), r.q1, r.median, r.q3, BLACK.stroke_width(2), 12)),
+        )?;
+        root.present()?;
+        Ok(())
+    }
+}
+
+fn fmt(v: f64) -> String {
+    if v.abs() >= 100.0 || v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn register_font() -> Result<()> {
+    static DONE: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    DONE.get_or_init(|| {
+        let candidates = ["/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", "/usr/share/fonts/TTF/DejaVuSans.ttf"];
+        let path = candidates.iter().find(|p| Path::new(p).exists()).ok_or_else(|| {
+            "no DejaVu Sans font for plot labels: install it with `apt-get install fonts-dejavu-core`".to_string()
+        })?;
+        let bytes: &'static [u8] = Box::leak(std::fs::read(path).map_err(|e| e.to_string())?.into_boxed_slice());
+        plotters::style::register_font("sans-serif", FontStyle::Normal, bytes).map_err(|_| format!("{path} is not a usable font"))
+    })
+    .clone()
+    .map_err(anyhow::Error::msg)
+}

@@ -1,0 +1,211 @@
+//! `cargo xtask test`: the whole suite, host and kernel, ending in one `N passed, N failed`.
+//!
+//! 1. Host tests: `cargo test` over the host-testable crates (libs/, abi, xtask).
+//! 2. In-kernel tests: one boot per configuration (`-smp 1`, `2`, `4`, and `2` with the
+//!    x2APIC hidden so the xAPIC path runs too), each with `ktest=all` and a time limit.
+//! 3. Boot checks: `poweroff` boots for 1, 2 and 4 cores, `smp=N` limiting the cores, and
+//!    a command line full of mistakes that must still boot.
+//! 4. Expected-fault tests: each in its own `-smp 2` boot; the kernel must stop with the
+//!    failure status and a report containing the expected text.
+
+use crate::qemu::{Guest, Mode};
+use crate::runner::{run_captured, symbolize, Captured};
+use abi::protocol;
+use anyhow::Result;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const SUITE_LIMIT: Duration = Duration::from_secs(180);
+const BOOT_LIMIT: Duration = Duration::from_secs(60);
+
+#[derive(Default)]
+struct Tally {
+    passed: usize,
+    failed: usize,
+    failures: Vec<String>,
+}
+
+impl Tally {
+    fn pass(&mut self, name: &str) {
+        self.passed += 1;
+        println!("  ok    {name}");
+    }
+    fn fail(&mut self, name: &str, why: &str) {
+        self.failed += 1;
+        println!("  FAIL  {name}: {why}");
+        self.failures.push(format!("{name}: {}", why.lines().next().unwrap_or("")));
+    }
+}
+
+pub struct Options {
+    pub filter: String,
+    pub verbose: bool,
+    pub host: bool,
+    pub kernel: bool,
+}
+
+pub fn run(opts: &Options) -> Result<bool> {
+    let started = Instant::now();
+    let mut t = Tally::default();
+    if opts.host {
+        host_tests(&mut t, opts.verbose)?;
+    }
+    if opts.kernel {
+        crate::qemu::ensure()?;
+        let kernel = crate::build::kernel()?;
+        let mut fault_tests = Vec::new();
+        for (label, smp, cpu_flags) in [("smp1", 1, ""), ("smp2", 2, ""), ("smp4", 4, ""), ("smp2-xapic", 2, "-x2apic")] {
+            let mut g = Guest::new(&kernel, smp, &format!("ktest={}", opts.filter));
+            g.cpu_flags = cpu_flags.to_string();
+            let found = kernel_suite(&mut t, &g, label, &kernel, opts.verbose)?;
+            if fault_tests.is_empty() {
+                fault_tests = found;
+            }
+        }
+        boot_checks(&mut t, &kernel, opts.verbose)?;
+        for (name, expect) in fault_tests.iter().filter(|(n, _)| opts.filter == "all" || n.contains(&opts.filter)) {
+            fault_test(&mut t, &kernel, name, expect, opts.verbose)?;
+        }
+    }
+    println!();
+    if !t.failures.is_empty() {
+        println!("failures:");
+        for f in &t.failures {
+            println!("  {f}");
+        }
+    }
+    println!("xtask: suite took {:.1} s", started.elapsed().as_secs_f64());
+    println!("{} passed, {} failed", t.passed, t.failed);
+    Ok(t.failed == 0)
+}
+
+/// `cargo test` over the default members; counts come from libtest's summary lines.
+fn host_tests(t: &mut Tally, verbose: bool) -> Result<()> {
+    println!("xtask: host tests (cargo test)");
+    let root = crate::build::workspace_root();
+    let out = Command::new(env!("CARGO")).current_dir(&root).args(["test", "--color", "never"]).output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if verbose || !out.status.success() {
+        print!("{stdout}");
+        eprint!("{stderr}");
+    }
+    let (mut p, mut f) = (0, 0);
+    for line in stdout.lines().filter(|l| l.starts_with("test result:")) {
+        p += count_before(line, " passed");
+        f += count_before(line, " failed");
+    }
+    for line in stdout.lines().filter(|l| l.starts_with("test ") && l.ends_with(" FAILED")) {
+        t.failures.push(format!("host: {line}"));
+    }
+    t.passed += p;
+    t.failed += f;
+    println!("  host: {p} passed, {f} failed");
+    if !out.status.success() && f == 0 {
+        t.fail("host::cargo_test", "cargo test failed before running tests (see errors above)");
+    }
+    Ok(())
+}
+
+fn count_before(line: &str, word: &str) -> usize {
+    line.find(word).and_then(|i| line[..i].rsplit([' ', ';']).next()?.parse().ok()).unwrap_or(0)
+}
+
+fn explain(c: &Captured, limit: Duration) -> String {
+    if c.timed_out {
+        format!("guest hung: no result within {} s; last console lines:\n{}", limit.as_secs(), c.tail(12))
+    } else {
+        format!("QEMU exited with status {:?}; last console lines:\n{}", c.status, c.tail(12))
+    }
+}
+
+/// One `ktest=...` boot; returns the expected-fault tests the kernel listed.
+fn kernel_suite(t: &mut Tally, g: &Guest, label: &str, kernel: &Path, verbose: bool) -> Result<Vec<(String, String)>> {
+    println!("xtask: [{label}] in-kernel tests ({})", g.cmdline);
+    let c = run_captured(g, SUITE_LIMIT, verbose)?;
+    let mut faults = Vec::new();
+    let mut running: Option<String> = None;
+    let mut done = false;
+    for line in &c.lines {
+        if let Some(name) = line.strip_prefix(protocol::KTEST_RUN) {
+            running = Some(name.to_string());
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_OK) {
+            let name = rest.split(" (").next().unwrap_or(rest);
+            t.pass(&format!("[{label}] {name}"));
+            running = None;
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAIL) {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            t.fail(&format!("[{label}] {name}"), why);
+            running = None;
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAULT_TEST) {
+            if let Some((name, expect)) = rest.split_once(" expects ") {
+                faults.push((name.to_string(), expect.trim_matches('"').to_string()));
+            }
+        } else if line.starts_with(protocol::KTEST_DONE) {
+            done = true;
+        }
+    }
+    if let Some(name) = running {
+        let report = symbolize(&c.lines, kernel).join("\n");
+        let fatal = report.find(protocol::FATAL).map_or("", |i| &report[i..]);
+        t.fail(&format!("[{label}] {name}"), &format!("the kernel stopped during this test\n{fatal}\n{}", explain(&c, SUITE_LIMIT)));
+    } else if !done {
+        t.fail(&format!("[{label}] suite"), &format!("the test run did not finish: {}", explain(&c, SUITE_LIMIT)));
+    } else if c.status != Some(0) && !c.lines.iter().any(|l| l.starts_with(protocol::KTEST_FAIL)) {
+        t.fail(&format!("[{label}] power-off"), &format!("all tests passed but {}", explain(&c, SUITE_LIMIT)));
+    }
+    println!("  [{label}] {:.1} s", c.wall.as_secs_f64());
+    Ok(faults)
+}
+
+fn summary_field(c: &Captured, key: &str) -> Option<u64> {
+    let line = c.lines.iter().find(|l| l.contains(protocol::BOOT_SUMMARY))?;
+    line.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+}
+
+/// Boots that must power off cleanly with the right number of cores.
+fn boot_checks(t: &mut Tally, kernel: &Path, verbose: bool) -> Result<()> {
+    println!("xtask: boot checks");
+    let cases: [(&str, usize, &str, u64, u64); 5] = [
+        ("boot::poweroff_1_core", 1, "poweroff", 1, 1),
+        ("boot::poweroff_2_cores", 2, "poweroff", 2, 2),
+        ("boot::poweroff_4_cores", 4, "poweroff", 4, 4),
+        ("boot::smp_limits_cores", 4, "smp=2 poweroff", 2, 4),
+        ("boot::bad_command_line_still_boots", 2, "smp=0 smp=banana ktest= log=loud \u{e9}t\u{e9} poweroff", 2, 2),
+    ];
+    for (name, smp, cmdline, online, madt) in cases {
+        let c = run_captured(&Guest::new(kernel, smp, cmdline), BOOT_LIMIT, verbose)?;
+        let got = (summary_field(&c, "cores_online"), summary_field(&c, "cores_in_madt"));
+        if !c.powered_off() {
+            t.fail(name, &explain(&c, BOOT_LIMIT));
+        } else if got != (Some(online), Some(madt)) {
+            t.fail(name, &format!("expected {online} cores online of {madt}, summary says {got:?}\n{}", c.tail(8)));
+        } else if name.contains("bad_command_line") && c.lines.iter().filter(|l| l.contains("WARN")).count() < 4 {
+            t.fail(name, &format!("expected a warning per bad word\n{}", c.tail(12)));
+        } else {
+            t.pass(name);
+        }
+    }
+    Ok(())
+}
+
+/// One expected-fault test in its own boot.
+fn fault_test(t: &mut Tally, kernel: &Path, name: &str, expect: &str, verbose: bool) -> Result<()> {
+    let label = format!("[fault] {name}");
+    let mut g = Guest::new(kernel, 2, &format!("ktest={name}"));
+    g.mode = Mode::Parallel;
+    let c = run_captured(&g, BOOT_LIMIT, verbose)?;
+    let text = c.lines.join("\n");
+    let missing: Vec<&str> = expect.split('|').filter(|part| !text.contains(part)).collect();
+    if c.timed_out {
+        t.fail(&label, &explain(&c, BOOT_LIMIT));
+    } else if c.status != Some(abi::QEMU_STATUS_FAILURE) {
+        t.fail(&label, &format!("expected exit status {} (kernel stopped on a fault), got {:?}\n{}", abi::QEMU_STATUS_FAILURE, c.status, c.tail(12)));
+    } else if !missing.is_empty() || !text.contains(protocol::FATAL) {
+        t.fail(&label, &format!("report lacks {missing:?}\n{}", c.tail(16)));
+    } else {
+        t.pass(&label);
+    }
+    Ok(())
+}
