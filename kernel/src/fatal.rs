@@ -9,11 +9,21 @@
 use crate::arch::x86_64::{apic, cpu, idt::TrapFrame, trap};
 use crate::percore::current_core;
 use core::fmt::{self, Write};
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 const NOBODY: usize = usize::MAX;
 static STOPPER: AtomicUsize = AtomicUsize::new(NOBODY);
-static PARKED: AtomicUsize = AtomicUsize::new(0);
+/// Bit i: core i has parked (each core sets its own bit once, however it got there).
+static PARKED: AtomicU64 = AtomicU64::new(0);
+
+fn park() -> ! {
+    PARKED.fetch_or(1 << current_core(), Ordering::AcqRel);
+    cpu::halt_forever()
+}
+
+fn parked() -> usize {
+    PARKED.load(Ordering::Acquire).count_ones() as usize
+}
 
 /// Writes straight to the UART, for use after the console has been seized.
 struct Raw;
@@ -51,25 +61,33 @@ pub fn stop(report: impl FnOnce(&mut dyn Write)) -> ! {
             );
             exit_failure();
         }
-        PARKED.fetch_add(1, Ordering::AcqRel);
-        cpu::halt_forever();
+        park();
     }
-    let others = crate::smp::online_cores().saturating_sub(1);
+    // NMI each online core by name (not a broadcast: a core still starting up has no IDT
+    // that could take it) and wait, boundedly, for them to park.
+    let online: heapless::Vec<usize, { abi::MAX_CORES }> = (0..crate::smp::cores_planned())
+        .filter(|&c| c != me && crate::smp::is_online(c))
+        .collect();
+    let others = online.len();
     if others > 0 && apic::is_ready() {
-        apic::send_nmi_to_others();
+        for &c in &online {
+            if let Some(id) = crate::smp::apic_id_of(c) {
+                apic::send_nmi(id);
+            }
+        }
         let start = cpu::rdtsc();
-        while PARKED.load(Ordering::Acquire) < others && cpu::rdtsc() - start < 200_000_000 {
+        while parked() < others && cpu::rdtsc() - start < 200_000_000 {
             core::hint::spin_loop();
         }
     }
     crate::console::seize();
     let _ = writeln!(Raw);
     report(&mut Raw);
-    let parked = PARKED.load(Ordering::Acquire);
     let _ = writeln!(
         Raw,
-        "{}: stopped {parked} of {others} other cores; exiting with failure",
-        abi::protocol::FATAL
+        "{}: stopped {} of {others} other cores; exiting with failure",
+        abi::protocol::FATAL,
+        parked()
     );
     exit_failure()
 }
@@ -77,8 +95,7 @@ pub fn stop(report: impl FnOnce(&mut dyn Write)) -> ! {
 /// NMI: the stop signal from a stopper, or an unexpected NMI (a bug).
 pub fn on_nmi(frame: &TrapFrame) {
     if STOPPER.load(Ordering::Acquire) != NOBODY {
-        PARKED.fetch_add(1, Ordering::AcqRel);
-        cpu::halt_forever();
+        park();
     }
     stop(|w| {
         let _ = writeln!(

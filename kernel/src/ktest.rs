@@ -91,8 +91,8 @@ macro_rules! kassert {
 }
 
 extern "C" {
-    static __ktests_start: KTest;
-    static __ktests_end: KTest;
+    static __ktests_start: u8;
+    static __ktests_end: u8;
 }
 
 /// Every registered test.
@@ -100,8 +100,8 @@ pub fn all() -> &'static [KTest] {
     // SAFETY: the linker script places every `.ktests` entry, each a `KTest` static of the
     // same size and alignment, contiguously between these two symbols.
     unsafe {
-        let start = core::ptr::addr_of!(__ktests_start);
-        let end = core::ptr::addr_of!(__ktests_end);
+        let start = core::ptr::addr_of!(__ktests_start).cast::<KTest>();
+        let end = core::ptr::addr_of!(__ktests_end).cast::<KTest>();
         let n = (end as usize - start as usize) / core::mem::size_of::<KTest>();
         core::slice::from_raw_parts(start, n)
     }
@@ -123,7 +123,7 @@ pub fn run(patterns: &str) -> Summary {
     let exact = bootargs::is_exact(patterns);
     // Link order is arbitrary; run in name order so runs are comparable.
     let mut tests: alloc::vec::Vec<&KTest> = all().iter().collect();
-    tests.sort_by(|a, b| a.full_name().cmp(&b.full_name()));
+    tests.sort_by_key(|t| t.full_name());
     for t in tests {
         let name = t.full_name();
         match t.body {

@@ -32,7 +32,7 @@ use frames::{PhysRange, FRAME_SIZE};
 
 /// Pages of each core's main kernel stack.
 pub const KERNEL_STACK_PAGES: u64 = 8;
-/// Pages of each interrupt stack (NMI, double fault, machine check).
+/// Pages of each interrupt stack (NMI, double fault, machine check, debug).
 const IST_STACK_PAGES: u64 = 4;
 
 /// What the bootstrap core learnt during boot, kept for the summary and the tests.
@@ -70,6 +70,7 @@ impl EarlyFrames {
 pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     time::record_kernel_entry();
     percore::init_this_core(0);
+    arch::x86_64::early::load_this_core();
     console::init(log::LevelFilter::Info);
 
     // SAFETY: `start_info` is what the PVH loader passed; the boot tables map low memory.
@@ -101,22 +102,17 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     let _ = holes.push(PhysRange::new(0, 1 << 20)); // real-mode area, trampoline, firmware
     let _ = holes.push(PhysRange::new(image.phys.0, image.phys.1));
     for m in &boot.modules {
-        let _ = holes.push(PhysRange::new(m.start, m.start + m.size));
+        let _ = holes.push(PhysRange::new(m.start, m.start.saturating_add(m.size)));
     }
     let ram: heapless::Vec<PhysRange, { pvh::MAX_MEMMAP }> = boot.ram().collect();
     let ram_bytes = ram.iter().map(|r| r.end - r.start).sum();
     let mut usable = [PhysRange::new(0, 0); 64];
     let n = frames::usable_minus_holes(&ram, &holes, &mut usable);
 
-    // Frames for the kernel page tables: enough for a 2 MiB-page direct map of all memory.
-    let top = boot
-        .memmap
-        .iter()
-        .map(|r| r.end)
-        .max()
-        .unwrap_or(0)
-        .max(4 << 30);
-    let table_frames = top.div_ceil(1 << 30) + 64;
+    // Frames for the kernel page tables, from the first usable range below 1 GiB (the
+    // boot tables map only that much).
+    let regions = &boot.memmap;
+    let table_frames = paging::kernel_space_frames(regions);
     let early = usable[..n]
         .iter()
         .find(|r| r.frames() >= table_frames && r.start + table_frames * FRAME_SIZE <= 1 << 30)
@@ -125,12 +121,13 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         next: early.start,
         end: early.start + table_frames * FRAME_SIZE,
     };
-    let early_range = PhysRange::new(early.next, early.end);
-    let mut regions = boot.memmap.iter().map(|r| (r.start, r.end));
+    let early_start = early.next;
     // SAFETY: first and only call, on the bootstrap core, boot tables active; the early
     // frames are RAM that nothing else uses.
-    let root = unsafe { paging::build_kernel_space(&mut regions, &mut || early.alloc()) }
+    let root = unsafe { paging::build_kernel_space(regions, &mut || early.alloc()) }
         .expect("cannot build the kernel page tables");
+    // Only the frames the tables took stay out of the pools.
+    let early_range = PhysRange::new(early_start, early.next);
     log::debug!(
         "kernel page tables at {root:#x}, {} early frames used",
         (early.next - early_range.start) / FRAME_SIZE
@@ -168,7 +165,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
 
 /// Descriptor tables for the calling core: interrupt stacks, GDT/TSS, IDT.
 pub fn init_cpu_tables() {
-    let ist = [IST_STACK_PAGES; 3].map(|p| {
+    let ist = [IST_STACK_PAGES; 4].map(|p| {
         mm::kstack::alloc(p)
             .expect("no memory for interrupt stacks")
             .top
@@ -278,7 +275,7 @@ fn summary(planned: usize, online: usize) {
         );
         kprintln!(
             "boot: core {core}: {total} frames ({} MiB) in [{lo:#x}, {hi:#x}), {free} free",
-            total * FRAME_SIZE >> 20
+            (total * FRAME_SIZE) >> 20
         );
     }
 }

@@ -24,6 +24,8 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering
 #[repr(C, align(64))]
 pub struct CoreLocal {
     core: AtomicUsize,
+    /// Owner-only cells currently borrowed on this core (must be 0 when it waits).
+    open_borrows: AtomicU32,
     /// Published state, written by the owner only.
     pub stats: CoreStats,
     /// Messages from other cores (one slot per sender).
@@ -67,15 +69,11 @@ impl CoreLocal {
     const fn new() -> Self {
         CoreLocal {
             core: AtomicUsize::new(0),
+            open_borrows: AtomicU32::new(0),
             stats: CoreStats::new(),
             mailbox: crate::smp::Mailbox::new(),
             mem: crate::mm::CoreMem::new(),
         }
-    }
-
-    /// This record's core index.
-    pub fn index(&self) -> usize {
-        self.core.load(Ordering::Relaxed)
     }
 }
 
@@ -89,6 +87,17 @@ pub fn init_this_core(core: usize) {
     // SAFETY: GS.base is only used by `current_core`; the record is a static that lives
     // for the whole run, and `core` indexes it.
     unsafe { cpu::wrmsr(cpu::MSR_GS_BASE, record) };
+}
+
+/// Panic if this core holds a [`CoreCell`] borrow. Called before a core waits with
+/// interrupts open: an interrupt handler could need the same cell.
+pub fn assert_no_borrows() {
+    let n = this().open_borrows.load(Ordering::Relaxed);
+    assert!(
+        n == 0,
+        "core {} waits while holding {n} owner-only borrows",
+        current_core()
+    );
 }
 
 /// Index of the core running this code.
@@ -147,8 +156,11 @@ impl<T> CoreCell<T> {
             "owner-only state re-entered on core {}",
             current_core()
         );
+        let core = this();
+        core.open_borrows.fetch_add(1, Ordering::Relaxed);
         // SAFETY: we are the owning core (checked above) and hold the only borrow.
         let r = f(unsafe { &mut *self.value.get() });
+        core.open_borrows.fetch_sub(1, Ordering::Relaxed);
         self.borrowed.store(false, Ordering::Release);
         r
     }

@@ -11,16 +11,18 @@ use crate::arch::x86_64::{apic, trampoline, trap};
 use crate::percore::{self, current_core};
 use crate::time;
 use abi::MAX_CORES;
-use core::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering};
-
-const SLOT_IDLE: u8 = 0;
-const SLOT_POSTED: u8 = 1;
-const SLOT_DONE: u8 = 2;
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// One sender's slot in a core's mailbox, on its own cache line.
+///
+/// The sender bumps `posted` after writing `func` and `arg`; the receiver runs the call and
+/// sets `done` to the same number. A slot whose `done` lags `posted` has a call in flight,
+/// and the sender posts nothing new until it completes, so a late answer can never be
+/// taken for the answer to a newer call.
 #[repr(C, align(64))]
 struct CallSlot {
-    state: AtomicU8,
+    posted: AtomicU64,
+    done: AtomicU64,
     func: AtomicUsize,
     arg: AtomicU64,
     ret: AtomicU64,
@@ -38,7 +40,8 @@ impl Mailbox {
             pending: AtomicU64::new(0),
             slots: [const {
                 CallSlot {
-                    state: AtomicU8::new(SLOT_IDLE),
+                    posted: AtomicU64::new(0),
+                    done: AtomicU64::new(0),
                     func: AtomicUsize::new(0),
                     arg: AtomicU64::new(0),
                     ret: AtomicU64::new(0),
@@ -50,6 +53,8 @@ impl Mailbox {
 
 static APIC_IDS: spin::Once<heapless::Vec<u32, MAX_CORES>> = spin::Once::new();
 static ONLINE: AtomicUsize = AtomicUsize::new(0);
+/// The last application processor that reached Rust code (decides the second SIPI).
+static AP_ALIVE: AtomicUsize = AtomicUsize::new(0);
 
 /// Record which APIC id each core index has (bootstrap core, once).
 pub fn set_apic_ids(ids: &[u32]) {
@@ -118,14 +123,16 @@ pub fn on_ipi() {
         pending &= pending - 1;
         me.stats.ipis_from[src].fetch_add(1, Ordering::Relaxed);
         let slot = &me.mailbox.slots[src];
-        if slot.state.load(Ordering::Acquire) == SLOT_POSTED {
+        let posted = slot.posted.load(Ordering::Acquire);
+        if posted != slot.done.load(Ordering::Relaxed) {
             let f = slot.func.load(Ordering::Relaxed);
-            // SAFETY: the sender stored a `fn(u64) -> u64` in `func` before publishing the
-            // slot as POSTED with release ordering.
+            // SAFETY: the sender stored a `fn(u64) -> u64` in `func` before publishing it
+            // by bumping `posted` with release ordering, and leaves the slot alone until
+            // `done` catches up.
             let f: fn(u64) -> u64 = unsafe { core::mem::transmute::<usize, fn(u64) -> u64>(f) };
-            slot.ret
-                .store(f(slot.arg.load(Ordering::Relaxed)), Ordering::Relaxed);
-            slot.state.store(SLOT_DONE, Ordering::Release);
+            let ret = f(slot.arg.load(Ordering::Relaxed));
+            slot.ret.store(ret, Ordering::Relaxed);
+            slot.done.store(posted, Ordering::Release);
             kick(src);
         }
     }
@@ -134,8 +141,12 @@ pub fn on_ipi() {
 /// Why [`call_on`] failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallError {
+    /// The core is not online.
     NoSuchCore,
+    /// No answer in time; the call may still run later.
     Timeout,
+    /// An earlier call to that core timed out and has not finished yet.
+    Busy,
 }
 
 /// Run `f(arg)` on core `core` from its IPI handler and return its result. Waits (halting)
@@ -154,19 +165,18 @@ pub fn call_on(
         return Err(CallError::NoSuchCore);
     }
     let slot = &percore::of(core).mailbox.slots[me];
+    let done = slot.done.load(Ordering::Acquire);
+    if slot.posted.load(Ordering::Relaxed) != done {
+        return Err(CallError::Busy);
+    }
+    let seq = done + 1;
     slot.func.store(f as usize, Ordering::Relaxed);
     slot.arg.store(arg, Ordering::Relaxed);
-    slot.state.store(SLOT_POSTED, Ordering::Release);
+    slot.posted.store(seq, Ordering::Release);
     kick(core);
-    let done = time::wait_until(timeout_ns, || {
-        slot.state.load(Ordering::Acquire) == SLOT_DONE
-    });
-    if !done {
-        // The target may still run it later; leave the slot posted so its answer is
-        // harmless, and report the timeout.
+    if !time::wait_until(timeout_ns, || slot.done.load(Ordering::Acquire) == seq) {
         return Err(CallError::Timeout);
     }
-    slot.state.store(SLOT_IDLE, Ordering::Relaxed);
     Ok(slot.ret.load(Ordering::Relaxed))
 }
 
@@ -179,11 +189,18 @@ pub fn start_aps() -> usize {
         let Some(apic_id) = apic_id_of(core) else {
             continue;
         };
-        trampoline::start_core(apic_id, core, tsc_hz, || is_online(core));
+        let alive = || AP_ALIVE.load(Ordering::Acquire) == core;
+        trampoline::start_core(apic_id, core, tsc_hz, alive);
         if time::wait_until(1_000_000_000, || is_online(core)) {
             started += 1;
         } else {
-            log::error!("core {core} (APIC id {apic_id}) did not come online within 1 s");
+            // A late core could still wake up on the shared AP boot stack; starting another
+            // one now could put two cores on it. Stop here.
+            log::error!(
+                "core {core} (APIC id {apic_id}) did not come online within 1 s; \
+                 not starting more cores"
+            );
+            break;
         }
     }
     started
@@ -193,6 +210,8 @@ pub fn start_aps() -> usize {
 pub extern "C" fn ap_entry(core: u64) -> ! {
     let core = core as usize;
     percore::init_this_core(core);
+    crate::arch::x86_64::early::load_this_core();
+    AP_ALIVE.store(core, Ordering::Release);
     crate::mm::frames::init_this_core();
     crate::mm::heap::init_this_core();
     let stack = crate::mm::kstack::alloc(crate::KERNEL_STACK_PAGES)

@@ -73,6 +73,7 @@ pub fn on_tick() {
 /// the others from running (docs/design.md, "Measuring"). The periodic tick bounds each
 /// sleep, so a condition set without an IPI is still seen within one tick.
 pub fn wait_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
+    percore::assert_no_borrows();
     let deadline = now_ns().saturating_add(timeout_ns);
     loop {
         if done() {

@@ -24,21 +24,39 @@ pub fn boot(runs: usize) -> Result<()> {
             qemu = g.args()[4..].join(" ");
             let c = run_captured(&g, Duration::from_secs(120), false)?;
             let field = |key: &str| -> Option<f64> {
-                let line = c.lines.iter().find(|l| l.contains(abi::protocol::BOOT_SUMMARY))?;
-                line.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+                let line = c
+                    .lines
+                    .iter()
+                    .find(|l| l.contains(abi::protocol::BOOT_SUMMARY))?;
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
             };
-            let (Some(entry), Some(idle), Some(online)) = (field("entry_ns"), field("idle_ns"), field("cores_online")) else {
-                bail!("boot with {smp} cores (run {run}) printed no summary; last lines:\n{}", c.tail(10));
+            let (Some(entry), Some(idle), Some(online)) =
+                (field("entry_ns"), field("idle_ns"), field("cores_online"))
+            else {
+                bail!(
+                    "boot with {smp} cores (run {run}) printed no summary; last lines:\n{}",
+                    c.tail(10)
+                );
             };
             if online as usize != smp || !c.powered_off() {
-                bail!("boot with {smp} cores: {online} online, status {:?}", c.status);
+                bail!(
+                    "boot with {smp} cores: {online} online, status {:?}",
+                    c.status
+                );
             }
             since_reset.push(idle / 1e6);
             in_kernel.push((idle - entry) / 1e6);
             println!("xtask: bench boot: {smp} cores, run {}: all idle at {:.3} ms, {:.3} ms in the kernel", run + 1, idle / 1e6, (idle - entry) / 1e6);
         }
-        rows.push(Row::from_samples(&format!("reset to all idle, {smp} cores"), &since_reset));
-        rows.push(Row::from_samples(&format!("kernel entry to all idle, {smp} cores"), &in_kernel));
+        rows.push(Row::from_samples(
+            &format!("reset to all idle, {smp} cores"),
+            &since_reset,
+        ));
+        rows.push(Row::from_samples(
+            &format!("kernel entry to all idle, {smp} cores"),
+            &in_kernel,
+        ));
     }
     let identical = rows.iter().all(|r| r.min == r.max);
     let checks = vec![Check {

@@ -60,3 +60,39 @@ pub fn kernel() -> Result<PathBuf> {
     }
     Ok(elf)
 }
+
+/// `cargo clippy` over the host crates, then over the kernel with the freestanding flags.
+pub fn clippy(deny_warnings: bool) -> Result<()> {
+    let root = workspace_root();
+    let deny: &[&str] = if deny_warnings {
+        &["--", "-D", "warnings"]
+    } else {
+        &[]
+    };
+    eprintln!("xtask: clippy (host crates)");
+    let host = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args(["clippy", "--all-targets"])
+        .args(deny)
+        .status()?;
+    eprintln!("xtask: clippy (kernel, freestanding)");
+    let kernel = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .env("CARGO_ENCODED_RUSTFLAGS", freestanding_rustflags())
+        .args([
+            "clippy",
+            "--release",
+            "-p",
+            "kernel",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
+        .arg(root.join("target/kernel"))
+        .args(deny)
+        .status()?;
+    if !host.success() || !kernel.success() {
+        bail!("clippy found problems (see above)");
+    }
+    Ok(())
+}

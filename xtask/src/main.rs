@@ -25,6 +25,12 @@ struct Cli {
 enum Cmd {
     /// Build the kernel and print the path of its ELF image.
     Build,
+    /// Run clippy over the host crates and the kernel (with the kernel's build flags).
+    Clippy {
+        /// Treat warnings as errors.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
     /// Build and boot Musubi in QEMU with the serial console on this terminal (Ctrl-C quits).
     Run {
         /// Number of cores.
@@ -82,7 +88,14 @@ fn run(cli: Cli) -> Result<()> {
             let elf = build::kernel()?;
             println!("{}", elf.display());
         }
-        Cmd::Run { smp, cmdline, mem, deterministic, gdb } => {
+        Cmd::Clippy { deny_warnings } => build::clippy(deny_warnings)?,
+        Cmd::Run {
+            smp,
+            cmdline,
+            mem,
+            deterministic,
+            gdb,
+        } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
             }
@@ -97,18 +110,33 @@ fn run(cli: Cli) -> Result<()> {
             eprintln!("xtask: {}", g.command_line());
             if gdb {
                 eprintln!("xtask: QEMU waits for GDB; in another terminal run:");
-                eprintln!("  gdb {} -ex 'target remote localhost:1234'", kernel.display());
+                eprintln!(
+                    "  gdb {} -ex 'target remote localhost:1234'",
+                    kernel.display()
+                );
             }
             eprintln!("xtask: serial console follows; Ctrl-C quits");
             let status = runner::run_interactive(&g)?;
             match status {
                 0 => eprintln!("xtask: Musubi powered off"),
-                s if s == abi::QEMU_STATUS_FAILURE => bail!("Musubi stopped on a failure (report above; status {s})"),
+                s if s == abi::QEMU_STATUS_FAILURE => {
+                    bail!("Musubi stopped on a failure (report above; status {s})")
+                }
                 s => bail!("QEMU exited with status {s}"),
             }
         }
-        Cmd::Test { filter, verbose, host_only, kernel_only } => {
-            let opts = test::Options { filter, verbose, host: !kernel_only, kernel: !host_only };
+        Cmd::Test {
+            filter,
+            verbose,
+            host_only,
+            kernel_only,
+        } => {
+            let opts = test::Options {
+                filter,
+                verbose,
+                host: !kernel_only,
+                kernel: !host_only,
+            };
             if !test::run(&opts)? {
                 std::process::exit(1);
             }

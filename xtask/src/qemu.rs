@@ -65,14 +65,17 @@ impl Guest {
             "-m".into(),
             format!("{}M", self.mem_mib),
             "-cpu".into(),
-            format!("max{}", if self.cpu_flags.is_empty() { String::new() } else { format!(",{}", self.cpu_flags) }),
+            self.cpu_model(),
             "-serial".into(),
             "stdio".into(),
             "-display".into(),
             "none".into(),
             "-no-reboot".into(),
             "-device".into(),
-            format!("isa-debug-exit,iobase={:#x},iosize=0x04", abi::DEBUG_EXIT_PORT),
+            format!(
+                "isa-debug-exit,iobase={:#x},iosize=0x04",
+                abi::DEBUG_EXIT_PORT
+            ),
         ];
         match self.mode {
             Mode::Parallel => a.extend(["-accel".into(), "tcg,thread=multi".into()]),
@@ -91,10 +94,37 @@ impl Guest {
         a
     }
 
+    /// `-cpu` value. In deterministic mode the x2APIC is hidden: QEMU 10's TCG aborts with
+    /// "Bad icount read" when an x2APIC timer register is accessed through an MSR under
+    /// `-icount` (the MMIO path of xAPIC mode is handled as I/O and works).
+    fn cpu_model(&self) -> String {
+        let mut flags: Vec<&str> = self
+            .cpu_flags
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .collect();
+        if self.mode == Mode::Deterministic && !flags.contains(&"-x2apic") {
+            flags.push("-x2apic");
+        }
+        std::iter::once("max")
+            .chain(flags)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The whole command, for printing.
     pub fn command_line(&self) -> String {
-        let quoted: Vec<String> =
-            self.args().into_iter().map(|a| if a.contains(' ') || a.is_empty() { format!("'{a}'") } else { a }).collect();
+        let quoted: Vec<String> = self
+            .args()
+            .into_iter()
+            .map(|a| {
+                if a.contains(' ') || a.is_empty() {
+                    format!("'{a}'")
+                } else {
+                    a
+                }
+            })
+            .collect();
         format!("{QEMU} {}", quoted.join(" "))
     }
 }
@@ -105,7 +135,10 @@ const MIN_VERSION: (u32, u32) = (8, 1);
 fn version() -> Option<(u32, u32, String)> {
     let out = Command::new(QEMU).arg("--version").output().ok()?;
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let v = text.split_whitespace().skip_while(|w| *w != "version").nth(1)?;
+    let v = text
+        .split_whitespace()
+        .skip_while(|w| *w != "version")
+        .nth(1)?;
     let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
     Some((parts.next()?, parts.next().unwrap_or(0), v.to_string()))
 }
@@ -128,11 +161,19 @@ pub fn ensure() -> Result<()> {
     } else {
         eprintln!("xtask: {QEMU} is not installed");
     }
-    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false);
     let script = crate::build::workspace_root().join(".ci/install-qemu");
     if is_root && Path::new("/usr/bin/apt-get").exists() && script.exists() {
         eprintln!("xtask: installing QEMU from Debian bookworm-backports (bash .ci/install-qemu)");
-        let ok = Command::new("bash").arg(&script).status().context("running .ci/install-qemu")?.success();
+        let ok = Command::new("bash")
+            .arg(&script)
+            .status()
+            .context("running .ci/install-qemu")?
+            .success();
         if ok && version().is_some_and(|(a, b, _)| (a, b) >= MIN_VERSION) {
             return Ok(());
         }

@@ -28,7 +28,15 @@ impl Row {
             let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
             s[lo] + (s[hi] - s[lo]) * (pos - lo as f64)
         };
-        Row { case: case.into(), min: s[0], q1: q(0.25), median: q(0.5), q3: q(0.75), max: s[s.len() - 1], n: s.len() }
+        Row {
+            case: case.into(),
+            min: s[0],
+            q1: q(0.25),
+            median: q(0.5),
+            q3: q(0.75),
+            max: s[s.len() - 1],
+            n: s.len(),
+        }
     }
 }
 
@@ -60,9 +68,15 @@ pub struct Report {
 /// Short hash of HEAD, with `-dirty` if the tree has changes.
 pub fn commit() -> String {
     let git = |args: &[&str]| std::process::Command::new("git").args(args).output().ok();
-    let head = git(&["rev-parse", "--short", "HEAD"]).map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|o| !o.stdout.is_empty());
-    format!("{}{}", head.unwrap_or_else(|| "unknown".into()), if dirty { "-dirty" } else { "" })
+    let head = git(&["rev-parse", "--short", "HEAD"])
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+        .is_some_and(|o| !o.stdout.is_empty());
+    format!(
+        "{}{}",
+        head.unwrap_or_else(|| "unknown".into()),
+        if dirty { "-dirty" } else { "" }
+    )
 }
 
 pub fn results_dir() -> PathBuf {
@@ -79,7 +93,8 @@ impl Report {
         let md = dir.join(format!("{}.md", self.bench));
         std::fs::write(&md, self.markdown())?;
         let png = dir.join(format!("{}.png", self.bench));
-        self.plot(&png).with_context(|| format!("plotting {}", png.display()))?;
+        self.plot(&png)
+            .with_context(|| format!("plotting {}", png.display()))?;
         Ok(md)
     }
 
@@ -95,13 +110,29 @@ impl Report {
         s += &format!("![{}]({}.png)\n\n", self.bench, self.bench);
         s += "| case | min | q1 | median | q3 | max | n |\n|---|---:|---:|---:|---:|---:|---:|\n";
         for r in &self.rows {
-            s += &format!("| {} | {} | {} | {} | {} | {} | {} |\n", r.case, fmt(r.min), fmt(r.q1), fmt(r.median), fmt(r.q3), fmt(r.max), r.n);
+            s += &format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r.case,
+                fmt(r.min),
+                fmt(r.q1),
+                fmt(r.median),
+                fmt(r.q3),
+                fmt(r.max),
+                r.n
+            );
         }
         if !self.checks.is_empty() {
             s += "\n| check | ours | target | paper | holds |\n|---|---:|---|---:|---|\n";
             for c in &self.checks {
                 let paper = c.paper.map_or("-".to_string(), fmt);
-                s += &format!("| {} | {} | {} | {} | {} |\n", c.name, fmt(c.value), c.target, paper, if c.holds { "yes" } else { "**no**" });
+                s += &format!(
+                    "| {} | {} | {} | {} | {} |\n",
+                    c.name,
+                    fmt(c.value),
+                    c.target,
+                    paper,
+                    if c.holds { "yes" } else { "**no**" }
+                );
             }
         }
         s
@@ -112,10 +143,19 @@ impl Report {
         register_font()?;
         let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
         root.fill(&WHITE)?;
-        let top = self.rows.iter().map(|r| r.max.max(r.q3)).fold(0.0, f64::max) * 1.15 + f64::EPSILON;
+        let top = self
+            .rows
+            .iter()
+            .map(|r| r.max.max(r.q3))
+            .fold(0.0, f64::max)
+            * 1.15
+            + f64::EPSILON;
         let n = self.rows.len();
         let mut chart = ChartBuilder::on(&root)
-            .caption(format!("{} ({} mode)", self.bench, self.mode), ("sans-serif", 24))
+            .caption(
+                format!("{} ({} mode)", self.bench, self.mode),
+                ("sans-serif", 24),
+            )
             .margin(16)
             .x_label_area_size(60)
             .y_label_area_size(90)
@@ -132,13 +172,26 @@ impl Report {
             .label_style(("sans-serif", 14))
             .draw()?;
         chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
-            let mut bar = Rectangle::new([(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), r.median)], BLUE.mix(0.35).filled());
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), r.median),
+                ],
+                BLUE.mix(0.35).filled(),
+            );
             bar.set_margin(0, 0, 20, 20);
             bar
         }))?;
-        chart.draw_series(
-            self.rows.iter().enumerate().map(|(i, r)| ErrorBar::new_vertical(SegmentValue::CenterOf(i), r.q1, r.median, r.q3, BLACK.stroke_width(2), 12)),
-        )?;
+        chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
+            ErrorBar::new_vertical(
+                SegmentValue::CenterOf(i),
+                r.q1,
+                r.median,
+                r.q3,
+                BLACK.stroke_width(2),
+                12,
+            )
+        }))?;
         root.present()?;
         Ok(())
     }

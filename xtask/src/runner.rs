@@ -30,7 +30,10 @@ impl Captured {
     /// The last `n` lines, for error messages.
     pub fn tail(&self, n: usize) -> String {
         let start = self.lines.len().saturating_sub(n);
-        self.lines[start..].iter().map(|l| format!("    | {l}\n")).collect()
+        self.lines[start..]
+            .iter()
+            .map(|l| format!("    | {l}\n"))
+            .collect()
     }
 }
 
@@ -107,12 +110,19 @@ pub fn run_captured(guest: &Guest, limit: Duration, echo: bool) -> Result<Captur
     } else {
         reaper.0.wait().ok().and_then(|s| s.code())
     };
-    Ok(Captured { status, lines, timed_out, wall: start.elapsed() })
+    Ok(Captured {
+        status,
+        lines,
+        timed_out,
+        wall: start.elapsed(),
+    })
 }
 
 fn forward_lines(r: impl std::io::Read, tx: mpsc::Sender<String>, prefix: &str) {
     for line in BufReader::new(r).split(b'\n').map_while(|l| l.ok()) {
-        let text = String::from_utf8_lossy(&line).trim_end_matches('\r').to_string();
+        let text = String::from_utf8_lossy(&line)
+            .trim_end_matches('\r')
+            .to_string();
         if tx.send(format!("{prefix}{text}")).is_err() {
             return;
         }
@@ -121,7 +131,10 @@ fn forward_lines(r: impl std::io::Read, tx: mpsc::Sender<String>, prefix: &str) 
 
 /// Boot `guest` with the console on this terminal; returns QEMU's exit status.
 pub fn run_interactive(guest: &Guest) -> Result<i32> {
-    let status = Command::new(QEMU).args(guest.args()).status().with_context(|| format!("starting {QEMU}"))?;
+    let status = Command::new(QEMU)
+        .args(guest.args())
+        .status()
+        .with_context(|| format!("starting {QEMU}"))?;
     Ok(status.code().unwrap_or(130))
 }
 
@@ -130,19 +143,28 @@ pub fn symbolize(lines: &[String], kernel: &std::path::Path) -> Vec<String> {
     let mut out = Vec::new();
     for l in lines {
         out.push(l.clone());
-        let Some(rest) = l.trim_start().strip_prefix("backtrace:") else { continue };
+        let Some(rest) = l.trim_start().strip_prefix("backtrace:") else {
+            continue;
+        };
         let addrs: Vec<&str> = rest.split_whitespace().collect();
         if addrs.is_empty() {
             continue;
         }
-        let Ok(o) = Command::new("addr2line").args(["-f", "-C", "-s", "-e"]).arg(kernel).args(&addrs).output() else {
+        let Ok(o) = Command::new("addr2line")
+            .args(["-f", "-C", "-s", "-e"])
+            .arg(kernel)
+            .args(&addrs)
+            .output()
+        else {
             continue;
         };
         let text = String::from_utf8_lossy(&o.stdout);
         let mut it = text.lines();
         let mut last = String::new();
         for a in &addrs {
-            let (Some(func), Some(loc)) = (it.next(), it.next()) else { break };
+            let (Some(func), Some(loc)) = (it.next(), it.next()) else {
+                break;
+            };
             let entry = format!("      {a} {func} ({loc})");
             if entry != last {
                 out.push(entry.clone());

@@ -34,7 +34,8 @@ impl Tally {
     fn fail(&mut self, name: &str, why: &str) {
         self.failed += 1;
         println!("  FAIL  {name}: {why}");
-        self.failures.push(format!("{name}: {}", why.lines().next().unwrap_or("")));
+        self.failures
+            .push(format!("{name}: {}", why.lines().next().unwrap_or("")));
     }
 }
 
@@ -55,7 +56,12 @@ pub fn run(opts: &Options) -> Result<bool> {
         crate::qemu::ensure()?;
         let kernel = crate::build::kernel()?;
         let mut fault_tests = Vec::new();
-        for (label, smp, cpu_flags) in [("smp1", 1, ""), ("smp2", 2, ""), ("smp4", 4, ""), ("smp2-xapic", 2, "-x2apic")] {
+        for (label, smp, cpu_flags) in [
+            ("smp1", 1, ""),
+            ("smp2", 2, ""),
+            ("smp4", 4, ""),
+            ("smp2-xapic", 2, "-x2apic"),
+        ] {
             let mut g = Guest::new(&kernel, smp, &format!("ktest={}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
             let found = kernel_suite(&mut t, &g, label, &kernel, opts.verbose)?;
@@ -64,7 +70,10 @@ pub fn run(opts: &Options) -> Result<bool> {
             }
         }
         boot_checks(&mut t, &kernel, opts.verbose)?;
-        for (name, expect) in fault_tests.iter().filter(|(n, _)| opts.filter == "all" || n.contains(&opts.filter)) {
+        for (name, expect) in fault_tests
+            .iter()
+            .filter(|(n, _)| opts.filter == "all" || n.contains(&opts.filter))
+        {
             fault_test(&mut t, &kernel, name, expect, opts.verbose)?;
         }
     }
@@ -84,7 +93,10 @@ pub fn run(opts: &Options) -> Result<bool> {
 fn host_tests(t: &mut Tally, verbose: bool) -> Result<()> {
     println!("xtask: host tests (cargo test)");
     let root = crate::build::workspace_root();
-    let out = Command::new(env!("CARGO")).current_dir(&root).args(["test", "--color", "never"]).output()?;
+    let out = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .args(["test", "--color", "never"])
+        .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if verbose || !out.status.success() {
@@ -96,32 +108,54 @@ fn host_tests(t: &mut Tally, verbose: bool) -> Result<()> {
         p += count_before(line, " passed");
         f += count_before(line, " failed");
     }
-    for line in stdout.lines().filter(|l| l.starts_with("test ") && l.ends_with(" FAILED")) {
+    for line in stdout
+        .lines()
+        .filter(|l| l.starts_with("test ") && l.ends_with(" FAILED"))
+    {
         t.failures.push(format!("host: {line}"));
     }
     t.passed += p;
     t.failed += f;
     println!("  host: {p} passed, {f} failed");
     if !out.status.success() && f == 0 {
-        t.fail("host::cargo_test", "cargo test failed before running tests (see errors above)");
+        t.fail(
+            "host::cargo_test",
+            "cargo test failed before running tests (see errors above)",
+        );
     }
     Ok(())
 }
 
 fn count_before(line: &str, word: &str) -> usize {
-    line.find(word).and_then(|i| line[..i].rsplit([' ', ';']).next()?.parse().ok()).unwrap_or(0)
+    line.find(word)
+        .and_then(|i| line[..i].rsplit([' ', ';']).next()?.parse().ok())
+        .unwrap_or(0)
 }
 
 fn explain(c: &Captured, limit: Duration) -> String {
     if c.timed_out {
-        format!("guest hung: no result within {} s; last console lines:\n{}", limit.as_secs(), c.tail(12))
+        format!(
+            "guest hung: no result within {} s; last console lines:\n{}",
+            limit.as_secs(),
+            c.tail(12)
+        )
     } else {
-        format!("QEMU exited with status {:?}; last console lines:\n{}", c.status, c.tail(12))
+        format!(
+            "QEMU exited with status {:?}; last console lines:\n{}",
+            c.status,
+            c.tail(12)
+        )
     }
 }
 
 /// One `ktest=...` boot; returns the expected-fault tests the kernel listed.
-fn kernel_suite(t: &mut Tally, g: &Guest, label: &str, kernel: &Path, verbose: bool) -> Result<Vec<(String, String)>> {
+fn kernel_suite(
+    t: &mut Tally,
+    g: &Guest,
+    label: &str,
+    kernel: &Path,
+    verbose: bool,
+) -> Result<Vec<(String, String)>> {
     println!("xtask: [{label}] in-kernel tests ({})", g.cmdline);
     let c = run_captured(g, SUITE_LIMIT, verbose)?;
     let mut faults = Vec::new();
@@ -149,19 +183,35 @@ fn kernel_suite(t: &mut Tally, g: &Guest, label: &str, kernel: &Path, verbose: b
     if let Some(name) = running {
         let report = symbolize(&c.lines, kernel).join("\n");
         let fatal = report.find(protocol::FATAL).map_or("", |i| &report[i..]);
-        t.fail(&format!("[{label}] {name}"), &format!("the kernel stopped during this test\n{fatal}\n{}", explain(&c, SUITE_LIMIT)));
+        t.fail(
+            &format!("[{label}] {name}"),
+            &format!(
+                "the kernel stopped during this test\n{fatal}\n{}",
+                explain(&c, SUITE_LIMIT)
+            ),
+        );
     } else if !done {
-        t.fail(&format!("[{label}] suite"), &format!("the test run did not finish: {}", explain(&c, SUITE_LIMIT)));
+        t.fail(
+            &format!("[{label}] suite"),
+            &format!("the test run did not finish: {}", explain(&c, SUITE_LIMIT)),
+        );
     } else if c.status != Some(0) && !c.lines.iter().any(|l| l.starts_with(protocol::KTEST_FAIL)) {
-        t.fail(&format!("[{label}] power-off"), &format!("all tests passed but {}", explain(&c, SUITE_LIMIT)));
+        t.fail(
+            &format!("[{label}] power-off"),
+            &format!("all tests passed but {}", explain(&c, SUITE_LIMIT)),
+        );
     }
     println!("  [{label}] {:.1} s", c.wall.as_secs_f64());
     Ok(faults)
 }
 
 fn summary_field(c: &Captured, key: &str) -> Option<u64> {
-    let line = c.lines.iter().find(|l| l.contains(protocol::BOOT_SUMMARY))?;
-    line.split_whitespace().find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
+    let line = c
+        .lines
+        .iter()
+        .find(|l| l.contains(protocol::BOOT_SUMMARY))?;
+    line.split_whitespace()
+        .find_map(|w| w.strip_prefix(key)?.strip_prefix('=')?.parse().ok())
 }
 
 /// Boots that must power off cleanly with the right number of cores.
@@ -172,17 +222,37 @@ fn boot_checks(t: &mut Tally, kernel: &Path, verbose: bool) -> Result<()> {
         ("boot::poweroff_2_cores", 2, "poweroff", 2, 2),
         ("boot::poweroff_4_cores", 4, "poweroff", 4, 4),
         ("boot::smp_limits_cores", 4, "smp=2 poweroff", 2, 4),
-        ("boot::bad_command_line_still_boots", 2, "smp=0 smp=banana ktest= log=loud \u{e9}t\u{e9} poweroff", 2, 2),
+        (
+            "boot::bad_command_line_still_boots",
+            2,
+            "smp=0 smp=banana ktest= log=loud \u{e9}t\u{e9} poweroff",
+            2,
+            2,
+        ),
     ];
     for (name, smp, cmdline, online, madt) in cases {
         let c = run_captured(&Guest::new(kernel, smp, cmdline), BOOT_LIMIT, verbose)?;
-        let got = (summary_field(&c, "cores_online"), summary_field(&c, "cores_in_madt"));
+        let got = (
+            summary_field(&c, "cores_online"),
+            summary_field(&c, "cores_in_madt"),
+        );
         if !c.powered_off() {
             t.fail(name, &explain(&c, BOOT_LIMIT));
         } else if got != (Some(online), Some(madt)) {
-            t.fail(name, &format!("expected {online} cores online of {madt}, summary says {got:?}\n{}", c.tail(8)));
-        } else if name.contains("bad_command_line") && c.lines.iter().filter(|l| l.contains("WARN")).count() < 4 {
-            t.fail(name, &format!("expected a warning per bad word\n{}", c.tail(12)));
+            t.fail(
+                name,
+                &format!(
+                    "expected {online} cores online of {madt}, summary says {got:?}\n{}",
+                    c.tail(8)
+                ),
+            );
+        } else if name.contains("bad_command_line")
+            && c.lines.iter().filter(|l| l.contains("WARN")).count() < 4
+        {
+            t.fail(
+                name,
+                &format!("expected a warning per bad word\n{}", c.tail(12)),
+            );
         } else {
             t.pass(name);
         }
@@ -197,11 +267,22 @@ fn fault_test(t: &mut Tally, kernel: &Path, name: &str, expect: &str, verbose: b
     g.mode = Mode::Parallel;
     let c = run_captured(&g, BOOT_LIMIT, verbose)?;
     let text = c.lines.join("\n");
-    let missing: Vec<&str> = expect.split('|').filter(|part| !text.contains(part)).collect();
+    let missing: Vec<&str> = expect
+        .split('|')
+        .filter(|part| !text.contains(part))
+        .collect();
     if c.timed_out {
         t.fail(&label, &explain(&c, BOOT_LIMIT));
     } else if c.status != Some(abi::QEMU_STATUS_FAILURE) {
-        t.fail(&label, &format!("expected exit status {} (kernel stopped on a fault), got {:?}\n{}", abi::QEMU_STATUS_FAILURE, c.status, c.tail(12)));
+        t.fail(
+            &label,
+            &format!(
+                "expected exit status {} (kernel stopped on a fault), got {:?}\n{}",
+                abi::QEMU_STATUS_FAILURE,
+                c.status,
+                c.tail(12)
+            ),
+        );
     } else if !missing.is_empty() || !text.contains(protocol::FATAL) {
         t.fail(&label, &format!("report lacks {missing:?}\n{}", c.tail(16)));
     } else {

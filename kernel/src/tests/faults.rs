@@ -9,7 +9,7 @@ ktest! {
     /// W^X: writing to kernel text faults.
     #[expect_fault = "page fault (#PF) in kernel mode|kernel write to a read-only page|(kernel text)"]
     fn write_to_kernel_text() {
-        let target = write_to_kernel_text as usize as *mut u8;
+        let target = write_to_kernel_text as *const () as *mut u8;
         // SAFETY: deliberately wrong: the write must fault (text is read-only).
         unsafe { core::ptr::write_volatile(target, 0xc3) };
     }

@@ -73,3 +73,21 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// The `\_S5` reader accepts the encodings firmware uses and refuses look-alikes.
+    fn acpi_s5_parser() -> TestResult {
+        use crate::arch::x86_64::acpi::s5_sleep_type;
+        let plain = [0x08, b'_', b'S', b'5', b'_', 0x12, 0x0a, 0x04, 0x0a, 0x05, 0x0a, 0x06, 0x00, 0x00];
+        kassert!(s5_sleep_type(&plain) == Some((5, 6)), "BytePrefix package");
+        let rooted = [0x08, b'\\', b'_', b'S', b'5', b'_', 0x12, 0x06, 0x04, 0x00, 0x01, 0x00, 0x00];
+        kassert!(s5_sleep_type(&rooted) == Some((0, 1)), "root-prefixed name, Zero/One ops");
+        let not_a_name = [0x70, b'_', b'S', b'5', b'_', 0x12, 0x06, 0x04, 0x00, 0x00];
+        kassert!(s5_sleep_type(&not_a_name).is_none(), "a bare _S5_ that is not a Name");
+        let truncated = [0x08, b'_', b'S', b'5', b'_', 0x12];
+        kassert!(s5_sleep_type(&truncated).is_none(), "truncated package");
+        kassert!(s5_sleep_type(&[]).is_none(), "empty AML");
+        kassert!(crate::boot_state().platform.s5.is_some(), "QEMU's DSDT has an _S5 object");
+        Ok(())
+    }
+}

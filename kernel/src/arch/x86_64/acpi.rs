@@ -48,6 +48,7 @@ pub struct Platform {
     /// PM1a/PM1b control ports and SLP_TYP values for S5 (power off).
     pub pm1_control: Option<(u16, Option<u16>)>,
     pub s5: Option<(u8, u8)>,
+    bsp_seen: bool,
 }
 
 impl Platform {
@@ -85,6 +86,7 @@ pub fn discover(rsdp: Option<u64>, bsp_apic_id: u32) -> Result<Platform, &'stati
         overrides: heapless::Vec::new(),
         pm1_control: None,
         s5: None,
+        bsp_seen: false,
     };
     let madt = tables
         .find_table::<Madt>()
@@ -92,9 +94,16 @@ pub fn discover(rsdp: Option<u64>, bsp_apic_id: u32) -> Result<Platform, &'stati
     let _ = p.apic_ids.push(bsp_apic_id);
     let add_core = |id: u32, flags: u32, p: &mut Platform| {
         // Bit 0: enabled; bit 1: can be enabled later (hot-plug), which we do not use.
-        if flags & 1 != 0 {
-            p.cores_in_madt += 1;
-            if id != bsp_apic_id {
+        // 0xff (xAPIC) / 0xffffffff (x2APIC) mark unused entries; firmware may list a core
+        // both as a local APIC and as a local x2APIC, so ids are de-duplicated.
+        if flags & 1 != 0 && id != 0xff && id != u32::MAX {
+            let known = id == bsp_apic_id || p.apic_ids.contains(&id);
+            if !known || (id == bsp_apic_id && !p.bsp_seen) {
+                p.cores_in_madt += 1;
+            }
+            if id == bsp_apic_id {
+                p.bsp_seen = true;
+            } else if !known {
                 let _ = p.apic_ids.push(id);
             }
         }
@@ -124,7 +133,10 @@ pub fn discover(rsdp: Option<u64>, bsp_apic_id: u32) -> Result<Platform, &'stati
     }
 
     if let Ok(fadt) = tables.find_table::<Fadt>() {
-        let port = |a: acpi::address::GenericAddress| u16::try_from(a.address).ok();
+        let port = |a: acpi::address::GenericAddress| match a.address_space {
+            acpi::address::AddressSpace::SystemIo => u16::try_from(a.address).ok(),
+            _ => None,
+        };
         if let Ok(a) = fadt.pm1a_control_block() {
             if let Some(pa) = port(a) {
                 let pb = fadt.pm1b_control_block().ok().flatten().and_then(port);
@@ -149,7 +161,12 @@ pub fn discover(rsdp: Option<u64>, bsp_apic_id: u32) -> Result<Platform, &'stati
 ///
 /// Accepts the encodings firmware uses for small integers: ZeroOp, OneOp, BytePrefix.
 pub fn s5_sleep_type(aml: &[u8]) -> Option<(u8, u8)> {
-    let at = aml.windows(4).position(|w| w == b"_S5_")?;
+    // NameOp (0x08), optionally a root prefix '\\', then the name: other hits of the four
+    // bytes (inside a method, say) are not the object.
+    let at = aml.windows(4).enumerate().position(|(i, w)| {
+        w == b"_S5_"
+            && (i >= 1 && aml[i - 1] == 0x08 || i >= 2 && aml[i - 1] == b'\\' && aml[i - 2] == 0x08)
+    })?;
     let mut i = at + 4;
     if *aml.get(i)? != 0x12 {
         return None; // not a PackageOp

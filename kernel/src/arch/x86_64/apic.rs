@@ -123,6 +123,10 @@ pub fn eoi() {
 
 fn send_icr(dest: u32, low: u32) {
     if is_x2apic() {
+        // The x2APIC ICR write is not serialising: make earlier stores (the message the
+        // IPI announces) visible first, as Linux does.
+        // SAFETY: fences have no effect beyond ordering.
+        unsafe { core::arch::asm!("mfence", "lfence", options(nostack, preserves_flags)) };
         // SAFETY: the x2APIC ICR is one 64-bit MSR: destination in the high half.
         unsafe { wrmsr(0x830, (u64::from(dest) << 32) | u64::from(low)) };
     } else {
@@ -144,9 +148,9 @@ pub fn send_ipi_all_others(vector: u8) {
     send_icr(0, u32::from(vector) | ICR_ASSERT | ICR_ALL_BUT_SELF);
 }
 
-/// NMI to every core but this one (the fatal-stop signal).
-pub fn send_nmi_to_others() {
-    send_icr(0, ICR_NMI | ICR_ASSERT | ICR_ALL_BUT_SELF);
+/// NMI to the core with APIC id `dest` (the fatal-stop signal).
+pub fn send_nmi(dest: u32) {
+    send_icr(dest, ICR_NMI | ICR_ASSERT);
 }
 
 /// INIT to the core with APIC id `dest` (first step of starting it).

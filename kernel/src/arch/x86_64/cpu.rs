@@ -24,7 +24,6 @@ enable_sse:
 );
 
 pub const MSR_APIC_BASE: u32 = 0x1b;
-pub const MSR_EFER: u32 = 0xc000_0080;
 pub const MSR_GS_BASE: u32 = 0xc000_0101;
 
 /// Read a model-specific register.
@@ -100,13 +99,6 @@ pub unsafe fn write_cr3(pml4_phys: u64) {
     unsafe { asm!("mov cr3, {}", in(reg) pml4_phys, options(nostack)) };
 }
 
-/// # Safety
-/// Changing CR4 changes paging and protection behaviour; the caller must know the bits.
-pub unsafe fn write_cr4(v: u64) {
-    // SAFETY: the caller vouches for the bits.
-    unsafe { asm!("mov cr4, {}", in(reg) v, options(nostack)) };
-}
-
 /// CPU features Musubi looks at, read once per core.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Features {
@@ -115,11 +107,19 @@ pub struct Features {
     pub smep: bool,
     pub smap: bool,
     pub invariant_tsc: bool,
+    /// Display family (base family, plus the extended family when the base is 0xf).
+    pub family: u32,
 }
 
 impl Features {
     pub fn read() -> Self {
-        let (_, _, ecx1, _) = cpuid(1, 0);
+        let (eax1, _, ecx1, _) = cpuid(1, 0);
+        let base_family = (eax1 >> 8) & 0xf;
+        let family = if base_family == 0xf {
+            base_family + ((eax1 >> 20) & 0xff)
+        } else {
+            base_family
+        };
         let (max_ext, _, _, _) = cpuid(0x8000_0000, 0);
         let edx_ext1 = if max_ext >= 0x8000_0001 {
             cpuid(0x8000_0001, 0).3
@@ -139,6 +139,7 @@ impl Features {
             smep: ebx7 & (1 << 7) != 0,
             smap: ebx7 & (1 << 20) != 0,
             invariant_tsc: edx_ext7 & (1 << 8) != 0,
+            family,
         }
     }
 }
@@ -159,7 +160,8 @@ pub fn halt_forever() -> ! {
 pub fn wait_for_interrupt() {
     // SAFETY: the idle path is the one place the kernel opens interrupts; it runs Musubi
     // code only (compiled without a red zone), and handlers save every register.
-    unsafe { asm!("sti; hlt; cli", options(nomem, nostack)) };
+    // Not `nomem`: handlers write memory, and the compiler must reload it afterwards.
+    unsafe { asm!("sti; hlt; cli", options(nostack)) };
 }
 
 /// Read a byte from an I/O port.
@@ -203,7 +205,10 @@ pub unsafe fn outl(port: u16, v: u32) {
 
 /// Continue on a new stack: set `rsp` to `top` and call `f`, which never returns.
 pub fn switch_stack(top: u64, f: extern "C" fn() -> !) -> ! {
-    assert!(top % 16 == 0, "stack top {top:#x} not 16-byte aligned");
+    assert!(
+        top.is_multiple_of(16),
+        "stack top {top:#x} not 16-byte aligned"
+    );
     // SAFETY: `top` is the top of a mapped, unused stack; nothing on the old stack is used
     // again because `f` never returns.
     unsafe {

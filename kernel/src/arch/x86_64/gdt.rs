@@ -19,18 +19,20 @@ use x86_64::VirtAddr;
 pub const IST_NMI: u8 = 1;
 pub const IST_DOUBLE_FAULT: u8 = 2;
 pub const IST_MACHINE_CHECK: u8 = 3;
+pub const IST_DEBUG: u8 = 4;
 
 pub const KERNEL_CS: u16 = 0x08;
 pub const KERNEL_DS: u16 = 0x10;
 
 /// Build and load this core's GDT and TSS (leaked from the core's own heap: they live for
-/// the rest of the run). `ist` are the tops of the NMI, double-fault and machine-check
-/// stacks, `rsp0` the top of the stack for entries from user mode.
-pub fn init_this_core(ist: [u64; 3], rsp0: u64) {
+/// the rest of the run). `ist` are the tops of the NMI, double-fault, machine-check and
+/// debug stacks, `rsp0` the top of the stack for entries from user mode.
+pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
     let mut tss = TaskStateSegment::new();
     tss.interrupt_stack_table[usize::from(IST_NMI - 1)] = VirtAddr::new(ist[0]);
     tss.interrupt_stack_table[usize::from(IST_DOUBLE_FAULT - 1)] = VirtAddr::new(ist[1]);
     tss.interrupt_stack_table[usize::from(IST_MACHINE_CHECK - 1)] = VirtAddr::new(ist[2]);
+    tss.interrupt_stack_table[usize::from(IST_DEBUG - 1)] = VirtAddr::new(ist[3]);
     tss.privilege_stack_table[0] = VirtAddr::new(rsp0);
     let tss: &'static TaskStateSegment = Box::leak(Box::new(tss));
 

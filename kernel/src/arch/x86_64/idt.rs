@@ -1,16 +1,19 @@
 //! Interrupt descriptor table and the entry stubs of all 256 vectors.
 //!
 //! Every vector gets a 16-byte stub that pushes a dummy error code (where the CPU pushes
-//! none) and the vector number, then jumps to `trap_common`, which saves all general
-//! registers into a [`TrapFrame`], saves the FPU/SSE state (`fxsave64`) on the stack, and
-//! calls [`super::trap::dispatch`]. Saving FPU state on every entry keeps interrupted code
-//! correct whatever the handler does with SSE (the prebuilt `core` uses it freely).
+//! none) and the vector number, then jumps to `trap_common`, which clears the direction
+//! flag, saves all general registers into a [`TrapFrame`], switches to the kernel's GS base
+//! if the interrupted code had another (decided from the GS.base MSR, which is right even
+//! for an NMI that lands in the middle of an entry), saves the FPU/SSE state (`fxsave64`)
+//! on the stack, gives the handler a clean MXCSR and x87 state, and calls
+//! [`super::trap::dispatch`]. Saving FPU state on every entry keeps interrupted code correct
+//! whatever the handler does with SSE (the prebuilt `core` uses it freely).
 //! The stubs are written in plain assembly because stable Rust has no interrupt ABI.
 //!
-//! Each core builds its own IDT; NMI, double fault and machine check switch to their IST
-//! stacks (see [`super::gdt`]).
+//! Each core builds its own IDT; NMI, double fault, machine check and debug switch to
+//! their IST stacks (see [`super::gdt`]).
 
-use super::gdt::{IST_DOUBLE_FAULT, IST_MACHINE_CHECK, IST_NMI, KERNEL_CS};
+use super::gdt::{IST_DEBUG, IST_DOUBLE_FAULT, IST_MACHINE_CHECK, IST_NMI, KERNEL_CS};
 use alloc::boxed::Box;
 use core::arch::global_asm;
 
@@ -45,7 +48,7 @@ pub struct TrapFrame {
 
 impl TrapFrame {
     /// Did the trap interrupt user mode?
-    pub fn from_user(&self) -> bool {
+    pub fn came_from_user(&self) -> bool {
         self.cs & 3 == 3
     }
 }
@@ -74,6 +77,7 @@ trap_stubs:
     .endr
 
 trap_common:
+    cld
     pushq %r15
     pushq %r14
     pushq %r13
@@ -90,18 +94,29 @@ trap_common:
     pushq %rbx
     pushq %rax
     movq %rsp, %rbx
-    testq $3, 18*8(%rbx)
-    jz 2f
+    /* GS: the kernel's GS.base is a kernel (negative) address. Decide from the MSR, not
+       from the saved CS, so an NMI that lands between a user entry and its swapgs still
+       finds its own core. r12 remembers whether to swap back. */
+    movl $0xc0000101, %ecx
+    rdmsr
+    xorl %r12d, %r12d
+    testl %edx, %edx
+    js 2f
     swapgs
+    movl $1, %r12d
 2:
-    subq $512, %rsp
+    /* FPU/SSE state of the interrupted code, then a clean state for the handler. */
+    subq $528, %rsp
     andq $-16, %rsp
     fxsave64 (%rsp)
+    movl $0x1f80, 512(%rsp)
+    ldmxcsr 512(%rsp)
+    fninit
     movq %rbx, %rdi
     call {dispatch}
     fxrstor64 (%rsp)
     movq %rbx, %rsp
-    testq $3, 18*8(%rbx)
+    testl %r12d, %r12d
     jz 3f
     swapgs
 3:
@@ -161,26 +176,49 @@ impl Gate {
 #[repr(C, align(16))]
 struct Idt([Gate; 256]);
 
+impl Idt {
+    /// Gates for all 256 stubs; `with_ist` routes NMI, #DF, #MC and #DB to their IST stacks
+    /// (only once the core has a TSS).
+    fn new(with_ist: bool) -> Self {
+        let stubs = core::ptr::addr_of!(trap_stubs) as u64;
+        let mut idt = Idt([Gate::default(); 256]);
+        for (v, gate) in idt.0.iter_mut().enumerate() {
+            let ist = match v {
+                _ if !with_ist => 0,
+                1 => IST_DEBUG,
+                2 => IST_NMI,
+                8 => IST_DOUBLE_FAULT,
+                18 => IST_MACHINE_CHECK,
+                _ => 0,
+            };
+            *gate = Gate::interrupt(stubs + 16 * v as u64, ist);
+        }
+        idt
+    }
+
+    fn load(&'static self) {
+        let ptr = x86_64::structures::DescriptorTablePointer {
+            limit: (core::mem::size_of::<Idt>() - 1) as u16,
+            base: x86_64::VirtAddr::new(self as *const Idt as u64),
+        };
+        // SAFETY: the table is 'static, holds valid gates for all 256 vectors, and each
+        // points at a stub that saves state and returns with iretq.
+        unsafe { x86_64::instructions::tables::lidt(&ptr) };
+    }
+}
+
 /// Build this core's IDT in its own heap and load it.
 pub fn init_this_core() {
-    let stubs = core::ptr::addr_of!(trap_stubs) as u64;
-    let mut idt = Box::new(Idt([Gate::default(); 256]));
-    for (v, gate) in idt.0.iter_mut().enumerate() {
-        let ist = match v {
-            2 => IST_NMI,
-            8 => IST_DOUBLE_FAULT,
-            18 => IST_MACHINE_CHECK,
-            _ => 0,
-        };
-        *gate = Gate::interrupt(stubs + 16 * v as u64, ist);
-    }
     debug_assert!(has_error_code(14) && !has_error_code(32));
-    let idt: &'static Idt = Box::leak(idt);
-    let ptr = x86_64::structures::DescriptorTablePointer {
-        limit: (core::mem::size_of::<Idt>() - 1) as u16,
-        base: x86_64::VirtAddr::new(idt as *const Idt as u64),
-    };
-    // SAFETY: the table is 'static, holds valid gates for all 256 vectors, and each points
-    // at a stub that saves state and returns with iretq.
-    unsafe { x86_64::instructions::tables::lidt(&ptr) };
+    let idt: &'static Idt = Box::leak(Box::new(Idt::new(true)));
+    idt.load();
+}
+
+static EARLY_IDT: spin::Once<Idt> = spin::Once::new();
+
+/// Load the shared boot-time IDT (no IST stacks, no heap needed), so that a fault before a
+/// core has its own tables is reported instead of resetting the machine. The bootstrap
+/// core builds it; application processors only load it.
+pub fn load_early() {
+    EARLY_IDT.call_once(|| Idt::new(false)).load();
 }

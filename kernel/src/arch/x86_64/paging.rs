@@ -13,6 +13,7 @@
 //! entry as an `AtomicU64`: cores add entries under their own PML4 slot concurrently, and
 //! no Rust reference to a whole table ever exists, so there is no aliasing to reason about.
 
+use super::pvh::{MemRegion, MEM_ACPI_NVS, MEM_ACPI_RECLAIMABLE, MEM_RAM};
 use core::sync::atomic::{AtomicU64, Ordering};
 pub use x86_64::structures::paging::PageTableFlags as Flags;
 
@@ -67,6 +68,11 @@ fn entry(table: u64, index: usize) -> &'static AtomicU64 {
     unsafe { &*((phys_to_virt(table) + index as u64 * 8) as *const AtomicU64) }
 }
 
+/// Is `vaddr` in the lower half, which belongs to processes?
+pub const fn is_user_half(vaddr: u64) -> bool {
+    vaddr < 0x0000_8000_0000_0000
+}
+
 fn indices(vaddr: u64) -> [usize; 4] {
     [
         ((vaddr >> 39) & 511) as usize,
@@ -83,7 +89,11 @@ pub fn zero_frame(paddr: u64) {
 }
 
 /// The next-level table under `e`, creating it with `alloc` if absent.
-fn next_table(e: &AtomicU64, alloc: &mut dyn FnMut() -> Option<u64>) -> Result<u64, MapError> {
+fn next_table(
+    e: &AtomicU64,
+    user_half: bool,
+    alloc: &mut dyn FnMut() -> Option<u64>,
+) -> Result<u64, MapError> {
     let v = e.load(Ordering::Acquire);
     if v & Flags::PRESENT.bits() != 0 {
         if v & Flags::HUGE_PAGE.bits() != 0 {
@@ -93,8 +103,12 @@ fn next_table(e: &AtomicU64, alloc: &mut dyn FnMut() -> Option<u64>) -> Result<u
     }
     let frame = alloc().ok_or(MapError::NoMemory)?;
     zero_frame(frame);
-    // Intermediate entries allow everything; the leaf decides.
-    let link = frame | (Flags::PRESENT | Flags::WRITABLE).bits();
+    // Intermediate entries allow everything (user access only in the lower half); the
+    // leaf decides.
+    let mut link = frame | (Flags::PRESENT | Flags::WRITABLE).bits();
+    if user_half {
+        link |= Flags::USER_ACCESSIBLE.bits();
+    }
     e.store(link, Ordering::Release);
     Ok(frame)
 }
@@ -112,9 +126,10 @@ pub unsafe fn map_4k(
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Result<(), MapError> {
     let [i4, i3, i2, i1] = indices(vaddr);
-    let pdpt = next_table(entry(root, i4), alloc)?;
-    let pd = next_table(entry(pdpt, i3), alloc)?;
-    let pt = next_table(entry(pd, i2), alloc)?;
+    let user = is_user_half(vaddr);
+    let pdpt = next_table(entry(root, i4), user, alloc)?;
+    let pd = next_table(entry(pdpt, i3), user, alloc)?;
+    let pt = next_table(entry(pd, i2), user, alloc)?;
     let e = entry(pt, i1);
     if e.load(Ordering::Relaxed) & Flags::PRESENT.bits() != 0 {
         return Err(MapError::AlreadyMapped);
@@ -138,8 +153,9 @@ pub unsafe fn map_2m(
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Result<(), MapError> {
     let [i4, i3, i2, _] = indices(vaddr);
-    let pdpt = next_table(entry(root, i4), alloc)?;
-    let pd = next_table(entry(pdpt, i3), alloc)?;
+    let user = is_user_half(vaddr);
+    let pdpt = next_table(entry(root, i4), user, alloc)?;
+    let pd = next_table(entry(pdpt, i3), user, alloc)?;
     let e = entry(pd, i2);
     if e.load(Ordering::Relaxed) & Flags::PRESENT.bits() != 0 {
         return Err(MapError::AlreadyMapped);
@@ -147,26 +163,6 @@ pub unsafe fn map_2m(
     let bits = (paddr & ADDR_MASK) | (flags | Flags::PRESENT | Flags::HUGE_PAGE).bits();
     e.store(bits, Ordering::Release);
     Ok(())
-}
-
-/// Remove the 4 KiB mapping of `vaddr` and flush it from this core's TLB; returns the
-/// physical address it mapped.
-///
-/// # Safety
-/// Nothing may use the page any more, on any core.
-pub unsafe fn unmap_4k(root: u64, vaddr: u64) -> Option<u64> {
-    let [i4, i3, i2, i1] = indices(vaddr);
-    let mut table = root;
-    for i in [i4, i3, i2] {
-        let v = entry(table, i).load(Ordering::Acquire);
-        if v & Flags::PRESENT.bits() == 0 || v & Flags::HUGE_PAGE.bits() != 0 {
-            return None;
-        }
-        table = v & ADDR_MASK;
-    }
-    let old = entry(table, i1).swap(0, Ordering::AcqRel);
-    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(vaddr));
-    (old & Flags::PRESENT.bits() != 0).then_some(old & ADDR_MASK)
 }
 
 /// What a virtual address maps to: physical address and the effective permissions (a
@@ -213,14 +209,40 @@ pub fn translate(root: u64, vaddr: u64) -> Option<Translation> {
     None
 }
 
-/// The PML4 entry `slot` of `root` (for sharing kernel-half slots).
-pub fn pml4_entry(root: u64, slot: usize) -> &'static AtomicU64 {
-    entry(root, slot)
-}
-
 /// Physical address of the active top-level table.
 pub fn active_root() -> u64 {
     super::cpu::read_cr3() & ADDR_MASK
+}
+
+/// The direct map always covers physical memory below this (RAM, firmware tables, devices).
+const LOW_DIRECT_MAP: u64 = 4 << 30;
+/// The direct map never reaches past this (64 TiB), where the per-core stack slots begin.
+const DIRECT_MAP_LIMIT: u64 = (KSTACK_PML4_SLOT as u64 - 256) * PML4_SLOT_SPAN;
+
+/// Is this firmware region memory (RAM or ACPI tables), as opposed to reserved or a device?
+fn is_memory(r: &MemRegion) -> bool {
+    matches!(r.kind, MEM_RAM | MEM_ACPI_RECLAIMABLE | MEM_ACPI_NVS)
+}
+
+/// End of the direct map: 4 GiB or the end of memory, whichever is higher (at most 64 TiB).
+pub fn direct_map_top(regions: &[MemRegion]) -> u64 {
+    let top = regions
+        .iter()
+        .filter(|r| is_memory(r))
+        .map(|r| r.end)
+        .max()
+        .unwrap_or(0);
+    top.max(LOW_DIRECT_MAP)
+        .next_multiple_of(HUGE_PAGE_SIZE)
+        .min(DIRECT_MAP_LIMIT)
+}
+
+/// Page-table frames [`build_kernel_space`] may need for `regions` (an upper bound).
+pub fn kernel_space_frames(regions: &[MemRegion]) -> u64 {
+    let gib = direct_map_top(regions).div_ceil(1 << 30);
+    // A PD per GiB, a PDPT per 512 GiB, plus the kernel image's tables (PDPT, PD and one PT
+    // per 2 MiB of image) and the root.
+    gib + gib.div_ceil(512) + 16
 }
 
 extern "C" {
@@ -272,45 +294,39 @@ pub fn boot_root() -> u64 {
 
 /// Build the kernel's own page tables and switch this core to them.
 ///
-/// `regions` are every physical range the firmware described (RAM or not): 2 MiB pages
-/// that touch one are mapped write-back, the rest of the first 4 GiB (device memory such as
-/// the local APIC and IOAPIC) uncached. Returns the new root.
+/// `regions` is the firmware's memory map. The direct map uses 2 MiB pages. Below 4 GiB it
+/// covers everything: write-back where the firmware describes memory (RAM, ACPI tables),
+/// uncached elsewhere, where devices such as the local APIC and IOAPIC live. Above 4 GiB it
+/// covers only memory: firmware reservations there (QEMU lists a 12 GiB HyperTransport
+/// hole near 1 TiB) would cost thousands of page-table frames for nothing. Returns the new
+/// root.
 ///
 /// # Safety
 /// Must run once, on the bootstrap core, while the boot page tables are active; `alloc`
 /// must hand out zeroable frames nobody else uses.
 pub unsafe fn build_kernel_space(
-    regions: &mut dyn Iterator<Item = (u64, u64)>,
+    regions: &[MemRegion],
     alloc: &mut dyn FnMut() -> Option<u64>,
 ) -> Result<u64, MapError> {
     let root = alloc().ok_or(MapError::NoMemory)?;
     zero_frame(root);
 
-    // Direct map, 2 MiB pages.
-    let mut covered = [(0u64, 0u64); 64];
-    let mut n = 0;
-    let mut top = 4u64 << 30;
-    for (s, e) in regions {
-        if n < covered.len() {
-            covered[n] = (s, e);
-            n += 1;
-        }
-        top = top.max(e);
-    }
-    let covered = &covered[..n];
     let direct = Flags::WRITABLE | Flags::NO_EXECUTE | Flags::GLOBAL;
+    let uncached = direct | Flags::NO_CACHE | Flags::WRITE_THROUGH;
+    let memory = |p: u64| {
+        regions
+            .iter()
+            .any(|r| is_memory(r) && r.start < p + HUGE_PAGE_SIZE && p < r.end)
+    };
+    let top = direct_map_top(regions);
     let mut p = 0;
     while p < top {
-        let described = covered
-            .iter()
-            .any(|&(s, e)| s < p + HUGE_PAGE_SIZE && p < e);
-        let flags = if described {
-            direct
-        } else {
-            direct | Flags::NO_CACHE | Flags::WRITE_THROUGH
-        };
-        // SAFETY: a fresh root nobody else sees yet.
-        unsafe { map_2m(root, phys_to_virt(p), p, flags, alloc)? };
+        let is_memory = memory(p);
+        if p < LOW_DIRECT_MAP || is_memory {
+            let flags = if is_memory { direct } else { uncached };
+            // SAFETY: a fresh root nobody else sees yet.
+            unsafe { map_2m(root, phys_to_virt(p), p, flags, alloc)? };
+        }
         p += HUGE_PAGE_SIZE;
     }
 

@@ -31,7 +31,13 @@ pub fn calibrate(ms: u64) -> Calibration {
         outb(0x42, count as u8);
         outb(0x42, (count >> 8) as u8);
         let (t0, a0) = (rdtsc(), apic::timer_current());
+        // Bounded: a machine without a working PIT must not hang here (10 G cycles is
+        // seconds on any CPU and in any emulator mode).
         while inb(0x61) & 0x20 == 0 {
+            assert!(
+                rdtsc() - t0 < 10_000_000_000,
+                "the PIT does not count: cannot calibrate clocks"
+            );
             core::hint::spin_loop();
         }
         let (t1, a1) = (rdtsc(), apic::timer_current());

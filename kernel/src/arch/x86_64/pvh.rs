@@ -50,6 +50,10 @@ struct MemmapEntry {
 
 /// E820 type of usable RAM.
 pub const MEM_RAM: u32 = 1;
+/// E820 type of ACPI tables the OS may reclaim once read.
+pub const MEM_ACPI_RECLAIMABLE: u32 = 3;
+/// E820 type of ACPI non-volatile storage.
+pub const MEM_ACPI_NVS: u32 = 4;
 
 /// One memory-map entry.
 #[derive(Clone, Copy, Debug, Default)]
@@ -73,7 +77,6 @@ pub struct BootInfo {
     pub cmdline: heapless::String<MAX_CMDLINE>,
     pub cmdline_truncated: bool,
     pub rsdp: Option<u64>,
-    pub start_info_at: u64,
 }
 
 impl BootInfo {
@@ -138,8 +141,24 @@ pub unsafe fn parse(paddr: u64) -> BootInfo {
         cmdline: heapless::String::new(),
         cmdline_truncated: false,
         rsdp: (si.rsdp_paddr != 0).then_some(si.rsdp_paddr),
-        start_info_at: paddr,
     };
+    // Only the first GiB is mapped this early; a loader that points elsewhere is broken.
+    let early_mapped = |at: u64, len: u64| at.checked_add(len).is_some_and(|end| end <= 1 << 30);
+    assert!(
+        si.cmdline_paddr == 0 || early_mapped(si.cmdline_paddr, MAX_CMDLINE as u64),
+        "PVH command line at {:#x}: outside the first GiB",
+        si.cmdline_paddr
+    );
+    assert!(
+        early_mapped(si.memmap_paddr, u64::from(si.memmap_entries) * 24),
+        "PVH memory map at {:#x}: outside the first GiB",
+        si.memmap_paddr
+    );
+    assert!(
+        si.nr_modules == 0 || early_mapped(si.modlist_paddr, u64::from(si.nr_modules) * 32),
+        "PVH module list at {:#x}: outside the first GiB",
+        si.modlist_paddr
+    );
     if si.cmdline_paddr != 0 {
         // SAFETY: the loader's command line is a NUL-terminated string in low memory.
         info.cmdline_truncated = unsafe { read_cstr(si.cmdline_paddr, &mut info.cmdline) };

@@ -99,7 +99,11 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
 fn kernel_exception(frame: &TrapFrame) -> ! {
     let cr2 = cpu::read_cr2();
     fatal::stop(|w| {
-        let mode = if frame.from_user() { "user" } else { "kernel" };
+        let mode = if frame.came_from_user() {
+            "user"
+        } else {
+            "kernel"
+        };
         let _ = writeln!(
             w,
             "{} {} in {mode} mode on core {}: vector {}, error code {:#x}",
@@ -150,7 +154,7 @@ fn describe_page_fault(code: u64) -> &'static str {
 /// Say what a kernel address is, so a report reads "write to kernel text" at a glance.
 pub fn describe_address(a: u64) -> &'static str {
     let l = paging::image_layout();
-    let is_canonical = a < 0x0000_8000_0000_0000 || a >= 0xffff_8000_0000_0000;
+    let is_canonical = !(0x0000_8000_0000_0000..0xffff_8000_0000_0000).contains(&a);
     if !is_canonical {
         "non-canonical address"
     } else if a < 0x1000 {
@@ -210,8 +214,9 @@ pub fn write_backtrace(w: &mut dyn Write, rip: u64, mut rbp: u64) {
     let _ = write!(w, "  backtrace: {rip:#x}");
     let root = paging::active_root();
     for _ in 0..16 {
-        let readable =
-            |a: u64| a >= paging::PHYS_OFFSET && a % 8 == 0 && paging::translate(root, a).is_some();
+        let readable = |a: u64| {
+            a >= paging::PHYS_OFFSET && a.is_multiple_of(8) && paging::translate(root, a).is_some()
+        };
         if !readable(rbp) || !readable(rbp + 8) {
             break;
         }
