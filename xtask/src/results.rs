@@ -138,34 +138,39 @@ impl Report {
         s
     }
 
-    /// Bars at the median with whiskers from q1 to q3, one per row.
+    /// Horizontal bars at the median with whiskers from q1 to q3, one per row (case names
+    /// on the left, where long names fit).
     fn plot(&self, path: &Path) -> Result<()> {
         register_font()?;
-        let root = BitMapBackend::new(path, (960, 540)).into_drawing_area();
+        let n = self.rows.len();
+        let height = (120 + 48 * n as u32).max(300);
+        let root = BitMapBackend::new(path, (1000, height)).into_drawing_area();
         root.fill(&WHITE)?;
         let top = self
             .rows
             .iter()
             .map(|r| r.max.max(r.q3))
             .fold(0.0, f64::max)
-            * 1.15
+            * 1.1
             + f64::EPSILON;
-        let n = self.rows.len();
+        let label_width =
+            self.rows.iter().map(|r| r.case.len()).max().unwrap_or(10) as u32 * 8 + 20;
         let mut chart = ChartBuilder::on(&root)
             .caption(
                 format!("{} ({} mode)", self.bench, self.mode),
                 ("sans-serif", 24),
             )
             .margin(16)
-            .x_label_area_size(60)
-            .y_label_area_size(90)
-            .build_cartesian_2d((0..n).into_segmented(), 0.0..top)?;
+            .x_label_area_size(50)
+            .y_label_area_size(label_width.min(520))
+            .build_cartesian_2d(0.0..top, (0..n).into_segmented())?;
         let labels: Vec<String> = self.rows.iter().map(|r| r.case.clone()).collect();
         chart
             .configure_mesh()
-            .disable_x_mesh()
-            .y_desc(self.unit.as_str())
-            .x_label_formatter(&|v| match v {
+            .disable_y_mesh()
+            .light_line_style(WHITE)
+            .x_desc(self.unit.as_str())
+            .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
                 _ => String::new(),
             })
@@ -174,16 +179,16 @@ impl Report {
         chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
             let mut bar = Rectangle::new(
                 [
-                    (SegmentValue::Exact(i), 0.0),
-                    (SegmentValue::Exact(i + 1), r.median),
+                    (0.0, SegmentValue::Exact(i)),
+                    (r.median, SegmentValue::Exact(i + 1)),
                 ],
                 BLUE.mix(0.35).filled(),
             );
-            bar.set_margin(0, 0, 20, 20);
+            bar.set_margin(8, 8, 0, 0);
             bar
         }))?;
         chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
-            ErrorBar::new_vertical(
+            ErrorBar::new_horizontal(
                 SegmentValue::CenterOf(i),
                 r.q1,
                 r.median,
