@@ -31,6 +31,8 @@ impl Mode {
 #[derive(Clone, Debug)]
 pub struct Guest {
     pub kernel: std::path::PathBuf,
+    /// Boot module (QEMU `-initrd`): Musubi's boot archive, or a Linux initramfs.
+    pub initrd: Option<std::path::PathBuf>,
     pub smp: usize,
     pub mem_mib: usize,
     pub cmdline: String,
@@ -44,6 +46,7 @@ impl Guest {
     pub fn new(kernel: &Path, smp: usize, cmdline: &str) -> Self {
         Guest {
             kernel: kernel.to_path_buf(),
+            initrd: None,
             smp,
             mem_mib: 512,
             cmdline: cmdline.to_string(),
@@ -77,6 +80,9 @@ impl Guest {
                 abi::DEBUG_EXIT_PORT
             ),
         ];
+        if let Some(initrd) = &self.initrd {
+            a.extend(["-initrd".into(), initrd.display().to_string()]);
+        }
         match self.mode {
             Mode::Parallel => a.extend(["-accel".into(), "tcg,thread=multi".into()]),
             Mode::Deterministic => a.extend([
