@@ -1,10 +1,16 @@
 //! The contract between the Musubi kernel, its user programs and its host tooling.
 //!
 //! Everything here is plain data with no dependencies, so the kernel, user programs and
-//! `xtask` (which reads what the kernel prints) agree on one definition. It grows with each
-//! layer: system-call numbers, `ResId`/`ResName`, `Rights` and the error enum arrive with the
-//! process and resource layers.
-#![no_std]
+//! `xtask` (which reads what the kernel prints) agree on one definition: the system-call
+//! numbers and register convention ([`syscall`]), the error enum ([`Error`]), process ids
+//! ([`Pid`]), priorities, and the records some calls fill in. `ResId`/`ResName` and `Rights`
+//! arrive with the resource layer.
+#![cfg_attr(not(test), no_std)]
+
+pub mod syscall;
+mod types;
+
+pub use types::*;
 
 /// I/O port of QEMU's `isa-debug-exit` device, which xtask always attaches.
 ///

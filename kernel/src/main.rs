@@ -14,6 +14,8 @@
 #![no_main]
 
 extern crate alloc;
+// The mem functions and unwinder stubs every freestanding binary needs.
+extern crate bare;
 
 mod arch;
 mod console;
@@ -21,7 +23,6 @@ mod fatal;
 mod ktest;
 mod mm;
 mod percore;
-mod rt;
 mod smp;
 mod tests;
 mod time;

@@ -1,0 +1,111 @@
+//! System-call numbers and the register convention.
+//!
+//! A user program enters the kernel with `syscall`: the call number in `rax`, up to six
+//! arguments in `rdi`, `rsi`, `rdx`, `r10`, `r8`, `r9` (the Linux order, so tools read it
+//! easily). The kernel answers in two registers: `rax` is 0 on success or an [`Error`] code,
+//! and `rdx` is the value. [`decode`] turns the pair into a `Result`, so there is no -1
+//! convention anywhere. `rcx` and `r11` are clobbered by the instruction itself; every other
+//! register, and all FPU/SSE state, is preserved.
+//!
+//! | number | call | arguments | value |
+//! |---|---|---|---|
+//! | 0 | `EXIT` | status | (does not return) |
+//! | 1 | `WAIT` | pid (0 = any child), `*mut WaitStatus` | pid of the child |
+//! | 2 | `SPAWN` | name ptr, name len, args ptr, args len, priority | pid of the child |
+//! | 3 | `GETPID` | | own pid |
+//! | 4 | `CORE` | | index of the core running the caller |
+//! | 5 | `YIELD` | | 0 |
+//! | 6 | `SLEEP` | nanoseconds | 0 |
+//! | 7 | `CLOCK` | | nanoseconds since boot |
+//! | 8 | `CONSOLE_WRITE` | ptr, len | bytes written |
+//! | 9 | `CONSOLE_READ` | ptr, len | bytes read (blocks for at least one) |
+//! | 10 | `MEMORY` | bytes to add to the heap | previous end of the heap (like `sbrk`) |
+//! | 11 | `PROCESSES` | `*mut ProcInfo`, capacity | number of records written |
+//! | 12 | `CORES` | `*mut CoreInfo`, capacity | number of records written |
+//! | 13 | `KILL` | pid | 0 |
+//! | 14 | `POWEROFF` | | (does not return) |
+//!
+//! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
+//! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
+
+use crate::Error;
+
+pub const EXIT: u64 = 0;
+pub const WAIT: u64 = 1;
+pub const SPAWN: u64 = 2;
+pub const GETPID: u64 = 3;
+pub const CORE: u64 = 4;
+pub const YIELD: u64 = 5;
+pub const SLEEP: u64 = 6;
+pub const CLOCK: u64 = 7;
+pub const CONSOLE_WRITE: u64 = 8;
+pub const CONSOLE_READ: u64 = 9;
+pub const MEMORY: u64 = 10;
+pub const PROCESSES: u64 = 11;
+pub const CORES: u64 = 12;
+pub const KILL: u64 = 13;
+pub const POWEROFF: u64 = 14;
+
+/// Number of defined calls (numbers `0..COUNT`).
+pub const COUNT: u64 = 15;
+
+/// Name of a call, for traces and error messages.
+pub fn name(number: u64) -> &'static str {
+    const NAMES: [&str; COUNT as usize] = [
+        "exit",
+        "wait",
+        "spawn",
+        "getpid",
+        "core",
+        "yield",
+        "sleep",
+        "clock",
+        "console_write",
+        "console_read",
+        "memory",
+        "processes",
+        "cores",
+        "kill",
+        "poweroff",
+    ];
+    NAMES.get(number as usize).copied().unwrap_or("unknown")
+}
+
+/// Encode a result into the (`rax`, `rdx`) pair the kernel returns.
+pub fn encode(r: Result<u64, Error>) -> (u64, u64) {
+    match r {
+        Ok(v) => (0, v),
+        Err(e) => (e as u64, 0),
+    }
+}
+
+/// Decode the (`rax`, `rdx`) pair into a result. An unknown code is [`Error::Unknown`].
+pub fn decode(rax: u64, rdx: u64) -> Result<u64, Error> {
+    match rax {
+        0 => Ok(rdx),
+        code => Err(Error::from_code(code)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        assert_eq!(decode(encode(Ok(7)).0, encode(Ok(7)).1), Ok(7));
+        for e in Error::ALL {
+            let (a, d) = encode(Err(e));
+            assert_ne!(a, 0);
+            assert_eq!(decode(a, d), Err(e));
+        }
+        assert_eq!(decode(9999, 0), Err(Error::Unknown));
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(name(SPAWN), "spawn");
+        assert_eq!(name(POWEROFF), "poweroff");
+        assert_eq!(name(COUNT), "unknown");
+    }
+}

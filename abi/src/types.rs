@@ -1,0 +1,277 @@
+//! Plain data shared by kernel and user space: errors, process ids, priorities, and the
+//! records that `WAIT`, `PROCESSES` and `CORES` fill in.
+
+/// Why a system call failed. The numbers are the ABI; 0 is success and never an error.
+#[repr(u64)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The call number is not defined.
+    NoSuchCall = 1,
+    /// An argument is out of range or malformed.
+    InvalidArgument = 2,
+    /// A pointer argument is not mapped in the caller's address space with the access the
+    /// call needs.
+    BadAddress = 3,
+    /// No process with that id (or no child to wait for).
+    NoSuchProcess = 4,
+    /// No program with that name in the boot archive.
+    NoSuchProgram = 5,
+    /// The program is not a valid executable for Musubi.
+    BadExecutable = 6,
+    /// Out of memory (the core's pool is exhausted or a limit was reached).
+    NoMemory = 7,
+    /// The resource lives on another core and this call cannot reach it yet.
+    NotLocal = 8,
+    /// The caller may not do this.
+    Denied = 9,
+    /// A name or buffer is too long.
+    TooLong = 10,
+    /// An error code this build does not know.
+    Unknown = 11,
+}
+
+impl Error {
+    pub const ALL: [Error; 11] = [
+        Error::NoSuchCall,
+        Error::InvalidArgument,
+        Error::BadAddress,
+        Error::NoSuchProcess,
+        Error::NoSuchProgram,
+        Error::BadExecutable,
+        Error::NoMemory,
+        Error::NotLocal,
+        Error::Denied,
+        Error::TooLong,
+        Error::Unknown,
+    ];
+
+    pub fn from_code(code: u64) -> Error {
+        Error::ALL
+            .iter()
+            .copied()
+            .find(|e| *e as u64 == code)
+            .unwrap_or(Error::Unknown)
+    }
+
+    pub fn message(self) -> &'static str {
+        match self {
+            Error::NoSuchCall => "no such system call",
+            Error::InvalidArgument => "invalid argument",
+            Error::BadAddress => "bad address",
+            Error::NoSuchProcess => "no such process",
+            Error::NoSuchProgram => "no such program",
+            Error::BadExecutable => "not a valid executable",
+            Error::NoMemory => "out of memory",
+            Error::NotLocal => "not on this core",
+            Error::Denied => "permission denied",
+            Error::TooLong => "too long",
+            Error::Unknown => "unknown error",
+        }
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// A process id: the core that created the process and a serial number on that core, so
+/// ids are unique machine-wide without any shared counter. Written `core.serial`, e.g.
+/// `0.7`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct Pid(pub u64);
+
+impl Pid {
+    const CORE_SHIFT: u32 = 32;
+
+    pub const fn new(core: usize, serial: u32) -> Pid {
+        Pid(((core as u64) << Self::CORE_SHIFT) | serial as u64)
+    }
+    pub const fn core(self) -> usize {
+        (self.0 >> Self::CORE_SHIFT) as usize
+    }
+    pub const fn serial(self) -> u32 {
+        self.0 as u32
+    }
+
+    /// Parse `core.serial`.
+    pub fn parse(s: &str) -> Option<Pid> {
+        let (c, n) = s.split_once('.')?;
+        let core: usize = c.parse().ok()?;
+        let serial: u32 = n.parse().ok()?;
+        (core < crate::MAX_CORES && serial > 0).then_some(Pid::new(core, serial))
+    }
+}
+
+impl core::fmt::Display for Pid {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{}", self.core(), self.serial())
+    }
+}
+
+/// Scheduling priority: a lower number runs first (AnT's order: driver processes, then OS
+/// servers, then applications).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Priority {
+    Driver = 0,
+    Server = 1,
+    App = 2,
+}
+
+impl Priority {
+    pub const LEVELS: usize = 3;
+
+    pub fn from_u64(v: u64) -> Option<Priority> {
+        match v {
+            0 => Some(Priority::Driver),
+            1 => Some(Priority::Server),
+            2 => Some(Priority::App),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Priority::Driver => "driver",
+            Priority::Server => "server",
+            Priority::App => "app",
+        }
+    }
+
+    /// Parse a name (`driver`, `server`, `app`) or a number (0, 1, 2).
+    pub fn parse(s: &str) -> Option<Priority> {
+        match s {
+            "driver" => Some(Priority::Driver),
+            "server" => Some(Priority::Server),
+            "app" => Some(Priority::App),
+            _ => s.parse().ok().and_then(Priority::from_u64),
+        }
+    }
+}
+
+/// How a child ended, as `WAIT` reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WaitStatus {
+    /// One of the `ENDED_*` values.
+    pub how: u64,
+    /// Exit status (`ENDED_EXIT`), exception vector (`ENDED_FAULT`), or 0.
+    pub code: u64,
+    /// Faulting address for page faults, else 0.
+    pub address: u64,
+    /// Instruction pointer of a fault, else 0.
+    pub rip: u64,
+}
+
+pub const ENDED_EXIT: u64 = 0;
+pub const ENDED_FAULT: u64 = 1;
+pub const ENDED_KILLED: u64 = 2;
+
+/// Process states as `PROCESSES` reports them.
+pub const STATE_RUNNING: u32 = 0;
+pub const STATE_READY: u32 = 1;
+pub const STATE_BLOCKED: u32 = 2;
+pub const STATE_ZOMBIE: u32 = 3;
+
+pub fn state_name(state: u32) -> &'static str {
+    match state {
+        STATE_RUNNING => "running",
+        STATE_READY => "ready",
+        STATE_BLOCKED => "blocked",
+        STATE_ZOMBIE => "zombie",
+        _ => "?",
+    }
+}
+
+/// Length of the program-name field in [`ProcInfo`].
+pub const NAME_LEN: usize = 24;
+
+/// One process, as `PROCESSES` reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: Pid,
+    pub parent: Pid,
+    pub core: u32,
+    pub state: u32,
+    pub priority: u32,
+    pub name_len: u32,
+    pub name: [u8; NAME_LEN],
+    /// CPU time consumed, in nanoseconds.
+    pub cpu_ns: u64,
+    /// Bytes of user memory mapped.
+    pub memory: u64,
+}
+
+impl ProcInfo {
+    pub const EMPTY: ProcInfo = ProcInfo {
+        pid: Pid(0),
+        parent: Pid(0),
+        core: 0,
+        state: 0,
+        priority: 0,
+        name_len: 0,
+        name: [0; NAME_LEN],
+        cpu_ns: 0,
+        memory: 0,
+    };
+
+    pub fn name(&self) -> &str {
+        let n = (self.name_len as usize).min(NAME_LEN);
+        core::str::from_utf8(&self.name[..n]).unwrap_or("?")
+    }
+}
+
+/// One core, as `CORES` reports it (from counters that core publishes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CoreInfo {
+    pub core: u32,
+    pub online: u32,
+    pub frames_total: u64,
+    pub frames_free: u64,
+    pub heap_bytes: u64,
+    /// Timer ticks taken, and how many of them found the core idle.
+    pub ticks: u64,
+    pub idle_ticks: u64,
+    /// Processes that live on the core.
+    pub processes: u64,
+    pub ipis: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pids() {
+        let p = Pid::new(3, 17);
+        assert_eq!((p.core(), p.serial()), (3, 17));
+        assert_eq!(p.to_string(), "3.17");
+        assert_eq!(Pid::parse("3.17"), Some(p));
+        for bad in ["", "3", "3.", ".1", "x.1", "3.0", "64.1", "1.2.3", "-1.2"] {
+            assert_eq!(Pid::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn priorities() {
+        assert_eq!(Priority::parse("server"), Some(Priority::Server));
+        assert_eq!(Priority::parse("0"), Some(Priority::Driver));
+        assert_eq!(Priority::parse("3"), None);
+        assert!(Priority::Driver < Priority::App);
+    }
+
+    #[test]
+    fn errors_have_distinct_codes() {
+        for (i, a) in Error::ALL.iter().enumerate() {
+            for b in &Error::ALL[i + 1..] {
+                assert_ne!(*a as u64, *b as u64);
+            }
+            assert_eq!(Error::from_code(*a as u64), *a);
+        }
+    }
+}
