@@ -72,6 +72,17 @@ pub fn write_fmt(args: fmt::Arguments) {
     let _ = Serial.write_fmt(args);
 }
 
+/// Write raw bytes (a program's output): no prefix, `\n` becomes `\r\n`.
+pub fn write_bytes(bytes: &[u8]) {
+    let _g = LineGuard::take();
+    for &b in bytes {
+        if b == b'\n' {
+            serial::write_byte(b'\r');
+        }
+        serial::write_byte(b);
+    }
+}
+
 /// Write one line with the time and core prefix.
 pub fn write_line(level: Option<log::Level>, args: fmt::Arguments) {
     let ns = crate::time::now_ns();

@@ -17,13 +17,16 @@ extern crate alloc;
 // The mem functions and unwinder stubs every freestanding binary needs.
 extern crate bare;
 
+mod archive;
 mod arch;
 mod console;
 mod fatal;
 mod ktest;
 mod mm;
 mod percore;
+mod proc;
 mod smp;
+mod syscall;
 mod tests;
 mod time;
 
@@ -96,6 +99,10 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         );
     }
     let features = cpu::Features::read();
+    match boot.modules.first() {
+        Some(m) => archive::set(m.start, m.size),
+        None => log::warn!("no boot archive: no user programs (xtask attaches one with -initrd)"),
+    }
 
     // Physical memory: RAM minus what is already in use.
     let image = paging::image_layout();
@@ -176,6 +183,32 @@ pub fn init_cpu_tables() {
         .top;
     gdt::init_this_core(ist, rsp0);
     idt::init_this_core();
+    arch::x86_64::context::init_syscall_this_core();
+    arch::x86_64::context::protect_from_user_this_core(&cpu::Features::read());
+}
+
+/// Start the programs the command line asks for on this core (and the shell on core 0),
+/// as the kernel's children. A missing or broken program is reported, not fatal.
+pub fn start_boot_programs() {
+    let state = boot_state();
+    let args = bootargs::parse(&state.cmdline, |_| {});
+    let me = percore::current_core();
+    let kernel = abi::Pid(0);
+    for start in args.starts.iter().filter(|s| s.core == me) {
+        let argv: alloc::vec::Vec<&str> = start.args().collect();
+        if let Err(e) = proc::spawn(start.program, &argv, abi::Priority::App, kernel) {
+            log::warn!("start={}:{}: {e}", start.core, start.program);
+        }
+    }
+    let tests_or_poweroff = args.ktest.is_some() || args.poweroff;
+    if me == 0 && args.shell && !tests_or_poweroff {
+        if let Err(e) = proc::spawn("shell", &[], abi::Priority::Server, kernel) {
+            log::warn!("cannot start the shell: {e} (is the boot archive attached?)");
+        }
+    }
+    if args.starts.iter().any(|s| s.core >= smp::cores_planned()) && me == 0 {
+        log::warn!("start= names a core that is not in use; ignored");
+    }
 }
 
 /// Bootstrap core on its own stack.

@@ -17,13 +17,19 @@
 use crate::arch::x86_64::cpu;
 use abi::MAX_CORES;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// One core's record. `core` must stay the first field: [`current_core`] reads it at
 /// `gs:[0]`.
 #[repr(C, align(64))]
 pub struct CoreLocal {
     core: AtomicUsize,
+    /// Top of the running thread's kernel stack (`gs:[8]`, read by the syscall entry).
+    kstack_top: AtomicU64,
+    /// The user stack pointer while the syscall entry switches stacks (`gs:[16]`).
+    user_rsp: AtomicU64,
+    /// This core's TSS (written only through `gdt::set_rsp0`).
+    tss: AtomicPtr<x86_64::structures::tss::TaskStateSegment>,
     /// Owner-only cells currently borrowed on this core (must be 0 when it waits).
     open_borrows: AtomicU32,
     /// Published state, written by the owner only.
@@ -32,6 +38,8 @@ pub struct CoreLocal {
     pub mailbox: crate::smp::Mailbox,
     /// This core's memory: frame pool and heap.
     pub mem: crate::mm::CoreMem,
+    /// This core's processes, threads and run queues.
+    pub sched: CoreCell<crate::proc::sched::Sched>,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -47,6 +55,10 @@ pub struct CoreStats {
     pub ipis_from: [AtomicU64; MAX_CORES],
     /// Serial-port interrupts taken.
     pub serial_irqs: AtomicU64,
+    /// Timer ticks that found the core idle (no thread running).
+    pub idle_ticks: AtomicU64,
+    /// Processes living on this core.
+    pub processes: AtomicU64,
     /// TSC value when this core entered its idle loop for the first time.
     pub idle_at_tsc: AtomicU64,
 }
@@ -60,19 +72,44 @@ impl CoreStats {
             ipis: AtomicU64::new(0),
             ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
             serial_irqs: AtomicU64::new(0),
+            idle_ticks: AtomicU64::new(0),
+            processes: AtomicU64::new(0),
             idle_at_tsc: AtomicU64::new(0),
         }
     }
 }
 
+/// Offsets the assembly entry paths use.
+pub const KSTACK_TOP_OFFSET: usize = core::mem::offset_of!(CoreLocal, kstack_top);
+pub const USER_RSP_OFFSET: usize = core::mem::offset_of!(CoreLocal, user_rsp);
+const _: () = assert!(core::mem::offset_of!(CoreLocal, core) == 0);
+
 impl CoreLocal {
+    /// Record this core's TSS (once, from `gdt::init_this_core`).
+    pub fn set_tss(&self, tss: *mut x86_64::structures::tss::TaskStateSegment) {
+        self.tss.store(tss, Ordering::Release);
+    }
+
+    pub fn tss(&self) -> *mut x86_64::structures::tss::TaskStateSegment {
+        self.tss.load(Ordering::Acquire)
+    }
+
+    /// Set the kernel stack the syscall entry switches to.
+    pub fn set_kstack_top(&self, top: u64) {
+        self.kstack_top.store(top, Ordering::Relaxed);
+    }
+
     const fn new() -> Self {
         CoreLocal {
             core: AtomicUsize::new(0),
+            kstack_top: AtomicU64::new(0),
+            user_rsp: AtomicU64::new(0),
+            tss: AtomicPtr::new(core::ptr::null_mut()),
             open_borrows: AtomicU32::new(0),
             stats: CoreStats::new(),
             mailbox: crate::smp::Mailbox::new(),
             mem: crate::mm::CoreMem::new(),
+            sched: CoreCell::new(crate::proc::sched::Sched::new()),
         }
     }
 }

@@ -229,15 +229,14 @@ extern "C" fn ap_main() -> ! {
     idle()
 }
 
-/// The idle loop: give back memory other cores freed, then sleep until an interrupt.
+/// The end of every core's boot: note the time, start this core's boot programs, and
+/// become the core's idle context, running its threads forever.
 pub fn idle() -> ! {
     let me = percore::this();
     me.stats
         .idle_at_tsc
         .store(crate::arch::x86_64::cpu::rdtsc(), Ordering::Release);
-    loop {
-        crate::mm::frames::drain_remote();
-        crate::mm::heap::drain_remote();
-        crate::arch::x86_64::cpu::wait_for_interrupt();
-    }
+    crate::start_boot_programs();
+    crate::proc::sched::run_until(u64::MAX, || false);
+    unreachable!("the idle context returned")
 }

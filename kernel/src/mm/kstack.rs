@@ -19,11 +19,13 @@ const SLOTS_BASE: u64 = 0xffff_0000_0000_0000 | ((KSTACK_PML4_SLOT as u64) << 39
 /// kinds are never freed yet: processes bring their own life cycle later).
 pub struct StackSlots {
     next: u64,
+    /// Strides given back by [`free`], reused first.
+    free: alloc::vec::Vec<u64>,
 }
 
 impl StackSlots {
     pub const fn new() -> Self {
-        StackSlots { next: 0 }
+        StackSlots { next: 0, free: alloc::vec::Vec::new() }
     }
 }
 
@@ -48,12 +50,16 @@ pub fn alloc(pages: u64) -> Option<KStack> {
     );
     let me = current_core();
     let index = percore::this().mem.stacks.with(|s| {
-        s.next += 1;
-        s.next - 1
+        s.free.pop().unwrap_or_else(|| {
+            s.next += 1;
+            s.next - 1
+        })
     });
     let guard = slot_base(me) + index * STRIDE;
     let bottom = guard + STRIDE - pages * PAGE_SIZE;
-    let root = paging::active_root();
+    // The kernel's tables, whichever address space is active: this core's slot is shared
+    // by all of them below its PML4 entry.
+    let root = paging::kernel_root();
     for i in 0..pages {
         let frame = frames::alloc()?;
         paging::zero_frame(frame);
@@ -75,6 +81,23 @@ pub fn alloc(pages: u64) -> Option<KStack> {
         bottom,
         top: guard + STRIDE,
     })
+}
+
+/// Unmap a stack made by [`alloc`] on this core and give its frames and stride back.
+pub fn free(stack: KStack) {
+    let me = current_core();
+    assert_eq!(owner_of(stack.bottom), Some(me), "kernel stack freed on the wrong core");
+    let root = paging::kernel_root();
+    let mut v = stack.bottom;
+    while v < stack.top {
+        // SAFETY: the stack belongs to this core and its user (a dead thread) is gone.
+        if let Some(frame) = unsafe { paging::unmap_4k(root, v) } {
+            let _ = frames::free(frame);
+        }
+        v += PAGE_SIZE;
+    }
+    let index = (stack.bottom - slot_base(me)) / STRIDE;
+    percore::this().mem.stacks.with(|s| s.free.push(index));
 }
 
 /// The core whose stack slot holds `vaddr`.

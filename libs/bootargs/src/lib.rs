@@ -12,10 +12,29 @@
 //! | `poweroff` | print the boot summary and power off once boot is complete |
 //! | `ktest=PATTERNS` | run the in-kernel tests whose names match, then power off |
 //! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
+//! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
+//! | `noshell` | do not start the shell on core 0 |
 #![cfg_attr(not(test), no_std)]
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.
 pub const MAX_SMP: usize = 64;
+/// Most `start=` words kept.
+pub const MAX_STARTS: usize = 16;
+
+/// A program to start at boot: on `core`, `program` with `args` (comma-separated).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Start<'a> {
+    pub core: usize,
+    pub program: &'a str,
+    args: &'a str,
+}
+
+impl<'a> Start<'a> {
+    /// The arguments, in order.
+    pub fn args(&self) -> impl Iterator<Item = &'a str> {
+        self.args.split(',').filter(|a| !a.is_empty())
+    }
+}
 
 /// Log verbosity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,12 +47,14 @@ pub enum LogLevel {
 }
 
 /// What the command line asked for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BootArgs<'a> {
     pub smp: Option<usize>,
     pub poweroff: bool,
     pub ktest: Option<&'a str>,
     pub log: LogLevel,
+    pub starts: heapless::Vec<Start<'a>, MAX_STARTS>,
+    pub shell: bool,
 }
 
 impl Default for BootArgs<'_> {
@@ -43,8 +64,19 @@ impl Default for BootArgs<'_> {
             poweroff: false,
             ktest: None,
             log: LogLevel::Info,
+            starts: heapless::Vec::new(),
+            shell: true,
         }
     }
+}
+
+fn parse_start(v: &str) -> Option<Start<'_>> {
+    let (core, rest) = v.split_once(':')?;
+    let core: usize = core.parse().ok().filter(|&c| c < MAX_SMP)?;
+    let (program, args) = rest.split_once(',').unwrap_or((rest, ""));
+    let valid = !program.is_empty()
+        && program.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    valid.then_some(Start { core, program, args })
 }
 
 /// Something on the command line that was ignored, and why.
@@ -83,6 +115,12 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
         };
         match (key, value) {
             ("poweroff", None) => args.poweroff = true,
+            ("noshell", None) => args.shell = false,
+            ("start", Some(v)) => match parse_start(v) {
+                Some(s) if args.starts.push(s).is_ok() => {}
+                Some(_) => warn(Warning::BadValue { key, value: v, expected: "at most 16 start= words" }),
+                None => warn(Warning::BadValue { key, value: v, expected: "CORE:PROGRAM[,ARG...]" }),
+            },
             ("smp", Some(v)) => match v.parse::<usize>() {
                 Ok(n) if (1..=MAX_SMP).contains(&n) => args.smp = Some(n),
                 _ => warn(Warning::BadValue {
@@ -189,6 +227,20 @@ mod tests {
         assert_eq!(w[3], Warning::UnknownWord("poweroff=1"));
         assert_eq!(w[4], Warning::UnknownWord("bogus"));
         assert!(w[0].to_string().contains("smp=0"));
+    }
+
+    #[test]
+    fn starts() {
+        let (a, w) = parse_collect("start=1:hello start=0:spin,x,y start=2:hello,a noshell");
+        assert!(w.is_empty());
+        assert!(!a.shell);
+        assert_eq!(a.starts.len(), 3);
+        assert_eq!((a.starts[0].core, a.starts[0].program), (1, "hello"));
+        assert_eq!(a.starts[0].args().count(), 0);
+        assert_eq!(a.starts[1].args().collect::<Vec<_>>(), ["x", "y"]);
+        let (a, w) = parse_collect("start=x:hello start=1: start=1 start=99:hello start=1:../etc start=1:ok");
+        assert_eq!(w.len(), 5);
+        assert_eq!(a.starts.len(), 1);
     }
 
     #[test]

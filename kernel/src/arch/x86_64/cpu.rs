@@ -99,6 +99,15 @@ pub unsafe fn write_cr3(pml4_phys: u64) {
     unsafe { asm!("mov cr3, {}", in(reg) pml4_phys, options(nostack)) };
 }
 
+/// Write CR4.
+///
+/// # Safety
+/// Changing CR4 changes paging and protection behaviour; the caller must know the bits.
+pub unsafe fn write_cr4(v: u64) {
+    // SAFETY: the caller vouches for the bits.
+    unsafe { asm!("mov cr4, {}", in(reg) v, options(nostack)) };
+}
+
 /// CPU features Musubi looks at, read once per core.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Features {

@@ -23,6 +23,8 @@ pub const IST_DEBUG: u8 = 4;
 
 pub const KERNEL_CS: u16 = 0x08;
 pub const KERNEL_DS: u16 = 0x10;
+pub const USER_DS: u16 = 0x18 | 3;
+pub const USER_CS: u16 = 0x20 | 3;
 
 /// Build and load this core's GDT and TSS (leaked from the core's own heap: they live for
 /// the rest of the run). `ist` are the tops of the NMI, double-fault, machine-check and
@@ -34,17 +36,22 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
     tss.interrupt_stack_table[usize::from(IST_MACHINE_CHECK - 1)] = VirtAddr::new(ist[2]);
     tss.interrupt_stack_table[usize::from(IST_DEBUG - 1)] = VirtAddr::new(ist[3]);
     tss.privilege_stack_table[0] = VirtAddr::new(rsp0);
-    let tss: &'static TaskStateSegment = Box::leak(Box::new(tss));
+    let tss: &'static mut TaskStateSegment = Box::leak(Box::new(tss));
+    let tss_ptr: *mut TaskStateSegment = tss;
+    crate::percore::this().set_tss(tss_ptr);
+    // SAFETY: the TSS is leaked ('static); from here on it is written only through
+    // `set_rsp0` on this core, by raw pointer, never through a Rust reference.
+    let tss: &'static TaskStateSegment = unsafe { &*tss_ptr };
 
     let mut gdt = GlobalDescriptorTable::new();
     let kcode = gdt.append(Descriptor::kernel_code_segment());
     let kdata = gdt.append(Descriptor::kernel_data_segment());
-    gdt.append(Descriptor::user_data_segment());
-    gdt.append(Descriptor::user_code_segment());
+    let udata = gdt.append(Descriptor::user_data_segment());
+    let ucode = gdt.append(Descriptor::user_code_segment());
     let tss_sel = gdt.append(Descriptor::tss_segment(tss));
     assert_eq!(
-        (kcode.0, kdata.0),
-        (KERNEL_CS, KERNEL_DS),
+        (kcode.0, kdata.0, udata.0, ucode.0),
+        (KERNEL_CS, KERNEL_DS, USER_DS, USER_CS),
         "GDT layout changed"
     );
     let gdt: &'static GlobalDescriptorTable = Box::leak(Box::new(gdt));
@@ -58,4 +65,14 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
         ES::set_reg(SegmentSelector(KERNEL_DS));
         load_tss(tss_sel);
     }
+}
+
+/// Set the stack the CPU switches to on an interrupt from user mode (the running thread's
+/// kernel stack).
+pub fn set_rsp0(top: u64) {
+    let tss = crate::percore::this().tss();
+    assert!(!tss.is_null(), "set_rsp0 before the TSS exists");
+    // SAFETY: this core's TSS, leaked in `init_this_core`; only this core writes it, and
+    // the CPU reads RSP0 only when entering from user mode, never concurrently with us.
+    unsafe { core::ptr::addr_of_mut!((*tss).privilege_stack_table[0]).write_volatile(VirtAddr::new(top)) };
 }

@@ -47,6 +47,13 @@ pub struct TrapFrame {
 }
 
 impl TrapFrame {
+    /// All registers zero (a base for building frames).
+    pub const ZERO: TrapFrame = TrapFrame {
+        rax: 0, rbx: 0, rcx: 0, rdx: 0, rsi: 0, rdi: 0, rbp: 0, r8: 0, r9: 0, r10: 0, r11: 0,
+        r12: 0, r13: 0, r14: 0, r15: 0, vector: 0, error_code: 0, rip: 0, cs: 0, rflags: 0,
+        rsp: 0, ss: 0,
+    };
+
     /// Did the trap interrupt user mode?
     pub fn came_from_user(&self) -> bool {
         self.cs & 3 == 3
@@ -105,6 +112,8 @@ trap_common:
     swapgs
     movl $1, %r12d
 2:
+    .global trap_after_gs
+trap_after_gs:
     /* FPU/SSE state of the interrupted code, then a clean state for the handler. */
     subq $528, %rsp
     andq $-16, %rsp
@@ -114,6 +123,8 @@ trap_common:
     fninit
     movq %rbx, %rdi
     call {dispatch}
+    .global trap_resume
+trap_resume:
     fxrstor64 (%rsp)
     movq %rbx, %rsp
     testl %r12d, %r12d
@@ -137,8 +148,48 @@ trap_common:
     popq %r15
     addq $16, %rsp
     iretq
+
+/* System calls. SFMASK cleared IF, DF, TF and AC; we are on the user stack with the user's
+   GS. Build the same frame an interrupt from user mode would (vector VEC_SYSCALL, the user
+   rip from rcx, rflags from r11) on this thread's kernel stack, and join the common path
+   with "swap GS back on exit" set. */
+    .global syscall_entry
+syscall_entry:
+    swapgs
+    movq %rsp, %gs:{user_rsp}
+    movq %gs:{kstack}, %rsp
+    pushq ${user_ss}
+    pushq %gs:{user_rsp}
+    pushq %r11
+    pushq ${user_cs}
+    pushq %rcx
+    pushq $0
+    pushq ${vec_syscall}
+    pushq %r15
+    pushq %r14
+    pushq %r13
+    pushq %r12
+    pushq %r11
+    pushq %r10
+    pushq %r9
+    pushq %r8
+    pushq %rbp
+    pushq %rdi
+    pushq %rsi
+    pushq %rdx
+    pushq %rcx
+    pushq %rbx
+    pushq %rax
+    movq %rsp, %rbx
+    movl $1, %r12d
+    jmp trap_after_gs
     "#,
     dispatch = sym super::trap::dispatch,
+    user_rsp = const crate::percore::USER_RSP_OFFSET,
+    kstack = const crate::percore::KSTACK_TOP_OFFSET,
+    user_ss = const super::gdt::USER_DS as u64,
+    user_cs = const super::gdt::USER_CS as u64,
+    vec_syscall = const super::trap::VEC_SYSCALL,
     options(att_syntax)
 );
 

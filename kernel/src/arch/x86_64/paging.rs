@@ -60,6 +60,10 @@ pub enum MapError {
 }
 
 /// The entry `index` of the table at physical `table`.
+pub fn entry_of(table: u64, index: usize) -> &'static AtomicU64 {
+    entry(table, index)
+}
+
 fn entry(table: u64, index: usize) -> &'static AtomicU64 {
     debug_assert!(index < 512 && table & 0xfff == 0);
     // SAFETY: `table` is a page-table frame reachable through the direct map; entries are
@@ -165,6 +169,26 @@ pub unsafe fn map_2m(
     Ok(())
 }
 
+/// Remove the 4 KiB mapping of `vaddr` and flush it from this core's TLB; returns the
+/// physical address it mapped.
+///
+/// # Safety
+/// Nothing may use the page any more, on any core.
+pub unsafe fn unmap_4k(root: u64, vaddr: u64) -> Option<u64> {
+    let [i4, i3, i2, i1] = indices(vaddr);
+    let mut table = root;
+    for i in [i4, i3, i2] {
+        let v = entry(table, i).load(Ordering::Acquire);
+        if v & Flags::PRESENT.bits() == 0 || v & Flags::HUGE_PAGE.bits() != 0 {
+            return None;
+        }
+        table = v & ADDR_MASK;
+    }
+    let old = entry(table, i1).swap(0, Ordering::AcqRel);
+    x86_64::instructions::tlb::flush(x86_64::VirtAddr::new(vaddr));
+    (old & Flags::PRESENT.bits() != 0).then_some(old & ADDR_MASK)
+}
+
 /// What a virtual address maps to: physical address and the effective permissions (a
 /// page is writable only if every level allows it, executable only if no level forbids it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +231,52 @@ pub fn translate(root: u64, vaddr: u64) -> Option<Translation> {
         table = v & ADDR_MASK;
     }
     None
+}
+
+static KERNEL_ROOT: AtomicU64 = AtomicU64::new(0);
+
+/// The kernel's own top-level table (its upper half is shared by every address space).
+pub fn kernel_root() -> u64 {
+    KERNEL_ROOT.load(Ordering::Acquire)
+}
+
+/// Free every frame below the lower half of `root`: leaf pages and the tables themselves
+/// (not `root`). Leaves are 4 KiB pages only (user mappings never use huge pages).
+///
+/// # Safety
+/// No core may use the lower half of `root` any more.
+pub unsafe fn free_lower_half(root: u64, free: &mut dyn FnMut(u64)) {
+    fn walk(table: u64, level: u32, free: &mut dyn FnMut(u64)) {
+        for i in 0..512 {
+            let v = entry(table, i).swap(0, Ordering::AcqRel);
+            if v & Flags::PRESENT.bits() == 0 {
+                continue;
+            }
+            let next = v & ADDR_MASK;
+            if level > 1 && v & Flags::HUGE_PAGE.bits() == 0 {
+                walk(next, level - 1, free);
+            }
+            free(next);
+        }
+    }
+    for slot in 0..256 {
+        let v = entry(root, slot).swap(0, Ordering::AcqRel);
+        if v & Flags::PRESENT.bits() != 0 {
+            walk(v & ADDR_MASK, 3, free);
+            free(v & ADDR_MASK);
+        }
+    }
+}
+
+/// Switch this core to the address space `root` (no-op if already active).
+///
+/// # Safety
+/// `root` must map the kernel half like the kernel's own tables.
+pub unsafe fn activate(root: u64) {
+    if active_root() != root {
+        // SAFETY: per the caller, the kernel stays mapped.
+        unsafe { super::cpu::write_cr3(root) };
+    }
 }
 
 /// Physical address of the active top-level table.
@@ -349,5 +419,6 @@ pub unsafe fn build_kernel_space(
     // SAFETY: the new tables map the kernel image (code, stack in .bss, data) at the same
     // virtual addresses as the boot tables, and the direct map covers all memory in use.
     unsafe { super::cpu::write_cr3(root) };
+    KERNEL_ROOT.store(root, Ordering::Release);
     Ok(root)
 }

@@ -19,6 +19,8 @@ pub const VEC_IPI: u64 = 0x41;
 pub const VEC_SERIAL: u64 = 0x42;
 /// Base of the (masked) legacy PIC's vectors, so its spurious interrupts are recognisable.
 pub const VEC_PIC_BASE: u8 = 0xe0;
+/// Not a hardware vector: marks a frame built by the `syscall` entry.
+pub const VEC_SYSCALL: u64 = 0x100;
 /// LAPIC spurious-interrupt vector.
 pub const VEC_SPURIOUS: u64 = 0xff;
 
@@ -67,11 +69,15 @@ pub fn exception_name(vector: u64) -> &'static str {
 
 /// Entry from `trap_common` with the saved registers.
 pub extern "C" fn dispatch(frame: &mut TrapFrame) {
+    let from_user = frame.came_from_user();
     match frame.vector {
         2 => fatal::on_nmi(frame),
+        0..=31 if from_user => crate::proc::fault_current(frame, cpu::read_cr2()),
         0..=31 => kernel_exception(frame),
+        VEC_SYSCALL => crate::syscall::dispatch(frame),
         VEC_TIMER => {
             crate::time::on_tick();
+            crate::proc::sched::on_tick(from_user);
             apic::eoi();
         }
         VEC_IPI => {
@@ -84,6 +90,7 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
                 .serial_irqs
                 .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
             crate::console::on_serial_interrupt();
+            crate::proc::sched::with(|s| s.wake_all(|b| b == crate::proc::sched::Block::Console));
             apic::eoi();
         }
         VEC_SPURIOUS => {}
@@ -92,6 +99,11 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
             log::warn!("unexpected interrupt vector {v:#x}");
             apic::eoi();
         }
+    }
+    // Back to user mode: the place where a woken higher-priority thread or the end of a
+    // time slice takes the core (the kernel itself is never preempted).
+    if from_user {
+        crate::proc::sched::preempt_if_needed();
     }
 }
 

@@ -1,0 +1,308 @@
+//! Processes: loading programs from the boot archive, their life cycle, and what the
+//! process-related system calls do.
+//!
+//! A process lives on the core that created it, in that core's scheduler tables; its
+//! address space, threads and kernel stacks use that core's memory only. Starting a
+//! process on another core is a cross-core request and arrives with the RPCC layer; until
+//! then, operations on another core's process return `Error::NotLocal`.
+
+pub mod sched;
+pub mod vspace;
+
+use crate::arch::x86_64::idt::TrapFrame;
+use crate::arch::x86_64::{gdt, paging::PAGE_SIZE};
+use crate::percore::{self, current_core};
+use abi::{Error, Pid, Priority, WaitStatus};
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+use sched::{Block, ThreadState};
+use vspace::{VSpace, HEAP_LIMIT, STACK_PAGES, STACK_TOP};
+
+/// Longest program name and argument buffer a spawn accepts.
+pub const MAX_NAME: usize = abi::NAME_LEN;
+pub const MAX_ARGS: usize = 4096;
+
+pub struct Process {
+    pub pid: Pid,
+    pub parent: Pid,
+    pub name: heapless::String<MAX_NAME>,
+    pub priority: Priority,
+    /// `None` once the process has ended (its memory is freed at once).
+    pub vspace: Option<VSpace>,
+    pub heap_start: u64,
+    pub heap_end: u64,
+    /// Set when the process ends; the parent's WAIT collects it.
+    pub ended: Option<WaitStatus>,
+    pub cpu_ns: u64,
+    pub thread: u32,
+}
+
+/// Load program `name` from the boot archive and start it on this core.
+pub fn spawn(name: &str, args: &[&str], priority: Priority, parent: Pid) -> Result<Pid, Error> {
+    let image = crate::archive::find(name).ok_or(Error::NoSuchProgram)?;
+    spawn_image(name, image, args, priority, parent)
+}
+
+/// Start `image` (an ELF executable) as a process called `name` on this core.
+pub fn spawn_image(name: &str, image: &[u8], args: &[&str], priority: Priority, parent: Pid) -> Result<Pid, Error> {
+    let name: heapless::String<MAX_NAME> = heapless::String::try_from(name).map_err(|_| Error::TooLong)?;
+    let plan = elfload::plan(image).map_err(|e| {
+        log::warn!("spawn {name}: refused: {e}");
+        Error::BadExecutable
+    })?;
+    let mut vs = VSpace::new()?;
+    for seg in &plan.segments {
+        let (first, end) = seg.pages();
+        vs.map_zeroed(first, (end - first) / PAGE_SIZE, seg.writable, seg.executable)?;
+        let bytes = &image[seg.file_offset as usize..(seg.file_offset + seg.file_size) as usize];
+        vs.load(seg.vaddr, bytes)?;
+    }
+    let stack_bottom = STACK_TOP - STACK_PAGES * PAGE_SIZE;
+    vs.map_zeroed(stack_bottom, STACK_PAGES, true, false)?;
+    let (rsp, argc, argv) = push_args(&vs, name.as_str(), args)?;
+
+    let frame = TrapFrame {
+        rdi: argc,
+        rsi: argv,
+        rip: plan.entry,
+        cs: u64::from(gdt::USER_CS),
+        rflags: 0x202,
+        rsp,
+        ss: u64::from(gdt::USER_DS),
+        ..TrapFrame::ZERO
+    };
+    let pid = sched::with(|s| {
+        let serial = s.next_serial();
+        let pid = Pid::new(current_core(), serial);
+        let p = Process {
+            pid,
+            parent,
+            name,
+            priority,
+            vspace: Some(vs),
+            heap_start: plan.end,
+            heap_end: plan.end,
+            ended: None,
+            cpu_ns: 0,
+            thread: 0,
+        };
+        s.processes.insert(serial, p);
+        let Some(tid) = s.add_thread(serial, priority, &frame) else {
+            s.processes.remove(&serial);
+            return Err(Error::NoMemory);
+        };
+        if let Some(p) = s.processes.get_mut(&serial) {
+            p.thread = tid;
+        }
+        percore::this().stats.processes.store(s.processes.len() as u64, Ordering::Relaxed);
+        Ok(pid)
+    })?;
+    log::debug!("spawned {pid} ({})", crate::proc::name_of(pid).unwrap_or_default());
+    Ok(pid)
+}
+
+/// Put argv on the new stack: the strings, then an array of (ptr, len) pairs; returns the
+/// initial stack pointer (16-byte aligned, pointing at the array), argc and argv.
+fn push_args(vs: &VSpace, name: &str, args: &[&str]) -> Result<(u64, u64, u64), Error> {
+    let all: Vec<&str> = core::iter::once(name).chain(args.iter().copied()).collect();
+    let text: usize = all.iter().map(|a| a.len()).sum();
+    if text + all.len() * 16 > (STACK_PAGES as usize - 1) * PAGE_SIZE as usize {
+        return Err(Error::TooLong);
+    }
+    let mut at = STACK_TOP;
+    let mut pairs: Vec<u64> = Vec::with_capacity(all.len() * 2);
+    for a in &all {
+        at -= a.len() as u64;
+        vs.copy_out(at, a.as_bytes())?;
+        pairs.extend([at, a.len() as u64]);
+    }
+    at = (at - pairs.len() as u64 * 8) & !15;
+    let bytes: Vec<u8> = pairs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    vs.copy_out(at, &bytes)?;
+    Ok((at, all.len() as u64, at))
+}
+
+/// Name of a process on this core.
+pub fn name_of(pid: Pid) -> Option<heapless::String<MAX_NAME>> {
+    if pid.core() != current_core() {
+        return None;
+    }
+    sched::with(|s| s.processes.get(&pid.serial()).map(|p| p.name.clone()))
+}
+
+/// End process `serial` with `status`: free its memory, make it a zombie for its parent,
+/// wake a waiting parent. Does not touch its thread (the caller decides).
+fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<u32> {
+    let p = s.processes.get_mut(&serial)?;
+    if p.ended.is_some() {
+        return None;
+    }
+    p.ended = Some(status);
+    let vspace = p.vspace.take();
+    let parent = p.parent;
+    let thread = p.thread;
+    // The address space may be the active one (the process is ending itself).
+    // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
+    unsafe { crate::arch::x86_64::paging::activate(crate::arch::x86_64::paging::kernel_root()) };
+    drop(vspace);
+    // Orphans: children of the dead process are reaped by nobody; let them go when done.
+    for child in s.processes.values_mut().filter(|c| c.parent == Pid::new(current_core(), serial)) {
+        child.parent = Pid(0);
+    }
+    if parent.core() == current_core() {
+        if let Some(pp) = s.processes.get(&parent.serial()) {
+            let waiter = pp.thread;
+            if s.thread(waiter).is_some_and(|t| t.state == ThreadState::Blocked(Block::Wait)) {
+                s.wake(waiter);
+            }
+        }
+    }
+    // Nobody will wait for an orphan: forget it now.
+    if parent == Pid(0) {
+        s.processes.remove(&serial);
+    }
+    percore::this().stats.processes.store(s.processes.len() as u64, Ordering::Relaxed);
+    Some(thread)
+}
+
+/// The running process ends with `status` (exit, fault, or kill of itself).
+pub fn exit_current(status: WaitStatus) -> ! {
+    sched::with(|s| {
+        if let Some(serial) = s.current_process() {
+            end_process(s, serial, status);
+        }
+    });
+    sched::exit_current()
+}
+
+/// A user-mode fault: report it in one line and end the process.
+pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
+    let (pid, name) = sched::with(|s| {
+        let serial = s.current_process().unwrap_or(0);
+        let p = s.processes.get(&serial);
+        (Pid::new(current_core(), serial), p.map(|p| p.name.clone()).unwrap_or_default())
+    });
+    let what = crate::arch::x86_64::trap::exception_name(frame.vector);
+    let address = if frame.vector == 14 { cr2 } else { 0 };
+    crate::kprintln!(
+        "fault: program {name} pid {pid} core {}: {what} at {address:#x} (rip {:#x}, error code {:#x}); killed",
+        current_core(),
+        frame.rip,
+        frame.error_code
+    );
+    exit_current(WaitStatus { how: abi::ENDED_FAULT, code: frame.vector, address, rip: frame.rip })
+}
+
+/// WAIT: collect an ended child (`pid` or any if `Pid(0)`), blocking until one ends.
+pub fn wait(pid: Pid) -> Result<(Pid, WaitStatus), Error> {
+    loop {
+        let r = sched::with(|s| {
+            let me = Pid::new(current_core(), s.current_process().ok_or(Error::NoSuchProcess)?);
+            let children: Vec<u32> = s
+                .processes
+                .values()
+                .filter(|c| c.parent == me && (pid == Pid(0) || c.pid == pid))
+                .map(|c| c.pid.serial())
+                .collect();
+            if children.is_empty() {
+                return Err(Error::NoSuchProcess);
+            }
+            for serial in children {
+                if let Some(status) = s.processes.get(&serial).and_then(|c| c.ended) {
+                    let child = s.processes.remove(&serial).map(|c| c.pid).unwrap_or(Pid(0));
+                    percore::this().stats.processes.store(s.processes.len() as u64, Ordering::Relaxed);
+                    return Ok(Some((child, status)));
+                }
+            }
+            Ok(None)
+        })?;
+        match r {
+            Some(done) => return Ok(done),
+            None => sched::block(Block::Wait),
+        }
+    }
+}
+
+/// KILL: end process `pid` (on this core).
+pub fn kill(pid: Pid) -> Result<(), Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NotLocal);
+    }
+    let killed = WaitStatus { how: abi::ENDED_KILLED, ..WaitStatus::default() };
+    let outcome = sched::with(|s| {
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        if p.ended.is_some() {
+            return Err(Error::NoSuchProcess);
+        }
+        if s.current_process() == Some(pid.serial()) {
+            return Ok(true);
+        }
+        if let Some(thread) = end_process(s, pid.serial(), killed) {
+            s.remove_thread(thread);
+        }
+        Ok(false)
+    })?;
+    if outcome {
+        exit_current(killed);
+    }
+    Ok(())
+}
+
+/// MEMORY: grow the running process's heap by `bytes` (page-rounded); returns the old end.
+pub fn grow_heap(bytes: u64) -> Result<u64, Error> {
+    sched::with(|s| {
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let old = p.heap_end;
+        let pages = bytes.div_ceil(PAGE_SIZE);
+        let new_end = old.checked_add(pages * PAGE_SIZE).filter(|&e| e <= HEAP_LIMIT).ok_or(Error::NoMemory)?;
+        let vs = p.vspace.as_mut().ok_or(Error::NoSuchProcess)?;
+        vs.map_zeroed(old, pages, true, false)?;
+        p.heap_end = new_end;
+        Ok(old)
+    })
+}
+
+/// Run `f` on the running process's address space (for copying to and from user memory).
+pub fn with_current_vspace<R>(f: impl FnOnce(&VSpace) -> Result<R, Error>) -> Result<R, Error> {
+    sched::with(|s| {
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let vs = s.processes.get(&serial).and_then(|p| p.vspace.as_ref()).ok_or(Error::NoSuchProcess)?;
+        f(vs)
+    })
+}
+
+/// The running process's pid.
+pub fn current_pid() -> Option<Pid> {
+    sched::with(|s| s.current_process().map(|serial| Pid::new(current_core(), serial)))
+}
+
+/// Records for PROCESSES: this core's processes.
+pub fn infos() -> Vec<abi::ProcInfo> {
+    sched::with(|s| {
+        s.processes
+            .values()
+            .map(|p| {
+                let state = match (p.ended, s.thread_state_of(p.pid.serial())) {
+                    (Some(_), _) | (None, None) => abi::STATE_ZOMBIE,
+                    (None, Some(ThreadState::Running)) => abi::STATE_RUNNING,
+                    (None, Some(ThreadState::Ready)) => abi::STATE_READY,
+                    (None, Some(ThreadState::Blocked(_))) => abi::STATE_BLOCKED,
+                };
+                let mut name = [0u8; abi::NAME_LEN];
+                name[..p.name.len()].copy_from_slice(p.name.as_bytes());
+                abi::ProcInfo {
+                    pid: p.pid,
+                    parent: p.parent,
+                    core: current_core() as u32,
+                    state,
+                    priority: p.priority as u32,
+                    name_len: p.name.len() as u32,
+                    name,
+                    cpu_ns: p.cpu_ns,
+                    memory: p.vspace.as_ref().map_or(0, |v| v.bytes()),
+                }
+            })
+            .collect()
+    })
+}

@@ -1,0 +1,370 @@
+//! Each core's scheduler: its threads, its run queues, and switching between them.
+//!
+//! A core schedules only its own threads, from its own tables, with no lock (per-core
+//! kernel). Three priority levels (driver > server > application, the order AnT's servers
+//! need), round robin within a level, preemption by the timer tick when the interrupted
+//! code is in user mode, and preemption at once when a higher-priority thread wakes.
+//!
+//! The kernel is non-preemptible: a thread gives up the core only inside the kernel, at
+//! [`block`], [`yield_now`], [`exit_current`] or [`preempt_if_needed`] (on the way back to
+//! user mode). When no thread is ready the core runs its *idle context*: the stack it booted
+//! on, looping in [`run_until`] with interrupts open.
+//!
+//! All scheduler state lives in the core's `CoreCell<Sched>`. A switch computes what to do
+//! inside a borrow and performs the switch after the borrow ends, because the next thread
+//! will borrow the same cell.
+
+use super::Process;
+use crate::arch::x86_64::{context, cpu, gdt, idt::TrapFrame, paging};
+use crate::mm::kstack::{self, KStack};
+use crate::percore::{self, CoreCell};
+use crate::time;
+use abi::Priority;
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+/// Pages of each thread's kernel stack.
+pub const THREAD_STACK_PAGES: u64 = 8;
+/// Ticks a user thread may run before others of its level get a turn.
+const SLICE_TICKS: u32 = 1;
+
+/// Why a thread is not running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// In WAIT for a child (any child if `None`).
+    Wait,
+    /// In SLEEP until this time (ns since reset).
+    Sleep(u64),
+    /// In CONSOLE_READ, for input.
+    Console,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadState {
+    Ready,
+    Running,
+    Blocked(Block),
+}
+
+pub struct Thread {
+    pub id: u32,
+    /// Serial of the owning process (on this core).
+    pub process: u32,
+    pub priority: Priority,
+    pub state: ThreadState,
+    /// Saved kernel stack pointer while not running.
+    rsp: u64,
+    kstack: KStack,
+}
+
+/// One core's scheduler state.
+pub struct Sched {
+    pub processes: BTreeMap<u32, Process>,
+    threads: BTreeMap<u32, Box<Thread>>,
+    ready: [VecDeque<u32>; Priority::LEVELS],
+    current: Option<u32>,
+    idle_rsp: u64,
+    /// Where a dying thread's context is "saved" (never read).
+    dead_rsp: u64,
+    /// Kernel stacks of threads that ended, freed once off them.
+    dead_stacks: Vec<KStack>,
+    next_serial: u32,
+    next_thread: u32,
+    need_resched: bool,
+    slice_used: u32,
+    /// When the current thread started running (TSC), for CPU-time accounting.
+    ran_since: u64,
+}
+
+impl Sched {
+    pub const fn new() -> Self {
+        Sched {
+            processes: BTreeMap::new(),
+            threads: BTreeMap::new(),
+            ready: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
+            current: None,
+            idle_rsp: 0,
+            dead_rsp: 0,
+            dead_stacks: Vec::new(),
+            next_serial: 1,
+            next_thread: 1,
+            need_resched: false,
+            slice_used: 0,
+            ran_since: 0,
+        }
+    }
+
+    /// A fresh process serial on this core.
+    pub fn next_serial(&mut self) -> u32 {
+        self.next_serial += 1;
+        self.next_serial - 1
+    }
+
+    /// The running thread's process serial.
+    pub fn current_process(&self) -> Option<u32> {
+        self.current.and_then(|t| self.threads.get(&t)).map(|t| t.process)
+    }
+
+    /// The running thread.
+    pub fn current_thread(&self) -> Option<u32> {
+        self.current
+    }
+
+    pub fn thread(&self, id: u32) -> Option<&Thread> {
+        self.threads.get(&id).map(|b| &**b)
+    }
+
+    /// Create a thread of process `process` that enters user mode with `frame`.
+    pub fn add_thread(&mut self, process: u32, priority: Priority, frame: &TrapFrame) -> Option<u32> {
+        let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
+        // SAFETY: a fresh, mapped kernel stack nobody else uses.
+        let rsp = unsafe { context::prepare_user_entry(kstack.top, frame) };
+        let id = self.next_thread;
+        self.next_thread += 1;
+        let t = Thread { id, process, priority, state: ThreadState::Ready, rsp, kstack };
+        self.threads.insert(id, Box::new(t));
+        self.ready[priority as usize].push_back(id);
+        self.note_wakeup(priority);
+        Some(id)
+    }
+
+    /// Remove a thread that is not running (its process was killed).
+    pub fn remove_thread(&mut self, id: u32) {
+        if let Some(t) = self.threads.remove(&id) {
+            debug_assert!(t.state != ThreadState::Running);
+            for q in &mut self.ready {
+                q.retain(|&x| x != id);
+            }
+            self.dead_stacks.push(t.kstack);
+        }
+    }
+
+    /// Make a blocked thread ready.
+    pub fn wake(&mut self, id: u32) {
+        let Some(t) = self.threads.get_mut(&id) else { return };
+        if let ThreadState::Blocked(_) = t.state {
+            t.state = ThreadState::Ready;
+            let p = t.priority;
+            self.ready[p as usize].push_back(id);
+            self.note_wakeup(p);
+        }
+    }
+
+    /// Wake every thread blocked for `what`.
+    pub fn wake_all(&mut self, what: impl Fn(Block) -> bool) {
+        let ids: Vec<u32> = self
+            .threads
+            .values()
+            .filter(|t| matches!(t.state, ThreadState::Blocked(b) if what(b)))
+            .map(|t| t.id)
+            .collect();
+        for id in ids {
+            self.wake(id);
+        }
+    }
+
+    /// A thread of priority `p` became ready: preempt the current one if it is lower.
+    fn note_wakeup(&mut self, p: Priority) {
+        let current = self.current.and_then(|c| self.threads.get(&c)).map(|t| t.priority);
+        if current.is_none_or(|c| p < c) {
+            self.need_resched = true;
+        }
+    }
+
+    fn pick(&mut self) -> Option<u32> {
+        self.ready.iter_mut().find_map(|q| q.pop_front())
+    }
+
+    fn has_ready_at_or_above(&self, p: Priority) -> bool {
+        self.ready[..=p as usize].iter().any(|q| !q.is_empty())
+    }
+
+    /// Account the running thread's CPU time up to now.
+    fn account(&mut self) {
+        let now = cpu::rdtsc();
+        if let Some(proc_serial) = self.current_process() {
+            let ns = time::tsc_to_ns(now - self.ran_since);
+            if let Some(p) = self.processes.get_mut(&proc_serial) {
+                p.cpu_ns += ns;
+            }
+        }
+        self.ran_since = now;
+    }
+
+    /// Threads in each state, for `ps`.
+    pub fn thread_state_of(&self, process: u32) -> Option<ThreadState> {
+        self.threads.values().find(|t| t.process == process).map(|t| t.state)
+    }
+}
+
+fn sched() -> &'static CoreCell<Sched> {
+    &percore::this().sched
+}
+
+/// Run `f` on this core's scheduler state.
+pub fn with<R>(f: impl FnOnce(&mut Sched) -> R) -> R {
+    sched().with(f)
+}
+
+/// What a switch needs, computed inside the borrow.
+struct SwitchPlan {
+    save: *mut u64,
+    next_rsp: u64,
+    root: u64,
+    kstack_top: Option<u64>,
+}
+
+/// Give the core to `next` (a ready thread) or to the idle context; `current_goes` says
+/// what becomes of the running thread. Called with no borrow held.
+fn switch_away(current_goes: Option<ThreadState>) {
+    let plan = with(|s| {
+        s.account();
+        let me = s.current;
+        // Where to save our context.
+        let save: *mut u64 = match (me, current_goes) {
+            (Some(id), Some(state)) => {
+                let t = s.threads.get_mut(&id).expect("current thread exists");
+                t.state = state;
+                if state == ThreadState::Ready {
+                    s.ready[t.priority as usize].push_back(id);
+                }
+                &mut t.rsp
+            }
+            // The thread is gone (it exited or was killed): its context is never resumed.
+            (Some(_), None) => &mut s.dead_rsp,
+            (None, _) => &mut s.idle_rsp,
+        };
+        let next = s.pick();
+        s.need_resched = false;
+        s.slice_used = 0;
+        s.current = next;
+        match next {
+            Some(id) => {
+                let t = s.threads.get_mut(&id).expect("ready thread exists");
+                t.state = ThreadState::Running;
+                let root = s.processes.get(&t.process).and_then(|p| p.vspace.as_ref()).map_or(paging::kernel_root(), |v| v.root());
+                SwitchPlan { save, next_rsp: t.rsp, root, kstack_top: Some(t.kstack.top) }
+            }
+            None => SwitchPlan { save, next_rsp: s.idle_rsp, root: paging::kernel_root(), kstack_top: None },
+        }
+    });
+    if let Some(top) = plan.kstack_top {
+        gdt::set_rsp0(top);
+        percore::this().set_kstack_top(top);
+    }
+    // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
+    // copies it); `save` points into this core's scheduler state (a boxed thread, or the
+    // Sched itself), which stays put until the switch writes it; `next_rsp` was saved by a
+    // switch or built by `prepare_user_entry` on a stack that is still mapped.
+    unsafe {
+        paging::activate(plan.root);
+        context::switch(plan.save, plan.next_rsp);
+    }
+    // Back on this context. Free stacks of threads that ended (we are not on them).
+    free_dead_stacks();
+}
+
+fn free_dead_stacks() {
+    let stacks = with(|s| {
+        if s.dead_stacks.is_empty() {
+            return Vec::new();
+        }
+        let keep_current = s.current.and_then(|c| s.threads.get(&c)).map(|t| t.kstack.bottom);
+        let (dead, keep): (Vec<KStack>, Vec<KStack>) = s.dead_stacks.drain(..).partition(|k| Some(k.bottom) != keep_current);
+        s.dead_stacks = keep;
+        dead
+    });
+    for k in stacks {
+        kstack::free(k);
+    }
+}
+
+/// Block the running thread for `why` until something wakes it.
+pub fn block(why: Block) {
+    switch_away(Some(ThreadState::Blocked(why)));
+}
+
+/// Let other ready threads of the same or higher priority run.
+pub fn yield_now() {
+    let others = with(|s| {
+        let p = s.current.and_then(|c| s.threads.get(&c)).map(|t| t.priority);
+        p.is_some_and(|p| s.has_ready_at_or_above(p))
+    });
+    if others {
+        switch_away(Some(ThreadState::Ready));
+    }
+}
+
+/// End the running thread for good (its process has ended). Never returns.
+pub fn exit_current() -> ! {
+    with(|s| {
+        if let Some(id) = s.current {
+            if let Some(t) = s.threads.remove(&id) {
+                s.dead_stacks.push(t.kstack);
+            }
+        }
+    });
+    switch_away(None);
+    unreachable!("a dead thread was resumed")
+}
+
+/// On the way back to user mode: switch if a higher-priority thread woke or the slice ran
+/// out.
+pub fn preempt_if_needed() {
+    if with(|s| s.need_resched && s.current.is_some()) {
+        switch_away(Some(ThreadState::Ready));
+    }
+}
+
+/// Timer tick on this core: wake sleepers, count the slice, note idleness.
+pub fn on_tick(from_user: bool) {
+    let now = time::now_ns();
+    let core = percore::this();
+    with(|s| {
+        s.wake_all(|b| matches!(b, Block::Sleep(t) if t <= now));
+        match s.current {
+            None => {
+                core.stats.idle_ticks.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(c) if from_user => {
+                s.slice_used += 1;
+                let p = s.threads.get(&c).map_or(Priority::App, |t| t.priority);
+                if s.slice_used >= SLICE_TICKS && s.has_ready_at_or_above(p) {
+                    s.need_resched = true;
+                }
+            }
+            Some(_) => {}
+        }
+    });
+}
+
+/// The idle context: run ready threads until `done()` (checked whenever the core comes
+/// back here) or the timeout passes. The boot core runs the in-kernel tests this way, and
+/// every core ends its boot in `run_until(u64::MAX, || false)`.
+pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = time::now_ns().saturating_add(timeout_ns);
+    loop {
+        if done() {
+            return true;
+        }
+        if time::now_ns() >= deadline {
+            return false;
+        }
+        let has_work = with(|s| {
+            debug_assert!(s.current.is_none(), "run_until called from a thread");
+            s.ready.iter().any(|q| !q.is_empty())
+        });
+        if has_work {
+            switch_away(None);
+            free_dead_stacks();
+        } else {
+            crate::mm::frames::drain_remote();
+            crate::mm::heap::drain_remote();
+            free_dead_stacks();
+            percore::assert_no_borrows();
+            cpu::wait_for_interrupt();
+        }
+    }
+}

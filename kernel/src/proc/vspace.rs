@@ -1,0 +1,152 @@
+//! A process's address space: its own top-level page table whose lower half holds the
+//! process's pages and whose upper half is the kernel's, shared.
+//!
+//! Every frame of a process comes from the pool of the core the process lives on. The
+//! kernel never dereferences a user address: [`VSpace::copy_in`] and [`VSpace::copy_out`]
+//! walk the process's page tables, check that each page is user-accessible (and writable,
+//! for `copy_out`), and copy through the direct map. A bad pointer is therefore an
+//! `Error::BadAddress`, never a kernel fault, whatever SMAP says.
+
+use crate::arch::x86_64::paging::{self, is_user_half, phys_to_virt, Flags, PAGE_SIZE};
+use crate::mm::frames;
+use abi::Error;
+use alloc::vec::Vec;
+
+/// Top of the user stack (exclusive) and its size; a guard page lies below it.
+pub const STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
+pub const STACK_PAGES: u64 = 16;
+/// Highest address the heap may reach.
+pub const HEAP_LIMIT: u64 = 0x0000_7000_0000_0000;
+
+pub struct VSpace {
+    root: u64,
+    /// User pages mapped (for accounting and teardown).
+    pages: u64,
+}
+
+impl VSpace {
+    /// A new address space with an empty lower half and the kernel's upper half.
+    pub fn new() -> Result<VSpace, Error> {
+        let root = frames::alloc().ok_or(Error::NoMemory)?;
+        paging::zero_frame(root);
+        let kernel = paging::kernel_root();
+        for slot in 256..512 {
+            let e = paging::entry_of(kernel, slot).load(core::sync::atomic::Ordering::Acquire);
+            paging::entry_of(root, slot).store(e, core::sync::atomic::Ordering::Release);
+        }
+        Ok(VSpace { root, pages: 0 })
+    }
+
+    /// Physical address of the top-level table (for CR3).
+    pub fn root(&self) -> u64 {
+        self.root
+    }
+
+    /// Bytes of user memory mapped.
+    pub fn bytes(&self) -> u64 {
+        self.pages * PAGE_SIZE
+    }
+
+    /// Map `count` fresh zeroed pages at `vaddr` (page-aligned, in the user half).
+    pub fn map_zeroed(&mut self, vaddr: u64, count: u64, writable: bool, executable: bool) -> Result<(), Error> {
+        let end = vaddr.checked_add(count * PAGE_SIZE).ok_or(Error::InvalidArgument)?;
+        if vaddr % PAGE_SIZE != 0 || !is_user_half(vaddr) || !is_user_half(end - 1) {
+            return Err(Error::InvalidArgument);
+        }
+        let mut flags = Flags::USER_ACCESSIBLE;
+        if writable {
+            flags |= Flags::WRITABLE;
+        }
+        if !executable {
+            flags |= Flags::NO_EXECUTE;
+        }
+        for i in 0..count {
+            let frame = frames::alloc().ok_or(Error::NoMemory)?;
+            paging::zero_frame(frame);
+            // SAFETY: this address space is owned by the calling core's process table, the
+            // address is in the user half, and the frame is fresh.
+            let r = unsafe { paging::map_4k(self.root, vaddr + i * PAGE_SIZE, frame, flags, &mut frames::alloc) };
+            if r.is_err() {
+                let _ = frames::free(frame);
+                return Err(if r == Err(paging::MapError::NoMemory) { Error::NoMemory } else { Error::InvalidArgument });
+            }
+            self.pages += 1;
+        }
+        Ok(())
+    }
+
+    /// Walk `len` bytes at user address `uaddr` page by page, calling `f(phys, offset, n)`
+    /// for each piece; fails without calling `f` for any piece if a page is missing or
+    /// lacks the access.
+    fn pieces(&self, uaddr: u64, len: usize, write: bool, mut f: impl FnMut(u64, usize, usize)) -> Result<(), Error> {
+        if len == 0 {
+            return Ok(());
+        }
+        let end = uaddr.checked_add(len as u64).ok_or(Error::BadAddress)?;
+        if !is_user_half(uaddr) || !is_user_half(end - 1) {
+            return Err(Error::BadAddress);
+        }
+        let mut plan: Vec<(u64, usize, usize)> = Vec::new();
+        let (mut at, mut done) = (uaddr, 0usize);
+        while done < len {
+            let t = paging::translate(self.root, at).ok_or(Error::BadAddress)?;
+            if !t.user || (write && !t.writable) {
+                return Err(Error::BadAddress);
+            }
+            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
+            plan.push((t.paddr, done, n));
+            at += n as u64;
+            done += n;
+        }
+        for (phys, offset, n) in plan {
+            f(phys, offset, n);
+        }
+        Ok(())
+    }
+
+    /// Copy `out.len()` bytes from user address `uaddr`.
+    pub fn copy_in(&self, uaddr: u64, out: &mut [u8]) -> Result<(), Error> {
+        let len = out.len();
+        self.pieces(uaddr, len, false, |phys, off, n| {
+            // SAFETY: `phys..phys+n` is a user page of this address space (checked), mapped
+            // in the direct map; `out[off..off+n]` is in bounds by construction.
+            unsafe { core::ptr::copy_nonoverlapping(phys_to_virt(phys) as *const u8, out[off..].as_mut_ptr(), n) };
+        })
+    }
+
+    /// Copy `data` to user address `uaddr` (pages must be writable).
+    pub fn copy_out(&self, uaddr: u64, data: &[u8]) -> Result<(), Error> {
+        self.pieces(uaddr, data.len(), true, |phys, off, n| {
+            // SAFETY: as in `copy_in`, and the page is writable by the user.
+            unsafe { core::ptr::copy_nonoverlapping(data[off..].as_ptr(), phys_to_virt(phys) as *mut u8, n) };
+        })
+    }
+
+    /// Write `data` at `uaddr` whatever the user may do there (the loader filling a
+    /// read-only segment); the pages must be mapped.
+    pub fn load(&self, uaddr: u64, data: &[u8]) -> Result<(), Error> {
+        self.pieces(uaddr, data.len(), false, |phys, off, n| {
+            // SAFETY: a user page of this address space (checked), written through the
+            // direct map before the process runs.
+            unsafe { core::ptr::copy_nonoverlapping(data[off..].as_ptr(), phys_to_virt(phys) as *mut u8, n) };
+        })
+    }
+
+    /// Copy a plain-data value to user memory.
+    pub fn write_value<T: Copy>(&self, uaddr: u64, value: &T) -> Result<(), Error> {
+        // SAFETY: T is Copy plain data (the abi records), viewed as its bytes.
+        let bytes = unsafe { core::slice::from_raw_parts(value as *const T as *const u8, core::mem::size_of::<T>()) };
+        self.copy_out(uaddr, bytes)
+    }
+}
+
+impl Drop for VSpace {
+    /// Free every user frame and every page-table frame of the lower half, then the root.
+    fn drop(&mut self) {
+        debug_assert!(paging::active_root() != self.root, "dropping the active address space");
+        // SAFETY: nobody runs on this address space any more (the owner switched away);
+        // the lower-half tables were built by `map_4k` from this core's pool.
+        unsafe { paging::free_lower_half(self.root, &mut |f| { let _ = frames::free(f); }) };
+        let _ = frames::free(self.root);
+    }
+}

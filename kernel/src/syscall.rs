@@ -1,0 +1,157 @@
+//! The system calls: decoding a `syscall` frame, doing the call, encoding the result.
+//!
+//! Every argument from user space is checked here or in the function it is passed to:
+//! numbers against their ranges, pointers by copying through the caller's address space
+//! (`Error::BadAddress` if any byte is not the caller's), strings for length and UTF-8.
+//! Nothing a program passes can make the kernel fault.
+
+use crate::arch::x86_64::idt::TrapFrame;
+use crate::percore::{self, current_core};
+use crate::proc::{self, sched};
+use abi::syscall as nr;
+use abi::{Error, Pid, Priority};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+/// Largest single console write or read.
+const MAX_IO: u64 = 64 * 1024;
+
+/// Handle the system call in `frame` (from the `syscall` entry) and store its result.
+pub fn dispatch(frame: &mut TrapFrame) {
+    let a = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
+    let r = match frame.rax {
+        nr::EXIT => proc::exit_current(abi::WaitStatus { how: abi::ENDED_EXIT, code: a[0], ..Default::default() }),
+        nr::WAIT => wait(a[0], a[1]),
+        nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4]),
+        nr::GETPID => proc::current_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
+        nr::CORE => Ok(current_core() as u64),
+        nr::YIELD => {
+            sched::yield_now();
+            Ok(0)
+        }
+        nr::SLEEP => sleep(a[0]),
+        nr::CLOCK => Ok(crate::time::now_ns()),
+        nr::CONSOLE_WRITE => console_write(a[0], a[1]),
+        nr::CONSOLE_READ => console_read(a[0], a[1]),
+        nr::MEMORY => proc::grow_heap(a[0]),
+        nr::PROCESSES => processes(a[0], a[1]),
+        nr::CORES => cores(a[0], a[1]),
+        nr::KILL => proc::kill(Pid(a[0])).map(|()| 0),
+        nr::POWEROFF => crate::power_off(),
+        _ => Err(Error::NoSuchCall),
+    };
+    let (rax, rdx) = abi::syscall::encode(r);
+    frame.rax = rax;
+    frame.rdx = rdx;
+}
+
+fn copy_in(uaddr: u64, len: u64, max: u64) -> Result<Vec<u8>, Error> {
+    if len > max {
+        return Err(Error::TooLong);
+    }
+    let mut buf = vec![0u8; len as usize];
+    proc::with_current_vspace(|vs| vs.copy_in(uaddr, &mut buf))?;
+    Ok(buf)
+}
+
+fn wait(pid: u64, status_ptr: u64) -> Result<u64, Error> {
+    // Check the status pointer before blocking, so a bad one fails at once.
+    proc::with_current_vspace(|vs| vs.write_value(status_ptr, &abi::WaitStatus::default()))?;
+    let (child, status) = proc::wait(Pid(pid))?;
+    proc::with_current_vspace(|vs| vs.write_value(status_ptr, &status))?;
+    Ok(child.0)
+}
+
+fn spawn(name_ptr: u64, name_len: u64, args_ptr: u64, args_len: u64, priority: u64) -> Result<u64, Error> {
+    let priority = Priority::from_u64(priority).ok_or(Error::InvalidArgument)?;
+    let name = copy_in(name_ptr, name_len, proc::MAX_NAME as u64)?;
+    let name = core::str::from_utf8(&name).map_err(|_| Error::InvalidArgument)?;
+    let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
+    let args = core::str::from_utf8(&args).map_err(|_| Error::InvalidArgument)?;
+    let args: Vec<&str> = args.split_terminator('\0').collect();
+    let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
+    let child = proc::spawn(name, &args, priority, parent)?;
+    Ok(child.0)
+}
+
+fn sleep(ns: u64) -> Result<u64, Error> {
+    let until = crate::time::now_ns().saturating_add(ns);
+    while crate::time::now_ns() < until {
+        sched::block(sched::Block::Sleep(until));
+    }
+    Ok(0)
+}
+
+fn console_write(ptr: u64, len: u64) -> Result<u64, Error> {
+    let bytes = copy_in(ptr, len, MAX_IO)?;
+    crate::console::write_bytes(&bytes);
+    Ok(len)
+}
+
+fn console_read(ptr: u64, len: u64) -> Result<u64, Error> {
+    if current_core() != 0 {
+        return Err(Error::NotLocal);
+    }
+    if len == 0 {
+        return Ok(0);
+    }
+    let len = len.min(MAX_IO);
+    // Check the buffer before blocking.
+    proc::with_current_vspace(|vs| vs.copy_out(ptr, &vec![0u8; len as usize]))?;
+    let mut got = Vec::new();
+    loop {
+        while (got.len() as u64) < len {
+            match crate::console::read_byte() {
+                Some(b) => got.push(b),
+                None => break,
+            }
+        }
+        if !got.is_empty() {
+            break;
+        }
+        sched::block(sched::Block::Console);
+    }
+    proc::with_current_vspace(|vs| vs.copy_out(ptr, &got))?;
+    Ok(got.len() as u64)
+}
+
+fn processes(ptr: u64, capacity: u64) -> Result<u64, Error> {
+    let infos = proc::infos();
+    let n = infos.len().min(capacity as usize);
+    proc::with_current_vspace(|vs| {
+        for (i, info) in infos.iter().take(n).enumerate() {
+            vs.write_value(ptr + (i * core::mem::size_of::<abi::ProcInfo>()) as u64, info)?;
+        }
+        Ok(())
+    })?;
+    Ok(n as u64)
+}
+
+fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
+    let n = crate::smp::cores_planned().min(capacity as usize);
+    let infos: Vec<abi::CoreInfo> = (0..n)
+        .map(|c| {
+            let core = percore::of(c);
+            let (free, total) = crate::mm::frames::counts(c);
+            abi::CoreInfo {
+                core: c as u32,
+                online: u32::from(crate::smp::is_online(c)),
+                frames_total: total,
+                frames_free: free,
+                heap_bytes: core.mem.heap_bytes.load(Ordering::Relaxed),
+                ticks: core.stats.ticks.load(Ordering::Relaxed),
+                idle_ticks: core.stats.idle_ticks.load(Ordering::Relaxed),
+                processes: core.stats.processes.load(Ordering::Relaxed),
+                ipis: core.stats.ipis.load(Ordering::Relaxed),
+            }
+        })
+        .collect();
+    proc::with_current_vspace(|vs| {
+        for (i, info) in infos.iter().enumerate() {
+            vs.write_value(ptr + (i * core::mem::size_of::<abi::CoreInfo>()) as u64, info)?;
+        }
+        Ok(())
+    })?;
+    Ok(n as u64)
+}
