@@ -17,8 +17,8 @@ extern crate alloc;
 // The mem functions and unwinder stubs every freestanding binary needs.
 extern crate bare;
 
-mod archive;
 mod arch;
+mod archive;
 mod console;
 mod fatal;
 mod ktest;
@@ -194,15 +194,21 @@ pub fn start_boot_programs() {
     let args = bootargs::parse(&state.cmdline, |_| {});
     let me = percore::current_core();
     let kernel = abi::Pid(0);
+    let boot_programs = &percore::this().stats.boot_programs;
     for start in args.starts.iter().filter(|s| s.core == me) {
         let argv: alloc::vec::Vec<&str> = start.args().collect();
-        if let Err(e) = proc::spawn(start.program, &argv, abi::Priority::App, kernel) {
-            log::warn!("start={}:{}: {e}", start.core, start.program);
+        match proc::spawn(start.program, &argv, abi::Priority::App, kernel) {
+            Ok(_) => {
+                boot_programs.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => log::warn!("start={}:{}: {e}", start.core, start.program),
         }
     }
     let tests_or_poweroff = args.ktest.is_some() || args.poweroff;
     if me == 0 && args.shell && !tests_or_poweroff {
+        boot_programs.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = proc::spawn("shell", &[], abi::Priority::Server, kernel) {
+            boot_programs.fetch_sub(1, Ordering::Relaxed);
             log::warn!("cannot start the shell: {e} (is the boot archive attached?)");
         }
     }
@@ -273,6 +279,11 @@ extern "C" fn bsp_main() -> ! {
         power_off();
     }
     if args.poweroff {
+        // Run the boot programs (start=) to their end, then power off.
+        start_boot_programs();
+        let running =
+            || (0..planned).any(|c| percore::of(c).stats.boot_programs.load(Ordering::Acquire) > 0);
+        proc::sched::run_until(u64::MAX, || !running());
         power_off();
     }
     smp::idle()

@@ -59,6 +59,8 @@ pub struct CoreStats {
     pub idle_ticks: AtomicU64,
     /// Processes living on this core.
     pub processes: AtomicU64,
+    /// Processes the kernel started at boot on this core that have not ended.
+    pub boot_programs: AtomicU64,
     /// TSC value when this core entered its idle loop for the first time.
     pub idle_at_tsc: AtomicU64,
 }
@@ -74,6 +76,7 @@ impl CoreStats {
             serial_irqs: AtomicU64::new(0),
             idle_ticks: AtomicU64::new(0),
             processes: AtomicU64::new(0),
+            boot_programs: AtomicU64::new(0),
             idle_at_tsc: AtomicU64::new(0),
         }
     }

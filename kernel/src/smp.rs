@@ -233,10 +233,11 @@ extern "C" fn ap_main() -> ! {
 /// become the core's idle context, running its threads forever.
 pub fn idle() -> ! {
     let me = percore::this();
+    // Boot programs first: the boot core treats "idle" as "this core's programs started".
+    crate::start_boot_programs();
     me.stats
         .idle_at_tsc
         .store(crate::arch::x86_64::cpu::rdtsc(), Ordering::Release);
-    crate::start_boot_programs();
     crate::proc::sched::run_until(u64::MAX, || false);
     unreachable!("the idle context returned")
 }

@@ -19,9 +19,15 @@ const MAX_IO: u64 = 64 * 1024;
 
 /// Handle the system call in `frame` (from the `syscall` entry) and store its result.
 pub fn dispatch(frame: &mut TrapFrame) {
-    let a = [frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9];
+    let a = [
+        frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
+    ];
     let r = match frame.rax {
-        nr::EXIT => proc::exit_current(abi::WaitStatus { how: abi::ENDED_EXIT, code: a[0], ..Default::default() }),
+        nr::EXIT => proc::exit_current(abi::WaitStatus {
+            how: abi::ENDED_EXIT,
+            code: a[0],
+            ..Default::default()
+        }),
         nr::WAIT => wait(a[0], a[1]),
         nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4]),
         nr::GETPID => proc::current_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
@@ -63,7 +69,13 @@ fn wait(pid: u64, status_ptr: u64) -> Result<u64, Error> {
     Ok(child.0)
 }
 
-fn spawn(name_ptr: u64, name_len: u64, args_ptr: u64, args_len: u64, priority: u64) -> Result<u64, Error> {
+fn spawn(
+    name_ptr: u64,
+    name_len: u64,
+    args_ptr: u64,
+    args_len: u64,
+    priority: u64,
+) -> Result<u64, Error> {
     let priority = Priority::from_u64(priority).ok_or(Error::InvalidArgument)?;
     let name = copy_in(name_ptr, name_len, proc::MAX_NAME as u64)?;
     let name = core::str::from_utf8(&name).map_err(|_| Error::InvalidArgument)?;
@@ -121,7 +133,10 @@ fn processes(ptr: u64, capacity: u64) -> Result<u64, Error> {
     let n = infos.len().min(capacity as usize);
     proc::with_current_vspace(|vs| {
         for (i, info) in infos.iter().take(n).enumerate() {
-            vs.write_value(ptr + (i * core::mem::size_of::<abi::ProcInfo>()) as u64, info)?;
+            vs.write_value(
+                ptr + (i * core::mem::size_of::<abi::ProcInfo>()) as u64,
+                info,
+            )?;
         }
         Ok(())
     })?;
@@ -149,7 +164,10 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
         .collect();
     proc::with_current_vspace(|vs| {
         for (i, info) in infos.iter().enumerate() {
-            vs.write_value(ptr + (i * core::mem::size_of::<abi::CoreInfo>()) as u64, info)?;
+            vs.write_value(
+                ptr + (i * core::mem::size_of::<abi::CoreInfo>()) as u64,
+                info,
+            )?;
         }
         Ok(())
     })?;

@@ -94,3 +94,138 @@ pub fn boot(runs: usize) -> Result<()> {
     println!("xtask: wrote {}", md.display());
     Ok(())
 }
+
+/// Which peer a benchmark compares with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    Linux,
+}
+
+/// The cases of `basics`, with the target ratio (Musubi / Linux) the issue sets, if any.
+const BASICS: [(&str, Option<f64>); 4] = [
+    ("null call", Some(1.0)),
+    ("yield ping-pong", Some(1.0)),
+    ("spawn+wait", Some(0.5)),
+    ("heap grow 4 KiB", None),
+];
+
+/// Samples per case from the `BENCH {...}` lines a guest printed for `peer`.
+fn bench_samples(lines: &[String], peer: &str) -> Result<Vec<(String, Vec<f64>)>> {
+    let mut out: Vec<(String, Vec<f64>)> = Vec::new();
+    for line in lines {
+        let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {
+            continue;
+        };
+        if !json.starts_with('{') {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| anyhow::anyhow!("bad BENCH line '{json}': {e}"))?;
+        if v["peer"] != peer {
+            continue;
+        }
+        let (Some(case), Some(x)) = (v["case"].as_str(), v["per_op"].as_f64()) else {
+            bail!("BENCH line without case/per_op: {json}");
+        };
+        match out.iter_mut().find(|(c, _)| c == case) {
+            Some((_, s)) => s.push(x),
+            None => out.push((case.to_string(), vec![x])),
+        }
+    }
+    Ok(out)
+}
+
+/// `basics`: null call, yield ping-pong, spawn+wait and 4 KiB heap growth on one core, in
+/// deterministic mode, against Linux in the same QEMU configuration.
+pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
+    crate::qemu::ensure()?;
+    let kernel = crate::build::kernel()?;
+    let archive = crate::user::build_archive()?;
+    let mut g = Guest::new(
+        &kernel,
+        1,
+        &format!("noshell poweroff start=0:basics,{runs}"),
+    );
+    g.initrd = Some(archive);
+    g.mode = Mode::Deterministic;
+    eprintln!("xtask: bench basics: Musubi, {runs} samples per case");
+    let c = run_captured(&g, Duration::from_secs(900), false)?;
+    if !c.powered_off() || !c.lines.iter().any(|l| l.contains("BENCH done")) {
+        bail!("the Musubi run did not finish cleanly:\n{}", c.tail(15));
+    }
+    let ours = bench_samples(&c.lines, "musubi")?;
+    let theirs = match peer {
+        Some(Peer::Linux) => crate::peer_linux::run_basics(runs)?
+            .into_iter()
+            .map(|p| (p.case, p.samples))
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    let mut comparison = String::from("| case | Musubi median | Linux median | Musubi / Linux | target |\n|---|---:|---:|---:|---|\n");
+    for (case, target) in BASICS {
+        let mine = ours.iter().find(|(c, _)| c == case).map(|(_, s)| s.clone());
+        let Some(mine) = mine.filter(|s| !s.is_empty()) else {
+            bail!("Musubi printed no samples for '{case}'")
+        };
+        let row = Row::from_samples(&format!("musubi: {case}"), &mine);
+        let median = row.median;
+        rows.push(row);
+        let peer_row = theirs
+            .iter()
+            .find(|(c, _)| c == case)
+            .filter(|(_, s)| !s.is_empty())
+            .map(|(_, s)| Row::from_samples(&format!("linux: {case}"), s));
+        match peer_row {
+            Some(pr) => {
+                let ratio = median / pr.median;
+                comparison += &format!(
+                    "| {case} | {median:.0} | {:.0} | {ratio:.2} | {} |\n",
+                    pr.median,
+                    target.map_or("-".to_string(), |t| format!("<= {t}"))
+                );
+                if let Some(t) = target {
+                    checks.push(Check {
+                        name: format!("{case}: Musubi / Linux (median instructions)"),
+                        value: (ratio * 1000.0).round() / 1000.0,
+                        target: format!("<= {t}"),
+                        paper: None,
+                        holds: ratio <= t,
+                    });
+                }
+                rows.push(pr);
+            }
+            None => comparison += &format!("| {case} | {median:.0} | - | - | - |\n"),
+        }
+    }
+    let peer_cmd = match peer {
+        Some(Peer::Linux) => crate::peer_linux::qemu_command_line(runs).unwrap_or_default(),
+        None => String::new(),
+    };
+    let report = Report {
+        bench: "basics".into(),
+        mode: Mode::Deterministic.name().into(),
+        qemu: g.args()[4..].join(" "),
+        musubi_commit: crate::results::commit(),
+        runs,
+        unit: "instructions per operation".into(),
+        rows,
+        checks,
+        notes: vec![
+            "Same-core basics, each sample the mean over many operations, timed with `rdtsc` inside the guest; \
+             under `-icount shift=0` one TSC tick is one instruction, so the figures are instruction counts and \
+             repeat exactly. Both systems run in the same QEMU configuration with one vCPU. Musubi: `user/basics` \
+             (getpid, yield between two processes, spawn of `user/nop` + wait, MEMORY of 4 KiB + a write). \
+             Linux: `peer/linux/basics.c` (getppid, sched_yield ping-pong pinned to CPU 0, posix_spawn of a \
+             static binary + waitpid, sbrk of 4 KiB + a write)."
+                .into(),
+            comparison,
+            if peer_cmd.is_empty() { "No peer in this run.".into() } else { format!("Linux peer QEMU: `{peer_cmd}`") },
+        ],
+    };
+    let md = report.write()?;
+    println!("{}", report.markdown());
+    println!("xtask: wrote {}", md.display());
+    Ok(())
+}

@@ -5,10 +5,13 @@
 
 mod bench;
 mod build;
+mod peer_linux;
 mod qemu;
 mod results;
 mod runner;
+mod script;
 mod test;
+mod user;
 
 use anyhow::{bail, Result};
 use clap::{Parser, Subcommand};
@@ -31,7 +34,8 @@ enum Cmd {
         #[arg(long)]
         deny_warnings: bool,
     },
-    /// Build and boot Musubi in QEMU with the serial console on this terminal (Ctrl-C quits).
+    /// Build and boot Musubi (with the user programs' boot archive) in QEMU with the serial
+    /// console on this terminal (Ctrl-C quits), or drive its shell with a script.
     Run {
         /// Number of cores.
         #[arg(long, default_value_t = 4)]
@@ -48,6 +52,11 @@ enum Cmd {
         /// Wait for GDB on localhost:1234 before the first instruction.
         #[arg(long)]
         gdb: bool,
+        /// Type the shell commands in FILE (one per line; blank lines and # comments are
+        /// skipped), then `poweroff`. Fails if a command printed an `error: ` line, the
+        /// kernel stopped with FATAL, or QEMU did not exit cleanly.
+        #[arg(long, value_name = "FILE", conflicts_with = "gdb")]
+        script: Option<std::path::PathBuf>,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
@@ -67,11 +76,14 @@ enum Cmd {
     },
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot.
+        /// Which benchmark: boot, basics.
         name: String,
-        /// Repetitions per case.
+        /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
         runs: usize,
+        /// Also measure the peer in the same QEMU configuration: linux.
+        #[arg(long)]
+        peer: Option<String>,
     },
 }
 
@@ -95,6 +107,7 @@ fn run(cli: Cli) -> Result<()> {
             mem,
             deterministic,
             gdb,
+            script,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
@@ -102,12 +115,16 @@ fn run(cli: Cli) -> Result<()> {
             qemu::ensure()?;
             let kernel = build::kernel()?;
             let mut g = Guest::new(&kernel, smp, &cmdline);
+            g.initrd = Some(user::build_archive()?);
             g.mem_mib = mem;
             g.gdb = gdb;
             if deterministic {
                 g.mode = Mode::Deterministic;
             }
             eprintln!("xtask: {}", g.command_line());
+            if let Some(file) = script {
+                return script::run(&g, &file);
+            }
             if gdb {
                 eprintln!("xtask: QEMU waits for GDB; in another terminal run:");
                 eprintln!(
@@ -141,10 +158,19 @@ fn run(cli: Cli) -> Result<()> {
                 std::process::exit(1);
             }
         }
-        Cmd::Bench { name, runs } => match name.as_str() {
-            "boot" => bench::boot(runs.max(1))?,
-            other => bail!("unknown benchmark '{other}'; available: boot"),
-        },
+        Cmd::Bench { name, runs, peer } => {
+            let peer = match peer.as_deref() {
+                None => None,
+                Some("linux") => Some(bench::Peer::Linux),
+                Some(other) => bail!("unknown peer '{other}'; available: linux"),
+            };
+            match (name.as_str(), peer) {
+                ("boot", None) => bench::boot(runs.max(1))?,
+                ("boot", Some(_)) => bail!("the boot benchmark has no peer"),
+                ("basics", peer) => bench::basics(runs.max(1), peer)?,
+                (other, _) => bail!("unknown benchmark '{other}'; available: boot, basics"),
+            }
+        }
     }
     Ok(())
 }

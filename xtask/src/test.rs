@@ -8,7 +8,7 @@
 //! 4. Expected-fault tests: each in its own `-smp 2` boot; the kernel must stop with the
 //!    failure status and a report containing the expected text.
 
-use crate::qemu::{Guest, Mode};
+use crate::qemu::Guest;
 use crate::runner::{run_captured, symbolize, Captured};
 use abi::protocol;
 use anyhow::Result;
@@ -55,6 +55,12 @@ pub fn run(opts: &Options) -> Result<bool> {
     if opts.kernel {
         crate::qemu::ensure()?;
         let kernel = crate::build::kernel()?;
+        let archive = crate::user::build_archive()?;
+        let guest = |smp: usize, cmdline: &str| {
+            let mut g = Guest::new(&kernel, smp, cmdline);
+            g.initrd = Some(archive.clone());
+            g
+        };
         let mut fault_tests = Vec::new();
         for (label, smp, cpu_flags) in [
             ("smp1", 1, ""),
@@ -62,19 +68,28 @@ pub fn run(opts: &Options) -> Result<bool> {
             ("smp4", 4, ""),
             ("smp2-xapic", 2, "-x2apic"),
         ] {
-            let mut g = Guest::new(&kernel, smp, &format!("ktest={}", opts.filter));
+            let mut g = guest(smp, &format!("ktest={}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
             let found = kernel_suite(&mut t, &g, label, &kernel, opts.verbose)?;
             if fault_tests.is_empty() {
                 fault_tests = found;
             }
         }
-        boot_checks(&mut t, &kernel, opts.verbose)?;
+        boot_checks(&mut t, &guest, opts.verbose)?;
         for (name, expect) in fault_tests
             .iter()
             .filter(|(n, _)| opts.filter == "all" || n.contains(&opts.filter))
         {
-            fault_test(&mut t, &kernel, name, expect, opts.verbose)?;
+            fault_test(
+                &mut t,
+                &guest(2, &format!("ktest={name}")),
+                name,
+                expect,
+                opts.verbose,
+            )?;
+        }
+        if opts.filter == "all" {
+            shell_script(&mut t, &guest(2, ""))?;
         }
     }
     println!();
@@ -215,7 +230,7 @@ fn summary_field(c: &Captured, key: &str) -> Option<u64> {
 }
 
 /// Boots that must power off cleanly with the right number of cores.
-fn boot_checks(t: &mut Tally, kernel: &Path, verbose: bool) -> Result<()> {
+fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: bool) -> Result<()> {
     println!("xtask: boot checks");
     let cases: [(&str, usize, &str, u64, u64); 5] = [
         ("boot::poweroff_1_core", 1, "poweroff", 1, 1),
@@ -231,7 +246,7 @@ fn boot_checks(t: &mut Tally, kernel: &Path, verbose: bool) -> Result<()> {
         ),
     ];
     for (name, smp, cmdline, online, madt) in cases {
-        let c = run_captured(&Guest::new(kernel, smp, cmdline), BOOT_LIMIT, verbose)?;
+        let c = run_captured(&guest(smp, cmdline), BOOT_LIMIT, verbose)?;
         let got = (
             summary_field(&c, "cores_online"),
             summary_field(&c, "cores_in_madt"),
@@ -261,11 +276,9 @@ fn boot_checks(t: &mut Tally, kernel: &Path, verbose: bool) -> Result<()> {
 }
 
 /// One expected-fault test in its own boot.
-fn fault_test(t: &mut Tally, kernel: &Path, name: &str, expect: &str, verbose: bool) -> Result<()> {
+fn fault_test(t: &mut Tally, g: &Guest, name: &str, expect: &str, verbose: bool) -> Result<()> {
     let label = format!("[fault] {name}");
-    let mut g = Guest::new(kernel, 2, &format!("ktest={name}"));
-    g.mode = Mode::Parallel;
-    let c = run_captured(&g, BOOT_LIMIT, verbose)?;
+    let c = run_captured(g, BOOT_LIMIT, verbose)?;
     let text = c.lines.join("\n");
     let missing: Vec<&str> = expect
         .split('|')
@@ -287,6 +300,17 @@ fn fault_test(t: &mut Tally, kernel: &Path, name: &str, expect: &str, verbose: b
         t.fail(&label, &format!("report lacks {missing:?}\n{}", c.tail(16)));
     } else {
         t.pass(&label);
+    }
+    Ok(())
+}
+
+/// The shell, driven by `user/shell/smoke.script` like a person at the console.
+fn shell_script(t: &mut Tally, g: &Guest) -> Result<()> {
+    let file = crate::build::workspace_root().join("user/shell/smoke.script");
+    println!("xtask: shell script {}", file.display());
+    match crate::script::run(g, &file) {
+        Ok(()) => t.pass("[shell] user/shell/smoke.script"),
+        Err(e) => t.fail("[shell] user/shell/smoke.script", &format!("{e:#}")),
     }
     Ok(())
 }

@@ -25,7 +25,10 @@ pub struct StackSlots {
 
 impl StackSlots {
     pub const fn new() -> Self {
-        StackSlots { next: 0, free: alloc::vec::Vec::new() }
+        StackSlots {
+            next: 0,
+            free: alloc::vec::Vec::new(),
+        }
     }
 }
 
@@ -86,7 +89,11 @@ pub fn alloc(pages: u64) -> Option<KStack> {
 /// Unmap a stack made by [`alloc`] on this core and give its frames and stride back.
 pub fn free(stack: KStack) {
     let me = current_core();
-    assert_eq!(owner_of(stack.bottom), Some(me), "kernel stack freed on the wrong core");
+    assert_eq!(
+        owner_of(stack.bottom),
+        Some(me),
+        "kernel stack freed on the wrong core"
+    );
     let root = paging::kernel_root();
     let mut v = stack.bottom;
     while v < stack.top {

@@ -44,8 +44,15 @@ pub fn spawn(name: &str, args: &[&str], priority: Priority, parent: Pid) -> Resu
 }
 
 /// Start `image` (an ELF executable) as a process called `name` on this core.
-pub fn spawn_image(name: &str, image: &[u8], args: &[&str], priority: Priority, parent: Pid) -> Result<Pid, Error> {
-    let name: heapless::String<MAX_NAME> = heapless::String::try_from(name).map_err(|_| Error::TooLong)?;
+pub fn spawn_image(
+    name: &str,
+    image: &[u8],
+    args: &[&str],
+    priority: Priority,
+    parent: Pid,
+) -> Result<Pid, Error> {
+    let name: heapless::String<MAX_NAME> =
+        heapless::String::try_from(name).map_err(|_| Error::TooLong)?;
     let plan = elfload::plan(image).map_err(|e| {
         log::warn!("spawn {name}: refused: {e}");
         Error::BadExecutable
@@ -53,7 +60,12 @@ pub fn spawn_image(name: &str, image: &[u8], args: &[&str], priority: Priority, 
     let mut vs = VSpace::new()?;
     for seg in &plan.segments {
         let (first, end) = seg.pages();
-        vs.map_zeroed(first, (end - first) / PAGE_SIZE, seg.writable, seg.executable)?;
+        vs.map_zeroed(
+            first,
+            (end - first) / PAGE_SIZE,
+            seg.writable,
+            seg.executable,
+        )?;
         let bytes = &image[seg.file_offset as usize..(seg.file_offset + seg.file_size) as usize];
         vs.load(seg.vaddr, bytes)?;
     }
@@ -94,10 +106,16 @@ pub fn spawn_image(name: &str, image: &[u8], args: &[&str], priority: Priority, 
         if let Some(p) = s.processes.get_mut(&serial) {
             p.thread = tid;
         }
-        percore::this().stats.processes.store(s.processes.len() as u64, Ordering::Relaxed);
+        percore::this()
+            .stats
+            .processes
+            .store(s.processes.len() as u64, Ordering::Relaxed);
         Ok(pid)
     })?;
-    log::debug!("spawned {pid} ({})", crate::proc::name_of(pid).unwrap_or_default());
+    log::debug!(
+        "spawned {pid} ({})",
+        crate::proc::name_of(pid).unwrap_or_default()
+    );
     Ok(pid)
 }
 
@@ -141,28 +159,76 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
     let vspace = p.vspace.take();
     let parent = p.parent;
     let thread = p.thread;
-    // The address space may be the active one (the process is ending itself).
-    // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
-    unsafe { crate::arch::x86_64::paging::activate(crate::arch::x86_64::paging::kernel_root()) };
+    // If the process is ending itself its address space is the active one: leave it for
+    // the kernel's tables first. (Another process's death must not touch the caller's.)
+    use crate::arch::x86_64::paging;
+    if vspace
+        .as_ref()
+        .is_some_and(|v| v.root() == paging::active_root())
+    {
+        // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
+        unsafe { paging::activate(paging::kernel_root()) };
+    }
     drop(vspace);
     // Orphans: children of the dead process are reaped by nobody; let them go when done.
-    for child in s.processes.values_mut().filter(|c| c.parent == Pid::new(current_core(), serial)) {
+    for child in s
+        .processes
+        .values_mut()
+        .filter(|c| c.parent == Pid::new(current_core(), serial))
+    {
         child.parent = Pid(0);
     }
     if parent.core() == current_core() {
         if let Some(pp) = s.processes.get(&parent.serial()) {
             let waiter = pp.thread;
-            if s.thread(waiter).is_some_and(|t| t.state == ThreadState::Blocked(Block::Wait)) {
+            if s.thread(waiter)
+                .is_some_and(|t| t.state == ThreadState::Blocked(Block::Wait))
+            {
                 s.wake(waiter);
             }
         }
     }
-    // Nobody will wait for an orphan: forget it now.
+    // Nobody will wait for a child of the kernel: forget it now.
     if parent == Pid(0) {
         s.processes.remove(&serial);
+        percore::this()
+            .stats
+            .boot_programs
+            .fetch_sub(1, Ordering::Relaxed);
     }
-    percore::this().stats.processes.store(s.processes.len() as u64, Ordering::Relaxed);
+    percore::this()
+        .stats
+        .processes
+        .store(s.processes.len() as u64, Ordering::Relaxed);
     Some(thread)
+}
+
+/// Parent id of processes the in-kernel tests start: their zombies stay until
+/// [`take_status`] collects them (children of the kernel itself, `Pid(0)`, are forgotten
+/// when they end).
+pub const TEST_PARENT: Pid = Pid::new(0, u32::MAX);
+
+/// How process `pid` (on this core) ended, if it has; removes the record (like WAIT, for
+/// kernel callers).
+pub fn take_status(pid: Pid) -> Option<WaitStatus> {
+    sched::with(|s| {
+        let status = s.processes.get(&pid.serial())?.ended?;
+        s.processes.remove(&pid.serial());
+        percore::this()
+            .stats
+            .processes
+            .store(s.processes.len() as u64, Ordering::Relaxed);
+        Some(status)
+    })
+}
+
+/// Has process `pid` (on this core) ended, or is it unknown?
+pub fn has_ended(pid: Pid) -> bool {
+    sched::with(|s| {
+        s.processes
+            .get(&pid.serial())
+            .is_none_or(|p| p.ended.is_some())
+    })
 }
 
 /// The running process ends with `status` (exit, fault, or kill of itself).
@@ -180,7 +246,10 @@ pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
     let (pid, name) = sched::with(|s| {
         let serial = s.current_process().unwrap_or(0);
         let p = s.processes.get(&serial);
-        (Pid::new(current_core(), serial), p.map(|p| p.name.clone()).unwrap_or_default())
+        (
+            Pid::new(current_core(), serial),
+            p.map(|p| p.name.clone()).unwrap_or_default(),
+        )
     });
     let what = crate::arch::x86_64::trap::exception_name(frame.vector);
     let address = if frame.vector == 14 { cr2 } else { 0 };
@@ -190,14 +259,22 @@ pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
         frame.rip,
         frame.error_code
     );
-    exit_current(WaitStatus { how: abi::ENDED_FAULT, code: frame.vector, address, rip: frame.rip })
+    exit_current(WaitStatus {
+        how: abi::ENDED_FAULT,
+        code: frame.vector,
+        address,
+        rip: frame.rip,
+    })
 }
 
 /// WAIT: collect an ended child (`pid` or any if `Pid(0)`), blocking until one ends.
 pub fn wait(pid: Pid) -> Result<(Pid, WaitStatus), Error> {
     loop {
         let r = sched::with(|s| {
-            let me = Pid::new(current_core(), s.current_process().ok_or(Error::NoSuchProcess)?);
+            let me = Pid::new(
+                current_core(),
+                s.current_process().ok_or(Error::NoSuchProcess)?,
+            );
             let children: Vec<u32> = s
                 .processes
                 .values()
@@ -210,7 +287,10 @@ pub fn wait(pid: Pid) -> Result<(Pid, WaitStatus), Error> {
             for serial in children {
                 if let Some(status) = s.processes.get(&serial).and_then(|c| c.ended) {
                     let child = s.processes.remove(&serial).map(|c| c.pid).unwrap_or(Pid(0));
-                    percore::this().stats.processes.store(s.processes.len() as u64, Ordering::Relaxed);
+                    percore::this()
+                        .stats
+                        .processes
+                        .store(s.processes.len() as u64, Ordering::Relaxed);
                     return Ok(Some((child, status)));
                 }
             }
@@ -228,7 +308,10 @@ pub fn kill(pid: Pid) -> Result<(), Error> {
     if pid.core() != current_core() {
         return Err(Error::NotLocal);
     }
-    let killed = WaitStatus { how: abi::ENDED_KILLED, ..WaitStatus::default() };
+    let killed = WaitStatus {
+        how: abi::ENDED_KILLED,
+        ..WaitStatus::default()
+    };
     let outcome = sched::with(|s| {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
         if p.ended.is_some() {
@@ -255,7 +338,10 @@ pub fn grow_heap(bytes: u64) -> Result<u64, Error> {
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
         let old = p.heap_end;
         let pages = bytes.div_ceil(PAGE_SIZE);
-        let new_end = old.checked_add(pages * PAGE_SIZE).filter(|&e| e <= HEAP_LIMIT).ok_or(Error::NoMemory)?;
+        let new_end = old
+            .checked_add(pages * PAGE_SIZE)
+            .filter(|&e| e <= HEAP_LIMIT)
+            .ok_or(Error::NoMemory)?;
         let vs = p.vspace.as_mut().ok_or(Error::NoSuchProcess)?;
         vs.map_zeroed(old, pages, true, false)?;
         p.heap_end = new_end;
@@ -267,14 +353,21 @@ pub fn grow_heap(bytes: u64) -> Result<u64, Error> {
 pub fn with_current_vspace<R>(f: impl FnOnce(&VSpace) -> Result<R, Error>) -> Result<R, Error> {
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
-        let vs = s.processes.get(&serial).and_then(|p| p.vspace.as_ref()).ok_or(Error::NoSuchProcess)?;
+        let vs = s
+            .processes
+            .get(&serial)
+            .and_then(|p| p.vspace.as_ref())
+            .ok_or(Error::NoSuchProcess)?;
         f(vs)
     })
 }
 
 /// The running process's pid.
 pub fn current_pid() -> Option<Pid> {
-    sched::with(|s| s.current_process().map(|serial| Pid::new(current_core(), serial)))
+    sched::with(|s| {
+        s.current_process()
+            .map(|serial| Pid::new(current_core(), serial))
+    })
 }
 
 /// Records for PROCESSES: this core's processes.

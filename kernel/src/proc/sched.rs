@@ -76,6 +76,10 @@ pub struct Sched {
     slice_used: u32,
     /// When the current thread started running (TSC), for CPU-time accounting.
     ran_since: u64,
+    /// The idle context is waiting for a condition (`run_until` with a deadline): give it
+    /// the core back at every tick so it can look, even if threads are always ready.
+    idle_polls: bool,
+    return_to_idle: bool,
 }
 
 impl Sched {
@@ -93,6 +97,8 @@ impl Sched {
             need_resched: false,
             slice_used: 0,
             ran_since: 0,
+            idle_polls: false,
+            return_to_idle: false,
         }
     }
 
@@ -104,7 +110,9 @@ impl Sched {
 
     /// The running thread's process serial.
     pub fn current_process(&self) -> Option<u32> {
-        self.current.and_then(|t| self.threads.get(&t)).map(|t| t.process)
+        self.current
+            .and_then(|t| self.threads.get(&t))
+            .map(|t| t.process)
     }
 
     /// The running thread.
@@ -117,13 +125,25 @@ impl Sched {
     }
 
     /// Create a thread of process `process` that enters user mode with `frame`.
-    pub fn add_thread(&mut self, process: u32, priority: Priority, frame: &TrapFrame) -> Option<u32> {
+    pub fn add_thread(
+        &mut self,
+        process: u32,
+        priority: Priority,
+        frame: &TrapFrame,
+    ) -> Option<u32> {
         let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
         // SAFETY: a fresh, mapped kernel stack nobody else uses.
         let rsp = unsafe { context::prepare_user_entry(kstack.top, frame) };
         let id = self.next_thread;
         self.next_thread += 1;
-        let t = Thread { id, process, priority, state: ThreadState::Ready, rsp, kstack };
+        let t = Thread {
+            id,
+            process,
+            priority,
+            state: ThreadState::Ready,
+            rsp,
+            kstack,
+        };
         self.threads.insert(id, Box::new(t));
         self.ready[priority as usize].push_back(id);
         self.note_wakeup(priority);
@@ -143,7 +163,9 @@ impl Sched {
 
     /// Make a blocked thread ready.
     pub fn wake(&mut self, id: u32) {
-        let Some(t) = self.threads.get_mut(&id) else { return };
+        let Some(t) = self.threads.get_mut(&id) else {
+            return;
+        };
         if let ThreadState::Blocked(_) = t.state {
             t.state = ThreadState::Ready;
             let p = t.priority;
@@ -167,7 +189,10 @@ impl Sched {
 
     /// A thread of priority `p` became ready: preempt the current one if it is lower.
     fn note_wakeup(&mut self, p: Priority) {
-        let current = self.current.and_then(|c| self.threads.get(&c)).map(|t| t.priority);
+        let current = self
+            .current
+            .and_then(|c| self.threads.get(&c))
+            .map(|t| t.priority);
         if current.is_none_or(|c| p < c) {
             self.need_resched = true;
         }
@@ -195,7 +220,10 @@ impl Sched {
 
     /// Threads in each state, for `ps`.
     pub fn thread_state_of(&self, process: u32) -> Option<ThreadState> {
-        self.threads.values().find(|t| t.process == process).map(|t| t.state)
+        self.threads
+            .values()
+            .find(|t| t.process == process)
+            .map(|t| t.state)
     }
 }
 
@@ -236,7 +264,12 @@ fn switch_away(current_goes: Option<ThreadState>) {
             (Some(_), None) => &mut s.dead_rsp,
             (None, _) => &mut s.idle_rsp,
         };
-        let next = s.pick();
+        let next = if s.return_to_idle && me.is_some() {
+            None
+        } else {
+            s.pick()
+        };
+        s.return_to_idle = false;
         s.need_resched = false;
         s.slice_used = 0;
         s.current = next;
@@ -244,10 +277,24 @@ fn switch_away(current_goes: Option<ThreadState>) {
             Some(id) => {
                 let t = s.threads.get_mut(&id).expect("ready thread exists");
                 t.state = ThreadState::Running;
-                let root = s.processes.get(&t.process).and_then(|p| p.vspace.as_ref()).map_or(paging::kernel_root(), |v| v.root());
-                SwitchPlan { save, next_rsp: t.rsp, root, kstack_top: Some(t.kstack.top) }
+                let root = s
+                    .processes
+                    .get(&t.process)
+                    .and_then(|p| p.vspace.as_ref())
+                    .map_or(paging::kernel_root(), |v| v.root());
+                SwitchPlan {
+                    save,
+                    next_rsp: t.rsp,
+                    root,
+                    kstack_top: Some(t.kstack.top),
+                }
             }
-            None => SwitchPlan { save, next_rsp: s.idle_rsp, root: paging::kernel_root(), kstack_top: None },
+            None => SwitchPlan {
+                save,
+                next_rsp: s.idle_rsp,
+                root: paging::kernel_root(),
+                kstack_top: None,
+            },
         }
     });
     if let Some(top) = plan.kstack_top {
@@ -271,8 +318,14 @@ fn free_dead_stacks() {
         if s.dead_stacks.is_empty() {
             return Vec::new();
         }
-        let keep_current = s.current.and_then(|c| s.threads.get(&c)).map(|t| t.kstack.bottom);
-        let (dead, keep): (Vec<KStack>, Vec<KStack>) = s.dead_stacks.drain(..).partition(|k| Some(k.bottom) != keep_current);
+        let keep_current = s
+            .current
+            .and_then(|c| s.threads.get(&c))
+            .map(|t| t.kstack.bottom);
+        let (dead, keep): (Vec<KStack>, Vec<KStack>) = s
+            .dead_stacks
+            .drain(..)
+            .partition(|k| Some(k.bottom) != keep_current);
         s.dead_stacks = keep;
         dead
     });
@@ -289,7 +342,10 @@ pub fn block(why: Block) {
 /// Let other ready threads of the same or higher priority run.
 pub fn yield_now() {
     let others = with(|s| {
-        let p = s.current.and_then(|c| s.threads.get(&c)).map(|t| t.priority);
+        let p = s
+            .current
+            .and_then(|c| s.threads.get(&c))
+            .map(|t| t.priority);
         p.is_some_and(|p| s.has_ready_at_or_above(p))
     });
     if others {
@@ -328,6 +384,10 @@ pub fn on_tick(from_user: bool) {
             None => {
                 core.stats.idle_ticks.fetch_add(1, Ordering::Relaxed);
             }
+            Some(_) if s.idle_polls => {
+                s.need_resched = true;
+                s.return_to_idle = true;
+            }
             Some(c) if from_user => {
                 s.slice_used += 1;
                 let p = s.threads.get(&c).map_or(Priority::App, |t| t.priority);
@@ -345,13 +405,13 @@ pub fn on_tick(from_user: bool) {
 /// every core ends its boot in `run_until(u64::MAX, || false)`.
 pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
     let deadline = time::now_ns().saturating_add(timeout_ns);
+    let polls = timeout_ns != u64::MAX;
     loop {
-        if done() {
-            return true;
+        if done() || time::now_ns() >= deadline {
+            with(|s| s.idle_polls = false);
+            return done();
         }
-        if time::now_ns() >= deadline {
-            return false;
-        }
+        with(|s| s.idle_polls = polls);
         let has_work = with(|s| {
             debug_assert!(s.current.is_none(), "run_until called from a thread");
             s.ready.iter().any(|q| !q.is_empty())

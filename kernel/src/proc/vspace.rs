@@ -48,8 +48,16 @@ impl VSpace {
     }
 
     /// Map `count` fresh zeroed pages at `vaddr` (page-aligned, in the user half).
-    pub fn map_zeroed(&mut self, vaddr: u64, count: u64, writable: bool, executable: bool) -> Result<(), Error> {
-        let end = vaddr.checked_add(count * PAGE_SIZE).ok_or(Error::InvalidArgument)?;
+    pub fn map_zeroed(
+        &mut self,
+        vaddr: u64,
+        count: u64,
+        writable: bool,
+        executable: bool,
+    ) -> Result<(), Error> {
+        let end = vaddr
+            .checked_add(count * PAGE_SIZE)
+            .ok_or(Error::InvalidArgument)?;
         if vaddr % PAGE_SIZE != 0 || !is_user_half(vaddr) || !is_user_half(end - 1) {
             return Err(Error::InvalidArgument);
         }
@@ -65,10 +73,22 @@ impl VSpace {
             paging::zero_frame(frame);
             // SAFETY: this address space is owned by the calling core's process table, the
             // address is in the user half, and the frame is fresh.
-            let r = unsafe { paging::map_4k(self.root, vaddr + i * PAGE_SIZE, frame, flags, &mut frames::alloc) };
+            let r = unsafe {
+                paging::map_4k(
+                    self.root,
+                    vaddr + i * PAGE_SIZE,
+                    frame,
+                    flags,
+                    &mut frames::alloc,
+                )
+            };
             if r.is_err() {
                 let _ = frames::free(frame);
-                return Err(if r == Err(paging::MapError::NoMemory) { Error::NoMemory } else { Error::InvalidArgument });
+                return Err(if r == Err(paging::MapError::NoMemory) {
+                    Error::NoMemory
+                } else {
+                    Error::InvalidArgument
+                });
             }
             self.pages += 1;
         }
@@ -78,7 +98,13 @@ impl VSpace {
     /// Walk `len` bytes at user address `uaddr` page by page, calling `f(phys, offset, n)`
     /// for each piece; fails without calling `f` for any piece if a page is missing or
     /// lacks the access.
-    fn pieces(&self, uaddr: u64, len: usize, write: bool, mut f: impl FnMut(u64, usize, usize)) -> Result<(), Error> {
+    fn pieces(
+        &self,
+        uaddr: u64,
+        len: usize,
+        write: bool,
+        mut f: impl FnMut(u64, usize, usize),
+    ) -> Result<(), Error> {
         if len == 0 {
             return Ok(());
         }
@@ -110,7 +136,13 @@ impl VSpace {
         self.pieces(uaddr, len, false, |phys, off, n| {
             // SAFETY: `phys..phys+n` is a user page of this address space (checked), mapped
             // in the direct map; `out[off..off+n]` is in bounds by construction.
-            unsafe { core::ptr::copy_nonoverlapping(phys_to_virt(phys) as *const u8, out[off..].as_mut_ptr(), n) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    phys_to_virt(phys) as *const u8,
+                    out[off..].as_mut_ptr(),
+                    n,
+                )
+            };
         })
     }
 
@@ -118,7 +150,13 @@ impl VSpace {
     pub fn copy_out(&self, uaddr: u64, data: &[u8]) -> Result<(), Error> {
         self.pieces(uaddr, data.len(), true, |phys, off, n| {
             // SAFETY: as in `copy_in`, and the page is writable by the user.
-            unsafe { core::ptr::copy_nonoverlapping(data[off..].as_ptr(), phys_to_virt(phys) as *mut u8, n) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    data[off..].as_ptr(),
+                    phys_to_virt(phys) as *mut u8,
+                    n,
+                )
+            };
         })
     }
 
@@ -128,14 +166,22 @@ impl VSpace {
         self.pieces(uaddr, data.len(), false, |phys, off, n| {
             // SAFETY: a user page of this address space (checked), written through the
             // direct map before the process runs.
-            unsafe { core::ptr::copy_nonoverlapping(data[off..].as_ptr(), phys_to_virt(phys) as *mut u8, n) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    data[off..].as_ptr(),
+                    phys_to_virt(phys) as *mut u8,
+                    n,
+                )
+            };
         })
     }
 
     /// Copy a plain-data value to user memory.
     pub fn write_value<T: Copy>(&self, uaddr: u64, value: &T) -> Result<(), Error> {
         // SAFETY: T is Copy plain data (the abi records), viewed as its bytes.
-        let bytes = unsafe { core::slice::from_raw_parts(value as *const T as *const u8, core::mem::size_of::<T>()) };
+        let bytes = unsafe {
+            core::slice::from_raw_parts(value as *const T as *const u8, core::mem::size_of::<T>())
+        };
         self.copy_out(uaddr, bytes)
     }
 }
@@ -143,10 +189,17 @@ impl VSpace {
 impl Drop for VSpace {
     /// Free every user frame and every page-table frame of the lower half, then the root.
     fn drop(&mut self) {
-        debug_assert!(paging::active_root() != self.root, "dropping the active address space");
+        debug_assert!(
+            paging::active_root() != self.root,
+            "dropping the active address space"
+        );
         // SAFETY: nobody runs on this address space any more (the owner switched away);
         // the lower-half tables were built by `map_4k` from this core's pool.
-        unsafe { paging::free_lower_half(self.root, &mut |f| { let _ = frames::free(f); }) };
+        unsafe {
+            paging::free_lower_half(self.root, &mut |f| {
+                let _ = frames::free(f);
+            })
+        };
         let _ = frames::free(self.root);
     }
 }

@@ -7,6 +7,7 @@ mod faults;
 mod interrupts;
 mod memory;
 mod platform;
+mod process;
 
 use crate::smp;
 

@@ -15,15 +15,21 @@
 
 use core::arch::asm;
 
-/// `memcpy`: copy `n` bytes forward.
+/// `memcpy`: copy `n` bytes forward, eight at a time, then the rest.
+///
+/// Quadwords matter under QEMU's `-icount`, which counts each `rep` iteration as an
+/// instruction: a 4 KiB copy is 512 instructions with `movsq` and 4,096 with `movsb`.
 ///
 /// # Safety
 /// `dst` and `src` valid for `n` bytes and not overlapping.
 #[inline]
 pub unsafe fn copy_forward(dst: *mut u8, src: *const u8, n: usize) {
-    // SAFETY: the caller passes valid ranges of `n` bytes.
+    // SAFETY: the caller passes valid ranges of `n` bytes; the quadword pass copies the
+    // first n & !7 bytes and the byte pass the rest, in increasing address order.
     unsafe {
-        asm!("rep movsb", inout("rdi") dst => _, inout("rsi") src => _, inout("rcx") n => _,
+        asm!("rep movsq", "mov rcx, {rest}", "rep movsb",
+             rest = in(reg) n % 8,
+             inout("rdi") dst => _, inout("rsi") src => _, inout("rcx") n / 8 => _,
              options(nostack, preserves_flags));
     }
 }
@@ -49,15 +55,19 @@ pub unsafe fn copy_overlapping(dst: *mut u8, src: *const u8, n: usize) {
     }
 }
 
-/// `memset`: fill `n` bytes with `c`.
+/// `memset`: fill `n` bytes with `c`, eight at a time, then the rest.
 ///
 /// # Safety
 /// `dst` valid for `n` bytes.
 #[inline]
 pub unsafe fn fill(dst: *mut u8, c: u8, n: usize) {
-    // SAFETY: the caller passes a valid range of `n` bytes.
+    let pattern = u64::from(c) * 0x0101_0101_0101_0101;
+    // SAFETY: the caller passes a valid range of `n` bytes; `stosq` writes the first
+    // n & !7 bytes, `stosb` (with al = c, the low byte of the pattern) the rest.
     unsafe {
-        asm!("rep stosb", inout("rdi") dst => _, inout("rcx") n => _, in("al") c,
+        asm!("rep stosq", "mov rcx, {rest}", "rep stosb",
+             rest = in(reg) n % 8,
+             inout("rdi") dst => _, inout("rcx") n / 8 => _, in("rax") pattern,
              options(nostack, preserves_flags));
     }
 }
@@ -151,7 +161,7 @@ mod tests {
 
     #[test]
     fn copy_and_fill() {
-        for n in [0, 1, 7, 64, 4097] {
+        for n in [0, 1, 7, 8, 9, 15, 16, 64, 4095, 4096, 4097] {
             let src = pattern(n);
             let mut dst = std::vec![0u8; n];
             // SAFETY: both buffers hold n bytes.

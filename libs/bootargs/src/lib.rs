@@ -75,8 +75,14 @@ fn parse_start(v: &str) -> Option<Start<'_>> {
     let core: usize = core.parse().ok().filter(|&c| c < MAX_SMP)?;
     let (program, args) = rest.split_once(',').unwrap_or((rest, ""));
     let valid = !program.is_empty()
-        && program.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-    valid.then_some(Start { core, program, args })
+        && program
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    valid.then_some(Start {
+        core,
+        program,
+        args,
+    })
 }
 
 /// Something on the command line that was ignored, and why.
@@ -118,8 +124,16 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
             ("noshell", None) => args.shell = false,
             ("start", Some(v)) => match parse_start(v) {
                 Some(s) if args.starts.push(s).is_ok() => {}
-                Some(_) => warn(Warning::BadValue { key, value: v, expected: "at most 16 start= words" }),
-                None => warn(Warning::BadValue { key, value: v, expected: "CORE:PROGRAM[,ARG...]" }),
+                Some(_) => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "at most 16 start= words",
+                }),
+                None => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "CORE:PROGRAM[,ARG...]",
+                }),
             },
             ("smp", Some(v)) => match v.parse::<usize>() {
                 Ok(n) if (1..=MAX_SMP).contains(&n) => args.smp = Some(n),
@@ -238,7 +252,9 @@ mod tests {
         assert_eq!((a.starts[0].core, a.starts[0].program), (1, "hello"));
         assert_eq!(a.starts[0].args().count(), 0);
         assert_eq!(a.starts[1].args().collect::<Vec<_>>(), ["x", "y"]);
-        let (a, w) = parse_collect("start=x:hello start=1: start=1 start=99:hello start=1:../etc start=1:ok");
+        let (a, w) = parse_collect(
+            "start=x:hello start=1: start=1 start=99:hello start=1:../etc start=1:ok",
+        );
         assert_eq!(w.len(), 5);
         assert_eq!(a.starts.len(), 1);
     }

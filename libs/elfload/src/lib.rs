@@ -45,7 +45,10 @@ pub struct Segment {
 impl Segment {
     /// First page and one past the last page the segment touches.
     pub fn pages(&self) -> (u64, u64) {
-        (self.vaddr & !(PAGE - 1), (self.vaddr + self.mem_size).next_multiple_of(PAGE))
+        (
+            self.vaddr & !(PAGE - 1),
+            (self.vaddr + self.mem_size).next_multiple_of(PAGE),
+        )
     }
 }
 
@@ -128,17 +131,28 @@ pub fn plan(file: &[u8]) -> Result<LoadPlan, LoadError> {
         .checked_mul(count)
         .and_then(|n| n.checked_add(header.e_phoff as usize))
         .ok_or(LoadError::BadProgramHeaders)?;
-    if count == 0 || usize::from(header.e_phentsize) != ProgramHeader::size(Ctx::new(Container::Big, Endian::Little)) || table_end > file.len() {
-        return Err(if count == 0 { LoadError::SegmentCount } else { LoadError::BadProgramHeaders });
+    if count == 0
+        || usize::from(header.e_phentsize)
+            != ProgramHeader::size(Ctx::new(Container::Big, Endian::Little))
+        || table_end > file.len()
+    {
+        return Err(if count == 0 {
+            LoadError::SegmentCount
+        } else {
+            LoadError::BadProgramHeaders
+        });
     }
     let ctx = Ctx::new(Container::Big, Endian::Little);
-    let headers = ProgramHeader::parse(file, header.e_phoff as usize, count, ctx).map_err(|_| LoadError::BadProgramHeaders)?;
+    let headers = ProgramHeader::parse(file, header.e_phoff as usize, count, ctx)
+        .map_err(|_| LoadError::BadProgramHeaders)?;
 
     let mut segments: heapless::Vec<Segment, MAX_SEGMENTS> = heapless::Vec::new();
     for ph in &headers {
         match ph.p_type {
             PT_INTERP => return Err(LoadError::NotStaticExecutable),
-            PT_LOAD if ph.p_memsz > 0 => segments.push(segment(ph, file.len() as u64)?).map_err(|_| LoadError::SegmentCount)?,
+            PT_LOAD if ph.p_memsz > 0 => segments
+                .push(segment(ph, file.len() as u64)?)
+                .map_err(|_| LoadError::SegmentCount)?,
             _ => {}
         }
     }
@@ -155,19 +169,36 @@ pub fn plan(file: &[u8]) -> Result<LoadPlan, LoadError> {
         }
     }
     let entry = header.e_entry;
-    if !segments.iter().any(|s| s.executable && (s.vaddr..s.vaddr + s.mem_size).contains(&entry)) {
+    if !segments
+        .iter()
+        .any(|s| s.executable && (s.vaddr..s.vaddr + s.mem_size).contains(&entry))
+    {
         return Err(LoadError::BadEntry);
     }
-    let end = segments.iter().map(|s| s.pages().1).max().unwrap_or(USER_MIN);
-    Ok(LoadPlan { entry, segments, end })
+    let end = segments
+        .iter()
+        .map(|s| s.pages().1)
+        .max()
+        .unwrap_or(USER_MIN);
+    Ok(LoadPlan {
+        entry,
+        segments,
+        end,
+    })
 }
 
 fn segment(ph: &ProgramHeader, file_len: u64) -> Result<Segment, LoadError> {
-    let file_end = ph.p_offset.checked_add(ph.p_filesz).ok_or(LoadError::SegmentOutsideFile)?;
+    let file_end = ph
+        .p_offset
+        .checked_add(ph.p_filesz)
+        .ok_or(LoadError::SegmentOutsideFile)?;
     if file_end > file_len || ph.p_filesz > ph.p_memsz {
         return Err(LoadError::SegmentOutsideFile);
     }
-    let mem_end = ph.p_vaddr.checked_add(ph.p_memsz).ok_or(LoadError::SegmentOutsideUserRange)?;
+    let mem_end = ph
+        .p_vaddr
+        .checked_add(ph.p_memsz)
+        .ok_or(LoadError::SegmentOutsideUserRange)?;
     if ph.p_vaddr < USER_MIN || mem_end > USER_MAX {
         return Err(LoadError::SegmentOutsideUserRange);
     }
@@ -179,7 +210,14 @@ fn segment(ph: &ProgramHeader, file_len: u64) -> Result<Segment, LoadError> {
         return Err(LoadError::WritableAndExecutable);
     }
     let _readable = ph.p_flags & PF_R != 0; // x86 pages are always readable
-    Ok(Segment { vaddr: ph.p_vaddr, mem_size: ph.p_memsz, file_offset: ph.p_offset, file_size: ph.p_filesz, writable, executable })
+    Ok(Segment {
+        vaddr: ph.p_vaddr,
+        mem_size: ph.p_memsz,
+        file_offset: ph.p_offset,
+        file_size: ph.p_filesz,
+        writable,
+        executable,
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,15 @@ struct Seg {
 }
 
 fn seg(vaddr: u64, offset: u64, size: u64, flags: u32) -> Seg {
-    Seg { vaddr, offset, filesz: size, memsz: size, flags, ptype: PT_LOAD, align: 0x1000 }
+    Seg {
+        vaddr,
+        offset,
+        filesz: size,
+        memsz: size,
+        flags,
+        ptype: PT_LOAD,
+        align: 0x1000,
+    }
 }
 
 /// A 64-bit x86_64 ET_EXEC image with the given segments and entry; file is 0x3000 bytes.
@@ -23,9 +31,12 @@ fn image(segs: &[Seg], entry: u64) -> Vec<u8> {
     f[4] = 2; // ELFCLASS64
     f[5] = 1; // little endian
     f[6] = 1; // version
-    let put16 = |f: &mut Vec<u8>, at: usize, v: u16| f[at..at + 2].copy_from_slice(&v.to_le_bytes());
-    let put32 = |f: &mut Vec<u8>, at: usize, v: u32| f[at..at + 4].copy_from_slice(&v.to_le_bytes());
-    let put64 = |f: &mut Vec<u8>, at: usize, v: u64| f[at..at + 8].copy_from_slice(&v.to_le_bytes());
+    let put16 =
+        |f: &mut Vec<u8>, at: usize, v: u16| f[at..at + 2].copy_from_slice(&v.to_le_bytes());
+    let put32 =
+        |f: &mut Vec<u8>, at: usize, v: u32| f[at..at + 4].copy_from_slice(&v.to_le_bytes());
+    let put64 =
+        |f: &mut Vec<u8>, at: usize, v: u64| f[at..at + 8].copy_from_slice(&v.to_le_bytes());
     put16(&mut f, 16, ET_EXEC);
     put16(&mut f, 18, EM_X86_64);
     put32(&mut f, 20, 1);
@@ -49,7 +60,13 @@ fn image(segs: &[Seg], entry: u64) -> Vec<u8> {
 }
 
 fn good_segments() -> Vec<Seg> {
-    vec![seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X), Seg { memsz: 0x3000, ..seg(0x40_2000, 0x2000, 0x100, PF_R | PF_W) }]
+    vec![
+        seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X),
+        Seg {
+            memsz: 0x3000,
+            ..seg(0x40_2000, 0x2000, 0x100, PF_R | PF_W)
+        },
+    ]
 }
 
 #[test]
@@ -83,24 +100,60 @@ fn wrong_kind_of_elf() {
     assert_eq!(plan(&img), Err(LoadError::WrongMachine));
     let mut img = image(&good_segments(), 0x40_1010);
     img[4] = 1; // 32-bit
-    assert!(matches!(plan(&img), Err(LoadError::WrongMachine | LoadError::NotElf)));
+    assert!(matches!(
+        plan(&img),
+        Err(LoadError::WrongMachine | LoadError::NotElf)
+    ));
     let mut img = image(&good_segments(), 0x40_1010);
     img[16] = 3; // ET_DYN
     assert_eq!(plan(&img), Err(LoadError::NotStaticExecutable));
     let mut segs = good_segments();
-    segs.push(Seg { ptype: PT_INTERP, ..seg(0x40_8000, 0x100, 0x10, PF_R) });
-    assert_eq!(plan(&image(&segs, 0x40_1010)), Err(LoadError::NotStaticExecutable));
+    segs.push(Seg {
+        ptype: PT_INTERP,
+        ..seg(0x40_8000, 0x100, 0x10, PF_R)
+    });
+    assert_eq!(
+        plan(&image(&segs, 0x40_1010)),
+        Err(LoadError::NotStaticExecutable)
+    );
 }
 
 #[test]
 fn segments_outside_file_or_range() {
     let cases: [(Seg, LoadError); 6] = [
-        (seg(0x40_1000, 0x2f00, 0x200, PF_R | PF_X), LoadError::SegmentOutsideFile),
-        (Seg { memsz: 0x10, ..seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X) }, LoadError::SegmentOutsideFile),
-        (Seg { offset: u64::MAX - 4, ..seg(0x40_1000, 0, 0x200, PF_R | PF_X) }, LoadError::SegmentOutsideFile),
-        (seg(0, 0x1000, 0x200, PF_R | PF_X), LoadError::SegmentOutsideUserRange),
-        (seg(0xffff_ffff_8000_1000, 0x1000, 0x200, PF_R | PF_X), LoadError::SegmentOutsideUserRange),
-        (Seg { memsz: u64::MAX, ..seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X) }, LoadError::SegmentOutsideUserRange),
+        (
+            seg(0x40_1000, 0x2f00, 0x200, PF_R | PF_X),
+            LoadError::SegmentOutsideFile,
+        ),
+        (
+            Seg {
+                memsz: 0x10,
+                ..seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X)
+            },
+            LoadError::SegmentOutsideFile,
+        ),
+        (
+            Seg {
+                offset: u64::MAX - 4,
+                ..seg(0x40_1000, 0, 0x200, PF_R | PF_X)
+            },
+            LoadError::SegmentOutsideFile,
+        ),
+        (
+            seg(0, 0x1000, 0x200, PF_R | PF_X),
+            LoadError::SegmentOutsideUserRange,
+        ),
+        (
+            seg(0xffff_ffff_8000_1000, 0x1000, 0x200, PF_R | PF_X),
+            LoadError::SegmentOutsideUserRange,
+        ),
+        (
+            Seg {
+                memsz: u64::MAX,
+                ..seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X)
+            },
+            LoadError::SegmentOutsideUserRange,
+        ),
     ];
     for (s, want) in cases {
         assert_eq!(plan(&image(&[s], 0x40_1010)), Err(want));
@@ -109,20 +162,54 @@ fn segments_outside_file_or_range() {
 
 #[test]
 fn overlap_wx_alignment_entry() {
-    let overlapping = [seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X), seg(0x40_1000, 0x1000, 0x100, PF_R)];
-    assert_eq!(plan(&image(&overlapping, 0x40_1010)), Err(LoadError::SegmentsOverlap));
-    let shared_page = [seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X), seg(0x40_1800, 0x1800, 0x100, PF_R | PF_W)];
-    assert_eq!(plan(&image(&shared_page, 0x40_1010)), Err(LoadError::SegmentsOverlap));
+    let overlapping = [
+        seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X),
+        seg(0x40_1000, 0x1000, 0x100, PF_R),
+    ];
+    assert_eq!(
+        plan(&image(&overlapping, 0x40_1010)),
+        Err(LoadError::SegmentsOverlap)
+    );
+    let shared_page = [
+        seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X),
+        seg(0x40_1800, 0x1800, 0x100, PF_R | PF_W),
+    ];
+    assert_eq!(
+        plan(&image(&shared_page, 0x40_1010)),
+        Err(LoadError::SegmentsOverlap)
+    );
     let wx = [seg(0x40_1000, 0x1000, 0x200, PF_R | PF_W | PF_X)];
-    assert_eq!(plan(&image(&wx, 0x40_1010)), Err(LoadError::WritableAndExecutable));
+    assert_eq!(
+        plan(&image(&wx, 0x40_1010)),
+        Err(LoadError::WritableAndExecutable)
+    );
     let misaligned = [seg(0x40_1004, 0x1000, 0x200, PF_R | PF_X)];
-    assert_eq!(plan(&image(&misaligned, 0x40_1010)), Err(LoadError::BadAlignment));
-    let odd_align = [Seg { align: 3, ..seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X) }];
-    assert_eq!(plan(&image(&odd_align, 0x40_1010)), Err(LoadError::BadAlignment));
-    assert_eq!(plan(&image(&good_segments(), 0x40_2010)), Err(LoadError::BadEntry), "entry in data");
-    assert_eq!(plan(&image(&good_segments(), 0x90_0000)), Err(LoadError::BadEntry), "entry outside");
+    assert_eq!(
+        plan(&image(&misaligned, 0x40_1010)),
+        Err(LoadError::BadAlignment)
+    );
+    let odd_align = [Seg {
+        align: 3,
+        ..seg(0x40_1000, 0x1000, 0x200, PF_R | PF_X)
+    }];
+    assert_eq!(
+        plan(&image(&odd_align, 0x40_1010)),
+        Err(LoadError::BadAlignment)
+    );
+    assert_eq!(
+        plan(&image(&good_segments(), 0x40_2010)),
+        Err(LoadError::BadEntry),
+        "entry in data"
+    );
+    assert_eq!(
+        plan(&image(&good_segments(), 0x90_0000)),
+        Err(LoadError::BadEntry),
+        "entry outside"
+    );
     assert_eq!(plan(&image(&[], 0x40_1010)), Err(LoadError::SegmentCount));
-    let many: Vec<Seg> = (0..17).map(|i| seg(0x40_0000 + i * 0x1000, 0x1000, 0x10, PF_R | PF_X)).collect();
+    let many: Vec<Seg> = (0..17)
+        .map(|i| seg(0x40_0000 + i * 0x1000, 0x1000, 0x10, PF_R | PF_X))
+        .collect();
     assert_eq!(plan(&image(&many, 0x40_0000)), Err(LoadError::SegmentCount));
 }
 
@@ -167,5 +254,8 @@ fn mutations_never_panic() {
             Err(_) => err += 1,
         }
     }
-    assert!(ok > 0 && err > 0, "mutations should both keep and break images ({ok} ok, {err} refused)");
+    assert!(
+        ok > 0 && err > 0,
+        "mutations should both keep and break images ({ok} ok, {err} refused)"
+    );
 }

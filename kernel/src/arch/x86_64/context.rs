@@ -79,7 +79,15 @@ pub unsafe fn prepare_user_entry(kstack_top: u64, frame: &TrapFrame) -> u64 {
     let fx_at = (frame_at - 528) & !15;
     // Below it: the return address (trap_resume) and six callee-saved registers, popped by
     // context_switch in the order r15, r14, r13, r12, rbx, rbp.
-    let regs = [0u64, 0, 0, 1, frame_at, 0, core::ptr::addr_of!(trap_resume) as u64];
+    let regs = [
+        0u64,
+        0,
+        0,
+        1,
+        frame_at,
+        0,
+        core::ptr::addr_of!(trap_resume) as u64,
+    ];
     let rsp = fx_at - (regs.len() * 8) as u64;
     // SAFETY: all writes land inside the caller's unused stack, above `rsp`.
     unsafe {

@@ -74,5 +74,7 @@ pub fn set_rsp0(top: u64) {
     assert!(!tss.is_null(), "set_rsp0 before the TSS exists");
     // SAFETY: this core's TSS, leaked in `init_this_core`; only this core writes it, and
     // the CPU reads RSP0 only when entering from user mode, never concurrently with us.
-    unsafe { core::ptr::addr_of_mut!((*tss).privilege_stack_table[0]).write_volatile(VirtAddr::new(top)) };
+    unsafe {
+        core::ptr::addr_of_mut!((*tss).privilege_stack_table[0]).write_volatile(VirtAddr::new(top))
+    };
 }

@@ -49,9 +49,28 @@ pub struct TrapFrame {
 impl TrapFrame {
     /// All registers zero (a base for building frames).
     pub const ZERO: TrapFrame = TrapFrame {
-        rax: 0, rbx: 0, rcx: 0, rdx: 0, rsi: 0, rdi: 0, rbp: 0, r8: 0, r9: 0, r10: 0, r11: 0,
-        r12: 0, r13: 0, r14: 0, r15: 0, vector: 0, error_code: 0, rip: 0, cs: 0, rflags: 0,
-        rsp: 0, ss: 0,
+        rax: 0,
+        rbx: 0,
+        rcx: 0,
+        rdx: 0,
+        rsi: 0,
+        rdi: 0,
+        rbp: 0,
+        r8: 0,
+        r9: 0,
+        r10: 0,
+        r11: 0,
+        r12: 0,
+        r13: 0,
+        r14: 0,
+        r15: 0,
+        vector: 0,
+        error_code: 0,
+        rip: 0,
+        cs: 0,
+        rflags: 0,
+        rsp: 0,
+        ss: 0,
     };
 
     /// Did the trap interrupt user mode?

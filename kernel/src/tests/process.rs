@@ -1,0 +1,139 @@
+//! Processes from the boot archive: running, faulting, preemption, FPU state, bad input.
+//!
+//! These tests run programs from `user/` (the boot archive xtask attaches), on the core
+//! running the tests, and drive that core's scheduler until the programs end.
+
+use crate::proc::{self, sched, TEST_PARENT};
+use crate::{kassert, ktest, percore};
+use abi::{Pid, Priority, WaitStatus};
+use alloc::format;
+use alloc::string::String;
+
+/// Start `name` with `args` and run this core's threads until it ends (at most 10 s).
+fn run(name: &str, args: &[&str], prio: Priority) -> Result<WaitStatus, String> {
+    let pid =
+        proc::spawn(name, args, prio, TEST_PARENT).map_err(|e| format!("spawn {name}: {e}"))?;
+    finish(pid, name)
+}
+
+fn finish(pid: Pid, name: &str) -> Result<WaitStatus, String> {
+    if !sched::run_until(10_000_000_000, || proc::has_ended(pid)) {
+        let _ = proc::kill(pid);
+        let _ = proc::take_status(pid);
+        return Err(format!("{name} ({pid}) did not end within 10 s"));
+    }
+    proc::take_status(pid).ok_or_else(|| format!("{name} ({pid}) ended without a status"))
+}
+
+fn exited_ok(s: &WaitStatus) -> bool {
+    s.how == abi::ENDED_EXIT && s.code == 0
+}
+
+ktest! {
+    /// `hello` runs in its own address space, prints, and exits with status 0.
+    fn hello_runs_and_exits() -> TestResult {
+        let s = run("hello", &["a", "b"], Priority::App)?;
+        kassert!(exited_ok(&s), "hello ended with {s:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Each kind of user fault kills only the program; the parent sees the fault.
+    fn user_faults_kill_only_the_program() -> TestResult {
+        for (kind, vector) in [("page-fault", 14), ("general-protection", 13), ("invalid-opcode", 6), ("divide", 0), ("kernel-memory", 14)] {
+            let s = run("crash", &[kind], Priority::App)?;
+            kassert!(s.how == abi::ENDED_FAULT && s.code == vector, "crash {kind} ended with {s:?}, expected fault vector {vector}");
+        }
+        // The kernel is fine: a normal program still runs.
+        let s = run("hello", &[], Priority::App)?;
+        kassert!(exited_ok(&s), "hello after the faults ended with {s:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Bad pointers and an unknown call number are error returns, not faults.
+    fn bad_system_call_arguments_are_errors() -> TestResult {
+        for kind in ["bad-pointer", "bad-syscall"] {
+            let s = run("crash", &[kind], Priority::App)?;
+            kassert!(exited_ok(&s), "crash {kind} ended with {s:?} (it exits 0 when the kernel refused cleanly)");
+        }
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Two programs with different XMM contents, switching back and forth through system
+    /// calls, timer interrupts and context switches on one core, each keep their own.
+    fn sse_state_is_per_process() -> TestResult {
+        let a = proc::spawn("ssecheck", &["1", "300"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        let b = proc::spawn("ssecheck", &["2", "300"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        let (sa, sb) = (finish(a, "ssecheck 1")?, finish(b, "ssecheck 2")?);
+        kassert!(exited_ok(&sa) && exited_ok(&sb), "ssecheck ended with {sa:?} and {sb:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// A program that loops forever cannot starve others: a higher-priority program runs to
+    /// its end at once, one of equal priority shares the core, and the looper can be killed.
+    fn runaway_program_cannot_starve_the_core() -> TestResult {
+        let spin = proc::spawn("spin", &[], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        let s = run("hello", &["server"], Priority::Server)?;
+        kassert!(exited_ok(&s), "server-priority hello ended with {s:?}");
+        let s = run("hello", &["app"], Priority::App)?;
+        kassert!(exited_ok(&s), "app-priority hello ended with {s:?}");
+        kassert!(!proc::has_ended(spin), "spin ended by itself");
+        kassert!(proc::kill(spin).is_ok(), "kill spin failed");
+        let s = proc::take_status(spin).ok_or("no status after kill")?;
+        kassert!(s.how == abi::ENDED_KILLED, "spin ended with {s:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Broken executables are refused with an error and nothing is left behind.
+    fn broken_executables_are_refused() -> TestResult {
+        let good = crate::archive::find("hello").ok_or("no hello in the boot archive")?;
+        let mut cases: alloc::vec::Vec<(&str, alloc::vec::Vec<u8>)> = alloc::vec::Vec::new();
+        cases.push(("empty", alloc::vec::Vec::new()));
+        cases.push(("truncated header", good[..40].to_vec()));
+        cases.push(("truncated segments", good[..good.len() / 3].to_vec()));
+        let mut m = good.to_vec();
+        m[18] = 0x28; // e_machine: ARM
+        cases.push(("wrong machine", m));
+        let mut e = good.to_vec();
+        e[24..32].copy_from_slice(&0xffff_ffff_8020_0000u64.to_le_bytes()); // entry in the kernel
+        cases.push(("entry in the kernel half", e));
+        let mut seg = good.to_vec();
+        let phoff = u64::from_le_bytes(seg[32..40].try_into().unwrap_or_default()) as usize;
+        seg[phoff + 16..phoff + 24].copy_from_slice(&0xffff_8000_0000_0000u64.to_le_bytes()); // p_vaddr
+        cases.push(("segment in the kernel half", seg));
+        let before = crate::mm::frames::counts(percore::current_core()).0;
+        for (what, image) in &cases {
+            let r = proc::spawn_image("broken", image, &[], Priority::App, TEST_PARENT);
+            kassert!(r == Err(abi::Error::BadExecutable), "{what}: spawn gave {r:?}");
+        }
+        let after = crate::mm::frames::counts(percore::current_core()).0;
+        kassert!(before == after, "refused images leaked {} frames", before.abs_diff(after));
+        Ok(())
+    }
+}
+
+ktest! {
+    /// A process's memory (address space, page tables, kernel stack) returns to the pool.
+    fn process_memory_returns_to_the_pool() -> TestResult {
+        // Warm up allocator caches (heap growth is not returned).
+        run("hello", &[], Priority::App)?;
+        sched::run_until(20_000_000, || false);
+        let before = crate::mm::frames::counts(percore::current_core()).0;
+        for _ in 0..5 {
+            run("hello", &[], Priority::App)?;
+        }
+        sched::run_until(20_000_000, || false);
+        let after = crate::mm::frames::counts(percore::current_core()).0;
+        kassert!(before == after, "5 runs of hello leaked {} frames", before.abs_diff(after));
+        Ok(())
+    }
+}

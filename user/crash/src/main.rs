@@ -1,0 +1,103 @@
+//! `crash WHAT`: misbehave on purpose, for the fault-isolation tests.
+//!
+//! | WHAT | what it does | expected outcome |
+//! |---|---|---|
+//! | `page-fault` | writes to 0x10 (unmapped) | killed, page fault at 0x10 |
+//! | `general-protection` | loads from a non-canonical address | killed, vector 13 |
+//! | `invalid-opcode` | executes `ud2` | killed, vector 6 |
+//! | `divide` | divides by zero | killed, vector 0 |
+//! | `kernel-memory` | reads kernel text at 0xffff_ffff_8020_0000 | killed, page fault |
+//! | `bad-pointer` | `CONSOLE_WRITE` with a kernel pointer and an unmapped one | exit 0 if both are refused with `BadAddress`, else 1 |
+//! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
+//!
+//! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
+#![no_std]
+#![no_main]
+
+use core::arch::asm;
+use ulib::abi::{syscall, Error};
+use ulib::println;
+use ulib::sys::raw;
+
+ulib::main!(main);
+
+/// A kernel address (the kernel image is linked at 0xffff_ffff_8000_0000 + 2 MiB).
+const KERNEL_ADDRESS: u64 = 0xffff_ffff_8020_0000;
+/// A user address that is never mapped (the first 64 KiB stay empty).
+const UNMAPPED: u64 = 0x10;
+
+fn main(args: &[&str]) -> i32 {
+    let what = args.get(1).copied().unwrap_or("");
+    match what {
+        // SAFETY: the instruction faults and the kernel ends this process; had it not, it
+        // would have touched no memory that Rust code uses. (Likewise the next four.)
+        "page-fault" => unsafe {
+            asm!("mov byte ptr [{a}], 1", a = in(reg) UNMAPPED, options(nostack));
+        },
+        // SAFETY: as above.
+        "general-protection" => unsafe {
+            asm!("mov {a}, qword ptr [{a}]", a = inout(reg) 0x8000_0000_0000_0000u64 => _,
+                 options(nostack, readonly));
+        },
+        // SAFETY: as above.
+        "invalid-opcode" => unsafe {
+            asm!("ud2", options(nostack, nomem));
+        },
+        // SAFETY: as above.
+        "divide" => unsafe {
+            asm!("div {d:e}", d = in(reg) 0u32, inout("eax") 1u32 => _, inout("edx") 0u32 => _,
+                 options(nostack, nomem));
+        },
+        // SAFETY: as above.
+        "kernel-memory" => unsafe {
+            asm!("mov {a}, qword ptr [{a}]", a = inout(reg) KERNEL_ADDRESS => _,
+                 options(nostack, readonly));
+        },
+        "bad-pointer" => return bad_pointer(),
+        "bad-syscall" => return bad_syscall(),
+        _ => {
+            println!(
+                "crash: unknown case '{what}' (page-fault, general-protection, invalid-opcode, \
+                 divide, kernel-memory, bad-pointer, bad-syscall)"
+            );
+            return 2;
+        }
+    }
+    println!("crash: {what}: did not fault");
+    1
+}
+
+fn bad_pointer() -> i32 {
+    let mut ok = true;
+    for (what, ptr) in [("kernel", KERNEL_ADDRESS), ("unmapped", UNMAPPED)] {
+        // SAFETY: the kernel must check the pointer and refuse; it cannot harm this
+        // program's memory because CONSOLE_WRITE only reads.
+        let (rax, rdx) = unsafe { raw::syscall2(syscall::CONSOLE_WRITE, ptr, 16) };
+        let r = syscall::decode(rax, rdx);
+        if r != Err(Error::BadAddress) {
+            println!("bad-pointer: {what} pointer {ptr:#x}: expected BadAddress, got {r:?}");
+            ok = false;
+        }
+    }
+    if ok {
+        println!("bad-pointer: refused");
+        0
+    } else {
+        1
+    }
+}
+
+fn bad_syscall() -> i32 {
+    // SAFETY: an undefined call number; the kernel must refuse it without side effects.
+    let (rax, rdx) = unsafe { raw::syscall0(999) };
+    match syscall::decode(rax, rdx) {
+        Err(Error::NoSuchCall) => {
+            println!("bad-syscall: refused");
+            0
+        }
+        r => {
+            println!("bad-syscall: expected NoSuchCall, got {r:?}");
+            1
+        }
+    }
+}

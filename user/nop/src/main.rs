@@ -1,0 +1,9 @@
+//! `nop`: exits 0 at once (the spawn+wait benchmark's child).
+#![no_std]
+#![no_main]
+
+ulib::main!(main);
+
+fn main(_args: &[&str]) -> i32 {
+    0
+}

@@ -1,0 +1,54 @@
+//! `ulib`: what every Musubi user program links against.
+//!
+//! A program is a freestanding static executable (`#![no_std]`, `#![no_main]`, see
+//! docs/design.md section 3) that names its entry point with [`main!`]:
+//!
+//! ```ignore
+//! #![no_std]
+//! #![no_main]
+//! ulib::main!(main);
+//! fn main(args: &[&str]) -> i32 {
+//!     ulib::println!("hello from {}", args[0]);
+//!     0
+//! }
+//! ```
+//!
+//! ulib brings the start-up code ([`rt`]), typed system calls ([`sys`]), [`print!`] and
+//! [`println!`] ([`io`]), a global allocator that grows the heap with `MEMORY` ([`heap`]), and
+//! a panic handler that prints `panic in PROGRAM: MESSAGE at FILE:LINE` and exits with
+//! status [`PANIC_STATUS`]. The mem functions come from `libs/bare`.
+//!
+//! Musubi user programs have exactly one thread and no signal handlers, so program-wide
+//! state lives in [`cell::Local`] cells instead of locks (see there).
+#![no_std]
+
+extern crate alloc;
+// Links memcpy/memset/memcmp and the unwinder stubs the prebuilt `core` refers to.
+extern crate bare;
+
+pub mod cell;
+pub mod heap;
+pub mod io;
+pub mod rt;
+pub mod sys;
+
+pub use abi;
+
+/// Exit status of a program that panicked.
+pub const PANIC_STATUS: i32 = 101;
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo) -> ! {
+    // Printing does not allocate, so this works even when the allocator failed.
+    let program = rt::program_name();
+    match info.location() {
+        Some(l) => println!(
+            "panic in {program}: {} at {}:{}",
+            info.message(),
+            l.file(),
+            l.line()
+        ),
+        None => println!("panic in {program}: {}", info.message()),
+    }
+    sys::exit(PANIC_STATUS)
+}

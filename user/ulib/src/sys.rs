@@ -1,0 +1,212 @@
+//! Typed wrappers for every Musubi system call (abi/src/syscall.rs).
+//!
+//! Each wrapper returns `Result<_, abi::Error>`, decoded from the kernel's (`rax`, `rdx`)
+//! pair with [`abi::syscall::decode`]. The raw entry points live in [`raw`], for programs
+//! that test the kernel with arguments no safe wrapper would pass.
+
+use abi::syscall as nr;
+use abi::{CoreInfo, Error, Pid, Priority, ProcInfo, WaitStatus};
+use alloc::vec::Vec;
+
+/// The `syscall` instruction with 0 to 5 arguments.
+///
+/// `rcx` and `r11` are clobbered by the instruction, `rax` and `rdx` carry the answer;
+/// the kernel preserves everything else, including FPU/SSE state, and never touches the
+/// user stack.
+pub mod raw {
+    use core::arch::asm;
+
+    /// # Safety
+    /// The call must not break memory safety (e.g. `EXIT` never returns).
+    #[inline(always)]
+    pub unsafe fn syscall0(n: u64) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: the caller vouches for the call; the register contract is above.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, lateout("rdx") rdx,
+                 out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
+
+    /// # Safety
+    /// Any pointer argument must be valid for what the call does with it.
+    #[inline(always)]
+    pub unsafe fn syscall1(n: u64, a0: u64) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: as for `syscall0`; the caller vouches for the argument.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, in("rdi") a0, lateout("rdx") rdx,
+                 out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
+
+    /// # Safety
+    /// Any pointer argument must be valid for what the call does with it.
+    #[inline(always)]
+    pub unsafe fn syscall2(n: u64, a0: u64, a1: u64) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: as for `syscall0`; the caller vouches for the arguments.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, in("rdi") a0, in("rsi") a1,
+                 lateout("rdx") rdx, out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
+
+    /// # Safety
+    /// Any pointer argument must be valid for what the call does with it.
+    #[inline(always)]
+    pub unsafe fn syscall5(n: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: as for `syscall0`; the caller vouches for the arguments.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, in("rdi") a0, in("rsi") a1,
+                 inlateout("rdx") a2 => rdx, in("r10") a3, in("r8") a4,
+                 out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
+}
+
+fn decode((rax, rdx): (u64, u64)) -> Result<u64, Error> {
+    nr::decode(rax, rdx)
+}
+
+/// End this program with `status` (seen by the parent's [`wait`]).
+pub fn exit(status: i32) -> ! {
+    // SAFETY: EXIT takes a number and does not return, which `noreturn` tells the compiler.
+    unsafe {
+        core::arch::asm!("syscall", in("rax") nr::EXIT, in("rdi") status as u32 as u64,
+                         options(noreturn, nostack));
+    }
+}
+
+/// Wait for a child to end: `Some(pid)` for that child, `None` for any child. Returns the
+/// child's pid and how it ended.
+pub fn wait(pid: Option<Pid>) -> Result<(Pid, WaitStatus), Error> {
+    let mut status = WaitStatus::default();
+    let target = pid.map_or(0, |p| p.0);
+    // SAFETY: the kernel writes one WaitStatus to a local that lives across the call.
+    let child = decode(unsafe { raw::syscall2(nr::WAIT, target, &raw mut status as u64) })?;
+    Ok((Pid(child), status))
+}
+
+/// Start program `name` from the boot archive with arguments `args` (its `argv[1..]`) at
+/// `priority`, on this core. An argument that contains a NUL byte is an
+/// [`Error::InvalidArgument`].
+pub fn spawn(name: &str, args: &[&str], priority: Priority) -> Result<Pid, Error> {
+    // Arguments travel as one buffer of NUL-terminated strings. Short lists (the usual
+    // case, and the spawn benchmark's) are packed on the stack, longer ones on the heap.
+    let mut small = [0u8; 256];
+    let mut large = Vec::new();
+    let need: usize = args.iter().map(|a| a.len() + 1).sum();
+    let buf: &mut [u8] = if need <= small.len() {
+        &mut small[..need]
+    } else {
+        large.resize(need, 0);
+        &mut large
+    };
+    let mut at = 0;
+    for a in args {
+        if a.as_bytes().contains(&0) {
+            return Err(Error::InvalidArgument);
+        }
+        buf[at..at + a.len()].copy_from_slice(a.as_bytes());
+        at += a.len() + 1;
+    }
+    // SAFETY: both buffers are valid for reading for the lengths given.
+    let pid = decode(unsafe {
+        raw::syscall5(
+            nr::SPAWN,
+            name.as_ptr() as u64,
+            name.len() as u64,
+            buf.as_ptr() as u64,
+            buf.len() as u64,
+            priority as u64,
+        )
+    })?;
+    Ok(Pid(pid))
+}
+
+/// This process's id.
+pub fn getpid() -> Result<Pid, Error> {
+    // SAFETY: GETPID takes no arguments.
+    decode(unsafe { raw::syscall0(nr::GETPID) }).map(Pid)
+}
+
+/// Index of the core running this process.
+pub fn core() -> Result<usize, Error> {
+    // SAFETY: CORE takes no arguments.
+    decode(unsafe { raw::syscall0(nr::CORE) }).map(|c| c as usize)
+}
+
+/// Let other ready processes on this core run.
+pub fn yield_now() -> Result<(), Error> {
+    // SAFETY: YIELD takes no arguments.
+    decode(unsafe { raw::syscall0(nr::YIELD) }).map(drop)
+}
+
+/// Sleep for at least `ns` nanoseconds.
+pub fn sleep_ns(ns: u64) -> Result<(), Error> {
+    // SAFETY: SLEEP takes a number.
+    decode(unsafe { raw::syscall1(nr::SLEEP, ns) }).map(drop)
+}
+
+/// Nanoseconds since boot.
+pub fn clock_ns() -> Result<u64, Error> {
+    // SAFETY: CLOCK takes no arguments.
+    decode(unsafe { raw::syscall0(nr::CLOCK) })
+}
+
+/// Write bytes to the console; returns how many were written.
+pub fn write(bytes: &[u8]) -> Result<usize, Error> {
+    // SAFETY: `bytes` is valid for reading for its length.
+    decode(unsafe { raw::syscall2(nr::CONSOLE_WRITE, bytes.as_ptr() as u64, bytes.len() as u64) })
+        .map(|n| n as usize)
+}
+
+/// Read console input into `buf`; blocks until at least one byte arrived and returns how
+/// many were read. Only processes on core 0 may read ([`Error::NotLocal`] elsewhere).
+pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
+    // SAFETY: `buf` is valid for writing for its length.
+    decode(unsafe { raw::syscall2(nr::CONSOLE_READ, buf.as_mut_ptr() as u64, buf.len() as u64) })
+        .map(|n| n as usize)
+}
+
+/// Grow the heap by `bytes` (rounded up to pages by the kernel); returns the previous end
+/// of the heap, which is where the new memory starts.
+pub fn memory(bytes: usize) -> Result<usize, Error> {
+    // SAFETY: MEMORY takes a number; it only adds mappings.
+    decode(unsafe { raw::syscall1(nr::MEMORY, bytes as u64) }).map(|a| a as usize)
+}
+
+/// Fill `buf` with one record per process; returns how many were written.
+pub fn processes(buf: &mut [ProcInfo]) -> Result<usize, Error> {
+    // SAFETY: `buf` is valid for writing `buf.len()` records.
+    decode(unsafe { raw::syscall2(nr::PROCESSES, buf.as_mut_ptr() as u64, buf.len() as u64) })
+        .map(|n| n as usize)
+}
+
+/// Fill `buf` with one record per core; returns how many were written.
+pub fn cores(buf: &mut [CoreInfo]) -> Result<usize, Error> {
+    // SAFETY: `buf` is valid for writing `buf.len()` records.
+    decode(unsafe { raw::syscall2(nr::CORES, buf.as_mut_ptr() as u64, buf.len() as u64) })
+        .map(|n| n as usize)
+}
+
+/// End process `pid`.
+pub fn kill(pid: Pid) -> Result<(), Error> {
+    // SAFETY: KILL takes a number.
+    decode(unsafe { raw::syscall1(nr::KILL, pid.0) }).map(drop)
+}
+
+/// Power the machine off. Returns only if the kernel refused, with the reason.
+pub fn poweroff() -> Error {
+    // SAFETY: POWEROFF takes no arguments.
+    match decode(unsafe { raw::syscall0(nr::POWEROFF) }) {
+        Ok(_) => Error::Unknown,
+        Err(e) => e,
+    }
+}

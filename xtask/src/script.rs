@@ -1,0 +1,344 @@
+//! `cargo xtask run --script FILE`: drive the shell with a file of commands.
+//!
+//! The guest boots with its console captured. When the first `musubi> ` prompt appears,
+//! each command of FILE (one per line; empty lines and lines starting with `#` are
+//! skipped) is sent on QEMU's standard input followed by `\n`, and the next prompt is
+//! awaited, at most [`STEP_LIMIT`]; after the last one the script sends `poweroff`. The
+//! console is printed as it arrives. The run passes only if no console line starts with
+//! `error: ` (the shell's prefix for a failed command), the kernel printed no `FATAL` line,
+//! and QEMU exited with status 0 (a clean power-off).
+//!
+//! The prompt ends without a newline, so the console is read as bytes rather than lines.
+//! It is printed a whole line at a time, which lets the command echo (on stderr) come out
+//! on its own line just before the shell's echo of the same command.
+
+use crate::qemu::{Guest, QEMU};
+use anyhow::{bail, Context, Result};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+/// The shell's prompt (user/shell).
+pub const PROMPT: &str = "musubi> ";
+/// The shell's prefix for the one line a failed command prints.
+pub const ERROR_PREFIX: &str = "error: ";
+/// Longest command line sent (the kernel buffers 256 bytes of console input).
+pub const MAX_COMMAND: usize = 200;
+/// Time allowed from QEMU's start to the first prompt.
+pub const BOOT_LIMIT: Duration = Duration::from_secs(120);
+/// Time allowed for one command, from sending it to the next prompt (or, for `poweroff`,
+/// to QEMU's exit).
+pub const STEP_LIMIT: Duration = Duration::from_secs(60);
+
+/// The commands of a script file.
+pub fn parse(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+enum Event {
+    Out(Vec<u8>),
+    Err(String),
+}
+
+/// What a wait ended with.
+#[derive(Debug, PartialEq, Eq)]
+enum Waited {
+    Prompt,
+    Exited,
+    TimedOut,
+}
+
+/// Kills QEMU when dropped, so none outlives the run.
+struct Reaper(Child);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+struct Session {
+    qemu: Reaper,
+    stdin: Option<ChildStdin>,
+    events: Receiver<Event>,
+    /// Every console byte so far.
+    console: Vec<u8>,
+    /// Console bytes already printed (whole lines only, until the end).
+    printed: usize,
+    /// Where to look for the next prompt.
+    search_from: usize,
+}
+
+impl Session {
+    fn start(guest: &Guest) -> Result<Session> {
+        let mut child = Command::new(QEMU)
+            .args(guest.args())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("starting {QEMU}"))?;
+        let stdin = child.stdin.take();
+        let mut stdout = child.stdout.take().context("QEMU stdout")?;
+        let stderr = child.stderr.take().context("QEMU stderr")?;
+        let (tx, events) = mpsc::channel();
+        let tx2 = tx.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = stdout.read(&mut buf) {
+                if tx.send(Event::Out(buf[..n].to_vec())).is_err() {
+                    return;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(|l| l.ok()) {
+                if tx2.send(Event::Err(line)).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Session {
+            qemu: Reaper(child),
+            stdin,
+            events,
+            console: Vec::new(),
+            printed: 0,
+            search_from: 0,
+        })
+    }
+
+    fn take(&mut self, e: Event) {
+        match e {
+            Event::Out(bytes) => {
+                self.console.extend_from_slice(&bytes);
+                if let Some(i) = self.console[self.printed..]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                {
+                    self.print_to(self.printed + i + 1);
+                }
+            }
+            Event::Err(line) => eprintln!("qemu: {line}"),
+        }
+    }
+
+    fn print_to(&mut self, end: usize) {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(&self.console[self.printed..end]);
+        let _ = out.flush();
+        self.printed = end;
+    }
+
+    /// Print what is left of the console, even a partial line.
+    fn print_all(&mut self) {
+        self.print_to(self.console.len());
+    }
+
+    /// Wait until the next prompt, QEMU's exit, or `limit`.
+    fn wait(&mut self, limit: Duration) -> Waited {
+        let start = Instant::now();
+        loop {
+            let needle = PROMPT.as_bytes();
+            if let Some(i) = self.console[self.search_from..]
+                .windows(needle.len())
+                .position(|w| w == needle)
+            {
+                self.search_from += i + needle.len();
+                return Waited::Prompt;
+            }
+            let Some(left) = limit.checked_sub(start.elapsed()) else {
+                return Waited::TimedOut;
+            };
+            match self
+                .events
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
+                Ok(e) => self.take(e),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Ok(Some(_)) = self.qemu.0.try_wait() {
+                        self.drain();
+                        return Waited::Exited;
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    let _ = self.qemu.0.wait();
+                    return Waited::Exited;
+                }
+            }
+        }
+    }
+
+    /// Collect what is still in the pipes after QEMU exited.
+    fn drain(&mut self) {
+        while let Ok(e) = self.events.recv_timeout(Duration::from_millis(200)) {
+            self.take(e);
+        }
+    }
+
+    fn send(&mut self, command: &str) -> Result<()> {
+        let stdin = self.stdin.as_mut().context("QEMU's stdin is closed")?;
+        stdin
+            .write_all(format!("{command}\n").as_bytes())
+            .and_then(|_| stdin.flush())
+            .context("writing to QEMU's stdin (did QEMU exit?)")
+    }
+
+    fn lines(&self) -> Vec<String> {
+        String::from_utf8_lossy(&self.console)
+            .lines()
+            .map(|l| l.trim_end_matches('\r').to_string())
+            .collect()
+    }
+
+    fn tail(&self, n: usize) -> String {
+        let lines = self.lines();
+        let start = lines.len().saturating_sub(n);
+        lines[start..]
+            .iter()
+            .map(|l| format!("    | {l}\n"))
+            .collect()
+    }
+}
+
+/// A console line with the kernel's `[   1.234567 c0] ` prefix removed, if it has one.
+fn without_prefix(line: &str) -> &str {
+    match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((stamp, rest)) if stamp.contains(" c") => rest,
+        _ => line,
+    }
+}
+
+fn is_error_line(line: &str) -> bool {
+    line.starts_with(ERROR_PREFIX) || without_prefix(line).starts_with(ERROR_PREFIX)
+}
+
+fn is_fatal_line(line: &str) -> bool {
+    let l = without_prefix(line.trim_start());
+    l.starts_with(abi::protocol::FATAL)
+}
+
+/// Boot `guest`, run the commands in `file`, power off, and judge the run.
+pub fn run(guest: &Guest, file: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(file)
+        .with_context(|| format!("reading the script {}", file.display()))?;
+    let commands = parse(&text);
+    if let Some(long) = commands.iter().find(|c| c.len() > MAX_COMMAND) {
+        bail!(
+            "script line '{long}' is longer than {MAX_COMMAND} bytes (the kernel's console \
+             input ring is 256 bytes)"
+        );
+    }
+    eprintln!(
+        "xtask: script {}: {} commands, then poweroff",
+        file.display(),
+        commands.len()
+    );
+    let mut s = Session::start(guest)?;
+    let mut problems = Vec::new();
+    match s.wait(BOOT_LIMIT) {
+        Waited::Prompt => {}
+        how => {
+            s.print_all();
+            bail!(
+                "no shell prompt ('{PROMPT}') {} after boot; last console lines:\n{}",
+                if how == Waited::Exited {
+                    "before QEMU exited".to_string()
+                } else {
+                    format!("within {} s", BOOT_LIMIT.as_secs())
+                },
+                s.tail(15)
+            );
+        }
+    }
+    let total = commands.len() + 1;
+    let poweroff = "poweroff".to_string();
+    for (i, cmd) in commands.iter().chain([&poweroff]).enumerate() {
+        let last = i + 1 == total;
+        eprintln!("xtask: script [{}/{total}]: {cmd}", i + 1);
+        s.send(cmd)?;
+        match (s.wait(STEP_LIMIT), last) {
+            (Waited::Prompt, false) | (Waited::Exited, true) => {}
+            (Waited::Prompt, true) => {
+                problems.push("the shell did not power off (prompt after 'poweroff')".into());
+                break;
+            }
+            (Waited::Exited, false) => {
+                problems.push(format!("QEMU exited during '{cmd}'"));
+                break;
+            }
+            (Waited::TimedOut, _) => {
+                problems.push(format!(
+                    "'{cmd}' hung: no {} within {} s",
+                    if last { "power-off" } else { "prompt" },
+                    STEP_LIMIT.as_secs()
+                ));
+                break;
+            }
+        }
+    }
+    s.print_all();
+    drop(s.stdin.take());
+    let status = match s.qemu.0.try_wait() {
+        Ok(Some(st)) => st.code(),
+        _ => None,
+    };
+    let lines = s.lines();
+    let errors: Vec<&String> = lines.iter().filter(|l| is_error_line(l)).collect();
+    if !errors.is_empty() {
+        let list: String = errors.iter().map(|l| format!("\n    | {l}")).collect();
+        problems.push(format!("{} error lines:{list}", errors.len()));
+    }
+    if lines.iter().any(|l| is_fatal_line(l)) {
+        problems.push("the kernel stopped with a FATAL report".into());
+    }
+    match status {
+        Some(0) => {}
+        Some(code) => problems.push(format!("QEMU exited with status {code}")),
+        None => problems.push("QEMU was still running and was killed".into()),
+    }
+    if problems.is_empty() {
+        eprintln!(
+            "xtask: script passed: {} commands, no error lines, clean power-off",
+            commands.len()
+        );
+        return Ok(());
+    }
+    if !problems.iter().any(|p| p.contains("error lines")) {
+        eprintln!("xtask: last console lines:\n{}", s.tail(15));
+    }
+    bail!("script failed: {}", problems.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_skips_blanks_and_comments() {
+        let cmds = parse("# setup\n\nps\n  run hello a b  \n#x\ncores\n");
+        assert_eq!(cmds, ["ps", "run hello a b", "cores"]);
+    }
+
+    #[test]
+    fn error_and_fatal_lines() {
+        assert!(is_error_line("error: unknown command 'x' (try 'help')"));
+        assert!(is_error_line(
+            "[   1.000000 c0] error: run: no such program: x"
+        ));
+        assert!(!is_error_line("musubi> error"));
+        assert!(!is_error_line("no error: here"));
+        assert!(is_fatal_line("FATAL page fault on core 1"));
+        assert!(is_fatal_line("[   2.000000 c1] FATAL panic"));
+        assert!(!is_fatal_line("ktest: ok faults::not_fatal"));
+    }
+}
