@@ -91,7 +91,21 @@ pub fn clippy(deny_warnings: bool) -> Result<()> {
         .arg(root.join("target/kernel"))
         .args(deny)
         .status()?;
-    if !host.success() || !kernel.success() {
+    eprintln!("xtask: clippy (user programs, freestanding)");
+    let mut user = Command::new(env!("CARGO"));
+    user.current_dir(&root)
+        .env("CARGO_ENCODED_RUSTFLAGS", crate::user::rustflags())
+        .args(["clippy", "--release", "--target", TARGET, "--target-dir"])
+        .arg(crate::user::target_dir());
+    for p in crate::user::programs()?
+        .iter()
+        .map(String::as_str)
+        .chain(["ulib"])
+    {
+        user.args(["-p", p]);
+    }
+    let user = user.args(deny).status()?;
+    if !host.success() || !kernel.success() || !user.success() {
         bail!("clippy found problems (see above)");
     }
     Ok(())

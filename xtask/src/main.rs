@@ -84,6 +84,9 @@ enum Cmd {
         /// Also measure the peer in the same QEMU configuration: linux.
         #[arg(long)]
         peer: Option<String>,
+        /// Write the report here instead of docs/results.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
     },
 }
 
@@ -158,7 +161,15 @@ fn run(cli: Cli) -> Result<()> {
                 std::process::exit(1);
             }
         }
-        Cmd::Bench { name, runs, peer } => {
+        Cmd::Bench {
+            name,
+            runs,
+            peer,
+            out,
+        } => {
+            if let Some(dir) = out {
+                results::set_results_dir(dir);
+            }
             let peer = match peer.as_deref() {
                 None => None,
                 Some("linux") => Some(bench::Peer::Linux),

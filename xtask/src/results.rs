@@ -79,8 +79,18 @@ pub fn commit() -> String {
     )
 }
 
+static RESULTS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Write reports to `dir` instead of docs/results (CI's smoke run of the harness).
+pub fn set_results_dir(dir: PathBuf) {
+    let _ = RESULTS_DIR.set(dir);
+}
+
 pub fn results_dir() -> PathBuf {
-    crate::build::workspace_root().join("docs/results")
+    RESULTS_DIR
+        .get()
+        .cloned()
+        .unwrap_or_else(|| crate::build::workspace_root().join("docs/results"))
 }
 
 impl Report {
@@ -139,20 +149,34 @@ impl Report {
     }
 
     /// Horizontal bars at the median with whiskers from q1 to q3, one per row (case names
-    /// on the left, where long names fit).
+    /// on the left, where long names fit). When the medians span more than two orders of
+    /// magnitude the axis is logarithmic (labelled in plain values), so small cases stay
+    /// visible beside large ones.
     fn plot(&self, path: &Path) -> Result<()> {
         register_font()?;
         let n = self.rows.len();
         let height = (120 + 48 * n as u32).max(300);
         let root = BitMapBackend::new(path, (1000, height)).into_drawing_area();
         root.fill(&WHITE)?;
-        let top = self
+        let positive = |v: f64| v.max(f64::MIN_POSITIVE);
+        let lo = self
+            .rows
+            .iter()
+            .map(|r| positive(r.q1.min(r.median)))
+            .fold(f64::INFINITY, f64::min);
+        let hi = self
             .rows
             .iter()
             .map(|r| r.max.max(r.q3))
-            .fold(0.0, f64::max)
-            * 1.1
-            + f64::EPSILON;
+            .fold(0.0, f64::max);
+        let log = lo > 0.0 && hi / lo > 100.0;
+        // Plot coordinates: the value itself, or its base-10 logarithm.
+        let x = move |v: f64| if log { positive(v).log10() } else { v };
+        let (x0, x1) = if log {
+            (x(lo).floor(), x(hi).ceil() + 0.05)
+        } else {
+            (0.0, hi * 1.1 + f64::EPSILON)
+        };
         let label_width =
             self.rows.iter().map(|r| r.case.len()).max().unwrap_or(10) as u32 * 8 + 20;
         let mut chart = ChartBuilder::on(&root)
@@ -163,13 +187,19 @@ impl Report {
             .margin(16)
             .x_label_area_size(50)
             .y_label_area_size(label_width.min(520))
-            .build_cartesian_2d(0.0..top, (0..n).into_segmented())?;
+            .build_cartesian_2d(x0..x1, (0..n).into_segmented())?;
         let labels: Vec<String> = self.rows.iter().map(|r| r.case.clone()).collect();
+        let unit = if log {
+            format!("{} (log scale)", self.unit)
+        } else {
+            self.unit.clone()
+        };
         chart
             .configure_mesh()
             .disable_y_mesh()
             .light_line_style(WHITE)
-            .x_desc(self.unit.as_str())
+            .x_desc(unit)
+            .x_label_formatter(&|v| if log { fmt(10f64.powf(*v)) } else { fmt(*v) })
             .y_label_formatter(&|v| match v {
                 SegmentValue::CenterOf(i) => labels.get(*i).cloned().unwrap_or_default(),
                 _ => String::new(),
@@ -179,8 +209,8 @@ impl Report {
         chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
             let mut bar = Rectangle::new(
                 [
-                    (0.0, SegmentValue::Exact(i)),
-                    (r.median, SegmentValue::Exact(i + 1)),
+                    (x0, SegmentValue::Exact(i)),
+                    (x(r.median), SegmentValue::Exact(i + 1)),
                 ],
                 BLUE.mix(0.35).filled(),
             );
@@ -190,9 +220,9 @@ impl Report {
         chart.draw_series(self.rows.iter().enumerate().map(|(i, r)| {
             ErrorBar::new_horizontal(
                 SegmentValue::CenterOf(i),
-                r.q1,
-                r.median,
-                r.q3,
+                x(r.q1),
+                x(r.median),
+                x(r.q3),
                 BLACK.stroke_width(2),
                 12,
             )

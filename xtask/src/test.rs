@@ -232,11 +232,18 @@ fn summary_field(c: &Captured, key: &str) -> Option<u64> {
 /// Boots that must power off cleanly with the right number of cores.
 fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: bool) -> Result<()> {
     println!("xtask: boot checks");
-    let cases: [(&str, usize, &str, u64, u64); 5] = [
+    let cases: [(&str, usize, &str, u64, u64); 6] = [
         ("boot::poweroff_1_core", 1, "poweroff", 1, 1),
         ("boot::poweroff_2_cores", 2, "poweroff", 2, 2),
         ("boot::poweroff_4_cores", 4, "poweroff", 4, 4),
         ("boot::smp_limits_cores", 4, "smp=2 poweroff", 2, 4),
+        (
+            "boot::start_programs_on_each_core",
+            2,
+            "poweroff start=1:hello,x start=0:hello,y",
+            2,
+            2,
+        ),
         (
             "boot::bad_command_line_still_boots",
             2,
@@ -260,6 +267,14 @@ fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: boo
                     "expected {online} cores online of {madt}, summary says {got:?}\n{}",
                     c.tail(8)
                 ),
+            );
+        } else if let Some(missing) = expected_output(name)
+            .iter()
+            .find(|w| !c.lines.iter().any(|l| l.contains(*w)))
+        {
+            t.fail(
+                name,
+                &format!("no console line contains '{missing}'\n{}", c.tail(12)),
             );
         } else if name.contains("bad_command_line")
             && c.lines.iter().filter(|l| l.contains("WARN")).count() < 4
@@ -304,13 +319,29 @@ fn fault_test(t: &mut Tally, g: &Guest, name: &str, expect: &str, verbose: bool)
     Ok(())
 }
 
-/// The shell, driven by `user/shell/smoke.script` like a person at the console.
+/// The shell, driven by the scripts in `user/shell/` like a person at the console.
 fn shell_script(t: &mut Tally, g: &Guest) -> Result<()> {
-    let file = crate::build::workspace_root().join("user/shell/smoke.script");
-    println!("xtask: shell script {}", file.display());
-    match crate::script::run(g, &file) {
-        Ok(()) => t.pass("[shell] user/shell/smoke.script"),
-        Err(e) => t.fail("[shell] user/shell/smoke.script", &format!("{e:#}")),
+    for script in ["smoke.script", "kill.script"] {
+        let file = crate::build::workspace_root()
+            .join("user/shell")
+            .join(script);
+        let name = format!("[shell] user/shell/{script}");
+        println!("xtask: shell script {}", file.display());
+        match crate::script::run(g, &file) {
+            Ok(()) => t.pass(&name),
+            Err(e) => t.fail(&name, &format!("{e:#}")),
+        }
     }
     Ok(())
+}
+
+/// Lines a boot check must print besides the summary.
+fn expected_output(name: &str) -> &'static [&'static str] {
+    match name {
+        "boot::start_programs_on_each_core" => &[
+            "hello from core 1 pid 1.1 args: x",
+            "hello from core 0 pid 0.1 args: y",
+        ],
+        _ => &[],
+    }
 }

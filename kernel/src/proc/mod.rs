@@ -29,7 +29,6 @@ pub struct Process {
     pub priority: Priority,
     /// `None` once the process has ended (its memory is freed at once).
     pub vspace: Option<VSpace>,
-    pub heap_start: u64,
     pub heap_end: u64,
     /// Set when the process ends; the parent's WAIT collects it.
     pub ended: Option<WaitStatus>,
@@ -92,7 +91,6 @@ pub fn spawn_image(
             name,
             priority,
             vspace: Some(vs),
-            heap_start: plan.end,
             heap_end: plan.end,
             ended: None,
             cpu_ns: 0,

@@ -115,11 +115,6 @@ impl Sched {
             .map(|t| t.process)
     }
 
-    /// The running thread.
-    pub fn current_thread(&self) -> Option<u32> {
-        self.current
-    }
-
     pub fn thread(&self, id: u32) -> Option<&Thread> {
         self.threads.get(&id).map(|b| &**b)
     }

@@ -58,7 +58,7 @@ impl VSpace {
         let end = vaddr
             .checked_add(count * PAGE_SIZE)
             .ok_or(Error::InvalidArgument)?;
-        if vaddr % PAGE_SIZE != 0 || !is_user_half(vaddr) || !is_user_half(end - 1) {
+        if !vaddr.is_multiple_of(PAGE_SIZE) || !is_user_half(vaddr) || !is_user_half(end - 1) {
             return Err(Error::InvalidArgument);
         }
         let mut flags = Flags::USER_ACCESSIBLE;

@@ -137,3 +137,15 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// The boot archive's directory lists the programs xtask packed.
+    fn boot_archive_lists_programs() -> TestResult {
+        let names: alloc::vec::Vec<&str> = crate::archive::names().collect();
+        for want in ["shell", "hello", "crash", "nop"] {
+            kassert!(names.contains(&want), "'{want}' missing from the boot archive ({names:?})");
+        }
+        kassert!(crate::archive::find("no-such-program").is_none(), "found a program that is not there");
+        Ok(())
+    }
+}
