@@ -31,24 +31,23 @@ pub fn freestanding_rustflags() -> String {
     .join("\x1f")
 }
 
+/// A `cargo SUBCOMMAND --release --target TARGET --target-dir DIR` for freestanding
+/// binaries, with their rustc flags (the kernel's and the user programs' differ).
+pub fn freestanding_cargo(subcommand: &str, rustflags: String, target_dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO"));
+    c.current_dir(workspace_root())
+        .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
+        .args([subcommand, "--release", "--target", TARGET, "--target-dir"])
+        .arg(target_dir);
+    c
+}
+
 /// Build the kernel in release mode (optimised, with debug info) and return its ELF.
 pub fn kernel() -> Result<PathBuf> {
-    let root = workspace_root();
-    let target_dir = root.join("target/kernel");
+    let target_dir = workspace_root().join("target/kernel");
     eprintln!("xtask: building the kernel (cargo build --release -p kernel --target {TARGET})");
-    let status = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .env("CARGO_ENCODED_RUSTFLAGS", freestanding_rustflags())
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "kernel",
-            "--target",
-            TARGET,
-            "--target-dir",
-        ])
-        .arg(&target_dir)
+    let status = freestanding_cargo("build", freestanding_rustflags(), &target_dir)
+        .args(["-p", "kernel"])
         .status()
         .context("running cargo")?;
     if !status.success() {
@@ -61,7 +60,8 @@ pub fn kernel() -> Result<PathBuf> {
     Ok(elf)
 }
 
-/// `cargo clippy` over the host crates, then over the kernel with the freestanding flags.
+/// `cargo clippy` over the host crates, then the kernel and the user programs with their
+/// freestanding flags.
 pub fn clippy(deny_warnings: bool) -> Result<()> {
     let root = workspace_root();
     let deny: &[&str] = if deny_warnings {
@@ -76,27 +76,20 @@ pub fn clippy(deny_warnings: bool) -> Result<()> {
         .args(deny)
         .status()?;
     eprintln!("xtask: clippy (kernel, freestanding)");
-    let kernel = Command::new(env!("CARGO"))
-        .current_dir(&root)
-        .env("CARGO_ENCODED_RUSTFLAGS", freestanding_rustflags())
-        .args([
-            "clippy",
-            "--release",
-            "-p",
-            "kernel",
-            "--target",
-            TARGET,
-            "--target-dir",
-        ])
-        .arg(root.join("target/kernel"))
-        .args(deny)
-        .status()?;
+    let kernel = freestanding_cargo(
+        "clippy",
+        freestanding_rustflags(),
+        &root.join("target/kernel"),
+    )
+    .args(["-p", "kernel"])
+    .args(deny)
+    .status()?;
     eprintln!("xtask: clippy (user programs, freestanding)");
-    let mut user = Command::new(env!("CARGO"));
-    user.current_dir(&root)
-        .env("CARGO_ENCODED_RUSTFLAGS", crate::user::rustflags())
-        .args(["clippy", "--release", "--target", TARGET, "--target-dir"])
-        .arg(crate::user::target_dir());
+    let mut user = freestanding_cargo(
+        "clippy",
+        crate::user::rustflags(),
+        &crate::user::target_dir(),
+    );
     for p in crate::user::programs()?
         .iter()
         .map(String::as_str)

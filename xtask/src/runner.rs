@@ -38,7 +38,7 @@ impl Captured {
 }
 
 /// Kills the child when dropped, so no QEMU outlives xtask's interest in it.
-struct Reaper(Child);
+pub struct Reaper(pub Child);
 
 impl Drop for Reaper {
     fn drop(&mut self) {

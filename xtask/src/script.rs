@@ -13,10 +13,11 @@
 //! on its own line just before the shell's echo of the same command.
 
 use crate::qemu::{Guest, QEMU};
+use crate::runner::Reaper;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -52,18 +53,6 @@ enum Waited {
     Prompt,
     Exited,
     TimedOut,
-}
-
-/// Kills QEMU when dropped, so none outlives the run.
-struct Reaper(Child);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        if let Ok(None) = self.0.try_wait() {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 struct Session {

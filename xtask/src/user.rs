@@ -81,11 +81,7 @@ pub fn build_programs() -> Result<Vec<(String, PathBuf)>> {
         "xtask: building user programs ({}) for {TARGET}",
         names.join(", ")
     );
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(workspace_root())
-        .env("CARGO_ENCODED_RUSTFLAGS", rustflags())
-        .args(["build", "--release", "--target", TARGET, "--target-dir"])
-        .arg(&target_dir);
+    let mut cmd = crate::build::freestanding_cargo("build", rustflags(), &target_dir);
     for n in &names {
         cmd.args(["-p", n]);
     }

@@ -86,6 +86,42 @@ const fn has_error_code(v: usize) -> bool {
 
 global_asm!(
     r#"
+    /* The general registers in TrapFrame order (rax at the lowest address). */
+    .macro push_gprs
+    pushq %r15
+    pushq %r14
+    pushq %r13
+    pushq %r12
+    pushq %r11
+    pushq %r10
+    pushq %r9
+    pushq %r8
+    pushq %rbp
+    pushq %rdi
+    pushq %rsi
+    pushq %rdx
+    pushq %rcx
+    pushq %rbx
+    pushq %rax
+    .endm
+    .macro pop_gprs
+    popq %rax
+    popq %rbx
+    popq %rcx
+    popq %rdx
+    popq %rsi
+    popq %rdi
+    popq %rbp
+    popq %r8
+    popq %r9
+    popq %r10
+    popq %r11
+    popq %r12
+    popq %r13
+    popq %r14
+    popq %r15
+    .endm
+
     .section .text
     .balign 16
     .global trap_stubs
@@ -104,21 +140,7 @@ trap_stubs:
 
 trap_common:
     cld
-    pushq %r15
-    pushq %r14
-    pushq %r13
-    pushq %r12
-    pushq %r11
-    pushq %r10
-    pushq %r9
-    pushq %r8
-    pushq %rbp
-    pushq %rdi
-    pushq %rsi
-    pushq %rdx
-    pushq %rcx
-    pushq %rbx
-    pushq %rax
+    push_gprs
     movq %rsp, %rbx
     /* GS: the kernel's GS.base is a kernel (negative) address. Decide from the MSR, not
        from the saved CS, so an NMI that lands between a user entry and its swapgs still
@@ -150,21 +172,7 @@ trap_resume:
     jz 3f
     swapgs
 3:
-    popq %rax
-    popq %rbx
-    popq %rcx
-    popq %rdx
-    popq %rsi
-    popq %rdi
-    popq %rbp
-    popq %r8
-    popq %r9
-    popq %r10
-    popq %r11
-    popq %r12
-    popq %r13
-    popq %r14
-    popq %r15
+    pop_gprs
     addq $16, %rsp
     iretq
 
@@ -184,21 +192,7 @@ syscall_entry:
     pushq %rcx
     pushq $0
     pushq ${vec_syscall}
-    pushq %r15
-    pushq %r14
-    pushq %r13
-    pushq %r12
-    pushq %r11
-    pushq %r10
-    pushq %r9
-    pushq %r8
-    pushq %rbp
-    pushq %rdi
-    pushq %rsi
-    pushq %rdx
-    pushq %rcx
-    pushq %rbx
-    pushq %rax
+    push_gprs
     movq %rsp, %rbx
     movl $1, %r12d
     jmp trap_after_gs
