@@ -83,6 +83,11 @@ fn spawn(
     let args = core::str::from_utf8(&args).map_err(|_| Error::InvalidArgument)?;
     let args: Vec<&str> = args.split_terminator('\0').collect();
     let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
+    // A program cannot start a child that would outrank it (and so could starve it and
+    // everything else at its level).
+    if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
+        return Err(Error::Denied);
+    }
     let child = proc::spawn(name, &args, priority, parent)?;
     Ok(child.0)
 }

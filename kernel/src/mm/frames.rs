@@ -83,6 +83,23 @@ fn with_pool<R>(f: impl FnOnce(&mut FramePool<'static>) -> R) -> R {
     })
 }
 
+/// Frames of every pool that user memory may never take: the kernel's own allocations
+/// (heap growth, page tables, kernel stacks) always find room, so a program that asks for
+/// all the memory it can get fails its own request instead of bringing the kernel down.
+pub const KERNEL_RESERVE_FRAMES: u64 = 2048; // 8 MiB
+
+/// One frame for user memory from this core's pool, unless that would eat into the
+/// kernel's reserve.
+pub fn alloc_user() -> Option<u64> {
+    with_pool(|p| {
+        if p.free_frames() <= KERNEL_RESERVE_FRAMES {
+            None
+        } else {
+            p.alloc()
+        }
+    })
+}
+
 /// One frame from this core's pool.
 pub fn alloc() -> Option<u64> {
     with_pool(|p| p.alloc())

@@ -26,9 +26,14 @@ pub struct PoolSource;
 // which nobody else uses; it never touches another allocator.
 unsafe impl Source for PoolSource {
     fn acquire<B: Binning>(talc: &mut Talc<Self, B>, layout: Layout) -> Result<(), ()> {
-        let want = (layout.size() + layout.align() + 4096) as u64;
-        let bytes = want.max(GROW_BYTES).next_multiple_of(4096);
-        let paddr = frames::alloc_contiguous(bytes / 4096, 1).ok_or(())?;
+        let want = (layout.size() as u64)
+            .saturating_add(layout.align() as u64 + 4096)
+            .next_multiple_of(4096);
+        // A megabyte at a time when the pool has one in a piece, else just what is needed.
+        let (bytes, paddr) = [want.max(GROW_BYTES), want]
+            .into_iter()
+            .find_map(|b| frames::alloc_contiguous(b / 4096, 1).map(|p| (b, p)))
+            .ok_or(())?;
         // SAFETY: the frames are ours, direct-mapped and unused.
         unsafe { talc.claim(phys_to_virt(paddr) as *mut u8, bytes as usize) }.ok_or(())?;
         percore::this()

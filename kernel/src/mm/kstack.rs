@@ -64,21 +64,33 @@ pub fn alloc(pages: u64) -> Option<KStack> {
     // by all of them below its PML4 entry.
     let root = paging::kernel_root();
     for i in 0..pages {
-        let frame = frames::alloc()?;
-        paging::zero_frame(frame);
-        let flags = Flags::WRITABLE | Flags::NO_EXECUTE | Flags::GLOBAL;
-        // SAFETY: the page lies in this core's own stack slot, which only this core
-        // changes, and the frame was just allocated for it.
-        unsafe {
-            paging::map_4k(
-                root,
-                bottom + i * PAGE_SIZE,
-                frame,
-                flags,
-                &mut frames::alloc,
-            )
+        let mapped = frames::alloc().and_then(|frame| {
+            paging::zero_frame(frame);
+            let flags = Flags::WRITABLE | Flags::NO_EXECUTE | Flags::GLOBAL;
+            // SAFETY: the page lies in this core's own stack slot, which only this core
+            // changes, and the frame was just allocated for it.
+            let r = unsafe {
+                paging::map_4k(
+                    root,
+                    bottom + i * PAGE_SIZE,
+                    frame,
+                    flags,
+                    &mut frames::alloc,
+                )
+            };
+            if r.is_err() {
+                let _ = frames::free(frame);
+            }
+            r.ok()
+        });
+        if mapped.is_none() {
+            // Out of memory part-way: give back the pages mapped so far, and the stride.
+            free(KStack {
+                bottom,
+                top: bottom + i * PAGE_SIZE,
+            });
+            return None;
         }
-        .ok()?;
     }
     Some(KStack {
         bottom,

@@ -34,6 +34,9 @@ pub struct Process {
     pub ended: Option<WaitStatus>,
     pub cpu_ns: u64,
     pub thread: u32,
+    /// Started by the kernel at boot (`start=`, the shell): counted until it ends, so
+    /// `poweroff` can wait for the boot programs.
+    pub boot: bool,
 }
 
 /// Load program `name` from the boot archive and start it on this core.
@@ -95,6 +98,7 @@ pub fn spawn_image(
             ended: None,
             cpu_ns: 0,
             thread: 0,
+            boot: parent == Pid(0),
         };
         s.processes.insert(serial, p);
         let Some(tid) = s.add_thread(serial, priority, &frame) else {
@@ -138,6 +142,14 @@ fn push_args(vs: &VSpace, name: &str, args: &[&str]) -> Result<(u64, u64, u64), 
     Ok((at, all.len() as u64, at))
 }
 
+/// Priority of a process on this core.
+pub fn priority_of(pid: Pid) -> Option<Priority> {
+    if pid.core() != current_core() {
+        return None;
+    }
+    sched::with(|s| s.processes.get(&pid.serial()).map(|p| p.priority))
+}
+
 /// Name of a process on this core.
 pub fn name_of(pid: Pid) -> Option<heapless::String<MAX_NAME>> {
     if pid.core() != current_core() {
@@ -169,11 +181,12 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
     }
     drop(vspace);
     // Orphans: children of the dead process are reaped by nobody; let them go when done.
-    for child in s
-        .processes
-        .values_mut()
-        .filter(|c| c.parent == Pid::new(current_core(), serial))
-    {
+    // Children of the dead process: those already ended will never be waited for, so
+    // they go now; the others become the kernel's and go when they end.
+    let me = Pid::new(current_core(), serial);
+    s.processes
+        .retain(|_, c| c.parent != me || c.ended.is_none());
+    for child in s.processes.values_mut().filter(|c| c.parent == me) {
         child.parent = Pid(0);
     }
     if parent.core() == current_core() {
@@ -187,12 +200,8 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
         }
     }
     // Nobody will wait for a child of the kernel: forget it now.
-    if parent == Pid(0) {
-        s.processes.remove(&serial);
-        percore::this()
-            .stats
-            .boot_programs
-            .fetch_sub(1, Ordering::Relaxed);
+    if parent == Pid(0) && s.processes.remove(&serial).is_some_and(|p| p.boot) {
+        percore::this().stats.boot_programs.fetch_sub(1, Ordering::Relaxed);
     }
     percore::this()
         .stats
@@ -318,6 +327,25 @@ pub fn kill(pid: Pid) -> Result<(), Error> {
         if s.current_process() == Some(pid.serial()) {
             return Ok(true);
         }
+        // A program may end itself and its descendants, not its parent or strangers (the
+        // kernel, calling with no current process, may end anything). Rights proper
+        // arrive with the resource layer.
+        if let Some(me) = s.current_process() {
+            let mut at = p.parent;
+            let mut hops = 0;
+            while at != Pid::new(current_core(), me) {
+                let up = (at.core() == current_core())
+                    .then(|| s.processes.get(&at.serial()))
+                    .flatten();
+                match up {
+                    Some(q) if hops < 1024 => {
+                        at = q.parent;
+                        hops += 1;
+                    }
+                    _ => return Err(Error::Denied),
+                }
+            }
+        }
         if let Some(thread) = end_process(s, pid.serial(), killed) {
             s.remove_thread(thread);
         }
@@ -336,8 +364,9 @@ pub fn grow_heap(bytes: u64) -> Result<u64, Error> {
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
         let old = p.heap_end;
         let pages = bytes.div_ceil(PAGE_SIZE);
-        let new_end = old
-            .checked_add(pages * PAGE_SIZE)
+        let new_end = pages
+            .checked_mul(PAGE_SIZE)
+            .and_then(|b| old.checked_add(b))
             .filter(|&e| e <= HEAP_LIMIT)
             .ok_or(Error::NoMemory)?;
         let vs = p.vspace.as_mut().ok_or(Error::NoSuchProcess)?;
@@ -374,7 +403,7 @@ pub fn infos() -> Vec<abi::ProcInfo> {
         s.processes
             .values()
             .map(|p| {
-                let state = match (p.ended, s.thread_state_of(p.pid.serial())) {
+                let state = match (p.ended, s.thread(p.thread).map(|t| t.state)) {
                     (Some(_), _) | (None, None) => abi::STATE_ZOMBIE,
                     (None, Some(ThreadState::Running)) => abi::STATE_RUNNING,
                     (None, Some(ThreadState::Ready)) => abi::STATE_READY,

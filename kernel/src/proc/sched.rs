@@ -212,14 +212,6 @@ impl Sched {
         }
         self.ran_since = now;
     }
-
-    /// Threads in each state, for `ps`.
-    pub fn thread_state_of(&self, process: u32) -> Option<ThreadState> {
-        self.threads
-            .values()
-            .find(|t| t.process == process)
-            .map(|t| t.state)
-    }
 }
 
 fn sched() -> &'static CoreCell<Sched> {
@@ -265,10 +257,19 @@ fn switch_away(current_goes: Option<ThreadState>) {
             s.pick()
         };
         s.return_to_idle = false;
+        if next.is_some() && next == me {
+            // Picked ourselves (only possible if we were re-queued as Ready): keep running.
+            if let Some(t) = next.and_then(|id| s.threads.get_mut(&id)) {
+                t.state = ThreadState::Running;
+            }
+            s.need_resched = false;
+            s.slice_used = 0;
+            return None;
+        }
         s.need_resched = false;
         s.slice_used = 0;
         s.current = next;
-        match next {
+        Some(match next {
             Some(id) => {
                 let t = s.threads.get_mut(&id).expect("ready thread exists");
                 t.state = ThreadState::Running;
@@ -290,8 +291,9 @@ fn switch_away(current_goes: Option<ThreadState>) {
                 root: paging::kernel_root(),
                 kstack_top: None,
             },
-        }
+        })
     });
+    let Some(plan) = plan else { return };
     if let Some(top) = plan.kstack_top {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
@@ -351,6 +353,8 @@ pub fn yield_now() {
 /// End the running thread for good (its process has ended). Never returns.
 pub fn exit_current() -> ! {
     with(|s| {
+        // Charge the last slice before the thread (and its process's link to it) goes.
+        s.account();
         if let Some(id) = s.current {
             if let Some(t) = s.threads.remove(&id) {
                 s.dead_stacks.push(t.kstack);

@@ -15,6 +15,8 @@ use alloc::vec::Vec;
 /// Top of the user stack (exclusive) and its size; a guard page lies below it.
 pub const STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
 pub const STACK_PAGES: u64 = 16;
+/// Most pages one process may map (1 GiB); a request beyond it is `NoMemory`.
+pub const MAX_USER_PAGES: u64 = 1 << 18;
 /// Highest address the heap may reach.
 pub const HEAP_LIMIT: u64 = 0x0000_7000_0000_0000;
 
@@ -55,9 +57,13 @@ impl VSpace {
         writable: bool,
         executable: bool,
     ) -> Result<(), Error> {
-        let end = vaddr
-            .checked_add(count * PAGE_SIZE)
+        let end = count
+            .checked_mul(PAGE_SIZE)
+            .and_then(|bytes| vaddr.checked_add(bytes))
             .ok_or(Error::InvalidArgument)?;
+        if count > 0 && self.pages + count > MAX_USER_PAGES {
+            return Err(Error::NoMemory);
+        }
         if !vaddr.is_multiple_of(PAGE_SIZE) || !is_user_half(vaddr) || !is_user_half(end - 1) {
             return Err(Error::InvalidArgument);
         }
@@ -69,7 +75,10 @@ impl VSpace {
             flags |= Flags::NO_EXECUTE;
         }
         for i in 0..count {
-            let frame = frames::alloc().ok_or(Error::NoMemory)?;
+            let Some(frame) = frames::alloc_user() else {
+                self.unmap_pages(vaddr, i);
+                return Err(Error::NoMemory);
+            };
             paging::zero_frame(frame);
             // SAFETY: this address space is owned by the calling core's process table, the
             // address is in the user half, and the frame is fresh.
@@ -84,6 +93,7 @@ impl VSpace {
             };
             if r.is_err() {
                 let _ = frames::free(frame);
+                self.unmap_pages(vaddr, i);
                 return Err(if r == Err(paging::MapError::NoMemory) {
                     Error::NoMemory
                 } else {
@@ -93,6 +103,18 @@ impl VSpace {
             self.pages += 1;
         }
         Ok(())
+    }
+
+    /// Undo the first `count` pages of a `map_zeroed` at `vaddr` (it failed part-way).
+    fn unmap_pages(&mut self, vaddr: u64, count: u64) {
+        for i in 0..count {
+            // SAFETY: these pages were mapped by this call and the process has not run
+            // since; the (now empty) page tables stay until the address space goes.
+            if let Some(frame) = unsafe { paging::unmap_4k(self.root, vaddr + i * PAGE_SIZE) } {
+                let _ = frames::free(frame);
+                self.pages -= 1;
+            }
+        }
     }
 
     /// Walk `len` bytes at user address `uaddr` page by page, calling `f(phys, offset, n)`

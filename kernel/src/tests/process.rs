@@ -149,3 +149,62 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// A program that takes all the memory it can is refused (also for a size that would
+    /// overflow), the kernel keeps its reserve and keeps working, and the memory comes back.
+    fn memory_hog_is_refused_and_the_kernel_survives() -> TestResult {
+        let core = percore::current_core();
+        run("hello", &[], Priority::App)?;
+        let before = crate::mm::frames::counts(core).0;
+        let s = run("crash", &["hog"], Priority::App)?;
+        kassert!(exited_ok(&s), "crash hog ended with {s:?}");
+        let s = run("hello", &["after", "hog"], Priority::App)?;
+        kassert!(exited_ok(&s), "hello after the hog ended with {s:?}");
+        // While a hog holds every frame user memory may have, the kernel still starts
+        // programs: their kernel-side needs come from the reserve...
+        let holder = proc::spawn("crash", &["hog-hold"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        sched::run_until(2_000_000_000, || crate::mm::frames::counts(core).0 <= crate::mm::frames::KERNEL_RESERVE_FRAMES + 16);
+        let free_now = crate::mm::frames::counts(core).0;
+        kassert!(free_now >= crate::mm::frames::KERNEL_RESERVE_FRAMES, "user memory ate into the kernel reserve ({free_now} frames free)");
+        let starved = proc::spawn("hello", &[], Priority::App, TEST_PARENT);
+        // ...and a new program's own pages cannot be had, which is a clean error.
+        kassert!(starved == Err(abi::Error::NoMemory), "spawn while the hog holds memory gave {starved:?}");
+        let _ = proc::kill(holder);
+        let _ = proc::take_status(holder);
+        sched::run_until(20_000_000, || false);
+        let after = crate::mm::frames::counts(core).0;
+        kassert!(before == after, "the hog's memory did not all come back ({} frames)", before.abs_diff(after));
+        Ok(())
+    }
+}
+
+ktest! {
+    /// A program may not start a child that outranks it, nor kill a process that is not
+    /// its descendant.
+    fn priority_and_kill_limits() -> TestResult {
+        let s = run("crash", &["outrank"], Priority::App)?;
+        kassert!(exited_ok(&s), "crash outrank ended with {s:?}");
+        let other = proc::spawn("spin", &[], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        let other_name = format!("{other}");
+        let s = run("crash", &["kill-pid", &other_name], Priority::App)?;
+        kassert!(exited_ok(&s), "crash kill-pid {other} ended with {s:?}");
+        kassert!(!proc::has_ended(other), "a stranger's kill took effect");
+        let _ = proc::kill(other);
+        let _ = proc::take_status(other);
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Children that outlive their parent are cleaned up when they end: no zombie stays.
+    fn orphans_leave_no_zombies() -> TestResult {
+        let count = || proc::infos().len();
+        let before = count();
+        let s = run("crash", &["orphan"], Priority::App)?;
+        kassert!(exited_ok(&s), "crash orphan ended with {s:?}");
+        sched::run_until(2_000_000_000, || count() == before);
+        kassert!(count() == before, "{} processes left behind: {:?}", count() - before, proc::infos().iter().map(|p| p.pid).collect::<alloc::vec::Vec<_>>());
+        Ok(())
+    }
+}

@@ -9,14 +9,20 @@
 //! | `kernel-memory` | reads kernel text at 0xffff_ffff_8020_0000 | killed, page fault |
 //! | `bad-pointer` | `CONSOLE_WRITE` with a kernel pointer and an unmapped one | exit 0 if both are refused with `BadAddress`, else 1 |
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
+//! | `hog` | grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if both end in `NoMemory` (the kernel keeps its reserve) |
+//! | `hog-hold` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
+//! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
+//! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
+//! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
 //!
 //! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
 #![no_std]
 #![no_main]
 
 use core::arch::asm;
-use ulib::abi::{syscall, Error};
+use ulib::abi::{syscall, Error, Pid, Priority};
 use ulib::println;
+use ulib::sys;
 use ulib::sys::raw;
 
 ulib::main!(main);
@@ -55,6 +61,30 @@ fn main(args: &[&str]) -> i32 {
         },
         "bad-pointer" => return bad_pointer(),
         "bad-syscall" => return bad_syscall(),
+        "hog" => return hog(),
+        "hog-hold" => {
+            let r = hog();
+            loop {
+                let _ = sys::sleep_ns(1_000_000_000);
+                if r != 0 {
+                    return r;
+                }
+            }
+        }
+        "outrank" => {
+            return expect_denied(
+                "outrank",
+                sys::spawn("hello", &[], Priority::Driver).map(|_| ()),
+            )
+        }
+        "kill-pid" => {
+            let Some(pid) = args.get(2).and_then(|a| Pid::parse(a)) else {
+                println!("crash: kill-pid needs a pid (CORE.SERIAL)");
+                return 2;
+            };
+            return expect_denied("kill-pid", sys::kill(pid));
+        }
+        "orphan" => return orphan(),
         _ => {
             println!(
                 "crash: unknown case '{what}' (page-fault, general-protection, invalid-opcode, \
@@ -97,6 +127,46 @@ fn bad_syscall() -> i32 {
         }
         r => {
             println!("bad-syscall: expected NoSuchCall, got {r:?}");
+            1
+        }
+    }
+}
+
+fn hog() -> i32 {
+    const STEP: usize = 64 * 1024;
+    let mut got = 0usize;
+    let refused = loop {
+        match sys::memory(STEP) {
+            Ok(_) => got += STEP,
+            Err(e) => break e,
+        }
+    };
+    let huge = sys::memory(usize::MAX);
+    println!(
+        "hog: got {} KiB, then {refused:?}; 2^64-1 bytes: {huge:?}",
+        got / 1024
+    );
+    i32::from(!(refused == Error::NoMemory && huge == Err(Error::NoMemory)))
+}
+
+fn expect_denied(what: &str, r: Result<(), Error>) -> i32 {
+    if r == Err(Error::Denied) {
+        println!("{what}: refused");
+        0
+    } else {
+        println!("{what}: expected Denied, got {r:?}");
+        1
+    }
+}
+
+fn orphan() -> i32 {
+    match sys::spawn("hello", &["orphan"], Priority::App) {
+        Ok(pid) => {
+            println!("orphan: left {pid} behind");
+            0
+        }
+        Err(e) => {
+            println!("orphan: spawn failed: {e:?}");
             1
         }
     }

@@ -139,7 +139,9 @@ trap_stubs:
     .endr
 
 trap_common:
-    cld
+    /* Known flags for the handler: DF and AC (so SMAP holds) clear; IF is already clear. */
+    pushq $2
+    popfq
     push_gprs
     movq %rsp, %rbx
     /* GS: the kernel's GS.base is a kernel (negative) address. Decide from the MSR, not
