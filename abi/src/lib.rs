@@ -7,6 +7,7 @@
 //! arrive with the resource layer.
 #![cfg_attr(not(test), no_std)]
 
+pub mod res;
 pub mod syscall;
 mod types;
 

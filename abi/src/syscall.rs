@@ -24,6 +24,15 @@
 //! | 12 | `CORES` | `*mut CoreInfo`, capacity | number of records written |
 //! | 13 | `KILL` | pid | 0 |
 //! | 14 | `POWEROFF` | | (does not return) |
+//! | 15 | `RES_OPEN` | name ptr, name len, args ptr, args len, rights | `ResId` |
+//! | 16 | `RES_CLOSE` | id | 0 |
+//! | 17 | `RES_READ` | id, buf ptr, buf len, arg | type-specific (docs/resources.md) |
+//! | 18 | `RES_WRITE` | id, buf ptr, buf len, arg | type-specific |
+//! | 19 | `RES_CONTROL` | id, command, arg0, arg1 | type-specific |
+//! | 20 | `RES_LIST` | core, `*mut ResInfo`, capacity | number of records written |
+//! | 21 | `RES_INFO` | id, `*mut ResInfo` | 0 |
+//! | 22 | `SETUSER` | user id | 0 (the caller's user changes: the shell's `su`) |
+//! | 23 | `GETUSER` | | the caller's user id |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
@@ -45,9 +54,32 @@ pub const PROCESSES: u64 = 11;
 pub const CORES: u64 = 12;
 pub const KILL: u64 = 13;
 pub const POWEROFF: u64 = 14;
+pub const RES_OPEN: u64 = 15;
+pub const RES_CLOSE: u64 = 16;
+pub const RES_READ: u64 = 17;
+pub const RES_WRITE: u64 = 18;
+pub const RES_CONTROL: u64 = 19;
+pub const RES_LIST: u64 = 20;
+pub const RES_INFO: u64 = 21;
+pub const SETUSER: u64 = 22;
+pub const GETUSER: u64 = 23;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 15;
+pub const COUNT: u64 = 24;
+
+/// `RES_CONTROL` commands (which apply to which type: docs/resources.md).
+pub mod control {
+    /// Any type: the type-specific size (bytes, pages, pid, mips).
+    pub const INFO: u64 = 0;
+    /// vspace: attach vregion `arg0` at address `arg1` (bit 0 of `arg1`: writable).
+    pub const ATTACH: u64 = 1;
+    /// vspace: detach whatever vregion is attached at address `arg0`.
+    pub const DETACH: u64 = 2;
+    /// process: end it (its parent sees `ENDED_KILLED`).
+    pub const KILL: u64 = 3;
+    /// compute: set the mips degree to `arg0`.
+    pub const SET_MIPS: u64 = 4;
+}
 
 /// Name of a call, for traces and error messages.
 pub fn name(number: u64) -> &'static str {
@@ -67,6 +99,15 @@ pub fn name(number: u64) -> &'static str {
         "cores",
         "kill",
         "poweroff",
+        "res_open",
+        "res_close",
+        "res_read",
+        "res_write",
+        "res_control",
+        "res_list",
+        "res_info",
+        "setuser",
+        "getuser",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

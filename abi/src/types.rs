@@ -28,10 +28,24 @@ pub enum Error {
     TooLong = 10,
     /// An error code this build does not know.
     Unknown = 11,
+    /// A resource name is malformed (see `res::ResName`).
+    BadName = 12,
+    /// No resource with that identifier (never was, or a forged id).
+    NoSuchResource = 13,
+    /// The identifier names a resource that was closed.
+    StaleResource = 14,
+    /// The resource is not of the type the operation needs.
+    WrongType = 15,
+    /// The operation has no meaning for this type of resource.
+    NotSupported = 16,
+    /// The resource is in use (e.g. a vregion still attached).
+    Busy = 17,
+    /// A resource with that name already exists on that core.
+    AlreadyExists = 18,
 }
 
 impl Error {
-    pub const ALL: [Error; 11] = [
+    pub const ALL: [Error; 18] = [
         Error::NoSuchCall,
         Error::InvalidArgument,
         Error::BadAddress,
@@ -43,6 +57,13 @@ impl Error {
         Error::Denied,
         Error::TooLong,
         Error::Unknown,
+        Error::BadName,
+        Error::NoSuchResource,
+        Error::StaleResource,
+        Error::WrongType,
+        Error::NotSupported,
+        Error::Busy,
+        Error::AlreadyExists,
     ];
 
     pub fn from_code(code: u64) -> Error {
@@ -66,6 +87,13 @@ impl Error {
             Error::Denied => "permission denied",
             Error::TooLong => "too long",
             Error::Unknown => "unknown error",
+            Error::BadName => "malformed resource name",
+            Error::NoSuchResource => "no such resource",
+            Error::StaleResource => "stale resource id (it was closed)",
+            Error::WrongType => "wrong type of resource",
+            Error::NotSupported => "operation not supported by this type",
+            Error::Busy => "resource busy",
+            Error::AlreadyExists => "a resource with that name exists",
         }
     }
 }
@@ -175,6 +203,7 @@ pub const STATE_RUNNING: u32 = 0;
 pub const STATE_READY: u32 = 1;
 pub const STATE_BLOCKED: u32 = 2;
 pub const STATE_ZOMBIE: u32 = 3;
+pub const STATE_STOPPED: u32 = 4;
 
 pub fn state_name(state: u32) -> &'static str {
     match state {
@@ -182,6 +211,7 @@ pub fn state_name(state: u32) -> &'static str {
         STATE_READY => "ready",
         STATE_BLOCKED => "blocked",
         STATE_ZOMBIE => "zombie",
+        STATE_STOPPED => "stopped",
         _ => "?",
     }
 }

@@ -25,6 +25,7 @@ mod ktest;
 mod mm;
 mod percore;
 mod proc;
+mod res;
 mod smp;
 mod syscall;
 mod tests;
@@ -99,6 +100,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         );
     }
     let features = cpu::Features::read();
+    res::set_rcc(args.rcc);
     match boot.modules.first() {
         Some(m) => archive::set(m.start, m.size),
         None => log::warn!("no boot archive: no user programs (xtask attaches one with -initrd)"),

@@ -40,6 +40,10 @@ pub struct CoreLocal {
     pub mem: crate::mm::CoreMem,
     /// This core's processes, threads and run queues.
     pub sched: CoreCell<crate::proc::sched::Sched>,
+    /// This core's resources.
+    pub res: CoreCell<crate::res::ResTable>,
+    /// The current kernel activity's flow id and user.
+    pub flow: crate::res::Flow,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -113,6 +117,8 @@ impl CoreLocal {
             mailbox: crate::smp::Mailbox::new(),
             mem: crate::mm::CoreMem::new(),
             sched: CoreCell::new(crate::proc::sched::Sched::new()),
+            res: CoreCell::new(crate::res::ResTable::new()),
+            flow: crate::res::Flow::new(),
         }
     }
 }

@@ -9,6 +9,8 @@ use crate::arch::x86_64::idt::TrapFrame;
 use crate::percore::{self, current_core};
 use crate::proc::{self, sched};
 use abi::syscall as nr;
+use crate::res::{self, ReadOut};
+use abi::res::{ResId, Rights, UserId};
 use abi::{Error, Pid, Priority};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -22,6 +24,8 @@ pub fn dispatch(frame: &mut TrapFrame) {
     let a = [
         frame.rdi, frame.rsi, frame.rdx, frame.r10, frame.r8, frame.r9,
     ];
+    // A new flow: this kernel activity acts for the calling process's user (RCC).
+    crate::res::begin_flow(proc::current_user());
     let r = match frame.rax {
         nr::EXIT => proc::exit_current(abi::WaitStatus {
             how: abi::ENDED_EXIT,
@@ -45,8 +49,18 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::CORES => cores(a[0], a[1]),
         nr::KILL => proc::kill(Pid(a[0])).map(|()| 0),
         nr::POWEROFF => crate::power_off(),
+        nr::RES_OPEN => res_open(a[0], a[1], a[2], a[3], a[4]),
+        nr::RES_CLOSE => res::close(ResId(a[0])).map(|()| 0),
+        nr::RES_READ => res_read(ResId(a[0]), a[1], a[2], a[3]),
+        nr::RES_WRITE => res_write(ResId(a[0]), a[1], a[2], a[3]),
+        nr::RES_CONTROL => res::control(ResId(a[0]), a[1], a[2], a[3]),
+        nr::RES_LIST => res_list(a[0], a[1], a[2]),
+        nr::RES_INFO => res::info(ResId(a[0])).and_then(|i| proc::with_current_vspace(|vs| vs.write_value(a[1], &i))).map(|()| 0),
+        nr::SETUSER => u32::try_from(a[0]).map_err(|_| Error::InvalidArgument).and_then(|u| proc::set_current_user(UserId(u))).map(|()| 0),
+        nr::GETUSER => Ok(u64::from(proc::current_user().0)),
         _ => Err(Error::NoSuchCall),
     };
+    crate::res::end_flow();
     let (rax, rdx) = abi::syscall::encode(r);
     frame.rax = rax;
     frame.rdx = rdx;
@@ -173,6 +187,46 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
                 ptr + (i * core::mem::size_of::<abi::CoreInfo>()) as u64,
                 info,
             )?;
+        }
+        Ok(())
+    })?;
+    Ok(n as u64)
+}
+
+fn res_open(name_ptr: u64, name_len: u64, args_ptr: u64, args_len: u64, rights: u64) -> Result<u64, Error> {
+    let rights = u8::try_from(rights).map(Rights).map_err(|_| Error::InvalidArgument)?;
+    let name = copy_in(name_ptr, name_len, abi::res::MAX_RES_NAME as u64)?;
+    let name = core::str::from_utf8(&name).map_err(|_| Error::BadName)?;
+    let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
+    res::open(name, &args, rights).map(|id| id.0)
+}
+
+fn res_read(id: ResId, buf: u64, len: u64, arg: u64) -> Result<u64, Error> {
+    if len > MAX_IO {
+        return Err(Error::TooLong);
+    }
+    // Check the buffer first, so a bad pointer changes nothing (a compute read binds).
+    proc::with_current_vspace(|vs| vs.copy_out(buf, &vec![0u8; len as usize]))?;
+    match res::read(id, len, arg)? {
+        ReadOut::Value(v) => Ok(v),
+        ReadOut::Bytes(bytes) => {
+            proc::with_current_vspace(|vs| vs.copy_out(buf, &bytes))?;
+            Ok(bytes.len() as u64)
+        }
+    }
+}
+
+fn res_write(id: ResId, buf: u64, len: u64, arg: u64) -> Result<u64, Error> {
+    let data = copy_in(buf, len, MAX_IO)?;
+    res::write(id, &data, arg)
+}
+
+fn res_list(core: u64, ptr: u64, capacity: u64) -> Result<u64, Error> {
+    let infos = res::list(core as usize)?;
+    let n = infos.len().min(capacity as usize);
+    proc::with_current_vspace(|vs| {
+        for (i, info) in infos.iter().take(n).enumerate() {
+            vs.write_value(ptr + (i * core::mem::size_of::<abi::res::ResInfo>()) as u64, info)?;
         }
         Ok(())
     })?;

@@ -12,6 +12,7 @@ pub mod vspace;
 use crate::arch::x86_64::idt::TrapFrame;
 use crate::arch::x86_64::{gdt, paging::PAGE_SIZE};
 use crate::percore::{self, current_core};
+use abi::res::UserId;
 use abi::{Error, Pid, Priority, WaitStatus};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
@@ -37,12 +38,143 @@ pub struct Process {
     /// Started by the kernel at boot (`start=`, the shell): counted until it ends, so
     /// `poweroff` can wait for the boot programs.
     pub boot: bool,
+    /// Who it runs as, for resource rights (inherited from its creator; `su` changes it).
+    pub user: UserId,
+}
+
+/// The user boot programs (and so the shell) start as.
+pub const FIRST_USER: UserId = UserId(1);
+
+/// The user of the running process (`UserId::KERNEL` when no process runs: boot, tests).
+pub fn current_user() -> UserId {
+    sched::with(|s| s.current_process().and_then(|serial| s.processes.get(&serial)).map(|p| p.user))
+        .unwrap_or(UserId::KERNEL)
+}
+
+/// The user a new process runs as: its creator's, or [`FIRST_USER`] for the kernel's.
+fn user_for_child() -> UserId {
+    match current_user() {
+        UserId::KERNEL => FIRST_USER,
+        u => u,
+    }
+}
+
+/// SETUSER: the running process now acts as `user` (no authentication: a research system).
+pub fn set_current_user(user: UserId) -> Result<(), Error> {
+    if user == UserId::KERNEL {
+        return Err(Error::Denied);
+    }
+    sched::with(|s| {
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?.user = user;
+        Ok(())
+    })
+}
+
+/// Let stopped process `pid` run with a slice of `slice_ticks` (a compute bound to it).
+pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NotLocal);
+    }
+    sched::with(|s| {
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        if p.ended.is_some() {
+            return Err(Error::NoSuchProcess);
+        }
+        let t = p.thread;
+        s.start_thread(t, slice_ticks)
+    })
+}
+
+/// Stop process `pid` (its compute was unbound); it keeps its state.
+pub fn stop(pid: Pid) -> Result<(), Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NotLocal);
+    }
+    let must_switch = sched::with(|s| {
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        if p.ended.is_some() {
+            return Err(Error::NoSuchProcess);
+        }
+        let t = p.thread;
+        Ok(!s.stop_thread(t))
+    })?;
+    if must_switch {
+        sched::stop_current();
+    }
+    Ok(())
+}
+
+/// Replace the arguments of a process that has not run yet.
+pub fn set_args(pid: Pid, args: &[&str]) -> Result<(), Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NotLocal);
+    }
+    sched::with(|s| {
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        let frame = s.fresh_frame(p.thread).ok_or(Error::Busy)?;
+        let vs = p.vspace.as_ref().ok_or(Error::NoSuchProcess)?;
+        let (rsp, argc, argv) = push_args(vs, p.name.as_str(), args)?;
+        // SAFETY: the frame lies at the top of the thread's own kernel stack, which it has
+        // never run on; nothing else refers to it.
+        unsafe {
+            (*frame).rsp = rsp;
+            (*frame).rdi = argc;
+            (*frame).rsi = argv;
+        }
+        Ok(())
+    })
+}
+
+fn with_vspace_of<R>(pid: Pid, f: impl FnOnce(&mut VSpace) -> Result<R, Error>) -> Result<R, Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NotLocal);
+    }
+    sched::with(|s| {
+        let p = s.processes.get_mut(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        f(p.vspace.as_mut().ok_or(Error::NoSuchProcess)?)
+    })
+}
+
+/// Map a vregion's frames into process `pid`'s address space (shared memory).
+pub fn attach(pid: Pid, addr: u64, frames: &[u64], writable: bool, region: abi::res::ResId) -> Result<(), Error> {
+    with_vspace_of(pid, |vs| vs.attach(addr, frames, writable, region))
+}
+
+/// Remove the vregion attached at `addr` in `pid`'s address space; returns the region.
+pub fn detach(pid: Pid, addr: u64) -> Result<abi::res::ResId, Error> {
+    with_vspace_of(pid, |vs| vs.detach(addr).ok_or(Error::InvalidArgument))
+}
+
+/// `pid`'s attachments: (address, region).
+pub fn attachments_of(pid: Pid) -> Result<Vec<(u64, abi::res::ResId)>, Error> {
+    with_vspace_of(pid, |vs| Ok(vs.attachments().iter().map(|a| (a.0, a.2)).collect()))
+}
+
+/// PROCESSES-style record of one process on this core.
+pub fn info_of(pid: Pid) -> Option<abi::ProcInfo> {
+    infos().into_iter().find(|p| p.pid == pid)
+}
+
+/// End process `pid` if alive and forget it (the `process` resource's close).
+pub fn remove(pid: Pid) -> Result<(), Error> {
+    if !has_ended(pid) {
+        kill(pid)?;
+    }
+    take_status(pid);
+    Ok(())
 }
 
 /// Load program `name` from the boot archive and start it on this core.
 pub fn spawn(name: &str, args: &[&str], priority: Priority, parent: Pid) -> Result<Pid, Error> {
-    let image = crate::archive::find(name).ok_or(Error::NoSuchProgram)?;
-    spawn_image(name, image, args, priority, parent)
+    // The composition of the `process` and `compute` resources' mechanisms: create the
+    // process stopped, then give it the core (an implicit compute of the default degree).
+    let pid = create_stopped(name, args, priority, parent)?;
+    if let Err(e) = start(pid, 1) {
+        let _ = remove(pid);
+        return Err(e);
+    }
+    Ok(pid)
 }
 
 /// Start `image` (an ELF executable) as a process called `name` on this core.
@@ -52,6 +184,24 @@ pub fn spawn_image(
     args: &[&str],
     priority: Priority,
     parent: Pid,
+) -> Result<Pid, Error> {
+    create(name, image, args, priority, parent, true)
+}
+
+/// Load program `name` as a *stopped* process on this core (the `process` resource's
+/// open): it runs once a compute is bound to it ([`start`]).
+pub fn create_stopped(name: &str, args: &[&str], priority: Priority, parent: Pid) -> Result<Pid, Error> {
+    let image = crate::archive::find(name).ok_or(Error::NoSuchProgram)?;
+    create(name, image, args, priority, parent, false)
+}
+
+fn create(
+    name: &str,
+    image: &[u8],
+    args: &[&str],
+    priority: Priority,
+    parent: Pid,
+    start: bool,
 ) -> Result<Pid, Error> {
     let name: heapless::String<MAX_NAME> =
         heapless::String::try_from(name).map_err(|_| Error::TooLong)?;
@@ -85,6 +235,7 @@ pub fn spawn_image(
         ss: u64::from(gdt::USER_DS),
         ..TrapFrame::ZERO
     };
+    let user = user_for_child();
     let pid = sched::with(|s| {
         let serial = s.next_serial();
         let pid = Pid::new(current_core(), serial);
@@ -99,9 +250,10 @@ pub fn spawn_image(
             cpu_ns: 0,
             thread: 0,
             boot: parent == Pid(0),
+            user,
         };
         s.processes.insert(serial, p);
-        let Some(tid) = s.add_thread(serial, priority, &frame) else {
+        let Some(tid) = s.add_thread(serial, priority, &frame, start) else {
             s.processes.remove(&serial);
             return Err(Error::NoMemory);
         };
@@ -178,6 +330,9 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
     {
         // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
         unsafe { paging::activate(paging::kernel_root()) };
+    }
+    if let Some(v) = &vspace {
+        crate::res::note_detached(v.attachments().iter().map(|a| a.2));
     }
     drop(vspace);
     // Orphans: children of the dead process are reaped by nobody; let them go when done.
@@ -408,6 +563,7 @@ pub fn infos() -> Vec<abi::ProcInfo> {
                     (None, Some(ThreadState::Running)) => abi::STATE_RUNNING,
                     (None, Some(ThreadState::Ready)) => abi::STATE_READY,
                     (None, Some(ThreadState::Blocked(_))) => abi::STATE_BLOCKED,
+                    (None, Some(ThreadState::Stopped)) => abi::STATE_STOPPED,
                 };
                 let mut name = [0u8; abi::NAME_LEN];
                 name[..p.name.len()].copy_from_slice(p.name.as_bytes());

@@ -46,6 +46,9 @@ pub enum ThreadState {
     Ready,
     Running,
     Blocked(Block),
+    /// Not bound to a compute: it keeps its state but does not run (Tender's stopped
+    /// process).
+    Stopped,
 }
 
 pub struct Thread {
@@ -54,6 +57,12 @@ pub struct Thread {
     pub process: u32,
     pub priority: Priority,
     pub state: ThreadState,
+    /// Ticks it may run before others of its level get a turn (from its compute's mips).
+    pub slice_ticks: u32,
+    /// Stop instead of becoming ready when what it waits for happens.
+    stop_requested: bool,
+    /// It has never run (its arguments may still be replaced).
+    pub fresh: bool,
     /// Saved kernel stack pointer while not running.
     rsp: u64,
     kstack: KStack,
@@ -125,6 +134,7 @@ impl Sched {
         process: u32,
         priority: Priority,
         frame: &TrapFrame,
+        start: bool,
     ) -> Option<u32> {
         let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
         // SAFETY: a fresh, mapped kernel stack nobody else uses.
@@ -135,14 +145,58 @@ impl Sched {
             id,
             process,
             priority,
-            state: ThreadState::Ready,
+            state: if start { ThreadState::Ready } else { ThreadState::Stopped },
+            slice_ticks: SLICE_TICKS,
+            stop_requested: false,
+            fresh: true,
             rsp,
             kstack,
         };
         self.threads.insert(id, Box::new(t));
-        self.ready[priority as usize].push_back(id);
-        self.note_wakeup(priority);
+        if start {
+            self.ready[priority as usize].push_back(id);
+            self.note_wakeup(priority);
+        }
         Some(id)
+    }
+
+    /// Let a stopped thread run, with a slice of `slice_ticks`. `Busy` if it is not stopped.
+    pub fn start_thread(&mut self, id: u32, slice_ticks: u32) -> Result<(), abi::Error> {
+        let t = self.threads.get_mut(&id).ok_or(abi::Error::NoSuchProcess)?;
+        t.slice_ticks = slice_ticks.max(1);
+        t.stop_requested = false;
+        if t.state != ThreadState::Stopped {
+            return if matches!(t.state, ThreadState::Blocked(_)) { Ok(()) } else { Err(abi::Error::Busy) };
+        }
+        t.state = ThreadState::Ready;
+        let p = t.priority;
+        self.ready[p as usize].push_back(id);
+        self.note_wakeup(p);
+        Ok(())
+    }
+
+    /// Stop a thread that is not running now: off the run queue, or stopped when what it
+    /// waits for happens. Returns false if it is the running thread (the caller must switch).
+    pub fn stop_thread(&mut self, id: u32) -> bool {
+        let Some(t) = self.threads.get_mut(&id) else { return true };
+        match t.state {
+            ThreadState::Running => return false,
+            ThreadState::Ready => {
+                t.state = ThreadState::Stopped;
+                for q in &mut self.ready {
+                    q.retain(|&x| x != id);
+                }
+            }
+            ThreadState::Blocked(_) => t.stop_requested = true,
+            ThreadState::Stopped => {}
+        }
+        true
+    }
+
+    /// The saved user frame of a thread that has never run (to replace its arguments).
+    pub fn fresh_frame(&self, id: u32) -> Option<*mut TrapFrame> {
+        let t = self.threads.get(&id).filter(|t| t.fresh)?;
+        Some((t.kstack.top - core::mem::size_of::<TrapFrame>() as u64) as *mut TrapFrame)
     }
 
     /// Remove a thread that is not running (its process was killed).
@@ -162,6 +216,11 @@ impl Sched {
             return;
         };
         if let ThreadState::Blocked(_) = t.state {
+            if t.stop_requested {
+                t.stop_requested = false;
+                t.state = ThreadState::Stopped;
+                return;
+            }
             t.state = ThreadState::Ready;
             let p = t.priority;
             self.ready[p as usize].push_back(id);
@@ -273,6 +332,7 @@ fn switch_away(current_goes: Option<ThreadState>) {
             Some(id) => {
                 let t = s.threads.get_mut(&id).expect("ready thread exists");
                 t.state = ThreadState::Running;
+                t.fresh = false;
                 let root = s
                     .processes
                     .get(&t.process)
@@ -329,6 +389,12 @@ fn free_dead_stacks() {
     for k in stacks {
         kstack::free(k);
     }
+}
+
+/// Stop the running thread (its compute was unbound by itself); returns when it is bound
+/// again.
+pub fn stop_current() {
+    switch_away(Some(ThreadState::Stopped));
 }
 
 /// Block the running thread for `why` until something wakes it.
@@ -389,8 +455,8 @@ pub fn on_tick(from_user: bool) {
             }
             Some(c) if from_user => {
                 s.slice_used += 1;
-                let p = s.threads.get(&c).map_or(Priority::App, |t| t.priority);
-                if s.slice_used >= SLICE_TICKS && s.has_ready_at_or_above(p) {
+                let (p, slice) = s.threads.get(&c).map_or((Priority::App, SLICE_TICKS), |t| (t.priority, t.slice_ticks));
+                if s.slice_used >= slice && s.has_ready_at_or_above(p) {
                     s.need_resched = true;
                 }
             }

@@ -24,6 +24,9 @@ pub struct VSpace {
     root: u64,
     /// User pages mapped (for accounting and teardown).
     pages: u64,
+    /// Vregions attached (shared memory): address, pages, and the region's resource id.
+    /// Their frames belong to the vregion, not to this address space.
+    attached: Vec<(u64, u64, abi::res::ResId)>,
 }
 
 impl VSpace {
@@ -36,7 +39,7 @@ impl VSpace {
             let e = paging::entry_of(kernel, slot).load(core::sync::atomic::Ordering::Acquire);
             paging::entry_of(root, slot).store(e, core::sync::atomic::Ordering::Release);
         }
-        Ok(VSpace { root, pages: 0 })
+        Ok(VSpace { root, pages: 0, attached: Vec::new() })
     }
 
     /// Physical address of the top-level table (for CR3).
@@ -103,6 +106,56 @@ impl VSpace {
             self.pages += 1;
         }
         Ok(())
+    }
+
+    /// Map the frames of vregion `region` at `vaddr` (page-aligned, user half, nothing
+    /// there yet). The frames stay the vregion's.
+    pub fn attach(&mut self, vaddr: u64, frames: &[u64], writable: bool, region: abi::res::ResId) -> Result<(), Error> {
+        let pages = frames.len() as u64;
+        let end = pages.checked_mul(PAGE_SIZE).and_then(|b| vaddr.checked_add(b)).ok_or(Error::InvalidArgument)?;
+        if pages == 0 || !vaddr.is_multiple_of(PAGE_SIZE) || !is_user_half(vaddr) || !is_user_half(end - 1) {
+            return Err(Error::InvalidArgument);
+        }
+        if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
+            return Err(Error::Busy);
+        }
+        let mut flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE;
+        if writable {
+            flags |= Flags::WRITABLE;
+        }
+        for (i, &frame) in frames.iter().enumerate() {
+            // SAFETY: an address space of this core's process table, a free user-half page
+            // (checked above), and a frame owned by a live vregion on this core.
+            let r = unsafe { paging::map_4k(self.root, vaddr + i as u64 * PAGE_SIZE, frame, flags, &mut frames::alloc) };
+            if r.is_err() {
+                self.unmap_shared(vaddr, i as u64);
+                return Err(Error::NoMemory);
+            }
+        }
+        self.attached.push((vaddr, pages, region));
+        Ok(())
+    }
+
+    /// Undo an [`attach`](Self::attach) at `vaddr`; returns the region that was there.
+    pub fn detach(&mut self, vaddr: u64) -> Option<abi::res::ResId> {
+        let i = self.attached.iter().position(|a| a.0 == vaddr)?;
+        let (at, pages, region) = self.attached.remove(i);
+        self.unmap_shared(at, pages);
+        Some(region)
+    }
+
+    /// The attachments: (address, pages, region).
+    pub fn attachments(&self) -> &[(u64, u64, abi::res::ResId)] {
+        &self.attached
+    }
+
+    /// Unmap `pages` shared pages at `vaddr` without freeing their frames.
+    fn unmap_shared(&mut self, vaddr: u64, pages: u64) {
+        for i in 0..pages {
+            // SAFETY: the pages belong to an attachment of this address space; their
+            // frames stay with the vregion.
+            unsafe { paging::unmap_4k(self.root, vaddr + i * PAGE_SIZE) };
+        }
     }
 
     /// Undo the first `count` pages of a `map_zeroed` at `vaddr` (it failed part-way).
@@ -211,6 +264,10 @@ impl VSpace {
 impl Drop for VSpace {
     /// Free every user frame and every page-table frame of the lower half, then the root.
     fn drop(&mut self) {
+        // Shared pages first: their frames are the vregions', not ours to free.
+        for (at, pages, _) in core::mem::take(&mut self.attached) {
+            self.unmap_shared(at, pages);
+        }
         debug_assert!(
             paging::active_root() != self.root,
             "dropping the active address space"

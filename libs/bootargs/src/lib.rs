@@ -14,6 +14,7 @@
 //! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `noshell` | do not start the shell on core 0 |
+//! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
 #![cfg_attr(not(test), no_std)]
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.
@@ -55,6 +56,8 @@ pub struct BootArgs<'a> {
     pub log: LogLevel,
     pub starts: heapless::Vec<Start<'a>, MAX_STARTS>,
     pub shell: bool,
+    /// Check resource rights (RCC); `rcc=off` turns the checks off.
+    pub rcc: bool,
 }
 
 impl Default for BootArgs<'_> {
@@ -66,6 +69,7 @@ impl Default for BootArgs<'_> {
             log: LogLevel::Info,
             starts: heapless::Vec::new(),
             shell: true,
+            rcc: true,
         }
     }
 }
@@ -122,6 +126,9 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
         match (key, value) {
             ("poweroff", None) => args.poweroff = true,
             ("noshell", None) => args.shell = false,
+            ("rcc", Some("on")) => args.rcc = true,
+            ("rcc", Some("off")) => args.rcc = false,
+            ("rcc", Some(v)) => warn(Warning::BadValue { key, value: v, expected: "on or off" }),
             ("start", Some(v)) => match parse_start(v) {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
@@ -245,9 +252,10 @@ mod tests {
 
     #[test]
     fn starts() {
-        let (a, w) = parse_collect("start=1:hello start=0:spin,x,y start=2:hello,a noshell");
+        let (a, w) = parse_collect("start=1:hello start=0:spin,x,y start=2:hello,a noshell rcc=off");
         assert!(w.is_empty());
         assert!(!a.shell);
+        assert!(!a.rcc);
         assert_eq!(a.starts.len(), 3);
         assert_eq!((a.starts[0].core, a.starts[0].program), (1, "hello"));
         assert_eq!(a.starts[0].args().count(), 0);

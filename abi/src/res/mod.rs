@@ -1,0 +1,344 @@
+//! Resources (Tender's 資源): identifiers, names, types and rights.
+//!
+//! Everything the kernel controls is a *resource* of some *type*, managed by the core it
+//! lives on, and reached through five operations: open (create, by name), close, read,
+//! write, control (by identifier). See docs/resources.md for what each operation means for
+//! each type.
+//!
+//! **Names** are `LOCATION/TYPE/NAME`:
+//!
+//! | name | means |
+//! |---|---|
+//! | `here/vregion/buf0` | a virtual region called `buf0` on the caller's core |
+//! | `c1/vregion/buf0` | the same on core 1 |
+//! | `here/process/hello` | a process running program `hello`, on the caller's core |
+//! | `c0/compute/cpu` | a CPU allotment on core 0 |
+//!
+//! LOCATION is `here` or `cN` (core N, 0..=63); TYPE is one of [`ResType`]'s names; NAME is
+//! 1 to [`MAX_NAME`] characters from `A-Z a-z 0-9 _ . -`. Anything else is refused by
+//! [`ResName::parse`] with a [`NameError`] that says which part is wrong.
+//!
+//! **Identifiers** ([`ResId`]) pack machine, core, type, a table slot and the slot's
+//! *generation* into 64 bits. Closing a resource bumps its slot's generation, so an id that
+//! was closed never names a later resource in the same slot: using it is a clear
+//! `StaleResource` error.
+//!
+//! **Rights** (Tender's RCC): for the creating user and for everyone else, each of read,
+//! write, close and control is allowed or not ([`Rights`]). [`Rights::allows`] is the one
+//! check every operation goes through.
+
+/// Longest NAME part of a resource name.
+pub const MAX_NAME: usize = 32;
+/// Longest whole resource name.
+pub const MAX_RES_NAME: usize = 64;
+
+/// Kinds of resource.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResType {
+    /// Memory from the owning core's pool.
+    VRegion = 1,
+    /// An address space; vregions are attached to it.
+    VSpace = 2,
+    /// A process (created stopped; a compute runs it).
+    Process = 3,
+    /// A CPU allotment (Tender's 演算): binding it to a process runs the process.
+    Compute = 4,
+}
+
+impl ResType {
+    pub const ALL: [ResType; 4] = [ResType::VRegion, ResType::VSpace, ResType::Process, ResType::Compute];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ResType::VRegion => "vregion",
+            ResType::VSpace => "vspace",
+            ResType::Process => "process",
+            ResType::Compute => "compute",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<ResType> {
+        ResType::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    pub fn from_u8(v: u8) -> Option<ResType> {
+        ResType::ALL.into_iter().find(|t| *t as u8 == v)
+    }
+}
+
+/// Where a name says a resource is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// The caller's core.
+    Here,
+    /// Core N of this machine.
+    Core(usize),
+}
+
+/// A parsed resource name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResName<'a> {
+    pub location: Location,
+    pub kind: ResType,
+    pub name: &'a str,
+}
+
+/// What is wrong with a resource name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameError {
+    /// Not three `/`-separated parts, or a part is empty.
+    Shape,
+    /// LOCATION is not `here` or `c0`..`c63`.
+    Location,
+    /// TYPE is not a known type.
+    Type,
+    /// NAME is longer than [`MAX_NAME`] or the whole name longer than [`MAX_RES_NAME`].
+    TooLong,
+    /// NAME has a character outside `A-Z a-z 0-9 _ . -`.
+    Character,
+}
+
+impl core::fmt::Display for NameError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            NameError::Shape => "a resource name is LOCATION/TYPE/NAME with no empty part",
+            NameError::Location => "LOCATION must be 'here' or cN with N from 0 to 63",
+            NameError::Type => "TYPE must be vregion, vspace, process or compute",
+            NameError::TooLong => "the name is too long",
+            NameError::Character => "NAME may use only A-Z a-z 0-9 _ . -",
+        })
+    }
+}
+
+impl<'a> ResName<'a> {
+    /// Parse `LOCATION/TYPE/NAME` strictly.
+    pub fn parse(s: &'a str) -> Result<ResName<'a>, NameError> {
+        if s.len() > MAX_RES_NAME {
+            return Err(NameError::TooLong);
+        }
+        let mut parts = s.split('/');
+        let (Some(loc), Some(kind), Some(name), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+            return Err(NameError::Shape);
+        };
+        if loc.is_empty() || kind.is_empty() || name.is_empty() {
+            return Err(NameError::Shape);
+        }
+        let location = match loc {
+            "here" => Location::Here,
+            _ => {
+                let digits = loc.strip_prefix('c').ok_or(NameError::Location)?;
+                let ok = !digits.is_empty() && digits.len() <= 2 && digits.bytes().all(|b| b.is_ascii_digit());
+                let n: usize = digits.parse().ok().filter(|_| ok).ok_or(NameError::Location)?;
+                if n >= crate::MAX_CORES || (digits.len() > 1 && digits.starts_with('0')) {
+                    return Err(NameError::Location);
+                }
+                Location::Core(n)
+            }
+        };
+        let kind = ResType::from_name(kind).ok_or(NameError::Type)?;
+        if name.len() > MAX_NAME {
+            return Err(NameError::TooLong);
+        }
+        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
+            return Err(NameError::Character);
+        }
+        Ok(ResName { location, kind, name })
+    }
+
+    /// The core this name designates, for a caller on `here`.
+    pub fn core(&self, here: usize) -> usize {
+        match self.location {
+            Location::Here => here,
+            Location::Core(c) => c,
+        }
+    }
+}
+
+/// A resource identifier: machine (4 bits), core (6), type (4), generation (30), slot (20).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(transparent)]
+pub struct ResId(pub u64);
+
+impl ResId {
+    pub const SLOT_BITS: u32 = 20;
+    pub const GENERATION_BITS: u32 = 30;
+    pub const MAX_SLOTS: u32 = 1 << Self::SLOT_BITS;
+    pub const GENERATION_MASK: u32 = (1 << Self::GENERATION_BITS) - 1;
+
+    pub fn new(machine: u8, core: usize, kind: ResType, generation: u32, slot: u32) -> ResId {
+        debug_assert!(machine < 16 && core < 64 && slot < Self::MAX_SLOTS);
+        ResId(
+            (u64::from(machine & 0xf) << 60)
+                | ((core as u64 & 0x3f) << 54)
+                | (u64::from(kind as u8 & 0xf) << 50)
+                | (u64::from(generation & Self::GENERATION_MASK) << 20)
+                | u64::from(slot & (Self::MAX_SLOTS - 1)),
+        )
+    }
+    pub fn machine(self) -> u8 {
+        (self.0 >> 60) as u8
+    }
+    pub fn core(self) -> usize {
+        ((self.0 >> 54) & 0x3f) as usize
+    }
+    /// The type, if the bits name one (a forged id may not).
+    pub fn kind(self) -> Option<ResType> {
+        ResType::from_u8(((self.0 >> 50) & 0xf) as u8)
+    }
+    pub fn generation(self) -> u32 {
+        ((self.0 >> 20) as u32) & Self::GENERATION_MASK
+    }
+    pub fn slot(self) -> u32 {
+        (self.0 as u32) & (Self::MAX_SLOTS - 1)
+    }
+
+    /// Parse the form [`Display`](core::fmt::Display) writes: `cCORE:TYPE:SLOT.GEN` or
+    /// plain hexadecimal (`0x...`).
+    pub fn parse(s: &str) -> Option<ResId> {
+        if let Some(hex) = s.strip_prefix("0x") {
+            return u64::from_str_radix(hex, 16).ok().map(ResId);
+        }
+        let rest = s.strip_prefix('c')?;
+        let (core, rest) = rest.split_once(':')?;
+        let (kind, rest) = rest.split_once(':')?;
+        let (slot, generation) = rest.split_once('.')?;
+        let core: usize = core.parse().ok().filter(|c| *c < 64)?;
+        let kind = ResType::from_name(kind)?;
+        let slot: u32 = slot.parse().ok().filter(|s| *s < Self::MAX_SLOTS)?;
+        let generation: u32 = generation.parse().ok().filter(|g| *g <= Self::GENERATION_MASK)?;
+        Some(ResId::new(0, core, kind, generation, slot))
+    }
+}
+
+impl core::fmt::Display for ResId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.kind() {
+            Some(k) => write!(f, "c{}:{}:{}.{}", self.core(), k.name(), self.slot(), self.generation()),
+            None => write!(f, "{:#x}", self.0),
+        }
+    }
+}
+
+/// A user, as RCC knows it. User 0 is the kernel and may do anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[repr(transparent)]
+pub struct UserId(pub u32);
+
+impl UserId {
+    pub const KERNEL: UserId = UserId(0);
+}
+
+/// The four operations rights control (open is governed by the creator).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read = 0,
+    Write = 1,
+    Close = 2,
+    Control = 3,
+}
+
+impl Op {
+    pub const ALL: [Op; 4] = [Op::Read, Op::Write, Op::Close, Op::Control];
+}
+
+/// Rights: bits 0-3 the creator's read/write/close/control, bits 4-7 everyone else's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(transparent)]
+pub struct Rights(pub u8);
+
+impl Rights {
+    /// The default: the creator may do everything, nobody else anything.
+    pub const OWNER_ALL: Rights = Rights(0x0f);
+    pub const EVERYONE_ALL: Rights = Rights(0xff);
+
+    pub const fn owner(op: Op) -> u8 {
+        1 << op as u8
+    }
+    pub const fn others(op: Op) -> u8 {
+        1 << (op as u8 + 4)
+    }
+
+    /// May `user` do `op` on a resource created by `creator` with these rights?
+    pub fn allows(self, op: Op, user: UserId, creator: UserId) -> bool {
+        if user == UserId::KERNEL {
+            return true;
+        }
+        let bit = if user == creator { Self::owner(op) } else { Self::others(op) };
+        self.0 & bit != 0
+    }
+
+    /// `rwcx/rwcx` style text: owner's then others' rights, `-` where denied.
+    pub fn describe(self) -> [u8; 9] {
+        let mut out = *b"----/----";
+        for (i, c) in [b'r', b'w', b'c', b'x'].into_iter().enumerate() {
+            if self.0 & (1 << i) != 0 {
+                out[i] = c;
+            }
+            if self.0 & (1 << (i + 4)) != 0 {
+                out[5 + i] = c;
+            }
+        }
+        out
+    }
+
+    /// Parse the [`describe`](Rights::describe) form, e.g. `rwcx/r---`.
+    pub fn parse(s: &str) -> Option<Rights> {
+        let b = s.as_bytes();
+        if b.len() != 9 || b[4] != b'/' {
+            return None;
+        }
+        let mut v = 0u8;
+        for (i, c) in [b'r', b'w', b'c', b'x'].into_iter().enumerate() {
+            for (half, at) in [(0, i), (4, 5 + i)] {
+                match b[at] {
+                    x if x == c => v |= 1 << (i + half),
+                    b'-' => {}
+                    _ => return None,
+                }
+            }
+        }
+        Some(Rights(v))
+    }
+}
+
+/// One resource, as `RES_INFO` and `RES_LIST` report it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResInfo {
+    pub id: ResId,
+    pub creator: UserId,
+    pub rights: u8,
+    pub kind: u8,
+    pub name_len: u8,
+    pub _pad: u8,
+    pub name: [u8; MAX_NAME],
+    /// Type-specific: bytes (vregion), pages mapped (vspace), pid (process), mips (compute).
+    pub size: u64,
+    /// Type-specific: attachments (vregion), pid of the owner (vspace), state (process),
+    /// bound pid or 0 (compute).
+    pub detail: u64,
+}
+
+impl ResInfo {
+    pub const EMPTY: ResInfo = ResInfo {
+        id: ResId(0),
+        creator: UserId(0),
+        rights: 0,
+        kind: 0,
+        name_len: 0,
+        _pad: 0,
+        name: [0; MAX_NAME],
+        size: 0,
+        detail: 0,
+    };
+
+    pub fn name(&self) -> &str {
+        let n = usize::from(self.name_len).min(MAX_NAME);
+        core::str::from_utf8(&self.name[..n]).unwrap_or("?")
+    }
+}
+
+#[cfg(test)]
+mod tests;

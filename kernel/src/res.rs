@@ -1,0 +1,490 @@
+//! Resources: the resource interface controller (RIC) and capability control (RCC) of
+//! Multicore Tender (P4), per core.
+//!
+//! Every core keeps its own table of resources ([`Table`] from `libs/rescore`), in its own
+//! `CoreCell`, touched only by that core: there is no lock. An operation names a resource by
+//! its [`ResId`]; an id of another core's resource is answered `NotLocal` (the RPCC layer
+//! will carry such operations to their core), a forged or closed one `NoSuchResource` or
+//! `StaleResource`, never another resource.
+//!
+//! Rights: each resource records who opened it and what the creator and everyone else may
+//! do ([`Rights`]). Every kernel entry starts a new *flow* ([`begin_flow`]): a flow id and
+//! the user it acts for, taken from the calling process. Every operation checks the flow's
+//! user against the resource's rights, unless the boot option `rcc=off` switched the checks
+//! off to measure them. What each operation means for each type: docs/resources.md.
+
+use crate::arch::x86_64::paging::{phys_to_virt, PAGE_SIZE};
+use crate::mm::frames;
+use crate::percore::{self, current_core};
+use crate::proc;
+use abi::res::{Op, ResId, ResInfo, ResName, ResType, Rights, UserId, MAX_NAME};
+use abi::syscall::control;
+use abi::{Error, Pid, Priority};
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use rescore::{Lookup, Table};
+
+/// Largest vregion.
+pub const MAX_VREGION: u64 = 16 << 20;
+/// Largest mips degree of a compute.
+pub const MAX_MIPS: u64 = 10_000;
+
+/// What a resource is, with its type-specific state.
+pub enum Body {
+    VRegion { frames: Vec<u64>, size: u64, attached: u32 },
+    VSpace { pid: Pid },
+    Process { pid: Pid },
+    Compute { mips: u32, bound: Option<Pid> },
+}
+
+pub struct Entry {
+    name: heapless::String<MAX_NAME>,
+    kind: ResType,
+    creator: UserId,
+    rights: Rights,
+    body: Body,
+}
+
+/// One core's resources.
+pub struct ResTable {
+    table: Table<Entry>,
+}
+
+impl ResTable {
+    pub const fn new() -> Self {
+        ResTable { table: Table::new(ResId::MAX_SLOTS, ResId::GENERATION_MASK) }
+    }
+}
+
+// ---- flows and the RCC switch ------------------------------------------------------------
+
+static RCC_ON: AtomicBool = AtomicBool::new(true);
+
+/// Turn the rights checks on or off (boot option `rcc=off`).
+pub fn set_rcc(on: bool) {
+    RCC_ON.store(on, Ordering::Relaxed);
+}
+
+/// Are rights being checked?
+pub fn rcc_on() -> bool {
+    RCC_ON.load(Ordering::Relaxed)
+}
+
+/// The current flow on each core: id and user (Tender's flowid -> user association).
+pub struct Flow {
+    id: AtomicU64,
+    user: AtomicU32,
+}
+
+impl Flow {
+    pub const fn new() -> Self {
+        Flow { id: AtomicU64::new(0), user: AtomicU32::new(0) }
+    }
+}
+
+/// A kernel entry begins: a new flow, acting for `user` for the whole kernel activity.
+pub fn begin_flow(user: UserId) -> u64 {
+    let f = &percore::this().flow;
+    f.user.store(user.0, Ordering::Relaxed);
+    f.id.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// The user of the current flow (the kernel's own flows act as the kernel).
+pub fn flow_user() -> UserId {
+    UserId(percore::this().flow.user.load(Ordering::Relaxed))
+}
+
+/// End the flow: what the kernel does next on its own acts as the kernel.
+pub fn end_flow() {
+    percore::this().flow.user.store(UserId::KERNEL.0, Ordering::Relaxed);
+}
+
+fn check(e: &Entry, op: Op) -> Result<(), Error> {
+    if !rcc_on() || e.rights.allows(op, flow_user(), e.creator) {
+        Ok(())
+    } else {
+        Err(Error::Denied)
+    }
+}
+
+// ---- lookup ------------------------------------------------------------------------------
+
+fn with_table<R>(f: impl FnOnce(&mut Table<Entry>) -> R) -> R {
+    percore::this().res.with(|t| f(&mut t.table))
+}
+
+fn lookup_error(l: Lookup) -> Error {
+    match l {
+        Lookup::Unknown => Error::NoSuchResource,
+        Lookup::Stale => Error::StaleResource,
+    }
+}
+
+/// Check that `id` is this core's and well-formed; its type.
+fn local(id: ResId) -> Result<ResType, Error> {
+    if id.machine() != 0 || id.core() != current_core() {
+        return if id.core() < crate::smp::cores_planned() && id.machine() == 0 {
+            Err(Error::NotLocal)
+        } else {
+            Err(Error::NoSuchResource)
+        };
+    }
+    id.kind().ok_or(Error::NoSuchResource)
+}
+
+/// Run `f` on the entry `id` names, after checking `op` (if any) against its rights.
+fn with_entry<R>(id: ResId, op: Option<Op>, f: impl FnOnce(&mut Entry) -> Result<R, Error>) -> Result<R, Error> {
+    let kind = local(id)?;
+    with_table(|t| {
+        let e = t.get_mut(id.slot(), id.generation()).map_err(lookup_error)?;
+        if e.kind != kind {
+            return Err(Error::WrongType);
+        }
+        if let Some(op) = op {
+            check(e, op)?;
+        }
+        f(e)
+    })
+}
+
+fn u64_arg(args: &[u8]) -> Result<u64, Error> {
+    let bytes: [u8; 8] = args.get(..8).and_then(|b| b.try_into().ok()).ok_or(Error::InvalidArgument)?;
+    if args.len() != 8 {
+        return Err(Error::InvalidArgument);
+    }
+    Ok(u64::from_le_bytes(bytes))
+}
+
+// ---- the five operations -----------------------------------------------------------------
+
+/// OPEN: create the resource `name` names, with `args` (docs/resources.md) and `rights`.
+pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
+    let parsed = ResName::parse(name).map_err(|_| Error::BadName)?;
+    let core = parsed.core(current_core());
+    if core != current_core() {
+        return Err(if core < crate::smp::cores_planned() { Error::NotLocal } else { Error::BadName });
+    }
+    let exists = with_table(|t| t.find(|e| e.kind == parsed.kind && e.name == parsed.name).is_some());
+    if exists {
+        return Err(Error::AlreadyExists);
+    }
+    let body = match parsed.kind {
+        ResType::VRegion => {
+            let size = u64_arg(args)?;
+            if size == 0 || size > MAX_VREGION {
+                return Err(Error::InvalidArgument);
+            }
+            let mut frames = Vec::new();
+            for _ in 0..size.div_ceil(PAGE_SIZE) {
+                match frames::alloc_user() {
+                    Some(f) => {
+                        crate::arch::x86_64::paging::zero_frame(f);
+                        frames.push(f);
+                    }
+                    None => {
+                        for f in frames {
+                            let _ = frames::free(f);
+                        }
+                        return Err(Error::NoMemory);
+                    }
+                }
+            }
+            Body::VRegion { frames, size, attached: 0 }
+        }
+        ResType::VSpace => {
+            let pid = match u64_arg(args)? {
+                0 => proc::current_pid().ok_or(Error::NoSuchProcess)?,
+                p => Pid(p),
+            };
+            if pid.core() != current_core() {
+                return Err(Error::NotLocal);
+            }
+            proc::info_of(pid).ok_or(Error::NoSuchProcess)?;
+            Body::VSpace { pid }
+        }
+        ResType::Process => {
+            let text = core::str::from_utf8(args).map_err(|_| Error::InvalidArgument)?;
+            let mut parts = text.split_terminator('\0');
+            let program = parts.next().filter(|p| !p.is_empty()).ok_or(Error::InvalidArgument)?;
+            let argv: Vec<&str> = parts.collect();
+            let parent = proc::current_pid().unwrap_or(proc::TEST_PARENT);
+            let priority = proc::current_pid().and_then(proc::priority_of).map_or(Priority::App, |p| p.max(Priority::App));
+            Body::Process { pid: proc::create_stopped(program, &argv, priority, parent)? }
+        }
+        ResType::Compute => {
+            let mips = u64_arg(args)?;
+            if mips == 0 || mips > MAX_MIPS {
+                return Err(Error::InvalidArgument);
+            }
+            Body::Compute { mips: mips as u32, bound: None }
+        }
+    };
+    let entry = Entry {
+        name: heapless::String::try_from(parsed.name).map_err(|_| Error::BadName)?,
+        kind: parsed.kind,
+        creator: flow_user(),
+        rights,
+        body,
+    };
+    let (slot, generation) = with_table(|t| t.insert(entry)).map_err(|e| {
+        release(e.body);
+        Error::NoMemory
+    })?;
+    Ok(ResId::new(0, current_core(), parsed.kind, generation, slot))
+}
+
+/// Give back what a body holds (its resource is gone).
+fn release(body: Body) {
+    match body {
+        Body::VRegion { frames, .. } => {
+            for f in frames {
+                let _ = frames::free(f);
+            }
+        }
+        Body::Process { pid } => {
+            let _ = proc::remove(pid);
+        }
+        Body::Compute { bound: Some(pid), .. } => {
+            let _ = proc::stop(pid);
+        }
+        Body::Compute { bound: None, .. } | Body::VSpace { .. } => {}
+    }
+}
+
+/// CLOSE: delete the resource.
+pub fn close(id: ResId) -> Result<(), Error> {
+    with_entry(id, Some(Op::Close), |e| match e.body {
+        Body::VRegion { attached, .. } if attached > 0 => Err(Error::Busy),
+        _ => Ok(()),
+    })?;
+    let entry = with_table(|t| t.remove(id.slot(), id.generation())).map_err(lookup_error)?;
+    release(entry.body);
+    Ok(())
+}
+
+/// What READ produced: bytes for the caller's buffer, or just a value.
+pub enum ReadOut {
+    Bytes(Vec<u8>),
+    Value(u64),
+}
+
+/// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
+pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
+    enum Then {
+        Out(ReadOut),
+        Bind(Pid, u32),
+        ProcInfo(Pid),
+        VSpaceList(Pid),
+    }
+    let then = with_entry(id, Some(Op::Read), |e| match &mut e.body {
+        Body::VRegion { frames, size, .. } => {
+            let end = arg.checked_add(len).filter(|&end| end <= *size).ok_or(Error::InvalidArgument)?;
+            Ok(Then::Out(ReadOut::Bytes(copy_from_region(frames, arg, end))))
+        }
+        Body::Process { pid } => Ok(Then::ProcInfo(*pid)),
+        Body::VSpace { pid } => Ok(Then::VSpaceList(*pid)),
+        Body::Compute { mips, bound } => {
+            if bound.is_some() {
+                return Err(Error::Busy);
+            }
+            let pid = Pid(arg);
+            *bound = Some(pid);
+            Ok(Then::Bind(pid, *mips))
+        }
+    })?;
+    match then {
+        Then::Out(o) => Ok(o),
+        Then::Bind(pid, mips) => match proc::start(pid, (mips / 100).max(1)) {
+            Ok(()) => Ok(ReadOut::Value(0)),
+            Err(err) => {
+                let _ = with_entry(id, None, |e| {
+                    if let Body::Compute { bound, .. } = &mut e.body {
+                        *bound = None;
+                    }
+                    Ok(())
+                });
+                Err(err)
+            }
+        },
+        Then::ProcInfo(pid) => {
+            let info = proc::info_of(pid).ok_or(Error::NoSuchProcess)?;
+            // SAFETY: ProcInfo is plain data (repr(C), no padding with meaning).
+            let bytes = unsafe { core::slice::from_raw_parts(&info as *const abi::ProcInfo as *const u8, core::mem::size_of::<abi::ProcInfo>()) };
+            Ok(ReadOut::Bytes(bytes[..bytes.len().min(len as usize)].to_vec()))
+        }
+        Then::VSpaceList(pid) => {
+            let pairs = proc::attachments_of(pid)?;
+            let max = (len / 16) as usize;
+            let bytes: Vec<u8> = pairs.iter().take(max).flat_map(|(a, r)| a.to_le_bytes().into_iter().chain(r.0.to_le_bytes())).collect();
+            Ok(ReadOut::Bytes(bytes))
+        }
+    }
+}
+
+fn copy_from_region(frames: &[u64], start: u64, end: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity((end - start) as usize);
+    let mut at = start;
+    while at < end {
+        let (page, off) = ((at / PAGE_SIZE) as usize, at % PAGE_SIZE);
+        let n = (PAGE_SIZE - off).min(end - at);
+        // SAFETY: the frame belongs to this vregion (on this core) and is direct-mapped;
+        // `off + n` stays within the page.
+        let src = unsafe { core::slice::from_raw_parts((phys_to_virt(frames[page]) + off) as *const u8, n as usize) };
+        out.extend_from_slice(src);
+        at += n;
+    }
+    out
+}
+
+/// WRITE (docs/resources.md).
+pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
+    enum Then {
+        Done(u64),
+        Unbind(Pid),
+        Args(Pid),
+    }
+    let then = with_entry(id, Some(Op::Write), |e| match &mut e.body {
+        Body::VRegion { frames, size, .. } => {
+            let end = arg.checked_add(data.len() as u64).filter(|&end| end <= *size).ok_or(Error::InvalidArgument)?;
+            let mut at = arg;
+            while at < end {
+                let (page, off) = ((at / PAGE_SIZE) as usize, at % PAGE_SIZE);
+                let n = (PAGE_SIZE - off).min(end - at);
+                let from = (at - arg) as usize;
+                // SAFETY: as in `copy_from_region`.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(data[from..].as_ptr(), (phys_to_virt(frames[page]) + off) as *mut u8, n as usize);
+                }
+                at += n;
+            }
+            Ok(Then::Done(data.len() as u64))
+        }
+        Body::Compute { bound, .. } => bound.take().map(Then::Unbind).ok_or(Error::InvalidArgument),
+        Body::Process { pid } => Ok(Then::Args(*pid)),
+        Body::VSpace { .. } => Err(Error::NotSupported),
+    })?;
+    match then {
+        Then::Done(n) => Ok(n),
+        Then::Unbind(pid) => proc::stop(pid).map(|()| 0),
+        Then::Args(pid) => {
+            let text = core::str::from_utf8(data).map_err(|_| Error::InvalidArgument)?;
+            let argv: Vec<&str> = text.split_terminator('\0').collect();
+            proc::set_args(pid, &argv).map(|()| 0)
+        }
+    }
+}
+
+/// CONTROL (docs/resources.md).
+pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
+    enum Then {
+        Value(u64),
+        Kill(Pid),
+        Attach(Pid, ResId, u64, bool),
+        Detach(Pid, u64),
+    }
+    let then = with_entry(id, Some(Op::Control), |e| match (&mut e.body, cmd) {
+        (Body::VRegion { size, .. }, control::INFO) => Ok(Then::Value(*size)),
+        (Body::VSpace { pid }, control::INFO) => Ok(Then::Value(proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE))),
+        (Body::VSpace { pid }, control::ATTACH) => Ok(Then::Attach(*pid, ResId(a), b & !(PAGE_SIZE - 1), b & 1 != 0)),
+        (Body::VSpace { pid }, control::DETACH) => Ok(Then::Detach(*pid, a)),
+        (Body::Process { pid }, control::INFO) => Ok(Then::Value(pid.0)),
+        (Body::Process { pid }, control::KILL) => Ok(Then::Kill(*pid)),
+        (Body::Compute { mips, .. }, control::INFO) => Ok(Then::Value(u64::from(*mips))),
+        (Body::Compute { mips, .. }, control::SET_MIPS) if (1..=MAX_MIPS).contains(&a) => {
+            *mips = a as u32;
+            Ok(Then::Value(a))
+        }
+        (Body::Compute { .. }, control::SET_MIPS) => Err(Error::InvalidArgument),
+        _ => Err(Error::NotSupported),
+    })?;
+    match then {
+        Then::Value(v) => Ok(v),
+        Then::Kill(pid) => proc::kill(pid).map(|()| 0),
+        Then::Attach(pid, region, addr, writable) => {
+            // Attaching needs the right to read the region (and to write it, if writable).
+            let frames = with_entry(region, Some(Op::Read), |e| {
+                if writable {
+                    check(e, Op::Write)?;
+                }
+                match &mut e.body {
+                    Body::VRegion { frames, attached, .. } => {
+                        *attached += 1;
+                        Ok(frames.clone())
+                    }
+                    _ => Err(Error::WrongType),
+                }
+            })?;
+            proc::attach(pid, addr, &frames, writable, region).inspect_err(|_| note_detached(core::iter::once(region)))?;
+            Ok(0)
+        }
+        Then::Detach(pid, addr) => {
+            let region = proc::detach(pid, addr)?;
+            note_detached(core::iter::once(region));
+            Ok(0)
+        }
+    }
+}
+
+/// Vregions that are no longer attached somewhere (detach, or their process ended).
+pub fn note_detached(regions: impl Iterator<Item = ResId>) {
+    let regions: Vec<ResId> = regions.collect();
+    if regions.is_empty() {
+        return;
+    }
+    with_table(|t| {
+        for r in regions {
+            if let Ok(e) = t.get_mut(r.slot(), r.generation()) {
+                if let Body::VRegion { attached, .. } = &mut e.body {
+                    *attached = attached.saturating_sub(1);
+                }
+            }
+        }
+    });
+}
+
+fn info_of(slot: u32, generation: u32, e: &Entry) -> ResInfo {
+    let mut name = [0u8; MAX_NAME];
+    name[..e.name.len()].copy_from_slice(e.name.as_bytes());
+    let (size, detail) = match &e.body {
+        Body::VRegion { size, attached, .. } => (*size, u64::from(*attached)),
+        Body::VSpace { pid } => (0, pid.0),
+        Body::Process { pid } => (pid.0, u64::from(proc::info_of(*pid).map_or(abi::STATE_ZOMBIE, |i| i.state))),
+        Body::Compute { mips, bound } => (u64::from(*mips), bound.map_or(0, |p| p.0)),
+    };
+    ResInfo {
+        id: ResId::new(0, current_core(), e.kind, generation, slot),
+        creator: e.creator,
+        rights: e.rights.0,
+        kind: e.kind as u8,
+        name_len: e.name.len() as u8,
+        _pad: 0,
+        name,
+        size,
+        detail,
+    }
+}
+
+/// RES_INFO: one resource's record (no right needed: knowing the id is enough to see it).
+pub fn info(id: ResId) -> Result<ResInfo, Error> {
+    let kind = local(id)?;
+    with_table(|t| {
+        let e = t.get(id.slot(), id.generation()).map_err(lookup_error)?;
+        if e.kind != kind {
+            return Err(Error::WrongType);
+        }
+        Ok(info_of(id.slot(), id.generation(), e))
+    })
+}
+
+/// RES_LIST: this core's resources.
+pub fn list(core: usize) -> Result<Vec<ResInfo>, Error> {
+    if core != current_core() {
+        return Err(if core < crate::smp::cores_planned() { Error::NotLocal } else { Error::InvalidArgument });
+    }
+    with_table(|t| Ok(t.iter().map(|(s, g, e)| info_of(s, g, e)).collect()))
+}
+
+/// Resources on this core (for tests and `cores`).
+pub fn count() -> usize {
+    with_table(|t| t.len())
+}
