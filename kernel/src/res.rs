@@ -31,10 +31,21 @@ pub const MAX_MIPS: u64 = 10_000;
 
 /// What a resource is, with its type-specific state.
 pub enum Body {
-    VRegion { frames: Vec<u64>, size: u64, attached: u32 },
-    VSpace { pid: Pid },
-    Process { pid: Pid },
-    Compute { mips: u32, bound: Option<Pid> },
+    VRegion {
+        frames: Vec<u64>,
+        size: u64,
+        attached: u32,
+    },
+    VSpace {
+        pid: Pid,
+    },
+    Process {
+        pid: Pid,
+    },
+    Compute {
+        mips: u32,
+        bound: Option<Pid>,
+    },
 }
 
 pub struct Entry {
@@ -52,7 +63,9 @@ pub struct ResTable {
 
 impl ResTable {
     pub const fn new() -> Self {
-        ResTable { table: Table::new(ResId::MAX_SLOTS, ResId::GENERATION_MASK) }
+        ResTable {
+            table: Table::new(ResId::MAX_SLOTS, ResId::GENERATION_MASK),
+        }
     }
 }
 
@@ -78,7 +91,10 @@ pub struct Flow {
 
 impl Flow {
     pub const fn new() -> Self {
-        Flow { id: AtomicU64::new(0), user: AtomicU32::new(0) }
+        Flow {
+            id: AtomicU64::new(0),
+            user: AtomicU32::new(0),
+        }
     }
 }
 
@@ -96,7 +112,10 @@ pub fn flow_user() -> UserId {
 
 /// End the flow: what the kernel does next on its own acts as the kernel.
 pub fn end_flow() {
-    percore::this().flow.user.store(UserId::KERNEL.0, Ordering::Relaxed);
+    percore::this()
+        .flow
+        .user
+        .store(UserId::KERNEL.0, Ordering::Relaxed);
 }
 
 fn check(e: &Entry, op: Op) -> Result<(), Error> {
@@ -133,10 +152,16 @@ fn local(id: ResId) -> Result<ResType, Error> {
 }
 
 /// Run `f` on the entry `id` names, after checking `op` (if any) against its rights.
-fn with_entry<R>(id: ResId, op: Option<Op>, f: impl FnOnce(&mut Entry) -> Result<R, Error>) -> Result<R, Error> {
+fn with_entry<R>(
+    id: ResId,
+    op: Option<Op>,
+    f: impl FnOnce(&mut Entry) -> Result<R, Error>,
+) -> Result<R, Error> {
     let kind = local(id)?;
     with_table(|t| {
-        let e = t.get_mut(id.slot(), id.generation()).map_err(lookup_error)?;
+        let e = t
+            .get_mut(id.slot(), id.generation())
+            .map_err(lookup_error)?;
         if e.kind != kind {
             return Err(Error::WrongType);
         }
@@ -148,7 +173,10 @@ fn with_entry<R>(id: ResId, op: Option<Op>, f: impl FnOnce(&mut Entry) -> Result
 }
 
 fn u64_arg(args: &[u8]) -> Result<u64, Error> {
-    let bytes: [u8; 8] = args.get(..8).and_then(|b| b.try_into().ok()).ok_or(Error::InvalidArgument)?;
+    let bytes: [u8; 8] = args
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or(Error::InvalidArgument)?;
     if args.len() != 8 {
         return Err(Error::InvalidArgument);
     }
@@ -162,9 +190,16 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
     let parsed = ResName::parse(name).map_err(|_| Error::BadName)?;
     let core = parsed.core(current_core());
     if core != current_core() {
-        return Err(if core < crate::smp::cores_planned() { Error::NotLocal } else { Error::BadName });
+        return Err(if core < crate::smp::cores_planned() {
+            Error::NotLocal
+        } else {
+            Error::BadName
+        });
     }
-    let exists = with_table(|t| t.find(|e| e.kind == parsed.kind && e.name == parsed.name).is_some());
+    let exists = with_table(|t| {
+        t.find(|e| e.kind == parsed.kind && e.name == parsed.name)
+            .is_some()
+    });
     if exists {
         return Err(Error::AlreadyExists);
     }
@@ -189,7 +224,11 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
                     }
                 }
             }
-            Body::VRegion { frames, size, attached: 0 }
+            Body::VRegion {
+                frames,
+                size,
+                attached: 0,
+            }
         }
         ResType::VSpace => {
             let pid = match u64_arg(args)? {
@@ -205,18 +244,28 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
         ResType::Process => {
             let text = core::str::from_utf8(args).map_err(|_| Error::InvalidArgument)?;
             let mut parts = text.split_terminator('\0');
-            let program = parts.next().filter(|p| !p.is_empty()).ok_or(Error::InvalidArgument)?;
+            let program = parts
+                .next()
+                .filter(|p| !p.is_empty())
+                .ok_or(Error::InvalidArgument)?;
             let argv: Vec<&str> = parts.collect();
             let parent = proc::current_pid().unwrap_or(proc::TEST_PARENT);
-            let priority = proc::current_pid().and_then(proc::priority_of).map_or(Priority::App, |p| p.max(Priority::App));
-            Body::Process { pid: proc::create_stopped(program, &argv, priority, parent)? }
+            let priority = proc::current_pid()
+                .and_then(proc::priority_of)
+                .map_or(Priority::App, |p| p.max(Priority::App));
+            Body::Process {
+                pid: proc::create_stopped(program, &argv, priority, parent)?,
+            }
         }
         ResType::Compute => {
             let mips = u64_arg(args)?;
             if mips == 0 || mips > MAX_MIPS {
                 return Err(Error::InvalidArgument);
             }
-            Body::Compute { mips: mips as u32, bound: None }
+            Body::Compute {
+                mips: mips as u32,
+                bound: None,
+            }
         }
     };
     let entry = Entry {
@@ -244,7 +293,9 @@ fn release(body: Body) {
         Body::Process { pid } => {
             let _ = proc::remove(pid);
         }
-        Body::Compute { bound: Some(pid), .. } => {
+        Body::Compute {
+            bound: Some(pid), ..
+        } => {
             let _ = proc::stop(pid);
         }
         Body::Compute { bound: None, .. } | Body::VSpace { .. } => {}
@@ -263,6 +314,7 @@ pub fn close(id: ResId) -> Result<(), Error> {
 }
 
 /// What READ produced: bytes for the caller's buffer, or just a value.
+#[derive(Debug)]
 pub enum ReadOut {
     Bytes(Vec<u8>),
     Value(u64),
@@ -278,8 +330,13 @@ pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
     }
     let then = with_entry(id, Some(Op::Read), |e| match &mut e.body {
         Body::VRegion { frames, size, .. } => {
-            let end = arg.checked_add(len).filter(|&end| end <= *size).ok_or(Error::InvalidArgument)?;
-            Ok(Then::Out(ReadOut::Bytes(copy_from_region(frames, arg, end))))
+            let end = arg
+                .checked_add(len)
+                .filter(|&end| end <= *size)
+                .ok_or(Error::InvalidArgument)?;
+            Ok(Then::Out(ReadOut::Bytes(copy_from_region(
+                frames, arg, end,
+            ))))
         }
         Body::Process { pid } => Ok(Then::ProcInfo(*pid)),
         Body::VSpace { pid } => Ok(Then::VSpaceList(*pid)),
@@ -309,13 +366,24 @@ pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
         Then::ProcInfo(pid) => {
             let info = proc::info_of(pid).ok_or(Error::NoSuchProcess)?;
             // SAFETY: ProcInfo is plain data (repr(C), no padding with meaning).
-            let bytes = unsafe { core::slice::from_raw_parts(&info as *const abi::ProcInfo as *const u8, core::mem::size_of::<abi::ProcInfo>()) };
-            Ok(ReadOut::Bytes(bytes[..bytes.len().min(len as usize)].to_vec()))
+            let bytes = unsafe {
+                core::slice::from_raw_parts(
+                    &info as *const abi::ProcInfo as *const u8,
+                    core::mem::size_of::<abi::ProcInfo>(),
+                )
+            };
+            Ok(ReadOut::Bytes(
+                bytes[..bytes.len().min(len as usize)].to_vec(),
+            ))
         }
         Then::VSpaceList(pid) => {
             let pairs = proc::attachments_of(pid)?;
             let max = (len / 16) as usize;
-            let bytes: Vec<u8> = pairs.iter().take(max).flat_map(|(a, r)| a.to_le_bytes().into_iter().chain(r.0.to_le_bytes())).collect();
+            let bytes: Vec<u8> = pairs
+                .iter()
+                .take(max)
+                .flat_map(|(a, r)| a.to_le_bytes().into_iter().chain(r.0.to_le_bytes()))
+                .collect();
             Ok(ReadOut::Bytes(bytes))
         }
     }
@@ -329,7 +397,9 @@ fn copy_from_region(frames: &[u64], start: u64, end: u64) -> Vec<u8> {
         let n = (PAGE_SIZE - off).min(end - at);
         // SAFETY: the frame belongs to this vregion (on this core) and is direct-mapped;
         // `off + n` stays within the page.
-        let src = unsafe { core::slice::from_raw_parts((phys_to_virt(frames[page]) + off) as *const u8, n as usize) };
+        let src = unsafe {
+            core::slice::from_raw_parts((phys_to_virt(frames[page]) + off) as *const u8, n as usize)
+        };
         out.extend_from_slice(src);
         at += n;
     }
@@ -345,7 +415,10 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
     }
     let then = with_entry(id, Some(Op::Write), |e| match &mut e.body {
         Body::VRegion { frames, size, .. } => {
-            let end = arg.checked_add(data.len() as u64).filter(|&end| end <= *size).ok_or(Error::InvalidArgument)?;
+            let end = arg
+                .checked_add(data.len() as u64)
+                .filter(|&end| end <= *size)
+                .ok_or(Error::InvalidArgument)?;
             let mut at = arg;
             while at < end {
                 let (page, off) = ((at / PAGE_SIZE) as usize, at % PAGE_SIZE);
@@ -353,7 +426,11 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
                 let from = (at - arg) as usize;
                 // SAFETY: as in `copy_from_region`.
                 unsafe {
-                    core::ptr::copy_nonoverlapping(data[from..].as_ptr(), (phys_to_virt(frames[page]) + off) as *mut u8, n as usize);
+                    core::ptr::copy_nonoverlapping(
+                        data[from..].as_ptr(),
+                        (phys_to_virt(frames[page]) + off) as *mut u8,
+                        n as usize,
+                    );
                 }
                 at += n;
             }
@@ -384,8 +461,15 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
     }
     let then = with_entry(id, Some(Op::Control), |e| match (&mut e.body, cmd) {
         (Body::VRegion { size, .. }, control::INFO) => Ok(Then::Value(*size)),
-        (Body::VSpace { pid }, control::INFO) => Ok(Then::Value(proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE))),
-        (Body::VSpace { pid }, control::ATTACH) => Ok(Then::Attach(*pid, ResId(a), b & !(PAGE_SIZE - 1), b & 1 != 0)),
+        (Body::VSpace { pid }, control::INFO) => Ok(Then::Value(
+            proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE),
+        )),
+        (Body::VSpace { pid }, control::ATTACH) => Ok(Then::Attach(
+            *pid,
+            ResId(a),
+            b & !(PAGE_SIZE - 1),
+            b & 1 != 0,
+        )),
         (Body::VSpace { pid }, control::DETACH) => Ok(Then::Detach(*pid, a)),
         (Body::Process { pid }, control::INFO) => Ok(Then::Value(pid.0)),
         (Body::Process { pid }, control::KILL) => Ok(Then::Kill(*pid)),
@@ -407,14 +491,17 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
                     check(e, Op::Write)?;
                 }
                 match &mut e.body {
-                    Body::VRegion { frames, attached, .. } => {
+                    Body::VRegion {
+                        frames, attached, ..
+                    } => {
                         *attached += 1;
                         Ok(frames.clone())
                     }
                     _ => Err(Error::WrongType),
                 }
             })?;
-            proc::attach(pid, addr, &frames, writable, region).inspect_err(|_| note_detached(core::iter::once(region)))?;
+            proc::attach(pid, addr, &frames, writable, region)
+                .inspect_err(|_| note_detached(core::iter::once(region)))?;
             Ok(0)
         }
         Then::Detach(pid, addr) => {
@@ -448,7 +535,10 @@ fn info_of(slot: u32, generation: u32, e: &Entry) -> ResInfo {
     let (size, detail) = match &e.body {
         Body::VRegion { size, attached, .. } => (*size, u64::from(*attached)),
         Body::VSpace { pid } => (0, pid.0),
-        Body::Process { pid } => (pid.0, u64::from(proc::info_of(*pid).map_or(abi::STATE_ZOMBIE, |i| i.state))),
+        Body::Process { pid } => (
+            pid.0,
+            u64::from(proc::info_of(*pid).map_or(abi::STATE_ZOMBIE, |i| i.state)),
+        ),
         Body::Compute { mips, bound } => (u64::from(*mips), bound.map_or(0, |p| p.0)),
     };
     ResInfo {
@@ -479,12 +569,11 @@ pub fn info(id: ResId) -> Result<ResInfo, Error> {
 /// RES_LIST: this core's resources.
 pub fn list(core: usize) -> Result<Vec<ResInfo>, Error> {
     if core != current_core() {
-        return Err(if core < crate::smp::cores_planned() { Error::NotLocal } else { Error::InvalidArgument });
+        return Err(if core < crate::smp::cores_planned() {
+            Error::NotLocal
+        } else {
+            Error::InvalidArgument
+        });
     }
     with_table(|t| Ok(t.iter().map(|(s, g, e)| info_of(s, g, e)).collect()))
-}
-
-/// Resources on this core (for tests and `cores`).
-pub fn count() -> usize {
-    with_table(|t| t.len())
 }

@@ -8,9 +8,9 @@
 use crate::arch::x86_64::idt::TrapFrame;
 use crate::percore::{self, current_core};
 use crate::proc::{self, sched};
-use abi::syscall as nr;
 use crate::res::{self, ReadOut};
 use abi::res::{ResId, Rights, UserId};
+use abi::syscall as nr;
 use abi::{Error, Pid, Priority};
 use alloc::vec;
 use alloc::vec::Vec;
@@ -55,8 +55,13 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::RES_WRITE => res_write(ResId(a[0]), a[1], a[2], a[3]),
         nr::RES_CONTROL => res::control(ResId(a[0]), a[1], a[2], a[3]),
         nr::RES_LIST => res_list(a[0], a[1], a[2]),
-        nr::RES_INFO => res::info(ResId(a[0])).and_then(|i| proc::with_current_vspace(|vs| vs.write_value(a[1], &i))).map(|()| 0),
-        nr::SETUSER => u32::try_from(a[0]).map_err(|_| Error::InvalidArgument).and_then(|u| proc::set_current_user(UserId(u))).map(|()| 0),
+        nr::RES_INFO => res::info(ResId(a[0]))
+            .and_then(|i| proc::with_current_vspace(|vs| vs.write_value(a[1], &i)))
+            .map(|()| 0),
+        nr::SETUSER => u32::try_from(a[0])
+            .map_err(|_| Error::InvalidArgument)
+            .and_then(|u| proc::set_current_user(UserId(u)))
+            .map(|()| 0),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
         _ => Err(Error::NoSuchCall),
     };
@@ -193,8 +198,16 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
     Ok(n as u64)
 }
 
-fn res_open(name_ptr: u64, name_len: u64, args_ptr: u64, args_len: u64, rights: u64) -> Result<u64, Error> {
-    let rights = u8::try_from(rights).map(Rights).map_err(|_| Error::InvalidArgument)?;
+fn res_open(
+    name_ptr: u64,
+    name_len: u64,
+    args_ptr: u64,
+    args_len: u64,
+    rights: u64,
+) -> Result<u64, Error> {
+    let rights = u8::try_from(rights)
+        .map(Rights)
+        .map_err(|_| Error::InvalidArgument)?;
     let name = copy_in(name_ptr, name_len, abi::res::MAX_RES_NAME as u64)?;
     let name = core::str::from_utf8(&name).map_err(|_| Error::BadName)?;
     let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
@@ -226,7 +239,10 @@ fn res_list(core: u64, ptr: u64, capacity: u64) -> Result<u64, Error> {
     let n = infos.len().min(capacity as usize);
     proc::with_current_vspace(|vs| {
         for (i, info) in infos.iter().take(n).enumerate() {
-            vs.write_value(ptr + (i * core::mem::size_of::<abi::res::ResInfo>()) as u64, info)?;
+            vs.write_value(
+                ptr + (i * core::mem::size_of::<abi::res::ResInfo>()) as u64,
+                info,
+            )?;
         }
         Ok(())
     })?;

@@ -47,7 +47,12 @@ pub enum ResType {
 }
 
 impl ResType {
-    pub const ALL: [ResType; 4] = [ResType::VRegion, ResType::VSpace, ResType::Process, ResType::Compute];
+    pub const ALL: [ResType; 4] = [
+        ResType::VRegion,
+        ResType::VSpace,
+        ResType::Process,
+        ResType::Compute,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -118,7 +123,9 @@ impl<'a> ResName<'a> {
             return Err(NameError::TooLong);
         }
         let mut parts = s.split('/');
-        let (Some(loc), Some(kind), Some(name), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+        let (Some(loc), Some(kind), Some(name), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
             return Err(NameError::Shape);
         };
         if loc.is_empty() || kind.is_empty() || name.is_empty() {
@@ -128,8 +135,14 @@ impl<'a> ResName<'a> {
             "here" => Location::Here,
             _ => {
                 let digits = loc.strip_prefix('c').ok_or(NameError::Location)?;
-                let ok = !digits.is_empty() && digits.len() <= 2 && digits.bytes().all(|b| b.is_ascii_digit());
-                let n: usize = digits.parse().ok().filter(|_| ok).ok_or(NameError::Location)?;
+                let ok = !digits.is_empty()
+                    && digits.len() <= 2
+                    && digits.bytes().all(|b| b.is_ascii_digit());
+                let n: usize = digits
+                    .parse()
+                    .ok()
+                    .filter(|_| ok)
+                    .ok_or(NameError::Location)?;
                 if n >= crate::MAX_CORES || (digits.len() > 1 && digits.starts_with('0')) {
                     return Err(NameError::Location);
                 }
@@ -140,10 +153,17 @@ impl<'a> ResName<'a> {
         if name.len() > MAX_NAME {
             return Err(NameError::TooLong);
         }
-        if !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-')) {
+        if !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+        {
             return Err(NameError::Character);
         }
-        Ok(ResName { location, kind, name })
+        Ok(ResName {
+            location,
+            kind,
+            name,
+        })
     }
 
     /// The core this name designates, for a caller on `here`.
@@ -206,7 +226,10 @@ impl ResId {
         let core: usize = core.parse().ok().filter(|c| *c < 64)?;
         let kind = ResType::from_name(kind)?;
         let slot: u32 = slot.parse().ok().filter(|s| *s < Self::MAX_SLOTS)?;
-        let generation: u32 = generation.parse().ok().filter(|g| *g <= Self::GENERATION_MASK)?;
+        let generation: u32 = generation
+            .parse()
+            .ok()
+            .filter(|g| *g <= Self::GENERATION_MASK)?;
         Some(ResId::new(0, core, kind, generation, slot))
     }
 }
@@ -214,7 +237,14 @@ impl ResId {
 impl core::fmt::Display for ResId {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self.kind() {
-            Some(k) => write!(f, "c{}:{}:{}.{}", self.core(), k.name(), self.slot(), self.generation()),
+            Some(k) => write!(
+                f,
+                "c{}:{}:{}.{}",
+                self.core(),
+                k.name(),
+                self.slot(),
+                self.generation()
+            ),
             None => write!(f, "{:#x}", self.0),
         }
     }
@@ -265,7 +295,11 @@ impl Rights {
         if user == UserId::KERNEL {
             return true;
         }
-        let bit = if user == creator { Self::owner(op) } else { Self::others(op) };
+        let bit = if user == creator {
+            Self::owner(op)
+        } else {
+            Self::others(op)
+        };
         self.0 & bit != 0
     }
 

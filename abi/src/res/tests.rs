@@ -5,9 +5,15 @@ use super::*;
 #[test]
 fn good_names() {
     let n = ResName::parse("c1/vregion/buf0").unwrap();
-    assert_eq!((n.location, n.kind, n.name), (Location::Core(1), ResType::VRegion, "buf0"));
+    assert_eq!(
+        (n.location, n.kind, n.name),
+        (Location::Core(1), ResType::VRegion, "buf0")
+    );
     let n = ResName::parse("here/process/shell").unwrap();
-    assert_eq!((n.location, n.kind, n.name), (Location::Here, ResType::Process, "shell"));
+    assert_eq!(
+        (n.location, n.kind, n.name),
+        (Location::Here, ResType::Process, "shell")
+    );
     assert_eq!(n.core(3), 3);
     assert_eq!(ResName::parse("c63/compute/a.b-c_9").unwrap().core(0), 63);
     let longest = "x".repeat(MAX_NAME);
@@ -42,15 +48,31 @@ fn bad_names() {
     }
     let too_long = format!("here/vregion/{}", "x".repeat(MAX_NAME + 1));
     assert_eq!(ResName::parse(&too_long), Err(NameError::TooLong));
-    assert_eq!(ResName::parse(&"x".repeat(MAX_RES_NAME + 1)), Err(NameError::TooLong));
+    assert_eq!(
+        ResName::parse(&"x".repeat(MAX_RES_NAME + 1)),
+        Err(NameError::TooLong)
+    );
 }
 
 #[test]
 fn ids_pack_and_print() {
     for kind in ResType::ALL {
-        for (core, generation, slot) in [(0, 0, 0), (63, ResId::GENERATION_MASK, ResId::MAX_SLOTS - 1), (5, 77, 1234)] {
+        for (core, generation, slot) in [
+            (0, 0, 0),
+            (63, ResId::GENERATION_MASK, ResId::MAX_SLOTS - 1),
+            (5, 77, 1234),
+        ] {
             let id = ResId::new(3, core, kind, generation, slot);
-            assert_eq!((id.machine(), id.core(), id.kind(), id.generation(), id.slot()), (3, core, Some(kind), generation, slot));
+            assert_eq!(
+                (
+                    id.machine(),
+                    id.core(),
+                    id.kind(),
+                    id.generation(),
+                    id.slot()
+                ),
+                (3, core, Some(kind), generation, slot)
+            );
             let local = ResId::new(0, core, kind, generation, slot);
             assert_eq!(ResId::parse(&local.to_string()), Some(local));
             assert_eq!(ResId::parse(&format!("{:#x}", id.0)), Some(id));
@@ -78,16 +100,27 @@ fn rights_matrix() {
     for op in Op::ALL {
         for user in [creator, other] {
             for allowed in [false, true] {
-                let bit = if user == creator { Rights::owner(op) } else { Rights::others(op) };
+                let bit = if user == creator {
+                    Rights::owner(op)
+                } else {
+                    Rights::others(op)
+                };
                 // Everything else allowed, this one bit as the case says.
                 let rights = Rights(if allowed { 0xff } else { 0xff & !bit });
-                assert_eq!(rights.allows(op, user, creator), allowed, "{op:?} by {user:?}, allowed={allowed}");
+                assert_eq!(
+                    rights.allows(op, user, creator),
+                    allowed,
+                    "{op:?} by {user:?}, allowed={allowed}"
+                );
                 // And only this bit matters: with nothing else set the answer is the same.
                 let only = Rights(if allowed { bit } else { 0 });
                 assert_eq!(only.allows(op, user, creator), allowed);
             }
         }
-        assert!(Rights(0).allows(op, UserId::KERNEL, creator), "the kernel may always");
+        assert!(
+            Rights(0).allows(op, UserId::KERNEL, creator),
+            "the kernel may always"
+        );
     }
     assert!(Rights::OWNER_ALL.allows(Op::Close, creator, creator));
     assert!(!Rights::OWNER_ALL.allows(Op::Read, other, creator));
@@ -99,7 +132,10 @@ fn rights_text() {
     assert_eq!(&Rights(0x1f).describe(), b"rwcx/r---");
     for v in 0..=255u8 {
         let text = Rights(v).describe();
-        assert_eq!(Rights::parse(core::str::from_utf8(&text).unwrap()), Some(Rights(v)));
+        assert_eq!(
+            Rights::parse(core::str::from_utf8(&text).unwrap()),
+            Some(Rights(v))
+        );
     }
     for bad in ["", "rwcx", "rwcx-----", "rwcx/rwcy", "xwcr/----"] {
         assert_eq!(Rights::parse(bad), None, "{bad}");

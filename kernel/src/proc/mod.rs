@@ -47,8 +47,12 @@ pub const FIRST_USER: UserId = UserId(1);
 
 /// The user of the running process (`UserId::KERNEL` when no process runs: boot, tests).
 pub fn current_user() -> UserId {
-    sched::with(|s| s.current_process().and_then(|serial| s.processes.get(&serial)).map(|p| p.user))
-        .unwrap_or(UserId::KERNEL)
+    sched::with(|s| {
+        s.current_process()
+            .and_then(|serial| s.processes.get(&serial))
+            .map(|p| p.user)
+    })
+    .unwrap_or(UserId::KERNEL)
 }
 
 /// The user a new process runs as: its creator's, or [`FIRST_USER`] for the kernel's.
@@ -66,7 +70,10 @@ pub fn set_current_user(user: UserId) -> Result<(), Error> {
     }
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
-        s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?.user = user;
+        s.processes
+            .get_mut(&serial)
+            .ok_or(Error::NoSuchProcess)?
+            .user = user;
         Ok(())
     })
 }
@@ -126,18 +133,30 @@ pub fn set_args(pid: Pid, args: &[&str]) -> Result<(), Error> {
     })
 }
 
-fn with_vspace_of<R>(pid: Pid, f: impl FnOnce(&mut VSpace) -> Result<R, Error>) -> Result<R, Error> {
+fn with_vspace_of<R>(
+    pid: Pid,
+    f: impl FnOnce(&mut VSpace) -> Result<R, Error>,
+) -> Result<R, Error> {
     if pid.core() != current_core() {
         return Err(Error::NotLocal);
     }
     sched::with(|s| {
-        let p = s.processes.get_mut(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        let p = s
+            .processes
+            .get_mut(&pid.serial())
+            .ok_or(Error::NoSuchProcess)?;
         f(p.vspace.as_mut().ok_or(Error::NoSuchProcess)?)
     })
 }
 
 /// Map a vregion's frames into process `pid`'s address space (shared memory).
-pub fn attach(pid: Pid, addr: u64, frames: &[u64], writable: bool, region: abi::res::ResId) -> Result<(), Error> {
+pub fn attach(
+    pid: Pid,
+    addr: u64,
+    frames: &[u64],
+    writable: bool,
+    region: abi::res::ResId,
+) -> Result<(), Error> {
     with_vspace_of(pid, |vs| vs.attach(addr, frames, writable, region))
 }
 
@@ -148,7 +167,9 @@ pub fn detach(pid: Pid, addr: u64) -> Result<abi::res::ResId, Error> {
 
 /// `pid`'s attachments: (address, region).
 pub fn attachments_of(pid: Pid) -> Result<Vec<(u64, abi::res::ResId)>, Error> {
-    with_vspace_of(pid, |vs| Ok(vs.attachments().iter().map(|a| (a.0, a.2)).collect()))
+    with_vspace_of(pid, |vs| {
+        Ok(vs.attachments().iter().map(|a| (a.0, a.2)).collect())
+    })
 }
 
 /// PROCESSES-style record of one process on this core.
@@ -190,7 +211,12 @@ pub fn spawn_image(
 
 /// Load program `name` as a *stopped* process on this core (the `process` resource's
 /// open): it runs once a compute is bound to it ([`start`]).
-pub fn create_stopped(name: &str, args: &[&str], priority: Priority, parent: Pid) -> Result<Pid, Error> {
+pub fn create_stopped(
+    name: &str,
+    args: &[&str],
+    priority: Priority,
+    parent: Pid,
+) -> Result<Pid, Error> {
     let image = crate::archive::find(name).ok_or(Error::NoSuchProgram)?;
     create(name, image, args, priority, parent, false)
 }
@@ -356,7 +382,10 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
     }
     // Nobody will wait for a child of the kernel: forget it now.
     if parent == Pid(0) && s.processes.remove(&serial).is_some_and(|p| p.boot) {
-        percore::this().stats.boot_programs.fetch_sub(1, Ordering::Relaxed);
+        percore::this()
+            .stats
+            .boot_programs
+            .fetch_sub(1, Ordering::Relaxed);
     }
     percore::this()
         .stats

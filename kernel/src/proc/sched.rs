@@ -145,7 +145,11 @@ impl Sched {
             id,
             process,
             priority,
-            state: if start { ThreadState::Ready } else { ThreadState::Stopped },
+            state: if start {
+                ThreadState::Ready
+            } else {
+                ThreadState::Stopped
+            },
             slice_ticks: SLICE_TICKS,
             stop_requested: false,
             fresh: true,
@@ -166,7 +170,11 @@ impl Sched {
         t.slice_ticks = slice_ticks.max(1);
         t.stop_requested = false;
         if t.state != ThreadState::Stopped {
-            return if matches!(t.state, ThreadState::Blocked(_)) { Ok(()) } else { Err(abi::Error::Busy) };
+            return if matches!(t.state, ThreadState::Blocked(_)) {
+                Ok(())
+            } else {
+                Err(abi::Error::Busy)
+            };
         }
         t.state = ThreadState::Ready;
         let p = t.priority;
@@ -178,7 +186,9 @@ impl Sched {
     /// Stop a thread that is not running now: off the run queue, or stopped when what it
     /// waits for happens. Returns false if it is the running thread (the caller must switch).
     pub fn stop_thread(&mut self, id: u32) -> bool {
-        let Some(t) = self.threads.get_mut(&id) else { return true };
+        let Some(t) = self.threads.get_mut(&id) else {
+            return true;
+        };
         match t.state {
             ThreadState::Running => return false,
             ThreadState::Ready => {
@@ -199,14 +209,15 @@ impl Sched {
         Some((t.kstack.top - core::mem::size_of::<TrapFrame>() as u64) as *mut TrapFrame)
     }
 
-    /// Remove a thread that is not running (its process was killed).
+    /// Remove a thread that is not running (its process was killed). Its kernel stack is
+    /// not in use (the thread is not running), so it goes back to the pool at once.
     pub fn remove_thread(&mut self, id: u32) {
         if let Some(t) = self.threads.remove(&id) {
             debug_assert!(t.state != ThreadState::Running);
             for q in &mut self.ready {
                 q.retain(|&x| x != id);
             }
-            self.dead_stacks.push(t.kstack);
+            kstack::free(t.kstack);
         }
     }
 
@@ -455,7 +466,9 @@ pub fn on_tick(from_user: bool) {
             }
             Some(c) if from_user => {
                 s.slice_used += 1;
-                let (p, slice) = s.threads.get(&c).map_or((Priority::App, SLICE_TICKS), |t| (t.priority, t.slice_ticks));
+                let (p, slice) = s.threads.get(&c).map_or((Priority::App, SLICE_TICKS), |t| {
+                    (t.priority, t.slice_ticks)
+                });
                 if s.slice_used >= slice && s.has_ready_at_or_above(p) {
                     s.need_resched = true;
                 }
@@ -483,6 +496,9 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
         });
         if has_work {
             switch_away(None);
+            // Back in the idle context, which acts as the kernel (a thread that exited
+            // never ended its flow).
+            crate::res::end_flow();
             free_dead_stacks();
         } else {
             crate::mm::frames::drain_remote();

@@ -39,7 +39,11 @@ impl VSpace {
             let e = paging::entry_of(kernel, slot).load(core::sync::atomic::Ordering::Acquire);
             paging::entry_of(root, slot).store(e, core::sync::atomic::Ordering::Release);
         }
-        Ok(VSpace { root, pages: 0, attached: Vec::new() })
+        Ok(VSpace {
+            root,
+            pages: 0,
+            attached: Vec::new(),
+        })
     }
 
     /// Physical address of the top-level table (for CR3).
@@ -110,10 +114,23 @@ impl VSpace {
 
     /// Map the frames of vregion `region` at `vaddr` (page-aligned, user half, nothing
     /// there yet). The frames stay the vregion's.
-    pub fn attach(&mut self, vaddr: u64, frames: &[u64], writable: bool, region: abi::res::ResId) -> Result<(), Error> {
+    pub fn attach(
+        &mut self,
+        vaddr: u64,
+        frames: &[u64],
+        writable: bool,
+        region: abi::res::ResId,
+    ) -> Result<(), Error> {
         let pages = frames.len() as u64;
-        let end = pages.checked_mul(PAGE_SIZE).and_then(|b| vaddr.checked_add(b)).ok_or(Error::InvalidArgument)?;
-        if pages == 0 || !vaddr.is_multiple_of(PAGE_SIZE) || !is_user_half(vaddr) || !is_user_half(end - 1) {
+        let end = pages
+            .checked_mul(PAGE_SIZE)
+            .and_then(|b| vaddr.checked_add(b))
+            .ok_or(Error::InvalidArgument)?;
+        if pages == 0
+            || !vaddr.is_multiple_of(PAGE_SIZE)
+            || !is_user_half(vaddr)
+            || !is_user_half(end - 1)
+        {
             return Err(Error::InvalidArgument);
         }
         if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
@@ -126,7 +143,15 @@ impl VSpace {
         for (i, &frame) in frames.iter().enumerate() {
             // SAFETY: an address space of this core's process table, a free user-half page
             // (checked above), and a frame owned by a live vregion on this core.
-            let r = unsafe { paging::map_4k(self.root, vaddr + i as u64 * PAGE_SIZE, frame, flags, &mut frames::alloc) };
+            let r = unsafe {
+                paging::map_4k(
+                    self.root,
+                    vaddr + i as u64 * PAGE_SIZE,
+                    frame,
+                    flags,
+                    &mut frames::alloc,
+                )
+            };
             if r.is_err() {
                 self.unmap_shared(vaddr, i as u64);
                 return Err(Error::NoMemory);

@@ -8,6 +8,7 @@ mod interrupts;
 mod memory;
 mod platform;
 mod process;
+mod resources;
 
 use crate::smp;
 

@@ -128,7 +128,11 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
             ("noshell", None) => args.shell = false,
             ("rcc", Some("on")) => args.rcc = true,
             ("rcc", Some("off")) => args.rcc = false,
-            ("rcc", Some(v)) => warn(Warning::BadValue { key, value: v, expected: "on or off" }),
+            ("rcc", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "on or off",
+            }),
             ("start", Some(v)) => match parse_start(v) {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
@@ -252,7 +256,8 @@ mod tests {
 
     #[test]
     fn starts() {
-        let (a, w) = parse_collect("start=1:hello start=0:spin,x,y start=2:hello,a noshell rcc=off");
+        let (a, w) =
+            parse_collect("start=1:hello start=0:spin,x,y start=2:hello,a noshell rcc=off");
         assert!(w.is_empty());
         assert!(!a.shell);
         assert!(!a.rcc);

@@ -38,7 +38,13 @@ pub struct Table<T> {
 impl<T> Table<T> {
     /// A table of at most `max_slots` slots whose generations wrap at `generation_mask`.
     pub const fn new(max_slots: u32, generation_mask: u32) -> Self {
-        Table { slots: Vec::new(), free: Vec::new(), max_slots, generation_mask, len: 0 }
+        Table {
+            slots: Vec::new(),
+            free: Vec::new(),
+            max_slots,
+            generation_mask,
+            len: 0,
+        }
     }
 
     /// Number of resources in the table.
@@ -55,7 +61,10 @@ impl<T> Table<T> {
         let slot = match self.free.pop() {
             Some(s) => s,
             None if (self.slots.len() as u32) < self.max_slots => {
-                self.slots.push(Slot { generation: 1, value: None });
+                self.slots.push(Slot {
+                    generation: 1,
+                    value: None,
+                });
                 self.slots.len() as u32 - 1
             }
             None => return Err(value),
@@ -76,7 +85,8 @@ impl<T> Table<T> {
 
     /// The resource a handle names.
     pub fn get(&self, slot: u32, generation: u32) -> Result<&T, Lookup> {
-        self.slot(slot, generation).map(|s| s.value.as_ref().expect("checked"))
+        self.slot(slot, generation)
+            .map(|s| s.value.as_ref().expect("checked"))
     }
 
     /// The resource a handle names, to change it.

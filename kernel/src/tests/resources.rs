@@ -1,0 +1,221 @@
+//! Resources: each type's five operations, shared memory, compute binding, every kind of
+//! bad id or name, rights, and open/close cycles that must return all memory.
+
+use crate::arch::x86_64::paging;
+use crate::proc::{self, sched, TEST_PARENT};
+use crate::res::{self, ReadOut};
+use crate::{kassert, ktest, percore, smp};
+use abi::res::{ResId, ResType, Rights, UserId};
+use abi::syscall::control;
+use abi::{Error, Pid, Priority};
+use alloc::format;
+use alloc::string::String;
+
+fn e<T: core::fmt::Debug>(r: Result<T, Error>, what: &str) -> Result<T, String> {
+    r.map_err(|err| format!("{what}: {err:?}"))
+}
+
+fn size_arg(n: u64) -> [u8; 8] {
+    n.to_le_bytes()
+}
+
+fn free_frames() -> u64 {
+    crate::mm::frames::counts(percore::current_core()).0
+}
+
+/// Run as `user` for the rest of this kernel activity (tests act as users this way).
+fn as_user(user: u32) {
+    res::begin_flow(UserId(user));
+}
+
+ktest! {
+    /// vregion: open, write, read back, control, close; then the id is stale.
+    fn vregion_five_operations() -> TestResult {
+        as_user(0);
+        let before = free_frames();
+        let id = e(res::open("here/vregion/t1", &size_arg(8192), Rights::OWNER_ALL), "open")?;
+        kassert!(id.kind() == Some(ResType::VRegion) && id.core() == percore::current_core(), "id {id}");
+        kassert!(e(res::write(id, b"hello, region", 4090), "write")? == 13, "write count");
+        let ReadOut::Bytes(back) = e(res::read(id, 13, 4090), "read")? else { return Err("read gave a value".into()) };
+        kassert!(back == b"hello, region", "read back {back:?}");
+        kassert!(e(res::control(id, control::INFO, 0, 0), "control")? == 8192, "size");
+        kassert!(matches!(res::read(id, 16, 8190), Err(Error::InvalidArgument)), "read past the end");
+        kassert!(res::write(id, b"x", u64::MAX).is_err(), "write at an overflowing offset");
+        kassert!(res::open("here/vregion/t1", &size_arg(4096), Rights::OWNER_ALL) == Err(Error::AlreadyExists), "duplicate name");
+        e(res::close(id), "close")?;
+        kassert!(res::read(id, 1, 0).err() == Some(Error::StaleResource), "stale read");
+        kassert!(res::close(id) == Err(Error::StaleResource), "stale close");
+        kassert!(free_frames() == before, "frames not returned");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// A vregion attached to two address spaces is the same memory in both (P3's ICA).
+    fn shared_memory_through_two_vspaces() -> TestResult {
+        as_user(0);
+        let a = e(proc::create_stopped("spin", &[], Priority::App, TEST_PARENT), "process a")?;
+        let b = e(proc::create_stopped("spin", &[], Priority::App, TEST_PARENT), "process b")?;
+        let region = e(res::open("here/vregion/ica", &size_arg(8192), Rights::OWNER_ALL), "vregion")?;
+        let va = e(res::open("here/vspace/a", &size_arg(a.0), Rights::OWNER_ALL), "vspace a")?;
+        let vb = e(res::open("here/vspace/b", &size_arg(b.0), Rights::OWNER_ALL), "vspace b")?;
+        let at = 0x5000_0000u64;
+        e(res::control(va, control::ATTACH, region.0, at | 1), "attach a")?;
+        e(res::control(vb, control::ATTACH, region.0, (at + 0x10_0000) | 1), "attach b")?;
+        kassert!(res::control(va, control::ATTACH, region.0, at | 1) == Err(Error::Busy), "attach over an attachment");
+        let roots = sched::with(|s| {
+            let r = |p: Pid| s.processes.get(&p.serial()).and_then(|p| p.vspace.as_ref()).map(|v| v.root());
+            (r(a), r(b))
+        });
+        let (Some(ra), Some(rb)) = roots else { return Err("no address spaces".into()) };
+        for page in 0..2u64 {
+            let ta = paging::translate(ra, at + page * 4096).ok_or("not mapped in a")?;
+            let tb = paging::translate(rb, at + 0x10_0000 + page * 4096).ok_or("not mapped in b")?;
+            kassert!(ta.paddr == tb.paddr && ta.user && ta.writable && !ta.executable, "page {page}: {ta:?} vs {tb:?}");
+        }
+        let ReadOut::Bytes(list) = e(res::read(va, 64, 0), "vspace read")? else { return Err("no list".into()) };
+        kassert!(list.len() == 16 && list[..8] == at.to_le_bytes(), "vspace a lists {list:?}");
+        kassert!(res::close(region) == Err(Error::Busy), "closed an attached vregion");
+        e(res::control(va, control::DETACH, at, 0), "detach a")?;
+        kassert!(paging::translate(ra, at).is_none(), "still mapped after detach");
+        // Ending b drops its attachment with its address space.
+        e(proc::remove(b), "remove b")?;
+        e(res::close(region), "close after both detached")?;
+        e(res::close(va), "close vspace a")?;
+        kassert!(res::close(vb).is_ok(), "close vspace b (its process is gone)");
+        e(proc::remove(a), "remove a")?;
+        Ok(())
+    }
+}
+
+ktest! {
+    /// process + compute: a process opened stopped runs when a compute is bound to it
+    /// (P4 Table 1), stops when unbound (Table 2), and is removed by close.
+    fn process_started_and_stopped_through_compute() -> TestResult {
+        as_user(0);
+        let p = e(res::open("here/process/h1", b"hello\0fromres\0", Rights::OWNER_ALL), "open process")?;
+        let pid = Pid(e(res::control(p, control::INFO, 0, 0), "pid")?);
+        kassert!(proc::info_of(pid).map(|i| i.state) == Some(abi::STATE_STOPPED), "not created stopped");
+        e(res::write(p, b"fromres\0again\0", 0), "replace args before it runs")?;
+        let c = e(res::open("here/compute/c1", &size_arg(100), Rights::OWNER_ALL), "open compute")?;
+        e(res::read(c, 0, pid.0), "bind")?;
+        kassert!(res::read(c, 0, pid.0).err() == Some(Error::Busy), "bound twice");
+        kassert!(sched::run_until(5_000_000_000, || proc::has_ended(pid)), "hello did not finish once bound");
+        kassert!(res::write(p, b"late\0", 0) == Err(Error::Busy) || proc::info_of(pid).is_some(), "args after run");
+        e(res::close(p), "close process")?;
+        e(res::close(c), "close compute")?;
+
+        // Stopping: a spinner bound, then unbound, makes no progress.
+        let s = e(res::open("here/process/spinner", b"spin\0", Rights::OWNER_ALL), "open spin")?;
+        let spid = Pid(e(res::control(s, control::INFO, 0, 0), "pid")?);
+        let c = e(res::open("here/compute/c2", &size_arg(200), Rights::OWNER_ALL), "compute 2")?;
+        e(res::read(c, 0, spid.0), "bind spin")?;
+        sched::run_until(50_000_000, || false);
+        e(res::write(c, &[], 0), "unbind")?;
+        kassert!(proc::info_of(spid).map(|i| i.state) == Some(abi::STATE_STOPPED), "not stopped after unbind");
+        let cpu = proc::info_of(spid).map_or(0, |i| i.cpu_ns);
+        sched::run_until(50_000_000, || false);
+        kassert!(proc::info_of(spid).map_or(1, |i| i.cpu_ns) == cpu, "a stopped process ran");
+        kassert!(cpu > 0, "the bound spinner never ran");
+        e(res::close(s), "close spin (kills it)")?;
+        kassert!(proc::info_of(spid).is_none(), "closed process still listed");
+        e(res::close(c), "close compute 2")?;
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Every malformed name, unknown, stale, forged or foreign id, and too-large size gets
+    /// its own error, and the kernel keeps going.
+    fn bad_names_and_ids_get_errors() -> TestResult {
+        as_user(0);
+        for bad in ["", "here", "here/vregion", "here/vregion/", "x/vregion/a", "c64/vregion/a", "here/file/a", "here/vregion/a b", "here/vregion/../x"] {
+            let r = res::open(bad, &size_arg(4096), Rights::OWNER_ALL);
+            kassert!(r == Err(Error::BadName), "{bad:?} gave {r:?}");
+        }
+        kassert!(res::open("here/vregion/big", &size_arg(1 << 40), Rights::OWNER_ALL) == Err(Error::InvalidArgument), "huge vregion");
+        kassert!(res::open("here/vregion/zero", &size_arg(0), Rights::OWNER_ALL) == Err(Error::InvalidArgument), "empty vregion");
+        kassert!(res::open("here/vregion/short", &[1, 2], Rights::OWNER_ALL) == Err(Error::InvalidArgument), "short size");
+        kassert!(res::open("here/compute/c", &size_arg(0), Rights::OWNER_ALL) == Err(Error::InvalidArgument), "mips 0");
+        kassert!(res::open("here/process/p", b"no-such-program\0", Rights::OWNER_ALL) == Err(Error::NoSuchProgram), "unknown program");
+        kassert!(res::open("here/vspace/v", &size_arg(Pid::new(percore::current_core(), 999_999).0), Rights::OWNER_ALL) == Err(Error::NoSuchProcess), "vspace of nobody");
+        let me = percore::current_core();
+        kassert!(res::close(ResId::new(0, me, ResType::VRegion, 1, 77_777)) == Err(Error::NoSuchResource), "unknown slot");
+        kassert!(res::close(ResId(0)) == Err(Error::NoSuchResource), "id 0");
+        kassert!(res::close(ResId(u64::MAX)) == Err(Error::NoSuchResource), "id of another machine");
+        let id = e(res::open("here/vregion/w", &size_arg(4096), Rights::OWNER_ALL), "open")?;
+        let forged = ResId::new(0, me, ResType::Compute, id.generation(), id.slot());
+        kassert!(res::close(forged) == Err(Error::WrongType), "forged type bits");
+        let wrong_gen = ResId::new(0, me, ResType::VRegion, id.generation() + 1, id.slot());
+        kassert!(res::close(wrong_gen) == Err(Error::StaleResource), "wrong generation");
+        kassert!(res::control(id, 99, 0, 0) == Err(Error::NotSupported), "unknown control");
+        e(res::close(id), "close")?;
+        if smp::cores_planned() >= 2 {
+            let other = (me + 1) % smp::cores_planned();
+            let name = format!("c{other}/vregion/x");
+            kassert!(res::open(&name, &size_arg(4096), Rights::OWNER_ALL) == Err(Error::NotLocal), "open on another core");
+            kassert!(res::close(ResId::new(0, other, ResType::VRegion, 1, 0)) == Err(Error::NotLocal), "close on another core");
+            kassert!(res::list(other).err() == Some(Error::NotLocal), "list of another core");
+        }
+        Ok(())
+    }
+}
+
+ktest! {
+    /// RCC: the creator's and everyone else's rights are checked on every operation, the
+    /// kernel may do anything, and `rcc=off` switches the checks off.
+    fn rights_are_checked() -> TestResult {
+        as_user(5);
+        let private = e(res::open("here/vregion/private", &size_arg(4096), Rights::OWNER_ALL), "open private")?;
+        let readable = e(res::open("here/vregion/readable", &size_arg(4096), Rights::parse("rwcx/r---").ok_or("rights")?), "open readable")?;
+        kassert!(res::write(private, b"mine", 0).is_ok(), "creator write");
+        as_user(6);
+        kassert!(res::read(private, 4, 0).err() == Some(Error::Denied), "other read");
+        kassert!(res::write(private, b"x", 0) == Err(Error::Denied), "other write");
+        kassert!(res::control(private, control::INFO, 0, 0) == Err(Error::Denied), "other control");
+        kassert!(res::close(private) == Err(Error::Denied), "other close");
+        kassert!(res::read(readable, 4, 0).is_ok(), "other read where allowed");
+        kassert!(res::write(readable, b"x", 0) == Err(Error::Denied), "other write where only read is allowed");
+        res::set_rcc(false);
+        let unchecked = res::read(private, 4, 0).is_ok();
+        res::set_rcc(true);
+        kassert!(unchecked, "rcc=off still checked");
+        as_user(0);
+        kassert!(res::read(private, 4, 0).is_ok(), "the kernel was refused");
+        as_user(5);
+        e(res::close(private), "creator close")?;
+        e(res::close(readable), "creator close 2")?;
+        as_user(0);
+        Ok(())
+    }
+}
+
+ktest! {
+    /// 10,000 open/close cycles of each type leave the core's free frames where they were.
+    fn open_close_cycles_return_all_memory() -> TestResult {
+        as_user(0);
+        let holder = e(proc::create_stopped("spin", &[], Priority::App, TEST_PARENT), "holder")?;
+        // Warm up: heap and tables reach their working size.
+        for round in 0..2 {
+            let before = free_frames();
+            for _ in 0..10_000 {
+                let r = e(res::open("here/vregion/cycle", &size_arg(4096), Rights::OWNER_ALL), "vregion")?;
+                e(res::close(r), "close vregion")?;
+                let c = e(res::open("here/compute/cycle", &size_arg(100), Rights::OWNER_ALL), "compute")?;
+                e(res::close(c), "close compute")?;
+                let v = e(res::open("here/vspace/cycle", &size_arg(holder.0), Rights::OWNER_ALL), "vspace")?;
+                e(res::close(v), "close vspace")?;
+            }
+            let processes = if round == 0 { 50 } else { 10_000 };
+            for _ in 0..processes {
+                let p = e(res::open("here/process/cycle", b"nop\0", Rights::OWNER_ALL), "process")?;
+                e(res::close(p), "close process")?;
+            }
+            sched::run_until(20_000_000, || false);
+            let after = free_frames();
+            kassert!(round == 0 || before == after, "round {round}: {} frames not returned", before.abs_diff(after));
+        }
+        e(proc::remove(holder), "remove holder")?;
+        Ok(())
+    }
+}
