@@ -442,7 +442,11 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
     })?;
     match then {
         Then::Done(n) => Ok(n),
-        Then::Unbind(pid) => proc::stop(pid).map(|()| 0),
+        // A process that has ended is stopped already.
+        Then::Unbind(pid) => match proc::stop(pid) {
+            Ok(()) | Err(Error::NoSuchProcess) => Ok(0),
+            Err(e) => Err(e),
+        },
         Then::Args(pid) => {
             let text = core::str::from_utf8(data).map_err(|_| Error::InvalidArgument)?;
             let argv: Vec<&str> = text.split_terminator('\0').collect();
@@ -534,7 +538,7 @@ fn info_of(slot: u32, generation: u32, e: &Entry) -> ResInfo {
     name[..e.name.len()].copy_from_slice(e.name.as_bytes());
     let (size, detail) = match &e.body {
         Body::VRegion { size, attached, .. } => (*size, u64::from(*attached)),
-        Body::VSpace { pid } => (0, pid.0),
+        Body::VSpace { pid } => (proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE), pid.0),
         Body::Process { pid } => (
             pid.0,
             u64::from(proc::info_of(*pid).map_or(abi::STATE_ZOMBIE, |i| i.state)),

@@ -321,7 +321,7 @@ fn fault_test(t: &mut Tally, g: &Guest, name: &str, expect: &str, verbose: bool)
 
 /// The shell, driven by the scripts in `user/shell/` like a person at the console.
 fn shell_script(t: &mut Tally, g: &Guest) -> Result<()> {
-    for script in ["smoke.script", "kill.script"] {
+    for script in ["smoke.script", "kill.script", "res.script"] {
         let file = crate::build::workspace_root()
             .join("user/shell")
             .join(script);

@@ -106,7 +106,7 @@ fn rights_matrix() {
                     Rights::others(op)
                 };
                 // Everything else allowed, this one bit as the case says.
-                let rights = Rights(if allowed { 0xff } else { 0xff & !bit });
+                let rights = Rights(if allowed { 0xff } else { !bit });
                 assert_eq!(
                     rights.allows(op, user, creator),
                     allowed,

@@ -208,3 +208,13 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// The resource interface from user space (`user/rescheck`): rights between users,
+    /// stale ids, process + compute, malformed names and bad pointers.
+    fn resources_from_user_space() -> TestResult {
+        let s = run("rescheck", &[], Priority::App)?;
+        kassert!(exited_ok(&s), "rescheck ended with {s:?} (its console lines say which check failed)");
+        Ok(())
+    }
+}

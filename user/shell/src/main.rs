@@ -9,16 +9,19 @@
 //! `cargo xtask run --script` looks for), and a command that succeeds never prints one.
 //! Background programs (`run PROG &`) are reaped before each prompt: the shell looks for
 //! its zombie children in `PROCESSES` (`WAIT` blocks, so it waits only for children it
-//! knows have ended) and reports `[pid] done` or an error line.
+//! knows have ended) and reports `[pid] done` or an error line; so is a process started
+//! by `res bind`. The resource commands (`res ...`, `su`, `whoami`) are in [`res`].
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
 mod editor;
+mod res;
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use ulib::abi::res::UserId;
 use ulib::abi::{self, CoreInfo, Error, Pid, Priority, ProcInfo, WaitStatus};
 use ulib::{print, println, sys};
 
@@ -38,6 +41,28 @@ commands:
   kill PID                        end process PID (written CORE.SERIAL, e.g. 0.3)
   sleep MS                        pause for MS milliseconds
   uptime                          time since boot
+  res ls [CORE]                   resources of CORE (default this one): id, type, name,
+                                  creator, rights, size, detail
+  res open NAME [ARG...] [-r RIGHTS]
+                                  create resource NAME (LOCATION/TYPE/NAME, e.g.
+                                  here/vregion/buf0) and print its id; ARG by type:
+                                  vregion SIZE (4096, 4K, 1M), vspace [PID] (default
+                                  this shell), process PROGRAM [ARGS...] (created
+                                  stopped), compute MIPS (1-10000); RIGHTS e.g. rwcx/r---
+                                  (creator's read/write/close/control, then everyone
+                                  else's; default rwcx/----)
+  res close RES                   delete RES; RES is an id (c0:vregion:3.1 or 0x...) or
+                                  a name (here/vregion/buf0)
+  res info RES                    what the kernel records about RES
+  res read RES [LEN] [OFFSET]     vregion: dump LEN bytes (at most 256) at OFFSET;
+                                  vspace: its attachments; process: its state
+  res write VREGION OFFSET TEXT   write TEXT into VREGION at OFFSET
+  res bind COMPUTE PID|PROCESS    run a process on COMPUTE (reaped like a job)
+  res unbind COMPUTE              stop COMPUTE's process (it keeps its state)
+  res kill PROCESS                end the process of a process resource
+  su [USER]                       act as USER (a number) for the resource rights, or
+                                  without USER as the user the shell started as
+  whoami                          the user this shell acts as
   poweroff                        switch the machine off";
 
 /// A program started with `&`.
@@ -50,6 +75,10 @@ struct Job {
 
 struct Shell {
     me: Pid,
+    /// The core the shell runs on (`here` in resource names).
+    core: usize,
+    /// The user the shell started as, which a bare `su` goes back to.
+    first_user: Option<UserId>,
     jobs: Vec<Job>,
 }
 
@@ -59,6 +88,8 @@ fn main(_args: &[&str]) -> i32 {
     println!("Musubi shell (pid {me} on core {core}); type 'help' for the commands");
     let mut shell = Shell {
         me,
+        core,
+        first_user: ulib::res::getuser().ok(),
         jobs: Vec::new(),
     };
     let mut editor = editor::Editor::new();
@@ -107,6 +138,9 @@ impl Shell {
                 println!("up {}.{:03} s", ns / 1_000_000_000, ns / 1_000_000 % 1000);
                 Ok(())
             }
+            "res" => self.res(args),
+            "su" => self.su(args),
+            "whoami" => no_args(cmd).and_then(|_| res::whoami()),
             "poweroff" => {
                 no_args(cmd)?;
                 Err(alloc::format!("poweroff: {}", sys::poweroff()))

@@ -13,7 +13,8 @@
 //! }
 //! ```
 //!
-//! ulib brings the start-up code ([`rt`]), typed system calls ([`sys`]), [`print!`] and
+//! ulib brings the start-up code ([`rt`]), typed system calls ([`sys`], and [`res`] for the
+//! resource calls with the compositions built on them), [`print!`] and
 //! [`println!`] ([`io`]), a global allocator that grows the heap with `MEMORY` ([`heap`]), and
 //! a panic handler that prints `panic in PROGRAM: MESSAGE at FILE:LINE` and exits with
 //! status [`PANIC_STATUS`]. The mem functions come from `libs/bare`.
@@ -29,6 +30,7 @@ extern crate bare;
 pub mod cell;
 pub mod heap;
 pub mod io;
+pub mod res;
 pub mod rt;
 pub mod sys;
 

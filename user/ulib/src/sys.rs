@@ -1,4 +1,5 @@
-//! Typed wrappers for every Musubi system call (abi/src/syscall.rs).
+//! Typed wrappers for every Musubi system call (abi/src/syscall.rs); the resource calls
+//! (`RES_OPEN`..`GETUSER`) are in [`crate::res`].
 //!
 //! Each wrapper returns `Result<_, abi::Error>`, decoded from the kernel's (`rax`, `rdx`)
 //! pair with [`abi::syscall::decode`]. The raw entry points live in [`raw`], for programs
@@ -58,6 +59,33 @@ pub mod raw {
     /// # Safety
     /// Any pointer argument must be valid for what the call does with it.
     #[inline(always)]
+    pub unsafe fn syscall3(n: u64, a0: u64, a1: u64, a2: u64) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: as for `syscall0`; the caller vouches for the arguments.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, in("rdi") a0, in("rsi") a1,
+                 inlateout("rdx") a2 => rdx, out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
+
+    /// # Safety
+    /// Any pointer argument must be valid for what the call does with it.
+    #[inline(always)]
+    pub unsafe fn syscall4(n: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: as for `syscall0`; the caller vouches for the arguments.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, in("rdi") a0, in("rsi") a1,
+                 inlateout("rdx") a2 => rdx, in("r10") a3,
+                 out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
+
+    /// # Safety
+    /// Any pointer argument must be valid for what the call does with it.
+    #[inline(always)]
     pub unsafe fn syscall5(n: u64, a0: u64, a1: u64, a2: u64, a3: u64, a4: u64) -> (u64, u64) {
         let (rax, rdx);
         // SAFETY: as for `syscall0`; the caller vouches for the arguments.
@@ -70,7 +98,7 @@ pub mod raw {
     }
 }
 
-fn decode((rax, rdx): (u64, u64)) -> Result<u64, Error> {
+pub(crate) fn decode((rax, rdx): (u64, u64)) -> Result<u64, Error> {
     nr::decode(rax, rdx)
 }
 
