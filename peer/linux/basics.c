@@ -1,5 +1,5 @@
 /*
- * basics.c: the Linux peer of Musubi's `basics` benchmark.
+ * basics.c: the Linux peer of Musubi's `basics` and `resources` benchmarks.
  *
  * Runs as PID 1 (/init of a tiny initramfs) under QEMU in deterministic mode, where the TSC
  * advances by one per executed instruction, so every figure below is instructions per
@@ -11,7 +11,8 @@
  * the kernel command line word `bench_runs=N` (Linux hands unknown `key=value` words to
  * init as environment variables); the default is 5.
  *
- * The spawn+wait case starts /exit (exit.c), a static program that only exits.
+ * The spawn+wait case starts /exit (exit.c), a static program that only exits. The last
+ * case, mmap+munmap 4 KiB, is the peer of the `resources` benchmark, not of `basics`.
  *
  * Build: musl-gcc -static -O2 -Wall -o basics basics.c
  */
@@ -218,6 +219,26 @@ static uint64_t heap_grow(unsigned iters)
 	return t;
 }
 
+/*
+ * mmap+munmap 4 KiB: map one anonymous private read-write page, write one byte of it (the
+ * fault allocates and zeroes it), unmap it. Beside Musubi's vregion create+delete of the
+ * `resources` benchmark; added after the basics cases so that their figures do not move.
+ */
+static uint64_t mmap_munmap(unsigned iters)
+{
+	uint64_t t0 = rdtsc();
+	for (unsigned i = 0; i < iters; i++) {
+		volatile char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+					MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			fail("mmap");
+		*p = 1;
+		if (munmap((void *)p, 4096) != 0)
+			fail("munmap");
+	}
+	return rdtsc() - t0;
+}
+
 static unsigned samples_from_env(void)
 {
 	const char *v = getenv("bench_runs");
@@ -242,6 +263,7 @@ int main(void)
 
 	run_case("spawn+wait", spawn_wait, 20, samples);
 	run_case("heap grow 4 KiB", heap_grow, 256, samples);
+	run_case("mmap+munmap 4 KiB", mmap_munmap, 256, samples);
 
 	printf("BENCH done\n");
 	fflush(stdout);

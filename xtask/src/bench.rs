@@ -110,7 +110,7 @@ const BASICS: [(&str, Option<f64>); 4] = [
 ];
 
 /// Samples per case from the `BENCH {...}` lines a guest printed for `peer`.
-fn bench_samples(lines: &[String], peer: &str) -> Result<Vec<(String, Vec<f64>)>> {
+pub(crate) fn bench_samples(lines: &[String], peer: &str) -> Result<Vec<(String, Vec<f64>)>> {
     let mut out: Vec<(String, Vec<f64>)> = Vec::new();
     for line in lines {
         let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {

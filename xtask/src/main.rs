@@ -4,6 +4,7 @@
 //! leaves a QEMU process behind.
 
 mod bench;
+mod bench_resources;
 mod build;
 mod peer_linux;
 mod qemu;
@@ -76,7 +77,7 @@ enum Cmd {
     },
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot, basics.
+        /// Which benchmark: boot, basics, resources.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -179,7 +180,10 @@ fn run(cli: Cli) -> Result<()> {
                 ("boot", None) => bench::boot(runs.max(1))?,
                 ("boot", Some(_)) => bail!("the boot benchmark has no peer"),
                 ("basics", peer) => bench::basics(runs.max(1), peer)?,
-                (other, _) => bail!("unknown benchmark '{other}'; available: boot, basics"),
+                ("resources", peer) => bench_resources::resources(runs.max(1), peer)?,
+                (other, _) => {
+                    bail!("unknown benchmark '{other}'; available: boot, basics, resources")
+                }
             }
         }
     }

@@ -1,5 +1,7 @@
-//! The Linux peer of `cargo xtask bench basics`: Debian's Linux kernel, booted in the QEMU
-//! configuration Musubi is measured in, running `peer/linux/basics.c` as its `/init`.
+//! The Linux peer of `cargo xtask bench basics` and `bench resources`: Debian's Linux
+//! kernel, booted in the QEMU configuration Musubi is measured in, running
+//! `peer/linux/basics.c` as its `/init`. One boot measures every case of both benchmarks;
+//! each picks its cases by name.
 //!
 //! A figure for Musubi means little alone; beside Linux's figure for the same operation, on
 //! the same emulated machine and in the same run, it says something (docs/design.md,
@@ -30,18 +32,20 @@ use std::time::Duration;
 
 /// One case of the peer: instructions per operation, one value per sample.
 #[derive(Clone, Debug)]
-#[allow(dead_code)] // read by `bench basics --peer linux`
+#[allow(dead_code)] // read by `bench basics|resources --peer linux`
 pub struct PeerCase {
     pub case: String,
     pub samples: Vec<f64>,
 }
 
-/// The cases `basics.c` measures, in the order it prints them.
-pub const CASES: [&str; 4] = [
+/// The cases `basics.c` measures, in the order it prints them: the four of `basics`, then
+/// the one of `resources` (last, so that adding it did not move the others' figures).
+pub const CASES: [&str; 5] = [
     "null call",
     "yield ping-pong",
     "spawn+wait",
     "heap grow 4 KiB",
+    "mmap+munmap 4 KiB",
 ];
 
 /// The console line prefix of everything `basics.c` reports.
@@ -57,6 +61,12 @@ fn time_limit(runs: usize) -> Duration {
 /// Boot the Linux peer once and return `runs` samples of every case in [`CASES`].
 #[allow(dead_code)] // called by `bench basics --peer linux`
 pub fn run_basics(runs: usize) -> Result<Vec<PeerCase>> {
+    run_cases(runs)
+}
+
+/// Boot the Linux peer once and return `runs` samples of every case in [`CASES`], in that
+/// order; a benchmark looks up the cases it compares by name.
+pub fn run_cases(runs: usize) -> Result<Vec<PeerCase>> {
     let guest = prepare(runs)?;
     say(format_args!(
         "booting Linux for {runs} samples per case: {}",
@@ -72,8 +82,8 @@ pub fn run_basics(runs: usize) -> Result<Vec<PeerCase>> {
     Ok(cases)
 }
 
-/// The QEMU command [`run_basics`] runs, with paths relative to the workspace root.
-#[allow(dead_code)] // called by `bench basics --peer linux`
+/// The QEMU command [`run_cases`] runs, with paths relative to the workspace root.
+#[allow(dead_code)] // called by `bench basics|resources --peer linux`
 pub fn qemu_command_line(runs: usize) -> Result<String> {
     let root = format!("{}/", crate::build::workspace_root().display());
     Ok(prepare(runs)?.command_line().replace(&root, ""))
@@ -482,7 +492,7 @@ mod tests {
         lines.push("BENCH done".into());
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
         let cases = parse_console(&captured(&lines), 1, Duration::ZERO).expect("parses");
-        assert_eq!(cases.len(), 4);
+        assert_eq!(cases.len(), CASES.len());
         assert!(cases.iter().all(|c| c.samples == [1.5]));
     }
 
@@ -508,13 +518,13 @@ mod tests {
     #[test]
     #[ignore = "downloads Debian's kernel (once) and boots it in QEMU (about 10 s)"]
     fn peer_linux_basics_end_to_end() {
-        let cases = run_basics(3).expect("the Linux peer runs");
+        let cases = run_cases(3).expect("the Linux peer runs");
         for c in &cases {
             let mut s = c.samples.clone();
             s.sort_by(f64::total_cmp);
             let median = s[s.len() / 2];
             println!(
-                "{:>16}: median {median:>10.1} instructions, samples {:?}",
+                "{:>17}: median {median:>10.1} instructions, samples {:?}",
                 c.case, c.samples
             );
         }
