@@ -44,6 +44,8 @@ pub struct CoreLocal {
     pub res: CoreCell<crate::res::ResTable>,
     /// The current kernel activity's flow id and user.
     pub flow: crate::res::Flow,
+    /// The user of the running thread's process (0, the kernel, when idle).
+    pub running_user: AtomicU32,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -119,6 +121,7 @@ impl CoreLocal {
             sched: CoreCell::new(crate::proc::sched::Sched::new()),
             res: CoreCell::new(crate::res::ResTable::new()),
             flow: crate::res::Flow::new(),
+            running_user: AtomicU32::new(0),
         }
     }
 }

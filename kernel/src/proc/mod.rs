@@ -46,13 +46,10 @@ pub struct Process {
 pub const FIRST_USER: UserId = UserId(1);
 
 /// The user of the running process (`UserId::KERNEL` when no process runs: boot, tests).
+///
+/// Kept per core by the scheduler at every switch, so a kernel entry finds it in one load.
 pub fn current_user() -> UserId {
-    sched::with(|s| {
-        s.current_process()
-            .and_then(|serial| s.processes.get(&serial))
-            .map(|p| p.user)
-    })
-    .unwrap_or(UserId::KERNEL)
+    UserId(percore::this().running_user.load(Ordering::Relaxed))
 }
 
 /// The user a new process runs as: its creator's, or [`FIRST_USER`] for the kernel's.
@@ -74,6 +71,7 @@ pub fn set_current_user(user: UserId) -> Result<(), Error> {
             .get_mut(&serial)
             .ok_or(Error::NoSuchProcess)?
             .user = user;
+        percore::this().running_user.store(user.0, Ordering::Relaxed);
         Ok(())
     })
 }

@@ -299,6 +299,8 @@ struct SwitchPlan {
     next_rsp: u64,
     root: u64,
     kstack_top: Option<u64>,
+    /// The user the next context acts for (its process's; the kernel for idle).
+    user: u32,
 }
 
 /// Give the core to `next` (a ready thread) or to the idle context; `current_goes` says
@@ -344,9 +346,8 @@ fn switch_away(current_goes: Option<ThreadState>) {
                 let t = s.threads.get_mut(&id).expect("ready thread exists");
                 t.state = ThreadState::Running;
                 t.fresh = false;
-                let root = s
-                    .processes
-                    .get(&t.process)
+                let p = s.processes.get(&t.process);
+                let root = p
                     .and_then(|p| p.vspace.as_ref())
                     .map_or(paging::kernel_root(), |v| v.root());
                 SwitchPlan {
@@ -354,6 +355,7 @@ fn switch_away(current_goes: Option<ThreadState>) {
                     next_rsp: t.rsp,
                     root,
                     kstack_top: Some(t.kstack.top),
+                    user: p.map_or(0, |p| p.user.0),
                 }
             }
             None => SwitchPlan {
@@ -361,6 +363,7 @@ fn switch_away(current_goes: Option<ThreadState>) {
                 next_rsp: s.idle_rsp,
                 root: paging::kernel_root(),
                 kstack_top: None,
+                user: 0,
             },
         })
     });
@@ -369,6 +372,7 @@ fn switch_away(current_goes: Option<ThreadState>) {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
     }
+    percore::this().running_user.store(plan.user, Ordering::Relaxed);
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
     // copies it); `save` points into this core's scheduler state (a boxed thread, or the
     // Sched itself), which stays put until the switch writes it; `next_rsp` was saved by a
