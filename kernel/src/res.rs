@@ -538,7 +538,10 @@ fn info_of(slot: u32, generation: u32, e: &Entry) -> ResInfo {
     name[..e.name.len()].copy_from_slice(e.name.as_bytes());
     let (size, detail) = match &e.body {
         Body::VRegion { size, attached, .. } => (*size, u64::from(*attached)),
-        Body::VSpace { pid } => (proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE), pid.0),
+        Body::VSpace { pid } => (
+            proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE),
+            pid.0,
+        ),
         Body::Process { pid } => (
             pid.0,
             u64::from(proc::info_of(*pid).map_or(abi::STATE_ZOMBIE, |i| i.state)),

@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_resources;
+mod bench_urpc;
 mod build;
 mod peer_linux;
 mod qemu;
@@ -77,7 +78,7 @@ enum Cmd {
     },
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot, basics, resources.
+        /// Which benchmark: boot, basics, resources, urpc.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -181,8 +182,9 @@ fn run(cli: Cli) -> Result<()> {
                 ("boot", Some(_)) => bail!("the boot benchmark has no peer"),
                 ("basics", peer) => bench::basics(runs.max(1), peer)?,
                 ("resources", peer) => bench_resources::resources(runs.max(1), peer)?,
+                ("urpc", None) => bench_urpc::urpc(runs.max(1))?,
                 (other, _) => {
-                    bail!("unknown benchmark '{other}'; available: boot, basics, resources")
+                    bail!("unknown benchmark '{other}'; available: boot, basics, resources, urpc")
                 }
             }
         }

@@ -71,7 +71,9 @@ pub fn set_current_user(user: UserId) -> Result<(), Error> {
             .get_mut(&serial)
             .ok_or(Error::NoSuchProcess)?
             .user = user;
-        percore::this().running_user.store(user.0, Ordering::Relaxed);
+        percore::this()
+            .running_user
+            .store(user.0, Ordering::Relaxed);
         Ok(())
     })
 }

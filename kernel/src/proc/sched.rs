@@ -372,7 +372,9 @@ fn switch_away(current_goes: Option<ThreadState>) {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
     }
-    percore::this().running_user.store(plan.user, Ordering::Relaxed);
+    percore::this()
+        .running_user
+        .store(plan.user, Ordering::Relaxed);
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
     // copies it); `save` points into this core's scheduler state (a boxed thread, or the
     // Sched itself), which stays put until the switch writes it; `next_rsp` was saved by a
