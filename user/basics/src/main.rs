@@ -22,6 +22,7 @@
 extern crate alloc;
 
 use ulib::abi::Priority;
+use ulib::bench::{self, rdtsc};
 use ulib::{println, sys};
 
 ulib::main!(main);
@@ -53,34 +54,16 @@ fn main(args: &[&str]) -> i32 {
         ("heap grow 4 KiB", GROWS, heap_grow),
     ];
     for (case, ops, run) in cases {
-        for sample in 0..=samples {
-            let ticks = match run(ops) {
-                Ok(t) => t,
-                Err(e) => {
-                    println!("BENCH error {{\"case\":\"{case}\",\"error\":\"{e}\"}}");
-                    return 1;
-                }
-            };
-            let per_op = ticks as f64 / ops as f64;
-            // Sample 0 warms up caches, page tables and the kernel's free lists.
-            if sample > 0 {
-                println!(
-                    "BENCH {{\"peer\":\"musubi\",\"case\":\"{case}\",\"unit\":\"instructions\",\"per_op\":{per_op:.1}}}"
-                );
-            }
+        if bench::samples(case, samples, ops, run).is_err() {
+            return 1;
         }
     }
-    println!("BENCH done");
+    bench::done();
     0
 }
 
 /// Runs `n` operations of one case and returns the time-stamp ticks they took.
 type Case = fn(u64) -> Result<u64, &'static str>;
-
-fn rdtsc() -> u64 {
-    // SAFETY: `rdtsc` only reads the time-stamp counter.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
 
 fn null_calls(n: u64) -> Result<u64, &'static str> {
     let start = rdtsc();

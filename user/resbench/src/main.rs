@@ -23,6 +23,7 @@
 use ulib::abi::res::{Rights, UserId};
 use ulib::abi::syscall::control;
 use ulib::abi::Error;
+use ulib::bench::{self, rdtsc};
 use ulib::{println, res};
 
 ulib::main!(main);
@@ -65,29 +66,15 @@ fn main(args: &[&str]) -> i32 {
         Err(_) => "unknown",
     };
     println!("resbench: user={} rcc={rcc}", user.0);
-    for sample in 0..=samples {
-        let ticks = match create_delete(OPS) {
-            Ok(t) => t,
-            Err(e) => {
-                println!("BENCH error {{\"case\":\"{CASE}\",\"error\":\"{e}\"}}");
-                return 1;
-            }
-        };
-        let per_op = ticks as f64 / OPS as f64;
-        // Sample 0 warms up caches, the resource table and the core's free frames.
-        if sample > 0 {
-            println!(
-                "BENCH {{\"peer\":\"musubi\",\"case\":\"{CASE}\",\"unit\":\"instructions\",\"per_op\":{per_op:.1}}}"
-            );
-        }
+    if bench::samples(CASE, samples, OPS, |n| {
+        create_delete(n).map_err(Error::message)
+    })
+    .is_err()
+    {
+        return 1;
     }
-    println!("BENCH done");
+    bench::done();
     0
-}
-
-fn rdtsc() -> u64 {
-    // SAFETY: `rdtsc` only reads the time-stamp counter.
-    unsafe { core::arch::x86_64::_rdtsc() }
 }
 
 /// Time `n` create+delete pairs; returns the time-stamp ticks they took.

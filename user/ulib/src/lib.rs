@@ -27,6 +27,7 @@ extern crate alloc;
 // Links memcpy/memset/memcmp and the unwinder stubs the prebuilt `core` refers to.
 extern crate bare;
 
+pub mod bench;
 pub mod cell;
 pub mod heap;
 pub mod io;

@@ -108,7 +108,7 @@ pub fn init_syscall_this_core() {
     const FMASK: u64 = (1 << 9) | (1 << 10) | (1 << 8) | (1 << 18) | (1 << 14);
     let star = (u64::from(super::gdt::KERNEL_DS) << 48) | (u64::from(super::gdt::KERNEL_CS) << 32);
     // SAFETY: STAR names the kernel code segment of this core's GDT (and a sysret base whose
-    // user segments match it); LSTAR is the entry stub; EFER.SCE enables the instruction.
+    // user segments match it); LSTAR is the syscall entry point; EFER.SCE enables the instruction.
     unsafe {
         cpu::wrmsr(MSR_STAR, star);
         cpu::wrmsr(MSR_LSTAR, core::ptr::addr_of!(syscall_entry) as u64);

@@ -268,7 +268,7 @@ impl Idt {
             base: x86_64::VirtAddr::new(self as *const Idt as u64),
         };
         // SAFETY: the table is 'static, holds valid gates for all 256 vectors, and each
-        // points at a stub that saves state and returns with iretq.
+        // points at entry code that saves state and returns with iretq.
         unsafe { x86_64::instructions::tables::lidt(&ptr) };
     }
 }
