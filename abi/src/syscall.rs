@@ -10,7 +10,7 @@
 //! | number | call | arguments | value |
 //! |---|---|---|---|
 //! | 0 | `EXIT` | status | (does not return) |
-//! | 1 | `WAIT` | pid (0 = any child), `*mut WaitStatus` | pid of the child |
+//! | 1 | `WAIT` | pid (0 = any child), `*mut WaitStatus`, timeout ns (`u64::MAX`: none) | pid of the child (`TimedOut` if none ended in time) |
 //! | 2 | `SPAWN` | name ptr, name len, args ptr, args len, priority | pid of the child |
 //! | 3 | `GETPID` | | own pid |
 //! | 4 | `CORE` | | index of the core running the caller |
@@ -18,7 +18,7 @@
 //! | 6 | `SLEEP` | nanoseconds | 0 |
 //! | 7 | `CLOCK` | | nanoseconds since boot |
 //! | 8 | `CONSOLE_WRITE` | ptr, len | bytes written |
-//! | 9 | `CONSOLE_READ` | ptr, len | bytes read (blocks for at least one) |
+//! | 9 | `CONSOLE_READ` | ptr, len, flags (`CONSOLE_NONBLOCK`) | bytes read (blocks for at least one unless NONBLOCK) |
 //! | 10 | `MEMORY` | bytes to add to the heap | previous end of the heap (like `sbrk`) |
 //! | 11 | `PROCESSES` | `*mut ProcInfo`, capacity | number of records written |
 //! | 12 | `CORES` | `*mut CoreInfo`, capacity | number of records written |
@@ -38,6 +38,9 @@
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
 
 use crate::Error;
+
+/// `CONSOLE_READ` flag: return 0 at once if no byte is waiting.
+pub const CONSOLE_NONBLOCK: u64 = 1;
 
 pub const EXIT: u64 = 0;
 pub const WAIT: u64 = 1;

@@ -42,10 +42,12 @@ pub enum Error {
     Busy = 17,
     /// A resource with that name already exists on that core.
     AlreadyExists = 18,
+    /// A wait ended before what it waited for happened.
+    TimedOut = 19,
 }
 
 impl Error {
-    pub const ALL: [Error; 18] = [
+    pub const ALL: [Error; 19] = [
         Error::NoSuchCall,
         Error::InvalidArgument,
         Error::BadAddress,
@@ -64,6 +66,7 @@ impl Error {
         Error::NotSupported,
         Error::Busy,
         Error::AlreadyExists,
+        Error::TimedOut,
     ];
 
     pub fn from_code(code: u64) -> Error {
@@ -94,6 +97,7 @@ impl Error {
             Error::NotSupported => "operation not supported by this type",
             Error::Busy => "resource busy",
             Error::AlreadyExists => "a resource with that name exists",
+            Error::TimedOut => "timed out",
         }
     }
 }

@@ -32,7 +32,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             code: a[0],
             ..Default::default()
         }),
-        nr::WAIT => wait(a[0], a[1]),
+        nr::WAIT => wait(a[0], a[1], a[2]),
         nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4]),
         nr::GETPID => proc::current_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
         nr::CORE => Ok(current_core() as u64),
@@ -43,7 +43,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::SLEEP => sleep(a[0]),
         nr::CLOCK => Ok(crate::time::now_ns()),
         nr::CONSOLE_WRITE => console_write(a[0], a[1]),
-        nr::CONSOLE_READ => console_read(a[0], a[1]),
+        nr::CONSOLE_READ => console_read(a[0], a[1], a[2]),
         nr::MEMORY => proc::grow_heap(a[0]),
         nr::PROCESSES => processes(a[0], a[1]),
         nr::CORES => cores(a[0], a[1]),
@@ -80,10 +80,10 @@ fn copy_in(uaddr: u64, len: u64, max: u64) -> Result<Vec<u8>, Error> {
     Ok(buf)
 }
 
-fn wait(pid: u64, status_ptr: u64) -> Result<u64, Error> {
+fn wait(pid: u64, status_ptr: u64, timeout_ns: u64) -> Result<u64, Error> {
     // Check the status pointer before blocking, so a bad one fails at once.
     proc::with_current_vspace(|vs| vs.write_value(status_ptr, &abi::WaitStatus::default()))?;
-    let (child, status) = proc::wait(Pid(pid))?;
+    let (child, status) = proc::wait(Pid(pid), timeout_ns)?;
     proc::with_current_vspace(|vs| vs.write_value(status_ptr, &status))?;
     Ok(child.0)
 }
@@ -125,7 +125,7 @@ fn console_write(ptr: u64, len: u64) -> Result<u64, Error> {
     Ok(len)
 }
 
-fn console_read(ptr: u64, len: u64) -> Result<u64, Error> {
+fn console_read(ptr: u64, len: u64, flags: u64) -> Result<u64, Error> {
     if current_core() != 0 {
         return Err(Error::NotLocal);
     }
@@ -143,7 +143,7 @@ fn console_read(ptr: u64, len: u64) -> Result<u64, Error> {
                 None => break,
             }
         }
-        if !got.is_empty() {
+        if !got.is_empty() || flags & nr::CONSOLE_NONBLOCK != 0 {
             break;
         }
         sched::block(sched::Block::Console);

@@ -130,6 +130,7 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(file) = script {
                 return script::run(&g, &file);
             }
+            g.interactive = true;
             if gdb {
                 eprintln!("xtask: QEMU waits for GDB; in another terminal run:");
                 eprintln!(
@@ -137,10 +138,13 @@ fn run(cli: Cli) -> Result<()> {
                     kernel.display()
                 );
             }
-            eprintln!("xtask: serial console follows; Ctrl-C quits");
+            eprintln!(
+                "xtask: serial console follows; Ctrl-C interrupts the shell's foreground program, \
+                 Ctrl-A X quits QEMU"
+            );
             let status = runner::run_interactive(&g)?;
             match status {
-                0 => eprintln!("xtask: Musubi powered off"),
+                0 => eprintln!("xtask: QEMU exited normally (power-off or Ctrl-A X)"),
                 s if s == abi::QEMU_STATUS_FAILURE => {
                     bail!("Musubi stopped on a failure (report above; status {s})")
                 }

@@ -40,6 +40,9 @@ pub struct Guest {
     /// Extra `-cpu` flags, e.g. `-x2apic` to force xAPIC mode.
     pub cpu_flags: String,
     pub gdb: bool,
+    /// A person at a terminal: Ctrl-C goes to the guest (the shell interrupts its
+    /// foreground program) and Ctrl-A X quits QEMU (its monitor shares the console).
+    pub interactive: bool,
 }
 
 impl Guest {
@@ -53,6 +56,7 @@ impl Guest {
             mode: Mode::Parallel,
             cpu_flags: String::new(),
             gdb: false,
+            interactive: false,
         }
     }
 
@@ -70,7 +74,11 @@ impl Guest {
             "-cpu".into(),
             self.cpu_model(),
             "-serial".into(),
-            "stdio".into(),
+            if self.interactive {
+                "chardev:console".into()
+            } else {
+                "stdio".into()
+            },
             "-display".into(),
             "none".into(),
             "-no-reboot".into(),
@@ -80,6 +88,14 @@ impl Guest {
                 abi::DEBUG_EXIT_PORT
             ),
         ];
+        if self.interactive {
+            a.extend([
+                "-chardev".into(),
+                "stdio,id=console,mux=on,signal=off".into(),
+                "-mon".into(),
+                "chardev=console".into(),
+            ]);
+        }
         if let Some(initrd) = &self.initrd {
             a.extend(["-initrd".into(), initrd.display().to_string()]);
         }

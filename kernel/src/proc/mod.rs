@@ -374,7 +374,7 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
         if let Some(pp) = s.processes.get(&parent.serial()) {
             let waiter = pp.thread;
             if s.thread(waiter)
-                .is_some_and(|t| t.state == ThreadState::Blocked(Block::Wait))
+                .is_some_and(|t| matches!(t.state, ThreadState::Blocked(Block::Wait(_))))
             {
                 s.wake(waiter);
             }
@@ -458,8 +458,10 @@ pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
     })
 }
 
-/// WAIT: collect an ended child (`pid` or any if `Pid(0)`), blocking until one ends.
-pub fn wait(pid: Pid) -> Result<(Pid, WaitStatus), Error> {
+/// WAIT: collect an ended child (`pid` or any if `Pid(0)`), blocking until one ends or
+/// `timeout_ns` passes (`TimedOut`).
+pub fn wait(pid: Pid, timeout_ns: u64) -> Result<(Pid, WaitStatus), Error> {
+    let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     loop {
         let r = sched::with(|s| {
             let me = Pid::new(
@@ -489,7 +491,8 @@ pub fn wait(pid: Pid) -> Result<(Pid, WaitStatus), Error> {
         })?;
         match r {
             Some(done) => return Ok(done),
-            None => sched::block(Block::Wait),
+            None if crate::time::now_ns() >= deadline => return Err(Error::TimedOut),
+            None => sched::block(Block::Wait(deadline)),
         }
     }
 }

@@ -33,8 +33,8 @@ const SLICE_TICKS: u32 = 1;
 /// Why a thread is not running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Block {
-    /// In WAIT for a child (any child if `None`).
-    Wait,
+    /// In WAIT for a child, until this time at the latest (ns since reset).
+    Wait(u64),
     /// In SLEEP until this time (ns since reset).
     Sleep(u64),
     /// In CONSOLE_READ, for input.
@@ -461,7 +461,7 @@ pub fn on_tick(from_user: bool) {
     let now = time::now_ns();
     let core = percore::this();
     with(|s| {
-        s.wake_all(|b| matches!(b, Block::Sleep(t) if t <= now));
+        s.wake_all(|b| matches!(b, Block::Sleep(t) | Block::Wait(t) if t <= now));
         match s.current {
             None => {
                 core.stats.idle_ticks.fetch_add(1, Ordering::Relaxed);

@@ -55,7 +55,7 @@ ktest! {
 ktest! {
     /// Bad pointers and an unknown call number are error returns, not faults.
     fn bad_system_call_arguments_are_errors() -> TestResult {
-        for kind in ["bad-pointer", "bad-syscall"] {
+        for kind in ["bad-pointer", "bad-syscall", "wait-timeout"] {
             let s = run("crash", &[kind], Priority::App)?;
             kassert!(exited_ok(&s), "crash {kind} ended with {s:?} (it exits 0 when the kernel refused cleanly)");
         }

@@ -13,6 +13,7 @@
 //! | `hog-hold` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
+//! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once), kills the spinner and collects it | exit 0 if all behave |
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
 //!
 //! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
@@ -85,6 +86,7 @@ fn main(args: &[&str]) -> i32 {
             return expect_denied("kill-pid", sys::kill(pid));
         }
         "orphan" => return orphan(),
+        "wait-timeout" => return wait_timeout(),
         _ => {
             println!(
                 "crash: unknown case '{what}' (page-fault, general-protection, invalid-opcode, \
@@ -170,4 +172,24 @@ fn orphan() -> i32 {
             1
         }
     }
+}
+
+fn wait_timeout() -> i32 {
+    let Ok(spinner) = sys::spawn("spin", &[], Priority::App) else {
+        println!("wait-timeout: cannot start spin");
+        return 1;
+    };
+    let timed_out = sys::wait_timeout(Some(spinner), 100_000_000);
+    let mut buf = [0u8; 8];
+    let read = sys::read_nonblocking(&mut buf);
+    let killed = sys::kill(spinner);
+    let collected = sys::wait(Some(spinner));
+    let ok = matches!(timed_out, Err(Error::TimedOut))
+        && matches!(read, Ok(0) | Err(Error::NotLocal))
+        && killed.is_ok()
+        && collected.is_ok_and(|(_, s)| s.how == ulib::abi::ENDED_KILLED);
+    if !ok {
+        println!("wait-timeout: wait {timed_out:?}, read {read:?}, kill {killed:?}, collect {collected:?}");
+    }
+    i32::from(!ok)
 }

@@ -194,8 +194,7 @@ impl Shell {
             });
             return Ok(());
         }
-        let (_, status) =
-            sys::wait(Some(pid)).map_err(|e| alloc::format!("run: waiting for {pid}: {e}"))?;
+        let status = wait_foreground(pid)?;
         match failure(&status) {
             None => Ok(()),
             Some(why) => Err(alloc::format!("{prog} ({pid}) {why}")),
@@ -391,4 +390,24 @@ fn sleep(args: &[&str]) -> Result<(), String> {
     }
     .ok_or("sleep: usage: sleep MS (milliseconds)")?;
     sys::sleep_ns(ms.saturating_mul(1_000_000)).map_err(|e| alloc::format!("sleep: {e}"))
+}
+
+/// Wait for a foreground child, watching the console for Ctrl-C (which kills the child).
+/// Programs that read the console themselves should be run with `&`: while a foreground
+/// job runs, the shell takes the console's input to look for Ctrl-C.
+fn wait_foreground(pid: Pid) -> Result<WaitStatus, String> {
+    const CTRL_C: u8 = 0x03;
+    loop {
+        match sys::wait_timeout(Some(pid), 100_000_000) {
+            Ok((_, status)) => return Ok(status),
+            Err(abi::Error::TimedOut) => {}
+            Err(e) => return Err(alloc::format!("run: waiting for {pid}: {e}")),
+        }
+        let mut input = [0u8; 64];
+        let n = sys::read_nonblocking(&mut input).unwrap_or(0);
+        if input[..n].contains(&CTRL_C) {
+            println!("^C");
+            sys::kill(pid).map_err(|e| alloc::format!("run: ^C: kill {pid}: {e}"))?;
+        }
+    }
 }

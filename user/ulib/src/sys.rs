@@ -114,10 +114,15 @@ pub fn exit(status: i32) -> ! {
 /// Wait for a child to end: `Some(pid)` for that child, `None` for any child. Returns the
 /// child's pid and how it ended.
 pub fn wait(pid: Option<Pid>) -> Result<(Pid, WaitStatus), Error> {
+    wait_timeout(pid, u64::MAX)
+}
+
+/// Like [`wait`], but give up after `ns` nanoseconds with [`Error::TimedOut`].
+pub fn wait_timeout(pid: Option<Pid>, ns: u64) -> Result<(Pid, WaitStatus), Error> {
     let mut status = WaitStatus::default();
     let target = pid.map_or(0, |p| p.0);
     // SAFETY: the kernel writes one WaitStatus to a local that lives across the call.
-    let child = decode(unsafe { raw::syscall2(nr::WAIT, target, &raw mut status as u64) })?;
+    let child = decode(unsafe { raw::syscall3(nr::WAIT, target, &raw mut status as u64, ns) })?;
     Ok((Pid(child), status))
 }
 
@@ -199,8 +204,29 @@ pub fn write(bytes: &[u8]) -> Result<usize, Error> {
 /// many were read. Only processes on core 0 may read ([`Error::NotLocal`] elsewhere).
 pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
     // SAFETY: `buf` is valid for writing for its length.
-    decode(unsafe { raw::syscall2(nr::CONSOLE_READ, buf.as_mut_ptr() as u64, buf.len() as u64) })
-        .map(|n| n as usize)
+    decode(unsafe {
+        raw::syscall3(
+            nr::CONSOLE_READ,
+            buf.as_mut_ptr() as u64,
+            buf.len() as u64,
+            0,
+        )
+    })
+    .map(|n| n as usize)
+}
+
+/// Console input waiting now, without blocking (0 if none).
+pub fn read_nonblocking(buf: &mut [u8]) -> Result<usize, Error> {
+    // SAFETY: `buf` is valid for writing for its length.
+    decode(unsafe {
+        raw::syscall3(
+            nr::CONSOLE_READ,
+            buf.as_mut_ptr() as u64,
+            buf.len() as u64,
+            nr::CONSOLE_NONBLOCK,
+        )
+    })
+    .map(|n| n as usize)
 }
 
 /// Grow the heap by `bytes` (rounded up to pages by the kernel); returns the previous end
