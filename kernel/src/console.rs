@@ -143,7 +143,9 @@ pub fn init(level: log::LevelFilter) {
 
 // ---- input -------------------------------------------------------------------------------
 
-const INPUT_CAP: usize = 256;
+/// Bytes of console input held for readers: enough for a screenful typed (or pasted)
+/// while the shell waits for a program.
+const INPUT_CAP: usize = 4096;
 
 /// Bytes received by interrupt and not yet read. Single producer (the serial interrupt on
 /// the bootstrap core) and single consumer (a reader on the same core): the indices are

@@ -82,9 +82,13 @@ pub fn boot(runs: usize) -> Result<()> {
              all vCPUs together, so more cores cost more, and repeated runs are identical."
                 .into(),
             "For one core, 10 ms of the kernel's part is the fixed PIT countdown that \
-             calibrates the TSC and the LAPIC timer. In the run of this commit the first \
-             application processor added about 5 ms and the next two about 0.5 ms each; why the \
-             first one costs more has not been traced yet."
+             calibrates the TSC and the LAPIC timer. Each further core's own start-up, from its \
+             first Rust instruction to online, is about 35,000 instructions (measured with a \
+             probe); almost all of the rest is spent inside INIT-SIPI-SIPI, where the boot core \
+             spins through the two 200 us waits the MP protocol asks for. Under -icount a \
+             spinning vCPU keeps the others from running until its slice ends (docs/design.md), \
+             so these waits cost far more here than on hardware; why the first core's start \
+             costs most (2.7 M against 2.0 M and 1.5 M) has not been traced further."
                 .into(),
             format!("Kernel image (ELF with debug info): {image} bytes."),
         ],

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub const PROMPT: &str = "musubi> ";
 /// The shell's prefix for the one line a failed command prints.
 pub const ERROR_PREFIX: &str = "error: ";
-/// Longest command line sent (the kernel buffers 256 bytes of console input).
+/// Longest command line sent (the shell's line editor takes at most 256 bytes).
 pub const MAX_COMMAND: usize = 200;
 /// Time allowed from QEMU's start to the first prompt.
 pub const BOOT_LIMIT: Duration = Duration::from_secs(120);
@@ -223,8 +223,8 @@ pub fn run(guest: &Guest, file: &Path) -> Result<()> {
     let commands = parse(&text);
     if let Some(long) = commands.iter().find(|c| c.len() > MAX_COMMAND) {
         bail!(
-            "script line '{long}' is longer than {MAX_COMMAND} bytes (the kernel's console \
-             input ring is 256 bytes)"
+            "script line '{long}' is longer than {MAX_COMMAND} bytes (the shell's line editor \
+             takes 256)"
         );
     }
     eprintln!(
