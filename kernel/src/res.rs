@@ -28,6 +28,10 @@ use rescore::{Lookup, Table};
 pub const MAX_VREGION: u64 = 16 << 20;
 /// Largest mips degree of a compute.
 pub const MAX_MIPS: u64 = 10_000;
+/// Most resources one core holds (a bound on the kernel memory users can make it spend).
+pub const MAX_RESOURCES: u32 = 16_384;
+/// Most vregions attached to one address space.
+pub const MAX_ATTACHMENTS: usize = 64;
 
 /// What a resource is, with its type-specific state.
 pub enum Body {
@@ -64,7 +68,7 @@ pub struct ResTable {
 impl ResTable {
     pub const fn new() -> Self {
         ResTable {
-            table: Table::new(ResId::MAX_SLOTS, ResId::GENERATION_MASK),
+            table: Table::new(MAX_RESOURCES, ResId::GENERATION_MASK),
         }
     }
 }
@@ -108,6 +112,22 @@ pub fn begin_flow(user: UserId) -> u64 {
 /// The user of the current flow (the kernel's own flows act as the kernel).
 pub fn flow_user() -> UserId {
     UserId(percore::this().flow.user.load(Ordering::Relaxed))
+}
+
+/// A context resumed inside its kernel activity: the flow acts for its user again.
+pub fn resume_flow(user: UserId) {
+    percore::this().flow.user.store(user.0, Ordering::Relaxed);
+}
+
+/// May the current flow act on process `pid` itself (bind a compute to it, reach into its
+/// address space)? Only as the process's own user, or as the kernel, or with `rcc=off`.
+fn may_touch(pid: Pid) -> Result<(), Error> {
+    let me = flow_user();
+    match proc::user_of(pid) {
+        None => Err(Error::NoSuchProcess),
+        Some(owner) if !rcc_on() || me == UserId::KERNEL || me == owner => Ok(()),
+        Some(_) => Err(Error::Denied),
+    }
 }
 
 /// End the flow: what the kernel does next on its own acts as the kernel.
@@ -238,7 +258,7 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
             if pid.core() != current_core() {
                 return Err(Error::NotLocal);
             }
-            proc::info_of(pid).ok_or(Error::NoSuchProcess)?;
+            may_touch(pid)?;
             Body::VSpace { pid }
         }
         ResType::Process => {
@@ -351,18 +371,20 @@ pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
     })?;
     match then {
         Then::Out(o) => Ok(o),
-        Then::Bind(pid, mips) => match proc::start(pid, (mips / 100).max(1)) {
-            Ok(()) => Ok(ReadOut::Value(0)),
-            Err(err) => {
-                let _ = with_entry(id, None, |e| {
-                    if let Body::Compute { bound, .. } = &mut e.body {
-                        *bound = None;
-                    }
-                    Ok(())
-                });
-                Err(err)
+        Then::Bind(pid, mips) => {
+            match may_touch(pid).and_then(|()| proc::start(pid, (mips / 100).max(1))) {
+                Ok(()) => Ok(ReadOut::Value(0)),
+                Err(err) => {
+                    let _ = with_entry(id, None, |e| {
+                        if let Body::Compute { bound, .. } = &mut e.body {
+                            *bound = None;
+                        }
+                        Ok(())
+                    });
+                    Err(err)
+                }
             }
-        },
+        }
         Then::ProcInfo(pid) => {
             let info = proc::info_of(pid).ok_or(Error::NoSuchProcess)?;
             // SAFETY: ProcInfo is plain data (repr(C), no padding with meaning).
@@ -466,8 +488,11 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
     let then = with_entry(id, Some(Op::Control), |e| match (&mut e.body, cmd) {
         (Body::VRegion { size, .. }, control::INFO) => Ok(Then::Value(*size)),
         (Body::VSpace { pid }, control::INFO) => Ok(Then::Value(
-            proc::info_of(*pid).map_or(0, |i| i.memory / PAGE_SIZE),
+            proc::attachments_of(*pid).map_or(0, |a| a.len() as u64),
         )),
+        (Body::VSpace { .. }, control::ATTACH) if b & (PAGE_SIZE - 1) & !1 != 0 => {
+            Err(Error::InvalidArgument)
+        }
         (Body::VSpace { pid }, control::ATTACH) => Ok(Then::Attach(
             *pid,
             ResId(a),
@@ -478,8 +503,11 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         (Body::Process { pid }, control::INFO) => Ok(Then::Value(pid.0)),
         (Body::Process { pid }, control::KILL) => Ok(Then::Kill(*pid)),
         (Body::Compute { mips, .. }, control::INFO) => Ok(Then::Value(u64::from(*mips))),
-        (Body::Compute { mips, .. }, control::SET_MIPS) if (1..=MAX_MIPS).contains(&a) => {
+        (Body::Compute { mips, bound }, control::SET_MIPS) if (1..=MAX_MIPS).contains(&a) => {
             *mips = a as u32;
+            if let Some(pid) = bound {
+                proc::set_slice(*pid, (*mips / 100).max(1));
+            }
             Ok(Then::Value(a))
         }
         (Body::Compute { .. }, control::SET_MIPS) => Err(Error::InvalidArgument),
@@ -487,8 +515,11 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
     })?;
     match then {
         Then::Value(v) => Ok(v),
-        Then::Kill(pid) => proc::kill(pid).map(|()| 0),
+        // The resource's control right was checked: that is the permission to end it.
+        Then::Kill(pid) => proc::end_by_kill(pid).map(|()| 0),
         Then::Attach(pid, region, addr, writable) => {
+            // The handle's rights were checked; the process itself must be the caller's.
+            may_touch(pid)?;
             // Attaching needs the right to read the region (and to write it, if writable).
             let frames = with_entry(region, Some(Op::Read), |e| {
                 if writable {
@@ -509,6 +540,7 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
             Ok(0)
         }
         Then::Detach(pid, addr) => {
+            may_touch(pid)?;
             let region = proc::detach(pid, addr)?;
             note_detached(core::iter::once(region));
             Ok(0)

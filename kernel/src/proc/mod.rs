@@ -93,23 +93,40 @@ pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
     })
 }
 
-/// Stop process `pid` (its compute was unbound); it keeps its state.
+/// Stop process `pid` (its compute was unbound); it keeps its state. A process that is
+/// running or waiting in the kernel stops on its way back to user mode.
 pub fn stop(pid: Pid) -> Result<(), Error> {
     if pid.core() != current_core() {
         return Err(Error::NotLocal);
     }
-    let must_switch = sched::with(|s| {
+    sched::with(|s| {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
         if p.ended.is_some() {
             return Err(Error::NoSuchProcess);
         }
         let t = p.thread;
-        Ok(!s.stop_thread(t))
-    })?;
-    if must_switch {
-        sched::stop_current();
+        s.stop_thread(t);
+        Ok(())
+    })
+}
+
+/// The user process `pid` runs as.
+pub fn user_of(pid: Pid) -> Option<UserId> {
+    if pid.core() != current_core() {
+        return None;
     }
-    Ok(())
+    sched::with(|s| s.processes.get(&pid.serial()).map(|p| p.user))
+}
+
+/// Set the time slice of process `pid` (its compute's mips changed).
+pub fn set_slice(pid: Pid, slice_ticks: u32) {
+    if pid.core() == current_core() {
+        sched::with(|s| {
+            if let Some(t) = s.processes.get(&pid.serial()).map(|p| p.thread) {
+                s.set_slice(t, slice_ticks);
+            }
+        });
+    }
 }
 
 /// Replace the arguments of a process that has not run yet.
@@ -177,10 +194,14 @@ pub fn info_of(pid: Pid) -> Option<abi::ProcInfo> {
     infos().into_iter().find(|p| p.pid == pid)
 }
 
-/// End process `pid` if alive and forget it (the `process` resource's close).
+/// End process `pid` if alive and forget it (the `process` resource's close; the caller
+/// has checked the right to do so, so the kill rule for programs does not apply).
 pub fn remove(pid: Pid) -> Result<(), Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NotLocal);
+    }
     if !has_ended(pid) {
-        kill(pid)?;
+        end_by_kill(pid)?;
     }
     take_status(pid);
     Ok(())
@@ -497,8 +518,18 @@ pub fn wait(pid: Pid, timeout_ns: u64) -> Result<(Pid, WaitStatus), Error> {
     }
 }
 
-/// KILL: end process `pid` (on this core).
+/// KILL: end process `pid` (on this core). A program may end itself and its
+/// descendants, not its parent or strangers; the kernel (no current process) may end any.
 pub fn kill(pid: Pid) -> Result<(), Error> {
+    end(pid, true)
+}
+
+/// End process `pid` without the descendants rule (the caller checked its rights).
+pub fn end_by_kill(pid: Pid) -> Result<(), Error> {
+    end(pid, false)
+}
+
+fn end(pid: Pid, descendants_only: bool) -> Result<(), Error> {
     if pid.core() != current_core() {
         return Err(Error::NotLocal);
     }
@@ -514,10 +545,7 @@ pub fn kill(pid: Pid) -> Result<(), Error> {
         if s.current_process() == Some(pid.serial()) {
             return Ok(true);
         }
-        // A program may end itself and its descendants, not its parent or strangers (the
-        // kernel, calling with no current process, may end anything). Rights proper
-        // arrive with the resource layer.
-        if let Some(me) = s.current_process() {
+        if let Some(me) = s.current_process().filter(|_| descendants_only) {
             let mut at = p.parent;
             let mut hops = 0;
             while at != Pid::new(current_core(), me) {

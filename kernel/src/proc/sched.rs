@@ -19,6 +19,7 @@ use crate::arch::x86_64::{context, cpu, gdt, idt::TrapFrame, paging};
 use crate::mm::kstack::{self, KStack};
 use crate::percore::{self, CoreCell};
 use crate::time;
+use abi::res::UserId;
 use abi::Priority;
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
@@ -167,15 +168,13 @@ impl Sched {
     /// Let a stopped thread run, with a slice of `slice_ticks`. `Busy` if it is not stopped.
     pub fn start_thread(&mut self, id: u32, slice_ticks: u32) -> Result<(), abi::Error> {
         let t = self.threads.get_mut(&id).ok_or(abi::Error::NoSuchProcess)?;
+        // Only a stopped thread can be started: one that runs (or waits in the kernel)
+        // already has the core, and starting it again must change nothing.
+        if t.state != ThreadState::Stopped {
+            return Err(abi::Error::Busy);
+        }
         t.slice_ticks = slice_ticks.max(1);
         t.stop_requested = false;
-        if t.state != ThreadState::Stopped {
-            return if matches!(t.state, ThreadState::Blocked(_)) {
-                Ok(())
-            } else {
-                Err(abi::Error::Busy)
-            };
-        }
         t.state = ThreadState::Ready;
         let p = t.priority;
         self.ready[p as usize].push_back(id);
@@ -183,14 +182,16 @@ impl Sched {
         Ok(())
     }
 
-    /// Stop a thread that is not running now: off the run queue, or stopped when what it
-    /// waits for happens. Returns false if it is the running thread (the caller must switch).
-    pub fn stop_thread(&mut self, id: u32) -> bool {
+    /// Stop a thread: a ready one leaves the run queue at once; a running or blocked one
+    /// stops on its way back to user mode.
+    pub fn stop_thread(&mut self, id: u32) {
         let Some(t) = self.threads.get_mut(&id) else {
-            return true;
+            return;
         };
         match t.state {
-            ThreadState::Running => return false,
+            // The running thread stops on its way back to user mode, after the system call
+            // has finished and freed what it holds (see `preempt_if_needed`).
+            ThreadState::Running => t.stop_requested = true,
             ThreadState::Ready => {
                 t.state = ThreadState::Stopped;
                 for q in &mut self.ready {
@@ -200,7 +201,13 @@ impl Sched {
             ThreadState::Blocked(_) => t.stop_requested = true,
             ThreadState::Stopped => {}
         }
-        true
+    }
+
+    /// Set a thread's time slice.
+    pub fn set_slice(&mut self, id: u32, slice_ticks: u32) {
+        if let Some(t) = self.threads.get_mut(&id) {
+            t.slice_ticks = slice_ticks.max(1);
+        }
     }
 
     /// The saved user frame of a thread that has never run (to replace its arguments).
@@ -227,11 +234,8 @@ impl Sched {
             return;
         };
         if let ThreadState::Blocked(_) = t.state {
-            if t.stop_requested {
-                t.stop_requested = false;
-                t.state = ThreadState::Stopped;
-                return;
-            }
+            // A thread asked to stop while blocked still finishes its system call first
+            // (it stops on the way back to user mode), so nothing it holds is stranded.
             t.state = ThreadState::Ready;
             let p = t.priority;
             self.ready[p as usize].push_back(id);
@@ -383,6 +387,8 @@ fn switch_away(current_goes: Option<ThreadState>) {
         paging::activate(plan.root);
         context::switch(plan.save, plan.next_rsp);
     }
+    // Resumed: this context's kernel activity acts for its own user again.
+    crate::res::resume_flow(UserId(percore::this().running_user.load(Ordering::Relaxed)));
     // Back on this context. Free stacks of threads that ended (we are not on them).
     free_dead_stacks();
 }
@@ -406,12 +412,6 @@ fn free_dead_stacks() {
     for k in stacks {
         kstack::free(k);
     }
-}
-
-/// Stop the running thread (its compute was unbound by itself); returns when it is bound
-/// again.
-pub fn stop_current() {
-    switch_away(Some(ThreadState::Stopped));
 }
 
 /// Block the running thread for `why` until something wakes it.
@@ -451,8 +451,28 @@ pub fn exit_current() -> ! {
 /// On the way back to user mode: switch if a higher-priority thread woke or the slice ran
 /// out.
 pub fn preempt_if_needed() {
-    if with(|s| s.need_resched && s.current.is_some()) {
-        switch_away(Some(ThreadState::Ready));
+    enum Then {
+        Stay,
+        Preempt,
+        Stop,
+    }
+    let then = with(|s| {
+        let Some(t) = s.current.and_then(|c| s.threads.get_mut(&c)) else {
+            return Then::Stay;
+        };
+        if t.stop_requested {
+            t.stop_requested = false;
+            Then::Stop
+        } else if s.need_resched {
+            Then::Preempt
+        } else {
+            Then::Stay
+        }
+    });
+    match then {
+        Then::Stay => {}
+        Then::Preempt => switch_away(Some(ThreadState::Ready)),
+        Then::Stop => switch_away(Some(ThreadState::Stopped)),
     }
 }
 

@@ -136,6 +136,10 @@ impl VSpace {
         if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
             return Err(Error::Busy);
         }
+        if self.attached.len() >= crate::res::MAX_ATTACHMENTS || self.pages + pages > MAX_USER_PAGES
+        {
+            return Err(Error::NoMemory);
+        }
         let mut flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE;
         if writable {
             flags |= Flags::WRITABLE;
@@ -144,12 +148,14 @@ impl VSpace {
             // SAFETY: an address space of this core's process table, a free user-half page
             // (checked above), and a frame owned by a live vregion on this core.
             let r = unsafe {
+                // Page tables for user mappings come from user memory, not the kernel's
+                // reserve.
                 paging::map_4k(
                     self.root,
                     vaddr + i as u64 * PAGE_SIZE,
                     frame,
                     flags,
-                    &mut frames::alloc,
+                    &mut frames::alloc_user,
                 )
             };
             if r.is_err() {
@@ -158,6 +164,7 @@ impl VSpace {
             }
         }
         self.attached.push((vaddr, pages, region));
+        self.pages += pages;
         Ok(())
     }
 
@@ -166,6 +173,7 @@ impl VSpace {
         let i = self.attached.iter().position(|a| a.0 == vaddr)?;
         let (at, pages, region) = self.attached.remove(i);
         self.unmap_shared(at, pages);
+        self.pages -= pages;
         Some(region)
     }
 

@@ -219,3 +219,41 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// Another user's process is out of reach: no compute can start it and no vspace
+    /// handle can be opened on it; starting a process that is not stopped changes nothing;
+    /// an address space takes at most 64 attachments.
+    fn other_users_processes_are_out_of_reach() -> TestResult {
+        as_user(0);
+        // Processes the kernel creates run as user 1.
+        let victim = e(proc::create_stopped("spin", &[], Priority::App, TEST_PARENT), "victim")?;
+        as_user(6);
+        let c = e(res::open("here/compute/thief", &size_arg(100), Rights::OWNER_ALL), "compute")?;
+        kassert!(res::read(c, 0, victim.0).err() == Some(Error::Denied), "bound a compute to another user's process");
+        kassert!(proc::info_of(victim).map(|i| i.state) == Some(abi::STATE_STOPPED), "victim changed state");
+        kassert!(res::open("here/vspace/thief", &size_arg(victim.0), Rights::OWNER_ALL) == Err(Error::Denied), "vspace of another user's process");
+        e(res::close(c), "close compute")?;
+        as_user(1);
+        let c = e(res::open("here/compute/own", &size_arg(100), Rights::OWNER_ALL), "own compute")?;
+        e(res::read(c, 0, victim.0), "bind own process")?;
+        let c2 = e(res::open("here/compute/second", &size_arg(10_000), Rights::OWNER_ALL), "second compute")?;
+        kassert!(res::read(c2, 0, victim.0).err() == Some(Error::Busy), "second bind to a running process");
+        let v = e(res::open("here/vspace/own", &size_arg(victim.0), Rights::OWNER_ALL), "own vspace")?;
+        let region = e(res::open("here/vregion/many", &size_arg(4096), Rights::OWNER_ALL), "vregion")?;
+        let mut attached = 0;
+        while res::control(v, control::ATTACH, region.0, 0x6000_0000 + attached * 0x1000).is_ok() {
+            attached += 1;
+            kassert!(attached <= 64, "more than 64 attachments");
+        }
+        kassert!(attached == 64, "only {attached} attachments");
+        kassert!(res::control(v, control::ATTACH, region.0, 0x7000_0800) == Err(Error::InvalidArgument), "misaligned attach");
+        e(res::close(v), "close vspace")?;
+        as_user(0);
+        e(proc::remove(victim), "remove victim")?;
+        e(res::close(region), "close vregion after its attachments died with the process")?;
+        e(res::close(c), "close compute")?;
+        e(res::close(c2), "close second compute")?;
+        Ok(())
+    }
+}
