@@ -46,6 +46,10 @@ pub struct CoreLocal {
     pub flow: crate::res::Flow,
     /// The user of the running thread's process (0, the kernel, when idle).
     pub running_user: AtomicU32,
+    /// Set when the scheduler may want to switch on the way back to user mode (a
+    /// higher-priority wake-up, the end of a slice, a stop request): the fast check of
+    /// `sched::preempt_if_needed`.
+    pub sched_attention: AtomicBool,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -122,6 +126,7 @@ impl CoreLocal {
             res: CoreCell::new(crate::res::ResTable::new()),
             flow: crate::res::Flow::new(),
             running_user: AtomicU32::new(0),
+            sched_attention: AtomicBool::new(false),
         }
     }
 }

@@ -191,7 +191,12 @@ impl Sched {
         match t.state {
             // The running thread stops on its way back to user mode, after the system call
             // has finished and freed what it holds (see `preempt_if_needed`).
-            ThreadState::Running => t.stop_requested = true,
+            ThreadState::Running => {
+                t.stop_requested = true;
+                percore::this()
+                    .sched_attention
+                    .store(true, Ordering::Relaxed);
+            }
             ThreadState::Ready => {
                 t.state = ThreadState::Stopped;
                 for q in &mut self.ready {
@@ -264,6 +269,9 @@ impl Sched {
             .map(|t| t.priority);
         if current.is_none_or(|c| p < c) {
             self.need_resched = true;
+            percore::this()
+                .sched_attention
+                .store(true, Ordering::Relaxed);
         }
     }
 
@@ -451,6 +459,14 @@ pub fn exit_current() -> ! {
 /// On the way back to user mode: switch if a higher-priority thread woke or the slice ran
 /// out.
 pub fn preempt_if_needed() {
+    // The common case (nothing to do) without touching the scheduler's tables: this runs
+    // on every return to user mode.
+    if !percore::this()
+        .sched_attention
+        .swap(false, Ordering::Relaxed)
+    {
+        return;
+    }
     enum Then {
         Stay,
         Preempt,
@@ -488,6 +504,7 @@ pub fn on_tick(from_user: bool) {
             }
             Some(_) if s.idle_polls => {
                 s.need_resched = true;
+                core.sched_attention.store(true, Ordering::Relaxed);
                 s.return_to_idle = true;
             }
             Some(c) if from_user => {
@@ -497,6 +514,7 @@ pub fn on_tick(from_user: bool) {
                 });
                 if s.slice_used >= slice && s.has_ready_at_or_above(p) {
                     s.need_resched = true;
+                    core.sched_attention.store(true, Ordering::Relaxed);
                 }
             }
             Some(_) => {}
