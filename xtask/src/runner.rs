@@ -49,9 +49,8 @@ impl Drop for Reaper {
     }
 }
 
-/// Boot `guest`, collect its console, and stop it after `limit`.
-pub fn run_captured(guest: &Guest, limit: Duration, echo: bool) -> Result<Captured> {
-    let start = Instant::now();
+/// Start QEMU for `guest` with all three standard streams piped.
+pub fn spawn_piped(guest: &Guest) -> Result<Reaper> {
     let child = Command::new(QEMU)
         .args(guest.args())
         .stdin(Stdio::piped())
@@ -59,7 +58,13 @@ pub fn run_captured(guest: &Guest, limit: Duration, echo: bool) -> Result<Captur
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {QEMU}"))?;
-    let mut reaper = Reaper(child);
+    Ok(Reaper(child))
+}
+
+/// Boot `guest`, collect its console, and stop it after `limit`.
+pub fn run_captured(guest: &Guest, limit: Duration, echo: bool) -> Result<Captured> {
+    let start = Instant::now();
+    let mut reaper = spawn_piped(guest)?;
     let (tx, rx) = mpsc::channel::<String>();
     let stdout = reaper.0.stdout.take().context("QEMU stdout")?;
     let stderr = reaper.0.stderr.take().context("QEMU stderr")?;

@@ -12,12 +12,12 @@
 //! It is printed a whole line at a time, which lets the command echo (on stderr) come out
 //! on its own line just before the shell's echo of the same command.
 
-use crate::qemu::{Guest, QEMU};
+use crate::qemu::Guest;
 use crate::runner::Reaper;
 use anyhow::{bail, Context, Result};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
-use std::process::{ChildStdin, Command, Stdio};
+use std::process::ChildStdin;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
@@ -69,13 +69,8 @@ struct Session {
 
 impl Session {
     fn start(guest: &Guest) -> Result<Session> {
-        let mut child = Command::new(QEMU)
-            .args(guest.args())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("starting {QEMU}"))?;
+        let mut qemu = crate::runner::spawn_piped(guest)?;
+        let child = &mut qemu.0;
         let stdin = child.stdin.take();
         let mut stdout = child.stdout.take().context("QEMU stdout")?;
         let stderr = child.stderr.take().context("QEMU stderr")?;
@@ -97,7 +92,7 @@ impl Session {
             }
         });
         Ok(Session {
-            qemu: Reaper(child),
+            qemu,
             stdin,
             events,
             console: Vec::new(),

@@ -78,8 +78,11 @@ pub fn set_current_user(user: UserId) -> Result<(), Error> {
     })
 }
 
-/// Let stopped process `pid` run with a slice of `slice_ticks` (a compute bound to it).
-pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
+/// Run `f` on the scheduler with the thread of live process `pid` (on this core).
+fn with_live_thread<R>(
+    pid: Pid,
+    f: impl FnOnce(&mut sched::Sched, u32) -> Result<R, Error>,
+) -> Result<R, Error> {
     if pid.core() != current_core() {
         return Err(Error::NotLocal);
     }
@@ -89,22 +92,19 @@ pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
             return Err(Error::NoSuchProcess);
         }
         let t = p.thread;
-        s.start_thread(t, slice_ticks)
+        f(s, t)
     })
+}
+
+/// Let stopped process `pid` run with a slice of `slice_ticks` (a compute bound to it).
+pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
+    with_live_thread(pid, |s, t| s.start_thread(t, slice_ticks))
 }
 
 /// Stop process `pid` (its compute was unbound); it keeps its state. A process that is
 /// running or waiting in the kernel stops on its way back to user mode.
 pub fn stop(pid: Pid) -> Result<(), Error> {
-    if pid.core() != current_core() {
-        return Err(Error::NotLocal);
-    }
-    sched::with(|s| {
-        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
-        if p.ended.is_some() {
-            return Err(Error::NoSuchProcess);
-        }
-        let t = p.thread;
+    with_live_thread(pid, |s, t| {
         s.stop_thread(t);
         Ok(())
     })
@@ -120,13 +120,10 @@ pub fn user_of(pid: Pid) -> Option<UserId> {
 
 /// Set the time slice of process `pid` (its compute's mips changed).
 pub fn set_slice(pid: Pid, slice_ticks: u32) {
-    if pid.core() == current_core() {
-        sched::with(|s| {
-            if let Some(t) = s.processes.get(&pid.serial()).map(|p| p.thread) {
-                s.set_slice(t, slice_ticks);
-            }
-        });
-    }
+    let _ = with_live_thread(pid, |s, t| {
+        s.set_slice(t, slice_ticks);
+        Ok(())
+    });
 }
 
 /// Replace the arguments of a process that has not run yet.
