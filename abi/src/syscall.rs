@@ -33,9 +33,17 @@
 //! | 21 | `RES_INFO` | id, `*mut ResInfo` | 0 |
 //! | 22 | `SETUSER` | user id | 0 (the caller's user changes: the shell's `su`) |
 //! | 23 | `GETUSER` | | the caller's user id |
+//! | 24 | `SPAWN_ON` | name ptr, name len, args ptr, args len, priority, core | pid of the child (it lives on `core`) |
+//! | 25 | `MIGRATE` | pid (0 = the caller), core | the process's new pid on `core` |
+//! | 26 | `RPCC_STATS` | `*mut RpccInfo`, capacity | number of records written (one per core) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
+//!
+//! Every call works the same whatever core its target lives on: a pid, `ResId` or resource
+//! name of another core is carried there by the inter-core RPCC and answered exactly as a
+//! local call would be. `PROCESSES` lists every core's processes; `WAIT` waits for children
+//! on any core and follows a child that migrated.
 
 use crate::Error;
 
@@ -66,9 +74,12 @@ pub const RES_LIST: u64 = 20;
 pub const RES_INFO: u64 = 21;
 pub const SETUSER: u64 = 22;
 pub const GETUSER: u64 = 23;
+pub const SPAWN_ON: u64 = 24;
+pub const MIGRATE: u64 = 25;
+pub const RPCC_STATS: u64 = 26;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 24;
+pub const COUNT: u64 = 27;
 
 /// `RES_CONTROL` commands (which apply to which type: docs/resources.md).
 pub mod control {
@@ -111,6 +122,9 @@ pub fn name(number: u64) -> &'static str {
         "res_info",
         "setuser",
         "getuser",
+        "spawn_on",
+        "migrate",
+        "rpcc_stats",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

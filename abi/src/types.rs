@@ -20,8 +20,8 @@ pub enum Error {
     BadExecutable = 6,
     /// Out of memory (the core's pool is exhausted or a limit was reached).
     NoMemory = 7,
-    /// The resource lives on another core and this call cannot reach it yet.
-    NotLocal = 8,
+    // 8 was `NotLocal` (a resource on another core) until inter-core RPCC made every
+    // operation work on any core; the number stays unused.
     /// The caller may not do this.
     Denied = 9,
     /// A name or buffer is too long.
@@ -44,6 +44,8 @@ pub enum Error {
     AlreadyExists = 18,
     /// A wait ended before what it waited for happened.
     TimedOut = 19,
+    /// No such core, or it is not online.
+    NoSuchCore = 20,
 }
 
 impl Error {
@@ -55,7 +57,6 @@ impl Error {
         Error::NoSuchProgram,
         Error::BadExecutable,
         Error::NoMemory,
-        Error::NotLocal,
         Error::Denied,
         Error::TooLong,
         Error::Unknown,
@@ -67,6 +68,7 @@ impl Error {
         Error::Busy,
         Error::AlreadyExists,
         Error::TimedOut,
+        Error::NoSuchCore,
     ];
 
     pub fn from_code(code: u64) -> Error {
@@ -86,7 +88,6 @@ impl Error {
             Error::NoSuchProgram => "no such program",
             Error::BadExecutable => "not a valid executable",
             Error::NoMemory => "out of memory",
-            Error::NotLocal => "not on this core",
             Error::Denied => "permission denied",
             Error::TooLong => "too long",
             Error::Unknown => "unknown error",
@@ -98,6 +99,7 @@ impl Error {
             Error::Busy => "resource busy",
             Error::AlreadyExists => "a resource with that name exists",
             Error::TimedOut => "timed out",
+            Error::NoSuchCore => "no such core (or it is not online)",
         }
     }
 }
@@ -201,6 +203,10 @@ pub struct WaitStatus {
 pub const ENDED_EXIT: u64 = 0;
 pub const ENDED_FAULT: u64 = 1;
 pub const ENDED_KILLED: u64 = 2;
+/// The process moved to another core (`MIGRATE`); `code` is its new pid. `WAIT` never
+/// reports it (the kernel follows the process to its new pid); a process resource's record
+/// may.
+pub const ENDED_MIGRATED: u64 = 3;
 
 /// Process states as `PROCESSES` reports them.
 pub const STATE_RUNNING: u32 = 0;
@@ -274,6 +280,64 @@ pub struct CoreInfo {
     /// Processes that live on the core.
     pub processes: u64,
     pub ipis: u64,
+}
+
+/// How RPCC tells a core that a message waits in its ring (boot option `rpcc.notify=`).
+pub const RPCC_NOTIFY_IPI: u32 = 0;
+pub const RPCC_NOTIFY_POLL: u32 = 1;
+pub const RPCC_NOTIFY_HYBRID: u32 = 2;
+
+pub fn rpcc_notify_name(mode: u32) -> &'static str {
+    match mode {
+        RPCC_NOTIFY_IPI => "ipi",
+        RPCC_NOTIFY_POLL => "poll",
+        RPCC_NOTIFY_HYBRID => "hybrid",
+        _ => "?",
+    }
+}
+
+/// One core's inter-core RPCC counters, as `RPCC_STATS` reports them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RpccInfo {
+    pub core: u32,
+    /// One of the `RPCC_NOTIFY_*` values (the same on every core).
+    pub notify: u32,
+    /// Requests an agent performs before it is destroyed (`rpcc.agents=`); 0: unlimited.
+    pub agent_limit: u32,
+    /// Agents that exist now on this core (working or kept asleep for reuse).
+    pub agents_live: u32,
+    pub agents_created: u64,
+    pub agents_destroyed: u64,
+    /// Requests performed by an agent that had performed one before (a reused agent).
+    pub reuse_hits: u64,
+    /// Requests this core's agents performed.
+    pub served: u64,
+    /// Messages that found their ring full and waited (back-pressure; none is dropped).
+    pub ring_full: u64,
+    /// Notification IPIs this core sent.
+    pub ipis_sent: u64,
+    /// Requests this core is waiting for now.
+    pub outstanding: u64,
+    /// Messages (requests, replies and notices) this core sent to each core.
+    pub sent_to: [u64; crate::MAX_CORES],
+}
+
+impl RpccInfo {
+    pub const EMPTY: RpccInfo = RpccInfo {
+        core: 0,
+        notify: 0,
+        agent_limit: 0,
+        agents_live: 0,
+        agents_created: 0,
+        agents_destroyed: 0,
+        reuse_hits: 0,
+        served: 0,
+        ring_full: 0,
+        ipis_sent: 0,
+        outstanding: 0,
+        sent_to: [0; crate::MAX_CORES],
+    };
 }
 
 #[cfg(test)]

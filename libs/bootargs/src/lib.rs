@@ -15,6 +15,8 @@
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `noshell` | do not start the shell on core 0 |
 //! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
+//! | `rpcc.notify=MODE` | how RPCC tells a core a message waits: `ipi`, `poll` or `hybrid` (default) |
+//! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it |
 #![cfg_attr(not(test), no_std)]
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.
@@ -58,6 +60,20 @@ pub struct BootArgs<'a> {
     pub shell: bool,
     /// Check resource rights (RCC); `rcc=off` turns the checks off.
     pub rcc: bool,
+    pub rpcc_notify: Notify,
+    /// Requests one RPCC agent performs before it is destroyed; `None`: unlimited.
+    pub rpcc_agents: Option<u32>,
+}
+
+/// How RPCC notifies the receiving core (P4 sends an IPI per message).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notify {
+    /// An IPI for every message (P4's design).
+    Ipi,
+    /// No IPI: receivers look at their rings when idle (spinning) and at every tick.
+    Poll,
+    /// An IPI only when the receiver is not already looking at its rings.
+    Hybrid,
 }
 
 impl Default for BootArgs<'_> {
@@ -70,6 +86,8 @@ impl Default for BootArgs<'_> {
             starts: heapless::Vec::new(),
             shell: true,
             rcc: true,
+            rpcc_notify: Notify::Hybrid,
+            rpcc_agents: None,
         }
     }
 }
@@ -133,6 +151,25 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                 value: v,
                 expected: "on or off",
             }),
+            ("rpcc.notify", Some(v)) => match v {
+                "ipi" => args.rpcc_notify = Notify::Ipi,
+                "poll" => args.rpcc_notify = Notify::Poll,
+                "hybrid" => args.rpcc_notify = Notify::Hybrid,
+                _ => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "ipi, poll or hybrid",
+                }),
+            },
+            ("rpcc.agents", Some("unlimited")) => args.rpcc_agents = None,
+            ("rpcc.agents", Some(v)) => match v.parse::<u32>() {
+                Ok(n) if (1..=1_000_000).contains(&n) => args.rpcc_agents = Some(n),
+                _ => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "a count from 1 to 1000000, or unlimited",
+                }),
+            },
             ("start", Some(v)) => match parse_start(v) {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
@@ -299,5 +336,20 @@ mod tests {
         assert!(!is_exact("fault::*"));
         assert!(!is_exact("a,b"));
         assert!(!is_exact("all"));
+    }
+
+    #[test]
+    fn rpcc_options() {
+        let (a, w) = parse_collect("");
+        assert_eq!((a.rpcc_notify, a.rpcc_agents), (Notify::Hybrid, None));
+        assert!(w.is_empty());
+        let (a, w) = parse_collect("rpcc.notify=ipi rpcc.agents=3");
+        assert_eq!((a.rpcc_notify, a.rpcc_agents), (Notify::Ipi, Some(3)));
+        assert!(w.is_empty());
+        let (a, _) = parse_collect("rpcc.agents=2 rpcc.agents=unlimited rpcc.notify=poll");
+        assert_eq!((a.rpcc_notify, a.rpcc_agents), (Notify::Poll, None));
+        let (a, w) = parse_collect("rpcc.agents=0 rpcc.agents=x rpcc.notify=irq");
+        assert_eq!((a.rpcc_notify, a.rpcc_agents), (Notify::Hybrid, None));
+        assert_eq!(w.len(), 3);
     }
 }
