@@ -26,6 +26,7 @@ mod mm;
 mod percore;
 mod proc;
 mod res;
+mod rpcc;
 mod smp;
 mod syscall;
 mod tests;
@@ -101,6 +102,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     }
     let features = cpu::Features::read();
     res::set_rcc(args.rcc);
+    rpcc::configure(args.rpcc_notify, args.rpcc_agents);
     match boot.modules.first() {
         Some(m) => archive::set(m.start, m.size),
         None => log::warn!("no boot archive: no user programs (xtask attaches one with -initrd)"),
@@ -262,6 +264,7 @@ extern "C" fn bsp_main() -> ! {
         ),
     }
 
+    rpcc::init_this_core();
     smp::mark_online();
     let planned = smp::cores_planned();
     let started = smp::start_aps();

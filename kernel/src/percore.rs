@@ -46,10 +46,15 @@ pub struct CoreLocal {
     pub flow: crate::res::Flow,
     /// The user of the running thread's process (0, the kernel, when idle).
     pub running_user: AtomicU32,
+    /// Pid and priority of the running process (0 and App when none), kept by the
+    /// scheduler like `running_user`.
+    pub running_pid: AtomicU64,
+    pub running_priority: AtomicU32,
     /// Set when the scheduler may want to switch on the way back to user mode (a
     /// higher-priority wake-up, the end of a slice, a stop request): the fast check of
     /// `sched::preempt_if_needed`.
     pub sched_attention: AtomicBool,
+    pub rpcc: crate::rpcc::CoreRpcc,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -126,7 +131,10 @@ impl CoreLocal {
             res: CoreCell::new(crate::res::ResTable::new()),
             flow: crate::res::Flow::new(),
             running_user: AtomicU32::new(0),
+            running_pid: AtomicU64::new(0),
+            running_priority: AtomicU32::new(abi::Priority::App as u32),
             sched_attention: AtomicBool::new(false),
+            rpcc: crate::rpcc::CoreRpcc::new(),
         }
     }
 }
@@ -197,6 +205,11 @@ impl<T> CoreCell<T> {
 
     /// Run `f` on the value. Panics if called from a core other than the owner, or
     /// re-entered (for example by a fault handler while the owner holds it).
+    /// Is the value borrowed now (by this core: nobody else may)?
+    pub fn is_borrowed(&self) -> bool {
+        self.borrowed.load(Ordering::Relaxed)
+    }
+
     pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
         let me = this() as *const CoreLocal as usize;
         let at = self as *const Self as usize;

@@ -136,6 +136,8 @@ pub fn on_ipi() {
             kick(src);
         }
     }
+    // The same doorbell announces RPCC messages.
+    crate::rpcc::poll();
 }
 
 /// Why [`call_on`] failed.
@@ -224,6 +226,7 @@ extern "C" fn ap_main() -> ! {
     crate::init_cpu_tables();
     apic::init_this_core();
     time::start_tick_this_core();
+    crate::rpcc::init_this_core();
     mark_online();
     kick(0);
     idle()

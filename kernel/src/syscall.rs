@@ -33,7 +33,13 @@ pub fn dispatch(frame: &mut TrapFrame) {
             ..Default::default()
         }),
         nr::WAIT => wait(a[0], a[1], a[2]),
-        nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4]),
+        nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4], current_core() as u64),
+        nr::SPAWN_ON => spawn(a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::MIGRATE => usize::try_from(a[1])
+            .map_err(|_| Error::NoSuchCore)
+            .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
+            .map(|p| p.0),
+        nr::RPCC_STATS => rpcc_stats(a[0], a[1]),
         nr::GETPID => proc::current_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
         nr::CORE => Ok(current_core() as u64),
         nr::YIELD => {
@@ -94,6 +100,7 @@ fn spawn(
     args_ptr: u64,
     args_len: u64,
     priority: u64,
+    core: u64,
 ) -> Result<u64, Error> {
     let priority = Priority::from_u64(priority).ok_or(Error::InvalidArgument)?;
     let name = copy_in(name_ptr, name_len, proc::MAX_NAME as u64)?;
@@ -107,15 +114,46 @@ fn spawn(
     if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
         return Err(Error::Denied);
     }
-    let child = proc::spawn(name, &args, priority, parent)?;
-    Ok(child.0)
+    let core = usize::try_from(core).map_err(|_| Error::NoSuchCore)?;
+    if core == current_core() {
+        return proc::spawn(name, &args, priority, parent).map(|c| c.0);
+    }
+    if !crate::rpcc::reachable(core) {
+        return Err(Error::NoSuchCore);
+    }
+    let op = crate::rpcc::Op::Spawn {
+        name: name.into(),
+        args: args.iter().map(|a| (*a).into()).collect(),
+        priority,
+    };
+    match crate::rpcc::call(core, op)? {
+        crate::rpcc::Out::Pid(child) => {
+            proc::note_remote_child(child);
+            Ok(child.0)
+        }
+        _ => Err(Error::Unknown),
+    }
+}
+
+fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {
+    let n = crate::smp::cores_planned().min(capacity as usize);
+    let infos: Vec<abi::RpccInfo> = (0..n).map(crate::rpcc::info_of).collect();
+    write_records(ptr, &infos)
+}
+
+/// Copy `records` to the caller's array at `ptr`; returns how many.
+fn write_records<T: Copy>(ptr: u64, records: &[T]) -> Result<u64, Error> {
+    proc::with_current_vspace(|vs| {
+        for (i, r) in records.iter().enumerate() {
+            vs.write_value(ptr + (i * core::mem::size_of::<T>()) as u64, r)?;
+        }
+        Ok(())
+    })?;
+    Ok(records.len() as u64)
 }
 
 fn sleep(ns: u64) -> Result<u64, Error> {
-    let until = crate::time::now_ns().saturating_add(ns);
-    while crate::time::now_ns() < until {
-        sched::block(sched::Block::Sleep(until));
-    }
+    sched::sleep_ns(ns);
     Ok(0)
 }
 
@@ -126,8 +164,9 @@ fn console_write(ptr: u64, len: u64) -> Result<u64, Error> {
 }
 
 fn console_read(ptr: u64, len: u64, flags: u64) -> Result<u64, Error> {
+    // The console's input arrives on core 0 only.
     if current_core() != 0 {
-        return Err(Error::NotLocal);
+        return Err(Error::NotSupported);
     }
     if len == 0 {
         return Ok(0);
@@ -153,18 +192,18 @@ fn console_read(ptr: u64, len: u64, flags: u64) -> Result<u64, Error> {
 }
 
 fn processes(ptr: u64, capacity: u64) -> Result<u64, Error> {
-    let infos = proc::infos();
-    let n = infos.len().min(capacity as usize);
-    proc::with_current_vspace(|vs| {
-        for (i, info) in infos.iter().take(n).enumerate() {
-            vs.write_value(
-                ptr + (i * core::mem::size_of::<abi::ProcInfo>()) as u64,
-                info,
-            )?;
+    // This core's, then every other online core's (through RPCC).
+    let mut infos = proc::infos();
+    for core in (0..crate::smp::cores_planned()).filter(|&c| c != current_core()) {
+        if !crate::rpcc::reachable(core) {
+            continue;
         }
-        Ok(())
-    })?;
-    Ok(n as u64)
+        if let crate::rpcc::Out::Procs(v) = crate::rpcc::call(core, crate::rpcc::Op::Processes)? {
+            infos.extend(v);
+        }
+    }
+    let n = infos.len().min(capacity as usize);
+    write_records(ptr, &infos[..n])
 }
 
 fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
@@ -186,16 +225,7 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
             }
         })
         .collect();
-    proc::with_current_vspace(|vs| {
-        for (i, info) in infos.iter().enumerate() {
-            vs.write_value(
-                ptr + (i * core::mem::size_of::<abi::CoreInfo>()) as u64,
-                info,
-            )?;
-        }
-        Ok(())
-    })?;
-    Ok(n as u64)
+    write_records(ptr, &infos)
 }
 
 fn res_open(
@@ -235,16 +265,8 @@ fn res_write(id: ResId, buf: u64, len: u64, arg: u64) -> Result<u64, Error> {
 }
 
 fn res_list(core: u64, ptr: u64, capacity: u64) -> Result<u64, Error> {
-    let infos = res::list(core as usize)?;
+    let core = usize::try_from(core).map_err(|_| Error::InvalidArgument)?;
+    let infos = res::list(core)?;
     let n = infos.len().min(capacity as usize);
-    proc::with_current_vspace(|vs| {
-        for (i, info) in infos.iter().take(n).enumerate() {
-            vs.write_value(
-                ptr + (i * core::mem::size_of::<abi::res::ResInfo>()) as u64,
-                info,
-            )?;
-        }
-        Ok(())
-    })?;
-    Ok(n as u64)
+    write_records(ptr, &infos[..n])
 }

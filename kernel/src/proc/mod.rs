@@ -1,11 +1,13 @@
 //! Processes: loading programs from the boot archive, their life cycle, and what the
 //! process-related system calls do.
 //!
-//! A process lives on the core that created it, in that core's scheduler tables; its
-//! address space, threads and kernel stacks use that core's memory only. Starting a
-//! process on another core is a cross-core request and arrives with the RPCC layer; until
-//! then, operations on another core's process return `Error::NotLocal`.
+//! A process lives on one core, in that core's scheduler tables; its address space,
+//! threads and kernel stacks use that core's memory only. Work on a process of another core
+//! (start it there, kill it, wait for it, list it) is a request to that core through RPCC;
+//! a process can move to another core ([`migrate`]).
 
+mod family;
+pub mod migrate;
 pub mod sched;
 pub mod vspace;
 
@@ -16,6 +18,9 @@ use abi::res::UserId;
 use abi::{Error, Pid, Priority, WaitStatus};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
+pub use family::{
+    note_child_ended, note_child_moved, note_orphaned, note_remote_child, take_child_status, wait,
+};
 use sched::{Block, ThreadState};
 use vspace::{VSpace, HEAP_LIMIT, STACK_PAGES, STACK_TOP};
 
@@ -40,6 +45,17 @@ pub struct Process {
     pub boot: bool,
     /// Who it runs as, for resource rights (inherited from its creator; `su` changes it).
     pub user: UserId,
+    /// Its children that live on other cores (WAIT asks their cores).
+    pub remote_children: Vec<Pid>,
+    /// A child on another core ended or moved since the last look (WAIT must not sleep).
+    pub child_event: bool,
+    /// Children that migrated: (old pid, new pid), the latest few.
+    pub moved: Vec<(Pid, Pid)>,
+    /// Migration asked this process to stop (it was running) ([`migrate`]).
+    pub stop_for_move: bool,
+    /// Its description was taken for a migration; it must not run until the move is
+    /// committed or aborted.
+    pub moving: bool,
 }
 
 /// The user boot programs (and so the shell) start as.
@@ -52,9 +68,23 @@ pub fn current_user() -> UserId {
     UserId(percore::this().running_user.load(Ordering::Relaxed))
 }
 
-/// The user a new process runs as: its creator's, or [`FIRST_USER`] for the kernel's.
+/// Pid of the running process (kept per core by the scheduler: no table lookup).
+pub fn running_pid() -> Option<Pid> {
+    Some(Pid(percore::this().running_pid.load(Ordering::Relaxed))).filter(|p| p.0 != 0)
+}
+
+/// Priority of the running process (`App` when none runs).
+pub fn running_priority() -> Priority {
+    Priority::from_u64(u64::from(
+        percore::this().running_priority.load(Ordering::Relaxed),
+    ))
+    .unwrap_or(Priority::App)
+}
+
+/// The user a new process runs as: its creator's (the flow's, so a remote creator's too),
+/// or [`FIRST_USER`] for the kernel's.
 fn user_for_child() -> UserId {
-    match current_user() {
+    match crate::res::flow_user() {
         UserId::KERNEL => FIRST_USER,
         u => u,
     }
@@ -84,7 +114,7 @@ fn with_live_thread<R>(
     f: impl FnOnce(&mut sched::Sched, u32) -> Result<R, Error>,
 ) -> Result<R, Error> {
     if pid.core() != current_core() {
-        return Err(Error::NotLocal);
+        return Err(Error::NoSuchProcess);
     }
     sched::with(|s| {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
@@ -98,7 +128,12 @@ fn with_live_thread<R>(
 
 /// Let stopped process `pid` run with a slice of `slice_ticks` (a compute bound to it).
 pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
-    with_live_thread(pid, |s, t| s.start_thread(t, slice_ticks))
+    with_live_thread(pid, |s, t| {
+        if s.processes.get(&pid.serial()).is_some_and(|p| p.moving) {
+            return Err(Error::Busy);
+        }
+        s.start_thread(t, slice_ticks)
+    })
 }
 
 /// Stop process `pid` (its compute was unbound); it keeps its state. A process that is
@@ -129,7 +164,7 @@ pub fn set_slice(pid: Pid, slice_ticks: u32) {
 /// Replace the arguments of a process that has not run yet.
 pub fn set_args(pid: Pid, args: &[&str]) -> Result<(), Error> {
     if pid.core() != current_core() {
-        return Err(Error::NotLocal);
+        return Err(Error::NoSuchProcess);
     }
     sched::with(|s| {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
@@ -152,7 +187,7 @@ fn with_vspace_of<R>(
     f: impl FnOnce(&mut VSpace) -> Result<R, Error>,
 ) -> Result<R, Error> {
     if pid.core() != current_core() {
-        return Err(Error::NotLocal);
+        return Err(Error::NoSuchProcess);
     }
     sched::with(|s| {
         let p = s
@@ -195,7 +230,7 @@ pub fn info_of(pid: Pid) -> Option<abi::ProcInfo> {
 /// has checked the right to do so, so the kill rule for programs does not apply).
 pub fn remove(pid: Pid) -> Result<(), Error> {
     if pid.core() != current_core() {
-        return Err(Error::NotLocal);
+        return Err(Error::NoSuchProcess);
     }
     if !has_ended(pid) {
         end_by_kill(pid)?;
@@ -279,25 +314,67 @@ fn create(
         ss: u64::from(gdt::USER_DS),
         ..TrapFrame::ZERO
     };
-    let user = user_for_child();
-    let pid = sched::with(|s| {
+    let pid = install(
+        Newborn {
+            name,
+            priority,
+            parent,
+            user: user_for_child(),
+            heap_end: plan.end,
+        },
+        vs,
+        &frame,
+        None,
+        start,
+    )?;
+    log::debug!(
+        "spawned {pid} ({})",
+        crate::proc::name_of(pid).unwrap_or_default()
+    );
+    Ok(pid)
+}
+
+/// Who a new process is (besides its memory and registers).
+pub struct Newborn {
+    pub name: heapless::String<MAX_NAME>,
+    pub priority: Priority,
+    pub parent: Pid,
+    pub user: UserId,
+    pub heap_end: u64,
+}
+
+/// Enter a new process with address space `vs` into this core's tables; its thread starts
+/// in user mode at `frame` (with FPU image `fx`, or a clean one).
+pub fn install(
+    who: Newborn,
+    vs: VSpace,
+    frame: &TrapFrame,
+    fx: Option<&[u8; 512]>,
+    start: bool,
+) -> Result<Pid, Error> {
+    sched::with(|s| {
         let serial = s.next_serial();
         let pid = Pid::new(current_core(), serial);
         let p = Process {
             pid,
-            parent,
-            name,
-            priority,
+            parent: who.parent,
+            name: who.name,
+            priority: who.priority,
             vspace: Some(vs),
-            heap_end: plan.end,
+            heap_end: who.heap_end,
             ended: None,
             cpu_ns: 0,
             thread: 0,
-            boot: parent == Pid(0),
-            user,
+            boot: who.parent == Pid(0),
+            user: who.user,
+            remote_children: Vec::new(),
+            child_event: false,
+            moved: Vec::new(),
+            stop_for_move: false,
+            moving: false,
         };
         s.processes.insert(serial, p);
-        let Some(tid) = s.add_thread(serial, priority, &frame, start) else {
+        let Some(tid) = s.add_thread(serial, who.priority, frame, fx, start) else {
             s.processes.remove(&serial);
             return Err(Error::NoMemory);
         };
@@ -309,12 +386,7 @@ fn create(
             .processes
             .store(s.processes.len() as u64, Ordering::Relaxed);
         Ok(pid)
-    })?;
-    log::debug!(
-        "spawned {pid} ({})",
-        crate::proc::name_of(pid).unwrap_or_default()
-    );
-    Ok(pid)
+    })
 }
 
 /// Put argv on the new stack: the strings, then an array of (ptr, len) pairs; returns the
@@ -356,13 +428,16 @@ pub fn name_of(pid: Pid) -> Option<heapless::String<MAX_NAME>> {
 
 /// End process `serial` with `status`: free its memory, make it a zombie for its parent,
 /// wake a waiting parent. Does not touch its thread (the caller decides).
-fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<u32> {
+pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<u32> {
+    // A process that moved keeps its attachments in its new address space.
+    let moved = status.how == abi::ENDED_MIGRATED;
     let p = s.processes.get_mut(&serial)?;
     if p.ended.is_some() {
         return None;
     }
     p.ended = Some(status);
     let vspace = p.vspace.take();
+    let remote_children = core::mem::take(&mut p.remote_children);
     let parent = p.parent;
     let thread = p.thread;
     // If the process is ending itself its address space is the active one: leave it for
@@ -375,35 +450,30 @@ fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<
         // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
         unsafe { paging::activate(paging::kernel_root()) };
     }
-    if let Some(v) = &vspace {
+    if let Some(v) = vspace.as_ref().filter(|_| !moved) {
         crate::res::note_detached(v.attachments().iter().map(|a| a.2));
     }
     drop(vspace);
-    // Orphans: children of the dead process are reaped by nobody; let them go when done.
-    // Children of the dead process: those already ended will never be waited for, so
-    // they go now; the others become the kernel's and go when they end.
     let me = Pid::new(current_core(), serial);
-    s.processes
-        .retain(|_, c| c.parent != me || c.ended.is_none());
-    for child in s.processes.values_mut().filter(|c| c.parent == me) {
-        child.parent = Pid(0);
-    }
-    if parent.core() == current_core() {
-        if let Some(pp) = s.processes.get(&parent.serial()) {
-            let waiter = pp.thread;
-            if s.thread(waiter)
-                .is_some_and(|t| matches!(t.state, ThreadState::Blocked(Block::Wait(_))))
-            {
-                s.wake(waiter);
-            }
+    if moved {
+        // It lives on under a new pid: no zombie here; its parent follows it.
+        if s.processes.remove(&serial).is_some_and(|p| p.boot) {
+            percore::this()
+                .stats
+                .boot_programs
+                .fetch_sub(1, Ordering::Relaxed);
         }
-    }
-    // Nobody will wait for a child of the kernel: forget it now.
-    if parent == Pid(0) && s.processes.remove(&serial).is_some_and(|p| p.boot) {
-        percore::this()
-            .stats
-            .boot_programs
-            .fetch_sub(1, Ordering::Relaxed);
+        family::child_moved(s, parent, me, Pid(status.code));
+    } else {
+        family::orphan_children(s, me, remote_children);
+        family::tell_parent(s, parent);
+        // Nobody will wait for a child of the kernel: forget it now.
+        if parent == Pid(0) && s.processes.remove(&serial).is_some_and(|p| p.boot) {
+            percore::this()
+                .stats
+                .boot_programs
+                .fetch_sub(1, Ordering::Relaxed);
+        }
     }
     percore::this()
         .stats
@@ -476,64 +546,37 @@ pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
     })
 }
 
-/// WAIT: collect an ended child (`pid` or any if `Pid(0)`), blocking until one ends or
-/// `timeout_ns` passes (`TimedOut`).
-pub fn wait(pid: Pid, timeout_ns: u64) -> Result<(Pid, WaitStatus), Error> {
-    let deadline = crate::time::now_ns().saturating_add(timeout_ns);
-    loop {
-        let r = sched::with(|s| {
-            let me = Pid::new(
-                current_core(),
-                s.current_process().ok_or(Error::NoSuchProcess)?,
-            );
-            let children: Vec<u32> = s
-                .processes
-                .values()
-                .filter(|c| c.parent == me && (pid == Pid(0) || c.pid == pid))
-                .map(|c| c.pid.serial())
-                .collect();
-            if children.is_empty() {
-                return Err(Error::NoSuchProcess);
-            }
-            for serial in children {
-                if let Some(status) = s.processes.get(&serial).and_then(|c| c.ended) {
-                    let child = s.processes.remove(&serial).map(|c| c.pid).unwrap_or(Pid(0));
-                    percore::this()
-                        .stats
-                        .processes
-                        .store(s.processes.len() as u64, Ordering::Relaxed);
-                    return Ok(Some((child, status)));
-                }
-            }
-            Ok(None)
-        })?;
-        match r {
-            Some(done) => return Ok(done),
-            None if crate::time::now_ns() >= deadline => return Err(Error::TimedOut),
-            None => sched::block(Block::Wait(deadline)),
-        }
-    }
-}
-
-/// KILL: end process `pid` (on this core). A program may end itself and its
-/// descendants, not its parent or strangers; the kernel (no current process) may end any.
+/// KILL: end process `pid`, on any core. A program may end itself and its descendants,
+/// not its parent or strangers; the kernel (no current process) may end any.
 pub fn kill(pid: Pid) -> Result<(), Error> {
-    end(pid, true)
+    if pid.core() == current_core() {
+        return end_local(pid, true);
+    }
+    if !crate::rpcc::reachable(pid.core()) {
+        return Err(Error::NoSuchProcess);
+    }
+    let op = crate::rpcc::Op::Kill {
+        pid,
+        descendants_only: true,
+    };
+    crate::rpcc::call(pid.core(), op).map(drop)
 }
 
 /// End process `pid` without the descendants rule (the caller checked its rights).
 pub fn end_by_kill(pid: Pid) -> Result<(), Error> {
-    end(pid, false)
+    end_local(pid, false)
 }
 
-fn end(pid: Pid, descendants_only: bool) -> Result<(), Error> {
+/// End process `pid` of this core for the flow's process (local or remote requester).
+pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
     if pid.core() != current_core() {
-        return Err(Error::NotLocal);
+        return Err(Error::NoSuchProcess);
     }
     let killed = WaitStatus {
         how: abi::ENDED_KILLED,
         ..WaitStatus::default()
     };
+    let requester = crate::res::flow_pid().filter(|_| descendants_only);
     let outcome = sched::with(|s| {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
         if p.ended.is_some() {
@@ -542,10 +585,12 @@ fn end(pid: Pid, descendants_only: bool) -> Result<(), Error> {
         if s.current_process() == Some(pid.serial()) {
             return Ok(true);
         }
-        if let Some(me) = s.current_process().filter(|_| descendants_only) {
+        if let Some(me) = requester {
+            // Walk up the parents on this core; the chain may end at the requester on
+            // another core (a child it started there).
             let mut at = p.parent;
             let mut hops = 0;
-            while at != Pid::new(current_core(), me) {
+            while at != me {
                 let up = (at.core() == current_core())
                     .then(|| s.processes.get(&at.serial()))
                     .flatten();

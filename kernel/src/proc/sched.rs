@@ -30,6 +30,8 @@ use core::sync::atomic::Ordering;
 pub const THREAD_STACK_PAGES: u64 = 8;
 /// Ticks a user thread may run before others of its level get a turn.
 const SLICE_TICKS: u32 = 1;
+/// The `process` of a kernel thread (an RPCC agent): process serials start at 1.
+pub const KERNEL_THREAD: u32 = 0;
 
 /// Why a thread is not running.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +42,10 @@ pub enum Block {
     Sleep(u64),
     /// In CONSOLE_READ, for input.
     Console,
+    /// Waiting for the answer to an inter-core RPCC request (its tag).
+    Rpcc(u64),
+    /// An RPCC agent kept asleep for its next request.
+    Agent,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +60,7 @@ pub enum ThreadState {
 
 pub struct Thread {
     pub id: u32,
-    /// Serial of the owning process (on this core).
+    /// Serial of the owning process (on this core); [`KERNEL_THREAD`] for a kernel thread.
     pub process: u32,
     pub priority: Priority,
     pub state: ThreadState,
@@ -118,28 +124,40 @@ impl Sched {
         self.next_serial - 1
     }
 
-    /// The running thread's process serial.
+    /// The running thread's process serial (`None` in the idle context and kernel threads).
     pub fn current_process(&self) -> Option<u32> {
         self.current
             .and_then(|t| self.threads.get(&t))
             .map(|t| t.process)
+            .filter(|&p| p != KERNEL_THREAD)
     }
 
-    pub fn thread(&self, id: u32) -> Option<&Thread> {
-        self.threads.get(&id).map(|b| &**b)
+    /// The running thread (`None` in the idle context).
+    pub fn current_thread(&self) -> Option<u32> {
+        self.current
     }
 
-    /// Create a thread of process `process` that enters user mode with `frame`.
-    pub fn add_thread(
+    /// Create a kernel thread that runs `entry(arg)` at `priority`, ready to run.
+    pub fn add_kernel_thread(
         &mut self,
-        process: u32,
+        entry: extern "C" fn(u64) -> !,
+        arg: u64,
         priority: Priority,
-        frame: &TrapFrame,
-        start: bool,
     ) -> Option<u32> {
         let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
         // SAFETY: a fresh, mapped kernel stack nobody else uses.
-        let rsp = unsafe { context::prepare_user_entry(kstack.top, frame) };
+        let rsp = unsafe { context::prepare_kernel_entry(kstack.top, entry, arg) };
+        Some(self.insert_thread(KERNEL_THREAD, priority, rsp, kstack, true))
+    }
+
+    fn insert_thread(
+        &mut self,
+        process: u32,
+        priority: Priority,
+        rsp: u64,
+        kstack: KStack,
+        start: bool,
+    ) -> u32 {
         let id = self.next_thread;
         self.next_thread += 1;
         let t = Thread {
@@ -162,7 +180,36 @@ impl Sched {
             self.ready[priority as usize].push_back(id);
             self.note_wakeup(priority);
         }
-        Some(id)
+        id
+    }
+
+    /// The kernel-stack top of thread `id` (where its user frame lies).
+    pub fn kstack_top(&self, id: u32) -> Option<u64> {
+        self.threads.get(&id).map(|t| t.kstack.top)
+    }
+
+    pub fn thread(&self, id: u32) -> Option<&Thread> {
+        self.threads.get(&id).map(|b| &**b)
+    }
+
+    /// Create a thread of process `process` that enters user mode with `frame`.
+    pub fn add_thread(
+        &mut self,
+        process: u32,
+        priority: Priority,
+        frame: &TrapFrame,
+        fx_image: Option<&[u8; 512]>,
+        start: bool,
+    ) -> Option<u32> {
+        let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
+        // SAFETY: a fresh, mapped kernel stack nobody else uses.
+        let rsp = unsafe {
+            match fx_image {
+                Some(fx) => context::prepare_user_entry_with_fpu(kstack.top, frame, fx),
+                None => context::prepare_user_entry(kstack.top, frame),
+            }
+        };
+        Some(self.insert_thread(process, priority, rsp, kstack, start))
     }
 
     /// Let a stopped thread run, with a slice of `slice_ticks`. `Busy` if it is not stopped.
@@ -206,6 +253,18 @@ impl Sched {
             ThreadState::Blocked(_) => t.stop_requested = true,
             ThreadState::Stopped => {}
         }
+    }
+
+    /// Forget a stop asked for a running or blocked thread (a migration gave up).
+    pub fn cancel_stop(&mut self, id: u32) {
+        if let Some(t) = self.threads.get_mut(&id) {
+            t.stop_requested = false;
+        }
+    }
+
+    /// A thread's state.
+    pub fn state_of(&self, id: u32) -> Option<ThreadState> {
+        self.threads.get(&id).map(|t| t.state)
     }
 
     /// Set a thread's time slice.
@@ -275,6 +334,11 @@ impl Sched {
         }
     }
 
+    /// Is any thread ready to run?
+    pub fn has_ready(&self) -> bool {
+        self.ready.iter().any(|q| !q.is_empty())
+    }
+
     fn pick(&mut self) -> Option<u32> {
         self.ready.iter_mut().find_map(|q| q.pop_front())
     }
@@ -313,6 +377,9 @@ struct SwitchPlan {
     kstack_top: Option<u64>,
     /// The user the next context acts for (its process's; the kernel for idle).
     user: u32,
+    /// Its process's pid (0 for none) and priority.
+    pid: u64,
+    priority: u32,
 }
 
 /// Give the core to `next` (a ready thread) or to the idle context; `current_goes` says
@@ -368,6 +435,8 @@ fn switch_away(current_goes: Option<ThreadState>) {
                     root,
                     kstack_top: Some(t.kstack.top),
                     user: p.map_or(0, |p| p.user.0),
+                    pid: p.map_or(0, |p| p.pid.0),
+                    priority: p.map_or(Priority::App, |p| p.priority) as u32,
                 }
             }
             None => SwitchPlan {
@@ -376,6 +445,8 @@ fn switch_away(current_goes: Option<ThreadState>) {
                 root: paging::kernel_root(),
                 kstack_top: None,
                 user: 0,
+                pid: 0,
+                priority: Priority::App as u32,
             },
         })
     });
@@ -384,9 +455,11 @@ fn switch_away(current_goes: Option<ThreadState>) {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
     }
-    percore::this()
-        .running_user
-        .store(plan.user, Ordering::Relaxed);
+    let core = percore::this();
+    core.running_user.store(plan.user, Ordering::Relaxed);
+    core.running_pid.store(plan.pid, Ordering::Relaxed);
+    core.running_priority
+        .store(plan.priority, Ordering::Relaxed);
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
     // copies it); `save` points into this core's scheduler state (a boxed thread, or the
     // Sched itself), which stays put until the switch writes it; `next_rsp` was saved by a
@@ -419,6 +492,19 @@ fn free_dead_stacks() {
     });
     for k in stacks {
         kstack::free(k);
+    }
+}
+
+/// Sleep `ns` nanoseconds: the running thread blocks; the idle context (kernel tests) runs
+/// other threads meanwhile.
+pub fn sleep_ns(ns: u64) {
+    let until = time::now_ns().saturating_add(ns);
+    if with(|s| s.current.is_none()) {
+        run_until(ns, || false);
+        return;
+    }
+    while time::now_ns() < until {
+        block(Block::Sleep(until));
     }
 }
 
@@ -548,6 +634,12 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             crate::mm::frames::drain_remote();
             crate::mm::heap::drain_remote();
             free_dead_stacks();
+            // Messages from other cores first (and, in poll or hybrid mode, keep looking
+            // for a while instead of halting).
+            crate::rpcc::idle_poll();
+            if with(|s| s.has_ready()) || done() {
+                continue;
+            }
             percore::assert_no_borrows();
             cpu::wait_for_interrupt();
         }

@@ -136,7 +136,8 @@ impl VSpace {
         if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
             return Err(Error::Busy);
         }
-        if self.attached.len() >= crate::res::MAX_ATTACHMENTS || self.pages + pages > MAX_USER_PAGES
+        if self.attached.len() >= crate::res::local::MAX_ATTACHMENTS
+            || self.pages + pages > MAX_USER_PAGES
         {
             return Err(Error::NoMemory);
         }
@@ -175,6 +176,45 @@ impl VSpace {
         self.unmap_shared(at, pages);
         self.pages -= pages;
         Some(region)
+    }
+
+    /// The pages this address space owns (not attachments): (address, frame, writable,
+    /// executable).
+    pub fn own_pages(&self) -> Vec<(u64, u64, bool, bool)> {
+        let shared = |va: u64| {
+            self.attached
+                .iter()
+                .any(|&(at, pages, _)| va >= at && va < at + pages * PAGE_SIZE)
+        };
+        paging::lower_half_pages(self.root)
+            .into_iter()
+            .filter(|p| !shared(p.0))
+            .collect()
+    }
+
+    /// Map a fresh copy of the page in frame `from` (of any core, which must not change it
+    /// meanwhile) at `vaddr`: how a migrating process's memory moves.
+    pub fn map_copy(
+        &mut self,
+        vaddr: u64,
+        from: u64,
+        writable: bool,
+        executable: bool,
+    ) -> Result<(), Error> {
+        self.map_zeroed(vaddr, 1, writable, executable)?;
+        let to = paging::translate(self.root, vaddr)
+            .ok_or(Error::NoMemory)?
+            .paddr;
+        // SAFETY: `to` is the fresh frame just mapped here, `from` a whole frame the caller
+        // guarantees is not being written; both direct-mapped and distinct.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                phys_to_virt(from) as *const u8,
+                phys_to_virt(to) as *mut u8,
+                PAGE_SIZE as usize,
+            );
+        }
+        Ok(())
     }
 
     /// The attachments: (address, pages, region).

@@ -153,9 +153,15 @@ ktest! {
         if smp::cores_planned() >= 2 {
             let other = (me + 1) % smp::cores_planned();
             let name = format!("c{other}/vregion/x");
-            kassert!(res::open(&name, &size_arg(4096), Rights::OWNER_ALL) == Err(Error::NotLocal), "open on another core");
-            kassert!(res::close(ResId::new(0, other, ResType::VRegion, 1, 0)) == Err(Error::NotLocal), "close on another core");
-            kassert!(res::list(other).err() == Some(Error::NotLocal), "list of another core");
+            // Another core's resources answer exactly as this core's (through RPCC).
+            let id = e(res::open(&name, &size_arg(4096), Rights::OWNER_ALL), "open on another core")?;
+            kassert!(id.core() == other, "the id names the other core");
+            kassert!(res::list(other).is_ok_and(|l| l.iter().any(|i| i.id == id)), "list of another core");
+            let wrong_gen = ResId::new(0, other, ResType::VRegion, id.generation() + 1, id.slot());
+            kassert!(res::close(wrong_gen) == Err(Error::StaleResource), "stale id on another core");
+            e(res::close(id), "close on another core")?;
+            kassert!(res::close(id) == Err(Error::StaleResource), "closed twice on another core");
+            kassert!(res::close(ResId::new(0, other, ResType::VRegion, 1, 77_777)) == Err(Error::NoSuchResource), "unknown slot on another core");
         }
         Ok(())
     }

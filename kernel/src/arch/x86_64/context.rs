@@ -36,6 +36,14 @@ context_switch:
     popq %rbx
     popq %rbp
     ret
+
+/* First code of a kernel thread: its entry function is in r13, its argument in r12
+   (placed there by prepare_kernel_entry). The entry never returns. */
+    .global kernel_thread_start
+kernel_thread_start:
+    movq %r12, %rdi
+    callq *%r13
+    ud2
     "#,
     options(att_syntax)
 );
@@ -44,6 +52,7 @@ extern "C" {
     fn context_switch(save: *mut u64, next_rsp: u64);
     static trap_resume: u8;
     static syscall_entry: u8;
+    static kernel_thread_start: u8;
 }
 
 /// Save the running context's stack pointer in `*save` and continue on the context whose
@@ -74,6 +83,66 @@ fn clean_fxsave_image() -> [u8; 512] {
 /// `kstack_top` must be the 16-byte-aligned top of a mapped, unused kernel stack of at least
 /// one page.
 pub unsafe fn prepare_user_entry(kstack_top: u64, frame: &TrapFrame) -> u64 {
+    // SAFETY: per the caller.
+    unsafe { prepare_user_entry_with_fpu(kstack_top, frame, &clean_fxsave_image()) }
+}
+
+/// The FPU/SSE image saved for the thread whose user frame sits at `kstack_top` (where the
+/// trap and syscall entries put it; see `prepare_user_entry`). Used to move a stopped
+/// thread to another core.
+///
+/// # Safety
+/// `kstack_top` must be the top of a thread's kernel stack whose thread is not running and
+/// was last stopped on its way between user mode and the kernel (its user frame is at the
+/// top).
+pub unsafe fn saved_user_state(kstack_top: u64) -> (TrapFrame, [u8; 512]) {
+    let frame_at = kstack_top - core::mem::size_of::<TrapFrame>() as u64;
+    let fx_at = (frame_at - 528) & !15;
+    // SAFETY: per the caller, both lie in the mapped stack and hold the saved state.
+    unsafe {
+        (
+            core::ptr::read(frame_at as *const TrapFrame),
+            core::ptr::read(fx_at as *const [u8; 512]),
+        )
+    }
+}
+
+/// Lay out a new kernel thread's stack so that switching to it calls `entry(arg)` on it.
+///
+/// # Safety
+/// `kstack_top` must be the 16-byte-aligned top of a mapped, unused kernel stack of at least
+/// one page.
+pub unsafe fn prepare_kernel_entry(
+    kstack_top: u64,
+    entry: extern "C" fn(u64) -> !,
+    arg: u64,
+) -> u64 {
+    // context_switch pops r15, r14, r13, r12, rbx, rbp, then returns to kernel_thread_start
+    // with rsp = kstack_top - 16, so `entry` starts with the stack aligned as the ABI wants.
+    let regs = [
+        0u64,
+        0,
+        entry as usize as u64,
+        arg,
+        0,
+        0,
+        core::ptr::addr_of!(kernel_thread_start) as u64,
+    ];
+    let rsp = kstack_top - 16 - (regs.len() * 8) as u64;
+    // SAFETY: the write lands inside the caller's unused stack.
+    unsafe { core::ptr::write(rsp as *mut [u64; 7], regs) };
+    rsp
+}
+
+/// [`prepare_user_entry`] with a given FPU/SSE image (a thread moved from another core).
+///
+/// # Safety
+/// As for [`prepare_user_entry`].
+pub unsafe fn prepare_user_entry_with_fpu(
+    kstack_top: u64,
+    frame: &TrapFrame,
+    fx_image: &[u8; 512],
+) -> u64 {
     let frame_at = kstack_top - core::mem::size_of::<TrapFrame>() as u64;
     // The area trap_common would have made below the frame: 528 bytes, 16-aligned.
     let fx_at = (frame_at - 528) & !15;
@@ -92,7 +161,7 @@ pub unsafe fn prepare_user_entry(kstack_top: u64, frame: &TrapFrame) -> u64 {
     // SAFETY: all writes land inside the caller's unused stack, above `rsp`.
     unsafe {
         core::ptr::write(frame_at as *mut TrapFrame, *frame);
-        core::ptr::write(fx_at as *mut [u8; 512], clean_fxsave_image());
+        core::ptr::write(fx_at as *mut [u8; 512], *fx_image);
         core::ptr::write(rsp as *mut [u64; 7], regs);
     }
     rsp

@@ -173,6 +173,13 @@ pub fn wait_for_interrupt() {
     unsafe { asm!("sti; hlt; cli", options(nostack)) };
 }
 
+/// Open interrupts for a moment (a core spinning in its idle loop lets pending interrupts
+/// in).
+pub fn interrupt_window() {
+    // SAFETY: as for `wait_for_interrupt`: only the idle path calls it.
+    unsafe { asm!("sti; pause; cli", options(nostack)) };
+}
+
 /// Read a byte from an I/O port.
 ///
 /// # Safety

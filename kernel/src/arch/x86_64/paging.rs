@@ -268,6 +268,38 @@ pub unsafe fn free_lower_half(root: u64, free: &mut dyn FnMut(u64)) {
     }
 }
 
+/// Every 4 KiB page mapped in the lower half of `root`: (address, frame, writable,
+/// executable), in address order.
+pub fn lower_half_pages(root: u64) -> alloc::vec::Vec<(u64, u64, bool, bool)> {
+    fn walk(table: u64, level: u32, base: u64, out: &mut alloc::vec::Vec<(u64, u64, bool, bool)>) {
+        for i in 0..512 {
+            let v = entry(table, i).load(Ordering::Acquire);
+            if v & Flags::PRESENT.bits() == 0 {
+                continue;
+            }
+            let at = base + ((i as u64) << (12 + 9 * (level - 1)));
+            if level == 1 {
+                out.push((
+                    at,
+                    v & ADDR_MASK,
+                    v & Flags::WRITABLE.bits() != 0,
+                    v & Flags::NO_EXECUTE.bits() == 0,
+                ));
+            } else if v & Flags::HUGE_PAGE.bits() == 0 {
+                walk(v & ADDR_MASK, level - 1, at, out);
+            }
+        }
+    }
+    let mut out = alloc::vec::Vec::new();
+    for slot in 0..256 {
+        let v = entry(root, slot).load(Ordering::Acquire);
+        if v & Flags::PRESENT.bits() != 0 {
+            walk(v & ADDR_MASK, 3, (slot as u64) << 39, &mut out);
+        }
+    }
+    out
+}
+
 /// Switch this core to the address space `root` (no-op if already active).
 ///
 /// # Safety

@@ -78,6 +78,7 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
         VEC_TIMER => {
             crate::time::on_tick();
             crate::proc::sched::on_tick(from_user);
+            crate::rpcc::on_tick();
             apic::eoi();
         }
         VEC_IPI => {

@@ -1,27 +1,24 @@
-//! Resources: the resource interface controller (RIC) and capability control (RCC) of
-//! Multicore Tender (P4), per core.
+//! The resource table of this core and the five operations on it (the local half of RIC
+//! and RCC; `res/mod.rs` routes calls here or, for another core's resources, through RPCC).
 //!
 //! Every core keeps its own table of resources ([`Table`] from `libs/rescore`), in its own
 //! `CoreCell`, touched only by that core: there is no lock. An operation names a resource by
-//! its [`ResId`]; an id of another core's resource is answered `NotLocal` (the RPCC layer
-//! will carry such operations to their core), a forged or closed one `NoSuchResource` or
-//! `StaleResource`, never another resource.
-//!
-//! Rights: each resource records who opened it and what the creator and everyone else may
-//! do ([`Rights`]). Every kernel entry starts a new *flow* ([`begin_flow`]): a flow id and
-//! the user it acts for, taken from the calling process. Every operation checks the flow's
-//! user against the resource's rights, unless the boot option `rcc=off` switched the checks
-//! off to measure them. What each operation means for each type: docs/resources.md.
+//! its [`ResId`]; a forged or closed one gets `NoSuchResource` or `StaleResource`, never
+//! another resource. Every operation checks the current flow's user against the resource's
+//! rights, unless `rcc=off`. The flow is the local caller's, or, in an RPCC agent, the remote
+//! requester's: so the checks are the same code for both. What each operation means for
+//! each type: docs/resources.md.
 
+use super::{flow_pid, flow_priority, flow_user, rcc_on, ReadOut};
 use crate::arch::x86_64::paging::{phys_to_virt, PAGE_SIZE};
 use crate::mm::frames;
 use crate::percore::{self, current_core};
 use crate::proc;
+use crate::rpcc;
 use abi::res::{Op, ResId, ResInfo, ResName, ResType, Rights, UserId, MAX_NAME};
 use abi::syscall::control;
 use abi::{Error, Pid, Priority};
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use rescore::{Lookup, Table};
 
 /// Largest vregion.
@@ -73,52 +70,6 @@ impl ResTable {
     }
 }
 
-// ---- flows and the RCC switch ------------------------------------------------------------
-
-static RCC_ON: AtomicBool = AtomicBool::new(true);
-
-/// Turn the rights checks on or off (boot option `rcc=off`).
-pub fn set_rcc(on: bool) {
-    RCC_ON.store(on, Ordering::Relaxed);
-}
-
-/// Are rights being checked?
-pub fn rcc_on() -> bool {
-    RCC_ON.load(Ordering::Relaxed)
-}
-
-/// The current flow on each core: id and user (Tender's flowid -> user association).
-pub struct Flow {
-    id: AtomicU64,
-    user: AtomicU32,
-}
-
-impl Flow {
-    pub const fn new() -> Self {
-        Flow {
-            id: AtomicU64::new(0),
-            user: AtomicU32::new(0),
-        }
-    }
-}
-
-/// A kernel entry begins: a new flow, acting for `user` for the whole kernel activity.
-pub fn begin_flow(user: UserId) -> u64 {
-    let f = &percore::this().flow;
-    f.user.store(user.0, Ordering::Relaxed);
-    f.id.fetch_add(1, Ordering::Relaxed) + 1
-}
-
-/// The user of the current flow (the kernel's own flows act as the kernel).
-pub fn flow_user() -> UserId {
-    UserId(percore::this().flow.user.load(Ordering::Relaxed))
-}
-
-/// A context resumed inside its kernel activity: the flow acts for its user again.
-pub fn resume_flow(user: UserId) {
-    percore::this().flow.user.store(user.0, Ordering::Relaxed);
-}
-
 /// May the current flow act on process `pid` itself (bind a compute to it, reach into its
 /// address space)? Only as the process's own user, or as the kernel, or with `rcc=off`.
 fn may_touch(pid: Pid) -> Result<(), Error> {
@@ -128,14 +79,6 @@ fn may_touch(pid: Pid) -> Result<(), Error> {
         Some(owner) if !rcc_on() || me == UserId::KERNEL || me == owner => Ok(()),
         Some(_) => Err(Error::Denied),
     }
-}
-
-/// End the flow: what the kernel does next on its own acts as the kernel.
-pub fn end_flow() {
-    percore::this()
-        .flow
-        .user
-        .store(UserId::KERNEL.0, Ordering::Relaxed);
 }
 
 fn check(e: &Entry, op: Op) -> Result<(), Error> {
@@ -159,14 +102,10 @@ fn lookup_error(l: Lookup) -> Error {
     }
 }
 
-/// Check that `id` is this core's and well-formed; its type.
+/// Check that `id` is this core's (the router sent it here) and well-formed; its type.
 fn local(id: ResId) -> Result<ResType, Error> {
     if id.machine() != 0 || id.core() != current_core() {
-        return if id.core() < crate::smp::cores_planned() && id.machine() == 0 {
-            Err(Error::NotLocal)
-        } else {
-            Err(Error::NoSuchResource)
-        };
+        return Err(Error::NoSuchResource);
     }
     id.kind().ok_or(Error::NoSuchResource)
 }
@@ -205,16 +144,12 @@ fn u64_arg(args: &[u8]) -> Result<u64, Error> {
 
 // ---- the five operations -----------------------------------------------------------------
 
-/// OPEN: create the resource `name` names, with `args` (docs/resources.md) and `rights`.
-pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
+/// OPEN: create the resource `name` names (on this core), with `args` (docs/resources.md)
+/// and `rights`. Returns its id, and its pid if it is a process.
+pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<(ResId, Option<Pid>), Error> {
     let parsed = ResName::parse(name).map_err(|_| Error::BadName)?;
-    let core = parsed.core(current_core());
-    if core != current_core() {
-        return Err(if core < crate::smp::cores_planned() {
-            Error::NotLocal
-        } else {
-            Error::BadName
-        });
+    if parsed.core(current_core()) != current_core() {
+        return Err(Error::BadName);
     }
     let exists = with_table(|t| {
         t.find(|e| e.kind == parsed.kind && e.name == parsed.name)
@@ -252,11 +187,12 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
         }
         ResType::VSpace => {
             let pid = match u64_arg(args)? {
-                0 => proc::current_pid().ok_or(Error::NoSuchProcess)?,
+                0 => flow_pid().ok_or(Error::NoSuchProcess)?,
                 p => Pid(p),
             };
+            // A vspace handle lives on its process's core.
             if pid.core() != current_core() {
-                return Err(Error::NotLocal);
+                return Err(Error::InvalidArgument);
             }
             may_touch(pid)?;
             Body::VSpace { pid }
@@ -269,10 +205,8 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
                 .filter(|p| !p.is_empty())
                 .ok_or(Error::InvalidArgument)?;
             let argv: Vec<&str> = parts.collect();
-            let parent = proc::current_pid().unwrap_or(proc::TEST_PARENT);
-            let priority = proc::current_pid()
-                .and_then(proc::priority_of)
-                .map_or(Priority::App, |p| p.max(Priority::App));
+            let parent = flow_pid().unwrap_or(proc::TEST_PARENT);
+            let priority = flow_priority().max(Priority::App);
             Body::Process {
                 pid: proc::create_stopped(program, &argv, priority, parent)?,
             }
@@ -295,11 +229,18 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
         rights,
         body,
     };
+    let pid = match entry.body {
+        Body::Process { pid } => Some(pid),
+        _ => None,
+    };
     let (slot, generation) = with_table(|t| t.insert(entry)).map_err(|e| {
         release(e.body);
         Error::NoMemory
     })?;
-    Ok(ResId::new(0, current_core(), parsed.kind, generation, slot))
+    Ok((
+        ResId::new(0, current_core(), parsed.kind, generation, slot),
+        pid,
+    ))
 }
 
 /// Give back what a body holds (its resource is gone).
@@ -331,13 +272,6 @@ pub fn close(id: ResId) -> Result<(), Error> {
     let entry = with_table(|t| t.remove(id.slot(), id.generation())).map_err(lookup_error)?;
     release(entry.body);
     Ok(())
-}
-
-/// What READ produced: bytes for the caller's buffer, or just a value.
-#[derive(Debug)]
-pub enum ReadOut {
-    Bytes(Vec<u8>),
-    Value(u64),
 }
 
 /// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
@@ -372,7 +306,16 @@ pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
     match then {
         Then::Out(o) => Ok(o),
         Then::Bind(pid, mips) => {
-            match may_touch(pid).and_then(|()| proc::start(pid, (mips / 100).max(1))) {
+            // A compute gives its own core's time: it runs processes of its core.
+            let local_pid = if pid.core() == current_core() {
+                Ok(())
+            } else {
+                Err(Error::InvalidArgument)
+            };
+            match local_pid
+                .and_then(|()| may_touch(pid))
+                .and_then(|()| proc::start(pid, (mips / 100).max(1)))
+            {
                 Ok(()) => Ok(ReadOut::Value(0)),
                 Err(err) => {
                     let _ = with_entry(id, None, |e| {
@@ -520,35 +463,51 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         Then::Attach(pid, region, addr, writable) => {
             // The handle's rights were checked; the process itself must be the caller's.
             may_touch(pid)?;
-            // Attaching needs the right to read the region (and to write it, if writable).
-            let frames = with_entry(region, Some(Op::Read), |e| {
-                if writable {
-                    check(e, Op::Write)?;
+            // The region may live on another core: its owner checks and counts.
+            let frames = if region.core() == current_core() {
+                region_attach(region, writable)?
+            } else if region.machine() == 0 && rpcc::reachable(region.core()) {
+                match rpcc::call(region.core(), rpcc::Op::RegionAttach { region, writable })? {
+                    rpcc::Out::Frames(f) => f,
+                    _ => return Err(Error::Unknown),
                 }
-                match &mut e.body {
-                    Body::VRegion {
-                        frames, attached, ..
-                    } => {
-                        *attached += 1;
-                        Ok(frames.clone())
-                    }
-                    _ => Err(Error::WrongType),
-                }
-            })?;
+            } else {
+                return Err(Error::NoSuchResource);
+            };
             proc::attach(pid, addr, &frames, writable, region)
-                .inspect_err(|_| note_detached(core::iter::once(region)))?;
+                .inspect_err(|_| super::note_detached(core::iter::once(region)))?;
             Ok(0)
         }
         Then::Detach(pid, addr) => {
             may_touch(pid)?;
             let region = proc::detach(pid, addr)?;
-            note_detached(core::iter::once(region));
+            super::note_detached(core::iter::once(region));
             Ok(0)
         }
     }
 }
 
-/// Vregions that are no longer attached somewhere (detach, or their process ended).
+/// Vregion `region` (of this core) is being attached to an address space: check the rights
+/// (read, and write if `writable`), count the attachment, return its frames.
+pub fn region_attach(region: ResId, writable: bool) -> Result<Vec<u64>, Error> {
+    with_entry(region, Some(Op::Read), |e| {
+        if writable {
+            check(e, Op::Write)?;
+        }
+        match &mut e.body {
+            Body::VRegion {
+                frames, attached, ..
+            } => {
+                *attached += 1;
+                Ok(frames.clone())
+            }
+            _ => Err(Error::WrongType),
+        }
+    })
+}
+
+/// Vregions of this core that are no longer attached somewhere (detach, or their process
+/// ended or moved).
 pub fn note_detached(regions: impl Iterator<Item = ResId>) {
     let regions: Vec<ResId> = regions.collect();
     if regions.is_empty() {
@@ -606,13 +565,6 @@ pub fn info(id: ResId) -> Result<ResInfo, Error> {
 }
 
 /// RES_LIST: this core's resources.
-pub fn list(core: usize) -> Result<Vec<ResInfo>, Error> {
-    if core != current_core() {
-        return Err(if core < crate::smp::cores_planned() {
-            Error::NotLocal
-        } else {
-            Error::InvalidArgument
-        });
-    }
-    with_table(|t| Ok(t.iter().map(|(s, g, e)| info_of(s, g, e)).collect()))
+pub fn list() -> Vec<ResInfo> {
+    with_table(|t| t.iter().map(|(s, g, e)| info_of(s, g, e)).collect())
 }

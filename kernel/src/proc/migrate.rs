@@ -1,0 +1,347 @@
+//! Process migration: moving a process, with its memory and registers, to another core
+//! (P4: Tender's migrate; going beyond the paper, the migration may be asked for from a
+//! third core, which P4 names as an open problem).
+//!
+//! Three steps, each on the core that owns what it touches; from another core each is an
+//! RPCC request:
+//!
+//! 1. [`take_out`] on the process's core (A): stop the process at a point where its whole
+//!    user state is in the frame at the top of its kernel stack (it is ready or stopped;
+//!    one running or inside a system call is asked to stop and the caller tries again),
+//!    and describe it: registers, FPU/SSE image, every page it owns (text, data, bss,
+//!    heap, stack) by frame, its attachments, who it is.
+//! 2. [`bring_in`] on the destination (B): a new address space with a copy of every page
+//!    (read from A's frames, which nothing changes meanwhile), the same vregions attached
+//!    (shared memory stays shared: their frames stay the vregions'), and a thread that
+//!    resumes exactly where the process stopped. It gets a pid of B.
+//! 3. [`commit`] on A: the old process ends with status "migrated to NEWPID" (`WAIT`
+//!    follows it to the new pid) and its memory is freed; or [`abort`]: it runs on.
+//!
+//! A process migrating itself (`MIGRATE(0, core)`) is described from its own system-call
+//! frame, with the call's result (the new pid) already in it, and ends on A once B has it.
+//!
+//! Left out: a process with children does not move (`Busy`): their parent links name the old
+//! pid. Resource handles that name the process (its process, vspace or compute resource)
+//! stay on A and then name an ended process.
+
+use super::{sched, Newborn, Process, MAX_NAME};
+use crate::arch::x86_64::{context, idt::TrapFrame};
+use crate::percore::current_core;
+use crate::rpcc::{self, Op, Out};
+use abi::res::{ResId, UserId};
+use abi::{Error, Pid, Priority, WaitStatus};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+/// Everything needed to rebuild a process on another core.
+pub struct Snapshot {
+    old: Pid,
+    name: heapless::String<MAX_NAME>,
+    priority: Priority,
+    parent: Pid,
+    user: UserId,
+    heap_end: u64,
+    frame: TrapFrame,
+    fx: [u8; 512],
+    /// Owned pages: (address, frame on the old core, writable, executable).
+    pages: Vec<(u64, u64, bool, bool)>,
+    /// Attached vregions: (address, frames, writable, region).
+    attachments: Vec<(u64, Vec<u64>, bool, ResId)>,
+    /// Let it run on the new core (it was running, not stopped by a compute).
+    run: bool,
+    /// It asked to move itself: its frame is its MIGRATE call, whose result is the new pid.
+    itself: bool,
+}
+
+/// How long [`migrate`] keeps asking a process that is inside a system call to stop.
+const STOP_PATIENCE_NS: u64 = 1_000_000_000;
+
+/// MIGRATE: move process `pid` (`Pid(0)`: the caller) to core `core`; returns its new pid.
+/// Any core may ask, for a process of any core.
+pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
+    if !rpcc::reachable(core) {
+        return Err(Error::NoSuchCore);
+    }
+    let me = super::running_pid();
+    let (pid, itself) = match pid {
+        Pid(0) => (me.ok_or(Error::NoSuchProcess)?, true),
+        p => (p, Some(p) == me),
+    };
+    if pid.core() == core {
+        return Err(Error::InvalidArgument);
+    }
+    if itself {
+        let snapshot = describe_self()?;
+        let new = on(core, Op::MigrateIn(snapshot), |op| match op {
+            Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
+            _ => Err(Error::Unknown),
+        })?;
+        let Out::Pid(new) = new else {
+            return Err(Error::Unknown);
+        };
+        super::exit_current(migrated(new));
+    }
+    // Step 1, patiently: a process inside a system call stops on its way out.
+    let deadline = crate::time::now_ns() + STOP_PATIENCE_NS;
+    let snapshot = loop {
+        match on(pid.core(), Op::MigrateOut(pid), |op| match op {
+            Op::MigrateOut(p) => take_out(*p).map(Out::Snapshot),
+            _ => Err(Error::Unknown),
+        }) {
+            Ok(Out::Snapshot(s)) => break s,
+            Ok(_) => return Err(Error::Unknown),
+            Err(Error::Busy) if crate::time::now_ns() < deadline => {
+                sched::sleep_ns(1_000_000_000 / crate::time::HZ);
+            }
+            Err(e) => {
+                let _ = on(pid.core(), Op::MigrateAbort(pid), |_| {
+                    abort(pid).map(|()| Out::Unit)
+                });
+                return Err(e);
+            }
+        }
+    };
+    // Step 2, then 3.
+    match on(core, Op::MigrateIn(snapshot), |op| match op {
+        Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
+        _ => Err(Error::Unknown),
+    }) {
+        Ok(Out::Pid(new)) => {
+            on(pid.core(), Op::MigrateCommit { pid, new }, |_| {
+                commit(pid, new).map(|()| Out::Unit)
+            })?;
+            Ok(new)
+        }
+        other => {
+            let _ = on(pid.core(), Op::MigrateAbort(pid), |_| {
+                abort(pid).map(|()| Out::Unit)
+            });
+            match other {
+                Err(e) => Err(e),
+                _ => Err(Error::Unknown),
+            }
+        }
+    }
+}
+
+/// Do `op` on `core`: here with `local`, elsewhere through RPCC.
+fn on(core: usize, op: Op, local: impl FnOnce(&Op) -> Result<Out, Error>) -> Result<Out, Error> {
+    if core == current_core() {
+        local(&op)
+    } else {
+        rpcc::call(core, op)
+    }
+}
+
+fn migrated(new: Pid) -> WaitStatus {
+    WaitStatus {
+        how: abi::ENDED_MIGRATED,
+        code: new.0,
+        ..WaitStatus::default()
+    }
+}
+
+/// May the flow's process move `p`? Itself, its descendants; the kernel any.
+fn may_move(s: &sched::Sched, p: &Process) -> Result<(), Error> {
+    let Some(me) = crate::res::flow_pid() else {
+        return Ok(());
+    };
+    let mut at = p.pid;
+    for _ in 0..1024 {
+        if at == me {
+            return Ok(());
+        }
+        match (at.core() == current_core())
+            .then(|| s.processes.get(&at.serial()))
+            .flatten()
+        {
+            Some(q) => at = q.parent,
+            None => return Err(Error::Denied),
+        }
+    }
+    Err(Error::Denied)
+}
+
+fn has_children(s: &sched::Sched, p: &Process) -> bool {
+    !p.remote_children.is_empty()
+        || s.processes
+            .values()
+            .any(|c| c.parent == p.pid && c.ended.is_none())
+}
+
+/// Describe `p` whose user state is in the frame at the top of thread `t`'s stack.
+fn describe(
+    s: &sched::Sched,
+    p: &Process,
+    run: bool,
+    itself: bool,
+) -> Result<Box<Snapshot>, Error> {
+    let vs = p.vspace.as_ref().ok_or(Error::NoSuchProcess)?;
+    let top = s.kstack_top(p.thread).ok_or(Error::NoSuchProcess)?;
+    // SAFETY: the thread is not running in user mode: it is stopped or ready (its frame and
+    // FPU image were saved on entry), or it is the caller, inside its MIGRATE call.
+    let (frame, fx) = unsafe { context::saved_user_state(top) };
+    let attachments = vs
+        .attachments()
+        .iter()
+        .map(|&(at, pages, region)| {
+            let frames: Vec<u64> = (0..pages)
+                .filter_map(|i| {
+                    crate::arch::x86_64::paging::translate(vs.root(), at + i * 4096)
+                        .map(|t| t.paddr)
+                })
+                .collect();
+            let writable =
+                crate::arch::x86_64::paging::translate(vs.root(), at).is_some_and(|t| t.writable);
+            (at, frames, writable, region)
+        })
+        .collect();
+    Ok(Box::new(Snapshot {
+        old: p.pid,
+        name: p.name.clone(),
+        priority: p.priority,
+        parent: p.parent,
+        user: p.user,
+        heap_end: p.heap_end,
+        frame,
+        fx,
+        pages: vs.own_pages(),
+        attachments,
+        run,
+        itself,
+    }))
+}
+
+fn describe_self() -> Result<Box<Snapshot>, Error> {
+    sched::with(|s| {
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get(&serial).ok_or(Error::NoSuchProcess)?;
+        if has_children(s, p) {
+            return Err(Error::Busy);
+        }
+        describe(s, p, true, true)
+    })
+}
+
+/// Step 1 (on the process's core): stop process `pid` and describe it. `Busy` while it is
+/// still on its way to stopping.
+pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
+    if pid.core() != current_core() {
+        return Err(Error::NoSuchProcess);
+    }
+    sched::with(|s| {
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        if p.ended.is_some() {
+            return Err(Error::NoSuchProcess);
+        }
+        may_move(s, p)?;
+        if p.moving || has_children(s, p) {
+            return Err(Error::Busy);
+        }
+        let t = p.thread;
+        let run = match s.state_of(t) {
+            Some(sched::ThreadState::Ready) => {
+                s.stop_thread(t);
+                true
+            }
+            Some(sched::ThreadState::Stopped) => p.stop_for_move,
+            Some(_) => {
+                // Running (another core's agent cannot see that, but be safe) or inside a
+                // system call: it stops on its way back to user mode.
+                s.stop_thread(t);
+                if let Some(p) = s.processes.get_mut(&pid.serial()) {
+                    p.stop_for_move = true;
+                }
+                return Err(Error::Busy);
+            }
+            None => return Err(Error::NoSuchProcess),
+        };
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        let snapshot = describe(s, p, run, false)?;
+        if let Some(p) = s.processes.get_mut(&pid.serial()) {
+            p.moving = true;
+            p.stop_for_move = run;
+        }
+        Ok(snapshot)
+    })
+}
+
+/// Step 2 (on the destination): rebuild the process; returns its new pid.
+pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
+    let mut vs = super::vspace::VSpace::new()?;
+    for &(at, frame, writable, executable) in &snapshot.pages {
+        vs.map_copy(at, frame, writable, executable)?;
+    }
+    for (at, frames, writable, region) in &snapshot.attachments {
+        vs.attach(*at, frames, *writable, *region)?;
+    }
+    let mut frame = snapshot.frame;
+    let who = Newborn {
+        name: snapshot.name.clone(),
+        priority: snapshot.priority,
+        parent: snapshot.parent,
+        user: snapshot.user,
+        heap_end: snapshot.heap_end,
+    };
+    // The new pid is known only once installed: install stopped, patch, then start.
+    let pid = super::install(who, vs, &frame, Some(&snapshot.fx), false)?;
+    if snapshot.itself {
+        frame.rax = 0;
+        frame.rdx = pid.0;
+        sched::with(|s| {
+            let t = s.processes.get(&pid.serial()).map(|p| p.thread);
+            if let Some(f) = t.and_then(|t| s.fresh_frame(t)) {
+                // SAFETY: the frame of a thread that has never run, on its own stack.
+                unsafe { *f = frame };
+            }
+        });
+    }
+    if snapshot.parent == Pid(0) {
+        // A boot program is counted on the core it lives on.
+        crate::percore::this()
+            .stats
+            .boot_programs
+            .fetch_add(1, Ordering::Relaxed);
+    }
+    if snapshot.run {
+        super::start(pid, 1)?;
+    }
+    log::debug!("migrated {} to {pid}", snapshot.old);
+    Ok(pid)
+}
+
+/// Step 3 (on the old core): the old process ends, its status naming the new pid.
+pub fn commit(pid: Pid, new: Pid) -> Result<(), Error> {
+    sched::with(|s| {
+        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        if !p.moving {
+            return Err(Error::InvalidArgument);
+        }
+        if let Some(thread) = super::end_process(s, pid.serial(), migrated(new)) {
+            s.remove_thread(thread);
+        }
+        Ok(())
+    })
+}
+
+/// The move failed or was given up: the process runs on (if it ran before).
+pub fn abort(pid: Pid) -> Result<(), Error> {
+    let restart = sched::with(|s| {
+        let p = s
+            .processes
+            .get_mut(&pid.serial())
+            .ok_or(Error::NoSuchProcess)?;
+        let (run, t) = (p.stop_for_move, p.thread);
+        p.moving = false;
+        p.stop_for_move = false;
+        if run {
+            s.cancel_stop(t);
+        }
+        Ok(run && s.state_of(t) == Some(sched::ThreadState::Stopped))
+    })?;
+    if restart {
+        super::start(pid, 1)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! Resources: the resource interface controller (RIC) and capability control (RCC) of
+//! Multicore Tender (P4), location-transparent.
+//!
+//! The five operations (`open`, `close`, `read`, `write`, `control`) and `info`/`list` take
+//! a name or id of a resource of *any* core. One of this core's goes to [`local`], which
+//! owns this core's table; one of another core's is carried there by the inter-core RPCC
+//! (`rpcc::call`), where an agent runs the same `local` function under the caller's flow.
+//! The caller cannot tell the difference except by the time it takes.
+//!
+//! Flows (RCC): every kernel entry starts a new *flow* ([`begin_flow`]): a flow id and the
+//! user it acts for, taken from the calling process. Every operation checks the flow's user
+//! against the resource's rights (unless `rcc=off`). A request to another core carries the
+//! flow id, the requester's core, user, pid and priority ([`flow_info`]); the agent that
+//! performs it adopts that flow for the duration of its work ([`adopt_flow`]) and drops it
+//! after ([`end_remote_flow`]).
+
+pub mod local;
+
+use crate::percore::{self, current_core};
+use crate::rpcc::{self, FlowInfo, Op, Out};
+use abi::res::{ResId, ResInfo, ResName, Rights, UserId};
+use abi::{Error, Pid, Priority};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+pub use local::ResTable;
+
+/// What READ produced: bytes for the caller's buffer, or just a value.
+#[derive(Debug)]
+pub enum ReadOut {
+    Bytes(Vec<u8>),
+    Value(u64),
+}
+
+// ---- flows and the RCC switch ------------------------------------------------------------
+
+static RCC_ON: AtomicBool = AtomicBool::new(true);
+
+/// Turn the rights checks on or off (boot option `rcc=off`).
+pub fn set_rcc(on: bool) {
+    RCC_ON.store(on, Ordering::Relaxed);
+}
+
+/// Are rights being checked?
+pub fn rcc_on() -> bool {
+    RCC_ON.load(Ordering::Relaxed)
+}
+
+/// The current flow on each core: id and user (Tender's flowid -> user association), and,
+/// while an RPCC agent works, the remote requester it acts for.
+pub struct Flow {
+    id: AtomicU64,
+    user: AtomicU32,
+    remote: AtomicBool,
+    remote_id: AtomicU64,
+    remote_pid: AtomicU64,
+    remote_priority: AtomicU32,
+}
+
+impl Flow {
+    pub const fn new() -> Self {
+        Flow {
+            id: AtomicU64::new(0),
+            user: AtomicU32::new(0),
+            remote: AtomicBool::new(false),
+            remote_id: AtomicU64::new(0),
+            remote_pid: AtomicU64::new(0),
+            remote_priority: AtomicU32::new(Priority::App as u32),
+        }
+    }
+}
+
+/// A kernel entry begins: a new flow, acting for `user` for the whole kernel activity.
+pub fn begin_flow(user: UserId) -> u64 {
+    let f = &percore::this().flow;
+    f.user.store(user.0, Ordering::Relaxed);
+    f.id.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+/// The user of the current flow (the kernel's own flows act as the kernel).
+pub fn flow_user() -> UserId {
+    UserId(percore::this().flow.user.load(Ordering::Relaxed))
+}
+
+/// The process the current flow acts for: the caller, or the remote requester.
+pub fn flow_pid() -> Option<Pid> {
+    let f = &percore::this().flow;
+    if f.remote.load(Ordering::Relaxed) {
+        Some(Pid(f.remote_pid.load(Ordering::Relaxed))).filter(|p| p.0 != 0)
+    } else {
+        crate::proc::running_pid()
+    }
+}
+
+/// The priority of the process the current flow acts for (applications for the kernel).
+pub fn flow_priority() -> Priority {
+    let f = &percore::this().flow;
+    if f.remote.load(Ordering::Relaxed) {
+        Priority::from_u64(u64::from(f.remote_priority.load(Ordering::Relaxed)))
+            .unwrap_or(Priority::App)
+    } else {
+        crate::proc::running_priority()
+    }
+}
+
+/// A context resumed inside its kernel activity: the flow acts for its user again (an
+/// agent that slept puts its requester's flow back itself: `rpcc::call`).
+pub fn resume_flow(user: UserId) {
+    let f = &percore::this().flow;
+    f.remote.store(false, Ordering::Relaxed);
+    f.user.store(user.0, Ordering::Relaxed);
+}
+
+/// End the flow: what the kernel does next on its own acts as the kernel.
+pub fn end_flow() {
+    percore::this()
+        .flow
+        .user
+        .store(UserId::KERNEL.0, Ordering::Relaxed);
+}
+
+/// What a request to another core carries about the current flow.
+pub fn flow_info() -> FlowInfo {
+    let f = &percore::this().flow;
+    let id = if f.remote.load(Ordering::Relaxed) {
+        f.remote_id.load(Ordering::Relaxed)
+    } else {
+        f.id.load(Ordering::Relaxed)
+    };
+    FlowInfo {
+        id,
+        machine: 0,
+        core: current_core() as u16,
+        user: flow_user(),
+        pid: flow_pid(),
+        priority: flow_priority(),
+    }
+}
+
+/// An RPCC agent starts work on a request: act for its requester (P4: the flow id -> user
+/// association is registered on the owner core for the duration of the agent's work).
+pub fn adopt_flow(info: &FlowInfo) {
+    let f = &percore::this().flow;
+    f.user.store(info.user.0, Ordering::Relaxed);
+    f.remote_id.store(info.id, Ordering::Relaxed);
+    f.remote_pid
+        .store(info.pid.map_or(0, |p| p.0), Ordering::Relaxed);
+    f.remote_priority
+        .store(info.priority as u32, Ordering::Relaxed);
+    f.remote.store(true, Ordering::Relaxed);
+}
+
+/// The agent is done: the association is dropped.
+pub fn end_remote_flow() {
+    percore::this().flow.remote.store(false, Ordering::Relaxed);
+    end_flow();
+}
+
+/// The flow of the running context, to put back after it slept (an RPCC wait).
+pub struct SavedFlow {
+    info: FlowInfo,
+    remote: bool,
+}
+
+pub fn save_flow() -> SavedFlow {
+    SavedFlow {
+        info: flow_info(),
+        remote: percore::this().flow.remote.load(Ordering::Relaxed),
+    }
+}
+
+pub fn restore_flow(saved: &SavedFlow) {
+    if saved.remote {
+        adopt_flow(&saved.info);
+    } else {
+        resume_flow(saved.info.user);
+    }
+}
+
+// ---- routing: this core's table or RPCC --------------------------------------------------
+
+/// The core that owns `id`: `None` for this one.
+fn route(id: ResId) -> Result<Option<usize>, Error> {
+    if id.machine() != 0 || id.core() >= crate::smp::cores_planned() {
+        return Err(Error::NoSuchResource);
+    }
+    Ok((id.core() != current_core()).then_some(id.core()))
+}
+
+/// OPEN: create the resource `name` names, on the core it names, with `args`
+/// (docs/resources.md) and `rights`.
+pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
+    let parsed = ResName::parse(name).map_err(|_| Error::BadName)?;
+    let core = parsed.core(current_core());
+    if core >= crate::smp::cores_planned() {
+        return Err(Error::BadName);
+    }
+    if core == current_core() {
+        return local::open(name, args, rights).map(|(id, _)| id);
+    }
+    let op = Op::ResOpen {
+        name: String::from(name),
+        args: args.to_vec(),
+        rights,
+    };
+    match rpcc::call(core, op)? {
+        Out::Opened(id, pid) => {
+            // A process made for us on another core is our child there.
+            if let Some(pid) = pid {
+                crate::proc::note_remote_child(pid);
+            }
+            Ok(id)
+        }
+        _ => Err(Error::Unknown),
+    }
+}
+
+/// CLOSE: delete the resource.
+pub fn close(id: ResId) -> Result<(), Error> {
+    match route(id)? {
+        None => local::close(id),
+        Some(core) => rpcc::call(core, Op::ResClose(id)).map(drop),
+    }
+}
+
+/// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
+pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
+    match route(id)? {
+        None => local::read(id, len, arg),
+        Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg })? {
+            Out::Value(v) => Ok(ReadOut::Value(v)),
+            Out::Bytes(b) => Ok(ReadOut::Bytes(b)),
+            _ => Err(Error::Unknown),
+        },
+    }
+}
+
+/// WRITE (docs/resources.md).
+pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
+    match route(id)? {
+        None => local::write(id, data, arg),
+        Some(core) => {
+            let op = Op::ResWrite {
+                id,
+                data: data.to_vec(),
+                arg,
+            };
+            rpcc::call(core, op)?.value()
+        }
+    }
+}
+
+/// CONTROL (docs/resources.md).
+pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
+    match route(id)? {
+        None => local::control(id, cmd, a, b),
+        Some(core) => rpcc::call(core, Op::ResControl { id, cmd, a, b })?.value(),
+    }
+}
+
+/// RES_INFO: one resource's record (no right needed: knowing the id is enough to see it).
+pub fn info(id: ResId) -> Result<ResInfo, Error> {
+    match route(id)? {
+        None => local::info(id),
+        Some(core) => match rpcc::call(core, Op::ResInfo(id))? {
+            Out::Infos(mut v) if v.len() == 1 => Ok(v.remove(0)),
+            _ => Err(Error::Unknown),
+        },
+    }
+}
+
+/// RES_LIST: the resources of core `core`.
+pub fn list(core: usize) -> Result<Vec<ResInfo>, Error> {
+    if core >= crate::smp::cores_planned() {
+        return Err(Error::InvalidArgument);
+    }
+    if core == current_core() {
+        return Ok(local::list());
+    }
+    match rpcc::call(core, Op::ResList)? {
+        Out::Infos(v) => Ok(v),
+        _ => Err(Error::Unknown),
+    }
+}
+
+/// Vregions (of any core) no longer attached where they were: tell their owners.
+pub fn note_detached(regions: impl Iterator<Item = ResId>) {
+    let me = current_core();
+    let (mine, theirs): (Vec<ResId>, Vec<ResId>) = regions.partition(|r| r.core() == me);
+    local::note_detached(mine.into_iter());
+    for r in theirs {
+        if r.machine() == 0 && rpcc::reachable(r.core()) {
+            rpcc::notice(r.core(), Op::RegionDetached(r));
+        }
+    }
+}

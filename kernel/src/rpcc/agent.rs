@@ -1,0 +1,183 @@
+//! RPCC daemons and agents: who performs a request on the core that owns its target
+//! (P4 Figure 2).
+//!
+//! Every core has one [`Daemon`] per source core. When a request from core `src` arrives,
+//! `src`'s daemon queues it and makes sure an *agent* will take it: it wakes an agent kept
+//! asleep for reuse, or creates one if none of its agents is awake. An agent is a kernel
+//! thread (driver priority, so it runs before any program): it takes the flow of the
+//! request (the requester's flow id and user, and so its rights: RCC through RPCC), performs
+//! the operation with the same code a local call uses, writes the result into the request
+//! record, sends the reply and drops the flow again, so the flow -> user association exists
+//! on this core only while the agent works.
+//!
+//! Agent reuse (`rpcc.agents=N`, P4's first addition): an agent performs at most N requests
+//! and is then destroyed (its kernel stack freed); the next request creates a new one.
+//! With `unlimited` an agent, once created, sleeps between requests and is reused forever.
+//! Creating an agent costs a kernel stack and a thread: P4's Figures 4 and 5 measure what
+//! reuse saves.
+
+use super::{ops, Request};
+use crate::percore;
+use crate::proc::sched;
+use abi::Priority;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::sync::atomic::Ordering;
+
+/// One daemon: the requests from one source core, and the agents that serve them.
+pub struct Daemon {
+    src: usize,
+    /// Requests accepted and not yet taken by an agent: (tag, request record address).
+    queue: VecDeque<(u64, u64)>,
+    /// Agents asleep, waiting for a request (reuse).
+    sleeping: Vec<u32>,
+    /// Agents that exist and are not asleep (running, ready, or about to take a request).
+    awake: u32,
+}
+
+impl Daemon {
+    pub fn new(src: usize) -> Self {
+        Daemon {
+            src,
+            queue: VecDeque::new(),
+            sleeping: Vec::new(),
+            awake: 0,
+        }
+    }
+}
+
+/// What the daemon decided for an arriving request.
+enum Then {
+    Nothing,
+    Wake(u32),
+    Create,
+}
+
+/// A request from core `src` arrived (tag, record address): queue it and see that an agent
+/// takes it.
+pub fn accept(src: usize, tag: u64, request: u64) {
+    let then = super::with_state(|s| {
+        let d = &mut s.daemons[src];
+        d.queue.push_back((tag, request));
+        if d.awake > 0 {
+            Then::Nothing
+        } else if let Some(agent) = d.sleeping.pop() {
+            d.awake += 1;
+            Then::Wake(agent)
+        } else {
+            d.awake += 1;
+            Then::Create
+        }
+    });
+    match then {
+        Then::Nothing => {}
+        Then::Wake(agent) => sched::with(|s| s.wake(agent)),
+        Then::Create => create_agent(src),
+    }
+}
+
+fn create_agent(src: usize) {
+    let stats = &percore::this().rpcc.stats;
+    match sched::with(|s| s.add_kernel_thread(agent_main, src as u64, Priority::Driver)) {
+        Some(_) => {
+            stats.agents_created.fetch_add(1, Ordering::Relaxed);
+            stats.agents_live.fetch_add(1, Ordering::Relaxed);
+        }
+        None => {
+            // No memory for a kernel stack: the request stays queued; the next arrival or
+            // tick tries again (see `retry_stalled`).
+            log::warn!("rpcc: no memory for an agent; request from core {src} waits");
+            super::with_state(|s| s.daemons[src].awake -= 1);
+        }
+    }
+}
+
+/// Daemons with queued requests and no agent awake (agent creation failed for lack of
+/// memory): try again. Called at every tick.
+pub fn retry_stalled() {
+    let stalled: Vec<usize> = super::with_state(|s| {
+        s.daemons
+            .iter_mut()
+            .filter(|d| d.awake == 0 && !d.queue.is_empty())
+            .map(|d| {
+                d.awake += 1;
+                d.src
+            })
+            .collect()
+    });
+    for src in stalled {
+        create_agent(src);
+    }
+}
+
+/// An agent's life: take requests from its daemon's queue and perform them; sleep when
+/// there are none; end after `rpcc.agents` requests.
+extern "C" fn agent_main(src: u64) -> ! {
+    let src = src as usize;
+    let stats = &percore::this().rpcc.stats;
+    let limit = super::agent_limit();
+    let me = sched::with(|s| s.current_thread()).expect("an agent is a thread");
+    let mut performed: u32 = 0;
+    loop {
+        let job = super::with_state(|s| {
+            let d = &mut s.daemons[src];
+            let job = d.queue.pop_front();
+            if job.is_none() {
+                d.awake -= 1;
+                d.sleeping.push(me);
+            }
+            job
+        });
+        let Some((tag, request)) = job else {
+            sched::block(sched::Block::Agent);
+            continue;
+        };
+        if performed > 0 {
+            stats.reuse_hits.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: the requester keeps the record alive in its outstanding table until our
+        // reply arrives, and touches it only after that (release/acquire via the rings).
+        let request: &Request = unsafe { &*(request as *const Request) };
+        perform(request);
+        super::reply(src, tag);
+        performed += 1;
+        stats.served.fetch_add(1, Ordering::Relaxed);
+        if limit.is_some_and(|l| performed >= l) {
+            break;
+        }
+    }
+    // Used up: go, and leave a successor if requests are still queued.
+    let successor = super::with_state(|s| {
+        let d = &mut s.daemons[src];
+        if d.queue.is_empty() {
+            d.awake -= 1;
+            false
+        } else {
+            // Our "awake" count passes to the successor.
+            true
+        }
+    });
+    stats.agents_live.fetch_sub(1, Ordering::Relaxed);
+    stats.agents_destroyed.fetch_add(1, Ordering::Relaxed);
+    if successor {
+        create_agent(src);
+    }
+    sched::exit_current()
+}
+
+/// Perform one request under its requester's flow.
+fn perform(request: &Request) {
+    let flow = &request.flow;
+    log::trace!(
+        "rpcc: agent on core {} performs flow {} of machine {} core {} (user {})",
+        crate::percore::current_core(),
+        flow.id,
+        flow.machine,
+        flow.core,
+        flow.user.0
+    );
+    crate::res::adopt_flow(flow);
+    let result = ops::perform(&request.op);
+    crate::res::end_remote_flow();
+    request.set_reply(result);
+}

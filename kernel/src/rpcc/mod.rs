@@ -1,0 +1,545 @@
+//! Inter-core RPCC: how one core asks another to do work on its resources (P4, Multicore
+//! Tender's RPCC between per-core kernels).
+//!
+//! Musubi's cores share no kernel tables. When a system call on core A names a resource,
+//! process or core that belongs to core B, A's kernel does not reach into B's tables: it
+//! sends B a *request* and the calling thread sleeps until the *reply* arrives. On B, the
+//! RPCC *daemon* for source core A ([`agent::Daemon`], one per source core on every core,
+//! P4 Figure 2) takes the request from its ring and hands it to an *agent*, a kernel thread
+//! of B that performs the operation exactly as a local call on B would, with the
+//! requester's flow id and user (RCC through RPCC, P4 section 3.2), then sends the reply.
+//!
+//! # Transport
+//! One `urpc` ring per ordered pair of cores (`libs/urpc`: 64-byte slots, the receiver polls
+//! one cache line, no shared head or tail). A message is small ([`Msg`]): its kind, a tag,
+//! and for a request the address of the [`Request`] record, which stays in the requester's
+//! kernel heap and is shared through the direct map (P4: "copy into shared kernel data").
+//! The requester keeps the record in its table of outstanding requests until the reply
+//! comes, so a requester killed while waiting leaves nothing dangling: the reply finds the
+//! record, sees that nobody waits, and frees it.
+//!
+//! A full ring never drops or overwrites a message: the message waits in the sender's
+//! per-destination *outbox* (its requester keeps sleeping: back-pressure) and is sent, in
+//! order, when the receiver has made room.
+//!
+//! # Notification (`rpcc.notify=`)
+//! - `ipi`: an IPI for every message, as in P4.
+//! - `poll`: no IPI; an idle core spins looking at its rings, a busy one looks at every
+//!   timer tick.
+//! - `hybrid` (default): an idle core spins looking at its rings for [`HYBRID_SPIN_NS`]
+//!   before it halts; a sender sends an IPI only if the receiver is not spinning.
+//!
+//! Every core also looks at its rings at every tick, so no message waits forever.
+
+pub mod agent;
+pub mod ops;
+
+use crate::percore::{self, current_core, CoreCell};
+use crate::proc::sched;
+use crate::{smp, time};
+use abi::{Error, MAX_CORES};
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::vec::Vec;
+use core::cell::UnsafeCell;
+use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+pub use ops::{Op, Out};
+
+/// Slots in each ring (a power of two).
+pub const RING_SLOTS: usize = 16;
+/// How long an idle core keeps looking at its rings before halting (hybrid mode).
+pub const HYBRID_SPIN_NS: u64 = 50_000;
+
+type Ring = urpc::Ring<RING_SLOTS, Msg>;
+type Sender = urpc::Sender<'static, RING_SLOTS, Msg>;
+type Receiver = urpc::Receiver<'static, RING_SLOTS, Msg>;
+
+/// What travels in a ring slot.
+#[derive(Clone, Copy, Debug)]
+#[repr(C)]
+pub struct Msg {
+    kind: u64,
+    /// The requester's number for the request (unique per requester core).
+    tag: u64,
+    /// For a request: the address of its [`Request`] record.
+    request: u64,
+}
+
+const KIND_REQUEST: u64 = 1;
+const KIND_REPLY: u64 = 2;
+
+/// Who is asking: what travels with a request so the owner can check rights (P4 3.2).
+#[derive(Clone, Copy, Debug)]
+pub struct FlowInfo {
+    /// The requester's flow id.
+    pub id: u64,
+    pub machine: u16,
+    pub core: u16,
+    pub user: abi::res::UserId,
+    /// The requesting process, if a process asked.
+    pub pid: Option<abi::Pid>,
+    pub priority: abi::Priority,
+}
+
+/// A request record: written by the requester, performed by an agent on the owner core,
+/// which writes the reply into it.
+pub struct Request {
+    pub op: Op,
+    pub flow: FlowInfo,
+    reply: UnsafeCell<Option<Result<Out, Error>>>,
+}
+
+// SAFETY: a request is touched by one core at a time: the requester until it sends the
+// message, the agent until it sends the reply, the requester again after the reply; each
+// hand-over is a release/acquire pair in the ring.
+unsafe impl Sync for Request {}
+unsafe impl Send for Request {}
+
+impl Request {
+    /// The agent's answer (on the owner core, before the reply message is sent).
+    pub fn set_reply(&self, r: Result<Out, Error>) {
+        // SAFETY: only the agent performing this request touches it now (see above).
+        unsafe { *self.reply.get() = Some(r) };
+    }
+}
+
+/// Who waits for an outstanding request.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Waiter {
+    /// A thread, sleeping in `Block::Rpcc(tag)`.
+    Thread(u32),
+    /// The idle context (kernel tests), polling.
+    Idle,
+    /// Nobody: a notice whose answer is not needed.
+    Nobody,
+}
+
+struct Outstanding {
+    request: Box<Request>,
+    waiter: Waiter,
+    done: bool,
+}
+
+/// One core's RPCC state: touched by that core only.
+pub struct State {
+    senders: Vec<Option<Sender>>,
+    receivers: Vec<Option<Receiver>>,
+    /// Messages waiting for room in their ring, per destination.
+    outbox: Vec<VecDeque<Msg>>,
+    outstanding: BTreeMap<u64, Outstanding>,
+    next_tag: u64,
+    pub daemons: Vec<agent::Daemon>,
+    /// When this core last handled a message (hybrid spinning).
+    last_activity: u64,
+}
+
+impl State {
+    pub const fn new() -> Self {
+        State {
+            senders: Vec::new(),
+            receivers: Vec::new(),
+            outbox: Vec::new(),
+            outstanding: BTreeMap::new(),
+            next_tag: 1,
+            daemons: Vec::new(),
+            last_activity: 0,
+        }
+    }
+}
+
+/// What other cores may see of a core's RPCC: its inbox rings and its counters.
+pub struct CoreRpcc {
+    /// Ring from each source core to this one (allocated by this core at start-up).
+    inbox: [AtomicPtr<Ring>; MAX_CORES],
+    /// This core is spinning on its rings (hybrid mode: no IPI needed).
+    polling: AtomicBool,
+    pub state: CoreCell<State>,
+    pub stats: Stats,
+}
+
+/// Counters (published with relaxed atomics; read by `RPCC_STATS` on any core).
+pub struct Stats {
+    pub agents_live: AtomicU32,
+    pub agents_created: AtomicU64,
+    pub agents_destroyed: AtomicU64,
+    pub reuse_hits: AtomicU64,
+    pub served: AtomicU64,
+    pub ring_full: AtomicU64,
+    pub ipis_sent: AtomicU64,
+    pub outstanding: AtomicU64,
+    pub sent_to: [AtomicU64; MAX_CORES],
+}
+
+impl CoreRpcc {
+    pub const fn new() -> Self {
+        CoreRpcc {
+            inbox: [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CORES],
+            polling: AtomicBool::new(false),
+            state: CoreCell::new(State::new()),
+            stats: Stats {
+                agents_live: AtomicU32::new(0),
+                agents_created: AtomicU64::new(0),
+                agents_destroyed: AtomicU64::new(0),
+                reuse_hits: AtomicU64::new(0),
+                served: AtomicU64::new(0),
+                ring_full: AtomicU64::new(0),
+                ipis_sent: AtomicU64::new(0),
+                outstanding: AtomicU64::new(0),
+                sent_to: [const { AtomicU64::new(0) }; MAX_CORES],
+            },
+        }
+    }
+}
+
+// ---- configuration -------------------------------------------------------------------------
+
+static NOTIFY: AtomicU32 = AtomicU32::new(abi::RPCC_NOTIFY_HYBRID);
+/// Requests per agent before it is destroyed; 0: unlimited.
+static AGENT_LIMIT: AtomicU32 = AtomicU32::new(0);
+
+/// Apply the boot options (bootstrap core, before other cores start).
+pub fn configure(notify: bootargs::Notify, agents: Option<u32>) {
+    let mode = match notify {
+        bootargs::Notify::Ipi => abi::RPCC_NOTIFY_IPI,
+        bootargs::Notify::Poll => abi::RPCC_NOTIFY_POLL,
+        bootargs::Notify::Hybrid => abi::RPCC_NOTIFY_HYBRID,
+    };
+    NOTIFY.store(mode, Ordering::Relaxed);
+    AGENT_LIMIT.store(agents.unwrap_or(0), Ordering::Relaxed);
+}
+
+pub fn notify_mode() -> u32 {
+    NOTIFY.load(Ordering::Relaxed)
+}
+
+/// Requests per agent (`None`: unlimited).
+pub fn agent_limit() -> Option<u32> {
+    match AGENT_LIMIT.load(Ordering::Relaxed) {
+        0 => None,
+        n => Some(n),
+    }
+}
+
+fn me() -> &'static CoreRpcc {
+    &percore::this().rpcc
+}
+
+fn with_state<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    me().state.with(f)
+}
+
+// ---- start-up ------------------------------------------------------------------------------
+
+/// This core's inbox: one ring from every other planned core (before it goes online).
+pub fn init_this_core() {
+    let n = smp::cores_planned();
+    let this = current_core();
+    with_state(|s| {
+        s.senders = (0..n).map(|_| None).collect();
+        s.receivers = (0..n).map(|_| None).collect();
+        s.outbox = (0..n).map(|_| VecDeque::new()).collect();
+        s.daemons = (0..n).map(agent::Daemon::new).collect();
+        for src in (0..n).filter(|&c| c != this) {
+            let ring: &'static Ring = Box::leak(Box::new(Ring::new()));
+            s.receivers[src] = ring.take_receiver();
+            me().inbox[src].store(ring as *const Ring as *mut Ring, Ordering::Release);
+        }
+    });
+}
+
+// ---- sending -------------------------------------------------------------------------------
+
+/// Put `msg` in the ring to `dst` (or behind the messages already waiting for room), then
+/// notify `dst`.
+fn send(s: &mut State, dst: usize, msg: Msg) {
+    if s.senders[dst].is_none() {
+        let ring = percore::of(dst).rpcc.inbox[current_core()].load(Ordering::Acquire);
+        // SAFETY: a published ring is leaked (lives forever) and never moves.
+        s.senders[dst] = unsafe { ring.as_ref() }.and_then(|r| r.take_sender());
+    }
+    me().stats.sent_to[dst].fetch_add(1, Ordering::Relaxed);
+    let sent = match &mut s.senders[dst] {
+        Some(tx) if s.outbox[dst].is_empty() => tx.try_send(msg).is_ok(),
+        _ => false,
+    };
+    if !sent {
+        me().stats.ring_full.fetch_add(1, Ordering::Relaxed);
+        s.outbox[dst].push_back(msg);
+    }
+    notify(dst);
+}
+
+/// Tell `dst` that a message waits, as the notify mode says.
+fn notify(dst: usize) {
+    let ipi = match notify_mode() {
+        abi::RPCC_NOTIFY_IPI => true,
+        abi::RPCC_NOTIFY_POLL => false,
+        _ => {
+            // Pairs with the receiver's fence between clearing `polling` and its last look.
+            fence(Ordering::SeqCst);
+            !percore::of(dst).rpcc.polling.load(Ordering::Relaxed)
+        }
+    };
+    if ipi {
+        me().stats.ipis_sent.fetch_add(1, Ordering::Relaxed);
+        smp::kick(dst);
+    }
+}
+
+/// Send what waits in the outboxes, as far as the rings have room.
+fn flush_outboxes(s: &mut State) {
+    for dst in 0..s.outbox.len() {
+        let mut moved = false;
+        while let (Some(&msg), Some(tx)) = (s.outbox[dst].front(), s.senders[dst].as_mut()) {
+            if tx.try_send(msg).is_err() {
+                break;
+            }
+            s.outbox[dst].pop_front();
+            moved = true;
+        }
+        if moved {
+            notify(dst);
+        }
+    }
+}
+
+fn has_outbox(s: &State) -> bool {
+    s.outbox.iter().any(|q| !q.is_empty())
+}
+
+/// Is `core` a core RPCC can reach?
+pub fn reachable(core: usize) -> bool {
+    core < smp::cores_planned() && smp::is_online(core)
+}
+
+/// Send request `op` to `dst`; returns its tag.
+fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
+    if !reachable(dst) || dst == current_core() {
+        return Err(Error::NoSuchCore);
+    }
+    let flow = crate::res::flow_info();
+    let request = Box::new(Request {
+        op,
+        flow,
+        reply: UnsafeCell::new(None),
+    });
+    let addr = &*request as *const Request as u64;
+    let tag = with_state(|s| {
+        let tag = s.next_tag;
+        s.next_tag += 1;
+        s.outstanding.insert(
+            tag,
+            Outstanding {
+                request,
+                waiter,
+                done: false,
+            },
+        );
+        send(
+            s,
+            dst,
+            Msg {
+                kind: KIND_REQUEST,
+                tag,
+                request: addr,
+            },
+        );
+        tag
+    });
+    me().stats.outstanding.fetch_add(1, Ordering::Relaxed);
+    Ok(tag)
+}
+
+/// Perform `op` on core `dst` and return its result, sleeping until it comes. The caller
+/// sees exactly what the call would have returned on `dst`.
+pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
+    let thread = sched::with(|s| s.current_thread());
+    let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
+    let tag = submit(dst, op, waiter)?;
+    // Other contexts run while we sleep and set their own flows; ours comes back after.
+    let flow = crate::res::save_flow();
+    loop {
+        if let Some(r) = take_done(tag) {
+            crate::res::restore_flow(&flow);
+            return r;
+        }
+        match thread {
+            // No interrupt can come between the look above and the block (the kernel runs
+            // with interrupts masked), so the reply cannot be missed.
+            Some(_) => sched::block(sched::Block::Rpcc(tag)),
+            None => {
+                sched::run_until(u64::MAX / 2, || is_done(tag));
+            }
+        }
+    }
+}
+
+/// Send `op` to `dst` without waiting for (or wanting) its result.
+pub fn notice(dst: usize, op: Op) {
+    if let Err(e) = submit(dst, op, Waiter::Nobody) {
+        log::warn!("rpcc: notice to core {dst} not sent: {e}");
+    }
+}
+
+fn is_done(tag: u64) -> bool {
+    with_state(|s| s.outstanding.get(&tag).is_none_or(|o| o.done))
+}
+
+fn take_done(tag: u64) -> Option<Result<Out, Error>> {
+    let o = with_state(|s| {
+        if s.outstanding.get(&tag)?.done {
+            s.outstanding.remove(&tag)
+        } else {
+            None
+        }
+    })?;
+    me().stats.outstanding.fetch_sub(1, Ordering::Relaxed);
+    // SAFETY: the reply arrived (acquire in the ring), so the agent is done with the record.
+    let reply = unsafe { (*o.request.reply.get()).take() };
+    Some(reply.unwrap_or(Err(Error::Unknown)))
+}
+
+// ---- receiving -----------------------------------------------------------------------------
+
+/// Look at every ring of this core: take replies (waking their waiters) and hand requests
+/// to their daemons. Called from the doorbell IPI, the timer tick and the idle loop.
+/// Returns whether anything arrived.
+pub fn poll() -> bool {
+    let rpcc = me();
+    // Called from places where no borrow is open; a nested call (cannot happen today)
+    // would find the state borrowed, so look first.
+    if rpcc.state.is_borrowed() {
+        return false;
+    }
+    let mut replies: Vec<(u64, Waiter)> = Vec::new();
+    let mut requests: Vec<(usize, u64, u64)> = Vec::new();
+    with_state(|s| {
+        flush_outboxes(s);
+        for src in 0..s.receivers.len() {
+            let Some(rx) = s.receivers[src].as_mut() else {
+                continue;
+            };
+            while let Some(msg) = rx.try_recv() {
+                match msg.kind {
+                    KIND_REPLY => {
+                        if let Some(o) = s.outstanding.get_mut(&msg.tag) {
+                            o.done = true;
+                            replies.push((msg.tag, o.waiter));
+                        }
+                    }
+                    KIND_REQUEST => requests.push((src, msg.tag, msg.request)),
+                    k => log::error!("rpcc: message of unknown kind {k} from core {src}"),
+                }
+            }
+        }
+        if !replies.is_empty() || !requests.is_empty() {
+            s.last_activity = time::now_ns();
+        }
+    });
+    let arrived = !replies.is_empty() || !requests.is_empty();
+    for (tag, waiter) in replies {
+        match waiter {
+            Waiter::Thread(t) => {
+                // Thread ids are never reused: a thread that exists is the requester.
+                let alive = sched::with(|s| {
+                    let alive = s.thread(t).is_some();
+                    if alive {
+                        s.wake(t);
+                    }
+                    alive
+                });
+                if !alive {
+                    // The requester was killed while waiting: nobody will collect.
+                    drop(take_done(tag));
+                }
+            }
+            Waiter::Idle => {}
+            Waiter::Nobody => drop(take_done(tag)),
+        }
+    }
+    for (src, tag, request) in requests {
+        agent::accept(src, tag, request);
+    }
+    arrived
+}
+
+/// Send the reply to request `tag` from core `src` (an agent, after `set_reply`).
+pub(crate) fn reply(src: usize, tag: u64) {
+    with_state(|s| {
+        send(
+            s,
+            src,
+            Msg {
+                kind: KIND_REPLY,
+                tag,
+                request: 0,
+            },
+        )
+    });
+}
+
+/// The idle loop's turn: look at the rings; in poll and hybrid mode keep looking (with
+/// interrupts open now and then) instead of halting, for as long as the mode says.
+/// Returns when the core should look for threads again or may halt.
+pub fn idle_poll() {
+    let mode = notify_mode();
+    let rpcc = me();
+    if poll() {
+        return;
+    }
+    let spin_until = match mode {
+        abi::RPCC_NOTIFY_POLL => u64::MAX,
+        abi::RPCC_NOTIFY_HYBRID => with_state(|s| s.last_activity).saturating_add(HYBRID_SPIN_NS),
+        _ => 0,
+    };
+    let outbox = with_state(|s| has_outbox(s));
+    if time::now_ns() >= spin_until && !outbox {
+        return;
+    }
+    rpcc.polling.store(true, Ordering::Relaxed);
+    loop {
+        if poll() || sched::with(|s| s.has_ready()) {
+            break;
+        }
+        let outbox = with_state(|s| has_outbox(s));
+        if time::now_ns() >= spin_until && !outbox {
+            break;
+        }
+        crate::arch::x86_64::cpu::interrupt_window();
+    }
+    rpcc.polling.store(false, Ordering::Relaxed);
+    // Pairs with the sender's fence: a message sent before it saw `polling` false is seen
+    // by this last look.
+    fence(Ordering::SeqCst);
+    poll();
+}
+
+/// The timer tick: look at the rings (poll mode's only look while user code runs; a safety
+/// net in the others) and retry agents that could not be made.
+pub fn on_tick() {
+    poll();
+    agent::retry_stalled();
+}
+
+/// `RPCC_STATS` record of `core`.
+pub fn info_of(core: usize) -> abi::RpccInfo {
+    let st = &percore::of(core).rpcc.stats;
+    let mut sent_to = [0u64; MAX_CORES];
+    for (i, v) in sent_to.iter_mut().enumerate() {
+        *v = st.sent_to[i].load(Ordering::Relaxed);
+    }
+    abi::RpccInfo {
+        core: core as u32,
+        notify: notify_mode(),
+        agent_limit: AGENT_LIMIT.load(Ordering::Relaxed),
+        agents_live: st.agents_live.load(Ordering::Relaxed),
+        agents_created: st.agents_created.load(Ordering::Relaxed),
+        agents_destroyed: st.agents_destroyed.load(Ordering::Relaxed),
+        reuse_hits: st.reuse_hits.load(Ordering::Relaxed),
+        served: st.served.load(Ordering::Relaxed),
+        ring_full: st.ring_full.load(Ordering::Relaxed),
+        ipis_sent: st.ipis_sent.load(Ordering::Relaxed),
+        outstanding: st.outstanding.load(Ordering::Relaxed),
+        sent_to,
+    }
+}

@@ -1,0 +1,167 @@
+//! What a request asks for, what a reply carries, and how an agent performs it.
+//!
+//! Every operation here is one a system call can need on another core. An agent performs it
+//! by calling the same function a local system call would use (`res::local`, `proc`), on
+//! the core that owns the target, under the requester's flow: so a remote call checks the
+//! same rights and returns the same errors as a local one.
+
+use crate::proc::{self, migrate::Snapshot};
+use crate::res::{self, ReadOut};
+use abi::res::{ResId, ResInfo, Rights};
+use abi::{Error, Pid, Priority, ProcInfo, WaitStatus};
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// A request's operation.
+pub enum Op {
+    // The resource interface (RIC), on the resource's core.
+    ResOpen {
+        name: String,
+        args: Vec<u8>,
+        rights: Rights,
+    },
+    ResClose(ResId),
+    ResRead {
+        id: ResId,
+        len: u64,
+        arg: u64,
+    },
+    ResWrite {
+        id: ResId,
+        data: Vec<u8>,
+        arg: u64,
+    },
+    ResControl {
+        id: ResId,
+        cmd: u64,
+        a: u64,
+        b: u64,
+    },
+    ResInfo(ResId),
+    ResList,
+    /// A vregion is being attached to an address space on the requester's core: check the
+    /// rights, count the attachment, return its frames.
+    RegionAttach {
+        region: ResId,
+        writable: bool,
+    },
+    /// A vregion of this core was detached somewhere (a notice).
+    RegionDetached(ResId),
+    // Processes, on the process's core.
+    Spawn {
+        name: String,
+        args: Vec<String>,
+        priority: Priority,
+    },
+    Kill {
+        pid: Pid,
+        descendants_only: bool,
+    },
+    Processes,
+    /// WAIT for a child on this core: its status if it ended (and forget it).
+    TakeStatus(Pid),
+    /// A child of `parent` (on this core) ended on another core (a notice).
+    ChildEnded(Pid),
+    /// Child `old` of `parent` (on this core) now lives as `new` (a notice).
+    ChildMoved {
+        parent: Pid,
+        old: Pid,
+        new: Pid,
+    },
+    /// Process `0` (of another core) ended: its children here are the kernel's (a notice).
+    Orphaned(Pid),
+    /// Migration, step 1 on the process's core: stop it and describe it.
+    MigrateOut(Pid),
+    /// Step 2 on the destination: rebuild it; returns the new pid.
+    MigrateIn(Box<Snapshot>),
+    /// Step 3 on the old core: the old process ends (status: migrated to the new pid).
+    MigrateCommit {
+        pid: Pid,
+        new: Pid,
+    },
+    /// Step 2 failed: the old process runs on as before.
+    MigrateAbort(Pid),
+}
+
+/// What a reply carries.
+pub enum Out {
+    Unit,
+    Value(u64),
+    /// A resource opened; and the pid if it is a process.
+    Opened(ResId, Option<Pid>),
+    Bytes(Vec<u8>),
+    Infos(Vec<ResInfo>),
+    Procs(Vec<ProcInfo>),
+    Frames(Vec<u64>),
+    Status(Option<WaitStatus>),
+    Pid(Pid),
+    Snapshot(Box<Snapshot>),
+}
+
+impl Out {
+    /// The value of an operation whose reply is a number.
+    pub fn value(self) -> Result<u64, Error> {
+        match self {
+            Out::Value(v) => Ok(v),
+            Out::Unit => Ok(0),
+            _ => Err(Error::Unknown),
+        }
+    }
+}
+
+/// Perform `op` on this core (an agent, under the requester's flow).
+pub fn perform(op: &Op) -> Result<Out, Error> {
+    match op {
+        Op::ResOpen { name, args, rights } => {
+            res::local::open(name, args, *rights).map(|(id, pid)| Out::Opened(id, pid))
+        }
+        Op::ResClose(id) => res::local::close(*id).map(|()| Out::Unit),
+        Op::ResRead { id, len, arg } => res::local::read(*id, *len, *arg).map(|r| match r {
+            ReadOut::Value(v) => Out::Value(v),
+            ReadOut::Bytes(b) => Out::Bytes(b),
+        }),
+        Op::ResWrite { id, data, arg } => res::local::write(*id, data, *arg).map(Out::Value),
+        Op::ResControl { id, cmd, a, b } => res::local::control(*id, *cmd, *a, *b).map(Out::Value),
+        Op::ResInfo(id) => res::local::info(*id).map(|i| Out::Infos(alloc::vec![i])),
+        Op::ResList => Ok(Out::Infos(res::local::list())),
+        Op::RegionAttach { region, writable } => {
+            res::local::region_attach(*region, *writable).map(Out::Frames)
+        }
+        Op::RegionDetached(region) => {
+            res::local::note_detached(core::iter::once(*region));
+            Ok(Out::Unit)
+        }
+        Op::Spawn {
+            name,
+            args,
+            priority,
+        } => {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let parent = res::flow_pid().unwrap_or(proc::TEST_PARENT);
+            proc::spawn(name, &args, *priority, parent).map(Out::Pid)
+        }
+        Op::Kill {
+            pid,
+            descendants_only,
+        } => proc::end_local(*pid, *descendants_only).map(|()| Out::Unit),
+        Op::Processes => Ok(Out::Procs(proc::infos())),
+        Op::TakeStatus(pid) => proc::take_child_status(*pid).map(Out::Status),
+        Op::ChildEnded(parent) => {
+            proc::note_child_ended(*parent);
+            Ok(Out::Unit)
+        }
+        Op::ChildMoved { parent, old, new } => {
+            proc::note_child_moved(*parent, *old, *new);
+            Ok(Out::Unit)
+        }
+        Op::Orphaned(parent) => {
+            proc::note_orphaned(*parent);
+            Ok(Out::Unit)
+        }
+        Op::MigrateOut(pid) => proc::migrate::take_out(*pid).map(Out::Snapshot),
+        Op::MigrateIn(snapshot) => proc::migrate::bring_in(snapshot).map(Out::Pid),
+        Op::MigrateCommit { pid, new } => proc::migrate::commit(*pid, *new).map(|()| Out::Unit),
+        Op::MigrateAbort(pid) => proc::migrate::abort(*pid).map(|()| Out::Unit),
+    }
+}
