@@ -241,19 +241,19 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
         }
         let t = p.thread;
         let run = match s.state_of(t) {
-            Some(sched::ThreadState::Ready) => {
-                s.stop_thread(t);
-                true
-            }
             Some(sched::ThreadState::Stopped) => p.stop_for_move,
             Some(_) => {
-                // Running (another core's agent cannot see that, but be safe) or inside a
-                // system call: it stops on its way back to user mode.
+                // Ready at the user boundary: stopped at once. Inside a system call
+                // (blocked, or woken and not yet out): it stops on its way back to user
+                // mode, and the caller asks again.
                 s.stop_thread(t);
-                if let Some(p) = s.processes.get_mut(&pid.serial()) {
-                    p.stop_for_move = true;
+                if s.state_of(t) != Some(sched::ThreadState::Stopped) {
+                    if let Some(p) = s.processes.get_mut(&pid.serial()) {
+                        p.stop_for_move = true;
+                    }
+                    return Err(Error::Busy);
                 }
-                return Err(Error::Busy);
+                true
             }
             None => return Err(Error::NoSuchProcess),
         };

@@ -70,6 +70,10 @@ pub struct Thread {
     stop_requested: bool,
     /// It has never run (its arguments may still be replaced).
     pub fresh: bool,
+    /// Its whole user state is in the frame at the top of its kernel stack: it has not run
+    /// yet, or it was switched away on its way back to user mode (not in the middle of a
+    /// system call). Only such a thread can be stopped at once or moved to another core.
+    pub user_boundary: bool,
     /// Saved kernel stack pointer while not running.
     rsp: u64,
     kstack: KStack,
@@ -172,6 +176,7 @@ impl Sched {
             slice_ticks: SLICE_TICKS,
             stop_requested: false,
             fresh: true,
+            user_boundary: true,
             rsp,
             kstack,
         };
@@ -244,13 +249,16 @@ impl Sched {
                     .sched_attention
                     .store(true, Ordering::Relaxed);
             }
-            ThreadState::Ready => {
+            ThreadState::Ready if t.user_boundary => {
                 t.state = ThreadState::Stopped;
                 for q in &mut self.ready {
                     q.retain(|&x| x != id);
                 }
             }
-            ThreadState::Blocked(_) => t.stop_requested = true,
+            // Ready inside a system call (it was woken), or blocked in one: it stops once
+            // the call is done, on its way back to user mode (the flag is raised when it
+            // next runs).
+            ThreadState::Ready | ThreadState::Blocked(_) => t.stop_requested = true,
             ThreadState::Stopped => {}
         }
     }
@@ -384,7 +392,10 @@ struct SwitchPlan {
 
 /// Give the core to `next` (a ready thread) or to the idle context; `current_goes` says
 /// what becomes of the running thread. Called with no borrow held.
-fn switch_away(current_goes: Option<ThreadState>) {
+///
+/// `at_boundary`: the running thread is on its way back to user mode (its user state is
+/// complete in its frame), not inside a system call.
+fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
     let plan = with(|s| {
         s.account();
         let me = s.current;
@@ -393,6 +404,7 @@ fn switch_away(current_goes: Option<ThreadState>) {
             (Some(id), Some(state)) => {
                 let t = s.threads.get_mut(&id).expect("current thread exists");
                 t.state = state;
+                t.user_boundary = at_boundary;
                 if state == ThreadState::Ready {
                     s.ready[t.priority as usize].push_back(id);
                 }
@@ -425,6 +437,12 @@ fn switch_away(current_goes: Option<ThreadState>) {
                 let t = s.threads.get_mut(&id).expect("ready thread exists");
                 t.state = ThreadState::Running;
                 t.fresh = false;
+                if t.stop_requested {
+                    // It stops on its way back to user mode.
+                    percore::this()
+                        .sched_attention
+                        .store(true, Ordering::Relaxed);
+                }
                 let p = s.processes.get(&t.process);
                 let root = p
                     .and_then(|p| p.vspace.as_ref())
@@ -510,7 +528,7 @@ pub fn sleep_ns(ns: u64) {
 
 /// Block the running thread for `why` until something wakes it.
 pub fn block(why: Block) {
-    switch_away(Some(ThreadState::Blocked(why)));
+    switch_away(Some(ThreadState::Blocked(why)), false);
 }
 
 /// Let other ready threads of the same or higher priority run.
@@ -523,7 +541,7 @@ pub fn yield_now() {
         p.is_some_and(|p| s.has_ready_at_or_above(p))
     });
     if others {
-        switch_away(Some(ThreadState::Ready));
+        switch_away(Some(ThreadState::Ready), false);
     }
 }
 
@@ -538,7 +556,7 @@ pub fn exit_current() -> ! {
             }
         }
     });
-    switch_away(None);
+    switch_away(None, false);
     unreachable!("a dead thread was resumed")
 }
 
@@ -573,8 +591,8 @@ pub fn preempt_if_needed() {
     });
     match then {
         Then::Stay => {}
-        Then::Preempt => switch_away(Some(ThreadState::Ready)),
-        Then::Stop => switch_away(Some(ThreadState::Stopped)),
+        Then::Preempt => switch_away(Some(ThreadState::Ready), true),
+        Then::Stop => switch_away(Some(ThreadState::Stopped), true),
     }
 }
 
@@ -625,7 +643,7 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             s.ready.iter().any(|q| !q.is_empty())
         });
         if has_work {
-            switch_away(None);
+            switch_away(None, false);
             // Back in the idle context, which acts as the kernel (a thread that exited
             // never ended its flow).
             crate::res::end_flow();

@@ -46,6 +46,18 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// Requests waiting for an agent.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Agents not asleep.
+    pub fn awake(&self) -> u64 {
+        u64::from(self.awake)
+    }
+}
+
 /// What the daemon decided for an arriving request.
 enum Then {
     Nothing,

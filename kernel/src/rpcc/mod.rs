@@ -374,6 +374,49 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     }
 }
 
+/// Send every operation of `ops` to `dst` at once, then collect the results in order (many
+/// requests in flight from one thread; the rings apply back-pressure).
+pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
+    let thread = sched::with(|s| s.current_thread());
+    let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
+    let tags: Vec<Result<u64, Error>> = ops.into_iter().map(|op| submit(dst, op, waiter)).collect();
+    let flow = crate::res::save_flow();
+    let results = tags
+        .into_iter()
+        .map(|tag| {
+            let tag = tag?;
+            loop {
+                if let Some(r) = take_done(tag) {
+                    return r;
+                }
+                match thread {
+                    Some(_) => sched::block(sched::Block::Rpcc(tag)),
+                    None => {
+                        sched::run_until(u64::MAX / 2, || is_done(tag));
+                    }
+                }
+            }
+        })
+        .collect();
+    crate::res::restore_flow(&flow);
+    results
+}
+
+/// Work this core still holds: requests it waits for, messages waiting for ring room, and
+/// requests queued for its agents (all 0 when RPCC is quiet).
+pub fn backlog() -> u64 {
+    with_state(|s| {
+        let queued: usize = s.daemons.iter().map(agent::Daemon::queued).sum();
+        let outbox: usize = s.outbox.iter().map(VecDeque::len).sum();
+        (s.outstanding.len() + queued + outbox) as u64
+    })
+}
+
+/// Agents that exist on this core and are not asleep.
+pub fn agents_awake() -> u64 {
+    with_state(|s| s.daemons.iter().map(agent::Daemon::awake).sum())
+}
+
 /// Send `op` to `dst` without waiting for (or wanting) its result.
 pub fn notice(dst: usize, op: Op) {
     if let Err(e) = submit(dst, op, Waiter::Nobody) {

@@ -9,6 +9,7 @@ mod memory;
 mod platform;
 mod process;
 mod resources;
+mod rpcc;
 
 use crate::smp;
 
