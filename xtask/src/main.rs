@@ -5,6 +5,7 @@
 
 mod bench;
 mod bench_resources;
+mod bench_tender;
 mod bench_urpc;
 mod build;
 mod peer_linux;
@@ -78,7 +79,7 @@ enum Cmd {
     },
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot, basics, resources, urpc.
+        /// Which benchmark: boot, basics, resources, urpc, tender.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -187,8 +188,12 @@ fn run(cli: Cli) -> Result<()> {
                 ("basics", peer) => bench::basics(runs.max(1), peer)?,
                 ("resources", peer) => bench_resources::resources(runs.max(1), peer)?,
                 ("urpc", None) => bench_urpc::urpc(runs.max(1))?,
+                ("tender", None) => bench_tender::tender(runs.max(1))?,
                 (other, _) => {
-                    bail!("unknown benchmark '{other}'; available: boot, basics, resources, urpc")
+                    bail!(
+                        "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
+                         resources, urpc, tender"
+                    )
                 }
             }
         }

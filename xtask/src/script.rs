@@ -6,7 +6,16 @@
 //! awaited, at most [`STEP_LIMIT`]; after the last one the script sends `poweroff`. The
 //! console is printed as it arrives. The run passes only if no console line starts with
 //! `error: ` (the shell's prefix for a failed command), the kernel printed no `FATAL` line,
-//! and QEMU exited with status 0 (a clean power-off).
+//! every expectation held, and QEMU exited with status 0 (a clean power-off).
+//!
+//! Expectations are comment lines right after a command, about that command's output (the
+//! console between the command's echo and the next prompt):
+//!
+//! - `# expect: TEXT`: some line of the output contains TEXT;
+//! - `# expect-not: TEXT`: no line of the output contains TEXT.
+//!
+//! Runs of spaces in TEXT and in the output compare equal whatever their length, so a table
+//! row is matched by its cells (`# expect: 1.2 1 running`).
 //!
 //! The prompt ends without a newline, so the console is read as bytes rather than lines.
 //! It is printed a whole line at a time, which lets the command echo (on stderr) come out
@@ -33,13 +42,74 @@ pub const BOOT_LIMIT: Duration = Duration::from_secs(120);
 /// to QEMU's exit).
 pub const STEP_LIMIT: Duration = Duration::from_secs(60);
 
-/// The commands of a script file.
-pub fn parse(text: &str) -> Vec<String> {
-    text.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(String::from)
-        .collect()
+/// A script line that says what the previous command must (not) print.
+pub const EXPECT: &str = "# expect:";
+pub const EXPECT_NOT: &str = "# expect-not:";
+
+/// One command of a script and what its output must and must not contain.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Step {
+    pub command: String,
+    pub expect: Vec<String>,
+    pub expect_not: Vec<String>,
+}
+
+/// The commands of a script file, with their expectations.
+pub fn parse(text: &str) -> Result<Vec<Step>> {
+    let mut steps: Vec<Step> = Vec::new();
+    for (n, line) in text.lines().map(str::trim).enumerate() {
+        let directive = [(EXPECT, true), (EXPECT_NOT, false)]
+            .into_iter()
+            .find_map(|(prefix, want)| Some((line.strip_prefix(prefix)?, want)));
+        if let Some((what, want)) = directive {
+            let what = squeeze(what);
+            let Some(step) = steps.last_mut() else {
+                bail!("line {}: an expectation before any command", n + 1);
+            };
+            if what.is_empty() {
+                bail!("line {}: an expectation without text", n + 1);
+            }
+            match want {
+                true => step.expect.push(what),
+                false => step.expect_not.push(what),
+            }
+        } else if !line.is_empty() && !line.starts_with('#') {
+            steps.push(Step {
+                command: line.to_string(),
+                ..Step::default()
+            });
+        }
+    }
+    Ok(steps)
+}
+
+/// `text` with every run of whitespace made one space, and none at either end.
+fn squeeze(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// What is wrong with `output` (a command's console output, its echo line first) for
+/// `step`: one text per expectation that failed.
+fn check(step: &Step, output: &str) -> Vec<String> {
+    let lines: Vec<String> = output.lines().skip(1).map(squeeze).collect();
+    let mut wrong = Vec::new();
+    for want in &step.expect {
+        if !lines.iter().any(|l| l.contains(&squeeze(want))) {
+            wrong.push(format!(
+                "'{}' printed no line containing '{want}'",
+                step.command
+            ));
+        }
+    }
+    for unwanted in &step.expect_not {
+        if let Some(l) = lines.iter().find(|l| l.contains(&squeeze(unwanted))) {
+            wrong.push(format!(
+                "'{}' printed a line containing '{unwanted}': {l}",
+                step.command
+            ));
+        }
+    }
+    wrong
 }
 
 enum Event {
@@ -215,8 +285,12 @@ fn is_fatal_line(line: &str) -> bool {
 pub fn run(guest: &Guest, file: &Path) -> Result<()> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("reading the script {}", file.display()))?;
-    let commands = parse(&text);
-    if let Some(long) = commands.iter().find(|c| c.len() > MAX_COMMAND) {
+    let steps = parse(&text).with_context(|| format!("in the script {}", file.display()))?;
+    if let Some(long) = steps
+        .iter()
+        .map(|st| &st.command)
+        .find(|c| c.len() > MAX_COMMAND)
+    {
         bail!(
             "script line '{long}' is longer than {MAX_COMMAND} bytes (the shell's line editor \
              takes 256)"
@@ -225,7 +299,7 @@ pub fn run(guest: &Guest, file: &Path) -> Result<()> {
     eprintln!(
         "xtask: script {}: {} commands, then poweroff",
         file.display(),
-        commands.len()
+        steps.len()
     );
     let mut s = Session::start(guest)?;
     let mut problems = Vec::new();
@@ -244,14 +318,28 @@ pub fn run(guest: &Guest, file: &Path) -> Result<()> {
             );
         }
     }
-    let total = commands.len() + 1;
-    let poweroff = "poweroff".to_string();
-    for (i, cmd) in commands.iter().chain([&poweroff]).enumerate() {
+    let total = steps.len() + 1;
+    let poweroff = Step {
+        command: "poweroff".to_string(),
+        ..Step::default()
+    };
+    for (i, step) in steps.iter().chain([&poweroff]).enumerate() {
+        let cmd = &step.command;
         let last = i + 1 == total;
         eprintln!("xtask: script [{}/{total}]: {cmd}", i + 1);
+        let start = s.search_from;
         s.send(cmd)?;
         match (s.wait(STEP_LIMIT), last) {
-            (Waited::Prompt, false) | (Waited::Exited, true) => {}
+            (Waited::Prompt, false) => {
+                let end = s.search_from - PROMPT.len();
+                let output = String::from_utf8_lossy(&s.console[start..end]).into_owned();
+                let wrong = check(step, &output);
+                for w in &wrong {
+                    eprintln!("xtask: expectation failed: {w}");
+                }
+                problems.extend(wrong);
+            }
+            (Waited::Exited, true) => {}
             (Waited::Prompt, true) => {
                 problems.push("the shell did not power off (prompt after 'poweroff')".into());
                 break;
@@ -292,8 +380,9 @@ pub fn run(guest: &Guest, file: &Path) -> Result<()> {
     }
     if problems.is_empty() {
         eprintln!(
-            "xtask: script passed: {} commands, no error lines, clean power-off",
-            commands.len()
+            "xtask: script passed: {} commands, no error lines, expectations held, clean \
+             power-off",
+            steps.len()
         );
         return Ok(());
     }
@@ -309,8 +398,36 @@ mod tests {
 
     #[test]
     fn parse_skips_blanks_and_comments() {
-        let cmds = parse("# setup\n\nps\n  run hello a b  \n#x\ncores\n");
+        let steps = parse("# setup\n\nps\n  run hello a b  \n#x\ncores\n").unwrap();
+        let cmds: Vec<&str> = steps.iter().map(|s| s.command.as_str()).collect();
         assert_eq!(cmds, ["ps", "run hello a b", "cores"]);
+        assert!(steps
+            .iter()
+            .all(|s| s.expect.is_empty() && s.expect_not.is_empty()));
+    }
+
+    #[test]
+    fn parse_expectations() {
+        let text = "ps\n# expect:  0.1   0 running\n# expect-not: zombie\n# note\ncores\n";
+        let steps = parse(text).unwrap();
+        assert_eq!(steps[0].expect, ["0.1 0 running"]);
+        assert_eq!(steps[0].expect_not, ["zombie"]);
+        assert!(steps[1].expect.is_empty());
+        assert!(parse("# expect: x\nps\n").is_err());
+        assert!(parse("ps\n# expect:   \n").is_err());
+    }
+
+    #[test]
+    fn expectations_skip_the_echo() {
+        let step = Step {
+            command: "run hello -c 1".into(),
+            expect: vec!["hello from core 1".into(), "a  b".into()],
+            expect_not: vec!["-c 1".into()],
+        };
+        let good = "run hello -c 1\r\nhello from core 1 pid 1.1 args: a     b\r\n";
+        assert!(check(&step, good).is_empty());
+        let bad = "run hello -c 1\r\nhello from core 0 pid 0.2\r\nrun -c 1\r\n";
+        assert_eq!(check(&step, bad).len(), 3);
     }
 
     #[test]

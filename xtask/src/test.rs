@@ -89,7 +89,7 @@ pub fn run(opts: &Options) -> Result<bool> {
             )?;
         }
         if opts.filter == "all" {
-            shell_script(&mut t, &guest(2, ""))?;
+            shell_script(&mut t, &guest)?;
         }
     }
     println!();
@@ -319,15 +319,22 @@ fn fault_test(t: &mut Tally, g: &Guest, name: &str, expect: &str, verbose: bool)
     Ok(())
 }
 
-/// The shell, driven by the scripts in `user/shell/` like a person at the console.
-fn shell_script(t: &mut Tally, g: &Guest) -> Result<()> {
-    for script in ["smoke.script", "kill.script", "res.script"] {
+/// The shell, driven by the scripts in `user/shell/` like a person at the console, each on
+/// its number of cores.
+fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    for (script, smp) in [
+        ("smoke.script", 2),
+        ("kill.script", 2),
+        ("res.script", 2),
+        ("rpcc.script", 4),
+    ] {
+        let g = guest(smp, "");
         let file = crate::build::workspace_root()
             .join("user/shell")
             .join(script);
         let name = format!("[shell] user/shell/{script}");
-        println!("xtask: shell script {}", file.display());
-        match crate::script::run(g, &file) {
+        println!("xtask: shell script {} ({smp} cores)", file.display());
+        match crate::script::run(&g, &file) {
             Ok(()) => t.pass(&name),
             Err(e) => t.fail(&name, &format!("{e:#}")),
         }

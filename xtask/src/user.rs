@@ -5,7 +5,8 @@
 //! section 3) built for the host target with `user/link.ld`, in their own target directory
 //! so the kernel's and the host's builds are not rebuilt each time. The archive,
 //! `target/user/boot.cpio`, is a cpio "newc" archive with one entry per program, named
-//! after it; QEMU hands it to the kernel as the boot module (`-initrd`). The archived
+//! after it (a crate's further `[[bin]]`s are programs too, named after themselves); QEMU
+//! hands it to the kernel as the boot module (`-initrd`). The archived
 //! copies have their debug information removed (`objcopy --strip-debug`: a megabyte per
 //! program, mostly `core`'s); the ELFs in `target/user/x86_64-unknown-linux-gnu/release`
 //! keep it for `addr2line`.
@@ -90,8 +91,11 @@ pub fn build_programs() -> Result<Vec<(String, PathBuf)>> {
         bail!("the user programs did not build (see the compiler errors above)");
     }
     let out = target_dir.join(TARGET).join("release");
-    names
-        .into_iter()
+    let mut bins = Vec::new();
+    for n in &names {
+        bins.extend(bins_of(n)?);
+    }
+    bins.into_iter()
         .map(|n| {
             let elf = out.join(&n);
             let bytes = fs::read(&elf).with_context(|| {
@@ -101,6 +105,25 @@ pub fn build_programs() -> Result<Vec<(String, PathBuf)>> {
             Ok((n, elf))
         })
         .collect()
+}
+
+/// The programs crate `name` builds: its `[[bin]]` names, the one named after the crate
+/// first (a crate such as `user/tkid` builds several variants of one program).
+fn bins_of(name: &str) -> Result<Vec<String>> {
+    let manifest = workspace_root().join("user").join(name).join("Cargo.toml");
+    let text =
+        fs::read_to_string(&manifest).with_context(|| format!("reading {}", manifest.display()))?;
+    let mut bins = vec![name.to_string()];
+    for section in text.split("[[bin]]").skip(1) {
+        let bin = section
+            .lines()
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .find_map(|l| l.trim().strip_prefix("name = \"")?.strip_suffix('"'));
+        if let Some(b) = bin.filter(|b| *b != name) {
+            bins.push(b.to_string());
+        }
+    }
+    Ok(bins)
 }
 
 /// Build the programs and write `target/user/boot.cpio`; returns its path.
@@ -223,7 +246,8 @@ mod tests {
             seen.push(r.entry().name().to_string());
             r.finish().unwrap();
         }
-        assert_eq!(seen, names);
+        let bins: Vec<String> = names.iter().flat_map(|n| bins_of(n).unwrap()).collect();
+        assert_eq!(seen, bins);
         assert!(names.iter().any(|n| n == "shell"));
     }
 
@@ -234,5 +258,13 @@ mod tests {
             assert!(names.iter().any(|n| n == p), "{p} missing from {names:?}");
         }
         assert!(!names.iter().any(|n| n == "ulib"));
+    }
+
+    #[test]
+    fn every_bin_of_a_crate_is_a_program() {
+        let bins = bins_of("tkid").unwrap();
+        assert_eq!(bins.first().map(String::as_str), Some("tkid"));
+        assert!(bins.iter().any(|b| b == "tkid32"), "{bins:?}");
+        assert_eq!(bins_of("hello").unwrap(), ["hello"]);
     }
 }

@@ -320,6 +320,7 @@ pub fn commit(pid: Pid, new: Pid) -> Result<(), Error> {
         }
         if let Some(thread) = super::end_process(s, pid.serial(), migrated(new)) {
             s.remove_thread(thread);
+            crate::rpcc::forget_waiter(thread);
         }
         Ok(())
     })

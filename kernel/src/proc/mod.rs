@@ -605,6 +605,7 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
         }
         if let Some(thread) = end_process(s, pid.serial(), killed) {
             s.remove_thread(thread);
+            crate::rpcc::forget_waiter(thread);
         }
         Ok(false)
     })?;

@@ -48,7 +48,7 @@ pub use ops::{Op, Out};
 /// Slots in each ring (a power of two).
 pub const RING_SLOTS: usize = 16;
 /// How long an idle core keeps looking at its rings before halting (hybrid mode).
-pub const HYBRID_SPIN_NS: u64 = 50_000;
+pub const HYBRID_SPIN_NS: u64 = 200_000;
 
 type Ring = urpc::Ring<RING_SLOTS, Msg>;
 type Sender = urpc::Sender<'static, RING_SLOTS, Msg>;
@@ -422,6 +422,27 @@ pub fn notice(dst: usize, op: Op) {
     if let Err(e) = submit(dst, op, Waiter::Nobody) {
         log::warn!("rpcc: notice to core {dst} not sent: {e}");
     }
+}
+
+/// Thread `thread` was removed (its process was killed): nobody will collect its answers.
+/// Answers already in are freed now; the others when they arrive.
+pub fn forget_waiter(thread: u32) {
+    let gone = with_state(|s| {
+        let mut gone = Vec::new();
+        s.outstanding.retain(|_, o| {
+            if o.waiter != Waiter::Thread(thread) {
+                return true;
+            }
+            if o.done {
+                gone.push(());
+                return false;
+            }
+            o.waiter = Waiter::Nobody;
+            true
+        });
+        gone.len() as u64
+    });
+    me().stats.outstanding.fetch_sub(gone, Ordering::Relaxed);
 }
 
 fn is_done(tag: u64) -> bool {

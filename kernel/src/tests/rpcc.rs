@@ -193,7 +193,10 @@ fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), Strin
     let args = [format!("{target}"), String::from("1000")];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let pid = if from == percore::current_core() {
-        e(proc::spawn("rloop", &args, Priority::App, TEST_PARENT), "spawn")?
+        e(
+            proc::spawn("rloop", &args, Priority::App, TEST_PARENT),
+            "spawn",
+        )?
     } else {
         let op = Op::Spawn {
             name: "rloop".into(),
@@ -210,8 +213,14 @@ fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), Strin
     let new = match proc::migrate::migrate(pid, to) {
         Ok(new) => new,
         Err(err) => {
-            let status = if pid.core() == percore::current_core() { proc::take_status(pid) } else { None };
-            return Err(format!("migrate {pid} from core {from} to {to}: {err:?} (status {status:?})"));
+            let status = if pid.core() == percore::current_core() {
+                proc::take_status(pid)
+            } else {
+                None
+            };
+            return Err(format!(
+                "migrate {pid} from core {from} to {to}: {err:?} (status {status:?})"
+            ));
         }
     };
     kassert!(new.core() == to, "new pid {new} not on core {to}");
@@ -225,7 +234,10 @@ fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), Strin
         }
         sched::run_until(2_000_000, || false);
     }
-    kassert!(status == 0, "migrated process ended with {status:#x} (u64::MAX: still running)");
+    kassert!(
+        status == 0,
+        "migrated process ended with {status:#x} (u64::MAX: still running)"
+    );
     Ok(())
 }
 
@@ -345,8 +357,14 @@ fn run_load(n: usize) -> Result<(), String> {
     for c in 0..n {
         kassert!(on(c, start_load_here, 0)? == 0, "core {c}: no load thread");
     }
-    let done = sched::run_until(120_000_000_000, || LOAD_DONE.load(Ordering::Acquire) == n as u64);
-    kassert!(done, "load threads did not finish: {} of {n}", LOAD_DONE.load(Ordering::Relaxed));
+    let done = sched::run_until(120_000_000_000, || {
+        LOAD_DONE.load(Ordering::Acquire) == n as u64
+    });
+    kassert!(
+        done,
+        "load threads did not finish: {} of {n}",
+        LOAD_DONE.load(Ordering::Relaxed)
+    );
     let failed = LOAD_FAILED.load(Ordering::Relaxed);
     kassert!(failed == 0, "{failed} remote operations failed");
     Ok(())

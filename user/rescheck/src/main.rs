@@ -10,7 +10,7 @@
 //! | (e) | `here/process/h1` (`hello fromres`) is `stopped` until a compute is bound to its pid, then exits 0; both close |
 //! | (e2) | `procgetexec` runs a `spin` process, `procstop` stops it (and closes the compute), `KILL` ends it, the process closes |
 //! | (f) | malformed names are `BadName`; a made-up id is `NoSuchResource` or `WrongType`; 1 GiB is `NoMemory` or `InvalidArgument`; bad buffer pointers are `BadAddress` |
-//! | (g) | with 2 cores or more, `c1/vregion/x` is `NotLocal` (skipped on one core) |
+//! | (g) | with 2 cores or more, `c1/vregion/rc-g` (core 0's when run on core 1) opens on that core through RPCC: info, list, write, read back, `Denied` for user 2000, close, then `StaleResource` (skipped on one core) |
 //!
 //! Each failed check prints one line `rescheck: FAIL PART WHAT: expected ..., got ...`. At
 //! the end: `rescheck: ok` and exit 0, or `rescheck: N checks failed` and exit 1. The
@@ -35,7 +35,8 @@ ulib::main!(main);
 
 const OWNER: UserId = UserId(1000);
 const OTHER: UserId = UserId(2000);
-/// Every name this program opens, for the clean-up.
+/// Every name this program opens on its own core, for the clean-up (and
+/// [`remote_name`]'s).
 const NAMES: [&str; 7] = [
     "here/vregion/rc-a",
     "here/vregion/rc-d",
@@ -106,7 +107,7 @@ fn main(_args: &[&str]) -> i32 {
     processes_part(&mut c);
     procgetexec_part(&mut c);
     malformed(&mut c);
-    not_local(&mut c);
+    remote(&mut c);
     clean_up();
     if c.failed == 0 {
         println!("rescheck: ok");
@@ -367,8 +368,9 @@ fn malformed(c: &mut Checks) {
     c.ok("(f) close here/vregion/rc-f", res::close(id));
 }
 
-/// (g): another core's resources are out of reach until RPCC.
-fn not_local(c: &mut Checks) {
+/// (g): a vregion of another core (core 1, or core 0 when this is core 1), reached through
+/// RPCC exactly as a local one: open, info, list, write, read, rights, close, stale id.
+fn remote(c: &mut Checks) {
     let mut cores = [CoreInfo::default(); abi::MAX_CORES];
     let online = match sys::cores(&mut cores) {
         Ok(n) => cores[..n].iter().filter(|c| c.online != 0).count(),
@@ -378,15 +380,91 @@ fn not_local(c: &mut Checks) {
         }
     };
     let here = sys::core().unwrap_or(0);
-    if online < 2 || here == 1 {
-        println!("rescheck: (g) skipped ({online} core(s) online, this is core {here})");
+    if online < 2 {
+        println!("rescheck: (g) skipped ({online} core online)");
         return;
     }
-    let r = res::open_vregion("c1/vregion/x", 4096, Rights::OWNER_ALL);
-    if let Ok(id) = r {
-        let _ = res::close(id);
+    let other = if here == 1 { 0 } else { 1 };
+    let name = remote_name(other);
+    c.setuser("(g)", OWNER);
+    let Some(id) = c.ok(
+        &format!("(g) open {name}"),
+        res::open_vregion(&name, 4096, Rights::OWNER_ALL),
+    ) else {
+        return;
+    };
+    c.that(
+        "(g) the id's core",
+        id.core() == other && id.kind() == Some(ResType::VRegion),
+        format_args!("{id} is not a vregion of core {other}"),
+    );
+    if let Some(info) = c.ok("(g) info", res::info(id)) {
+        c.that(
+            "(g) info",
+            info.id == id && info.name() == "rc-g" && info.size == 4096 && info.creator == OWNER,
+            format_args!("{info:?}"),
+        );
     }
-    c.err("(g) open c1/vregion/x", r, &[Error::NotLocal]);
+    let listed = res::list_all(other).map(|all| all.iter().any(|r| r.id == id));
+    c.that(
+        &format!("(g) RES_LIST of core {other}"),
+        listed == Ok(true),
+        format_args!("expected {id} in the list, got {listed:?}"),
+    );
+    let found = res::find(&name).map(|r| r.id);
+    c.that(
+        &format!("(g) find {name}"),
+        found == Ok(id),
+        format_args!("expected {id}, got {found:?}"),
+    );
+    c.err(
+        &format!("(g) open {name} again"),
+        res::open_vregion(&name, 4096, Rights::OWNER_ALL),
+        &[Error::AlreadyExists],
+    );
+    let text = b"written across cores";
+    if let Some(n) = c.ok("(g) write", res::write(id, text, 100)) {
+        c.that("(g) write", n == text.len(), format_args!("wrote {n}"));
+    }
+    let mut back = [0u8; 20];
+    if let Some(n) = c.ok("(g) read", res::read(id, &mut back, 100)) {
+        c.that(
+            "(g) read back",
+            n == text.len() && back[..] == text[..],
+            format_args!("{n} bytes, not what was written"),
+        );
+    }
+    c.that(
+        "(g) control INFO",
+        res::size(id) == Ok(4096),
+        format_args!("got {:?}", res::size(id)),
+    );
+    c.setuser("(g)", OTHER);
+    c.err(
+        "(g) read as user 2000",
+        res::read(id, &mut back, 0),
+        &[Error::Denied],
+    );
+    c.err("(g) close as user 2000", res::close(id), &[Error::Denied]);
+    c.setuser("(g)", OWNER);
+    c.ok(&format!("(g) close {name}"), res::close(id));
+    c.err("(g) close again", res::close(id), &[Error::StaleResource]);
+    c.err(
+        "(g) read after close",
+        res::read(id, &mut back, 0),
+        &[Error::StaleResource],
+    );
+    let listed = res::list_all(other).map(|all| all.iter().any(|r| r.id == id));
+    c.that(
+        &format!("(g) RES_LIST of core {other} after close"),
+        listed == Ok(false),
+        format_args!("expected {id} gone, got {listed:?}"),
+    );
+}
+
+/// The name (g) uses on core `core`.
+fn remote_name(core: usize) -> String {
+    format!("c{core}/vregion/rc-g")
 }
 
 /// The pid of a process resource, from `RES_INFO` and `control INFO`, which must agree.
@@ -438,7 +516,8 @@ fn end_of(pid: Pid) -> Result<WaitStatus, String> {
 /// Close what an earlier, interrupted run left behind: as user 1000, else as the kernel.
 fn clean_up() {
     let before = res::getuser().unwrap_or(UserId::KERNEL);
-    for name in NAMES {
+    let remote = [remote_name(0), remote_name(1)];
+    for name in NAMES.into_iter().chain(remote.iter().map(String::as_str)) {
         let Ok(info) = res::find(name) else {
             continue;
         };

@@ -3,26 +3,34 @@
 //! It prints the prompt `musubi> `, edits the line as it is typed (echo, backspace, Ctrl-U
 //! clears the line, Ctrl-W erases a word, Ctrl-C abandons it; escape sequences such as the
 //! arrow keys are ignored) and runs it on Enter (`\r` from a terminal, `\n` from a pipe).
-//! Console input comes from `CONSOLE_READ`, which only core 0 may use.
+//! Console input comes from `CONSOLE_READ`, which only core 0 serves.
 //!
 //! Every command that fails prints exactly one line starting with `error: ` (the prefix
 //! `cargo xtask run --script` looks for), and a command that succeeds never prints one.
 //! Background programs (`run PROG &`) are reaped before each prompt: the shell looks for
 //! its zombie children in `PROCESSES` (`WAIT` blocks, so it waits only for children it
 //! knows have ended) and reports `[pid] done` or an error line; so is a process started
-//! by `res bind`. The resource commands (`res ...`, `su`, `whoami`) are in [`res`].
+//! by `res bind`. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
+//! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`].
+//!
+//! Every command works on any core: `run -c CORE` starts a program there (it is still the
+//! shell's child, waited for and killed as a local one), `ps` lists every core's
+//! processes, `kill` takes any pid, and a job moved by `migrate` stays a job under its new
+//! pid.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod cores;
 mod editor;
 mod res;
 
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use ulib::abi::res::UserId;
-use ulib::abi::{self, CoreInfo, Error, Pid, Priority, ProcInfo, WaitStatus};
+use ulib::abi::{self, Error, Pid, Priority, ProcInfo, WaitStatus};
 use ulib::{print, println, sys};
 
 ulib::main!(main);
@@ -32,27 +40,34 @@ const PROMPT: &str = "musubi> ";
 const HELP: &str = "\
 commands:
   help                            this list
-  ps                              processes: pid, core, state, priority, cpu time, memory
+  ps                              processes of every core, by core: pid, core, state,
+                                  priority, cpu time, memory
   cores                           cores: load since boot, free frames, processes, IPIs
   mem                             free and total memory per core
-  run PROG [ARGS...] [-p PRIO] [&]
+  run PROG [ARGS...] [-p PRIO] [-c CORE] [&]
                                   start PROG (PRIO: driver, server, app or 0-2; default
-                                  app); wait for it, or with & run it in the background
-  kill PID                        end process PID (written CORE.SERIAL, e.g. 0.3)
+                                  app) on CORE (default this one); wait for it, or with &
+                                  run it in the background
+  kill PID                        end process PID of any core (CORE.SERIAL, e.g. 1.3)
+  migrate PID CORE                move process PID to CORE; it gets a new pid there
+  rpcc                            inter-core RPCC per core: notify mode, agent limit,
+                                  agents live/created/destroyed, reuses, requests
+                                  served, ring-full waits, IPIs sent, requests waiting;
+                                  then the messages each core sent to each core
   sleep MS                        pause for MS milliseconds
   uptime                          time since boot
   res ls [CORE]                   resources of CORE (default this one): id, type, name,
                                   creator, rights, size, detail
   res open NAME [ARG...] [-r RIGHTS]
                                   create resource NAME (LOCATION/TYPE/NAME, e.g.
-                                  here/vregion/buf0) and print its id; ARG by type:
-                                  vregion SIZE (4096, 4K, 1M), vspace [PID] (default
-                                  this shell), process PROGRAM [ARGS...] (created
-                                  stopped), compute MIPS (1-10000); RIGHTS e.g. rwcx/r---
-                                  (creator's read/write/close/control, then everyone
-                                  else's; default rwcx/----)
+                                  here/vregion/buf0 or c1/vregion/buf1) and print its id;
+                                  ARG by type: vregion SIZE (4096, 4K, 1M), vspace [PID]
+                                  (default this shell), process PROGRAM [ARGS...]
+                                  (created stopped), compute MIPS (1-10000); RIGHTS e.g.
+                                  rwcx/r--- (creator's read/write/close/control, then
+                                  everyone else's; default rwcx/----)
   res close RES                   delete RES; RES is an id (c0:vregion:3.1 or 0x...) or
-                                  a name (here/vregion/buf0)
+                                  a name (here/vregion/buf0), of any core
   res info RES                    what the kernel records about RES
   res read RES [LEN] [OFFSET]     vregion: dump LEN bytes (at most 256) at OFFSET;
                                   vspace: its attachments; process: its state
@@ -80,6 +95,9 @@ struct Shell {
     /// The user the shell started as, which a bare `su` goes back to.
     first_user: Option<UserId>,
     jobs: Vec<Job>,
+    /// Processes this shell ended that were not its jobs under that pid (e.g. a child that
+    /// moved itself to another core): their end is not an error either.
+    killed: Vec<Pid>,
 }
 
 fn main(_args: &[&str]) -> i32 {
@@ -91,6 +109,7 @@ fn main(_args: &[&str]) -> i32 {
         core,
         first_user: ulib::res::getuser().ok(),
         jobs: Vec::new(),
+        killed: Vec::new(),
     };
     let mut editor = editor::Editor::new();
     loop {
@@ -118,7 +137,7 @@ impl Shell {
         };
         let no_args = |cmd: &str| match args.is_empty() {
             true => Ok(()),
-            false => Err(alloc::format!("{cmd}: takes no arguments")),
+            false => Err(format!("{cmd}: takes no arguments")),
         };
         match cmd {
             "help" => {
@@ -127,14 +146,16 @@ impl Shell {
                 Ok(())
             }
             "ps" => no_args(cmd).and_then(|_| ps()),
-            "cores" => no_args(cmd).and_then(|_| cores()),
-            "mem" => no_args(cmd).and_then(|_| mem()),
+            "cores" => no_args(cmd).and_then(|_| cores::cores()),
+            "mem" => no_args(cmd).and_then(|_| cores::mem()),
             "run" => self.run(args),
             "kill" => self.kill(args),
+            "migrate" => self.migrate(args),
+            "rpcc" => no_args(cmd).and_then(|_| cores::rpcc()),
             "sleep" => sleep(args),
             "uptime" => {
                 no_args(cmd)?;
-                let ns = sys::clock_ns().map_err(|e| alloc::format!("uptime: {e}"))?;
+                let ns = sys::clock_ns().map_err(|e| format!("uptime: {e}"))?;
                 println!("up {}.{:03} s", ns / 1_000_000_000, ns / 1_000_000 % 1000);
                 Ok(())
             }
@@ -143,15 +164,16 @@ impl Shell {
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
             "poweroff" => {
                 no_args(cmd)?;
-                Err(alloc::format!("poweroff: {}", sys::poweroff()))
+                Err(format!("poweroff: {}", sys::poweroff()))
             }
-            other => Err(alloc::format!("unknown command '{other}' (try 'help')")),
+            other => Err(format!("unknown command '{other}' (try 'help')")),
         }
     }
 
-    /// `run PROG [ARGS...] [-p PRIO] [&]` (`-p PRIO` may also come right after `run`).
+    /// `run PROG [ARGS...] [-p PRIO] [-c CORE] [&]` (the options may also come right after
+    /// `run`, in either order).
     fn run(&mut self, args: &[&str]) -> Result<(), String> {
-        const USAGE: &str = "run: usage: run PROG [ARGS...] [-p PRIO] [&]";
+        const USAGE: &str = "run: usage: run PROG [ARGS...] [-p PRIO] [-c CORE] [&]";
         let mut args: Vec<&str> = args.to_vec();
         let mut background = false;
         if let Some(last) = args.pop() {
@@ -164,27 +186,36 @@ impl Shell {
                 None => args.push(last),
             }
         }
-        let mut priority = Priority::App;
-        let n = args.len();
-        let at = if n >= 2 && args[n - 2] == "-p" {
-            Some(n - 2)
-        } else if n >= 2 && args[0] == "-p" {
-            Some(0)
-        } else {
-            None
-        };
-        if let Some(at) = at {
-            let word = args[at + 1];
-            priority = Priority::parse(word).ok_or_else(|| {
-                alloc::format!("run: bad priority '{word}' (driver, server, app or 0-2)")
-            })?;
+        let (mut priority, mut core) = (None, None);
+        while let Some((flag, value, at)) = run_option(&args) {
+            let duplicate = || format!("run: {flag} given twice");
+            match flag {
+                "-p" => {
+                    let p = Priority::parse(value).ok_or_else(|| {
+                        format!("run: bad priority '{value}' (driver, server, app or 0-2)")
+                    })?;
+                    priority.replace(p).map_or(Ok(()), |_| Err(duplicate()))?;
+                }
+                _ => {
+                    let c = cores::parse_core(value)
+                        .ok_or_else(|| format!("run: bad core '{value}' (a number, e.g. 1)"))?;
+                    core.replace(c).map_or(Ok(()), |_| Err(duplicate()))?;
+                }
+            }
             args.drain(at..at + 2);
         }
+        let priority = priority.unwrap_or(Priority::App);
         let Some((&prog, prog_args)) = args.split_first() else {
             return Err(USAGE.into());
         };
-        let pid = sys::spawn(prog, prog_args, priority)
-            .map_err(|e| alloc::format!("run: {e}: {prog}"))?;
+        let pid = match core {
+            None => sys::spawn(prog, prog_args, priority),
+            Some(core) => sys::spawn_on(prog, prog_args, priority, core),
+        }
+        .map_err(|e| match core {
+            None => format!("run: {e}: {prog}"),
+            Some(core) => format!("run: {e}: {prog} on core {core}"),
+        })?;
         if background {
             println!("[{pid}]");
             self.jobs.push(Job {
@@ -197,7 +228,7 @@ impl Shell {
         let status = wait_foreground(pid)?;
         match failure(&status) {
             None => Ok(()),
-            Some(why) => Err(alloc::format!("{prog} ({pid}) {why}")),
+            Some(why) => Err(format!("{prog} ({pid}) {why}")),
         }
     }
 
@@ -205,19 +236,24 @@ impl Shell {
         let [word] = args else {
             return Err("kill: usage: kill PID (e.g. kill 0.3)".into());
         };
-        let pid = Pid::parse(word).ok_or_else(|| {
-            alloc::format!("kill: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)")
-        })?;
-        sys::kill(pid).map_err(|e| alloc::format!("kill {pid}: {e}"))?;
-        if let Some(job) = self.jobs.iter_mut().find(|j| j.pid == pid) {
-            job.killed = true;
-        }
+        let pid = Pid::parse(word)
+            .ok_or_else(|| format!("kill: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)"))?;
+        sys::kill(pid).map_err(|e| format!("kill {pid}: {e}"))?;
+        self.mark_killed(pid);
         Ok(())
+    }
+
+    /// A process this shell ended on purpose: its end is not reported as an error.
+    fn mark_killed(&mut self, pid: Pid) {
+        match self.jobs.iter_mut().find(|j| j.pid == pid) {
+            Some(job) => job.killed = true,
+            None => self.killed.push(pid),
+        }
     }
 
     /// Wait for the children that have ended (zombies in `PROCESSES`) and report the jobs.
     fn reap(&mut self) {
-        if self.jobs.is_empty() {
+        if self.jobs.is_empty() && self.killed.is_empty() {
             return;
         }
         let Ok(procs) = processes() else {
@@ -233,7 +269,9 @@ impl Shell {
             let job = self.jobs.iter().position(|j| j.pid == pid);
             let job = job.map(|i| self.jobs.swap_remove(i));
             let name = job.as_ref().map_or(p.name(), |j| j.name.as_str());
-            let killed_by_us = job.as_ref().is_some_and(|j| j.killed);
+            let stray = self.killed.iter().position(|k| *k == pid);
+            let stray = stray.map(|i| self.killed.swap_remove(i)).is_some();
+            let killed_by_us = stray || job.as_ref().is_some_and(|j| j.killed);
             match failure(&status) {
                 None => println!("[{pid}] done"),
                 Some(_) if killed_by_us && status.how == abi::ENDED_KILLED => {
@@ -242,31 +280,39 @@ impl Shell {
                 Some(why) => println!("error: [{pid}] {name} {why}"),
             }
         }
-        // Jobs the kernel no longer lists are gone; forget them.
+        // Jobs and killed processes the kernel no longer lists are gone; forget them.
         self.jobs.retain(|j| procs.iter().any(|p| p.pid == j.pid));
+        self.killed.retain(|k| procs.iter().any(|p| p.pid == *k));
     }
+}
+
+/// The next `-p VALUE` or `-c VALUE` of `run`'s words: right after `run` or at the end
+/// (after the program's arguments). Returns the flag, its value and where the pair starts.
+fn run_option<'a>(args: &[&'a str]) -> Option<(&'a str, &'a str, usize)> {
+    let is_flag = |w: &str| w == "-p" || w == "-c";
+    let n = args.len();
+    if n >= 2 && is_flag(args[0]) {
+        return Some((args[0], args[1], 0));
+    }
+    (n >= 2 && is_flag(args[n - 2])).then(|| (args[n - 2], args[n - 1], n - 2))
 }
 
 /// Why a child's end counts as a failure, or `None` for exit status 0.
 fn failure(st: &WaitStatus) -> Option<String> {
     match st.how {
         abi::ENDED_EXIT if st.code == 0 => None,
-        abi::ENDED_EXIT => Some(alloc::format!(
-            "exited with status {}",
-            st.code as u32 as i32
-        )),
-        abi::ENDED_FAULT if st.code == 14 => Some(alloc::format!(
+        abi::ENDED_EXIT => Some(format!("exited with status {}", st.code as u32 as i32)),
+        abi::ENDED_FAULT if st.code == 14 => Some(format!(
             "faulted: page fault at {:#x} (rip {:#x})",
-            st.address,
-            st.rip
+            st.address, st.rip
         )),
-        abi::ENDED_FAULT => Some(alloc::format!(
+        abi::ENDED_FAULT => Some(format!(
             "faulted: {} at rip {:#x}",
             vector_name(st.code),
             st.rip
         )),
         abi::ENDED_KILLED => Some("was killed".into()),
-        other => Some(alloc::format!("ended in an unknown way ({other})")),
+        other => Some(format!("ended in an unknown way ({other})")),
     }
 }
 
@@ -309,22 +355,16 @@ fn processes() -> Result<Vec<ProcInfo>, Error> {
     }
 }
 
-fn core_infos() -> Result<Vec<CoreInfo>, Error> {
-    let mut buf = alloc::vec![CoreInfo::default(); abi::MAX_CORES];
-    let n = sys::cores(&mut buf)?;
-    buf.truncate(n);
-    Ok(buf)
-}
-
 fn ps() -> Result<(), String> {
-    let procs = processes().map_err(|e| alloc::format!("ps: {e}"))?;
+    let mut procs = processes().map_err(|e| format!("ps: {e}"))?;
+    procs.sort_by_key(|p| (p.core, p.pid));
     println!(
         "{:<9} {:<5} {:<9} {:<7} {:>10}  {:>9}  PROGRAM",
         "PID", "CORE", "STATE", "PRIO", "CPU(s)", "MEM(KiB)"
     );
     for p in &procs {
         let prio = Priority::from_u64(p.priority as u64).map_or("?", Priority::name);
-        let pid = alloc::format!("{}", p.pid);
+        let pid = format!("{}", p.pid);
         println!(
             "{pid:<9} {:<5} {:<9} {:<7} {:>6}.{:03}  {:>9}  {}",
             p.core,
@@ -339,57 +379,13 @@ fn ps() -> Result<(), String> {
     Ok(())
 }
 
-fn cores() -> Result<(), String> {
-    let infos = core_infos().map_err(|e| alloc::format!("cores: {e}"))?;
-    println!("CORE  ONLINE  LOAD  FRAMES FREE/TOTAL  PROCS  IPIS");
-    for c in &infos {
-        let busy = c.ticks.saturating_sub(c.idle_ticks);
-        let load = (busy * 100).checked_div(c.ticks).unwrap_or(0);
-        let frames = alloc::format!("{}/{}", c.frames_free, c.frames_total);
-        println!(
-            "{:<5} {:<7} {:>3}%  {:<18} {:<6} {}",
-            c.core,
-            if c.online != 0 { "yes" } else { "no" },
-            load,
-            frames,
-            c.processes,
-            c.ipis
-        );
-    }
-    Ok(())
-}
-
-/// Frames (4 KiB) as MiB with one decimal.
-fn mib(frames: u64) -> String {
-    let tenths = frames * 10 / 256;
-    alloc::format!("{}.{}", tenths / 10, tenths % 10)
-}
-
-fn mem() -> Result<(), String> {
-    let infos = core_infos().map_err(|e| alloc::format!("mem: {e}"))?;
-    println!("CORE   FREE MiB  TOTAL MiB");
-    let (mut free, mut total) = (0, 0);
-    for c in &infos {
-        free += c.frames_free;
-        total += c.frames_total;
-        println!(
-            "{:<5} {:>9}  {:>9}",
-            c.core,
-            mib(c.frames_free),
-            mib(c.frames_total)
-        );
-    }
-    println!("total {:>9}  {:>9}", mib(free), mib(total));
-    Ok(())
-}
-
 fn sleep(args: &[&str]) -> Result<(), String> {
     let ms = match args {
         [ms] => ms.parse::<u64>().ok(),
         _ => None,
     }
     .ok_or("sleep: usage: sleep MS (milliseconds)")?;
-    sys::sleep_ns(ms.saturating_mul(1_000_000)).map_err(|e| alloc::format!("sleep: {e}"))
+    sys::sleep_ns(ms.saturating_mul(1_000_000)).map_err(|e| format!("sleep: {e}"))
 }
 
 /// Wait for a foreground child, watching the console for Ctrl-C (which kills the child).
@@ -401,13 +397,13 @@ fn wait_foreground(pid: Pid) -> Result<WaitStatus, String> {
         match sys::wait_timeout(Some(pid), 100_000_000) {
             Ok((_, status)) => return Ok(status),
             Err(abi::Error::TimedOut) => {}
-            Err(e) => return Err(alloc::format!("run: waiting for {pid}: {e}")),
+            Err(e) => return Err(format!("run: waiting for {pid}: {e}")),
         }
         let mut input = [0u8; 64];
         let n = sys::read_nonblocking(&mut input).unwrap_or(0);
         if input[..n].contains(&CTRL_C) {
             println!("^C");
-            sys::kill(pid).map_err(|e| alloc::format!("run: ^C: kill {pid}: {e}"))?;
+            sys::kill(pid).map_err(|e| format!("run: ^C: kill {pid}: {e}"))?;
         }
     }
 }

@@ -7,8 +7,10 @@
 //! `c1/compute/cpu`), which is looked up in `RES_LIST` of the core the name designates
 //! (names are unique per core and type), so a script can refer to what it opened without
 //! knowing the ids. A process the shell runs with `res bind` is reaped like a background
-//! job (`[pid] done`).
+//! job (`[pid] done`). Every subcommand works the same on any core's resources (names
+//! `cN/TYPE/NAME`, ids of any core, `res ls N`): the kernel carries the operation there.
 
+use crate::cores::parse_core;
 use crate::{processes, Job, Shell};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -330,13 +332,6 @@ impl Shell {
         println!("{}", user_text(now));
         Ok(())
     }
-
-    /// A job this shell ended on purpose: its death is not reported as an error.
-    fn mark_killed(&mut self, pid: Pid) {
-        if let Some(job) = self.jobs.iter_mut().find(|j| j.pid == pid) {
-            job.killed = true;
-        }
-    }
 }
 
 /// `whoami`.
@@ -434,11 +429,6 @@ pub(crate) fn parse_size(word: &str) -> Option<u64> {
         None => digits.parse::<u64>().ok()?,
     };
     n.checked_mul(unit)
-}
-
-fn parse_core(word: &str) -> Option<usize> {
-    let digits = word.strip_prefix('c').unwrap_or(word);
-    digits.parse().ok().filter(|c| *c < abi::MAX_CORES)
 }
 
 fn rights_text(rights: u8) -> String {

@@ -285,8 +285,8 @@ pub fn set_mips(compute: ResId, mips: u64) -> Result<(), Error> {
 
 /// The information of process `pid` (step 1 of P4 Table 1): read from its process resource
 /// when it has one (a process opened with `RES_OPEN`, found in the list of the core its pid
-/// names), else from `PROCESSES`. For a process on another core the kernel's answer, for
-/// now [`Error::NotLocal`], is passed on.
+/// names), else from `PROCESSES`, which lists every core's processes. Either works for a
+/// process on any core (the kernel carries a request for another core there by RPCC).
 pub fn find_process(pid: Pid) -> Result<ProcInfo, Error> {
     let resources = list_all(pid.core())?;
     let resource = resources

@@ -6,10 +6,10 @@
 //! that test the kernel with arguments no safe wrapper would pass.
 
 use abi::syscall as nr;
-use abi::{CoreInfo, Error, Pid, Priority, ProcInfo, WaitStatus};
+use abi::{CoreInfo, Error, Pid, Priority, ProcInfo, RpccInfo, WaitStatus};
 use alloc::vec::Vec;
 
-/// The `syscall` instruction with 0 to 5 arguments.
+/// The `syscall` instruction with 0 to 6 arguments.
 ///
 /// `rcx` and `r11` are clobbered by the instruction, `rax` and `rdx` carry the answer;
 /// the kernel preserves everything else, including FPU/SSE state, and never touches the
@@ -96,6 +96,28 @@ pub mod raw {
         }
         (rax, rdx)
     }
+
+    /// # Safety
+    /// Any pointer argument must be valid for what the call does with it.
+    #[inline(always)]
+    pub unsafe fn syscall6(
+        n: u64,
+        a0: u64,
+        a1: u64,
+        a2: u64,
+        a3: u64,
+        a4: u64,
+        a5: u64,
+    ) -> (u64, u64) {
+        let (rax, rdx);
+        // SAFETY: as for `syscall0`; the caller vouches for the arguments.
+        unsafe {
+            asm!("syscall", inlateout("rax") n => rax, in("rdi") a0, in("rsi") a1,
+                 inlateout("rdx") a2 => rdx, in("r10") a3, in("r8") a4, in("r9") a5,
+                 out("rcx") _, out("r11") _, options(nostack));
+        }
+        (rax, rdx)
+    }
 }
 
 pub(crate) fn decode((rax, rdx): (u64, u64)) -> Result<u64, Error> {
@@ -130,6 +152,23 @@ pub fn wait_timeout(pid: Option<Pid>, ns: u64) -> Result<(Pid, WaitStatus), Erro
 /// `priority`, on this core. An argument that contains a NUL byte is an
 /// [`Error::InvalidArgument`].
 pub fn spawn(name: &str, args: &[&str], priority: Priority) -> Result<Pid, Error> {
+    spawn_call(name, args, priority, None)
+}
+
+/// Like [`spawn`], but the child starts and lives on core `core` (`SPAWN_ON`); it is still
+/// this process's child ([`wait`], [`kill`] work as for a local one).
+/// [`Error::NoSuchCore`] if that core does not exist or is not online.
+pub fn spawn_on(name: &str, args: &[&str], priority: Priority, core: usize) -> Result<Pid, Error> {
+    spawn_call(name, args, priority, Some(core))
+}
+
+/// `SPAWN` (`core` is `None`) or `SPAWN_ON`.
+fn spawn_call(
+    name: &str,
+    args: &[&str],
+    priority: Priority,
+    core: Option<usize>,
+) -> Result<Pid, Error> {
     // Arguments travel as one buffer of NUL-terminated strings. Short lists (the usual
     // case, and the spawn benchmark's) are packed on the stack, longer ones on the heap.
     let mut small = [0u8; 256];
@@ -149,18 +188,33 @@ pub fn spawn(name: &str, args: &[&str], priority: Priority) -> Result<Pid, Error
         buf[at..at + a.len()].copy_from_slice(a.as_bytes());
         at += a.len() + 1;
     }
+    let (name_ptr, name_len) = (name.as_ptr() as u64, name.len() as u64);
+    let (args_ptr, args_len) = (buf.as_ptr() as u64, buf.len() as u64);
+    let priority = priority as u64;
     // SAFETY: both buffers are valid for reading for the lengths given.
     let pid = decode(unsafe {
-        raw::syscall5(
-            nr::SPAWN,
-            name.as_ptr() as u64,
-            name.len() as u64,
-            buf.as_ptr() as u64,
-            buf.len() as u64,
-            priority as u64,
-        )
+        match core {
+            None => raw::syscall5(nr::SPAWN, name_ptr, name_len, args_ptr, args_len, priority),
+            Some(core) => raw::syscall6(
+                nr::SPAWN_ON,
+                name_ptr,
+                name_len,
+                args_ptr,
+                args_len,
+                priority,
+                core as u64,
+            ),
+        }
     })?;
     Ok(Pid(pid))
+}
+
+/// Move process `pid` (`None`: the caller) to core `core` (`MIGRATE`); returns its new pid,
+/// which names `core`. Its parent's [`wait`] follows it to the new pid.
+/// [`Error::NoSuchCore`] if that core does not exist or is not online.
+pub fn migrate(pid: Option<Pid>, core: usize) -> Result<Pid, Error> {
+    // SAFETY: MIGRATE takes numbers only.
+    decode(unsafe { raw::syscall2(nr::MIGRATE, pid.map_or(0, |p| p.0), core as u64) }).map(Pid)
 }
 
 /// This process's id.
@@ -201,7 +255,8 @@ pub fn write(bytes: &[u8]) -> Result<usize, Error> {
 }
 
 /// Read console input into `buf`; blocks until at least one byte arrived and returns how
-/// many were read. Only processes on core 0 may read ([`Error::NotLocal`] elsewhere).
+/// many were read. The console's input belongs to core 0: a process on another core gets
+/// [`Error::NotSupported`].
 pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
     // SAFETY: `buf` is valid for writing for its length.
     decode(unsafe {
@@ -236,7 +291,7 @@ pub fn memory(bytes: usize) -> Result<usize, Error> {
     decode(unsafe { raw::syscall1(nr::MEMORY, bytes as u64) }).map(|a| a as usize)
 }
 
-/// Fill `buf` with one record per process; returns how many were written.
+/// Fill `buf` with one record per process of every core; returns how many were written.
 pub fn processes(buf: &mut [ProcInfo]) -> Result<usize, Error> {
     // SAFETY: `buf` is valid for writing `buf.len()` records.
     decode(unsafe { raw::syscall2(nr::PROCESSES, buf.as_mut_ptr() as u64, buf.len() as u64) })
@@ -250,7 +305,7 @@ pub fn cores(buf: &mut [CoreInfo]) -> Result<usize, Error> {
         .map(|n| n as usize)
 }
 
-/// End process `pid`.
+/// End process `pid` (on any core).
 pub fn kill(pid: Pid) -> Result<(), Error> {
     // SAFETY: KILL takes a number.
     decode(unsafe { raw::syscall1(nr::KILL, pid.0) }).map(drop)
@@ -263,4 +318,20 @@ pub fn poweroff() -> Error {
         Ok(_) => Error::Unknown,
         Err(e) => e,
     }
+}
+
+/// Fill `buf` with one record of inter-core RPCC counters per core; returns how many were
+/// written.
+pub fn rpcc_stats_into(buf: &mut [RpccInfo]) -> Result<usize, Error> {
+    // SAFETY: `buf` is valid for writing `buf.len()` records.
+    decode(unsafe { raw::syscall2(nr::RPCC_STATS, buf.as_mut_ptr() as u64, buf.len() as u64) })
+        .map(|n| n as usize)
+}
+
+/// Every core's inter-core RPCC counters (`RPCC_STATS`), one record per core.
+pub fn rpcc_stats() -> Result<Vec<RpccInfo>, Error> {
+    let mut buf = alloc::vec![RpccInfo::EMPTY; abi::MAX_CORES];
+    let n = rpcc_stats_into(&mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
 }

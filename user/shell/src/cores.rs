@@ -1,0 +1,193 @@
+//! The commands about cores and inter-core RPCC: `cores`, `mem`, `migrate PID CORE` and
+//! `rpcc` (the counters of `RPCC_STATS`: agents, requests served, back-pressure, IPIs, and
+//! the messages each core sent to each other core, then a `total:` line that a script can
+//! check). `run -c CORE` is in `main.rs`.
+
+use crate::Shell;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use ulib::abi::{self, CoreInfo, Error, Pid, RpccInfo};
+use ulib::{println, sys};
+
+/// A core number as typed: `1` or `c1`, below [`abi::MAX_CORES`] (whether it is online is
+/// the kernel's to say).
+pub(crate) fn parse_core(word: &str) -> Option<usize> {
+    let digits = word.strip_prefix('c').unwrap_or(word);
+    digits.parse().ok().filter(|c| *c < abi::MAX_CORES)
+}
+
+pub(crate) fn core_infos() -> Result<Vec<CoreInfo>, Error> {
+    let mut buf = alloc::vec![CoreInfo::default(); abi::MAX_CORES];
+    let n = sys::cores(&mut buf)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// `cores`.
+pub(crate) fn cores() -> Result<(), String> {
+    let infos = core_infos().map_err(|e| format!("cores: {e}"))?;
+    println!("CORE  ONLINE  LOAD  FRAMES FREE/TOTAL  PROCS  IPIS");
+    for c in &infos {
+        let busy = c.ticks.saturating_sub(c.idle_ticks);
+        let load = (busy * 100).checked_div(c.ticks).unwrap_or(0);
+        let frames = format!("{}/{}", c.frames_free, c.frames_total);
+        println!(
+            "{:<5} {:<7} {:>3}%  {:<18} {:<6} {}",
+            c.core,
+            if c.online != 0 { "yes" } else { "no" },
+            load,
+            frames,
+            c.processes,
+            c.ipis
+        );
+    }
+    Ok(())
+}
+
+/// Frames (4 KiB) as MiB with one decimal.
+fn mib(frames: u64) -> String {
+    let tenths = frames * 10 / 256;
+    format!("{}.{}", tenths / 10, tenths % 10)
+}
+
+/// `mem`.
+pub(crate) fn mem() -> Result<(), String> {
+    let infos = core_infos().map_err(|e| format!("mem: {e}"))?;
+    println!("CORE   FREE MiB  TOTAL MiB");
+    let (mut free, mut total) = (0, 0);
+    for c in &infos {
+        free += c.frames_free;
+        total += c.frames_total;
+        println!(
+            "{:<5} {:>9}  {:>9}",
+            c.core,
+            mib(c.frames_free),
+            mib(c.frames_total)
+        );
+    }
+    println!("total {:>9}  {:>9}", mib(free), mib(total));
+    Ok(())
+}
+
+impl Shell {
+    /// `migrate PID CORE`: move a process to CORE; it gets a new pid there. A job keeps
+    /// being a job under its new pid.
+    pub(crate) fn migrate(&mut self, args: &[&str]) -> Result<(), String> {
+        let [pid_word, core_word] = args else {
+            return Err("migrate: usage: migrate PID CORE (e.g. migrate 1.2 0)".into());
+        };
+        let pid = Pid::parse(pid_word).ok_or_else(|| {
+            format!("migrate: bad pid '{pid_word}' (expected CORE.SERIAL, e.g. 1.2)")
+        })?;
+        let core = parse_core(core_word)
+            .ok_or_else(|| format!("migrate: bad core '{core_word}' (a number, e.g. 0 or c0)"))?;
+        if pid.core() == core {
+            // A pid names the core its process lives on.
+            return Err(format!("migrate: {pid} already lives on core {core}"));
+        }
+        if pid == self.me {
+            return Err(format!(
+                "migrate: the shell reads the console, which core {} serves: it stays there",
+                self.core
+            ));
+        }
+        let new = sys::migrate(Some(pid), core)
+            .map_err(|e| format!("migrate {pid} to core {core}: {e}"))?;
+        if let Some(job) = self.jobs.iter_mut().find(|j| j.pid == pid) {
+            job.pid = new;
+        }
+        println!("{pid} is now {new} on core {core}");
+        Ok(())
+    }
+}
+
+/// `rpcc`: one line of counters per online core, who sent how many messages to whom, and
+/// the totals (messages between different cores, requests served, agents created).
+pub(crate) fn rpcc() -> Result<(), String> {
+    let stats = sys::rpcc_stats().map_err(|e| format!("rpcc: {e}"))?;
+    // The matrix shows online cores only (every record, if CORES cannot say).
+    let online: Vec<usize> = match core_infos() {
+        Ok(infos) => infos
+            .iter()
+            .filter(|c| c.online != 0)
+            .map(|c| c.core as usize)
+            .collect(),
+        Err(_) => stats.iter().map(|s| s.core as usize).collect(),
+    };
+    let shown: Vec<&RpccInfo> = stats
+        .iter()
+        .filter(|s| online.contains(&(s.core as usize)))
+        .collect();
+    if shown.is_empty() {
+        return Err("rpcc: the kernel reported no online core".into());
+    }
+    println!(
+        "{:<5} {:<7} {:>11}  {:>5} {:>8} {:>9}  {:>8} {:>8}  {:>9} {:>9} {:>7}",
+        "CORE",
+        "NOTIFY",
+        "AGENT-LIMIT",
+        "LIVE",
+        "CREATED",
+        "DESTROYED",
+        "REUSED",
+        "SERVED",
+        "RING-FULL",
+        "IPIS-SENT",
+        "WAITING"
+    );
+    for s in &shown {
+        println!(
+            "{:<5} {:<7} {:>11}  {:>5} {:>8} {:>9}  {:>8} {:>8}  {:>9} {:>9} {:>7}",
+            s.core,
+            abi::rpcc_notify_name(s.notify),
+            agent_limit(s.agent_limit),
+            s.agents_live,
+            s.agents_created,
+            s.agents_destroyed,
+            s.reuse_hits,
+            s.served,
+            s.ring_full,
+            s.ipis_sent,
+            s.outstanding
+        );
+    }
+    println!("messages sent (row: from core, column: to core)");
+    let width = 8;
+    let mut head = format!("{:<9}", "FROM\\TO");
+    for s in &shown {
+        head += &format!("{:>width$}", s.core);
+    }
+    println!("{head}");
+    for from in &shown {
+        let mut line = format!("{:<9}", from.core);
+        for to in &shown {
+            let n = from.sent_to.get(to.core as usize).copied().unwrap_or(0);
+            line += &format!("{n:>width$}");
+        }
+        println!("{line}");
+    }
+    let sum = |f: fn(&RpccInfo) -> u64| shown.iter().map(|s| f(s)).sum::<u64>();
+    let between: u64 = shown
+        .iter()
+        .flat_map(|from| {
+            shown
+                .iter()
+                .filter(move |to| to.core != from.core)
+                .map(move |to| from.sent_to.get(to.core as usize).copied().unwrap_or(0))
+        })
+        .sum();
+    println!(
+        "total: {between} messages between cores, {} requests served, {} agents created",
+        sum(|s| s.served),
+        sum(|s| s.agents_created)
+    );
+    Ok(())
+}
+
+fn agent_limit(limit: u32) -> String {
+    match limit {
+        0 => "unlimited".into(),
+        n => format!("{n}"),
+    }
+}

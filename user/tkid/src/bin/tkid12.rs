@@ -1,0 +1,5 @@
+//! `tkid12`: [`tkid`](../../lib.rs) with 12 KiB of text (P4 Fig. 8).
+#![no_std]
+#![no_main]
+
+tkid::program!(12);
