@@ -472,6 +472,8 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
     if let Some(top) = plan.kstack_top {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
+        // A thread may run user code: senders must announce messages again.
+        crate::rpcc::stop_polling();
     }
     let core = percore::this();
     core.running_user.store(plan.user, Ordering::Relaxed);
@@ -655,7 +657,7 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             // Messages from other cores first (and, in poll or hybrid mode, keep looking
             // for a while instead of halting).
             crate::rpcc::idle_poll();
-            if with(|s| s.has_ready()) || done() {
+            if with(|s| s.has_ready()) || done() || crate::rpcc::stop_polling() {
                 continue;
             }
             percore::assert_no_borrows();

@@ -355,12 +355,16 @@ fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
 pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     let thread = sched::with(|s| s.current_thread());
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
-    let tag = submit(dst, op, waiter)?;
+    start_polling();
+    let tag = submit(dst, op, waiter).inspect_err(|_| {
+        stop_polling();
+    })?;
     // Other contexts run while we sleep and set their own flows; ours comes back after.
     let flow = crate::res::save_flow();
     loop {
         if let Some(r) = take_done(tag) {
             crate::res::restore_flow(&flow);
+            stop_polling();
             return r;
         }
         match thread {
@@ -379,6 +383,7 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
 pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
     let thread = sched::with(|s| s.current_thread());
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
+    start_polling();
     let tags: Vec<Result<u64, Error>> = ops.into_iter().map(|op| submit(dst, op, waiter)).collect();
     let flow = crate::res::save_flow();
     let results = tags
@@ -399,6 +404,7 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
         })
         .collect();
     crate::res::restore_flow(&flow);
+    stop_polling();
     results
 }
 
@@ -544,10 +550,10 @@ pub(crate) fn reply(src: usize, tag: u64) {
 
 /// The idle loop's turn: look at the rings; in poll and hybrid mode keep looking (with
 /// interrupts open now and then) instead of halting, for as long as the mode says.
-/// Returns when the core should look for threads again or may halt.
+/// Returns when the core should look for threads again; before it halts, the idle loop
+/// calls [`stop_polling`].
 pub fn idle_poll() {
     let mode = notify_mode();
-    let rpcc = me();
     if poll() {
         return;
     }
@@ -560,7 +566,7 @@ pub fn idle_poll() {
     if time::now_ns() >= spin_until && !outbox {
         return;
     }
-    rpcc.polling.store(true, Ordering::Relaxed);
+    me().polling.store(true, Ordering::Relaxed);
     loop {
         if poll() || sched::with(|s| s.has_ready()) {
             break;
@@ -571,11 +577,29 @@ pub fn idle_poll() {
         }
         crate::arch::x86_64::cpu::interrupt_window();
     }
+}
+
+/// Hybrid mode: this core will look at its rings before it halts or runs a thread, so
+/// senders need not send it an IPI. A requester says so before it sends, so an answer
+/// that comes back at once is not announced by an IPI.
+pub fn start_polling() {
+    if notify_mode() == abi::RPCC_NOTIFY_HYBRID {
+        me().polling.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The core is about to halt or run a thread: senders must send IPIs again. Takes a last
+/// look; returns whether anything arrived.
+pub fn stop_polling() -> bool {
+    let rpcc = me();
+    if !rpcc.polling.load(Ordering::Relaxed) {
+        return false;
+    }
     rpcc.polling.store(false, Ordering::Relaxed);
     // Pairs with the sender's fence: a message sent before it saw `polling` false is seen
     // by this last look.
     fence(Ordering::SeqCst);
-    poll();
+    poll()
 }
 
 /// The timer tick: look at the rings (poll mode's only look while user code runs; a safety
