@@ -13,6 +13,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 pub const HZ: u64 = 100;
 
 static TSC_HZ: AtomicU64 = AtomicU64::new(0);
+/// Nanoseconds per TSC tick in 32.32 fixed point, so a conversion is one multiplication
+/// (a 128-bit division is a hundred-odd instructions, and the idle loop and every RPCC
+/// message read the clock).
+static NS_PER_TICK_FIXED: AtomicU64 = AtomicU64::new(0);
 static LAPIC_HZ_DIV16: AtomicU64 = AtomicU64::new(0);
 static KERNEL_ENTRY_TSC: AtomicU64 = AtomicU64::new(0);
 
@@ -29,7 +33,12 @@ pub fn kernel_entry_tsc() -> u64 {
 /// Calibrate the TSC and LAPIC timer (bootstrap core, once, LAPIC enabled).
 pub fn calibrate() -> pit::Calibration {
     let c = pit::calibrate(10);
-    TSC_HZ.store(c.tsc_hz.max(1), Ordering::Release);
+    let hz = c.tsc_hz.max(1);
+    NS_PER_TICK_FIXED.store(
+        ((1_000_000_000u128 << 32) / u128::from(hz)) as u64,
+        Ordering::Relaxed,
+    );
+    TSC_HZ.store(hz, Ordering::Release);
     LAPIC_HZ_DIV16.store(c.lapic_hz_div16.max(1), Ordering::Release);
     c
 }
@@ -41,10 +50,8 @@ pub fn tsc_hz() -> u64 {
 
 /// Convert TSC ticks to nanoseconds (0 before calibration).
 pub fn tsc_to_ns(tsc: u64) -> u64 {
-    match tsc_hz() {
-        0 => 0,
-        hz => (u128::from(tsc) * 1_000_000_000 / u128::from(hz)) as u64,
-    }
+    let fixed = NS_PER_TICK_FIXED.load(Ordering::Relaxed);
+    ((u128::from(tsc) * u128::from(fixed)) >> 32) as u64
 }
 
 /// Nanoseconds since machine reset.

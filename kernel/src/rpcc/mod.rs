@@ -475,38 +475,59 @@ fn take_done(tag: u64) -> Option<Result<Out, Error>> {
 /// to their daemons. Called from the doorbell IPI, the timer tick and the idle loop.
 /// Returns whether anything arrived.
 pub fn poll() -> bool {
-    let rpcc = me();
+    let mut arrived = false;
+    // In batches of at most `BATCH` messages (no allocation); until the rings are empty.
+    while let Some(n) = poll_batch() {
+        arrived |= n > 0;
+        if n < BATCH {
+            break;
+        }
+    }
+    arrived
+}
+
+/// Messages handled by one pass of [`poll`].
+const BATCH: usize = 32;
+
+fn poll_batch() -> Option<usize> {
     // Called from places where no borrow is open; a nested call (cannot happen today)
     // would find the state borrowed, so look first.
-    if rpcc.state.is_borrowed() {
-        return false;
+    if me().state.is_borrowed() {
+        return None;
     }
-    let mut replies: Vec<(u64, Waiter)> = Vec::new();
-    let mut requests: Vec<(usize, u64, u64)> = Vec::new();
+    let mut replies: heapless::Vec<(u64, Waiter), BATCH> = heapless::Vec::new();
+    let mut requests: heapless::Vec<(usize, u64, u64), BATCH> = heapless::Vec::new();
     with_state(|s| {
         flush_outboxes(s);
-        for src in 0..s.receivers.len() {
+        'rings: for src in 0..s.receivers.len() {
             let Some(rx) = s.receivers[src].as_mut() else {
                 continue;
             };
-            while let Some(msg) = rx.try_recv() {
+            while replies.len() + requests.len() < BATCH {
+                let Some(msg) = rx.try_recv() else {
+                    continue 'rings;
+                };
                 match msg.kind {
                     KIND_REPLY => {
                         if let Some(o) = s.outstanding.get_mut(&msg.tag) {
                             o.done = true;
-                            replies.push((msg.tag, o.waiter));
+                            let _ = replies.push((msg.tag, o.waiter));
                         }
                     }
-                    KIND_REQUEST => requests.push((src, msg.tag, msg.request)),
+                    KIND_REQUEST => {
+                        let _ = requests.push((src, msg.tag, msg.request));
+                    }
                     k => log::error!("rpcc: message of unknown kind {k} from core {src}"),
                 }
             }
+            break;
         }
-        if !replies.is_empty() || !requests.is_empty() {
+        if (!replies.is_empty() || !requests.is_empty()) && notify_mode() == abi::RPCC_NOTIFY_HYBRID
+        {
             s.last_activity = time::now_ns();
         }
     });
-    let arrived = !replies.is_empty() || !requests.is_empty();
+    let n = replies.len() + requests.len();
     for (tag, waiter) in replies {
         match waiter {
             Waiter::Thread(t) => {
@@ -530,7 +551,7 @@ pub fn poll() -> bool {
     for (src, tag, request) in requests {
         agent::accept(src, tag, request);
     }
-    arrived
+    Some(n)
 }
 
 /// Send the reply to request `tag` from core `src` (an agent, after `set_reply`).
