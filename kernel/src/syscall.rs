@@ -40,7 +40,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
             .map(|p| p.0),
         nr::RPCC_STATS => rpcc_stats(a[0], a[1]),
-        nr::GETPID => proc::current_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
+        nr::GETPID => proc::running_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
         nr::CORE => Ok(current_core() as u64),
         nr::YIELD => {
             sched::yield_now();

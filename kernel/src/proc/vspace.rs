@@ -64,6 +64,21 @@ impl VSpace {
         writable: bool,
         executable: bool,
     ) -> Result<(), Error> {
+        self.map_fresh(vaddr, count, writable, executable, |frame, _| {
+            paging::zero_frame(frame)
+        })
+    }
+
+    /// Map `count` fresh pages at `vaddr`, each filled by `fill(frame, index)` before it
+    /// is mapped.
+    fn map_fresh(
+        &mut self,
+        vaddr: u64,
+        count: u64,
+        writable: bool,
+        executable: bool,
+        mut fill: impl FnMut(u64, u64),
+    ) -> Result<(), Error> {
         let end = count
             .checked_mul(PAGE_SIZE)
             .and_then(|bytes| vaddr.checked_add(bytes))
@@ -86,7 +101,7 @@ impl VSpace {
                 self.unmap_pages(vaddr, i);
                 return Err(Error::NoMemory);
             };
-            paging::zero_frame(frame);
+            fill(frame, i);
             // SAFETY: this address space is owned by the calling core's process table, the
             // address is in the user half, and the frame is fresh.
             let r = unsafe {
@@ -201,20 +216,17 @@ impl VSpace {
         writable: bool,
         executable: bool,
     ) -> Result<(), Error> {
-        self.map_zeroed(vaddr, 1, writable, executable)?;
-        let to = paging::translate(self.root, vaddr)
-            .ok_or(Error::NoMemory)?
-            .paddr;
-        // SAFETY: `to` is the fresh frame just mapped here, `from` a whole frame the caller
-        // guarantees is not being written; both direct-mapped and distinct.
-        unsafe {
-            core::ptr::copy_nonoverlapping(
-                phys_to_virt(from) as *const u8,
-                phys_to_virt(to) as *mut u8,
-                PAGE_SIZE as usize,
-            );
-        }
-        Ok(())
+        self.map_fresh(vaddr, 1, writable, executable, |to, _| {
+            // SAFETY: `to` is a fresh frame of ours, `from` a whole frame the caller
+            // guarantees is not being written; both direct-mapped and distinct.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    phys_to_virt(from) as *const u8,
+                    phys_to_virt(to) as *mut u8,
+                    PAGE_SIZE as usize,
+                );
+            }
+        })
     }
 
     /// The attachments: (address, pages, region).
