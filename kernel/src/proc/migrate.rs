@@ -227,14 +227,8 @@ fn describe_self() -> Result<Box<Snapshot>, Error> {
 /// Step 1 (on the process's core): stop process `pid` and describe it. `Busy` while it is
 /// still on its way to stopping.
 pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
-    if pid.core() != current_core() {
-        return Err(Error::NoSuchProcess);
-    }
     sched::with(|s| {
-        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
-        if p.ended.is_some() {
-            return Err(Error::NoSuchProcess);
-        }
+        let p = super::live(s, pid)?;
         may_move(s, p)?;
         if p.moving || has_children(s, p) {
             return Err(Error::Busy);

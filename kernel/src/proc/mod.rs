@@ -113,17 +113,21 @@ fn with_live_thread<R>(
     pid: Pid,
     f: impl FnOnce(&mut sched::Sched, u32) -> Result<R, Error>,
 ) -> Result<R, Error> {
+    sched::with(|s| {
+        let t = live(s, pid)?.thread;
+        f(s, t)
+    })
+}
+
+/// Process `pid` of this core, if it has not ended.
+pub(crate) fn live(s: &sched::Sched, pid: Pid) -> Result<&Process, Error> {
     if pid.core() != current_core() {
         return Err(Error::NoSuchProcess);
     }
-    sched::with(|s| {
-        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
-        if p.ended.is_some() {
-            return Err(Error::NoSuchProcess);
-        }
-        let t = p.thread;
-        f(s, t)
-    })
+    s.processes
+        .get(&pid.serial())
+        .filter(|p| p.ended.is_none())
+        .ok_or(Error::NoSuchProcess)
 }
 
 /// Let stopped process `pid` run with a slice of `slice_ticks` (a compute bound to it).

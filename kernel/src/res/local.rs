@@ -18,6 +18,7 @@ use crate::rpcc;
 use abi::res::{Op, ResId, ResInfo, ResName, ResType, Rights, UserId, MAX_NAME};
 use abi::syscall::control;
 use abi::{Error, Pid, Priority};
+use alloc::collections::BTreeSet;
 use alloc::vec::Vec;
 use rescore::{Lookup, Table};
 
@@ -57,15 +58,17 @@ pub struct Entry {
     body: Body,
 }
 
-/// One core's resources.
+/// One core's resources, and an index of their names (a name is unique per type and core).
 pub struct ResTable {
     table: Table<Entry>,
+    names: BTreeSet<(u8, heapless::String<MAX_NAME>)>,
 }
 
 impl ResTable {
     pub const fn new() -> Self {
         ResTable {
             table: Table::new(MAX_RESOURCES, ResId::GENERATION_MASK),
+            names: BTreeSet::new(),
         }
     }
 }
@@ -146,16 +149,19 @@ fn u64_arg(args: &[u8]) -> Result<u64, Error> {
 
 /// OPEN: create the resource `name` names (on this core), with `args` (docs/resources.md)
 /// and `rights`. Returns its id, and its pid if it is a process.
-pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<(ResId, Option<Pid>), Error> {
-    let parsed = ResName::parse(name).map_err(|_| Error::BadName)?;
+pub fn open(
+    parsed: &ResName<'_>,
+    args: &[u8],
+    rights: Rights,
+) -> Result<(ResId, Option<Pid>), Error> {
     if parsed.core(current_core()) != current_core() {
         return Err(Error::BadName);
     }
-    let exists = with_table(|t| {
-        t.find(|e| e.kind == parsed.kind && e.name == parsed.name)
-            .is_some()
-    });
-    if exists {
+    let key = (
+        parsed.kind as u8,
+        heapless::String::try_from(parsed.name).map_err(|_| Error::BadName)?,
+    );
+    if percore::this().res.with(|t| t.names.contains(&key)) {
         return Err(Error::AlreadyExists);
     }
     let body = match parsed.kind {
@@ -223,7 +229,7 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<(ResId, Option<Pi
         }
     };
     let entry = Entry {
-        name: heapless::String::try_from(parsed.name).map_err(|_| Error::BadName)?,
+        name: key.1.clone(),
         kind: parsed.kind,
         creator: flow_user(),
         rights,
@@ -233,10 +239,19 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<(ResId, Option<Pi
         Body::Process { pid } => Some(pid),
         _ => None,
     };
-    let (slot, generation) = with_table(|t| t.insert(entry)).map_err(|e| {
-        release(e.body);
-        Error::NoMemory
-    })?;
+    let (slot, generation) = percore::this()
+        .res
+        .with(|t| {
+            let r = t.table.insert(entry);
+            if r.is_ok() {
+                t.names.insert(key);
+            }
+            r
+        })
+        .map_err(|e| {
+            release(e.body);
+            Error::NoMemory
+        })?;
     Ok((
         ResId::new(0, current_core(), parsed.kind, generation, slot),
         pid,
@@ -269,7 +284,14 @@ pub fn close(id: ResId) -> Result<(), Error> {
         Body::VRegion { attached, .. } if attached > 0 => Err(Error::Busy),
         _ => Ok(()),
     })?;
-    let entry = with_table(|t| t.remove(id.slot(), id.generation())).map_err(lookup_error)?;
+    let entry = percore::this()
+        .res
+        .with(|t| {
+            let e = t.table.remove(id.slot(), id.generation())?;
+            t.names.remove(&(e.kind as u8, e.name.clone()));
+            Ok(e)
+        })
+        .map_err(lookup_error)?;
     release(entry.body);
     Ok(())
 }

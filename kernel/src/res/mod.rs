@@ -196,7 +196,7 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
         return Err(Error::BadName);
     }
     if core == current_core() {
-        return local::open(name, args, rights).map(|(id, _)| id);
+        return local::open(&parsed, args, rights).map(|(id, _)| id);
     }
     let op = Op::ResOpen {
         name: String::from(name),

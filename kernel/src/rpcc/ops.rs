@@ -114,7 +114,8 @@ impl Out {
 pub fn perform(op: &Op) -> Result<Out, Error> {
     match op {
         Op::ResOpen { name, args, rights } => {
-            res::local::open(name, args, *rights).map(|(id, pid)| Out::Opened(id, pid))
+            let parsed = abi::res::ResName::parse(name).map_err(|_| Error::BadName)?;
+            res::local::open(&parsed, args, *rights).map(|(id, pid)| Out::Opened(id, pid))
         }
         Op::ResClose(id) => res::local::close(*id).map(|()| Out::Unit),
         Op::ResRead { id, len, arg } => res::local::read(*id, *len, *arg).map(|r| match r {

@@ -45,6 +45,9 @@ ktest! {
         e(res::close(id), "close")?;
         kassert!(res::read(id, 1, 0).err() == Some(Error::StaleResource), "stale read");
         kassert!(res::close(id) == Err(Error::StaleResource), "stale close");
+        // The name is free again once closed (the per-core name index forgets it).
+        let again = e(res::open("here/vregion/t1", &size_arg(4096), Rights::OWNER_ALL), "reopen")?;
+        e(res::close(again), "close again")?;
         kassert!(free_frames() == before, "frames not returned");
         Ok(())
     }
