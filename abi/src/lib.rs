@@ -4,9 +4,11 @@
 //! `xtask` (which reads what the kernel prints) agree on one definition: the system-call
 //! numbers and register convention ([`syscall`]), the error enum ([`Error`]), process ids
 //! ([`Pid`]), priorities, and the records some calls fill in. `ResId`/`ResName` and `Rights`
-//! arrive with the resource layer.
+//! arrive with the resource layer. [`bench`] holds what the user bench programs and xtask
+//! both need to know.
 #![cfg_attr(not(test), no_std)]
 
+pub mod bench;
 pub mod res;
 pub mod syscall;
 mod types;

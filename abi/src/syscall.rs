@@ -36,6 +36,8 @@
 //! | 24 | `SPAWN_ON` | name ptr, name len, args ptr, args len, priority, core | pid of the child (it lives on `core`) |
 //! | 25 | `MIGRATE` | pid (0 = the caller), core | the process's new pid on `core` |
 //! | 26 | `RPCC_STATS` | `*mut RpccInfo`, capacity | number of records written (one per core) |
+//! | 27 | `MODES` | `*mut ModeInfo`, capacity | number of records written (one per core): where each core's time went |
+//! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
@@ -77,9 +79,16 @@ pub const GETUSER: u64 = 23;
 pub const SPAWN_ON: u64 = 24;
 pub const MIGRATE: u64 = 25;
 pub const RPCC_STATS: u64 = 26;
+pub const MODES: u64 = 27;
+pub const TRACE: u64 = 28;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 27;
+pub const COUNT: u64 = 29;
+
+/// `TRACE` commands.
+pub const TRACE_DUMP: u64 = 0;
+pub const TRACE_CLEAR: u64 = 1;
+pub const TRACE_STATUS: u64 = 2;
 
 /// `RES_CONTROL` commands (which apply to which type: docs/resources.md).
 pub mod control {
@@ -125,6 +134,8 @@ pub fn name(number: u64) -> &'static str {
         "spawn_on",
         "migrate",
         "rpcc_stats",
+        "modes",
+        "trace",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

@@ -244,6 +244,10 @@ pub struct ProcInfo {
     pub cpu_ns: u64,
     /// Bytes of user memory mapped.
     pub memory: u64,
+    /// Time spent in each CPU mode while this process was the one on its core, ns
+    /// (indexed by the `MODE_*` values; Lock and Interrupt time is charged to the process
+    /// that was running).
+    pub mode_ns: [u64; MODE_COUNT],
 }
 
 impl ProcInfo {
@@ -257,6 +261,7 @@ impl ProcInfo {
         name: [0; NAME_LEN],
         cpu_ns: 0,
         memory: 0,
+        mode_ns: [0; MODE_COUNT],
     };
 
     pub fn name(&self) -> &str {
@@ -280,6 +285,28 @@ pub struct CoreInfo {
     /// Processes that live on the core.
     pub processes: u64,
     pub ipis: u64,
+}
+
+/// CPU modes (P2, Limited Symmetry section 2.1): where a core's time goes.
+pub const MODE_USER: usize = 0;
+pub const MODE_KERNEL: usize = 1;
+/// Waiting for the big kernel lock (`kernel=biglock`).
+pub const MODE_LOCK: usize = 2;
+pub const MODE_IDLE: usize = 3;
+/// Handling a device interrupt, the tick or an IPI.
+pub const MODE_INTERRUPT: usize = 4;
+pub const MODE_COUNT: usize = 5;
+pub const MODE_NAMES: [&str; MODE_COUNT] = ["user", "kernel", "lock", "idle", "interrupt"];
+
+/// One core's time per CPU mode, as `MODES` reports it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ModeInfo {
+    pub core: u32,
+    /// 1 if the kernel runs in big-lock mode (`kernel=biglock`), else 0.
+    pub biglock: u32,
+    /// Nanoseconds in each mode since boot, indexed by the `MODE_*` values.
+    pub ns: [u64; MODE_COUNT],
 }
 
 /// How RPCC tells a core that a message waits in its ring (boot option `rpcc.notify=`).
@@ -311,7 +338,8 @@ pub struct RpccInfo {
     pub agents_destroyed: u64,
     /// Requests performed by an agent that had performed one before (a reused agent).
     pub reuse_hits: u64,
-    /// Requests this core's agents performed.
+    /// Requests this core's agents performed (in big-lock mode: operations on this core's
+    /// tables that other cores performed directly, holding the lock).
     pub served: u64,
     /// Messages that found their ring full and waited (back-pressure; none is dropped).
     pub ring_full: u64,
@@ -319,7 +347,8 @@ pub struct RpccInfo {
     pub ipis_sent: u64,
     /// Requests this core is waiting for now.
     pub outstanding: u64,
-    /// Messages (requests, replies and notices) this core sent to each core.
+    /// Messages (requests, replies and notices) this core sent to each core (in big-lock
+    /// mode: the operations it performed directly on each core's tables).
     pub sent_to: [u64; crate::MAX_CORES],
 }
 

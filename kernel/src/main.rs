@@ -19,10 +19,12 @@ extern crate bare;
 
 mod arch;
 mod archive;
+mod biglock;
 mod console;
 mod fatal;
 mod ktest;
 mod mm;
+mod modes;
 mod percore;
 mod proc;
 mod res;
@@ -31,6 +33,7 @@ mod smp;
 mod syscall;
 mod tests;
 mod time;
+mod trace;
 
 use arch::x86_64::{acpi, apic, cpu, gdt, idt, ioapic, paging, pvh, serial, trap};
 use core::sync::atomic::Ordering;
@@ -76,6 +79,7 @@ impl EarlyFrames {
 pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     time::record_kernel_entry();
     percore::init_this_core(0);
+    modes::start_this_core();
     arch::x86_64::early::load_this_core();
     console::init(log::LevelFilter::Info);
 
@@ -103,6 +107,14 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     let features = cpu::Features::read();
     res::set_rcc(args.rcc);
     rpcc::configure(args.rpcc_notify, args.rpcc_agents);
+    if args.trace {
+        trace::enable();
+    }
+    if args.biglock {
+        // From here on this core holds the one kernel lock except in user mode and halts.
+        biglock::enable();
+        biglock::acquire();
+    }
     match boot.modules.first() {
         Some(m) => archive::set(m.start, m.size),
         None => log::warn!("no boot archive: no user programs (xtask attaches one with -initrd)"),
@@ -265,6 +277,7 @@ extern "C" fn bsp_main() -> ! {
     }
 
     rpcc::init_this_core();
+    trace::init_this_core();
     smp::mark_online();
     let planned = smp::cores_planned();
     let started = smp::start_aps();

@@ -55,6 +55,14 @@ pub struct CoreLocal {
     /// `sched::preempt_if_needed`.
     pub sched_attention: AtomicBool,
     pub rpcc: crate::rpcc::CoreRpcc,
+    pub modes: crate::modes::CoreModes,
+    /// This core holds the big kernel lock (`kernel=biglock`).
+    pub holds_biglock: AtomicBool,
+    /// Big-lock mode: another core is working on this core's tables (`biglock::on_core`).
+    pub acted_for: AtomicBool,
+    /// Big-lock mode: another core changed mappings this core may cache; flush on entry.
+    pub tlb_stale: AtomicBool,
+    pub trace: crate::trace::CoreTrace,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -135,6 +143,11 @@ impl CoreLocal {
             running_priority: AtomicU32::new(abi::Priority::App as u32),
             sched_attention: AtomicBool::new(false),
             rpcc: crate::rpcc::CoreRpcc::new(),
+            modes: crate::modes::CoreModes::new(),
+            holds_biglock: AtomicBool::new(false),
+            acted_for: AtomicBool::new(false),
+            tlb_stale: AtomicBool::new(false),
+            trace: crate::trace::CoreTrace::new(),
         }
     }
 }
@@ -153,6 +166,16 @@ pub fn init_this_core(core: usize) {
 
 /// Panic if this core holds a [`CoreCell`] borrow. Called before a core waits with
 /// interrupts open: an interrupt handler could need the same cell.
+/// Act as core `core` from now on: `this()` and `current_core()` name its record. Only big-lock
+/// mode does this, holding the lock, around work on another core's tables
+/// (`biglock::on_core`), and switches back after.
+pub fn act_as(core: usize) {
+    let record = &CORES[core] as *const CoreLocal as u64;
+    // SAFETY: GS.base points at a core record, as at start-up; the kernel runs with
+    // interrupts masked, so nothing observes the switch half-done.
+    unsafe { cpu::wrmsr(cpu::MSR_GS_BASE, record) };
+}
+
 pub fn assert_no_borrows() {
     let n = this().open_borrows.load(Ordering::Relaxed);
     assert!(

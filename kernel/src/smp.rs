@@ -212,8 +212,11 @@ pub fn start_aps() -> usize {
 pub extern "C" fn ap_entry(core: u64) -> ! {
     let core = core as usize;
     percore::init_this_core(core);
+    crate::modes::start_this_core();
     crate::arch::x86_64::early::load_this_core();
     AP_ALIVE.store(core, Ordering::Release);
+    // Big-lock mode: the rest of start-up is kernel work like any other.
+    crate::biglock::acquire();
     crate::mm::frames::init_this_core();
     crate::mm::heap::init_this_core();
     let stack = crate::mm::kstack::alloc(crate::KERNEL_STACK_PAGES)
@@ -227,6 +230,7 @@ extern "C" fn ap_main() -> ! {
     apic::init_this_core();
     time::start_tick_this_core();
     crate::rpcc::init_this_core();
+    crate::trace::init_this_core();
     mark_online();
     kick(0);
     idle()

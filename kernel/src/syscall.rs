@@ -40,6 +40,18 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
             .map(|p| p.0),
         nr::RPCC_STATS => rpcc_stats(a[0], a[1]),
+        nr::MODES => {
+            let n = crate::smp::cores_planned().min(a[1] as usize);
+            let infos: Vec<abi::ModeInfo> = (0..n).map(crate::modes::info_of).collect();
+            write_records(a[0], &infos)
+        }
+        nr::TRACE => match a[0] {
+            _ if !crate::trace::enabled() => Err(Error::NotSupported),
+            nr::TRACE_DUMP => Ok(crate::trace::dump()),
+            nr::TRACE_CLEAR => Ok(crate::trace::clear()),
+            nr::TRACE_STATUS => Ok(crate::trace::held()),
+            _ => Err(Error::InvalidArgument),
+        },
         nr::GETPID => proc::running_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
         nr::CORE => Ok(current_core() as u64),
         nr::YIELD => {

@@ -1,8 +1,9 @@
 //! `cargo xtask test`: the whole suite, host and kernel, ending in one `N passed, N failed`.
 //!
 //! 1. Host tests: `cargo test` over the host-testable crates (libs/, abi, xtask).
-//! 2. In-kernel tests: one boot per configuration (`-smp 1`, `2`, `4`, and `2` with the
-//!    x2APIC hidden so the xAPIC path runs too), each with `ktest=all` and a time limit.
+//! 2. In-kernel tests: one boot per configuration (`-smp 1`, `2`, `4`, `2` with the x2APIC
+//!    hidden so the xAPIC path runs too, and `2` and `4` in big-lock mode), each with
+//!    `ktest=all` and a time limit. The shell scripts run in both kernel structures too.
 //! 3. Boot checks: `poweroff` boots for 1, 2 and 4 cores, `smp=N` limiting the cores, and
 //!    a command line full of mistakes that must still boot.
 //! 4. Expected-fault tests: each in its own `-smp 2` boot; the kernel must stop with the
@@ -62,13 +63,16 @@ pub fn run(opts: &Options) -> Result<bool> {
             g
         };
         let mut fault_tests = Vec::new();
-        for (label, smp, cpu_flags) in [
-            ("smp1", 1, ""),
-            ("smp2", 2, ""),
-            ("smp4", 4, ""),
-            ("smp2-xapic", 2, "-x2apic"),
+        for (label, smp, cpu_flags, structure) in [
+            ("smp1", 1, "", ""),
+            ("smp2", 2, "", ""),
+            ("smp4", 4, "", ""),
+            ("smp2-xapic", 2, "-x2apic", ""),
+            // The same tests on P2's Limited Symmetry kernel: one lock, direct access.
+            ("smp2-biglock", 2, "", " kernel=biglock"),
+            ("smp4-biglock", 4, "", " kernel=biglock"),
         ] {
-            let mut g = guest(smp, &format!("ktest={}", opts.filter));
+            let mut g = guest(smp, &format!("ktest={}{structure}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
             let found = kernel_suite(&mut t, &g, label, &kernel, opts.verbose)?;
             if fault_tests.is_empty() {
@@ -322,18 +326,25 @@ fn fault_test(t: &mut Tally, g: &Guest, name: &str, expect: &str, verbose: bool)
 /// The shell, driven by the scripts in `user/shell/` like a person at the console, each on
 /// its number of cores.
 fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
-    for (script, smp) in [
-        ("smoke.script", 2),
-        ("kill.script", 2),
-        ("res.script", 2),
-        ("rpcc.script", 4),
+    for (script, smp, cmdline) in [
+        ("smoke.script", 2, ""),
+        ("kill.script", 2, ""),
+        ("res.script", 2, ""),
+        ("rpcc.script", 4, ""),
+        ("smoke.script", 2, "kernel=biglock"),
+        ("rpcc.script", 4, "kernel=biglock"),
     ] {
-        let g = guest(smp, "");
+        let g = guest(smp, cmdline);
         let file = crate::build::workspace_root()
             .join("user/shell")
             .join(script);
-        let name = format!("[shell] user/shell/{script}");
-        println!("xtask: shell script {} ({smp} cores)", file.display());
+        let mode = if cmdline.is_empty() {
+            ""
+        } else {
+            " (kernel=biglock)"
+        };
+        let name = format!("[shell] user/shell/{script}{mode}");
+        println!("xtask: shell script {} ({smp} cores){mode}", file.display());
         match crate::script::run(&g, &file) {
             Ok(()) => t.pass(&name),
             Err(e) => t.fail(&name, &format!("{e:#}")),

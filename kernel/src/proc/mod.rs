@@ -39,6 +39,8 @@ pub struct Process {
     /// Set when the process ends; the parent's WAIT collects it.
     pub ended: Option<WaitStatus>,
     pub cpu_ns: u64,
+    /// Time per CPU mode while this process was the one on its core (TSC ticks).
+    pub mode_ticks: [u64; abi::MODE_COUNT],
     pub thread: u32,
     /// Started by the kernel at boot (`start=`, the shell): counted until it ends, so
     /// `poweroff` can wait for the boot programs.
@@ -368,6 +370,7 @@ pub fn install(
             heap_end: who.heap_end,
             ended: None,
             cpu_ns: 0,
+            mode_ticks: [0; abi::MODE_COUNT],
             thread: 0,
             boot: who.parent == Pid(0),
             user: who.user,
@@ -587,6 +590,12 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
             return Err(Error::NoSuchProcess);
         }
         if s.current_process() == Some(pid.serial()) {
+            if crate::biglock::acted_for() {
+                // Big-lock mode, working for its core: it runs in user mode on that CPU.
+                // It ends itself on its next way back to user mode (an IPI follows).
+                s.request_kill(p.thread);
+                return Ok(false);
+            }
             return Ok(true);
         }
         if let Some(me) = requester {
@@ -684,6 +693,7 @@ pub fn infos() -> Vec<abi::ProcInfo> {
                     name,
                     cpu_ns: p.cpu_ns,
                     memory: p.vspace.as_ref().map_or(0, |v| v.bytes()),
+                    mode_ns: p.mode_ticks.map(crate::time::tsc_to_ns),
                 }
             })
             .collect()

@@ -68,6 +68,8 @@ pub struct Thread {
     pub slice_ticks: u32,
     /// Stop instead of becoming ready when what it waits for happens.
     stop_requested: bool,
+    /// End its process on the way back to user mode (killed while running elsewhere).
+    kill_requested: bool,
     /// It has never run (its arguments may still be replaced).
     pub fresh: bool,
     /// Its whole user state is in the frame at the top of its kernel stack: it has not run
@@ -175,6 +177,7 @@ impl Sched {
             },
             slice_ticks: SLICE_TICKS,
             stop_requested: false,
+            kill_requested: false,
             fresh: true,
             user_boundary: true,
             rsp,
@@ -260,6 +263,17 @@ impl Sched {
             // next runs).
             ThreadState::Ready | ThreadState::Blocked(_) => t.stop_requested = true,
             ThreadState::Stopped => {}
+        }
+    }
+
+    /// The running thread's process was killed by another CPU acting for this core
+    /// (big-lock mode): it ends itself on its way back to user mode.
+    pub fn request_kill(&mut self, id: u32) {
+        if let Some(t) = self.threads.get_mut(&id) {
+            t.kill_requested = true;
+            percore::this()
+                .sched_attention
+                .store(true, Ordering::Relaxed);
         }
     }
 
@@ -358,10 +372,14 @@ impl Sched {
     /// Account the running thread's CPU time up to now.
     fn account(&mut self) {
         let now = cpu::rdtsc();
+        let modes = crate::modes::take_process_share();
         if let Some(proc_serial) = self.current_process() {
             let ns = time::tsc_to_ns(now - self.ran_since);
             if let Some(p) = self.processes.get_mut(&proc_serial) {
                 p.cpu_ns += ns;
+                for (total, t) in p.mode_ticks.iter_mut().zip(modes) {
+                    *total += t;
+                }
             }
         }
         self.ran_since = now;
@@ -388,6 +406,9 @@ struct SwitchPlan {
     /// Its process's pid (0 for none) and priority.
     pid: u64,
     priority: u32,
+    /// Thread left and thread entered (0: the idle context), for the trace.
+    from: u64,
+    to: u64,
 }
 
 /// Give the core to `next` (a ready thread) or to the idle context; `current_goes` says
@@ -455,6 +476,8 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                     user: p.map_or(0, |p| p.user.0),
                     pid: p.map_or(0, |p| p.pid.0),
                     priority: p.map_or(Priority::App, |p| p.priority) as u32,
+                    from: u64::from(me.unwrap_or(0)),
+                    to: u64::from(id),
                 }
             }
             None => SwitchPlan {
@@ -465,10 +488,13 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                 user: 0,
                 pid: 0,
                 priority: Priority::App as u32,
+                from: u64::from(me.unwrap_or(0)),
+                to: 0,
             },
         })
     });
     let Some(plan) = plan else { return };
+    crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
     if let Some(top) = plan.kstack_top {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
@@ -577,12 +603,15 @@ pub fn preempt_if_needed() {
         Stay,
         Preempt,
         Stop,
+        Kill,
     }
     let then = with(|s| {
         let Some(t) = s.current.and_then(|c| s.threads.get_mut(&c)) else {
             return Then::Stay;
         };
-        if t.stop_requested {
+        if t.kill_requested {
+            Then::Kill
+        } else if t.stop_requested {
             t.stop_requested = false;
             Then::Stop
         } else if s.need_resched {
@@ -595,6 +624,10 @@ pub fn preempt_if_needed() {
         Then::Stay => {}
         Then::Preempt => switch_away(Some(ThreadState::Ready), true),
         Then::Stop => switch_away(Some(ThreadState::Stopped), true),
+        Then::Kill => crate::proc::exit_current(abi::WaitStatus {
+            how: abi::ENDED_KILLED,
+            ..abi::WaitStatus::default()
+        }),
     }
 }
 
@@ -661,7 +694,7 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
                 continue;
             }
             percore::assert_no_borrows();
-            cpu::wait_for_interrupt();
+            crate::biglock::halt();
         }
     }
 }

@@ -150,7 +150,9 @@ extern "C" fn agent_main(src: u64) -> ! {
         // SAFETY: the requester keeps the record alive in its outstanding table until our
         // reply arrives, and touches it only after that (release/acquire via the rings).
         let request: &Request = unsafe { &*(request as *const Request) };
+        crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
         perform(request);
+        crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
         super::reply(src, tag);
         performed += 1;
         stats.served.fetch_add(1, Ordering::Relaxed);

@@ -258,6 +258,7 @@ fn send(s: &mut State, dst: usize, msg: Msg) {
         s.senders[dst] = unsafe { ring.as_ref() }.and_then(|r| r.take_sender());
     }
     me().stats.sent_to[dst].fetch_add(1, Ordering::Relaxed);
+    crate::trace::event(crate::trace::Kind::RpccSend, dst as u64, msg.tag);
     let sent = match &mut s.senders[dst] {
         Some(tx) if s.outbox[dst].is_empty() => tx.try_send(msg).is_ok(),
         _ => false,
@@ -347,12 +348,16 @@ fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
         tag
     });
     me().stats.outstanding.fetch_add(1, Ordering::Relaxed);
+    crate::trace::event(crate::trace::Kind::Submit, dst as u64, tag);
     Ok(tag)
 }
 
 /// Perform `op` on core `dst` and return its result, sleeping until it comes. The caller
 /// sees exactly what the call would have returned on `dst`.
 pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
+    if crate::biglock::enabled() {
+        return call_direct(dst, &op);
+    }
     let thread = sched::with(|s| s.current_thread());
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
     start_polling();
@@ -378,9 +383,37 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     }
 }
 
+/// Big-lock mode: no message; holding the lock, perform `op` at once acting as core `dst`,
+/// under the caller's flow (what an agent on `dst` would do).
+fn call_direct(dst: usize, op: &Op) -> Result<Out, Error> {
+    if !reachable(dst) || dst == current_core() {
+        return Err(Error::NoSuchCore);
+    }
+    // Counted as a request to `dst` and one `dst` served, though nothing travels.
+    me().stats.sent_to[dst].fetch_add(1, Ordering::Relaxed);
+    percore::of(dst)
+        .rpcc
+        .stats
+        .served
+        .fetch_add(1, Ordering::Relaxed);
+    let flow = crate::res::flow_info();
+    let saved = crate::res::save_flow();
+    let r = crate::biglock::on_core(dst, || {
+        crate::res::adopt_flow(&flow);
+        let r = ops::perform(op);
+        crate::res::end_remote_flow();
+        r
+    });
+    crate::res::restore_flow(&saved);
+    r
+}
+
 /// Send every operation of `ops` to `dst` at once, then collect the results in order (many
 /// requests in flight from one thread; the rings apply back-pressure).
 pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
+    if crate::biglock::enabled() {
+        return ops.iter().map(|op| call_direct(dst, op)).collect();
+    }
     let thread = sched::with(|s| s.current_thread());
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
     start_polling();
@@ -425,6 +458,12 @@ pub fn agents_awake() -> u64 {
 
 /// Send `op` to `dst` without waiting for (or wanting) its result.
 pub fn notice(dst: usize, op: Op) {
+    if crate::biglock::enabled() {
+        if let Err(e) = call_direct(dst, &op) {
+            log::debug!("rpcc: notice to core {dst}: {e}");
+        }
+        return;
+    }
     if let Err(e) = submit(dst, op, Waiter::Nobody) {
         log::warn!("rpcc: notice to core {dst} not sent: {e}");
     }
@@ -464,6 +503,7 @@ fn take_done(tag: u64) -> Option<Result<Out, Error>> {
         }
     })?;
     me().stats.outstanding.fetch_sub(1, Ordering::Relaxed);
+    crate::trace::event(crate::trace::Kind::Complete, 0, tag);
     // SAFETY: the reply arrived (acquire in the ring), so the agent is done with the record.
     let reply = unsafe { (*o.request.reply.get()).take() };
     Some(reply.unwrap_or(Err(Error::Unknown)))
@@ -507,6 +547,7 @@ fn poll_batch() -> Option<usize> {
                 let Some(msg) = rx.try_recv() else {
                     continue 'rings;
                 };
+                crate::trace::event(crate::trace::Kind::RpccReceive, src as u64, msg.tag);
                 match msg.kind {
                     KIND_REPLY => {
                         if let Some(o) = s.outstanding.get_mut(&msg.tag) {
@@ -574,6 +615,10 @@ pub(crate) fn reply(src: usize, tag: u64) {
 /// Returns when the core should look for threads again; before it halts, the idle loop
 /// calls [`stop_polling`].
 pub fn idle_poll() {
+    // In big-lock mode requests do not travel (and spinning here would hold the lock).
+    if crate::biglock::enabled() {
+        return;
+    }
     let mode = notify_mode();
     if poll() {
         return;

@@ -124,7 +124,9 @@ ktest! {
     /// A call that times out stays in flight: the next call to that core is refused as Busy
     /// (never answered with the late result of the old one), and works once the old one ends.
     fn call_on_after_timeout() -> TestResult {
-        if smp::cores_planned() < 2 {
+        // In big-lock mode the slow call holds the kernel lock, so the caller cannot look
+        // at the clock before it ends: there is no timeout to test.
+        if smp::cores_planned() < 2 || crate::biglock::enabled() {
             return Ok(());
         }
         let r = smp::call_on(1, spin_50ms, 1, 1_000_000);

@@ -6,6 +6,7 @@
 mod faults;
 mod interrupts;
 mod memory;
+mod modes;
 mod platform;
 mod process;
 mod resources;

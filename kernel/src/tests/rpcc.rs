@@ -149,7 +149,8 @@ ktest! {
             }
         }
         let full = percore::this().rpcc.stats.ring_full.load(Ordering::Relaxed) - full_before;
-        kassert!(full > 0, "the ring never filled (no back-pressure seen)");
+        // (In big-lock mode nothing travels: each request is done at once, under the lock.)
+        kassert!(full > 0 || crate::biglock::enabled(), "the ring never filled (no back-pressure seen)");
         let listed = e(res::list(other), "list")?;
         kassert!(listed.iter().filter(|i| i.name().starts_with("bp")).count() == 200, "not exactly 200 regions");
         let closes = ids.iter().map(|&id| Op::ResClose(id)).collect();
@@ -336,7 +337,8 @@ ktest! {
         run_load(n)?;
         settle()?;
         let served: u64 = (0..n).map(|c| percore::of(c).rpcc.stats.served.load(Ordering::Relaxed)).sum::<u64>() - served_before;
-        kassert!(served >= 100_000, "only {served} remote operations served");
+        // Agents serve them in the per-core kernel; big-lock mode does them directly.
+        kassert!(served >= 100_000 || crate::biglock::enabled(), "only {served} remote operations served");
         for c in 0..n {
             let f = on(c, free_frames_here, 0)?;
             kassert!(f == frames[c], "core {c}: {} frames before, {f} after", frames[c]);

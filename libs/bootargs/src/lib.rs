@@ -15,6 +15,8 @@
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `noshell` | do not start the shell on core 0 |
 //! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
+//! | `kernel=percore` or `kernel=biglock` | a kernel per core (default), or one big kernel lock taken at every kernel entry (P2's Limited Symmetry) |
+//! | `trace=on` | record kernel events in a per-core ring (the `TRACE` call dumps them) |
 //! | `rpcc.notify=MODE` | how RPCC tells a core a message waits: `ipi`, `poll` or `hybrid` (default) |
 //! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it |
 #![cfg_attr(not(test), no_std)]
@@ -61,6 +63,10 @@ pub struct BootArgs<'a> {
     /// Check resource rights (RCC); `rcc=off` turns the checks off.
     pub rcc: bool,
     pub rpcc_notify: Notify,
+    /// One big kernel lock (`kernel=biglock`) instead of a kernel per core.
+    pub biglock: bool,
+    /// Record kernel events (`trace=on`).
+    pub trace: bool,
     /// Requests one RPCC agent performs before it is destroyed; `None`: unlimited.
     pub rpcc_agents: Option<u32>,
 }
@@ -87,6 +93,8 @@ impl Default for BootArgs<'_> {
             shell: true,
             rcc: true,
             rpcc_notify: Notify::Hybrid,
+            biglock: false,
+            trace: false,
             rpcc_agents: None,
         }
     }
@@ -147,6 +155,20 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
             ("rcc", Some("on")) => args.rcc = true,
             ("rcc", Some("off")) => args.rcc = false,
             ("rcc", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "on or off",
+            }),
+            ("kernel", Some("percore")) => args.biglock = false,
+            ("kernel", Some("biglock")) => args.biglock = true,
+            ("kernel", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "percore or biglock",
+            }),
+            ("trace", Some("on")) => args.trace = true,
+            ("trace", Some("off")) => args.trace = false,
+            ("trace", Some(v)) => warn(Warning::BadValue {
                 key,
                 value: v,
                 expected: "on or off",
@@ -351,5 +373,16 @@ mod tests {
         let (a, w) = parse_collect("rpcc.agents=0 rpcc.agents=x rpcc.notify=irq");
         assert_eq!((a.rpcc_notify, a.rpcc_agents), (Notify::Hybrid, None));
         assert_eq!(w.len(), 3);
+    }
+
+    #[test]
+    fn structure_and_trace() {
+        let (a, w) = parse_collect("");
+        assert!(!a.biglock && !a.trace && w.is_empty());
+        let (a, w) = parse_collect("kernel=biglock trace=on");
+        assert!(a.biglock && a.trace && w.is_empty());
+        let (a, w) = parse_collect("kernel=biglock kernel=percore trace=maybe kernel=big");
+        assert!(!a.biglock && !a.trace);
+        assert_eq!(w.len(), 2);
     }
 }

@@ -10,8 +10,9 @@
 //!
 //! The operations run as user 1000 (`SETUSER`), not as the kernel (user 0), whom the
 //! checks let through at their first test: so a sample includes the check a program pays.
-//! Before measuring, a probe finds out whether the checks are on: it opens a vregion whose
-//! creator may not `control` it and tries `control INFO` (`Denied`: on; allowed: off).
+//! Before measuring, a probe (`ulib::res::rcc_probe`) finds out whether the checks are on:
+//! it opens a vregion whose creator may not `control` it and tries `control INFO` (`Denied`:
+//! on; allowed: off).
 //!
 //! Output: `resbench: user=1000 rcc=on` (or `off`, or `unknown` if the probe could not
 //! tell), then one line per sample,
@@ -21,7 +22,6 @@
 #![no_main]
 
 use ulib::abi::res::{Rights, UserId};
-use ulib::abi::syscall::control;
 use ulib::abi::Error;
 use ulib::bench::{self, rdtsc};
 use ulib::{println, res};
@@ -35,8 +35,6 @@ const NAME: &str = "here/vregion/b";
 const SIZE: u64 = 4096;
 /// The user the operations run as (any but the kernel's 0).
 const USER: UserId = UserId(1000);
-/// Read, write and close for the creator, but not control: the probe's rights.
-const NO_CONTROL: Rights = Rights(0x07);
 
 fn main(args: &[&str]) -> i32 {
     let samples = match args.get(1).map(|a| a.parse::<usize>()) {
@@ -58,7 +56,7 @@ fn main(args: &[&str]) -> i32 {
             now
         }
     };
-    let rcc = match rcc_probe() {
+    let rcc = match res::rcc_probe("here/vregion/rcc-probe") {
         // The kernel passes every check, so the probe tells nothing.
         _ if user == UserId::KERNEL => "unknown",
         Ok(true) => "on",
@@ -85,16 +83,4 @@ fn create_delete(n: u64) -> Result<u64, Error> {
         res::close(id)?;
     }
     Ok(rdtsc() - start)
-}
-
-/// Are the rights checks on? `Err` if the probe itself failed.
-fn rcc_probe() -> Result<bool, Error> {
-    let id = res::open_vregion("here/vregion/rcc-probe", SIZE, NO_CONTROL)?;
-    let r = res::control(id, control::INFO, 0, 0);
-    res::close(id)?;
-    match r {
-        Err(Error::Denied) => Ok(true),
-        Ok(_) => Ok(false),
-        Err(e) => Err(e),
-    }
 }

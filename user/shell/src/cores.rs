@@ -152,6 +152,11 @@ pub(crate) fn rpcc() -> Result<(), String> {
             s.outstanding
         );
     }
+    let biglock = sys::modes().is_ok_and(|m| m.first().is_some_and(|m| m.biglock != 0));
+    if biglock {
+        println!("big-lock mode: no messages travel; a core works on another core's tables");
+        println!("directly, holding the kernel lock. Counted below as requests.");
+    }
     println!("messages sent (row: from core, column: to core)");
     let width = 8;
     let mut head = format!("{:<9}", "FROM\\TO");
@@ -178,7 +183,8 @@ pub(crate) fn rpcc() -> Result<(), String> {
         })
         .sum();
     println!(
-        "total: {between} messages between cores, {} requests served, {} agents created",
+        "total: {between} {} between cores, {} requests served, {} agents created",
+        if biglock { "requests" } else { "messages" },
         sum(|s| s.served),
         sum(|s| s.agents_created)
     );
@@ -189,5 +195,59 @@ fn agent_limit(limit: u32) -> String {
     match limit {
         0 => "unlimited".into(),
         n => format!("{n}"),
+    }
+}
+
+/// `modes`: where each core's time went, in P2's five CPU modes, as percentages, and the
+/// kernel structure (per-core or big-lock).
+pub(crate) fn modes() -> Result<(), String> {
+    let infos = sys::modes().map_err(|e| format!("modes: {e}"))?;
+    let structure = match infos.first() {
+        Some(m) if m.biglock != 0 => "big-lock (kernel=biglock)",
+        _ => "per-core (kernel=percore)",
+    };
+    println!("kernel structure: {structure}");
+    let mut head = format!("{:<6}{:>12}", "CORE", "TOTAL(s)");
+    for name in abi::MODE_NAMES {
+        head += &format!("{:>11}", name.to_uppercase());
+    }
+    println!("{head}");
+    for m in &infos {
+        let total: u64 = m.ns.iter().sum();
+        let mut line = format!("{:<6}{:>12}", m.core, seconds(total));
+        for ns in m.ns {
+            let pct = if total == 0 {
+                0.0
+            } else {
+                ns as f64 * 100.0 / total as f64
+            };
+            line += &format!("{pct:>10.1}%");
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
+fn seconds(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1_000_000_000, ns / 1_000_000 % 1000)
+}
+
+/// `trace dump|clear|status`: the kernel's event trace (boot with `trace=on`).
+pub(crate) fn trace(args: &[&str]) -> Result<(), String> {
+    let (command, what) = match args.first().copied() {
+        Some("dump") => (abi::syscall::TRACE_DUMP, "dumped"),
+        Some("clear") => (abi::syscall::TRACE_CLEAR, "cleared"),
+        Some("status") | None => (abi::syscall::TRACE_STATUS, "held"),
+        Some(other) => return Err(format!("trace: unknown '{other}' (dump, clear or status)")),
+    };
+    match sys::trace(command) {
+        Ok(n) => {
+            println!("trace: {n} events {what}");
+            Ok(())
+        }
+        Err(abi::Error::NotSupported) => Err(
+            "trace: tracing is off (boot with trace=on: cargo xtask run --cmdline trace=on)".into(),
+        ),
+        Err(e) => Err(format!("trace: {e}")),
     }
 }

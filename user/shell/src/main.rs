@@ -54,6 +54,10 @@ commands:
                                   agents live/created/destroyed, reuses, requests
                                   served, ring-full waits, IPIs sent, requests waiting;
                                   then the messages each core sent to each core
+  modes                           where each core's time went: user, kernel, lock (the
+                                  big kernel lock, kernel=biglock), idle, interrupt
+  trace [dump|clear|status]       the kernel's event trace (boot with trace=on); dump
+                                  prints it (cargo xtask trace makes Perfetto JSON)
   sleep MS                        pause for MS milliseconds
   uptime                          time since boot
   res ls [CORE]                   resources of CORE (default this one): id, type, name,
@@ -152,6 +156,8 @@ impl Shell {
             "kill" => self.kill(args),
             "migrate" => self.migrate(args),
             "rpcc" => no_args(cmd).and_then(|_| cores::rpcc()),
+            "modes" => no_args(cmd).and_then(|_| cores::modes()),
+            "trace" => cores::trace(args),
             "sleep" => sleep(args),
             "uptime" => {
                 no_args(cmd)?;

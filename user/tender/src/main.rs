@@ -37,8 +37,9 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use ulib::abi::bench::TENDER_CHILDREN;
 use ulib::abi::res::{ResId, Rights, UserId};
-use ulib::abi::syscall::{self as nr, control};
+use ulib::abi::syscall as nr;
 use ulib::abi::{Error, Pid, Priority, RpccInfo, ENDED_EXIT, MAX_CORES};
 use ulib::bench::rdtsc;
 use ulib::sys::raw;
@@ -55,19 +56,6 @@ const OPS: usize = 70;
 const SKIP: usize = 10;
 /// The core the remote regions (and remote children) live on.
 const REMOTE: u64 = 1;
-/// Read, write and close for the creator, but not control: the RCC probe's rights.
-const NO_CONTROL: Rights = Rights(0x07);
-/// Fig. 8's children, by text size in KiB.
-const CHILDREN: [(&str, u32); 8] = [
-    ("tkid", 4),
-    ("tkid8", 8),
-    ("tkid12", 12),
-    ("tkid16", 16),
-    ("tkid20", 20),
-    ("tkid24", 24),
-    ("tkid28", 28),
-    ("tkid32", 32),
-];
 
 fn main(args: &[&str]) -> i32 {
     let num = |i: usize, default: usize| -> Option<usize> {
@@ -119,7 +107,7 @@ type Failed = (&'static str, Error);
 /// `tender: user=1000 rcc=on notify=ipi agents=unlimited cores=2`.
 fn setup() -> Result<(), Error> {
     res::setuser(USER)?;
-    let rcc = match rcc_probe() {
+    let rcc = match res::rcc_probe("c0/vregion/rcc-probe") {
         Ok(true) => "on",
         Ok(false) => "off",
         Err(_) => "unknown",
@@ -142,18 +130,6 @@ fn setup() -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     Ok(())
-}
-
-/// Are the rights checks on? (`Denied` on an operation the creator was not given: on.)
-fn rcc_probe() -> Result<bool, Error> {
-    let id = res::open_vregion("c0/vregion/rcc-probe", SIZE, NO_CONTROL)?;
-    let r = res::control(id, control::INFO, 0, 0);
-    res::close(id)?;
-    match r {
-        Err(Error::Denied) => Ok(true),
-        Ok(_) => Ok(false),
-        Err(e) => Err(e),
-    }
 }
 
 // ---- Figs. 4 and 5, Table 5 -------------------------------------------------------------
@@ -243,10 +219,10 @@ fn spread(reps: usize, fig8_n: u64) -> Result<(), Failed> {
     for rep in 0..reps {
         for n in (10..=80).step_by(10) {
             for case in Case::ALL {
-                child_run(rep, case, CHILDREN[0].0, n, stats_cost)?;
+                child_run(rep, case, TENDER_CHILDREN[0].0, n, stats_cost)?;
             }
         }
-        for (child, _) in CHILDREN {
+        for (child, _) in TENDER_CHILDREN {
             for case in Case::ALL {
                 child_run(rep, case, child, fig8_n, stats_cost)?;
             }

@@ -157,6 +157,21 @@ pub fn open_vregion(name: &str, size: u64, rights: Rights) -> Result<ResId, Erro
     open(name, &size.to_le_bytes(), rights)
 }
 
+/// Are the rights checks (RCC) on? Opens a 4 KiB vregion `name` that its creator may not
+/// control (rights `rwc-/----`), tries `control INFO` on it and closes it: [`Error::Denied`]
+/// means the checks are on, success that they are off; `Err` if the probe itself failed.
+/// For the kernel's user 0, whom every check lets through, the answer is always "off".
+pub fn rcc_probe(name: &str) -> Result<bool, Error> {
+    let id = open_vregion(name, 4096, Rights(0x07))?;
+    let r = control(id, cmd::INFO, 0, 0);
+    close(id)?;
+    match r {
+        Err(Error::Denied) => Ok(true),
+        Ok(_) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 // ---- vspace -----------------------------------------------------------------------------
 
 /// Open a handle to the address space of process `pid` (`None`: the caller's).

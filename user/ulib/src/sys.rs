@@ -335,3 +335,19 @@ pub fn rpcc_stats() -> Result<Vec<RpccInfo>, Error> {
     buf.truncate(n);
     Ok(buf)
 }
+
+/// Every core's time per CPU mode (`MODES`), one record per core.
+pub fn modes() -> Result<Vec<abi::ModeInfo>, Error> {
+    let mut buf = alloc::vec![abi::ModeInfo::default(); abi::MAX_CORES];
+    // SAFETY: `buf` is valid for writing `buf.len()` records.
+    let n = decode(unsafe { raw::syscall2(nr::MODES, buf.as_mut_ptr() as u64, buf.len() as u64) })?;
+    buf.truncate(n as usize);
+    Ok(buf)
+}
+
+/// `TRACE(command)`: dump, clear or count the kernel's trace events (`NotSupported` unless
+/// booted with `trace=on`).
+pub fn trace(command: u64) -> Result<u64, Error> {
+    // SAFETY: no pointer arguments.
+    decode(unsafe { raw::syscall1(nr::TRACE, command) })
+}

@@ -37,6 +37,14 @@ context_switch:
     popq %rbp
     ret
 
+/* First code of a user thread: account the entry to user mode (and leave the big lock),
+   then return to user mode like any trap. rbx and r12 (callee-saved) carry the frame and
+   the swapgs flag to trap_resume. */
+    .global user_thread_start
+user_thread_start:
+    call {first_user_entry}
+    jmp trap_resume
+
 /* First code of a kernel thread: its entry function is in r13, its argument in r12
    (placed there by prepare_kernel_entry). The entry never returns. */
     .global kernel_thread_start
@@ -45,14 +53,15 @@ kernel_thread_start:
     callq *%r13
     ud2
     "#,
+    first_user_entry = sym super::trap::first_user_entry,
     options(att_syntax)
 );
 
 extern "C" {
     fn context_switch(save: *mut u64, next_rsp: u64);
-    static trap_resume: u8;
     static syscall_entry: u8;
     static kernel_thread_start: u8;
+    static user_thread_start: u8;
 }
 
 /// Save the running context's stack pointer in `*save` and continue on the context whose
@@ -146,7 +155,8 @@ pub unsafe fn prepare_user_entry_with_fpu(
     let frame_at = kstack_top - core::mem::size_of::<TrapFrame>() as u64;
     // The area trap_common would have made below the frame: 528 bytes, 16-aligned.
     let fx_at = (frame_at - 528) & !15;
-    // Below it: the return address (trap_resume) and six callee-saved registers, popped by
+    // Below it: the return address (user_thread_start, which ends in trap_resume) and six
+    // callee-saved registers, popped by
     // context_switch in the order r15, r14, r13, r12, rbx, rbp.
     let regs = [
         0u64,
@@ -155,7 +165,7 @@ pub unsafe fn prepare_user_entry_with_fpu(
         1,
         frame_at,
         0,
-        core::ptr::addr_of!(trap_resume) as u64,
+        core::ptr::addr_of!(user_thread_start) as u64,
     ];
     let rsp = fx_at - (regs.len() * 8) as u64;
     // SAFETY: all writes land inside the caller's unused stack, above `rsp`.

@@ -173,6 +173,22 @@ pub fn wait_for_interrupt() {
     unsafe { asm!("sti; hlt; cli", options(nostack)) };
 }
 
+/// Flush this core's whole TLB, global (kernel) entries included, by toggling CR4.PGE.
+pub fn flush_tlb_all() {
+    const PGE: u64 = 1 << 7;
+    let cr4 = read_cr4();
+    if cr4 & PGE != 0 {
+        // SAFETY: clearing and setting PGE only flushes translations; paging stays on.
+        unsafe {
+            write_cr4(cr4 & !PGE);
+            write_cr4(cr4);
+        }
+    } else {
+        // SAFETY: reloading CR3 with its own value only flushes (non-global) translations.
+        unsafe { write_cr3(read_cr3()) };
+    }
+}
+
 /// Open interrupts for a moment (a core spinning in its idle loop lets pending interrupts
 /// in).
 pub fn interrupt_window() {

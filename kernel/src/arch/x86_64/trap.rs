@@ -70,8 +70,22 @@ pub fn exception_name(vector: u64) -> &'static str {
 /// Entry from `trap_common` with the saved registers.
 pub extern "C" fn dispatch(frame: &mut TrapFrame) {
     let from_user = frame.came_from_user();
+    if frame.vector == 2 {
+        // An NMI stops the machine (fatal): no lock, no accounting.
+        fatal::on_nmi(frame);
+    }
+    // Mode accounting and, in big-lock mode, the kernel lock (P2's entry to the kernel).
+    let kernel_work = frame.vector < 32 || frame.vector == VEC_SYSCALL;
+    let left = crate::modes::enter(if kernel_work {
+        crate::modes::Mode::Kernel
+    } else {
+        crate::modes::Mode::Interrupt
+    });
+    let held = crate::biglock::held();
+    crate::biglock::flush_if_stale();
+    crate::biglock::acquire();
+    crate::trace::event(crate::trace::Kind::Entry, frame.vector, frame.rax);
     match frame.vector {
-        2 => fatal::on_nmi(frame),
         0..=31 if from_user => crate::proc::fault_current(frame, cpu::read_cr2()),
         0..=31 => kernel_exception(frame),
         VEC_SYSCALL => crate::syscall::dispatch(frame),
@@ -105,7 +119,26 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
     // time slice takes the core (the kernel itself is never preempted).
     if from_user {
         crate::proc::sched::preempt_if_needed();
+        leave_for_user(frame.vector);
+    } else {
+        // Back to the kernel code we interrupted (the idle loop, a halting wait): as it was.
+        if !held {
+            crate::biglock::release();
+        }
+        crate::modes::enter(left);
     }
+}
+
+/// The last step before user mode: account user time from here, give up the big lock.
+fn leave_for_user(vector: u64) {
+    crate::trace::event(crate::trace::Kind::Exit, vector, 0);
+    crate::modes::enter(crate::modes::Mode::User);
+    crate::biglock::release();
+}
+
+/// A new thread's first entry to user mode (from `context::prepare_user_entry`'s stack).
+pub extern "C" fn first_user_entry() {
+    leave_for_user(VEC_SYSCALL);
 }
 
 /// An exception with no handler: a kernel bug. Report and stop the machine.

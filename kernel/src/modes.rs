@@ -1,0 +1,105 @@
+//! CPU mode accounting (P2, Limited Symmetry section 2.1): every core knows how much of its
+//! time went to user code, the kernel, waiting for the big kernel lock, idling, and
+//! interrupts.
+//!
+//! A core is always in exactly one [`Mode`]. At every transition ([`enter`]) it reads the
+//! TSC once, adds the time since the last transition to its total for the mode it leaves,
+//! and to an accumulator for the process that is running; the scheduler moves that
+//! accumulator into the process's record at each context switch ([`take_process_share`]).
+//! The transitions are: trap and system-call entry and exit (`arch::x86_64::trap`), the
+//! first entry of a thread to user mode, halting in the idle loop, and the spin for the big
+//! lock (`biglock`). Totals are in TSC ticks, converted to nanoseconds when reported.
+
+use crate::arch::x86_64::cpu;
+use crate::percore;
+use abi::{MODE_COUNT, MODE_IDLE, MODE_INTERRUPT, MODE_KERNEL, MODE_LOCK, MODE_USER};
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// The five modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Mode {
+    User = MODE_USER,
+    Kernel = MODE_KERNEL,
+    Lock = MODE_LOCK,
+    Idle = MODE_IDLE,
+    Interrupt = MODE_INTERRUPT,
+}
+
+impl Mode {
+    fn from_index(i: usize) -> Mode {
+        match i {
+            MODE_USER => Mode::User,
+            MODE_LOCK => Mode::Lock,
+            MODE_IDLE => Mode::Idle,
+            MODE_INTERRUPT => Mode::Interrupt,
+            _ => Mode::Kernel,
+        }
+    }
+}
+
+/// One core's mode clock. Written by its core only; totals are read by any core.
+pub struct CoreModes {
+    current: AtomicUsize,
+    since: AtomicU64,
+    total: [AtomicU64; MODE_COUNT],
+    /// Since the last context switch, for the running process.
+    process: [AtomicU64; MODE_COUNT],
+}
+
+impl CoreModes {
+    pub const fn new() -> Self {
+        CoreModes {
+            current: AtomicUsize::new(MODE_KERNEL),
+            since: AtomicU64::new(0),
+            total: [const { AtomicU64::new(0) }; MODE_COUNT],
+            process: [const { AtomicU64::new(0) }; MODE_COUNT],
+        }
+    }
+}
+
+/// Start this core's clock (in kernel mode), at its first instruction of Rust code.
+pub fn start_this_core() {
+    let m = &percore::this().modes;
+    m.since.store(cpu::rdtsc(), Ordering::Relaxed);
+    m.current.store(MODE_KERNEL, Ordering::Relaxed);
+}
+
+/// This core enters `mode`; returns the mode it left.
+#[inline]
+pub fn enter(mode: Mode) -> Mode {
+    let m = &percore::this().modes;
+    let now = cpu::rdtsc();
+    let left = m.current.swap(mode as usize, Ordering::Relaxed);
+    let elapsed = now.wrapping_sub(m.since.swap(now, Ordering::Relaxed));
+    m.total[left].fetch_add(elapsed, Ordering::Relaxed);
+    m.process[left].fetch_add(elapsed, Ordering::Relaxed);
+    Mode::from_index(left)
+}
+
+/// The mode this core is in.
+pub fn current() -> Mode {
+    Mode::from_index(percore::this().modes.current.load(Ordering::Relaxed))
+}
+
+/// The time per mode (ticks) since the last call, for the process that ran meanwhile.
+pub fn take_process_share() -> [u64; MODE_COUNT] {
+    let m = &percore::this().modes;
+    // Bring the current mode's time up to now first.
+    enter(current());
+    core::array::from_fn(|i| m.process[i].swap(0, Ordering::Relaxed))
+}
+
+/// `MODES` record of `core` (nanoseconds; the current mode's running time included when
+/// asked on that core).
+pub fn info_of(core: usize) -> abi::ModeInfo {
+    if core == percore::current_core() {
+        enter(current());
+    }
+    let m = &percore::of(core).modes;
+    abi::ModeInfo {
+        core: core as u32,
+        biglock: u32::from(crate::biglock::enabled()),
+        ns: core::array::from_fn(|i| crate::time::tsc_to_ns(m.total[i].load(Ordering::Relaxed))),
+    }
+}
