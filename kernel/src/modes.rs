@@ -66,14 +66,19 @@ pub fn start_this_core() {
 }
 
 /// This core enters `mode`; returns the mode it left.
-#[inline]
+#[inline(always)]
 pub fn enter(mode: Mode) -> Mode {
     let m = &percore::this().modes;
     let now = cpu::rdtsc();
-    let left = m.current.swap(mode as usize, Ordering::Relaxed);
-    let elapsed = now.wrapping_sub(m.since.swap(now, Ordering::Relaxed));
-    m.total[left].fetch_add(elapsed, Ordering::Relaxed);
-    m.process[left].fetch_add(elapsed, Ordering::Relaxed);
+    // Only this core writes its clock: plain loads and stores, no locked instructions.
+    let left = m.current.load(Ordering::Relaxed) % MODE_COUNT;
+    m.current.store(mode as usize, Ordering::Relaxed);
+    let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
+    m.since.store(now, Ordering::Relaxed);
+    let t = &m.total[left];
+    t.store(t.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+    let p = &m.process[left];
+    p.store(p.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
     Mode::from_index(left)
 }
 
@@ -87,7 +92,11 @@ pub fn take_process_share() -> [u64; MODE_COUNT] {
     let m = &percore::this().modes;
     // Bring the current mode's time up to now first.
     enter(current());
-    core::array::from_fn(|i| m.process[i].swap(0, Ordering::Relaxed))
+    core::array::from_fn(|i| {
+        let v = m.process[i].load(Ordering::Relaxed);
+        m.process[i].store(0, Ordering::Relaxed);
+        v
+    })
 }
 
 /// `MODES` record of `core` (nanoseconds; the current mode's running time included when

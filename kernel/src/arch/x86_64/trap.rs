@@ -81,9 +81,12 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
     } else {
         crate::modes::Mode::Interrupt
     });
-    let held = crate::biglock::held();
-    crate::biglock::flush_if_stale();
-    crate::biglock::acquire();
+    let big = crate::biglock::enabled();
+    let held = big && crate::biglock::held();
+    if big {
+        crate::biglock::flush_if_stale();
+        crate::biglock::acquire();
+    }
     crate::trace::event(crate::trace::Kind::Entry, frame.vector, frame.rax);
     match frame.vector {
         0..=31 if from_user => crate::proc::fault_current(frame, cpu::read_cr2()),
@@ -122,7 +125,7 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
         leave_for_user(frame.vector);
     } else {
         // Back to the kernel code we interrupted (the idle loop, a halting wait): as it was.
-        if !held {
+        if big && !held {
             crate::biglock::release();
         }
         crate::modes::enter(left);
@@ -130,10 +133,13 @@ pub extern "C" fn dispatch(frame: &mut TrapFrame) {
 }
 
 /// The last step before user mode: account user time from here, give up the big lock.
+#[inline(always)]
 fn leave_for_user(vector: u64) {
     crate::trace::event(crate::trace::Kind::Exit, vector, 0);
     crate::modes::enter(crate::modes::Mode::User);
-    crate::biglock::release();
+    if crate::biglock::enabled() {
+        crate::biglock::release();
+    }
 }
 
 /// A new thread's first entry to user mode (from `context::prepare_user_entry`'s stack).
