@@ -9,6 +9,7 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod bench;
+pub mod ipc;
 pub mod res;
 pub mod syscall;
 mod types;

@@ -37,6 +37,7 @@
 //! | 25 | `MIGRATE` | pid (0 = the caller), core | the process's new pid on `core` |
 //! | 26 | `RPCC_STATS` | `*mut RpccInfo`, capacity | number of records written (one per core) |
 //! | 27 | `MODES` | `*mut ModeInfo`, capacity | number of records written (one per core): where each core's time went |
+//! | 29–34 | `SUBMIT`, `COLLECT`, `CALL`, `SEND`, `RECV`, `REPLY` | see [`crate::ipc`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -81,9 +82,15 @@ pub const MIGRATE: u64 = 25;
 pub const RPCC_STATS: u64 = 26;
 pub const MODES: u64 = 27;
 pub const TRACE: u64 = 28;
+pub const SUBMIT: u64 = 29;
+pub const COLLECT: u64 = 30;
+pub const CALL: u64 = 31;
+pub const SEND: u64 = 32;
+pub const RECV: u64 = 33;
+pub const REPLY: u64 = 34;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 29;
+pub const COUNT: u64 = 35;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -136,6 +143,12 @@ pub fn name(number: u64) -> &'static str {
         "rpcc_stats",
         "modes",
         "trace",
+        "submit",
+        "collect",
+        "call",
+        "send",
+        "recv",
+        "reply",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

@@ -46,10 +46,13 @@ pub enum Error {
     TimedOut = 19,
     /// No such core, or it is not online.
     NoSuchCore = 20,
+    /// The target of a request went away (its process ended, its endpoint was closed)
+    /// before answering.
+    Gone = 21,
 }
 
 impl Error {
-    pub const ALL: [Error; 19] = [
+    pub const ALL: [Error; 20] = [
         Error::NoSuchCall,
         Error::InvalidArgument,
         Error::BadAddress,
@@ -69,6 +72,7 @@ impl Error {
         Error::AlreadyExists,
         Error::TimedOut,
         Error::NoSuchCore,
+        Error::Gone,
     ];
 
     pub fn from_code(code: u64) -> Error {
@@ -100,6 +104,7 @@ impl Error {
             Error::AlreadyExists => "a resource with that name exists",
             Error::TimedOut => "timed out",
             Error::NoSuchCore => "no such core (or it is not online)",
+            Error::Gone => "the target went away before answering",
         }
     }
 }
@@ -113,7 +118,7 @@ impl core::fmt::Display for Error {
 /// A process id: the core that created the process and a serial number on that core, so
 /// ids are unique machine-wide without any shared counter. Written `core.serial`, e.g.
 /// `0.7`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(transparent)]
 pub struct Pid(pub u64);
 

@@ -22,6 +22,8 @@ mod archive;
 mod biglock;
 mod console;
 mod fatal;
+mod ipc;
+mod ipc_calls;
 mod ktest;
 mod mm;
 mod modes;

@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
 /// Largest single console write or read.
-const MAX_IO: u64 = 64 * 1024;
+pub(crate) const MAX_IO: u64 = 64 * 1024;
 
 /// Handle the system call in `frame` (from the `syscall` entry) and store its result.
 pub fn dispatch(frame: &mut TrapFrame) {
@@ -40,6 +40,12 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
             .map(|p| p.0),
         nr::RPCC_STATS => rpcc_stats(a[0], a[1]),
+        nr::SUBMIT => crate::ipc_calls::submit(a[0]),
+        nr::COLLECT => crate::ipc_calls::collect(a[0], a[1], a[2]),
+        nr::CALL => crate::ipc_calls::call(a[0], a[1], a[2]),
+        nr::SEND => crate::ipc_calls::send(a[0], a[1]),
+        nr::RECV => crate::ipc_calls::recv(a[0], a[1], a[2]),
+        nr::REPLY => crate::ipc_calls::reply(a[0], a[1], a[2]),
         nr::MODES => {
             let n = crate::smp::cores_planned().min(a[1] as usize);
             let infos: Vec<abi::ModeInfo> = (0..n).map(crate::modes::info_of).collect();
@@ -89,7 +95,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
     frame.rdx = rdx;
 }
 
-fn copy_in(uaddr: u64, len: u64, max: u64) -> Result<Vec<u8>, Error> {
+pub(crate) fn copy_in(uaddr: u64, len: u64, max: u64) -> Result<Vec<u8>, Error> {
     if len > max {
         return Err(Error::TooLong);
     }

@@ -44,14 +44,17 @@ pub enum ResType {
     Process = 3,
     /// A CPU allotment (Tender's 演算): binding it to a process runs the process.
     Compute = 4,
+    /// Where a process receives requests (`RECV`); others `CALL`, `SEND` or `SUBMIT` to it.
+    Endpoint = 5,
 }
 
 impl ResType {
-    pub const ALL: [ResType; 4] = [
+    pub const ALL: [ResType; 5] = [
         ResType::VRegion,
         ResType::VSpace,
         ResType::Process,
         ResType::Compute,
+        ResType::Endpoint,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +63,7 @@ impl ResType {
             ResType::VSpace => "vspace",
             ResType::Process => "process",
             ResType::Compute => "compute",
+            ResType::Endpoint => "endpoint",
         }
     }
 

@@ -163,8 +163,10 @@ fn may_move(s: &sched::Sched, p: &Process) -> Result<(), Error> {
     Err(Error::Denied)
 }
 
+/// Children, or requests in flight (their answers name the old pid): it does not move.
 fn has_children(s: &sched::Sched, p: &Process) -> bool {
-    !p.remote_children.is_empty()
+    p.ipc.held() > 0
+        || !p.remote_children.is_empty()
         || s.processes
             .values()
             .any(|c| c.parent == p.pid && c.ended.is_none())

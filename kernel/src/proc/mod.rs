@@ -53,6 +53,8 @@ pub struct Process {
     pub child_event: bool,
     /// Children that migrated: (old pid, new pid), the latest few.
     pub moved: Vec<(Pid, Pid)>,
+    /// Its request and result queues (the request path).
+    pub ipc: crate::ipc::ProcIpc,
     /// Migration asked this process to stop (it was running) ([`migrate`]).
     pub stop_for_move: bool,
     /// Its description was taken for a migration; it must not run until the move is
@@ -377,6 +379,7 @@ pub fn install(
             remote_children: Vec::new(),
             child_event: false,
             moved: Vec::new(),
+            ipc: crate::ipc::ProcIpc::default(),
             stop_for_move: false,
             moving: false,
         };
@@ -445,6 +448,7 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     p.ended = Some(status);
     let vspace = p.vspace.take();
     let remote_children = core::mem::take(&mut p.remote_children);
+    let ipc = core::mem::take(&mut p.ipc);
     let parent = p.parent;
     let thread = p.thread;
     // If the process is ending itself its address space is the active one: leave it for
@@ -462,6 +466,11 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     }
     drop(vspace);
     let me = Pid::new(current_core(), serial);
+    // Whoever waits for an answer from it gets `Gone`; its endpoints go.
+    crate::ipc::process_ended(s, ipc);
+    if !moved {
+        crate::res::local::forget_endpoints_of(me);
+    }
     if moved {
         // It lives on under a new pid: no zombie here; its parent follows it.
         if s.processes.remove(&serial).is_some_and(|p| p.boot) {

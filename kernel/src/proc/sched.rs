@@ -46,6 +46,8 @@ pub enum Block {
     Rpcc(u64),
     /// An RPCC agent kept asleep for its next request.
     Agent,
+    /// In COLLECT or RECV, until this time at the latest (ns since reset).
+    Ipc(u64),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -636,7 +638,8 @@ pub fn on_tick(from_user: bool) {
     let now = time::now_ns();
     let core = percore::this();
     with(|s| {
-        s.wake_all(|b| matches!(b, Block::Sleep(t) | Block::Wait(t) if t <= now));
+        s.wake_all(|b| matches!(b, Block::Sleep(t) | Block::Wait(t) | Block::Ipc(t) if t <= now));
+        crate::ipc::on_tick(s, now);
         match s.current {
             None => {
                 core.stats.idle_ticks.fetch_add(1, Ordering::Relaxed);

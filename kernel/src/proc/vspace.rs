@@ -344,6 +344,24 @@ impl VSpace {
         };
         self.copy_out(uaddr, bytes)
     }
+
+    /// Read a plain record at user address `uaddr`.
+    ///
+    /// Only for the abi's `repr(C)` records made of integers, for which every bit pattern
+    /// is a valid value.
+    pub fn read_value<T: Copy + Default>(&self, uaddr: u64) -> Result<T, Error> {
+        let mut value = T::default();
+        // SAFETY: `value` is a live T; we overwrite its bytes with bytes of the same size,
+        // and T is plain integer data (see above), so any bytes make a valid T.
+        let bytes = unsafe {
+            core::slice::from_raw_parts_mut(
+                &mut value as *mut T as *mut u8,
+                core::mem::size_of::<T>(),
+            )
+        };
+        self.copy_in(uaddr, bytes)?;
+        Ok(value)
+    }
 }
 
 impl Drop for VSpace {

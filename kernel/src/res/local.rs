@@ -48,6 +48,10 @@ pub enum Body {
         mips: u32,
         bound: Option<Pid>,
     },
+    /// Requests sent here go to `owner`'s request queue (`ipc`).
+    Endpoint {
+        owner: Pid,
+    },
 }
 
 pub struct Entry {
@@ -227,6 +231,14 @@ pub fn open(
                 bound: None,
             }
         }
+        ResType::Endpoint => {
+            // The opener receives; an endpoint lives on its owner's core.
+            let owner = flow_pid().ok_or(Error::NoSuchProcess)?;
+            if owner.core() != current_core() {
+                return Err(Error::InvalidArgument);
+            }
+            Body::Endpoint { owner }
+        }
     };
     let entry = Entry {
         name: key.1.clone(),
@@ -274,7 +286,7 @@ fn release(body: Body) {
         } => {
             let _ = proc::stop(pid);
         }
-        Body::Compute { bound: None, .. } | Body::VSpace { .. } => {}
+        Body::Compute { bound: None, .. } | Body::VSpace { .. } | Body::Endpoint { .. } => {}
     }
 }
 
@@ -292,6 +304,9 @@ pub fn close(id: ResId) -> Result<(), Error> {
             Ok(e)
         })
         .map_err(lookup_error)?;
+    if let Body::Endpoint { owner } = entry.body {
+        crate::ipc::endpoint_closed(owner, id);
+    }
     release(entry.body);
     Ok(())
 }
@@ -316,6 +331,7 @@ pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
         }
         Body::Process { pid } => Ok(Then::ProcInfo(*pid)),
         Body::VSpace { pid } => Ok(Then::VSpaceList(*pid)),
+        Body::Endpoint { .. } => Err(Error::NotSupported),
         Body::Compute { mips, bound } => {
             if bound.is_some() {
                 return Err(Error::Busy);
@@ -425,7 +441,7 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
         }
         Body::Compute { bound, .. } => bound.take().map(Then::Unbind).ok_or(Error::InvalidArgument),
         Body::Process { pid } => Ok(Then::Args(*pid)),
-        Body::VSpace { .. } => Err(Error::NotSupported),
+        Body::VSpace { .. } | Body::Endpoint { .. } => Err(Error::NotSupported),
     })?;
     match then {
         Then::Done(n) => Ok(n),
@@ -476,6 +492,7 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
             Ok(Then::Value(a))
         }
         (Body::Compute { .. }, control::SET_MIPS) => Err(Error::InvalidArgument),
+        (Body::Endpoint { owner }, control::INFO) => Ok(Then::Value(owner.0)),
         _ => Err(Error::NotSupported),
     })?;
     match then {
@@ -507,6 +524,34 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
             Ok(0)
         }
     }
+}
+
+/// The owner of endpoint `id` (of this core), after checking the flow's right to send to it
+/// (`write`) or to receive from it (`read`).
+pub fn endpoint_owner(id: ResId, send: bool) -> Result<Pid, Error> {
+    let op = if send { Op::Write } else { Op::Read };
+    with_entry(id, Some(op), |e| match e.body {
+        Body::Endpoint { owner } => Ok(owner),
+        _ => Err(Error::WrongType),
+    })
+}
+
+/// Process `owner` (of this core) ended: its endpoints go with it (their queued requests
+/// were answered `Gone` with the rest of its queue). Called with the scheduler borrowed.
+pub fn forget_endpoints_of(owner: Pid) {
+    percore::this().res.with(|t| {
+        let gone: Vec<(u32, u32)> = t
+            .table
+            .iter()
+            .filter(|(_, _, e)| matches!(e.body, Body::Endpoint { owner: o } if o == owner))
+            .map(|(slot, generation, _)| (slot, generation))
+            .collect();
+        for (slot, generation) in gone {
+            if let Ok(e) = t.table.remove(slot, generation) {
+                t.names.remove(&(e.kind as u8, e.name.clone()));
+            }
+        }
+    });
 }
 
 /// Vregion `region` (of this core) is being attached to an address space: check the rights
@@ -560,6 +605,7 @@ fn info_of(slot: u32, generation: u32, e: &Entry) -> ResInfo {
             u64::from(proc::info_of(*pid).map_or(abi::STATE_ZOMBIE, |i| i.state)),
         ),
         Body::Compute { mips, bound } => (u64::from(*mips), bound.map_or(0, |p| p.0)),
+        Body::Endpoint { owner } => (owner.0, 0),
     };
     ResInfo {
         id: ResId::new(0, current_core(), e.kind, generation, slot),

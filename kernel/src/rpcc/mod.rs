@@ -112,6 +112,9 @@ enum Waiter {
     Idle,
     /// Nobody: a notice whose answer is not needed.
     Nobody,
+    /// A process of this core that submitted it (serial) and its ticket: the answer goes
+    /// to its result queue (`ipc`).
+    Ticket(u32, u64),
 }
 
 struct Outstanding {
@@ -456,6 +459,17 @@ pub fn agents_awake() -> u64 {
     with_state(|s| s.daemons.iter().map(agent::Daemon::awake).sum())
 }
 
+/// Send `op` to `dst` for process `serial` of this core, whose result queue gets the answer
+/// under `ticket` (the request path's asynchronous resource operations).
+pub fn submit_for(dst: usize, op: Op, serial: u32, ticket: u64) -> Result<(), Error> {
+    if crate::biglock::enabled() {
+        let r = call_direct(dst, &op);
+        crate::ipc::rpcc_answer(serial, ticket, r);
+        return Ok(());
+    }
+    submit(dst, op, Waiter::Ticket(serial, ticket)).map(drop)
+}
+
 /// Send `op` to `dst` without waiting for (or wanting) its result.
 pub fn notice(dst: usize, op: Op) {
     if crate::biglock::enabled() {
@@ -587,6 +601,11 @@ fn poll_batch() -> Option<usize> {
             }
             Waiter::Idle => {}
             Waiter::Nobody => drop(take_done(tag)),
+            Waiter::Ticket(serial, ticket) => {
+                if let Some(r) = take_done(tag) {
+                    crate::ipc::rpcc_answer(serial, ticket, r);
+                }
+            }
         }
     }
     for (src, tag, request) in requests {

@@ -82,6 +82,13 @@ pub enum Op {
     },
     /// Step 2 failed: the old process runs on as before.
     MigrateAbort(Pid),
+    /// The request path: put a request in an endpoint's owner's queue (this core).
+    Enqueue(crate::ipc::Incoming),
+    /// The request path: a finished request for process `pid` (this core).
+    Deliver {
+        pid: Pid,
+        completion: abi::ipc::Completion,
+    },
 }
 
 /// What a reply carries.
@@ -164,5 +171,10 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
         Op::MigrateIn(snapshot) => proc::migrate::bring_in(snapshot).map(Out::Pid),
         Op::MigrateCommit { pid, new } => proc::migrate::commit(*pid, *new).map(|()| Out::Unit),
         Op::MigrateAbort(pid) => proc::migrate::abort(*pid).map(|()| Out::Unit),
+        Op::Enqueue(incoming) => crate::ipc::enqueue(*incoming).map(|()| Out::Unit),
+        Op::Deliver { pid, completion } => {
+            crate::ipc::delivered(*pid, *completion);
+            Ok(Out::Unit)
+        }
     }
 }

@@ -5,6 +5,7 @@
 
 mod faults;
 mod interrupts;
+mod ipc;
 mod memory;
 mod modes;
 mod platform;

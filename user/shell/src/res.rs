@@ -180,6 +180,12 @@ impl Shell {
                 .ok_or("res open: usage: res open LOC/compute/NAME MIPS (1 to 10000)")?;
                 res::open_compute(name, mips, rights)
             }
+            ResType::Endpoint => {
+                if !args.is_empty() {
+                    return Err("res open: usage: res open LOC/endpoint/NAME (on this core: the shell receives)".into());
+                }
+                ulib::ipc::open_endpoint(name, rights)
+            }
         };
         let id = opened.map_err(|e| format!("res open: {e}: {name}"))?;
         match parsed.kind {
@@ -457,6 +463,7 @@ fn size_text(r: &ResInfo) -> String {
         Some(ResType::VSpace) => format!("{} pages", r.size),
         Some(ResType::Process) => format!("pid {}", Pid(r.size)),
         Some(ResType::Compute) => format!("{} mips", r.size),
+        Some(ResType::Endpoint) => format!("owner {}", Pid(r.size)),
         None => format!("{:#x}", r.size),
     }
 }
@@ -470,6 +477,7 @@ fn detail_text(r: &ResInfo) -> String {
         Some(ResType::Process) => state_text(r.detail as u32),
         Some(ResType::Compute) if r.detail == 0 => "unbound".into(),
         Some(ResType::Compute) => format!("runs pid {}", Pid(r.detail)),
+        Some(ResType::Endpoint) => "receives requests".into(),
         None => format!("{:#x}", r.detail),
     }
 }

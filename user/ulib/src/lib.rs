@@ -31,6 +31,7 @@ pub mod bench;
 pub mod cell;
 pub mod heap;
 pub mod io;
+pub mod ipc;
 pub mod res;
 pub mod rt;
 pub mod sys;

@@ -1,0 +1,491 @@
+//! One request path (DESIGN principle 3; P0's rendezvous, P1's split-phase calls, P3's
+//! request and result queues).
+//!
+//! Every process has, in the kernel, a *request queue* (requests sent to the endpoints it
+//! owns, waiting for `RECV`) and a *result queue* (its finished requests, waiting for
+//! `COLLECT`), both in [`ProcIpc`]. A request is submitted with a ticket; what it does
+//! depends on its target:
+//!
+//! - an endpoint (`SUBMIT_CALL`, `SUBMIT_SEND`): the request is put in the owner's request
+//!   queue, on the owner's core (through RPCC if that is another core; a full queue is
+//!   `Busy`: back-pressure, never a dropped request). The owner takes it with `RECV` and
+//!   answers with `REPLY`, which puts the result in the caller's result queue, again
+//!   through RPCC if the caller lives elsewhere.
+//! - a resource operation: done at once on this core; on another core it is an RPCC request
+//!   whose answer lands in the result queue when it comes, so many can be in flight.
+//! - a timed operation: finishes after a given time (P1's task B).
+//!
+//! `CALL` is submit-then-collect; `SEND` completes once queued. If a target goes away
+//! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
+//! leaves when it ends (queued and unanswered requests, results, timers) goes with it.
+
+use crate::percore::current_core;
+use crate::proc::sched;
+use crate::rpcc::{self, Op, Out};
+use abi::ipc::{self as api, Completion, Msg, Received, Submission};
+use abi::res::ResId;
+use abi::{Error, Pid};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::vec::Vec;
+
+/// Most requests one process may have in flight (submitted and not collected).
+pub const MAX_IN_FLIGHT: usize = 256;
+/// Most requests waiting in one process's request queue.
+pub const MAX_QUEUED: usize = 64;
+
+/// Who waits for the answer to a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    pub pid: Pid,
+    pub ticket: u64,
+}
+
+/// A request in an owner's request queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Incoming {
+    pub endpoint: ResId,
+    pub kind: u64,
+    pub sender: Pid,
+    /// Whom to answer (`None` for a one-way send).
+    pub caller: Option<Caller>,
+    pub msg: Msg,
+}
+
+/// A finished request, and for a read its bytes (copied out at collect).
+struct Done {
+    completion: Completion,
+    bytes: Option<(u64, Vec<u8>)>,
+}
+
+/// One process's queues.
+#[derive(Default)]
+pub struct ProcIpc {
+    next_ticket: u64,
+    /// Submitted, not finished; for a read, where its bytes go.
+    pending: BTreeMap<u64, Option<u64>>,
+    results: VecDeque<Done>,
+    requests: VecDeque<Incoming>,
+    /// Requests taken with RECV and not answered yet: handle -> caller.
+    serving: BTreeMap<u64, Caller>,
+    next_handle: u64,
+    /// Timed operations: (deadline ns, ticket).
+    timers: BTreeSet<(u64, u64)>,
+}
+
+impl ProcIpc {
+    fn in_flight(&self) -> usize {
+        self.pending.len() + self.results.len()
+    }
+
+    /// Requests and results held (0 once everything is collected and answered).
+    pub fn held(&self) -> usize {
+        self.in_flight() + self.requests.len() + self.serving.len() + self.timers.len()
+    }
+}
+
+/// Run `f` on the running process's queues.
+fn with_mine<R>(f: impl FnOnce(&mut ProcIpc, Pid) -> Result<R, Error>) -> Result<R, Error> {
+    sched::with(|s| {
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let pid = p.pid;
+        f(&mut p.ipc, pid)
+    })
+}
+
+/// Put a finished request in process `pid`'s result queue (this core) and wake it.
+pub fn complete(pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
+    if pid.core() == current_core() {
+        sched::with(|s| complete_in(s, pid, completion, bytes));
+    }
+}
+
+fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
+    let Some(p) = s.processes.get_mut(&pid.serial()) else {
+        return; // it ended: its answers go with it
+    };
+    let Some(dest) = p.ipc.pending.remove(&completion.ticket) else {
+        return;
+    };
+    let bytes = bytes.and_then(|b| dest.map(|at| (at, b)));
+    p.ipc.results.push_back(Done { completion, bytes });
+    let t = p.thread;
+    wake_if_waiting(s, t);
+}
+
+fn wake_if_waiting(s: &mut sched::Sched, thread: u32) {
+    if s.state_of(thread)
+        .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
+    {
+        s.wake(thread);
+    }
+}
+
+fn completion_of(ticket: u64, r: Result<Out, Error>) -> (Completion, Option<Vec<u8>>) {
+    let mut c = Completion {
+        ticket,
+        ..Completion::default()
+    };
+    let mut bytes = None;
+    match r {
+        Ok(Out::Value(v)) => c.value = v,
+        Ok(Out::Opened(id, _)) => c.value = id.0,
+        Ok(Out::Bytes(b)) => {
+            c.value = b.len() as u64;
+            bytes = Some(b);
+        }
+        Ok(Out::Unit) => {}
+        Ok(_) => c.status = Error::Unknown as u64,
+        Err(e) => c.status = e as u64,
+    }
+    (c, bytes)
+}
+
+/// An RPCC answer to a request process `serial` submitted (ticket) arrived.
+pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
+    let (c, bytes) = completion_of(ticket, r);
+    complete(Pid::new(current_core(), serial), c, bytes);
+}
+
+/// Deliver a completion to `caller`, wherever it lives (`s`: this core's scheduler, if the
+/// caller holds it).
+fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion) {
+    if caller.pid.core() == current_core() {
+        match s {
+            Some(s) => complete_in(s, caller.pid, completion, None),
+            None => complete(caller.pid, completion, None),
+        }
+    } else if rpcc::reachable(caller.pid.core()) {
+        rpcc::notice(
+            caller.pid.core(),
+            Op::Deliver {
+                pid: caller.pid,
+                completion,
+            },
+        );
+    }
+}
+
+/// Tell a caller its target went away.
+fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
+    deliver(
+        s,
+        caller,
+        Completion {
+            ticket: caller.ticket,
+            status: error as u64,
+            ..Completion::default()
+        },
+    );
+}
+
+// ---- endpoints: the owner's side -------------------------------------------------------------
+
+/// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
+pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
+    let owner = crate::res::local::endpoint_owner(incoming.endpoint, true)?;
+    sched::with(|s| {
+        let p = s
+            .processes
+            .get_mut(&owner.serial())
+            .filter(|p| p.ended.is_none())
+            .ok_or(Error::Gone)?;
+        if p.ipc.requests.len() >= MAX_QUEUED {
+            return Err(Error::Busy);
+        }
+        p.ipc.requests.push_back(incoming);
+        let t = p.thread;
+        wake_if_waiting(s, t);
+        Ok(())
+    })
+}
+
+/// RECV: take the next request for `endpoint` (owned by the caller), waiting at most
+/// `timeout_ns`.
+pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
+    if endpoint.core() != current_core() {
+        return Err(Error::InvalidArgument);
+    }
+    let owner = crate::res::local::endpoint_owner(endpoint, false)?;
+    let deadline = crate::time::now_ns().saturating_add(timeout_ns);
+    loop {
+        let got = with_mine(|ipc, me| {
+            if owner != me {
+                return Err(Error::Denied);
+            }
+            let Some(i) = ipc.requests.iter().position(|r| r.endpoint == endpoint) else {
+                return Ok(None);
+            };
+            let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
+            let request = match r.caller {
+                Some(caller) => {
+                    ipc.next_handle += 1;
+                    ipc.serving.insert(ipc.next_handle, caller);
+                    ipc.next_handle
+                }
+                None => 0,
+            };
+            Ok(Some(Received {
+                request,
+                sender: r.sender,
+                endpoint: r.endpoint.0,
+                kind: r.kind,
+                msg: r.msg,
+            }))
+        })?;
+        if let Some(r) = got {
+            return Ok(r);
+        }
+        if crate::time::now_ns() >= deadline {
+            return Err(Error::TimedOut);
+        }
+        sched::block(sched::Block::Ipc(deadline));
+    }
+}
+
+/// REPLY: answer request `handle` with `msg` and `value`.
+pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
+    let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
+    deliver(
+        None,
+        caller,
+        Completion {
+            ticket: caller.ticket,
+            status: 0,
+            value,
+            msg,
+        },
+    );
+    Ok(())
+}
+
+/// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get
+/// `Gone`.
+pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
+    let failed: Vec<Caller> = sched::with(|s| {
+        let Some(p) = s.processes.get_mut(&owner.serial()) else {
+            return Vec::new();
+        };
+        let (gone, keep): (Vec<Incoming>, Vec<Incoming>) = p
+            .ipc
+            .requests
+            .drain(..)
+            .partition(|r| r.endpoint == endpoint);
+        p.ipc.requests = keep.into();
+        gone.into_iter().filter_map(|r| r.caller).collect()
+    });
+    for caller in failed {
+        fail(None, caller, Error::Gone);
+    }
+}
+
+/// A process ended: everything waiting for it gets `Gone`; what it held goes.
+pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
+    let callers = ipc
+        .requests
+        .into_iter()
+        .filter_map(|r| r.caller)
+        .chain(ipc.serving.into_values());
+    for caller in callers {
+        fail(Some(&mut *s), caller, Error::Gone);
+    }
+}
+
+// ---- the caller's side ------------------------------------------------------------------------
+
+/// SUBMIT: start `sub`; returns its ticket. The `bytes_in` of a write or open were copied by
+/// the caller.
+pub fn submit(sub: &Submission, bytes_in: Option<(Vec<u8>, Vec<u8>)>) -> Result<u64, Error> {
+    let read_dest = (sub.kind == api::SUBMIT_RES_READ).then_some(sub.args[0]);
+    let (ticket, me) = with_mine(|ipc, me| {
+        if ipc.in_flight() >= MAX_IN_FLIGHT {
+            return Err(Error::Busy);
+        }
+        ipc.next_ticket += 1;
+        ipc.pending.insert(ipc.next_ticket, read_dest);
+        Ok((ipc.next_ticket, me))
+    })?;
+    let started = start(sub, ticket, me, bytes_in);
+    if let Err(e) = started {
+        let _ = with_mine(|ipc, _| {
+            ipc.pending.remove(&ticket);
+            Ok(())
+        });
+        return Err(e);
+    }
+    Ok(ticket)
+}
+
+fn start(
+    sub: &Submission,
+    ticket: u64,
+    me: Pid,
+    bytes_in: Option<(Vec<u8>, Vec<u8>)>,
+) -> Result<(), Error> {
+    let done = |r: Result<Out, Error>| {
+        let (c, bytes) = completion_of(ticket, r);
+        complete(me, c, bytes);
+        Ok(())
+    };
+    let target = ResId(sub.target);
+    match sub.kind {
+        api::SUBMIT_NOP => done(Ok(Out::Unit)),
+        api::SUBMIT_TIMER => with_mine(|ipc, _| {
+            let at = crate::time::now_ns().saturating_add(sub.args[0]);
+            ipc.timers.insert((at, ticket));
+            Ok(())
+        }),
+        api::SUBMIT_CALL | api::SUBMIT_SEND => {
+            let call = sub.kind == api::SUBMIT_CALL;
+            let incoming = Incoming {
+                endpoint: target,
+                kind: sub.kind,
+                sender: me,
+                caller: call.then_some(Caller { pid: me, ticket }),
+                msg: sub.msg,
+            };
+            let core = route(target)?;
+            if core == current_core() {
+                enqueue(incoming)?;
+            } else {
+                rpcc::call(core, Op::Enqueue(incoming))?;
+            }
+            if !call {
+                done(Ok(Out::Unit))?;
+            }
+            Ok(())
+        }
+        kind => {
+            let op = resource_op(kind, sub, bytes_in)?;
+            let core = match &op {
+                Op::ResOpen { name, .. } => abi::res::ResName::parse(name)
+                    .map_err(|_| Error::BadName)?
+                    .core(current_core()),
+                _ => route(target)?,
+            };
+            if core == current_core() {
+                done(rpcc::ops::perform(&op))
+            } else if core < crate::smp::cores_planned() {
+                rpcc::submit_for(core, op, me.serial(), ticket)
+            } else {
+                Err(Error::BadName)
+            }
+        }
+    }
+}
+
+fn route(id: ResId) -> Result<usize, Error> {
+    if id.machine() != 0 || id.core() >= crate::smp::cores_planned() {
+        return Err(Error::NoSuchResource);
+    }
+    Ok(id.core())
+}
+
+/// The RPCC operation a resource submission stands for.
+fn resource_op(
+    kind: u64,
+    sub: &Submission,
+    bytes_in: Option<(Vec<u8>, Vec<u8>)>,
+) -> Result<Op, Error> {
+    let id = ResId(sub.target);
+    Ok(match kind {
+        api::SUBMIT_RES_CLOSE => Op::ResClose(id),
+        api::SUBMIT_RES_CONTROL => Op::ResControl {
+            id,
+            cmd: sub.args[0],
+            a: sub.args[1],
+            b: sub.args[2],
+        },
+        api::SUBMIT_RES_READ => Op::ResRead {
+            id,
+            len: sub.args[1],
+            arg: sub.args[2],
+        },
+        api::SUBMIT_RES_WRITE => Op::ResWrite {
+            id,
+            data: bytes_in.map(|b| b.0).unwrap_or_default(),
+            arg: sub.args[2],
+        },
+        api::SUBMIT_RES_OPEN => {
+            let (name, args) = bytes_in.ok_or(Error::InvalidArgument)?;
+            Op::ResOpen {
+                name: alloc::string::String::from_utf8(name).map_err(|_| Error::BadName)?,
+                args,
+                rights: abi::res::Rights(
+                    u8::try_from(sub.msg.label).map_err(|_| Error::InvalidArgument)?,
+                ),
+            }
+        }
+        _ => return Err(Error::InvalidArgument),
+    })
+}
+
+/// COLLECT: a finished request (`ticket`, or any if `api::ANY`), waiting at most
+/// `timeout_ns`. Returns it and, for a read, where its bytes go.
+pub fn collect(
+    ticket: u64,
+    timeout_ns: u64,
+) -> Result<(Completion, Option<(u64, Vec<u8>)>), Error> {
+    let deadline = crate::time::now_ns().saturating_add(timeout_ns);
+    loop {
+        let got = with_mine(|ipc, _| {
+            let at = ipc
+                .results
+                .iter()
+                .position(|d| ticket == api::ANY || d.completion.ticket == ticket);
+            if let Some(i) = at {
+                let d = ipc.results.remove(i).ok_or(Error::Unknown)?;
+                return Ok(Some((d.completion, d.bytes)));
+            }
+            let known = if ticket == api::ANY {
+                !ipc.pending.is_empty()
+            } else {
+                ipc.pending.contains_key(&ticket)
+            };
+            if known {
+                Ok(None)
+            } else {
+                Err(Error::NoSuchResource)
+            }
+        })?;
+        if let Some(done) = got {
+            return Ok(done);
+        }
+        if crate::time::now_ns() >= deadline {
+            return Err(Error::TimedOut);
+        }
+        sched::block(sched::Block::Ipc(deadline));
+    }
+}
+
+/// The tick: finish due timed operations and wake whoever waits for them (or for a
+/// deadline).
+pub fn on_tick(s: &mut sched::Sched, now: u64) {
+    let mut woken = Vec::new();
+    for p in s.processes.values_mut() {
+        while let Some(&(at, ticket)) = p.ipc.timers.first() {
+            if at > now {
+                break;
+            }
+            p.ipc.timers.pop_first();
+            if p.ipc.pending.remove(&ticket).is_some() {
+                p.ipc.results.push_back(Done {
+                    completion: Completion {
+                        ticket,
+                        ..Completion::default()
+                    },
+                    bytes: None,
+                });
+                woken.push(p.thread);
+            }
+        }
+    }
+    for t in woken {
+        wake_if_waiting(s, t);
+    }
+}
+
+/// Send a completion that belongs to a process of this core (`Op::Deliver`).
+pub fn delivered(pid: Pid, completion: Completion) {
+    complete(pid, completion, None);
+}

@@ -1,0 +1,91 @@
+//! The request path from user space: endpoints, rendezvous (`call`, `recv`, `reply`),
+//! one-way `send`, and split-phase `submit` / `collect` (`abi::ipc` has the contract).
+
+use crate::res;
+use crate::sys::{decode, raw};
+use abi::ipc::{self as api, Completion, Msg, Received, Submission};
+use abi::res::{ResId, Rights};
+use abi::syscall as nr;
+use abi::Error;
+
+/// Open an endpoint `name` (e.g. `here/endpoint/server`) to receive requests on; `rights`
+/// say who may send (write) and receive (read).
+pub fn open_endpoint(name: &str, rights: Rights) -> Result<ResId, Error> {
+    res::open(name, &[], rights)
+}
+
+/// SUBMIT: start `sub`; returns its ticket.
+pub fn submit(sub: &Submission) -> Result<u64, Error> {
+    // SAFETY: `sub` is a live record; the kernel only reads it (and buffers it names, which
+    // the caller provides).
+    decode(unsafe { raw::syscall1(nr::SUBMIT, sub as *const Submission as u64) })
+}
+
+/// COLLECT: the result of `ticket` (or of any request with `api::ANY`), waiting at most
+/// `timeout_ns` (`u64::MAX`: no limit).
+pub fn collect(ticket: u64, timeout_ns: u64) -> Result<Completion, Error> {
+    let mut c = Completion::default();
+    // SAFETY: `c` lives across the call; the kernel writes one record to it.
+    decode(unsafe { raw::syscall3(nr::COLLECT, ticket, &raw mut c as u64, timeout_ns) })?;
+    Ok(c)
+}
+
+/// The status of a completion as a `Result` with its value.
+pub fn result(c: &Completion) -> Result<u64, Error> {
+    match c.status {
+        0 => Ok(c.value),
+        code => Err(Error::from_code(code)),
+    }
+}
+
+/// CALL: send `msg` to `endpoint` and wait for the reply (rendezvous); returns the reply's
+/// value and message.
+pub fn call(endpoint: ResId, msg: &Msg) -> Result<(u64, Msg), Error> {
+    let mut reply = Msg::default();
+    // SAFETY: both records live across the call; the kernel reads one and writes the other.
+    let v = decode(unsafe {
+        raw::syscall3(
+            nr::CALL,
+            endpoint.0,
+            msg as *const Msg as u64,
+            &raw mut reply as u64,
+        )
+    })?;
+    Ok((v, reply))
+}
+
+/// SEND: put `msg` in `endpoint`'s queue; no reply.
+pub fn send(endpoint: ResId, msg: &Msg) -> Result<(), Error> {
+    // SAFETY: the kernel reads `msg`, which lives across the call.
+    decode(unsafe { raw::syscall2(nr::SEND, endpoint.0, msg as *const Msg as u64) }).map(drop)
+}
+
+/// RECV: the next request on `endpoint` (which the caller owns), waiting at most
+/// `timeout_ns`.
+pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
+    let mut r = Received::default();
+    // SAFETY: `r` lives across the call; the kernel writes one record to it.
+    decode(unsafe { raw::syscall3(nr::RECV, endpoint.0, &raw mut r as u64, timeout_ns) })?;
+    Ok(r)
+}
+
+/// REPLY: answer request `request` (from `recv`) with `value` and `msg`.
+pub fn reply(request: u64, value: u64, msg: &Msg) -> Result<(), Error> {
+    // SAFETY: the kernel reads `msg`, which lives across the call.
+    decode(unsafe { raw::syscall3(nr::REPLY, request, msg as *const Msg as u64, value) }).map(drop)
+}
+
+/// A submission of kind `kind` on `target` with `args`.
+pub fn op(kind: u64, target: u64, args: [u64; 4]) -> Submission {
+    Submission {
+        kind,
+        target,
+        args,
+        msg: Msg::default(),
+    }
+}
+
+/// A timed operation: finishes after `ns` nanoseconds.
+pub fn timer(ns: u64) -> Submission {
+    op(api::SUBMIT_TIMER, 0, [ns, 0, 0, 0])
+}
