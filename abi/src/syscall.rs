@@ -38,6 +38,10 @@
 //! | 26 | `RPCC_STATS` | `*mut RpccInfo`, capacity | number of records written (one per core) |
 //! | 27 | `MODES` | `*mut ModeInfo`, capacity | number of records written (one per core): where each core's time went |
 //! | 29–34 | `SUBMIT`, `COLLECT`, `CALL`, `SEND`, `RECV`, `REPLY` | see [`crate::ipc`] | |
+//! | 35 | `THREAD_CREATE` | entry, stack top, argument | thread id (the new thread starts at `entry(argument)` on that stack, in the caller's process) |
+//! | 36 | `THREAD_EXIT` | value | (does not return; the last thread's exit ends the process with `value`) |
+//! | 37 | `THREAD_JOIN` | thread id, timeout ns | the thread's exit value |
+//! | 38 | `THREAD_SELF` | | the caller's thread id |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -88,9 +92,13 @@ pub const CALL: u64 = 31;
 pub const SEND: u64 = 32;
 pub const RECV: u64 = 33;
 pub const REPLY: u64 = 34;
+pub const THREAD_CREATE: u64 = 35;
+pub const THREAD_EXIT: u64 = 36;
+pub const THREAD_JOIN: u64 = 37;
+pub const THREAD_SELF: u64 = 38;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 35;
+pub const COUNT: u64 = 39;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -109,6 +117,10 @@ pub mod control {
     pub const KILL: u64 = 3;
     /// compute: set the mips degree to `arg0`.
     pub const SET_MIPS: u64 = 4;
+    /// sem: P (wait): take one unit, waiting until there is one.
+    pub const SEM_P: u64 = 5;
+    /// sem: V (signal): give one unit back, waking one waiter.
+    pub const SEM_V: u64 = 6;
 }
 
 /// Name of a call, for traces and error messages.
@@ -149,6 +161,10 @@ pub fn name(number: u64) -> &'static str {
         "send",
         "recv",
         "reply",
+        "thread_create",
+        "thread_exit",
+        "thread_join",
+        "thread_self",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

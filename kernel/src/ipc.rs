@@ -109,15 +109,18 @@ fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Op
     };
     let bytes = bytes.and_then(|b| dest.map(|at| (at, b)));
     p.ipc.results.push_back(Done { completion, bytes });
-    let t = p.thread;
-    wake_if_waiting(s, t);
+    let threads = p.threads.clone();
+    wake_if_waiting(s, &threads);
 }
 
-fn wake_if_waiting(s: &mut sched::Sched, thread: u32) {
-    if s.state_of(thread)
-        .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
-    {
-        s.wake(thread);
+/// Wake the threads (of one process) waiting in COLLECT or RECV: each looks again.
+fn wake_if_waiting(s: &mut sched::Sched, threads: &[u32]) {
+    for &thread in threads {
+        if s.state_of(thread)
+            .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
+        {
+            s.wake(thread);
+        }
     }
 }
 
@@ -194,8 +197,8 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
             return Err(Error::Busy);
         }
         p.ipc.requests.push_back(incoming);
-        let t = p.thread;
-        wake_if_waiting(s, t);
+        let threads = p.threads.clone();
+        wake_if_waiting(s, &threads);
         Ok(())
     })
 }
@@ -476,13 +479,11 @@ pub fn on_tick(s: &mut sched::Sched, now: u64) {
                     },
                     bytes: None,
                 });
-                woken.push(p.thread);
+                woken.extend(p.threads.iter().copied());
             }
         }
     }
-    for t in woken {
-        wake_if_waiting(s, t);
-    }
+    wake_if_waiting(s, &woken);
 }
 
 /// Send a completion that belongs to a process of this core (`Op::Deliver`).

@@ -46,6 +46,10 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::SEND => crate::ipc_calls::send(a[0], a[1]),
         nr::RECV => crate::ipc_calls::recv(a[0], a[1], a[2]),
         nr::REPLY => crate::ipc_calls::reply(a[0], a[1], a[2]),
+        nr::THREAD_CREATE => proc::threads::create(a[0], a[1], a[2]),
+        nr::THREAD_EXIT => proc::threads::exit(a[0]),
+        nr::THREAD_JOIN => proc::threads::join(a[0], a[1]),
+        nr::THREAD_SELF => proc::threads::current(),
         nr::MODES => {
             let n = crate::smp::cores_planned().min(a[1] as usize);
             let infos: Vec<abi::ModeInfo> = (0..n).map(crate::modes::info_of).collect();

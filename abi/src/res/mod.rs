@@ -46,15 +46,18 @@ pub enum ResType {
     Compute = 4,
     /// Where a process receives requests (`RECV`); others `CALL`, `SEND` or `SUBMIT` to it.
     Endpoint = 5,
+    /// A counting semaphore (open with its count; control `SEM_P` and `SEM_V`).
+    Sem = 6,
 }
 
 impl ResType {
-    pub const ALL: [ResType; 5] = [
+    pub const ALL: [ResType; 6] = [
         ResType::VRegion,
         ResType::VSpace,
         ResType::Process,
         ResType::Compute,
         ResType::Endpoint,
+        ResType::Sem,
     ];
 
     pub fn name(self) -> &'static str {
@@ -64,6 +67,7 @@ impl ResType {
             ResType::Process => "process",
             ResType::Compute => "compute",
             ResType::Endpoint => "endpoint",
+            ResType::Sem => "sem",
         }
     }
 

@@ -23,11 +23,12 @@ const MOVED_MEMORY: usize = 16;
 fn wake_waiting_parent(s: &mut sched::Sched, parent: Pid) {
     if let Some(pp) = s.processes.get_mut(&parent.serial()) {
         pp.child_event = true;
-        let waiter = pp.thread;
-        if s.thread(waiter)
-            .is_some_and(|t| matches!(t.state, ThreadState::Blocked(Block::Wait(_))))
-        {
-            s.wake(waiter);
+        for waiter in pp.threads.clone() {
+            if s.thread(waiter)
+                .is_some_and(|t| matches!(t.state, ThreadState::Blocked(Block::Wait(_))))
+            {
+                s.wake(waiter);
+            }
         }
     }
 }

@@ -163,9 +163,11 @@ fn may_move(s: &sched::Sched, p: &Process) -> Result<(), Error> {
     Err(Error::Denied)
 }
 
-/// Children, or requests in flight (their answers name the old pid): it does not move.
+/// Children, requests in flight (their answers name the old pid), or more than one thread:
+/// it does not move.
 fn has_children(s: &sched::Sched, p: &Process) -> bool {
     p.ipc.held() > 0
+        || p.threads.len() > 1
         || !p.remote_children.is_empty()
         || s.processes
             .values()
@@ -314,10 +316,7 @@ pub fn commit(pid: Pid, new: Pid) -> Result<(), Error> {
         if !p.moving {
             return Err(Error::InvalidArgument);
         }
-        if let Some(thread) = super::end_process(s, pid.serial(), migrated(new)) {
-            s.remove_thread(thread);
-            crate::rpcc::forget_waiter(thread);
-        }
+        super::end_process(s, pid.serial(), migrated(new));
         Ok(())
     })
 }

@@ -9,6 +9,7 @@
 mod family;
 pub mod migrate;
 pub mod sched;
+pub mod threads;
 pub mod vspace;
 
 use crate::arch::x86_64::idt::TrapFrame;
@@ -42,6 +43,11 @@ pub struct Process {
     /// Time per CPU mode while this process was the one on its core (TSC ticks).
     pub mode_ticks: [u64; abi::MODE_COUNT],
     pub thread: u32,
+    /// All its threads (the first one included while it lives); light-weight processes
+    /// in P1's sense, sharing the address space and the core.
+    pub threads: Vec<u32>,
+    /// Exit values of threads that ended and were not joined yet.
+    pub exited: alloc::collections::BTreeMap<u32, u64>,
     /// Started by the kernel at boot (`start=`, the shell): counted until it ends, so
     /// `poweroff` can wait for the boot programs.
     pub boot: bool,
@@ -112,14 +118,14 @@ pub fn set_current_user(user: UserId) -> Result<(), Error> {
     })
 }
 
-/// Run `f` on the scheduler with the thread of live process `pid` (on this core).
-fn with_live_thread<R>(
+/// Run `f` on the scheduler with the threads of live process `pid` (on this core).
+fn with_live_threads<R>(
     pid: Pid,
-    f: impl FnOnce(&mut sched::Sched, u32) -> Result<R, Error>,
+    f: impl FnOnce(&mut sched::Sched, Vec<u32>) -> Result<R, Error>,
 ) -> Result<R, Error> {
     sched::with(|s| {
-        let t = live(s, pid)?.thread;
-        f(s, t)
+        let threads = live(s, pid)?.threads.clone();
+        f(s, threads)
     })
 }
 
@@ -136,19 +142,29 @@ pub(crate) fn live(s: &sched::Sched, pid: Pid) -> Result<&Process, Error> {
 
 /// Let stopped process `pid` run with a slice of `slice_ticks` (a compute bound to it).
 pub fn start(pid: Pid, slice_ticks: u32) -> Result<(), Error> {
-    with_live_thread(pid, |s, t| {
+    with_live_threads(pid, |s, threads| {
         if s.processes.get(&pid.serial()).is_some_and(|p| p.moving) {
             return Err(Error::Busy);
         }
-        s.start_thread(t, slice_ticks)
+        // Every stopped thread runs again; if none was stopped, it already runs.
+        let started = threads
+            .into_iter()
+            .filter(|&t| s.start_thread(t, slice_ticks).is_ok())
+            .count();
+        if started == 0 {
+            return Err(Error::Busy);
+        }
+        Ok(())
     })
 }
 
 /// Stop process `pid` (its compute was unbound); it keeps its state. A process that is
 /// running or waiting in the kernel stops on its way back to user mode.
 pub fn stop(pid: Pid) -> Result<(), Error> {
-    with_live_thread(pid, |s, t| {
-        s.stop_thread(t);
+    with_live_threads(pid, |s, threads| {
+        for t in threads {
+            s.stop_thread(t);
+        }
         Ok(())
     })
 }
@@ -163,8 +179,10 @@ pub fn user_of(pid: Pid) -> Option<UserId> {
 
 /// Set the time slice of process `pid` (its compute's mips changed).
 pub fn set_slice(pid: Pid, slice_ticks: u32) {
-    let _ = with_live_thread(pid, |s, t| {
-        s.set_slice(t, slice_ticks);
+    let _ = with_live_threads(pid, |s, threads| {
+        for t in threads {
+            s.set_slice(t, slice_ticks);
+        }
         Ok(())
     });
 }
@@ -374,6 +392,8 @@ pub fn install(
             cpu_ns: 0,
             mode_ticks: [0; abi::MODE_COUNT],
             thread: 0,
+            threads: Vec::new(),
+            exited: alloc::collections::BTreeMap::new(),
             boot: who.parent == Pid(0),
             user: who.user,
             remote_children: Vec::new(),
@@ -390,6 +410,7 @@ pub fn install(
         };
         if let Some(p) = s.processes.get_mut(&serial) {
             p.thread = tid;
+            p.threads.push(tid);
         }
         percore::this()
             .stats
@@ -437,20 +458,28 @@ pub fn name_of(pid: Pid) -> Option<heapless::String<MAX_NAME>> {
 }
 
 /// End process `serial` with `status`: free its memory, make it a zombie for its parent,
-/// wake a waiting parent. Does not touch its thread (the caller decides).
-pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> Option<u32> {
+/// wake a waiting parent, remove its threads except the running one (which the caller
+/// ends: `exit_current`). Returns whether it ended now.
+pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus) -> bool {
     // A process that moved keeps its attachments in its new address space.
     let moved = status.how == abi::ENDED_MIGRATED;
-    let p = s.processes.get_mut(&serial)?;
+    let Some(p) = s.processes.get_mut(&serial) else {
+        return false;
+    };
     if p.ended.is_some() {
-        return None;
+        return false;
     }
     p.ended = Some(status);
     let vspace = p.vspace.take();
     let remote_children = core::mem::take(&mut p.remote_children);
     let ipc = core::mem::take(&mut p.ipc);
     let parent = p.parent;
-    let thread = p.thread;
+    let threads = core::mem::take(&mut p.threads);
+    let running = s.current_thread();
+    for t in threads.into_iter().filter(|&t| Some(t) != running) {
+        s.remove_thread(t);
+        crate::rpcc::forget_waiter(t);
+    }
     // If the process is ending itself its address space is the active one: leave it for
     // the kernel's tables first. (Another process's death must not touch the caller's.)
     use crate::arch::x86_64::paging;
@@ -495,7 +524,7 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
         .stats
         .processes
         .store(s.processes.len() as u64, Ordering::Relaxed);
-    Some(thread)
+    true
 }
 
 /// Parent id of processes the in-kernel tests start: their zombies stay until
@@ -602,7 +631,9 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
             if crate::biglock::acted_for() {
                 // Big-lock mode, working for its core: it runs in user mode on that CPU.
                 // It ends itself on its next way back to user mode (an IPI follows).
-                s.request_kill(p.thread);
+                if let Some(t) = s.current_thread() {
+                    s.request_kill(t);
+                }
                 return Ok(false);
             }
             return Ok(true);
@@ -625,10 +656,7 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
                 }
             }
         }
-        if let Some(thread) = end_process(s, pid.serial(), killed) {
-            s.remove_thread(thread);
-            crate::rpcc::forget_waiter(thread);
-        }
+        end_process(s, pid.serial(), killed);
         Ok(false)
     })?;
     if outcome {

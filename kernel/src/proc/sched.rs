@@ -48,6 +48,10 @@ pub enum Block {
     Agent,
     /// In COLLECT or RECV, until this time at the latest (ns since reset).
     Ipc(u64),
+    /// In THREAD_JOIN, until this time at the latest.
+    Join(u64),
+    /// In a semaphore's P.
+    Sem,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -638,7 +642,7 @@ pub fn on_tick(from_user: bool) {
     let now = time::now_ns();
     let core = percore::this();
     with(|s| {
-        s.wake_all(|b| matches!(b, Block::Sleep(t) | Block::Wait(t) | Block::Ipc(t) if t <= now));
+        s.wake_all(|b| matches!(b, Block::Sleep(t) | Block::Wait(t) | Block::Ipc(t) | Block::Join(t) if t <= now));
         crate::ipc::on_tick(s, now);
         match s.current {
             None => {

@@ -52,6 +52,11 @@ pub enum Body {
     Endpoint {
         owner: Pid,
     },
+    /// A counting semaphore and who waits in its P.
+    Sem {
+        count: u64,
+        waiters: alloc::collections::VecDeque<crate::res::sem::Waiter>,
+    },
 }
 
 pub struct Entry {
@@ -231,6 +236,16 @@ pub fn open(
                 bound: None,
             }
         }
+        ResType::Sem => {
+            let count = u64_arg(args)?;
+            if count > crate::res::sem::MAX_COUNT {
+                return Err(Error::InvalidArgument);
+            }
+            Body::Sem {
+                count,
+                waiters: alloc::collections::VecDeque::new(),
+            }
+        }
         ResType::Endpoint => {
             // The opener receives; an endpoint lives on its owner's core.
             let owner = flow_pid().ok_or(Error::NoSuchProcess)?;
@@ -286,6 +301,7 @@ fn release(body: Body) {
         } => {
             let _ = proc::stop(pid);
         }
+        Body::Sem { waiters, .. } => crate::res::sem::closed(waiters),
         Body::Compute { bound: None, .. } | Body::VSpace { .. } | Body::Endpoint { .. } => {}
     }
 }
@@ -331,7 +347,7 @@ pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
         }
         Body::Process { pid } => Ok(Then::ProcInfo(*pid)),
         Body::VSpace { pid } => Ok(Then::VSpaceList(*pid)),
-        Body::Endpoint { .. } => Err(Error::NotSupported),
+        Body::Endpoint { .. } | Body::Sem { .. } => Err(Error::NotSupported),
         Body::Compute { mips, bound } => {
             if bound.is_some() {
                 return Err(Error::Busy);
@@ -441,7 +457,9 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
         }
         Body::Compute { bound, .. } => bound.take().map(Then::Unbind).ok_or(Error::InvalidArgument),
         Body::Process { pid } => Ok(Then::Args(*pid)),
-        Body::VSpace { .. } | Body::Endpoint { .. } => Err(Error::NotSupported),
+        Body::VSpace { .. } | Body::Endpoint { .. } | Body::Sem { .. } => {
+            Err(Error::NotSupported)
+        }
     })?;
     match then {
         Then::Done(n) => Ok(n),
@@ -465,6 +483,7 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         Kill(Pid),
         Attach(Pid, ResId, u64, bool),
         Detach(Pid, u64),
+        SemWait(u32),
     }
     let then = with_entry(id, Some(Op::Control), |e| match (&mut e.body, cmd) {
         (Body::VRegion { size, .. }, control::INFO) => Ok(Then::Value(*size)),
@@ -493,12 +512,28 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         }
         (Body::Compute { .. }, control::SET_MIPS) => Err(Error::InvalidArgument),
         (Body::Endpoint { owner }, control::INFO) => Ok(Then::Value(owner.0)),
+        (Body::Sem { count, .. }, control::INFO) => Ok(Then::Value(*count)),
+        (Body::Sem { count, waiters }, control::SEM_V) => {
+            crate::res::sem::v(count, waiters).map(Then::Value)
+        }
+        (Body::Sem { count, waiters }, control::SEM_P) => {
+            match crate::res::sem::p(count, waiters)? {
+                None => Ok(Then::Value(0)),
+                Some(thread) => Ok(Then::SemWait(thread)),
+            }
+        }
         _ => Err(Error::NotSupported),
     })?;
     match then {
         Then::Value(v) => Ok(v),
         // The resource's control right was checked: that is the permission to end it.
         Then::Kill(pid) => proc::end_by_kill(pid).map(|()| 0),
+        Then::SemWait(thread) => crate::res::sem::wait(id, thread, |id, f| {
+            with_entry(id, None, |e| match &mut e.body {
+                Body::Sem { waiters, .. } => Ok(f(waiters)),
+                _ => Err(Error::WrongType),
+            })
+        }),
         Then::Attach(pid, region, addr, writable) => {
             // The handle's rights were checked; the process itself must be the caller's.
             may_touch(pid)?;
@@ -606,6 +641,7 @@ fn info_of(slot: u32, generation: u32, e: &Entry) -> ResInfo {
         ),
         Body::Compute { mips, bound } => (u64::from(*mips), bound.map_or(0, |p| p.0)),
         Body::Endpoint { owner } => (owner.0, 0),
+        Body::Sem { count, waiters } => (*count, waiters.len() as u64),
     };
     ResInfo {
         id: ResId::new(0, current_core(), e.kind, generation, slot),

@@ -15,6 +15,7 @@
 //! after ([`end_remote_flow`]).
 
 pub mod local;
+pub mod sem;
 
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, FlowInfo, Op, Out};
@@ -252,9 +253,18 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
 
 /// CONTROL (docs/resources.md).
 pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
-    match route(id)? {
-        None => local::control(id, cmd, a, b),
-        Some(core) => rpcc::call(core, Op::ResControl { id, cmd, a, b })?.value(),
+    loop {
+        let r = match route(id)? {
+            None => local::control(id, cmd, a, b),
+            Some(core) => rpcc::call(core, Op::ResControl { id, cmd, a, b }).and_then(Out::value),
+        };
+        // A P that cannot wait where it is done (big-lock mode on another core's
+        // semaphore, or the kernel's own idle context) looks again at the next tick.
+        if r == Err(Error::Busy) && cmd == abi::syscall::control::SEM_P {
+            crate::proc::sched::sleep_ns(1_000_000_000 / crate::time::HZ);
+            continue;
+        }
+        return r;
     }
 }
 

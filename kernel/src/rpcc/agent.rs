@@ -149,11 +149,18 @@ extern "C" fn agent_main(src: u64) -> ! {
         }
         // SAFETY: the requester keeps the record alive in its outstanding table until our
         // reply arrives, and touches it only after that (release/acquire via the rings).
+        let record = request;
         let request: &Request = unsafe { &*(request as *const Request) };
         crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
+        super::set_current(Some((src, tag, record)));
         perform(request);
+        let deferred = super::current_deferred();
+        super::set_current(None);
         crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
-        super::reply(src, tag);
+        // A request left waiting (a P on a semaphore) is answered later, by its V.
+        if !deferred {
+            super::reply(src, tag);
+        }
         performed += 1;
         stats.served.fetch_add(1, Ordering::Relaxed);
         if limit.is_some_and(|l| performed >= l) {
@@ -193,5 +200,7 @@ fn perform(request: &Request) {
     crate::res::adopt_flow(flow);
     let result = ops::perform(&request.op);
     crate::res::end_remote_flow();
-    request.set_reply(result);
+    if !super::current_deferred() {
+        request.set_reply(result);
+    }
 }

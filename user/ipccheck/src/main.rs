@@ -4,7 +4,7 @@
 //! | part | what |
 //! |---|---|
 //! | (a) | bad tickets and handles are clean errors |
-//! | (b) | 64 no-op submissions in flight, collected; a 300 ms timed operation finishes after them, not before 300 ms |
+//! | (b) | 64 no-op submissions, each collected at once; a 300 ms timed operation does not finish before 300 ms |
 //! | (c) | 32 resource opens on CORE in flight at once, then 32 closes |
 //! | (d) | a child calls its parent's endpoint: replies come back in order, the kernel vouches for the sender; replying twice is an error; one-way sends arrive |
 //! | (e) | a full request queue refuses more (Busy) and loses nothing |
@@ -92,13 +92,12 @@ fn parent(core: usize) -> Check {
     for _ in 0..64 {
         ipc::submit(&ipc::op(api::SUBMIT_NOP, 0, [0; 4])).map_err(|e| format!("(b) nop: {e}"))?;
     }
+    // The 64 no-ops are done at once: collecting them by ticket never waits for the timer.
     for i in 0..64 {
-        let c = ipc::collect(api::ANY, u64::MAX).map_err(|e| format!("(b) collect {i}: {e}"))?;
-        if c.ticket == timer {
-            let took = sys::clock_ns().unwrap_or(0) - t0;
-            return Err(format!(
-                "(b) the timer finished before the no-ops ({i} collected, {took} ns)"
-            ));
+        let c =
+            ipc::collect(timer + 1 + i, 0).map_err(|e| format!("(b) collect no-op {i}: {e}"))?;
+        if c.status != 0 {
+            return fail("(b) no-op status", c.status);
         }
     }
     let c = ipc::collect(timer, u64::MAX).map_err(|e| format!("(b) timer: {e}"))?;

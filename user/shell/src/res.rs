@@ -180,6 +180,14 @@ impl Shell {
                 .ok_or("res open: usage: res open LOC/compute/NAME MIPS (1 to 10000)")?;
                 res::open_compute(name, mips, rights)
             }
+            ResType::Sem => {
+                let count = match args {
+                    [word] => word.parse::<u64>().ok(),
+                    _ => None,
+                }
+                .ok_or("res open: usage: res open LOC/sem/NAME COUNT")?;
+                res::open(name, &count.to_le_bytes(), rights)
+            }
             ResType::Endpoint => {
                 if !args.is_empty() {
                     return Err("res open: usage: res open LOC/endpoint/NAME (on this core: the shell receives)".into());
@@ -464,6 +472,7 @@ fn size_text(r: &ResInfo) -> String {
         Some(ResType::Process) => format!("pid {}", Pid(r.size)),
         Some(ResType::Compute) => format!("{} mips", r.size),
         Some(ResType::Endpoint) => format!("owner {}", Pid(r.size)),
+        Some(ResType::Sem) => format!("count {}", r.size),
         None => format!("{:#x}", r.size),
     }
 }
@@ -478,6 +487,7 @@ fn detail_text(r: &ResInfo) -> String {
         Some(ResType::Compute) if r.detail == 0 => "unbound".into(),
         Some(ResType::Compute) => format!("runs pid {}", Pid(r.detail)),
         Some(ResType::Endpoint) => "receives requests".into(),
+        Some(ResType::Sem) => format!("{} waiting", r.detail),
         None => format!("{:#x}", r.detail),
     }
 }

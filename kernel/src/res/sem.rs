@@ -1,0 +1,104 @@
+//! Semaphores (`sem`, a resource type): P1's synchronisation between light-weight
+//! processes, for any process of any core.
+//!
+//! A P on a semaphore with no unit waits: a thread of the semaphore's core blocks in the
+//! kernel; a request from another core waits *in the semaphore* (the RPCC agent that took it
+//! leaves it there and moves on, and the reply is sent when a V gives the unit to it). A V
+//! hands its unit to the first waiter still alive, or adds it to the count. Closing the
+//! semaphore answers every waiter `StaleResource`.
+
+use crate::proc::sched;
+use abi::Error;
+use alloc::collections::VecDeque;
+
+/// Largest count.
+pub const MAX_COUNT: u64 = 1 << 32;
+
+/// Who waits in a P.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiter {
+    /// A thread of this core.
+    Thread(u32),
+    /// An RPCC request from another core: answered when a unit comes.
+    Remote(crate::rpcc::Deferred),
+}
+
+/// P: take a unit if there is one (`None`); else the caller waits: a thread of this core is
+/// queued and its id returned (it then blocks in [`wait`]); a remote request is queued and
+/// answered later.
+pub fn p(count: &mut u64, waiters: &mut VecDeque<Waiter>) -> Result<Option<u32>, Error> {
+    if *count > 0 {
+        *count -= 1;
+        return Ok(None);
+    }
+    if let Some(d) = crate::rpcc::defer_current() {
+        waiters.push_back(Waiter::Remote(d));
+        return Ok(None);
+    }
+    // Big-lock mode working for another core, or the kernel itself: nobody here can block
+    // on it; the caller retries (`res::control`).
+    if crate::biglock::acted_for() {
+        return Err(Error::Busy);
+    }
+    match sched::with(|s| s.current_thread().filter(|_| s.current_process().is_some())) {
+        Some(thread) => {
+            waiters.push_back(Waiter::Thread(thread));
+            Ok(Some(thread))
+        }
+        None => Err(Error::Busy),
+    }
+}
+
+/// V: give the unit to the first waiter still there, or keep it.
+pub fn v(count: &mut u64, waiters: &mut VecDeque<Waiter>) -> Result<u64, Error> {
+    while let Some(w) = waiters.pop_front() {
+        match w {
+            Waiter::Thread(t) => {
+                if sched::with(|s| {
+                    let alive = s.thread(t).is_some();
+                    s.wake(t);
+                    alive
+                }) {
+                    return Ok(0);
+                }
+            }
+            Waiter::Remote(d) => {
+                crate::rpcc::answer_deferred(d, Ok(crate::rpcc::Out::Value(0)));
+                return Ok(0);
+            }
+        }
+    }
+    if *count >= MAX_COUNT {
+        return Err(Error::InvalidArgument);
+    }
+    *count += 1;
+    Ok(0)
+}
+
+/// The semaphore is gone: every waiter hears so.
+pub fn closed(waiters: VecDeque<Waiter>) {
+    for w in waiters {
+        match w {
+            Waiter::Thread(t) => sched::with(|s| s.wake(t)),
+            Waiter::Remote(d) => crate::rpcc::answer_deferred(d, Err(Error::StaleResource)),
+        }
+    }
+}
+
+/// The thread `thread` queued in semaphore `id`'s P blocks until a V gives it the unit (it
+/// is no longer queued) or the semaphore is closed. `look(id, f)` runs `f` on the waiters.
+pub fn wait(
+    id: abi::res::ResId,
+    thread: u32,
+    look: impl Fn(abi::res::ResId, &dyn Fn(&mut VecDeque<Waiter>) -> bool) -> Result<bool, Error>,
+) -> Result<u64, Error> {
+    loop {
+        sched::block(sched::Block::Sem);
+        let queued = look(id, &|w: &mut VecDeque<Waiter>| {
+            w.contains(&Waiter::Thread(thread))
+        })?;
+        if !queued {
+            return Ok(0);
+        }
+    }
+}
