@@ -82,8 +82,9 @@ pub struct Completion {
 pub struct Received {
     /// Handle for `REPLY` (0 for a one-way `SEND`, which takes no reply).
     pub request: u64,
-    /// Who sent it (the kernel vouches for it).
+    /// Who sent it: the process and its thread (the kernel vouches for both).
     pub sender: Pid,
+    pub sender_thread: u64,
     pub endpoint: u64,
     /// `SUBMIT_CALL` or `SUBMIT_SEND`.
     pub kind: u64,

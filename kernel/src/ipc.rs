@@ -46,6 +46,7 @@ pub struct Incoming {
     pub endpoint: ResId,
     pub kind: u64,
     pub sender: Pid,
+    pub sender_thread: u32,
     /// Whom to answer (`None` for a one-way send).
     pub caller: Option<Caller>,
     pub msg: Msg,
@@ -231,6 +232,7 @@ pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
             Ok(Some(Received {
                 request,
                 sender: r.sender,
+                sender_thread: u64::from(r.sender_thread),
                 endpoint: r.endpoint.0,
                 kind: r.kind,
                 msg: r.msg,
@@ -344,6 +346,7 @@ fn start(
                 endpoint: target,
                 kind: sub.kind,
                 sender: me,
+                sender_thread: sched::with(|s| s.current_thread()).unwrap_or(0),
                 caller: call.then_some(Caller { pid: me, ticket }),
                 msg: sub.msg,
             };

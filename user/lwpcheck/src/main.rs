@@ -113,8 +113,11 @@ fn check(core: usize) -> Result<(), String> {
     let mut seen = 0u64;
     for _ in 0..THREADS {
         let r = ipc::recv(ep, 10_000_000_000).map_err(|e| format!("recv: {e}"))?;
-        if r.sender != me {
-            return Err(format!("message from {} (not this process {me})", r.sender));
+        if r.sender != me || r.sender_thread != tids[r.msg.label as usize] {
+            return Err(format!(
+                "message from {} thread {} (not this process {me}, thread {})",
+                r.sender, r.sender_thread, tids[r.msg.label as usize]
+            ));
         }
         if r.msg.words != [1, 1, 0, 0, 0, 0] {
             return Err(format!(
