@@ -25,7 +25,7 @@ use crate::rpcc::{self, Op, Out};
 use abi::ipc::{self as api, Completion, Msg, Received, Submission};
 use abi::res::ResId;
 use abi::{Error, Pid};
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
 
 /// Most requests one process may have in flight (submitted and not collected).
@@ -58,16 +58,49 @@ struct Done {
     bytes: Option<(u64, Vec<u8>)>,
 }
 
+/// A small map kept as a vector: the few entries in flight are found by a short scan, and
+/// once warm it allocates nothing (a `BTreeMap` allocates a node each time it goes from empty
+/// to one entry, which is every request on a quiet process).
+struct Slots<V>(Vec<(u64, V)>);
+
+impl<V> Default for Slots<V> {
+    fn default() -> Self {
+        Slots(Vec::new())
+    }
+}
+
+impl<V> Slots<V> {
+    fn insert(&mut self, key: u64, value: V) {
+        self.0.push((key, value));
+    }
+    fn remove(&mut self, key: &u64) -> Option<V> {
+        let i = self.0.iter().position(|(k, _)| k == key)?;
+        Some(self.0.swap_remove(i).1)
+    }
+    fn contains_key(&self, key: &u64) -> bool {
+        self.0.iter().any(|(k, _)| k == key)
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn into_values(self) -> impl Iterator<Item = V> {
+        self.0.into_iter().map(|(_, v)| v)
+    }
+}
+
 /// One process's queues.
 #[derive(Default)]
 pub struct ProcIpc {
     next_ticket: u64,
     /// Submitted, not finished; for a read, where its bytes go.
-    pending: BTreeMap<u64, Option<u64>>,
+    pending: Slots<Option<u64>>,
     results: VecDeque<Done>,
     requests: VecDeque<Incoming>,
     /// Requests taken with RECV and not answered yet: handle -> caller.
-    serving: BTreeMap<u64, Caller>,
+    serving: Slots<Caller>,
     next_handle: u64,
     /// Timed operations: (deadline ns, ticket).
     timers: BTreeSet<(u64, u64)>,
@@ -110,8 +143,25 @@ fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Op
     };
     let bytes = bytes.and_then(|b| dest.map(|at| (at, b)));
     p.ipc.results.push_back(Done { completion, bytes });
-    let threads = p.threads.clone();
-    wake_if_waiting(s, &threads);
+    wake_waiting_threads(s, pid.serial());
+}
+
+/// Wake the threads of process `serial` waiting in COLLECT or RECV (without copying its
+/// thread list).
+fn wake_waiting_threads(s: &mut sched::Sched, serial: u32) {
+    let mut i = 0;
+    while let Some(t) = s
+        .processes
+        .get(&serial)
+        .and_then(|p| p.threads.get(i).copied())
+    {
+        if s.state_of(t)
+            .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
+        {
+            s.wake(t);
+        }
+        i += 1;
+    }
 }
 
 /// Wake the threads (of one process) waiting in COLLECT or RECV: each looks again.
@@ -198,8 +248,7 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
             return Err(Error::Busy);
         }
         p.ipc.requests.push_back(incoming);
-        let threads = p.threads.clone();
-        wake_if_waiting(s, &threads);
+        wake_waiting_threads(s, owner.serial());
         Ok(())
     })
 }
@@ -426,12 +475,15 @@ fn resource_op(
     })
 }
 
+/// Bytes a finished read brings, and the user address they go to.
+pub type ReadBytes = Option<(u64, Vec<u8>)>;
+
 /// COLLECT: a finished request (`ticket`, or any if `api::ANY`), waiting at most
 /// `timeout_ns`. Returns it and, for a read, where its bytes go.
 pub fn collect(
     ticket: u64,
     timeout_ns: u64,
-) -> Result<(Completion, Option<(u64, Vec<u8>)>), Error> {
+) -> Result<(Completion, ReadBytes), Error> {
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     loop {
         let got = with_mine(|ipc, _| {

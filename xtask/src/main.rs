@@ -4,7 +4,10 @@
 //! leaves a QEMU process behind.
 
 mod bench;
+mod bench_diros;
+mod bench_ipc;
 mod bench_resources;
+mod bench_symmetry;
 mod bench_tender;
 mod bench_urpc;
 mod build;
@@ -14,6 +17,7 @@ mod results;
 mod runner;
 mod script;
 mod test;
+mod trace;
 mod user;
 
 use anyhow::{bail, Result};
@@ -77,9 +81,11 @@ enum Cmd {
         #[arg(long)]
         kernel_only: bool,
     },
+    /// Boot with trace=on, run a shell script, dump the trace as Chrome JSON for Perfetto.
+    Trace(trace::Args),
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot, basics, resources, urpc, tender.
+        /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -168,6 +174,7 @@ fn run(cli: Cli) -> Result<()> {
                 std::process::exit(1);
             }
         }
+        Cmd::Trace(args) => trace::command(args)?,
         Cmd::Bench {
             name,
             runs,
@@ -189,10 +196,13 @@ fn run(cli: Cli) -> Result<()> {
                 ("resources", peer) => bench_resources::resources(runs.max(1), peer)?,
                 ("urpc", None) => bench_urpc::urpc(runs.max(1))?,
                 ("tender", None) => bench_tender::tender(runs.max(1))?,
+                ("symmetry", None) => bench_symmetry::symmetry(runs.max(1))?,
+                ("ipc", peer) => bench_ipc::ipc(runs.max(1), peer)?,
+                ("diros", None) => bench_diros::diros(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
-                         resources, urpc, tender"
+                         resources, urpc, tender, symmetry, ipc, diros"
                     )
                 }
             }

@@ -1,7 +1,8 @@
-//! The Linux peer of `cargo xtask bench basics` and `bench resources`: Debian's Linux
-//! kernel, booted in the QEMU configuration Musubi is measured in, running
-//! `peer/linux/basics.c` as its `/init`. One boot measures every case of both benchmarks;
-//! each picks its cases by name.
+//! The Linux peer of `cargo xtask bench basics`, `bench resources` and `bench ipc`: Debian's
+//! Linux kernel, booted in the QEMU configuration Musubi is measured in, running
+//! `peer/linux/basics.c` as its `/init` (one boot on one vCPU measures every case of
+//! `basics` and `resources`; each picks its cases by name), or `peer/linux/ipc.c` (its own
+//! initramfs, on two vCPUs, for `ipc`).
 //!
 //! A figure for Musubi means little alone; beside Linux's figure for the same operation, on
 //! the same emulated machine and in the same run, it says something (docs/design.md,
@@ -12,10 +13,13 @@
 //!    cache (never installed into /boot);
 //! 2. `/init`: `basics.c` compiled statically with `musl-gcc` (musl-tools is installed when
 //!    missing and we are root), and `/exit`, the libc-free child of its spawn+wait case;
-//! 3. the initramfs: a newc cpio archive written here, holding those and `/dev/console`;
-//! 4. the run: deterministic mode on one vCPU (`-icount shift=0`, so the guest's TSC counts
-//!    instructions), with everything that made Linux runs bit-identical: `-rtc base=...,
-//!    clock=vm` (set by [`Guest`]), `rdrand=off,rdseed=off`, `norandmaps nokaslr`.
+//!    or `ipc.c` alone;
+//! 3. the initramfs: a newc cpio archive written here, holding those and `/dev/console`
+//!    (`initramfs.cpio` for basics, `initramfs-ipc.cpio` for ipc);
+//! 4. the run: deterministic mode (`-icount shift=0`, so the guest's TSC counts
+//!    instructions) on one vCPU (basics) or two (ipc), with everything that made Linux runs
+//!    bit-identical: `-rtc base=...,clock=vm` (set by [`Guest`]), `rdrand=off,rdseed=off`,
+//!    `norandmaps nokaslr`.
 //!
 //! The guest prints one `BENCH {json}` line per sample, then `BENCH done`, and powers off.
 //! Everything is cached under `target/peer-linux/`; a cached kernel is reused as it is, so
@@ -48,7 +52,21 @@ pub const CASES: [&str; 5] = [
     "mmap+munmap 4 KiB",
 ];
 
-/// The console line prefix of everything `basics.c` reports.
+/// The cases `ipc.c` measures, in the order it prints them (on a two-vCPU machine).
+pub const IPC_CASES: [&str; 7] = [
+    "pipe ping-pong, 1 CPU",
+    "pipe ping-pong, 2 CPUs",
+    "futex ping-pong, 1 CPU",
+    "futex ping-pong, 2 CPUs",
+    "io_uring NOP, batch 1",
+    "io_uring NOP, batch 8",
+    "io_uring NOP, batch 64",
+];
+
+/// vCPUs of the ipc peer's machine (its "2 CPUs" cases need the second).
+pub const IPC_SMP: usize = 2;
+
+/// The console line prefix of everything the peer programs report.
 const PREFIX: &str = "BENCH ";
 /// Debian's meta-package; its dependency is the real, versioned kernel package.
 const META_PACKAGE: &str = "linux-image-amd64";
@@ -56,6 +74,24 @@ const META_PACKAGE: &str = "linux-image-amd64";
 /// sample; the limit allows for a loaded host.
 fn time_limit(runs: usize) -> Duration {
     Duration::from_secs(120 + runs as u64)
+}
+
+/// Which program a peer boot runs as `/init`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Program {
+    /// `basics.c` (and `/exit`) on one vCPU: [`CASES`].
+    Basics,
+    /// `ipc.c` on [`IPC_SMP`] vCPUs: [`IPC_CASES`].
+    Ipc,
+}
+
+impl Program {
+    fn cases(self) -> &'static [&'static str] {
+        match self {
+            Program::Basics => &CASES,
+            Program::Ipc => &IPC_CASES,
+        }
+    }
 }
 
 /// Boot the Linux peer once and return `runs` samples of every case in [`CASES`].
@@ -67,14 +103,24 @@ pub fn run_basics(runs: usize) -> Result<Vec<PeerCase>> {
 /// Boot the Linux peer once and return `runs` samples of every case in [`CASES`], in that
 /// order; a benchmark looks up the cases it compares by name.
 pub fn run_cases(runs: usize) -> Result<Vec<PeerCase>> {
-    let guest = prepare(runs)?;
+    run_program(Program::Basics, runs)
+}
+
+/// Boot the ipc peer (`ipc.c` on [`IPC_SMP`] vCPUs) once and return `runs` samples of every
+/// case in [`IPC_CASES`], in that order.
+pub fn run_ipc(runs: usize) -> Result<Vec<PeerCase>> {
+    run_program(Program::Ipc, runs)
+}
+
+fn run_program(program: Program, runs: usize) -> Result<Vec<PeerCase>> {
+    let guest = prepare(program, runs)?;
     say(format_args!(
         "booting Linux for {runs} samples per case: {}",
         guest.command_line()
     ));
     let limit = time_limit(runs);
     let captured = run_captured(&guest, limit, false)?;
-    let cases = parse_console(&captured, runs, limit)?;
+    let cases = parse_console(&captured, runs, limit, program.cases())?;
     say(format_args!(
         "done in {:.1} s of wall time",
         captured.wall.as_secs_f64()
@@ -86,7 +132,17 @@ pub fn run_cases(runs: usize) -> Result<Vec<PeerCase>> {
 #[allow(dead_code)] // called by `bench basics|resources --peer linux`
 pub fn qemu_command_line(runs: usize) -> Result<String> {
     let root = format!("{}/", crate::build::workspace_root().display());
-    Ok(prepare(runs)?.command_line().replace(&root, ""))
+    Ok(prepare(Program::Basics, runs)?
+        .command_line()
+        .replace(&root, ""))
+}
+
+/// The QEMU command [`run_ipc`] runs, with paths relative to the workspace root.
+pub fn ipc_qemu_command_line(runs: usize) -> Result<String> {
+    let root = format!("{}/", crate::build::workspace_root().display());
+    Ok(prepare(Program::Ipc, runs)?
+        .command_line()
+        .replace(&root, ""))
 }
 
 fn say(msg: impl Display) {
@@ -94,16 +150,29 @@ fn say(msg: impl Display) {
 }
 
 /// Make sure QEMU, the kernel, `/init` and the initramfs exist; return the guest to boot.
-fn prepare(runs: usize) -> Result<Guest> {
+fn prepare(program: Program, runs: usize) -> Result<Guest> {
     crate::qemu::ensure()?;
     let dir = crate::build::workspace_root().join("target/peer-linux");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let kernel = kernel(&dir)?;
-    let init = build_static(&dir, "basics", &["-O2", "-Wall"])?;
-    let exit = build_static(&dir, "exit", &["-O2", "-nostdlib"])?;
-    let initrd = write_initramfs(&dir, &init, &exit)?;
+    let (initrd, smp) = match program {
+        Program::Basics => {
+            let init = build_static(&dir, "basics", &["-O2", "-Wall"])?;
+            let exit = build_static(&dir, "exit", &["-O2", "-nostdlib"])?;
+            let files = [("init", init.as_path()), ("exit", exit.as_path())];
+            (write_initramfs(&dir.join("initramfs.cpio"), &files)?, 1)
+        }
+        Program::Ipc => {
+            let init = build_static(&dir, "ipc", &["-O2", "-Wall"])?;
+            let files = [("init", init.as_path())];
+            (
+                write_initramfs(&dir.join("initramfs-ipc.cpio"), &files)?,
+                IPC_SMP,
+            )
+        }
+    };
     let cmdline = format!("console=ttyS0 quiet norandmaps nokaslr panic=-1 bench_runs={runs}");
-    let mut guest = Guest::new(&kernel, 1, &cmdline);
+    let mut guest = Guest::new(&kernel, smp, &cmdline);
     guest.initrd = Some(initrd);
     guest.mode = Mode::Deterministic;
     guest.cpu_flags = "rdrand=off,rdseed=off".into();
@@ -271,18 +340,19 @@ fn ensure_musl() -> Result<()> {
     Ok(())
 }
 
-/// Write `initramfs.cpio`: `/dev`, `/dev/console` (so that the kernel can open init's
-/// standard streams before anything is mounted), `/init` and `/exit`.
-fn write_initramfs(dir: &Path, init: &Path, exit: &Path) -> Result<PathBuf> {
+/// Write the initramfs `path`: `/dev`, `/dev/console` (so that the kernel can open init's
+/// standard streams before anything is mounted), then each of `files` (name in the
+/// archive, program), e.g. `/init` and `/exit`.
+fn write_initramfs(path: &Path, files: &[(&str, &Path)]) -> Result<PathBuf> {
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
     let mut cpio = Cpio::default();
     cpio.entry("dev", 0o040_755, (0, 0), &[]);
     cpio.entry("dev/console", 0o020_600, (5, 1), &[]);
-    cpio.entry("init", 0o100_755, (0, 0), &read(init)?);
-    cpio.entry("exit", 0o100_755, (0, 0), &read(exit)?);
-    let path = dir.join("initramfs.cpio");
-    std::fs::write(&path, cpio.finish()).with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    for (name, program) in files {
+        cpio.entry(name, 0o100_755, (0, 0), &read(program)?);
+    }
+    std::fs::write(path, cpio.finish()).with_context(|| format!("writing {}", path.display()))?;
+    Ok(path.to_path_buf())
 }
 
 /// A writer of "newc" cpio archives (the format Linux unpacks as an initramfs): per entry a
@@ -347,7 +417,12 @@ struct Sample {
 }
 
 /// The samples of a finished run, grouped by case; an error names what went wrong.
-fn parse_console(run: &Captured, runs: usize, limit: Duration) -> Result<Vec<PeerCase>> {
+fn parse_console(
+    run: &Captured,
+    runs: usize,
+    limit: Duration,
+    cases: &[&str],
+) -> Result<Vec<PeerCase>> {
     if run.timed_out {
         bail!(
             "the Linux guest did not finish within {} s (hung?); last console lines:\n{}",
@@ -388,14 +463,14 @@ fn parse_console(run: &Captured, runs: usize, limit: Duration) -> Result<Vec<Pee
             console_tail(run)
         );
     }
-    group(samples, runs)
+    group(samples, runs, cases)
 }
 
-fn group(samples: Vec<Sample>, runs: usize) -> Result<Vec<PeerCase>> {
-    if let Some(s) = samples.iter().find(|s| !CASES.contains(&s.case.as_str())) {
+fn group(samples: Vec<Sample>, runs: usize, cases: &[&str]) -> Result<Vec<PeerCase>> {
+    if let Some(s) = samples.iter().find(|s| !cases.contains(&s.case.as_str())) {
         bail!("the Linux peer reported an unknown case {:?}", s.case);
     }
-    CASES
+    cases
         .iter()
         .map(|&case| {
             let values: Vec<f64> = samples
@@ -491,15 +566,34 @@ mod tests {
         }
         lines.push("BENCH done".into());
         let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
-        let cases = parse_console(&captured(&lines), 1, Duration::ZERO).expect("parses");
+        let cases = parse_console(&captured(&lines), 1, Duration::ZERO, &CASES).expect("parses");
         assert_eq!(cases.len(), CASES.len());
         assert!(cases.iter().all(|c| c.samples == [1.5]));
     }
 
     #[test]
     fn missing_done_or_samples_is_an_error() {
-        assert!(parse_console(&captured(&["BENCH done"]), 1, Duration::ZERO).is_err());
-        assert!(parse_console(&captured(&["Kernel panic"]), 0, Duration::ZERO).is_err());
+        assert!(parse_console(&captured(&["BENCH done"]), 1, Duration::ZERO, &CASES).is_err());
+        assert!(parse_console(&captured(&["Kernel panic"]), 0, Duration::ZERO, &CASES).is_err());
+    }
+
+    #[test]
+    fn each_program_knows_only_its_own_cases() {
+        let mut lines: Vec<String> = IPC_CASES
+            .iter()
+            .map(|case| {
+                format!(
+                    r#"BENCH {{"peer":"linux","case":"{case}","unit":"instructions","per_op":2.0}}"#
+                )
+            })
+            .collect();
+        lines.push("BENCH done".into());
+        let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let ipc = parse_console(&captured(&lines), 1, Duration::ZERO, &IPC_CASES).expect("parses");
+        assert_eq!(ipc.len(), IPC_CASES.len());
+        assert_eq!(Program::Ipc.cases(), IPC_CASES);
+        // The basics program's parser refuses the ipc program's cases.
+        assert!(parse_console(&captured(&lines), 1, Duration::ZERO, &CASES).is_err());
     }
 
     #[test]
@@ -529,5 +623,15 @@ mod tests {
             );
         }
         println!("{}", qemu_command_line(3).expect("command line"));
+    }
+
+    /// `cargo test -p xtask -- --ignored --nocapture peer_linux_ipc`: boot the ipc peer.
+    #[test]
+    #[ignore = "downloads Debian's kernel (once) and boots it in QEMU on two vCPUs"]
+    fn peer_linux_ipc_end_to_end() {
+        for c in run_ipc(3).expect("the ipc peer runs") {
+            println!("{:>24}: samples {:?}", c.case, c.samples);
+        }
+        println!("{}", ipc_qemu_command_line(3).expect("command line"));
     }
 }

@@ -197,6 +197,7 @@ impl Report {
         chart
             .configure_mesh()
             .disable_y_mesh()
+            .y_labels(n)
             .light_line_style(WHITE)
             .x_desc(unit)
             .x_label_formatter(&|v| if log { fmt(10f64.powf(*v)) } else { fmt(*v) })

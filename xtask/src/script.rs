@@ -127,6 +127,8 @@ enum Waited {
 
 struct Session {
     qemu: Reaper,
+    /// Console lines not to print (they are still kept).
+    hide: fn(&str) -> bool,
     stdin: Option<ChildStdin>,
     events: Receiver<Event>,
     /// Every console byte so far.
@@ -135,10 +137,12 @@ struct Session {
     printed: usize,
     /// Where to look for the next prompt.
     search_from: usize,
+    /// No prompt starts before this (searched already; long outputs stay linear).
+    scanned: usize,
 }
 
 impl Session {
-    fn start(guest: &Guest) -> Result<Session> {
+    fn start(guest: &Guest, hide: fn(&str) -> bool) -> Result<Session> {
         let mut qemu = crate::runner::spawn_piped(guest)?;
         let child = &mut qemu.0;
         let stdin = child.stdin.take();
@@ -163,11 +167,13 @@ impl Session {
         });
         Ok(Session {
             qemu,
+            hide,
             stdin,
             events,
             console: Vec::new(),
             printed: 0,
             search_from: 0,
+            scanned: 0,
         })
     }
 
@@ -188,7 +194,11 @@ impl Session {
 
     fn print_to(&mut self, end: usize) {
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(&self.console[self.printed..end]);
+        for line in self.console[self.printed..end].split_inclusive(|&b| b == b'\n') {
+            if !(self.hide)(&String::from_utf8_lossy(line)) {
+                let _ = out.write_all(line);
+            }
+        }
         let _ = out.flush();
         self.printed = end;
     }
@@ -203,13 +213,17 @@ impl Session {
         let start = Instant::now();
         loop {
             let needle = PROMPT.as_bytes();
-            if let Some(i) = self.console[self.search_from..]
+            let from = self.search_from.max(self.scanned);
+            if let Some(i) = self.console[from..]
                 .windows(needle.len())
                 .position(|w| w == needle)
             {
-                self.search_from += i + needle.len();
+                self.search_from = from + i + needle.len();
                 return Waited::Prompt;
             }
+            self.scanned = (self.console.len() + 1)
+                .saturating_sub(needle.len())
+                .max(from);
             let Some(left) = limit.checked_sub(start.elapsed()) else {
                 return Waited::TimedOut;
             };
@@ -281,8 +295,8 @@ fn is_fatal_line(line: &str) -> bool {
     l.starts_with(abi::protocol::FATAL)
 }
 
-/// Boot `guest`, run the commands in `file`, power off, and judge the run.
-pub fn run(guest: &Guest, file: &Path) -> Result<()> {
+/// The commands of the script `file`, checked.
+pub fn load(file: &Path) -> Result<Vec<Step>> {
     let text = std::fs::read_to_string(file)
         .with_context(|| format!("reading the script {}", file.display()))?;
     let steps = parse(&text).with_context(|| format!("in the script {}", file.display()))?;
@@ -296,12 +310,28 @@ pub fn run(guest: &Guest, file: &Path) -> Result<()> {
              takes 256)"
         );
     }
+    Ok(steps)
+}
+
+/// Boot `guest`, run the commands in `file`, power off, and judge the run.
+pub fn run(guest: &Guest, file: &Path) -> Result<()> {
+    let steps = load(file)?;
+    run_steps(guest, &file.display().to_string(), &steps, |_| false).map(drop)
+}
+
+/// Boot `guest`, run `steps` (of the script `name`), power off, and judge the run; console
+/// lines for which `hide` holds are not printed. Returns every console line.
+pub fn run_steps(
+    guest: &Guest,
+    name: &str,
+    steps: &[Step],
+    hide: fn(&str) -> bool,
+) -> Result<Vec<String>> {
     eprintln!(
-        "xtask: script {}: {} commands, then poweroff",
-        file.display(),
+        "xtask: script {name}: {} commands, then poweroff",
         steps.len()
     );
-    let mut s = Session::start(guest)?;
+    let mut s = Session::start(guest, hide)?;
     let mut problems = Vec::new();
     match s.wait(BOOT_LIMIT) {
         Waited::Prompt => {}
@@ -384,7 +414,7 @@ pub fn run(guest: &Guest, file: &Path) -> Result<()> {
              power-off",
             steps.len()
         );
-        return Ok(());
+        return Ok(lines);
     }
     if !problems.iter().any(|p| p.contains("error lines")) {
         eprintln!("xtask: last console lines:\n{}", s.tail(15));

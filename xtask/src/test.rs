@@ -94,6 +94,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         }
         if opts.filter == "all" {
             shell_script(&mut t, &guest)?;
+            trace_script(&mut t, &guest)?;
         }
     }
     println!();
@@ -349,6 +350,33 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
             Ok(()) => t.pass(&name),
             Err(e) => t.fail(&name, &format!("{e:#}")),
         }
+    }
+    Ok(())
+}
+
+/// `cargo xtask trace` on 2 cores: the shell opens and closes a resource of core 1; the dump
+/// must convert to JSON that reads back and shows an RPCC request in order on both cores.
+fn trace_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    const SCRIPT: &str = "res open c1/vregion/t 4096\nres close c1/vregion/t\n";
+    let name = "[trace] RPCC request on 2 cores (trace=on, Chrome JSON)";
+    println!("xtask: trace (2 cores, trace=on)");
+    let out = crate::build::workspace_root().join("target/trace/test.json");
+    let result = crate::script::parse(SCRIPT)
+        .and_then(|steps| {
+            crate::trace::capture(&guest(2, &crate::trace::cmdline("")), "trace test", steps)
+        })
+        .and_then(|traced| {
+            println!("xtask: trace: {}", traced.summary());
+            crate::trace::write(&out, &traced.chrome.json)?;
+            let back: serde_json::Value = serde_json::from_slice(&std::fs::read(&out)?)?;
+            crate::trace::check::check(&back)
+        });
+    match result {
+        Ok(what) => {
+            println!("xtask: trace: {what} ({})", out.display());
+            t.pass(name);
+        }
+        Err(e) => t.fail(name, &format!("{e:#}")),
     }
     Ok(())
 }

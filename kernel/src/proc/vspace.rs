@@ -272,22 +272,24 @@ impl VSpace {
         if !is_user_half(uaddr) || !is_user_half(end - 1) {
             return Err(Error::BadAddress);
         }
-        let mut plan: Vec<(u64, usize, usize)> = Vec::new();
-        let (mut at, mut done) = (uaddr, 0usize);
-        while done < len {
-            let t = paging::translate(self.root, at).ok_or(Error::BadAddress)?;
-            if !t.user || (write && !t.writable) {
-                return Err(Error::BadAddress);
+        // Two walks (check every page, then copy) instead of a list of pieces: no
+        // allocation on the path of every system call that copies.
+        let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), Error> {
+            let (mut at, mut done) = (uaddr, 0usize);
+            while done < len {
+                let t = paging::translate(self.root, at).ok_or(Error::BadAddress)?;
+                if !t.user || (write && !t.writable) {
+                    return Err(Error::BadAddress);
+                }
+                let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
+                f(t.paddr, done, n);
+                at += n as u64;
+                done += n;
             }
-            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
-            plan.push((t.paddr, done, n));
-            at += n as u64;
-            done += n;
-        }
-        for (phys, offset, n) in plan {
-            f(phys, offset, n);
-        }
-        Ok(())
+            Ok(())
+        };
+        walk(&mut |_, _, _| {})?;
+        walk(&mut f)
     }
 
     /// Copy `out.len()` bytes from user address `uaddr`.

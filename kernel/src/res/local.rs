@@ -457,9 +457,7 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
         }
         Body::Compute { bound, .. } => bound.take().map(Then::Unbind).ok_or(Error::InvalidArgument),
         Body::Process { pid } => Ok(Then::Args(*pid)),
-        Body::VSpace { .. } | Body::Endpoint { .. } | Body::Sem { .. } => {
-            Err(Error::NotSupported)
-        }
+        Body::VSpace { .. } | Body::Endpoint { .. } | Body::Sem { .. } => Err(Error::NotSupported),
     })?;
     match then {
         Then::Done(n) => Ok(n),

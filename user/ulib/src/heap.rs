@@ -8,8 +8,9 @@
 //! [`crate::sys::memory`] itself, like the `basics` benchmark) moved the end in between.
 //! The heap never shrinks.
 //!
-//! The talc instance sits in a [`Local`] cell rather than behind a lock: see
-//! [`crate::cell`] for why that is enough in a single-threaded program.
+//! The talc instance sits in a [`Local`] cell: a lock that a thread finding it taken waits
+//! for by yielding the core (the holder may have been preempted in the middle of an
+//! allocation), see [`crate::cell`]. In a program with one thread it is never contended.
 
 use crate::cell::Local;
 use core::alloc::{GlobalAlloc, Layout};

@@ -19,8 +19,9 @@
 //! a panic handler that prints `panic in PROGRAM: MESSAGE at FILE:LINE` and exits with
 //! status [`PANIC_STATUS`]. The mem functions come from `libs/bare`.
 //!
-//! Musubi user programs have exactly one thread and no signal handlers, so program-wide
-//! state lives in [`cell::Local`] cells instead of locks (see there).
+//! A program may start threads ([`thread`]; semaphores in [`sem`]). Program-wide state
+//! lives in [`cell::Local`] cells, locks that wait by yielding the core (see there);
+//! there are no signal handlers.
 #![no_std]
 
 extern crate alloc;
@@ -34,7 +35,9 @@ pub mod io;
 pub mod ipc;
 pub mod res;
 pub mod rt;
+pub mod sem;
 pub mod sys;
+pub mod thread;
 
 pub use abi;
 

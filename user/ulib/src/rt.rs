@@ -8,15 +8,26 @@
 //! program's `main` takes and exits with what `main` returns.
 
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 /// Arguments turned into `&str`s on the stack; more than this go to the heap.
 const STACK_ARGS: usize = 32;
 
-static PROGRAM: crate::cell::Local<&'static str> = crate::cell::Local::new("?");
+/// The program's name (`argv[0]`): address and length, set once by [`start`] before `main`
+/// (and so before any second thread exists), read by any thread, the panic handler too.
+static PROGRAM_PTR: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
+static PROGRAM_LEN: AtomicUsize = AtomicUsize::new(0);
 
-/// This program's name (its `argv[0]`), for messages.
+/// This program's name (its `argv[0]`), for messages; `"?"` before it is known.
 pub fn program_name() -> &'static str {
-    PROGRAM.try_with(|p| *p).unwrap_or("?")
+    let ptr = PROGRAM_PTR.load(Ordering::Acquire);
+    if ptr.is_null() {
+        return "?";
+    }
+    let len = PROGRAM_LEN.load(Ordering::Relaxed);
+    // SAFETY: `start` stored the length first and then (Release) the address of a `&'static
+    // str`'s bytes, which we loaded (Acquire), so the pair describes that valid UTF-8 string.
+    unsafe { core::str::from_utf8_unchecked(core::slice::from_raw_parts(ptr, len)) }
 }
 
 /// One argument from the kernel's table; invalid UTF-8 (which the kernel never passes)
@@ -61,7 +72,8 @@ pub unsafe fn start(argc: usize, argv: *const [u64; 2], main: fn(&[&str]) -> i32
         &on_heap
     };
     if let Some(name) = args.first() {
-        PROGRAM.with(|p| *p = name);
+        PROGRAM_LEN.store(name.len(), Ordering::Relaxed);
+        PROGRAM_PTR.store(name.as_ptr().cast_mut(), Ordering::Release);
     }
     crate::sys::exit(main(args))
 }

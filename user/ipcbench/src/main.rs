@@ -1,0 +1,208 @@
+//! `ipcbench [SAMPLES]`: the Musubi side of `cargo xtask bench ipc` (the request path's
+//! costs; the Linux peer measures pipes, futexes and io_uring in the same QEMU
+//! configuration).
+//!
+//! Each case is timed with `rdtsc`, which under QEMU's `-icount` advances by one per
+//! instruction (of all cores together), so a figure is instructions per operation. A case
+//! runs once to warm up and is then sampled SAMPLES times (default 5); a sample is the mean
+//! over a fixed number of operations:
+//!
+//! | case | one operation | per sample |
+//! |---|---|---|
+//! | `null call` | `GETPID`: the floor every system call pays (for reading the others) | 1000 |
+//! | `rendezvous round trip, same core` | a child on this core `CALL`s this process's endpoint; this process `RECV`s and `REPLY`s | 1000 |
+//! | `rendezvous round trip, two cores` | the same with the child on core 1 (the calls travel by RPCC) | 200 |
+//! | `submit+collect NOP, batch K` (K = 1, 8, 64) | per request: K `SUBMIT(NOP)`s, then K `COLLECT(ANY)`s | 1024 requests |
+//!
+//! The round trips are timed by the caller (`ipcbench client EP CASE SAMPLES OPS`), which
+//! prints their `BENCH` lines and ends with a one-way `SEND` that tells the server to stop.
+//! Output: one line per sample,
+//! `BENCH {"peer":"musubi","case":"...","unit":"instructions","per_op":123.4}`, then
+//! `BENCH done`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use ulib::abi::ipc::{self as api, Msg};
+use ulib::abi::res::{ResId, Rights};
+use ulib::abi::{Priority, ENDED_EXIT};
+use ulib::bench::{self, rdtsc};
+use ulib::{ipc, println, res, sys};
+
+ulib::main!(main);
+
+const DEFAULT_SAMPLES: usize = 5;
+const NULL_CALLS: u64 = 1000;
+const SAME_CORE_CALLS: u64 = 1000;
+const TWO_CORE_CALLS: u64 = 200;
+const REQUESTS: u64 = 1024;
+const BATCHES: [u64; 3] = [1, 8, 64];
+/// Label of a call the server answers.
+const ECHO: u64 = 1;
+/// Label of the one-way message that ends the server's loop.
+const STOP: u64 = 2;
+
+fn main(args: &[&str]) -> i32 {
+    if args.get(1) == Some(&"client") {
+        return match client(args) {
+            Ok(()) => 0,
+            Err(e) => {
+                println!("BENCH error {{\"case\":\"client\",\"error\":\"{e}\"}}");
+                1
+            }
+        };
+    }
+    let samples = match args.get(1).map(|a| a.parse::<usize>()) {
+        None => DEFAULT_SAMPLES,
+        Some(Ok(n)) if n > 0 => n,
+        Some(_) => {
+            println!("usage: ipcbench [SAMPLES]");
+            return 2;
+        }
+    };
+    match parent(samples) {
+        Ok(()) => {
+            bench::done();
+            0
+        }
+        Err(e) => {
+            println!("BENCH error {{\"case\":\"ipcbench\",\"error\":\"{e}\"}}");
+            1
+        }
+    }
+}
+
+fn parent(samples: usize) -> Result<(), &'static str> {
+    bench::samples("null call", samples, NULL_CALLS, |n| {
+        let start = rdtsc();
+        for _ in 0..n {
+            sys::getpid().map_err(|_| "getpid failed")?;
+        }
+        Ok(rdtsc() - start)
+    })?;
+    let ep = ipc::open_endpoint("here/endpoint/ipcbench", Rights(0x2f))
+        .map_err(|_| "opening the endpoint failed")?;
+    let here = sys::core().map_err(|_| "core failed")?;
+    let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let n = sys::cores(&mut cores).map_err(|_| "cores failed")?;
+    let online = cores[..n].iter().filter(|c| c.online != 0).count();
+    rendezvous(
+        ep,
+        "rendezvous round trip, same core",
+        here,
+        samples,
+        SAME_CORE_CALLS,
+    )?;
+    if online >= 2 {
+        rendezvous(
+            ep,
+            "rendezvous round trip, two cores",
+            (here + 1) % online,
+            samples,
+            TWO_CORE_CALLS,
+        )?;
+    }
+    res::close(ep).map_err(|_| "closing the endpoint failed")?;
+    for k in BATCHES {
+        let case = format!("submit+collect NOP, batch {k}");
+        bench::samples(&case, samples, REQUESTS, |n| batch(k, n))?;
+    }
+    Ok(())
+}
+
+/// Serve a client on `core` until it says stop, then reap it.
+fn rendezvous(
+    ep: ResId,
+    case: &str,
+    core: usize,
+    samples: usize,
+    ops: u64,
+) -> Result<(), &'static str> {
+    let ep_arg = format!("{:#x}", ep.0);
+    let samples_arg = format!("{samples}");
+    let ops_arg = format!("{ops}");
+    let child = sys::spawn_on(
+        "ipcbench",
+        &["client", &ep_arg, case, &samples_arg, &ops_arg],
+        Priority::App,
+        core,
+    )
+    .map_err(|_| "spawning the client failed")?;
+    loop {
+        let r = ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?;
+        match r.msg.label {
+            ECHO => {
+                let reply = Msg {
+                    label: ECHO,
+                    words: [r.msg.words[0] + 1, 0, 0, 0, 0, 0],
+                };
+                ipc::reply(r.request, r.msg.words[0] + 1, &reply).map_err(|_| "reply failed")?;
+            }
+            STOP => break,
+            _ => return Err("unexpected message"),
+        }
+    }
+    match sys::wait(Some(child)) {
+        Ok((_, s)) if s.how == ENDED_EXIT && s.code == 0 => Ok(()),
+        _ => Err("the client failed"),
+    }
+}
+
+/// `ipcbench client EP CASE SAMPLES OPS`: time OPS calls per sample, then tell the server
+/// to stop.
+fn client(args: &[&str]) -> Result<(), &'static str> {
+    let ep = args
+        .get(2)
+        .and_then(|a| ResId::parse(a))
+        .ok_or("missing endpoint")?;
+    let case = args.get(3).ok_or("missing case")?;
+    let samples = args
+        .get(4)
+        .and_then(|a| a.parse().ok())
+        .ok_or("missing samples")?;
+    let ops = args
+        .get(5)
+        .and_then(|a| a.parse().ok())
+        .ok_or("missing ops")?;
+    let r = bench::samples(case, samples, ops, |n| {
+        let mut msg = Msg {
+            label: ECHO,
+            ..Msg::default()
+        };
+        let start = rdtsc();
+        for i in 0..n {
+            msg.words[0] = i;
+            let (v, _) = ipc::call(ep, &msg).map_err(|_| "call failed")?;
+            if v != i + 1 {
+                return Err("wrong reply");
+            }
+        }
+        Ok(rdtsc() - start)
+    });
+    let stop = Msg {
+        label: STOP,
+        ..Msg::default()
+    };
+    ipc::send(ep, &stop).map_err(|_| "send failed")?;
+    r
+}
+
+/// `n` requests (a multiple of `k`) in rounds of `k` no-op submissions and `k` collections.
+fn batch(k: u64, n: u64) -> Result<u64, &'static str> {
+    let nop = ipc::op(api::SUBMIT_NOP, 0, [0; 4]);
+    let start = rdtsc();
+    for _ in 0..n / k {
+        for _ in 0..k {
+            ipc::submit(&nop).map_err(|_| "submit failed")?;
+        }
+        for _ in 0..k {
+            let c = ipc::collect(api::ANY, u64::MAX).map_err(|_| "collect failed")?;
+            if c.status != 0 {
+                return Err("a no-op failed");
+            }
+        }
+    }
+    Ok(rdtsc() - start)
+}
