@@ -16,6 +16,12 @@ fn write<T: Copy>(ptr: u64, value: &T) -> Result<(), Error> {
     proc::with_current_vspace(|vs| vs.write_value(ptr, value))
 }
 
+/// Is there room for a `T` at `ptr` that the caller may write? (Checked before anything is
+/// taken, so a bad pointer loses nothing.)
+fn writable<T>(ptr: u64) -> Result<(), Error> {
+    proc::with_current_vspace(|vs| vs.check_writable(ptr, core::mem::size_of::<T>()))
+}
+
 /// SUBMIT(`*const Submission`) -> ticket.
 pub fn submit(ptr: u64) -> Result<u64, Error> {
     let sub: Submission = read(ptr)?;
@@ -46,7 +52,7 @@ pub fn submit(ptr: u64) -> Result<u64, Error> {
 /// COLLECT(ticket or ANY, `*mut Completion`, timeout) -> the ticket collected.
 pub fn collect(ticket: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
     // A bad record pointer fails before anything is taken.
-    write(out, &Completion::default())?;
+    writable::<Completion>(out)?;
     let (mut c, bytes) = ipc::collect(ticket, timeout_ns)?;
     if let Some((at, bytes)) = bytes {
         if proc::with_current_vspace(|vs| vs.copy_out(at, &bytes)).is_err() {
@@ -67,7 +73,7 @@ fn status(c: &Completion) -> Result<(), Error> {
 /// CALL(endpoint, `*const Msg`, `*mut Msg`) -> the reply's value (rendezvous).
 pub fn call(endpoint: u64, msg_ptr: u64, reply_ptr: u64) -> Result<u64, Error> {
     let msg: Msg = read(msg_ptr)?;
-    write(reply_ptr, &Msg::default())?;
+    writable::<Msg>(reply_ptr)?;
     let sub = Submission {
         kind: api::SUBMIT_CALL,
         target: endpoint,
@@ -97,7 +103,7 @@ pub fn send(endpoint: u64, msg_ptr: u64) -> Result<u64, Error> {
 
 /// RECV(endpoint, `*mut Received`, timeout) -> request handle.
 pub fn recv(endpoint: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
-    write(out, &api::Received::default())?;
+    writable::<api::Received>(out)?;
     let r = ipc::recv(ResId(endpoint), timeout_ns)?;
     write(out, &r)?;
     Ok(r.request)

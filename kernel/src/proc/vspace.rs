@@ -288,7 +288,10 @@ impl VSpace {
             }
             Ok(())
         };
-        walk(&mut |_, _, _| {})?;
+        // Within one page a failure comes before any copy: one walk does.
+        if uaddr / PAGE_SIZE != (end - 1) / PAGE_SIZE {
+            walk(&mut |_, _, _| {})?;
+        }
         walk(&mut f)
     }
 
@@ -345,6 +348,12 @@ impl VSpace {
             core::slice::from_raw_parts(value as *const T as *const u8, core::mem::size_of::<T>())
         };
         self.copy_out(uaddr, bytes)
+    }
+
+    /// Check that `len` bytes at `uaddr` are the caller's to write (a record the kernel
+    /// fills in later), without writing them.
+    pub fn check_writable(&self, uaddr: u64, len: usize) -> Result<(), Error> {
+        self.pieces(uaddr, len, true, |_, _, _| {})
     }
 
     /// Read a plain record at user address `uaddr`.
