@@ -480,10 +480,7 @@ pub type ReadBytes = Option<(u64, Vec<u8>)>;
 
 /// COLLECT: a finished request (`ticket`, or any if `api::ANY`), waiting at most
 /// `timeout_ns`. Returns it and, for a read, where its bytes go.
-pub fn collect(
-    ticket: u64,
-    timeout_ns: u64,
-) -> Result<(Completion, ReadBytes), Error> {
+pub fn collect(ticket: u64, timeout_ns: u64) -> Result<(Completion, ReadBytes), Error> {
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     loop {
         let got = with_mine(|ipc, _| {

@@ -22,10 +22,12 @@
 //! - this file: the plan, the boots, and parsing their `BENCH` lines into [`Data`];
 //! - [`report`]: rows, checks (computed from the rows) and notes, with tests on made-up
 //!   samples;
+//! - [`tables`]: the Figure 3 and 4 tables and the system-call speed-up taken apart;
 //! - [`plot`]: Figure 3 (speed-up by cores) and Figure 4 (stacked mode shares).
 
 mod plot;
 mod report;
+mod tables;
 
 use crate::qemu::Guest;
 use crate::runner::run_captured;
@@ -55,6 +57,13 @@ pub const PMAKE_WORK: u64 = 60;
 /// different work compare.
 pub const OVERSUBSCRIBED_BIGLOCK_DIVISOR: u64 = 100;
 
+/// A run still going after this many seconds is ended and reported as timed out (its wall
+/// time a lower bound); no new round starts in a boot once its rounds took
+/// [`ROUNDS_BUDGET_S`] (at least one runs). Normal runs take 2.5 s at most here: only the
+/// big lock on an oversubscribed or busy host comes near.
+pub const RUN_LIMIT_S: u64 = 15;
+pub const ROUNDS_BUDGET_S: u64 = 45;
+
 /// Total work of each workload (dhry runs, sysbound rounds, pmake jobs) in one boot.
 pub fn work(kernel: &str, cores: usize, host_cores: usize) -> [u64; 3] {
     let div = if kernel == "biglock" && cores > host_cores {
@@ -75,8 +84,10 @@ pub struct Sample {
     pub kernel: String,
     pub workload: String,
     pub cores: usize,
-    /// Work done (dhry runs, sysbound rounds, pmake jobs) over all cores.
+    /// Work asked for (dhry runs, sysbound rounds, pmake jobs) over all cores.
     pub work: f64,
+    /// The run hit [`RUN_LIMIT_S`] and was ended: `wall_ns` is a lower bound.
+    pub timed_out: bool,
     pub wall_ns: f64,
     /// Per core, ns in each mode over the run (`abi::MODE_*` order).
     pub modes: Vec<[f64; abi::MODE_COUNT]>,
@@ -100,6 +111,9 @@ pub struct Data {
     /// Per boot (kernel, cores): host cores' worth of CPU other processes used meanwhile
     /// (they compete with the vCPUs for the host's cores and skew wall times).
     pub other_load: Vec<(String, usize, f64)>,
+    /// Boots (kernel, cores) whose driver stopped early (its time budget), with the rounds
+    /// they ran.
+    pub short: Vec<(String, usize, usize)>,
     /// The QEMU command line of one boot (2 cores, biglock), without the workspace path.
     pub qemu: String,
     /// Wall time of each boot, seconds, by (kernel, cores).
@@ -119,6 +133,7 @@ pub fn symmetry(runs: usize) -> Result<()> {
         selfs: Vec::new(),
         host_cores,
         other_load: Vec::new(),
+        short: Vec::new(),
         qemu: String::new(),
         boot_s: Vec::new(),
         wall_s: 0.0,
@@ -141,19 +156,28 @@ pub fn symmetry(runs: usize) -> Result<()> {
             let before = HostTicks::now();
             let t = Instant::now();
             let lines = boot(&g, &what)?;
-            let (samples, selfs) = parse(&lines, k, cores)?;
-            if samples.len() != runs * WORKLOADS.len() {
+            let (samples, selfs, budget) = parse(&lines, k, cores)?;
+            let rounds = budget.map_or(runs, |r| r as usize);
+            if samples.len() != rounds * WORKLOADS.len() || rounds == 0 {
                 bail!(
                     "{what}: {} runs reported, {} expected",
                     samples.len(),
-                    runs * WORKLOADS.len()
+                    rounds * WORKLOADS.len()
                 );
+            }
+            if let Some(r) = budget {
+                eprintln!(
+                    "xtask: bench symmetry: {what}: stopped after {r} of {runs} rounds (the \
+                     {ROUNDS_BUDGET_S} s budget)"
+                );
+                data.short.push((k.to_string(), cores, r as usize));
             }
             for s in &samples {
                 eprintln!(
-                    "xtask: bench symmetry: {what}: {} {:.3} s",
+                    "xtask: bench symmetry: {what}: {} {:.3} s{}",
                     s.workload,
-                    s.wall_ns / 1e9
+                    s.wall_ns / 1e9,
+                    if s.timed_out { " (timed out)" } else { "" }
                 );
             }
             if let (Some(b), Some(a)) = (before, HostTicks::now()) {
@@ -191,7 +215,8 @@ pub fn cmdline(kernel: &str, runs: usize, work: [u64; 3]) -> String {
     let [dhry, sys, jobs] = work;
     format!(
         "noshell poweroff kernel={kernel} \
-         start=0:symmetry,{runs},{dhry},{sys},{jobs},{PMAKE_WAVE},{PMAKE_WORK}"
+         start=0:symmetry,{runs},{dhry},{sys},{jobs},{PMAKE_WAVE},{PMAKE_WORK},{RUN_LIMIT_S},\
+         {ROUNDS_BUDGET_S}"
     )
 }
 
@@ -274,11 +299,16 @@ fn boot(g: &Guest, what: &str) -> Result<Vec<String>> {
     Ok(c.lines)
 }
 
+/// One boot's runs, `sysbound`'s own reports, and the rounds done if the driver stopped
+/// early (its time budget).
+pub type Parsed = (Vec<Sample>, Vec<SelfReport>, Option<u64>);
+
 /// The runs and `sysbound`'s own reports of one boot (kernel `k`, `cores` vCPUs), checked
 /// against what the driver says it saw (its core count and kernel structure).
-pub fn parse(lines: &[String], k: &str, cores: usize) -> Result<(Vec<Sample>, Vec<SelfReport>)> {
+pub fn parse(lines: &[String], k: &str, cores: usize) -> Result<Parsed> {
     let (mut samples, mut selfs) = (Vec::new(), Vec::new());
     let mut config = false;
+    let mut budget = None;
     for line in lines {
         let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {
             continue;
@@ -333,10 +363,12 @@ pub fn parse(lines: &[String], k: &str, cores: usize) -> Result<(Vec<Sample>, Ve
                         .to_string(),
                     cores,
                     work: v["work"].as_f64().context("run line without work")?,
+                    timed_out: v["timed_out"].as_u64() == Some(1),
                     wall_ns: v["wall_ns"].as_f64().context("run line without wall_ns")?,
                     modes: per_core,
                 });
             }
+            Some("budget") => budget = v["rounds"].as_u64(),
             Some("self") => selfs.push(SelfReport {
                 kernel: k.to_string(),
                 cores,
@@ -348,7 +380,7 @@ pub fn parse(lines: &[String], k: &str, cores: usize) -> Result<(Vec<Sample>, Ve
     if !config {
         bail!("the driver printed no configuration line");
     }
-    Ok((samples, selfs))
+    Ok((samples, selfs, budget))
 }
 
 #[cfg(test)]
@@ -367,7 +399,9 @@ mod tests {
         ]
         .map(String::from)
         .to_vec();
-        let (s, selfs) = parse(&lines, "biglock", 2).unwrap();
+        let (s, selfs, budget) = parse(&lines, "biglock", 2).unwrap();
+        assert_eq!(budget, None);
+        assert!(!s[0].timed_out);
         assert_eq!(s.len(), 1);
         assert_eq!(s[0].workload, "dhry");
         assert_eq!(s[0].wall_ns, 1000.0);
@@ -420,6 +454,10 @@ mod tests {
         let c = cmdline("biglock", 5, [8, 4, 4]);
         assert!(
             c.contains("kernel=biglock") && c.contains("start=0:symmetry,5,8,4,4,"),
+            "{c}"
+        );
+        assert!(
+            c.ends_with(&format!(",{RUN_LIMIT_S},{ROUNDS_BUDGET_S}")),
             "{c}"
         );
     }

@@ -1,9 +1,10 @@
-//! The picture of `cargo xtask bench symmetry` (docs/results/symmetry.png), drawn from the
-//! report's rows, replacing the generic chart `Report::write` draws: P2's Figure 3 (speed-up
-//! by cores, per workload and kernel structure, with the ideal line and P2's formula) and
-//! Figure 4 (stacked shares of the five CPU modes).
+//! The picture of `cargo xtask bench symmetry` (docs/results/symmetry.png), replacing the
+//! generic chart `Report::write` draws: P2's Figure 3 (speed-up by cores, per workload and
+//! kernel structure, from the report's rows, with the ideal line and P2's formula) and
+//! Figure 4 (the five CPU modes' shares stacked, the mean of the runs' shares, so a bar
+//! adds up to 100%; Lock at the bottom against P2's 10% and one half).
 
-use super::report::{cores_label, median, share_row, speedup_row, CHECKED_CORES};
+use super::report::{cores_label, shares, speedup_row, CHECKED_CORES};
 use super::{Data, CORES, KERNELS, WORKLOADS};
 use crate::results::{Report, Row};
 use abi::{MODE_COUNT, MODE_IDLE, MODE_INTERRUPT, MODE_KERNEL, MODE_LOCK, MODE_NAMES, MODE_USER};
@@ -33,7 +34,7 @@ pub(super) fn plot(d: &Data, r: &Report, path: &Path) -> Result<()> {
     root.fill(&WHITE)?;
     let (left, right) = root.split_horizontally(720);
     fig3(d, r, &left)?;
-    fig4(d, r, &right)?;
+    fig4(d, &right)?;
     root.present()?;
     Ok(())
 }
@@ -81,11 +82,6 @@ fn fig3(d: &Data, r: &Report, area: &Area) -> Result<()> {
         ))?
         .label("ideal (N)")
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.5)));
-    let host = d.host_cores as f64;
-    chart.draw_series([PathElement::new(
-        vec![(host, 0.0), (host, ymax)],
-        BLACK.mix(0.15).stroke_width(6),
-    )])?;
     // P2's formula for the big lock, from the checks' target.
     if let Some(f) = r
         .checks
@@ -171,18 +167,28 @@ fn fig3(d: &Data, r: &Report, area: &Area) -> Result<()> {
     Ok(())
 }
 
-fn fig4(d: &Data, r: &Report, area: &Area) -> Result<()> {
-    let label = |c: usize| cores_label(c, d.host_cores);
+fn fig4(d: &Data, area: &Area) -> Result<()> {
     let sizes: Vec<usize> = CORES.into_iter().filter(|&c| c >= CHECKED_CORES).collect();
     let mut bars: Vec<(String, [f64; MODE_COUNT])> = Vec::new();
     for &c in &sizes {
         for w in WORKLOADS {
             for k in KERNELS {
-                let shares = std::array::from_fn(|m| {
-                    median(&r.rows, &share_row(m, k, w, &label(c))).unwrap_or(0.0)
-                });
+                // Means over the runs, so a bar adds up to 100%.
+                let runs: Vec<[f64; MODE_COUNT]> = d
+                    .samples
+                    .iter()
+                    .filter(|s| s.kernel == k && s.workload == w && s.cores == c)
+                    .map(shares)
+                    .collect();
+                let n = runs.len().max(1) as f64;
+                let mean = std::array::from_fn(|m| runs.iter().map(|x| x[m]).sum::<f64>() / n);
+                let short = match w {
+                    "sysbound" => "sys",
+                    "pmake" => "make",
+                    w => w,
+                };
                 let kk = if k == "biglock" { "bl" } else { "pc" };
-                bars.push((format!("{w} {kk} {c}"), shares));
+                bars.push((format!("{short} {kk} {c}"), mean));
             }
         }
     }
@@ -190,7 +196,7 @@ fn fig4(d: &Data, r: &Report, area: &Area) -> Result<()> {
     let mut chart = ChartBuilder::on(area)
         .caption(
             format!(
-                "Fig. 4: share of CPU time per mode (pc = percore, bl = biglock; {} cores)",
+                "Fig. 4: CPU time per mode, mean of runs (pc = percore, bl = biglock; {} vCPUs)",
                 sizes
                     .iter()
                     .map(|c| c.to_string())

@@ -2,6 +2,7 @@
 //! check is computed from the rows (medians), which are computed from the samples; the
 //! tests run it all on made-up samples.
 
+use super::tables::{decomposition, fig3_table, fig4_table};
 use super::{Data, Sample, CORES, KERNELS, WORKLOADS};
 use crate::results::{Check, Report, Row};
 use abi::{MODE_COUNT, MODE_INTERRUPT, MODE_KERNEL, MODE_LOCK, MODE_NAMES, MODE_USER};
@@ -242,8 +243,9 @@ pub fn build_report(d: &Data) -> Result<Report> {
              waves of {} per core, each job a spawned process that writes a 16 KiB \"source\" \
              into a vregion, reads it back, tokenises and hashes it {} times into a symbol \
              table and writes a 4 KiB \"object\". One warm-up of each (a tenth of the work) is \
-             not reported; then {} runs, the three workloads interleaved. Speed-up = median \
-             T1 / each TN of the same kernel structure.",
+             not reported; then {} runs, the three workloads interleaved. Speed-up = each \
+             run's throughput (work per second) over the median one-core throughput of the \
+             same kernel structure: with the same work, T1 / TN.",
             super::DHRY_RUNS,
             super::SYS_ROUNDS,
             super::PMAKE_JOBS,
@@ -313,6 +315,41 @@ pub fn build_report(d: &Data) -> Result<Report> {
             d.host_cores
         )
     });
+    let mut limited = Vec::new();
+    for k in KERNELS {
+        for w in WORKLOADS {
+            for c in CORES {
+                let s = of(d, k, w, c);
+                let t = s.iter().filter(|x| x.timed_out).count();
+                if t > 0 {
+                    limited.push(format!("{k} {w}, {}: {t} of {}", label(c), s.len()));
+                }
+            }
+        }
+    }
+    notes.push(if limited.is_empty() {
+        format!("No run hit the {} s limit.", super::RUN_LIMIT_S)
+    } else {
+        format!(
+            "Runs ended at the {} s limit (their instances killed, though a killed make's \
+             running jobs finish on their own; the wall time is a lower bound and the speed-up \
+             an upper bound): {}.",
+            super::RUN_LIMIT_S,
+            limited.join("; ")
+        )
+    });
+    if !d.short.is_empty() {
+        notes.push(format!(
+            "Boots that stopped starting rounds after {} s (so their rows have fewer samples): \
+             {}.",
+            super::ROUNDS_BUDGET_S,
+            d.short
+                .iter()
+                .map(|(k, c, r)| format!("{k}/{c}: {r} of {} rounds", d.runs))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     notes.push(fig3_table(&rows, d, formula));
     notes.push(fig4_table(&rows, d));
     notes.push(format!(
@@ -343,6 +380,8 @@ pub fn build_report(d: &Data) -> Result<Report> {
     };
     let shape = shape_lines(&r).join("\n\n");
     r.notes.push(shape);
+    let why = decomposition(&r.rows, d);
+    r.notes.push(why);
     Ok(r)
 }
 
@@ -380,75 +419,6 @@ pub fn shape_lines(r: &Report) -> Vec<String> {
         .collect()
 }
 
-/// Figure 3 as a table: speed-ups beside the paper's statements.
-fn fig3_table(rows: &[Row], d: &Data, formula: f64) -> String {
-    let label = |c: usize| cores_label(c, d.host_cores);
-    let mut s = String::from(
-        "Figure 3 (speed-up T1/TN, median [q1 .. q3]):\n\n| workload | kernel | T1 (s) |",
-    );
-    for c in CORES.into_iter().filter(|&c| c > 1) {
-        s += &format!(" {} |", label(c));
-    }
-    s += " P2 (text) |\n|---|---|---:|";
-    for _ in CORES.iter().filter(|&&c| c > 1) {
-        s += "---:|";
-    }
-    s += "---|\n";
-    for w in WORKLOADS {
-        for k in KERNELS {
-            let t1 = median(rows, &wall_row(k, w, &label(1))).unwrap_or(f64::NAN);
-            s += &format!("| {w} | {k} | {t1:.3} |");
-            for c in CORES.into_iter().filter(|&c| c > 1) {
-                match rows.iter().find(|r| r.case == speedup_row(k, w, &label(c))) {
-                    Some(r) => s += &format!(" {:.2} [{:.2} .. {:.2}] |", r.median, r.q1, r.q3),
-                    None => s += " - |",
-                }
-            }
-            let paper = match (w, k) {
-                ("sysbound", "biglock") => {
-                    format!("1 + user/system, flat (ours at {CHECKED_CORES}: {formula:.2})")
-                }
-                ("sysbound", _) => "- (P2 has only the big lock)".into(),
-                _ => "almost N (\"ほぼCPU台数分\")".into(),
-            };
-            s += &format!(" {paper} |\n");
-        }
-    }
-    s
-}
-
-/// Figure 4 as a table: the median share of each mode.
-fn fig4_table(rows: &[Row], d: &Data) -> String {
-    let label = |c: usize| cores_label(c, d.host_cores);
-    let mut s = String::from("Figure 4 (share of all cores' time per mode, medians; P2: 3 CPUs):\n\n| workload | kernel | cores |");
-    for m in MODE_NAMES {
-        s += &format!(" {m} |");
-    }
-    s += " P2 lock |\n|---|---|---|";
-    for _ in MODE_NAMES {
-        s += "---:|";
-    }
-    s += "---|\n";
-    for c in CORES {
-        for w in WORKLOADS {
-            for k in KERNELS {
-                s += &format!("| {w} | {k} | {} |", label(c));
-                for m in 0..MODE_COUNT {
-                    let v = median(rows, &share_row(m, k, w, &label(c))).unwrap_or(f64::NAN);
-                    s += &format!(" {:.1}% |", v * 100.0);
-                }
-                let paper = match (w, k) {
-                    ("sysbound", "biglock") => "nearly half",
-                    (_, "biglock") => "< 10%",
-                    _ => "-",
-                };
-                s += &format!(" {paper} |\n");
-            }
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::SelfReport;
@@ -471,6 +441,7 @@ mod tests {
             workload: w.into(),
             cores,
             work: 100.0,
+            timed_out: false,
             wall_ns: wall * 1e9,
             modes: vec![per; cores],
         }
@@ -501,6 +472,7 @@ mod tests {
             selfs,
             host_cores: 2,
             other_load: vec![("percore".into(), 1, 0.0)],
+            short: Vec::new(),
             qemu: "qemu-system-x86_64 -smp 2".into(),
             boot_s: vec![("percore".into(), 1, 10.0)],
             wall_s: 60.0,
@@ -570,6 +542,40 @@ mod tests {
             "{lines:?}"
         );
         assert!(lines[1].contains("the shape holds"), "{lines:?}");
+    }
+
+    #[test]
+    fn the_system_call_speed_up_is_taken_apart() {
+        let r = build_report(&data()).unwrap();
+        let why = decomposition(&r.rows, &data());
+        // The model: no growth, the lock held all the time (1.5 s of 1.5 s).
+        assert!(
+            why.contains("speed-up 1.33 = h / (g x s1) = 1.00 / (1.00 x 0.750)"),
+            "{why}"
+        );
+        assert!(why.contains("kernel=percore: speed-up 2.00"), "{why}");
+    }
+
+    #[test]
+    fn timed_out_runs_and_short_boots_are_said() {
+        let mut d = data();
+        assert!(build_report(&d)
+            .unwrap()
+            .notes
+            .iter()
+            .any(|n| n.starts_with("No run hit")));
+        d.samples
+            .iter_mut()
+            .find(|s| s.kernel == "biglock" && s.workload == "sysbound" && s.cores == 4)
+            .unwrap()
+            .timed_out = true;
+        d.short.push(("biglock".into(), 4, 2));
+        let md = build_report(&d).unwrap().markdown();
+        assert!(
+            md.contains("biglock sysbound, 4 vCPUs (oversubscribed): 1 of 3"),
+            "{md}"
+        );
+        assert!(md.contains("biglock/4: 2 of 3 rounds"), "{md}");
     }
 
     #[test]
