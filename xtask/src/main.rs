@@ -56,6 +56,10 @@ enum Cmd {
         /// Deterministic mode (-icount): reproducible, instruction-counted time.
         #[arg(long)]
         deterministic: bool,
+        /// Kernel structure: `percore` (a kernel per core, the default) or `biglock` (P2's
+        /// Limited Symmetry: one kernel lock); the same as `--cmdline kernel=MODE`.
+        #[arg(long, value_name = "MODE", value_parser = ["percore", "biglock"])]
+        mode: Option<String>,
         /// Wait for GDB on localhost:1234 before the first instruction.
         #[arg(long)]
         gdb: bool,
@@ -118,6 +122,7 @@ fn run(cli: Cli) -> Result<()> {
             cmdline,
             mem,
             deterministic,
+            mode,
             gdb,
             script,
         } => {
@@ -126,6 +131,10 @@ fn run(cli: Cli) -> Result<()> {
             }
             qemu::ensure()?;
             let kernel = build::kernel()?;
+            let cmdline = match mode {
+                Some(m) => format!("{cmdline} kernel={m}").trim().to_string(),
+                None => cmdline,
+            };
             let mut g = Guest::new(&kernel, smp, &cmdline);
             g.initrd = Some(user::build_archive()?);
             g.mem_mib = mem;
