@@ -39,37 +39,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-static inline uint64_t rdtsc(void)
-{
-	uint32_t lo, hi;
-	__asm__ volatile("rdtsc" : "=a"(lo), "=d"(hi) : : "memory");
-	return ((uint64_t)hi << 32) | lo;
-}
-
-/* Flush the console and power off: the only way PID 1 may end. */
-static void power_off(void)
-{
-	tcdrain(STDOUT_FILENO);
-	sync();
-	reboot(RB_POWER_OFF);
-	for (;;)
-		pause();
-}
-
-static void fail(const char *what)
-{
-	printf("BENCH error: %s: %s\n", what, strerror(errno));
-	fflush(stdout);
-	power_off();
-}
-
-static void report(const char *name, uint64_t cycles, unsigned iters)
-{
-	printf("BENCH {\"peer\":\"linux\",\"case\":\"%s\",\"unit\":\"instructions\","
-	       "\"per_op\":%.1f}\n",
-	       name, (double)cycles / iters);
-	fflush(stdout);
-}
+#include "bench.h"
 
 static void pin(int cpu)
 {
