@@ -6,9 +6,35 @@
 
 use crate::qemu::{Guest, Mode};
 use crate::results::{Check, Report, Row};
-use crate::runner::run_captured;
+use crate::runner::{run_captured, Captured};
 use anyhow::{bail, Result};
 use std::time::Duration;
+
+/// Boot `g` for a benchmark (`what` names the run in messages) and check that it finished:
+/// `BENCH done` printed, clean power-off, within `limit`. Its console.
+pub(crate) fn finished_run(g: &Guest, what: &str, limit: Duration) -> Result<Captured> {
+    let c = run_captured(g, limit, false)?;
+    let done = c.lines.iter().any(|l| l.contains("BENCH done"));
+    if c.timed_out || !c.powered_off() || !done {
+        bail!(
+            "the run '{what}' did not finish cleanly (BENCH done and power-off expected; QEMU \
+             status {:?}{}); last console lines:\n{}",
+            c.status,
+            if c.timed_out { ", timed out" } else { "" },
+            c.tail(20)
+        );
+    }
+    Ok(c)
+}
+
+/// Fail if the kernel ignored a word of the run's command line (it warns "... ignored"):
+/// the run would not measure what it says.
+pub(crate) fn options_taken(c: &Captured, what: &str) -> Result<()> {
+    match c.lines.iter().find(|l| l.contains("ignored")) {
+        Some(l) => bail!("the kernel ignored a boot option in the run '{what}': {l}"),
+        None => Ok(()),
+    }
+}
 
 pub fn boot(runs: usize) -> Result<()> {
     crate::qemu::ensure()?;
@@ -153,10 +179,7 @@ pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
     g.initrd = Some(archive);
     g.mode = Mode::Deterministic;
     eprintln!("xtask: bench basics: Musubi, {runs} samples per case");
-    let c = run_captured(&g, Duration::from_secs(900), false)?;
-    if !c.powered_off() || !c.lines.iter().any(|l| l.contains("BENCH done")) {
-        bail!("the Musubi run did not finish cleanly:\n{}", c.tail(15));
-    }
+    let c = finished_run(&g, "Musubi basics", Duration::from_secs(900))?;
     let ours = bench_samples(&c.lines, "musubi")?;
     let theirs = match peer {
         Some(Peer::Linux) => crate::peer_linux::run_basics(runs)?

@@ -15,10 +15,9 @@
 //! falling faster (a submitted B starts at once, a woken thread only when the running one
 //! stops); past about 9 (T_A : T_B = 1 : 9): flat, A always running; async ahead.
 
-use crate::bench::bench_samples;
+use crate::bench::{bench_samples, finished_run};
 use crate::qemu::{Guest, Mode};
 use crate::results::{Check, Report, Row};
-use crate::runner::run_captured;
 use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
 use std::path::Path;
@@ -73,16 +72,8 @@ pub fn diros(runs: usize) -> Result<()> {
         "xtask: bench diros: Musubi, {runs} runs of n = 1..{NMAX}, both ways (about 25 s of \
          wall time per run)"
     );
-    let c = run_captured(&g, Duration::from_secs(300 + 180 * runs as u64), false)?;
-    if c.timed_out || !c.powered_off() || !c.lines.iter().any(|l| l.contains("BENCH done")) {
-        bail!(
-            "the Musubi run did not finish cleanly (BENCH done and power-off expected; QEMU \
-             status {:?}{}); last console lines:\n{}",
-            c.status,
-            if c.timed_out { ", timed out" } else { "" },
-            c.tail(15)
-        );
-    }
+    let limit = Duration::from_secs(300 + 180 * runs as u64);
+    let c = finished_run(&g, "Musubi diros", limit)?;
     if !c.lines.iter().any(|l| l.contains("diros check: ok")) {
         bail!(
             "the threads self-test before the measurement failed:\n{}",
@@ -90,8 +81,7 @@ pub fn diros(runs: usize) -> Result<()> {
         );
     }
     let samples = bench_samples(&c.lines, "musubi")?;
-    let root = format!("{}/", crate::build::workspace_root().display());
-    let qemu = g.command_line().replace(&root, "");
+    let qemu = g.shown_command_line();
     let mut report = build_report(runs, &samples, &qemu)?;
     report.musubi_commit = crate::results::commit();
     let md = report.write()?;

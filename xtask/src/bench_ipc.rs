@@ -15,10 +15,9 @@
 //! one-CPU futex ping-pong; batched submit+collect per request no dearer than io_uring's at
 //! the same batch size. Every check is computed from the rows.
 
-use crate::bench::{bench_samples, Peer};
+use crate::bench::{bench_samples, finished_run, Peer};
 use crate::qemu::{Guest, Mode};
 use crate::results::{Check, Report, Row};
-use crate::runner::run_captured;
 use anyhow::{bail, Result};
 use std::time::Duration;
 
@@ -67,16 +66,11 @@ pub fn ipc(runs: usize, peer: Option<Peer>) -> Result<()> {
     g.initrd = Some(archive);
     g.mode = Mode::Deterministic;
     eprintln!("xtask: bench ipc: Musubi, {runs} samples per case");
-    let c = run_captured(&g, Duration::from_secs(600 + 60 * runs as u64), false)?;
-    if c.timed_out || !c.powered_off() || !c.lines.iter().any(|l| l.contains("BENCH done")) {
-        bail!(
-            "the Musubi run did not finish cleanly (BENCH done and power-off expected; QEMU \
-             status {:?}{}); last console lines:\n{}",
-            c.status,
-            if c.timed_out { ", timed out" } else { "" },
-            c.tail(15)
-        );
-    }
+    let c = finished_run(
+        &g,
+        "Musubi ipc",
+        Duration::from_secs(600 + 60 * runs as u64),
+    )?;
     if let Some(l) = c.lines.iter().find(|l| l.contains("BENCH error")) {
         bail!("ipcbench failed: {l}");
     }
@@ -91,8 +85,7 @@ pub fn ipc(runs: usize, peer: Option<Peer>) -> Result<()> {
         ),
         None => (Vec::new(), String::new()),
     };
-    let root = format!("{}/", crate::build::workspace_root().display());
-    let qemu = g.command_line().replace(&root, "");
+    let qemu = g.shown_command_line();
     let mut report = build_report(runs, &ours, &theirs, &qemu, &peer_cmd)?;
     report.musubi_commit = crate::results::commit();
     let md = report.write()?;

@@ -8,10 +8,9 @@
 //! `--peer linux`, Linux's mmap + one-byte write + munmap of 4 KiB, measured by
 //! `peer/linux/basics.c` in the same QEMU configuration, stands beside it.
 
-use crate::bench::{bench_samples, Peer};
+use crate::bench::{bench_samples, finished_run, Peer};
 use crate::qemu::{Guest, Mode};
 use crate::results::{Check, Report, Row};
-use crate::runner::run_captured;
 use anyhow::{bail, Result};
 use std::path::Path;
 use std::time::Duration;
@@ -126,10 +125,6 @@ fn build_report(
         holds: overhead < OVERHEAD_TARGET,
     });
 
-    let strip = |g: &Guest| {
-        let root = format!("{}/", crate::build::workspace_root().display());
-        g.command_line().replace(&root, "")
-    };
     let notes = vec![
         format!(
             "What is measured: creating and deleting a 4 KiB vregion on the local core, \
@@ -144,8 +139,8 @@ fn build_report(
         ),
         format!(
             "Musubi QEMU, RCC on: `{}`\n\nMusubi QEMU, RCC off: `{}`",
-            strip(&on.guest),
-            strip(&off.guest)
+            on.guest.shown_command_line(),
+            off.guest.shown_command_line()
         ),
         comparison,
         format!(
@@ -206,16 +201,11 @@ fn musubi_run(
     g.initrd = Some(archive.to_path_buf());
     g.mode = Mode::Deterministic;
     eprintln!("xtask: bench resources: Musubi with {label}, {runs} samples");
-    let c = run_captured(&g, Duration::from_secs(900), false)?;
-    if c.timed_out || !c.powered_off() || !c.lines.iter().any(|l| l.contains("BENCH done")) {
-        bail!(
-            "the Musubi run with {label} did not finish cleanly (BENCH done and power-off expected; \
-             QEMU status {:?}{}); last console lines:\n{}",
-            c.status,
-            if c.timed_out { ", timed out" } else { "" },
-            c.tail(15)
-        );
-    }
+    let c = finished_run(
+        &g,
+        &format!("Musubi with {label}"),
+        Duration::from_secs(900),
+    )?;
     if let Some(l) = c
         .lines
         .iter()

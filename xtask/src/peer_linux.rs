@@ -131,18 +131,12 @@ fn run_program(program: Program, runs: usize) -> Result<Vec<PeerCase>> {
 /// The QEMU command [`run_cases`] runs, with paths relative to the workspace root.
 #[allow(dead_code)] // called by `bench basics|resources --peer linux`
 pub fn qemu_command_line(runs: usize) -> Result<String> {
-    let root = format!("{}/", crate::build::workspace_root().display());
-    Ok(prepare(Program::Basics, runs)?
-        .command_line()
-        .replace(&root, ""))
+    Ok(prepare(Program::Basics, runs)?.shown_command_line())
 }
 
 /// The QEMU command [`run_ipc`] runs, with paths relative to the workspace root.
 pub fn ipc_qemu_command_line(runs: usize) -> Result<String> {
-    let root = format!("{}/", crate::build::workspace_root().display());
-    Ok(prepare(Program::Ipc, runs)?
-        .command_line()
-        .replace(&root, ""))
+    Ok(prepare(Program::Ipc, runs)?.shown_command_line())
 }
 
 fn say(msg: impl Display) {

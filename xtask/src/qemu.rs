@@ -135,6 +135,12 @@ impl Guest {
     }
 
     /// The whole command, for printing.
+    /// [`Self::command_line`] with paths relative to the workspace root, as reports show it.
+    pub fn shown_command_line(&self) -> String {
+        let root = format!("{}/", crate::build::workspace_root().display());
+        self.command_line().replace(&root, "")
+    }
+
     pub fn command_line(&self) -> String {
         let quoted: Vec<String> = self
             .args()

@@ -29,8 +29,8 @@ mod plot;
 mod report;
 mod tables;
 
+use crate::bench::{finished_run, options_taken};
 use crate::qemu::Guest;
-use crate::runner::run_captured;
 use anyhow::{bail, Context, Result};
 use std::time::{Duration, Instant};
 
@@ -149,7 +149,7 @@ pub fn symmetry(runs: usize) -> Result<()> {
             );
             g.initrd = Some(archive.clone());
             if cores == 2 && k == "biglock" {
-                data.qemu = strip(&g);
+                data.qemu = g.shown_command_line();
             }
             let what = format!("kernel={k}, {cores} vCPUs");
             eprintln!("xtask: bench symmetry: {what}, {runs} runs of each workload");
@@ -270,28 +270,10 @@ impl HostTicks {
     }
 }
 
-/// The command line without the workspace's path.
-fn strip(g: &Guest) -> String {
-    let root = format!("{}/", crate::build::workspace_root().display());
-    g.command_line().replace(&root, "")
-}
-
 /// Boot `g` and check that it finished; its console lines.
 fn boot(g: &Guest, what: &str) -> Result<Vec<String>> {
-    let c = run_captured(g, Duration::from_secs(900), false)?;
-    let done = c.lines.iter().any(|l| l.contains("BENCH done"));
-    if c.timed_out || !c.powered_off() || !done {
-        bail!(
-            "the run '{what}' did not finish cleanly (BENCH done and power-off expected; QEMU \
-             status {:?}{}); last console lines:\n{}",
-            c.status,
-            if c.timed_out { ", timed out" } else { "" },
-            c.tail(20)
-        );
-    }
-    if let Some(l) = c.lines.iter().find(|l| l.contains("ignored")) {
-        bail!("the kernel ignored a boot option in the run '{what}': {l}");
-    }
+    let c = finished_run(g, what, Duration::from_secs(900))?;
+    options_taken(&c, what)?;
     eprintln!(
         "xtask: bench symmetry: {what}: {:.1} s",
         c.wall.as_secs_f64()

@@ -35,7 +35,7 @@ use crate::qemu::{Guest, Mode};
 use anyhow::{Context, Result};
 use plot::plot;
 use report::build_report;
-use runs::{boot, parse_ops, parse_rtt, parse_spread, strip, text_size};
+use runs::{boot, parse_ops, parse_rtt, parse_spread, text_size};
 
 /// Fig. 8's children, by text size in KiB (`user/tkid`; `user/tender` runs the same table).
 use abi::bench::TENDER_CHILDREN as CHILDREN;
@@ -141,7 +141,7 @@ pub fn tender(runs: usize) -> Result<()> {
         let g = det(&format!(
             "noshell poweroff rpcc.notify=ipi rpcc.agents={limit} start=0:tender,ops,{runs}"
         ));
-        qemu_det = strip(&g);
+        qemu_det = g.shown_command_line();
         let lines = boot(&g, &format!("ops, agents={limit}"), ("on", "ipi", limit))?;
         ops.push(parse_ops(&lines)?);
     }
@@ -168,7 +168,7 @@ pub fn tender(runs: usize) -> Result<()> {
                 ),
             );
             g.initrd = Some(archive.clone());
-            qemu_par = strip(&g);
+            qemu_par = g.shown_command_line();
             let t = std::time::Instant::now();
             let lines = boot(
                 &g,

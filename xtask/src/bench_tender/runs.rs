@@ -4,36 +4,18 @@
 //! size of each Fig. 8 child, read from its ELF file.
 
 use super::{ChildRun, OpsRun};
+use crate::bench::{finished_run, options_taken};
 use crate::qemu::Guest;
-use crate::runner::run_captured;
 use anyhow::{bail, Context, Result};
 use std::path::Path;
 use std::time::Duration;
-
-/// The command line without the workspace's path.
-pub(super) fn strip(g: &Guest) -> String {
-    let root = format!("{}/", crate::build::workspace_root().display());
-    g.command_line().replace(&root, "")
-}
 
 /// Boot `g`, check that it finished and that the kernel took the options `want` (rcc,
 /// notify, agents) as `tender` reports them; the console lines.
 pub(super) fn boot(g: &Guest, what: &str, want: (&str, &str, &str)) -> Result<Vec<String>> {
     eprintln!("xtask: bench tender: {what} ({} mode)", g.mode.name());
-    let c = run_captured(g, Duration::from_secs(900), false)?;
-    let done = c.lines.iter().any(|l| l.contains("BENCH done"));
-    if c.timed_out || !c.powered_off() || !done {
-        bail!(
-            "the run '{what}' did not finish cleanly (BENCH done and power-off expected; QEMU \
-             status {:?}{}); last console lines:\n{}",
-            c.status,
-            if c.timed_out { ", timed out" } else { "" },
-            c.tail(20)
-        );
-    }
-    if let Some(l) = c.lines.iter().find(|l| l.contains("ignored")) {
-        bail!("the kernel ignored a boot option in the run '{what}': {l}");
-    }
+    let c = finished_run(g, what, Duration::from_secs(900))?;
+    options_taken(&c, what)?;
     let header = c
         .lines
         .iter()
