@@ -209,13 +209,6 @@ static uint64_t mmap_munmap(unsigned iters)
 	return rdtsc() - t0;
 }
 
-static unsigned samples_from_env(void)
-{
-	const char *v = getenv("bench_runs");
-	long n = v ? strtol(v, NULL, 10) : 5;
-	return n > 0 && n < 10000 ? (unsigned)n : 5;
-}
-
 int main(void)
 {
 	if (getpid() != 1) {

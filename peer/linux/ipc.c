@@ -326,13 +326,6 @@ static void run_uring(unsigned k, unsigned requests, unsigned samples)
 		report(name, uring_nops(k, requests), requests);
 }
 
-static unsigned samples_from_env(void)
-{
-	const char *v = getenv("bench_runs");
-	long n = v ? strtol(v, NULL, 10) : 5;
-	return n > 0 && n < 10000 ? (unsigned)n : 5;
-}
-
 int main(void)
 {
 	if (getpid() != 1) {
