@@ -1,5 +1,5 @@
-//! `lwpcheck [CORE]`: threads (P1's light-weight processes) and semaphores, through the raw
-//! system calls. Prints `lwpcheck: ok` and exits 0, or the first failure and exits 1.
+//! `lwpcheck [CORE]`: threads (P1's light-weight processes, through `ulib::thread`) and
+//! semaphores (`ulib::sem`). Prints `lwpcheck: ok` and exits 0, or the first failure and exits 1.
 //!
 //! Four threads wait on a semaphore, are released one V each, compute with floating point
 //! (each thread's FPU state is its own), send their results to an endpoint of the process
@@ -14,43 +14,28 @@ extern crate alloc;
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use ulib::abi::ipc::Msg;
 use ulib::abi::res::{ResId, Rights};
-use ulib::abi::syscall::{self as nr, control};
 use ulib::abi::{Error, Priority};
-use ulib::sys::raw;
-use ulib::{ipc, println, res, sys};
+use ulib::{ipc, println, res, sem, sys, thread};
 
 ulib::main!(main);
 
 const THREADS: usize = 4;
-const STACK: usize = 16 * 1024;
-
-#[repr(C, align(16))]
-struct Stacks([[u8; STACK]; THREADS]);
-static mut STACKS: Stacks = Stacks([[0; STACK]; THREADS]);
 
 static GO: AtomicU64 = AtomicU64::new(0);
 static EP: AtomicU64 = AtomicU64::new(0);
 
-fn decode(r: (u64, u64)) -> Result<u64, Error> {
-    match r.0 {
-        0 => Ok(r.1),
-        code => Err(Error::from_code(code)),
-    }
-}
-
 /// A thread: wait for its V, compute, report, exit with 100 + its number.
-extern "C" fn worker(n: u64) -> ! {
-    let go = ResId(GO.load(Ordering::Relaxed));
-    let ok = res::control(go, control::SEM_P, 0, 0).is_ok();
+fn worker(n: u64) -> u64 {
+    let ok = sem::p(ResId(GO.load(Ordering::Relaxed))).is_ok();
     // Floating point in every thread at once: each has its own registers.
     let mut x = n as f64 + 0.5;
     for _ in 0..1000 {
         x = x * 1.000001 + 0.25;
-        // SAFETY: YIELD takes no arguments; it only lets the other threads run.
-        unsafe { raw::syscall0(nr::YIELD) };
+        let _ = sys::yield_now();
     }
     let expect = {
         let mut y = n as f64 + 0.5;
@@ -64,9 +49,7 @@ extern "C" fn worker(n: u64) -> ! {
         words: [u64::from(ok), u64::from(x == expect), 0, 0, 0, 0],
     };
     let _ = ipc::send(ResId(EP.load(Ordering::Relaxed)), &msg);
-    // SAFETY: THREAD_EXIT does not return.
-    unsafe { raw::syscall1(nr::THREAD_EXIT, 100 + n) };
-    unreachable!()
+    100 + n
 }
 
 fn main(args: &[&str]) -> i32 {
@@ -98,17 +81,13 @@ fn check(core: usize) -> Result<(), String> {
     let ep = ipc::open_endpoint("here/endpoint/lwp", Rights::OWNER_ALL)
         .map_err(|e| format!("endpoint: {e}"))?;
     EP.store(ep.0, Ordering::Relaxed);
-    let mut tids = [0u64; THREADS];
-    for (i, tid) in tids.iter_mut().enumerate() {
-        // SAFETY: each thread gets its own stack, never used by anyone else.
-        let top = unsafe { (&raw mut STACKS.0[i]) as u64 + STACK as u64 };
-        *tid = decode(unsafe {
-            raw::syscall3(nr::THREAD_CREATE, worker as *const () as u64, top, i as u64)
-        })
-        .map_err(|e| format!("thread_create: {e}"))?;
-    }
+    let threads: Vec<thread::Thread> = (0..THREADS as u64)
+        .map(|i| thread::spawn(worker, i))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("thread spawn: {e}"))?;
+    let tids: Vec<u64> = threads.iter().map(thread::Thread::id).collect();
     for _ in 0..THREADS {
-        res::control(go, control::SEM_V, 0, 0).map_err(|e| format!("V: {e}"))?;
+        sem::v(go).map_err(|e| format!("V: {e}"))?;
     }
     let mut seen = 0u64;
     for _ in 0..THREADS {
@@ -130,20 +109,18 @@ fn check(core: usize) -> Result<(), String> {
     if seen != (1 << THREADS) - 1 {
         return Err(format!("threads heard from: {seen:#b}"));
     }
-    for (i, tid) in tids.iter().enumerate() {
-        let v = decode(unsafe { raw::syscall2(nr::THREAD_JOIN, *tid, 5_000_000_000) })
-            .map_err(|e| format!("join: {e}"))?;
+    for (i, t) in threads.into_iter().enumerate() {
+        let v = t.join().map_err(|e| format!("join: {e}"))?;
         if v != 100 + i as u64 {
             return Err(format!("thread {i} exit value {v}"));
         }
     }
-    let again = decode(unsafe { raw::syscall2(nr::THREAD_JOIN, tids[0], 0) });
+    let again = thread::join_id(tids[0], 0);
     if again != Err(Error::NoSuchProcess) {
         return Err(format!("second join gave {again:?}"));
     }
-    let own =
-        decode(unsafe { raw::syscall0(nr::THREAD_SELF) }).map_err(|e| format!("self: {e}"))?;
-    let selfjoin = decode(unsafe { raw::syscall2(nr::THREAD_JOIN, own, 0) });
+    let own = thread::self_id().map_err(|e| format!("self: {e}"))?;
+    let selfjoin = thread::join_id(own, 0);
     if selfjoin != Err(Error::InvalidArgument) {
         return Err(format!("joining itself gave {selfjoin:?}"));
     }
@@ -156,7 +133,7 @@ fn check(core: usize) -> Result<(), String> {
     if let Ok(Some(_)) = sys::wait_timeout(Some(child), 0).map(Some) {
         return Err("the waiter did not wait".into());
     }
-    res::control(gate, control::SEM_V, 0, 0).map_err(|e| format!("V gate: {e}"))?;
+    sem::v(gate).map_err(|e| format!("V gate: {e}"))?;
     match sys::wait(Some(child)) {
         Ok((_, s)) if s.how == ulib::abi::ENDED_EXIT && s.code == 0 => {}
         other => return Err(format!("waiter ended {other:?}")),
@@ -176,7 +153,7 @@ fn check(core: usize) -> Result<(), String> {
 }
 
 fn open_sem(name: &str, count: u64) -> Result<ResId, String> {
-    res::open(name, &count.to_le_bytes(), Rights(0xff)).map_err(|e| format!("open {name}: {e}"))
+    sem::open_sem(name, count, Rights(0xff)).map_err(|e| format!("open {name}: {e}"))
 }
 
 /// Child: P on the semaphore given (of another core); with "close", expect it to be closed.
@@ -185,7 +162,7 @@ fn waiter(args: &[&str]) -> Result<(), String> {
         .get(2)
         .and_then(|a| ResId::parse(a))
         .ok_or("no semaphore")?;
-    let r = res::control(gate, control::SEM_P, 0, 0);
+    let r = sem::p(gate);
     match (args.get(3), r) {
         (None, Ok(_)) => Ok(()),
         (Some(&"close"), Err(Error::StaleResource)) => Ok(()),

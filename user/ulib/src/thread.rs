@@ -49,7 +49,7 @@ impl Thread {
     /// Wait for the thread to end; its value (what its function returned). The stack goes
     /// back to the heap.
     pub fn join(self) -> Result<u64, Error> {
-        let value = join_raw(self.tid, u64::MAX)?;
+        let value = join_id(self.tid, u64::MAX)?;
         // SAFETY: the thread has ended (THREAD_JOIN returned its value), so nothing runs on
         // the stack any more; it came from `alloc` with `stack_layout()` in `spawn`.
         unsafe { dealloc(self.stack, stack_layout()) };
@@ -59,7 +59,7 @@ impl Thread {
     /// Wait at most `timeout_ns` for the thread to end: `Ok(value)` (and the stack is freed),
     /// or `Err((self, error))` with the thread still there (`TimedOut`).
     pub fn join_timeout(self, timeout_ns: u64) -> Result<u64, (Thread, Error)> {
-        match join_raw(self.tid, timeout_ns) {
+        match join_id(self.tid, timeout_ns) {
             // SAFETY: as in `join`: the thread has ended.
             Ok(v) => {
                 unsafe { dealloc(self.stack, stack_layout()) };
@@ -75,7 +75,10 @@ fn stack_layout() -> Layout {
     Layout::from_size_align(STACK_BYTES, STACK_ALIGN).expect("thread stack layout")
 }
 
-fn join_raw(tid: u64, timeout_ns: u64) -> Result<u64, Error> {
+/// Wait (at most `timeout_ns`) for thread `tid` of this process to end; its exit value
+/// (`NoSuchProcess` for a thread that is not there or was joined already, `InvalidArgument`
+/// for the caller itself). [`Thread::join`] is the usual way; this one takes a bare id.
+pub fn join_id(tid: u64, timeout_ns: u64) -> Result<u64, Error> {
     // SAFETY: THREAD_JOIN takes numbers only.
     decode(unsafe { raw::syscall2(nr::THREAD_JOIN, tid, timeout_ns) })
 }
