@@ -182,7 +182,7 @@ fn describe(
     itself: bool,
 ) -> Result<Box<Snapshot>, Error> {
     let vs = p.vspace.as_ref().ok_or(Error::NoSuchProcess)?;
-    let top = s.kstack_top(p.thread).ok_or(Error::NoSuchProcess)?;
+    let top = s.kstack_top(p.main_thread()).ok_or(Error::NoSuchProcess)?;
     // SAFETY: the thread is not running in user mode: it is stopped or ready (its frame and
     // FPU image were saved on entry), or it is the caller, inside its MIGRATE call.
     let (frame, fx) = unsafe { context::saved_user_state(top) };
@@ -237,7 +237,7 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
         if p.moving || has_children(s, p) {
             return Err(Error::Busy);
         }
-        let t = p.thread;
+        let t = p.main_thread();
         let run = match s.state_of(t) {
             Some(sched::ThreadState::Stopped) => p.stop_for_move,
             Some(_) => {
@@ -288,7 +288,7 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
         frame.rax = 0;
         frame.rdx = pid.0;
         sched::with(|s| {
-            let t = s.processes.get(&pid.serial()).map(|p| p.thread);
+            let t = s.processes.get(&pid.serial()).map(|p| p.main_thread());
             if let Some(f) = t.and_then(|t| s.fresh_frame(t)) {
                 // SAFETY: the frame of a thread that has never run, on its own stack.
                 unsafe { *f = frame };
@@ -328,7 +328,7 @@ pub fn abort(pid: Pid) -> Result<(), Error> {
             .processes
             .get_mut(&pid.serial())
             .ok_or(Error::NoSuchProcess)?;
-        let (run, t) = (p.stop_for_move, p.thread);
+        let (run, t) = (p.stop_for_move, p.main_thread());
         p.moving = false;
         p.stop_for_move = false;
         if run {

@@ -42,9 +42,8 @@ pub struct Process {
     pub cpu_ns: u64,
     /// Time per CPU mode while this process was the one on its core (TSC ticks).
     pub mode_ticks: [u64; abi::MODE_COUNT],
-    pub thread: u32,
-    /// All its threads (the first one included while it lives); light-weight processes
-    /// in P1's sense, sharing the address space and the core.
+    /// All its threads, the oldest first (light-weight processes in P1's sense, sharing the
+    /// address space and the core); empty once it has ended.
     pub threads: Vec<u32>,
     /// Exit values of threads that ended and were not joined yet.
     pub exited: alloc::collections::BTreeMap<u32, u64>,
@@ -66,6 +65,14 @@ pub struct Process {
     /// Its description was taken for a migration; it must not run until the move is
     /// committed or aborted.
     pub moving: bool,
+}
+
+impl Process {
+    /// Its oldest live thread (0, no thread, once it has ended): the one that carries its
+    /// arguments and its state in `PROCESSES`.
+    pub fn main_thread(&self) -> u32 {
+        self.threads.first().copied().unwrap_or(0)
+    }
 }
 
 /// The user boot programs (and so the shell) start as.
@@ -194,7 +201,7 @@ pub fn set_args(pid: Pid, args: &[&str]) -> Result<(), Error> {
     }
     sched::with(|s| {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
-        let frame = s.fresh_frame(p.thread).ok_or(Error::Busy)?;
+        let frame = s.fresh_frame(p.main_thread()).ok_or(Error::Busy)?;
         let vs = p.vspace.as_ref().ok_or(Error::NoSuchProcess)?;
         let (rsp, argc, argv) = push_args(vs, p.name.as_str(), args)?;
         // SAFETY: the frame lies at the top of the thread's own kernel stack, which it has
@@ -391,7 +398,6 @@ pub fn install(
             ended: None,
             cpu_ns: 0,
             mode_ticks: [0; abi::MODE_COUNT],
-            thread: 0,
             threads: Vec::new(),
             exited: alloc::collections::BTreeMap::new(),
             boot: who.parent == Pid(0),
@@ -409,7 +415,6 @@ pub fn install(
             return Err(Error::NoMemory);
         };
         if let Some(p) = s.processes.get_mut(&serial) {
-            p.thread = tid;
             p.threads.push(tid);
         }
         percore::this()
@@ -711,7 +716,7 @@ pub fn infos() -> Vec<abi::ProcInfo> {
         s.processes
             .values()
             .map(|p| {
-                let state = match (p.ended, s.thread(p.thread).map(|t| t.state)) {
+                let state = match (p.ended, s.thread(p.main_thread()).map(|t| t.state)) {
                     (Some(_), _) | (None, None) => abi::STATE_ZOMBIE,
                     (None, Some(ThreadState::Running)) => abi::STATE_RUNNING,
                     (None, Some(ThreadState::Ready)) => abi::STATE_READY,

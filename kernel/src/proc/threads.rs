@@ -60,9 +60,6 @@ pub fn exit(value: u64) -> ! {
         }
         p.threads.retain(|&t| t != me);
         p.exited.insert(me, value);
-        if p.thread == me {
-            p.thread = p.threads[0];
-        }
         let waiters: Vec<u32> = p.threads.clone();
         for t in waiters {
             if matches!(
@@ -81,7 +78,6 @@ pub fn exit(value: u64) -> ! {
             ..WaitStatus::default()
         });
     }
-    crate::rpcc::forget_waiter(sched::with(|s| s.current_thread()).unwrap_or(0));
     sched::exit_current()
 }
 

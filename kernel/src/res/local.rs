@@ -526,12 +526,20 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         Then::Value(v) => Ok(v),
         // The resource's control right was checked: that is the permission to end it.
         Then::Kill(pid) => proc::end_by_kill(pid).map(|()| 0),
-        Then::SemWait(thread) => crate::res::sem::wait(id, thread, |id, f| {
-            with_entry(id, None, |e| match &mut e.body {
-                Body::Sem { waiters, .. } => Ok(f(waiters)),
+        // Queued in the P: wait until a V hands this thread the unit (it is no longer
+        // queued) or the semaphore is closed (the lookup fails).
+        Then::SemWait(thread) => loop {
+            crate::proc::sched::block(crate::proc::sched::Block::Sem);
+            let queued = with_entry(id, None, |e| match &e.body {
+                Body::Sem { waiters, .. } => {
+                    Ok(waiters.contains(&crate::res::sem::Waiter::Thread(thread)))
+                }
                 _ => Err(Error::WrongType),
-            })
-        }),
+            })?;
+            if !queued {
+                break Ok(0);
+            }
+        },
         Then::Attach(pid, region, addr, writable) => {
             // The handle's rights were checked; the process itself must be the caller's.
             may_touch(pid)?;

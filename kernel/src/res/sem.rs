@@ -24,8 +24,8 @@ pub enum Waiter {
 }
 
 /// P: take a unit if there is one (`None`); else the caller waits: a thread of this core is
-/// queued and its id returned (it then blocks in [`wait`]); a remote request is queued and
-/// answered later.
+/// queued and its id returned (it then blocks in `res::local::control` until a V or a
+/// close); a remote request is queued and answered later.
 pub fn p(count: &mut u64, waiters: &mut VecDeque<Waiter>) -> Result<Option<u32>, Error> {
     if *count > 0 {
         *count -= 1;
@@ -81,24 +81,6 @@ pub fn closed(waiters: VecDeque<Waiter>) {
         match w {
             Waiter::Thread(t) => sched::with(|s| s.wake(t)),
             Waiter::Remote(d) => crate::rpcc::answer_deferred(d, Err(Error::StaleResource)),
-        }
-    }
-}
-
-/// The thread `thread` queued in semaphore `id`'s P blocks until a V gives it the unit (it
-/// is no longer queued) or the semaphore is closed. `look(id, f)` runs `f` on the waiters.
-pub fn wait(
-    id: abi::res::ResId,
-    thread: u32,
-    look: impl Fn(abi::res::ResId, &dyn Fn(&mut VecDeque<Waiter>) -> bool) -> Result<bool, Error>,
-) -> Result<u64, Error> {
-    loop {
-        sched::block(sched::Block::Sem);
-        let queued = look(id, &|w: &mut VecDeque<Waiter>| {
-            w.contains(&Waiter::Thread(thread))
-        })?;
-        if !queued {
-            return Ok(0);
         }
     }
 }

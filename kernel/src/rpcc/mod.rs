@@ -375,10 +375,16 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     })?;
     // Other contexts run while we sleep and set their own flows; ours comes back after.
     let flow = crate::res::save_flow();
+    let r = wait_answer(tag, thread);
+    crate::res::restore_flow(&flow);
+    stop_polling();
+    r
+}
+
+/// Sleep until the answer to request `tag` is in (as `thread`, or as the idle context).
+fn wait_answer(tag: u64, thread: Option<u32>) -> Result<Out, Error> {
     loop {
         if let Some(r) = take_done(tag) {
-            crate::res::restore_flow(&flow);
-            stop_polling();
             return r;
         }
         match thread {
@@ -430,20 +436,7 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
     let flow = crate::res::save_flow();
     let results = tags
         .into_iter()
-        .map(|tag| {
-            let tag = tag?;
-            loop {
-                if let Some(r) = take_done(tag) {
-                    return r;
-                }
-                match thread {
-                    Some(_) => sched::block(sched::Block::Rpcc(tag)),
-                    None => {
-                        sched::run_until(u64::MAX / 2, || is_done(tag));
-                    }
-                }
-            }
-        })
+        .map(|tag| wait_answer(tag?, thread))
         .collect();
     crate::res::restore_flow(&flow);
     stop_polling();
@@ -493,19 +486,19 @@ pub fn notice(dst: usize, op: Op) {
 /// Answers already in are freed now; the others when they arrive.
 pub fn forget_waiter(thread: u32) {
     let gone = with_state(|s| {
-        let mut gone = Vec::new();
+        let mut gone = 0;
         s.outstanding.retain(|_, o| {
             if o.waiter != Waiter::Thread(thread) {
                 return true;
             }
             if o.done {
-                gone.push(());
+                gone += 1;
                 return false;
             }
             o.waiter = Waiter::Nobody;
             true
         });
-        gone.len() as u64
+        gone
     });
     me().stats.outstanding.fetch_sub(gone, Ordering::Relaxed);
 }
