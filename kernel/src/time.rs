@@ -92,3 +92,8 @@ pub fn wait_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
         crate::biglock::halt();
     }
 }
+
+/// The calibrated LAPIC timer frequency at divide-by-16, in Hz (0 before calibration).
+pub fn lapic_hz_div16() -> u64 {
+    LAPIC_HZ_DIV16.load(Ordering::Relaxed)
+}
