@@ -3,6 +3,7 @@
 //! Every command says what it is doing, fails with a message that names the fix, and never
 //! leaves a QEMU process behind.
 
+#![forbid(unsafe_code)]
 mod bench;
 mod bench_diros;
 mod bench_ipc;

@@ -147,9 +147,9 @@ extern "C" fn agent_main(src: u64) -> ! {
         if performed > 0 {
             stats.reuse_hits.fetch_add(1, Ordering::Relaxed);
         }
+        let record = request;
         // SAFETY: the requester keeps the record alive in its outstanding table until our
         // reply arrives, and touches it only after that (release/acquire via the rings).
-        let record = request;
         let request: &Request = unsafe { &*(request as *const Request) };
         crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
         super::set_current(Some((src, tag, record)));

@@ -93,6 +93,8 @@ pub struct Request {
 // message, the agent until it sends the reply, the requester again after the reply; each
 // hand-over is a release/acquire pair in the ring.
 unsafe impl Sync for Request {}
+// SAFETY: as for `Sync`: one core at a time owns the record, each hand-over is a
+// release/acquire pair, and memory freed on the wrong core goes home (`mm/remote.rs`).
 unsafe impl Send for Request {}
 
 impl Request {

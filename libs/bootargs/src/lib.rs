@@ -19,6 +19,7 @@
 //! | `trace=on` | record kernel events in a per-core ring (the `TRACE` call dumps them) |
 //! | `rpcc.notify=MODE` | how RPCC tells a core a message waits: `ipi`, `poll` or `hybrid` (default) |
 //! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it |
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.

@@ -9,6 +9,7 @@
 //! segments, an entry point outside executable code, dynamic executables.
 //!
 //! The ELF structures are read with `goblin`; the rules are Musubi's.
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;

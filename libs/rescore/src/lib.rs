@@ -6,6 +6,7 @@
 //! resource that later reuses the slot: [`Table::get`] answers [`Lookup::Stale`]. Only the
 //! owning core ever touches its table, so there is no locking here. Pure logic, tested on
 //! the host.
+#![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 
 extern crate alloc;

@@ -11,6 +11,7 @@
 //!
 //! `core::hint::black_box` keeps the compiler from folding iterations together: each
 //! iteration starts from state the optimiser cannot see through.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

@@ -25,6 +25,7 @@
 //! "unit":"ms","per_op":1234.5}` (per_op: the processing time of all ITEMS items in
 //! virtual ms), then `BENCH done`; first `diros check: ok` (the self-test runs before the
 //! measurement) and a line `diros: calibrated ... iterations per ms`.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

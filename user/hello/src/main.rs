@@ -1,5 +1,6 @@
 //! `hello`: prints `hello from core C pid P args: A B ...` (the `args:` part only when
 //! there are arguments) and exits 0.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

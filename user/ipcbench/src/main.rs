@@ -19,6 +19,7 @@
 //! Output: one line per sample,
 //! `BENCH {"peer":"musubi","case":"...","unit":"instructions","per_op":123.4}`, then
 //! `BENCH done`.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

@@ -7,6 +7,7 @@
 //! returns. Then a child on core CORE waits on a semaphore of this core (a P through RPCC
 //! that waits in the semaphore) until this process gives it a V; closing a semaphore wakes
 //! its waiters with an error; bad thread ids are errors.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

@@ -1,4 +1,5 @@
 //! `nop`: exits 0 at once (the spawn+wait benchmark's child).
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

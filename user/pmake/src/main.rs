@@ -14,6 +14,7 @@
 //! second vregion and deletes both. So a job is a short process whose life is a spawn, a
 //! few resource operations and an exit around user-mode work, as a compiler's is. Exits 0,
 //! or 1 after printing the failed call.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

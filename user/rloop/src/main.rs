@@ -2,6 +2,7 @@
 //! N is missing), so the RPCC tests have a requester that is almost always waiting for
 //! another core: killing it then kills a requester in the middle of a remote call. Exits 0
 //! after N rounds, 1 at the first failed call (printing it).
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

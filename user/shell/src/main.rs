@@ -17,6 +17,7 @@
 //! shell's child, waited for and killed as a local one), `ps` lists every core's
 //! processes, `kill` takes any pid, and a job moved by `migrate` stays a job under its new
 //! pid.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

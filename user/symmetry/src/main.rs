@@ -27,6 +27,7 @@
 //! `symmetry: cores=N kernel=percore|biglock` and `BENCH {"fig":"config",...}`; last,
 //! `BENCH done`. A failed call or a workload that did not exit 0 prints `BENCH error {...}`
 //! and the driver exits 1.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

@@ -16,6 +16,7 @@
 //! `PROCESSES` record:
 //! `BENCH {"fig":"self","prog":"sysbound","core":C,"rounds":N,"mode_ns":[user,kernel,lock,idle,interrupt]}`.
 //! Exits 0, or 1 after printing the first failed call or wrong read.
+#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 

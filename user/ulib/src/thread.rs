@@ -60,8 +60,8 @@ impl Thread {
     /// or `Err((self, error))` with the thread still there (`TimedOut`).
     pub fn join_timeout(self, timeout_ns: u64) -> Result<u64, (Thread, Error)> {
         match join_id(self.tid, timeout_ns) {
-            // SAFETY: as in `join`: the thread has ended.
             Ok(v) => {
+                // SAFETY: as in `join`: the thread has ended.
                 unsafe { dealloc(self.stack, stack_layout()) };
                 Ok(v)
             }
