@@ -40,9 +40,12 @@ pub mod protocol {
     pub const KTEST_OK: &str = "ktest: ok ";
     /// `ktest: FAIL NAME: reason` — it failed.
     pub const KTEST_FAIL: &str = "ktest: FAIL ";
+    /// `ktest: skip NAME: reason` — it could not run here (too few cores, wrong kernel
+    /// structure); counted as skipped, never as passed.
+    pub const KTEST_SKIP: &str = "ktest: skip ";
     /// `ktest: fault-test NAME expects "TEXT"` — an expected-fault test, run in its own boot.
     pub const KTEST_FAULT_TEST: &str = "ktest: fault-test ";
-    /// `ktest: done P passed, F failed` — the in-kernel run ended.
+    /// `ktest: done P passed, F failed, S skipped` — the in-kernel run ended.
     pub const KTEST_DONE: &str = "ktest: done ";
     /// `ktest: input please` — a test waits for bytes on the serial port.
     pub const KTEST_INPUT: &str = "ktest: input please";

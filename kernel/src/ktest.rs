@@ -15,8 +15,20 @@ use crate::time;
 use abi::protocol;
 use alloc::string::String;
 
-/// What a test returns: `Err` carries the failure message.
+/// What a test returns: `Err` carries the failure message, or [`skip`]'s marker.
 pub type TestResult = Result<(), String>;
+
+/// Starts the message of a test that skipped itself (see [`crate::kskip!`]): a byte no
+/// failure message contains, so a skip cannot be confused with a failure.
+const SKIP_MARK: &str = "\u{1}skip: ";
+
+/// The `Err` a test returns to say it cannot run in this boot (too few cores, the other
+/// kernel structure). It is reported and counted as skipped, never as passed.
+pub fn skip(reason: &str) -> String {
+    let mut s = String::from(SKIP_MARK);
+    s.push_str(reason);
+    s
+}
 
 /// How a test runs.
 pub enum Body {
@@ -80,6 +92,14 @@ macro_rules! ktest {
     };
 }
 
+/// Skip the test (return from it) with a formatted reason: `kskip!("needs {} cores", 2)`.
+#[macro_export]
+macro_rules! kskip {
+    ($($fmt:tt)+) => {
+        return Err($crate::ktest::skip(&alloc::format!($($fmt)+)))
+    };
+}
+
 /// Fail the test with a formatted message unless `cond` holds.
 #[macro_export]
 macro_rules! kassert {
@@ -111,6 +131,7 @@ pub fn all() -> &'static [KTest] {
 pub struct Summary {
     pub passed: usize,
     pub failed: usize,
+    pub skipped: usize,
 }
 
 /// Run the tests matching `patterns`. Expected-fault tests are listed (for xtask) and run
@@ -119,6 +140,7 @@ pub fn run(patterns: &str) -> Summary {
     let mut s = Summary {
         passed: 0,
         failed: 0,
+        skipped: 0,
     };
     let exact = bootargs::is_exact(patterns);
     // Link order is arbitrary; run in name order so runs are comparable.
@@ -154,6 +176,11 @@ pub fn run(patterns: &str) -> Summary {
                         let us = (time::now_ns() - t0) / 1000;
                         crate::kprint!("{}{name} ({us} us)\n", protocol::KTEST_OK);
                     }
+                    Err(msg) if msg.starts_with(SKIP_MARK) => {
+                        s.skipped += 1;
+                        let why = &msg[SKIP_MARK.len()..];
+                        crate::kprint!("{}{name}: {why}\n", protocol::KTEST_SKIP);
+                    }
                     Err(msg) => {
                         s.failed += 1;
                         crate::kprint!("{}{name}: {msg}\n", protocol::KTEST_FAIL);
@@ -163,10 +190,11 @@ pub fn run(patterns: &str) -> Summary {
         }
     }
     crate::kprint!(
-        "{}{} passed, {} failed\n",
+        "{}{} passed, {} failed, {} skipped\n",
         protocol::KTEST_DONE,
         s.passed,
-        s.failed
+        s.failed,
+        s.skipped
     );
     s
 }

@@ -24,6 +24,7 @@ const BOOT_LIMIT: Duration = Duration::from_secs(60);
 struct Tally {
     passed: usize,
     failed: usize,
+    skipped: usize,
     failures: Vec<String>,
 }
 
@@ -31,6 +32,10 @@ impl Tally {
     fn pass(&mut self, name: &str) {
         self.passed += 1;
         println!("  ok    {name}");
+    }
+    fn skip(&mut self, name: &str, why: &str) {
+        self.skipped += 1;
+        println!("  skip  {name}: {why}");
     }
     fn fail(&mut self, name: &str, why: &str) {
         self.failed += 1;
@@ -52,6 +57,9 @@ pub fn run(opts: &Options) -> Result<bool> {
     let mut t = Tally::default();
     if opts.host {
         host_tests(&mut t, opts.verbose)?;
+        if opts.filter == "all" {
+            loom_tests(&mut t, opts.verbose)?;
+        }
     }
     if opts.kernel {
         crate::qemu::ensure()?;
@@ -74,7 +82,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         ] {
             let mut g = guest(smp, &format!("ktest={}{structure}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
-            let found = kernel_suite(&mut t, &g, label, &kernel, opts.verbose)?;
+            let found = kernel_suite(&mut t, &g, &opts.filter, label, &kernel, opts.verbose)?;
             if fault_tests.is_empty() {
                 fault_tests = found;
             }
@@ -82,7 +90,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         boot_checks(&mut t, &guest, opts.verbose)?;
         for (name, expect) in fault_tests
             .iter()
-            .filter(|(n, _)| opts.filter == "all" || n.contains(&opts.filter))
+            .filter(|(n, _)| filter_selects(&opts.filter, n))
         {
             fault_test(
                 &mut t,
@@ -104,8 +112,19 @@ pub fn run(opts: &Options) -> Result<bool> {
             println!("  {f}");
         }
     }
+    if t.passed + t.failed == 0 {
+        // A run that tested nothing proves nothing: a filter that matches no test, or a
+        // suite whose boots all skipped, is a failure, not a success.
+        t.fail(
+            "suite",
+            &format!("no test ran (filter '{}' matched none)", opts.filter),
+        );
+    }
     println!("xtask: suite took {:.1} s", started.elapsed().as_secs_f64());
-    println!("{} passed, {} failed", t.passed, t.failed);
+    println!(
+        "{} passed, {} failed, {} skipped",
+        t.passed, t.failed, t.skipped
+    );
     Ok(t.failed == 0)
 }
 
@@ -123,10 +142,11 @@ fn host_tests(t: &mut Tally, verbose: bool) -> Result<()> {
         print!("{stdout}");
         eprint!("{stderr}");
     }
-    let (mut p, mut f) = (0, 0);
+    let (mut p, mut f, mut s) = (0, 0, 0);
     for line in stdout.lines().filter(|l| l.starts_with("test result:")) {
         p += count_before(line, " passed");
         f += count_before(line, " failed");
+        s += count_before(line, " ignored");
     }
     for line in stdout
         .lines()
@@ -136,12 +156,58 @@ fn host_tests(t: &mut Tally, verbose: bool) -> Result<()> {
     }
     t.passed += p;
     t.failed += f;
-    println!("  host: {p} passed, {f} failed");
+    t.skipped += s;
+    println!("  host: {p} passed, {f} failed, {s} ignored (counted as skipped)");
     if !out.status.success() && f == 0 {
         t.fail(
             "host::cargo_test",
             "cargo test failed before running tests (see errors above)",
         );
+    }
+    Ok(())
+}
+
+/// The `loom` model check of `libs/urpc` (`tests/loom.rs`): every interleaving of the ring's
+/// protocol within loom's bounds. It needs `--cfg loom` and so its own target directory.
+fn loom_tests(t: &mut Tally, verbose: bool) -> Result<()> {
+    println!("xtask: model check (libs/urpc under loom)");
+    let root = crate::build::workspace_root();
+    let out = Command::new(env!("CARGO"))
+        .current_dir(&root)
+        .env("RUSTFLAGS", "--cfg loom")
+        .args(["test", "--color", "never", "-p", "urpc", "--release"])
+        .args(["--test", "loom", "--target-dir"])
+        .arg(root.join("target/loom"))
+        .args(["--", "--test-threads", "1"])
+        .output()?;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    if verbose || !out.status.success() {
+        print!("{stdout}");
+        eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let mut ran = 0;
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("test ") else {
+            continue;
+        };
+        if let Some(name) = rest.strip_suffix(" ... ok") {
+            t.pass(&format!("loom::{name}"));
+            ran += 1;
+        } else if let Some(name) = rest.strip_suffix(" ... FAILED") {
+            t.fail(
+                &format!("loom::{name}"),
+                "the model check found a bad interleaving",
+            );
+            ran += 1;
+        }
+    }
+    if !out.status.success() && ran == 0 {
+        t.fail(
+            "loom",
+            "the loom build failed before running (see errors above)",
+        );
+    } else if ran == 0 {
+        t.fail("loom", "no loom test ran");
     }
     Ok(())
 }
@@ -172,6 +238,7 @@ fn explain(c: &Captured, limit: Duration) -> String {
 fn kernel_suite(
     t: &mut Tally,
     g: &Guest,
+    filter: &str,
     label: &str,
     kernel: &Path,
     verbose: bool,
@@ -181,6 +248,7 @@ fn kernel_suite(
     let mut faults = Vec::new();
     let mut running: Option<String> = None;
     let mut done = false;
+    let mut ran = 0;
     for line in &c.lines {
         if let Some(name) = line.strip_prefix(protocol::KTEST_RUN) {
             running = Some(name.to_string());
@@ -188,10 +256,17 @@ fn kernel_suite(
             let name = rest.split(" (").next().unwrap_or(rest);
             t.pass(&format!("[{label}] {name}"));
             running = None;
+            ran += 1;
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_SKIP) {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            t.skip(&format!("[{label}] {name}"), why);
+            running = None;
+            ran += 1;
         } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAIL) {
             let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
             t.fail(&format!("[{label}] {name}"), why);
             running = None;
+            ran += 1;
         } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAULT_TEST) {
             if let Some((name, expect)) = rest.split_once(" expects ") {
                 faults.push((name.to_string(), expect.trim_matches('"').to_string()));
@@ -214,6 +289,11 @@ fn kernel_suite(
         t.fail(
             &format!("[{label}] suite"),
             &format!("the test run did not finish: {}", explain(&c, SUITE_LIMIT)),
+        );
+    } else if ran == 0 && !faults.iter().any(|(n, _)| filter_selects(filter, n)) {
+        t.fail(
+            &format!("[{label}] suite"),
+            &format!("the boot ran no test: ktest pattern '{filter}' matched none"),
         );
     } else if c.status != Some(0) && !c.lines.iter().any(|l| l.starts_with(protocol::KTEST_FAIL)) {
         t.fail(
@@ -379,6 +459,11 @@ fn trace_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         Err(e) => t.fail(name, &format!("{e:#}")),
     }
     Ok(())
+}
+
+/// Does `--filter` pick the expected-fault test `name` (each runs in a boot of its own)?
+fn filter_selects(filter: &str, name: &str) -> bool {
+    filter == "all" || name.contains(filter)
 }
 
 /// Lines a boot check must print besides the summary.

@@ -4,6 +4,7 @@
 //! which xtask runs one per boot.
 
 mod faults;
+mod fuzz;
 mod interrupts;
 mod ipc;
 mod memory;

@@ -113,7 +113,7 @@ ktest! {
     /// A request naming a resource another core just closed gets the stale-id error; a
     /// core that is not there is no such core.
     fn stale_ids_across_cores() -> TestResult {
-        let Some(other) = other_core() else { return Ok(()) };
+        let Some(other) = other_core() else { crate::kskip!("needs 2 cores") };
         res::begin_flow(UserId::KERNEL);
         let id = e(res::open(&format!("c{other}/vregion/stale"), &size_arg(4096), Rights::OWNER_ALL), "open")?;
         e(res::close(id), "close")?;
@@ -132,7 +132,7 @@ ktest! {
     /// 200 requests in flight to one core through a 16-slot ring: the ring fills, the rest
     /// wait in the outbox, and every request is performed exactly once.
     fn full_ring_applies_back_pressure() -> TestResult {
-        let Some(other) = other_core() else { return Ok(()) };
+        let Some(other) = other_core() else { crate::kskip!("needs 2 cores") };
         res::begin_flow(UserId::KERNEL);
         let full_before = percore::this().rpcc.stats.ring_full.load(Ordering::Relaxed);
         let ops = (0..200).map(|i| Op::ResOpen {
@@ -165,7 +165,7 @@ ktest! {
     /// A program killed while it waits for another core leaves no agent stuck and no
     /// request outstanding.
     fn killed_requester_leaves_no_stuck_agent() -> TestResult {
-        let Some(other) = other_core() else { return Ok(()) };
+        let Some(other) = other_core() else { crate::kskip!("needs 2 cores") };
         settle()?;
         let arg = format!("{other}");
         for round in 0..3 {
@@ -267,7 +267,7 @@ ktest! {
     /// Migration moves text, data, bss, heap and stack; the process continues where it was
     /// (it finishes its loop and exits 0), under a new pid on the new core.
     fn migration_continues_on_the_new_core() -> TestResult {
-        let Some(other) = other_core() else { return Ok(()) };
+        let Some(other) = other_core() else { crate::kskip!("needs 2 cores") };
         let me = percore::current_core();
         migrate_and_finish(me, other, other)?;
         migrate_and_finish(other, me, me)?;
@@ -280,7 +280,7 @@ ktest! {
     /// its old nor its new core).
     fn migration_asked_from_a_third_core() -> TestResult {
         if smp::cores_planned() < 3 {
-            return Ok(());
+            crate::kskip!("needs 3 cores");
         }
         let me = percore::current_core();
         let a = (me + 1) % smp::cores_planned();
@@ -322,7 +322,7 @@ ktest! {
     fn hundred_thousand_remote_operations() -> TestResult {
         let n = smp::cores_planned();
         if n < 2 {
-            return Ok(());
+            crate::kskip!("needs 2 cores");
         }
         // Warm-up: one round on every pair makes the agents that will be reused.
         LOAD_OPS.store(2 * (n as u64 - 1), Ordering::Relaxed);

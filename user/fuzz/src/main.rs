@@ -1,0 +1,499 @@
+//! `fuzz [CALLS] [SEED]`: the system-call fuzzer. It makes CALLS system calls (default
+//! 100,000) with random call numbers and hostile arguments as user [`FUZZ_USER`], closes
+//! every resource that user still holds, and exits 0 if the kernel answered every call
+//! (the answers themselves are mostly errors, which is the point). A kernel that stops,
+//! hangs, leaks or corrupts another program fails the test that runs it
+//! (`kernel/src/tests/fuzz.rs`, `user/shell/fuzz.script`), not this program.
+//!
+//! `fuzz all CALLS`: start `fuzz CALLS SEED` on every core at once (a seed per core), wait
+//! for them all, and exit 0 if every one exited 0.
+//!
+//! Arguments are drawn from the values that break kernels: zero, small integers, all ones,
+//! kernel-half, non-canonical, unaligned and page-straddling pointers, huge lengths, random
+//! and recently returned resource ids, pids of every core, random user ids. Pointers that
+//! are valid point only into a scratch vregion attached at [`SCRATCH_AT`] with nothing
+//! mapped after it, so whatever the kernel writes through them never touches this
+//! program's own state, and a length that runs past the scratch area ends in unmapped
+//! memory.
+//!
+//! A few calls are made tame rather than random, because their correct behaviour would
+//! end or freeze the fuzzer itself, which tests nothing: `EXIT`, `THREAD_EXIT` and
+//! `POWEROFF` are never made; `THREAD_CREATE` gets a valid entry (a function that exits its
+//! thread); timeouts of `SLEEP`, `WAIT`, `COLLECT`, `RECV` and `THREAD_JOIN` are at most
+//! 1 ms; `CONSOLE_READ` never blocks and `CONSOLE_WRITE` never prints more than a few
+//! bytes; `KILL`, `MIGRATE` and `SETUSER` spare the fuzzer itself; `CALL` never targets an
+//! endpoint this program opened (nobody would answer); semaphore P is only submitted, never
+//! waited for in a call.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::vec::Vec;
+use ulib::abi::res::{ResId, ResType, Rights};
+use ulib::abi::{ipc, syscall as nr, Pid};
+use ulib::sys::raw;
+use ulib::{println, res, sys};
+
+ulib::main!(main);
+
+/// Where the scratch vregion is attached: far from the program's image, heap and stack.
+const SCRATCH_AT: u64 = 0x0000_5000_0000_0000;
+const SCRATCH_BYTES: u64 = 64 * 1024;
+/// The user the fuzzer runs as, so that what it opened can be found and closed afterwards.
+const FUZZ_USER: u32 = 4242;
+/// The most recently returned values kept as candidate ids, pids and tickets.
+const POOL: usize = 64;
+
+/// xorshift64*: small, fast, and repeatable from the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, one_in: u64) -> bool {
+        self.below(one_in) == 0
+    }
+}
+
+struct Fuzzer {
+    rng: Rng,
+    me: Pid,
+    cores: u64,
+    scratch: bool,
+    /// Values the kernel returned (ids, pids, tickets, request handles): real targets.
+    pool: Vec<u64>,
+    /// Resources this program opened that are endpoints (never `CALL`ed: see the docs).
+    own_endpoints: Vec<u64>,
+    counts: [u64; 4],
+    /// Print each call before making it (`fuzz CALLS SEED v`), to find the one that hangs.
+    verbose: bool,
+}
+
+impl Fuzzer {
+    fn remember(&mut self, v: u64) {
+        if self.pool.len() < POOL {
+            self.pool.push(v);
+        } else {
+            let i = self.rng.below(POOL as u64) as usize;
+            self.pool[i] = v;
+        }
+    }
+
+    /// A valid pointer into the scratch area, sometimes unaligned or near its end.
+    fn scratch_ptr(&mut self) -> u64 {
+        if !self.scratch {
+            return self.pointer_bad();
+        }
+        match self.rng.below(4) {
+            0 => SCRATCH_AT,
+            1 => SCRATCH_AT + self.rng.below(SCRATCH_BYTES),
+            2 => SCRATCH_AT + SCRATCH_BYTES - 1 - self.rng.below(64),
+            _ => SCRATCH_AT + (self.rng.below(SCRATCH_BYTES / 8) * 8),
+        }
+    }
+
+    fn pointer_bad(&mut self) -> u64 {
+        match self.rng.below(8) {
+            0 => 0,
+            1 => self.rng.below(0x1_0000), // null page and the empty first 64 KiB
+            2 => 0xffff_8000_0000_0000 + self.rng.below(1 << 40), // direct map
+            3 => 0xffff_ffff_8000_0000 + self.rng.below(1 << 24), // kernel image
+            4 => 0x0000_8000_0000_0000 + self.rng.below(1 << 46), // non-canonical
+            5 => 0x0000_7fff_ffff_f000 + self.rng.below(0x2000), // straddling the user top
+            6 => u64::MAX - self.rng.below(64), // wraps on adding a length
+            _ => self.rng.next(),
+        }
+    }
+
+    fn pointer(&mut self) -> u64 {
+        if self.rng.chance(2) {
+            self.scratch_ptr()
+        } else {
+            self.pointer_bad()
+        }
+    }
+
+    fn length(&mut self) -> u64 {
+        match self.rng.below(6) {
+            0 => 0,
+            1 => self.rng.below(64),
+            2 => self.rng.below(SCRATCH_BYTES + 8192),
+            3 => u64::MAX - self.rng.below(16),
+            4 => 1 << self.rng.below(64),
+            _ => self.rng.next(),
+        }
+    }
+
+    fn pid(&mut self) -> u64 {
+        match self.rng.below(4) {
+            0 => {
+                Pid::new(
+                    self.rng.below(self.cores + 2) as usize,
+                    self.rng.below(64) as u32,
+                )
+                .0
+            }
+            1 => self.pooled(),
+            2 => 0,
+            _ => self.rng.next(),
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        match self.rng.below(4) {
+            0 | 1 => self.pooled(),
+            2 => {
+                // A well-formed id of a random type, core and slot: mostly stale or unknown.
+                let kind = ResType::ALL[self.rng.below(ResType::ALL.len() as u64) as usize];
+                let core = self.rng.below(self.cores + 1) as usize;
+                ResId::new(
+                    0,
+                    core,
+                    kind,
+                    self.rng.below(4) as u32,
+                    self.rng.below(64) as u32,
+                )
+                .0
+            }
+            _ => self.rng.next(),
+        }
+    }
+
+    fn pooled(&mut self) -> u64 {
+        if self.pool.is_empty() {
+            return self.rng.next();
+        }
+        let v = self.pool[self.rng.below(self.pool.len() as u64) as usize];
+        // Sometimes a neighbour: the same slot in another generation, another slot.
+        match self.rng.below(4) {
+            0 => v ^ (1 << self.rng.below(64)),
+            _ => v,
+        }
+    }
+
+    fn any(&mut self) -> u64 {
+        match self.rng.below(8) {
+            0 => 0,
+            1 => self.rng.below(16),
+            2 => u64::MAX,
+            3 => self.pointer(),
+            4 => self.id(),
+            5 => self.pid(),
+            6 => self.length(),
+            _ => self.rng.next(),
+        }
+    }
+
+    fn small_timeout(&mut self) -> u64 {
+        self.rng.below(1_000_000)
+    }
+
+    /// Fill part of the scratch area with random words (a random `Submission`, `Msg`,
+    /// name or argument buffer for the calls that read from user memory).
+    fn scribble(&mut self) {
+        if !self.scratch {
+            return;
+        }
+        let words = self.rng.below(64);
+        let start = self.rng.below(SCRATCH_BYTES / 8 - 64);
+        for i in 0..words {
+            let v = match self.rng.below(4) {
+                0 => self.id(),
+                1 => self.rng.below(12),
+                _ => self.any(),
+            };
+            let at = (SCRATCH_AT + (start + i) * 8) as *mut u64;
+            // SAFETY: `at` lies inside the scratch vregion attached writable at SCRATCH_AT
+            // (start + 64 <= SCRATCH_BYTES / 8); the kernel may have detached it in the
+            // meantime, which `self.scratch` cannot see, so only volatile writes of plain
+            // words are made and a fault here ends only this program, which the test
+            // then reports.
+            unsafe { at.write_volatile(v) };
+        }
+    }
+
+    /// One random call. Returns which of `counts` it falls in.
+    fn one(&mut self) {
+        if self.rng.chance(8) {
+            self.scribble();
+        }
+        let n = if self.rng.chance(32) {
+            self.rng.next()
+        } else {
+            self.rng.below(nr::COUNT + 4)
+        };
+        let mut a = [0u64; 6];
+        for x in &mut a {
+            *x = self.any();
+        }
+        match n {
+            nr::EXIT | nr::THREAD_EXIT | nr::POWEROFF => return,
+            nr::WAIT => a[2] = self.small_timeout(),
+            nr::SLEEP => a[0] = self.small_timeout(),
+            nr::CONSOLE_WRITE => a[1] = self.rng.below(2),
+            nr::CONSOLE_READ => a[2] |= nr::CONSOLE_NONBLOCK,
+            nr::KILL if a[0] == self.me.0 => return,
+            nr::MIGRATE if a[0] == 0 || a[0] == self.me.0 => return,
+            // Always to the fuzz user: a program that becomes another user can no longer
+            // close what it opened (rights are per user), and cleaning up is part of the test.
+            nr::SETUSER => a[0] = u64::from(FUZZ_USER),
+            nr::COLLECT | nr::RECV | nr::THREAD_JOIN => a[2] = self.small_timeout(),
+            nr::CALL if self.own_endpoints.contains(&a[0]) => return,
+            nr::RES_CONTROL if a[1] == nr::control::SEM_P => return,
+            nr::THREAD_CREATE => {
+                a[0] = thread_entry as *const () as u64;
+                a[1] = STACK.top();
+            }
+            _ => {}
+        }
+        if n == nr::THREAD_JOIN {
+            a[1] = self.small_timeout();
+        }
+        if n == nr::RES_OPEN && self.scratch && self.rng.chance(2) {
+            self.real_open(&mut a);
+        }
+        if n == nr::SUBMIT && self.scratch && self.rng.chance(2) {
+            a[0] = self.submission();
+        }
+        if n == nr::SPAWN || n == nr::SPAWN_ON {
+            a[4] = self.rng.below(4);
+        }
+        if self.verbose {
+            println!(
+                "fuzz: call {n} {:#x} {:#x} {:#x} {:#x} {:#x} {:#x}",
+                a[0], a[1], a[2], a[3], a[4], a[5]
+            );
+        }
+        // SAFETY: every pointer argument is either invalid (the kernel must refuse it) or
+        // points into the scratch vregion, which holds nothing this program relies on;
+        // the calls that would end or freeze this program are filtered out above.
+        let (rax, rdx) = unsafe { raw::syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]) };
+        let bucket = if rax == 0 { 0 } else { 1 };
+        self.counts[bucket] += 1;
+        if rax == 0 && rdx != 0 {
+            self.remember(rdx);
+            if n == nr::RES_OPEN && ResId(rdx).kind() == Some(ResType::Endpoint) {
+                self.own_endpoints.push(rdx);
+            }
+        }
+    }
+
+    /// Make `RES_OPEN`'s arguments well-formed: a real name of a random type on a random
+    /// core, a small size or pid argument, random rights (including ones that lock the
+    /// owner out), so that real resources are made and then misused by later calls.
+    fn real_open(&mut self, a: &mut [u64; 6]) {
+        const TYPES: [&str; 6] = ["vregion", "vspace", "process", "compute", "endpoint", "sem"];
+        let kind = TYPES[self.rng.below(6) as usize];
+        let core = self.rng.below(self.cores + 1);
+        let name = alloc::format!("c{core}/{kind}/f{}", self.rng.below(8));
+        let arg: u64 = match kind {
+            "vregion" => 1 + self.rng.below(3 * 4096),
+            "compute" => self.rng.below(200),
+            "sem" => self.rng.below(4),
+            _ => self.rng.below(3),
+        };
+        let at = SCRATCH_AT + SCRATCH_BYTES - 256;
+        let bytes = name.as_bytes();
+        for (i, b) in bytes.iter().chain(arg.to_le_bytes().iter()).enumerate() {
+            // SAFETY: inside the scratch vregion (256 bytes before its end; the name is
+            // at most 20 bytes), as in `scribble`.
+            unsafe { ((at + i as u64) as *mut u8).write_volatile(*b) };
+        }
+        a[0] = at;
+        a[1] = bytes.len() as u64;
+        a[2] = at + bytes.len() as u64;
+        a[3] = if kind == "process" { 0 } else { 8 };
+        a[4] = self.rng.below(256);
+    }
+
+    /// A `Submission` in the scratch area with a real kind and mostly real arguments.
+    fn submission(&mut self) -> u64 {
+        let at = SCRATCH_AT + self.rng.below(SCRATCH_BYTES / 2) / 8 * 8;
+        let kind = 1 + self.rng.below(10);
+        let target = self.id();
+        let mut s = ipc::Submission {
+            kind,
+            target,
+            ..Default::default()
+        };
+        for x in &mut s.args {
+            *x = self.any();
+        }
+        if kind == ipc::SUBMIT_TIMER {
+            s.args[0] = self.small_timeout();
+        }
+        if kind == ipc::SUBMIT_RES_CONTROL && s.args[0] == nr::control::SEM_P && self.rng.chance(2)
+        {
+            s.args[0] = nr::control::INFO;
+        }
+        let p = at as *mut ipc::Submission;
+        // SAFETY: `at` is 8-aligned and at most half-way into the scratch vregion, so the
+        // record fits; it is written as a whole with a volatile write (see `scribble`).
+        unsafe { p.write_volatile(s) };
+        at
+    }
+}
+
+/// A stack for the threads `THREAD_CREATE` starts (each exits at once, so one is shared:
+/// a thread started while another still runs on it may corrupt only that one's frame,
+/// and both only call `THREAD_EXIT`).
+struct Stack(core::cell::UnsafeCell<[u64; 512]>);
+// SAFETY: see the type's docs: the threads on it run one function that touches no memory
+// but its own frame, and the main thread never uses it.
+unsafe impl Sync for Stack {}
+impl Stack {
+    fn top(&self) -> u64 {
+        (self.0.get() as u64 + 512 * 8) & !15
+    }
+}
+static STACK: Stack = Stack(core::cell::UnsafeCell::new([0; 512]));
+
+extern "C" fn thread_entry(_arg: u64) -> ! {
+    // SAFETY: THREAD_EXIT takes a value and does not return.
+    unsafe {
+        raw::syscall1(nr::THREAD_EXIT, 0);
+    }
+    loop {
+        core::hint::spin_loop();
+    }
+}
+
+fn main(args: &[&str]) -> i32 {
+    if args.get(1) == Some(&"all") {
+        return on_every_core(args.get(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
+    }
+    if let Err(e) = res::setuser(ulib::abi::res::UserId(FUZZ_USER)) {
+        println!("fuzz: setuser {FUZZ_USER}: {e:?}");
+        return 1;
+    }
+    let calls: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
+    let me = match sys::getpid() {
+        Ok(p) => p,
+        Err(e) => {
+            println!("fuzz: getpid: {e:?}");
+            return 1;
+        }
+    };
+    let seed: u64 = args
+        .get(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(0x9e37_79b9_7f4a_7c15 ^ me.0);
+    let cores = core_count() as u64;
+    let scratch = match setup_scratch(me) {
+        Ok(()) => true,
+        Err(e) => {
+            println!("fuzz: no scratch vregion ({e:?}); valid pointers are not tried");
+            false
+        }
+    };
+    let mut f = Fuzzer {
+        rng: Rng(seed | 1),
+        me,
+        cores,
+        scratch,
+        pool: Vec::with_capacity(POOL),
+        own_endpoints: Vec::new(),
+        counts: [0; 4],
+        verbose: args.get(3) == Some(&"v"),
+    };
+    for _ in 0..calls {
+        f.one();
+    }
+    // Reap children the fuzz spawned (hello/nop by chance) so no zombie is left.
+    while sys::wait_timeout(None, 1_000_000).is_ok() {}
+    let (closed, stuck) = close_everything(cores as usize);
+    println!(
+        "fuzz: {calls} calls from {me} (seed {seed:#x}): {} answered Ok, {} with an error; \
+         {closed} resources closed afterwards",
+        f.counts[0], f.counts[1]
+    );
+    if stuck > 0 {
+        println!("fuzz: {stuck} resources of user {FUZZ_USER} could not be closed");
+        return 1;
+    }
+    0
+}
+
+fn core_count() -> usize {
+    let mut buf = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    sys::cores(&mut buf).unwrap_or(1).max(1)
+}
+
+/// Close every resource user [`FUZZ_USER`] holds on any core (the scratch area too, after
+/// detaching it); returns (closed, could not be closed). Vspace handles go first, so that
+/// vregions attached through them can be detached and closed.
+fn close_everything(cores: usize) -> (usize, usize) {
+    let _ = res::setuser(ulib::abi::res::UserId(FUZZ_USER));
+    if let Ok(vs) = res::open_vspace("here/vspace/fuzz", None, Rights::OWNER_ALL) {
+        let _ = res::detach(vs, SCRATCH_AT);
+        let _ = res::close(vs);
+    }
+    let (mut closed, mut stuck) = (0, 0);
+    for core in 0..cores {
+        let Ok(mut all) = res::list_all(core) else {
+            continue;
+        };
+        all.retain(|r| r.creator.0 == FUZZ_USER);
+        all.sort_by_key(|r| u8::from(r.kind != ResType::VSpace as u8));
+        for r in all {
+            match res::close(r.id) {
+                Ok(()) => closed += 1,
+                Err(e) => {
+                    println!("fuzz: close {:#x} ({}): {e:?}", r.id.0, r.name());
+                    stuck += 1;
+                }
+            }
+        }
+    }
+    (closed, stuck)
+}
+
+/// `fuzz all CALLS`: one fuzzer per core, each with its own seed, all at once.
+fn on_every_core(calls: u64) -> i32 {
+    let n = core_count();
+    let calls = alloc::format!("{calls}");
+    let mut pids = Vec::new();
+    for core in 0..n {
+        let seed = alloc::format!("{}", 0x5eed_0000 + core as u64);
+        match sys::spawn_on("fuzz", &[&calls, &seed], ulib::abi::Priority::App, core) {
+            Ok(p) => pids.push(p),
+            Err(e) => {
+                println!("fuzz: cannot start on core {core}: {e:?}");
+                return 1;
+            }
+        }
+    }
+    let mut failed = 0;
+    for p in pids {
+        match sys::wait(Some(p)) {
+            Ok((_, s)) if s.how == ulib::abi::ENDED_EXIT && s.code == 0 => {}
+            Ok((_, s)) => {
+                println!("fuzz: the fuzzer {p} ended with {s:?}");
+                failed += 1;
+            }
+            Err(e) => {
+                println!("fuzz: wait for {p}: {e:?}");
+                failed += 1;
+            }
+        }
+    }
+    println!("fuzz: {n} cores fuzzed, {failed} fuzzers failed");
+    i32::from(failed > 0)
+}
+
+fn setup_scratch(me: Pid) -> Result<(), ulib::abi::Error> {
+    let name = alloc::format!("here/vregion/fuzz-{}-{}", me.core(), me.serial());
+    let region = res::open_vregion(&name, SCRATCH_BYTES, Rights::OWNER_ALL)?;
+    let vspace = res::open_vspace("here/vspace/fuzz", None, Rights::OWNER_ALL)?;
+    let r = res::attach(vspace, region, SCRATCH_AT, true);
+    let _ = res::close(vspace);
+    r
+}
