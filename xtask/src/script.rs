@@ -12,7 +12,9 @@
 //! console between the command's echo and the next prompt):
 //!
 //! - `# expect: TEXT`: some line of the output contains TEXT;
-//! - `# expect-not: TEXT`: no line of the output contains TEXT.
+//! - `# expect-not: TEXT`: no line of the output contains TEXT;
+//! - `# expect-error: TEXT`: the command fails with an `error: ` line containing TEXT (that
+//!   error line then does not fail the run; a refusal is what is being tested).
 //!
 //! Runs of spaces in TEXT and in the output compare equal whatever their length, so a table
 //! row is matched by its cells (`# expect: 1.2 1 running`).
@@ -45,6 +47,7 @@ pub const STEP_LIMIT: Duration = Duration::from_secs(60);
 /// A script line that says what the previous command must (not) print.
 pub const EXPECT: &str = "# expect:";
 pub const EXPECT_NOT: &str = "# expect-not:";
+pub const EXPECT_ERROR: &str = "# expect-error:";
 
 /// One command of a script and what its output must and must not contain.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -52,15 +55,20 @@ pub struct Step {
     pub command: String,
     pub expect: Vec<String>,
     pub expect_not: Vec<String>,
+    pub expect_error: Vec<String>,
 }
 
 /// The commands of a script file, with their expectations.
 pub fn parse(text: &str) -> Result<Vec<Step>> {
     let mut steps: Vec<Step> = Vec::new();
     for (n, line) in text.lines().map(str::trim).enumerate() {
-        let directive = [(EXPECT, true), (EXPECT_NOT, false)]
-            .into_iter()
-            .find_map(|(prefix, want)| Some((line.strip_prefix(prefix)?, want)));
+        let directive = [
+            (EXPECT, Some(true)),
+            (EXPECT_NOT, Some(false)),
+            (EXPECT_ERROR, None),
+        ]
+        .into_iter()
+        .find_map(|(prefix, want)| Some((line.strip_prefix(prefix)?, want)));
         if let Some((what, want)) = directive {
             let what = squeeze(what);
             let Some(step) = steps.last_mut() else {
@@ -70,8 +78,9 @@ pub fn parse(text: &str) -> Result<Vec<Step>> {
                 bail!("line {}: an expectation without text", n + 1);
             }
             match want {
-                true => step.expect.push(what),
-                false => step.expect_not.push(what),
+                Some(true) => step.expect.push(what),
+                Some(false) => step.expect_not.push(what),
+                None => step.expect_error.push(what),
             }
         } else if !line.is_empty() && !line.starts_with('#') {
             steps.push(Step {
@@ -101,6 +110,15 @@ fn check(step: &Step, output: &str) -> Vec<String> {
             ));
         }
     }
+    for want in &step.expect_error {
+        let want = squeeze(want);
+        if !lines.iter().any(|l| is_error_line(l) && l.contains(&want)) {
+            wrong.push(format!(
+                "'{}' printed no error line containing '{want}'",
+                step.command
+            ));
+        }
+    }
     for unwanted in &step.expect_not {
         if let Some(l) = lines.iter().find(|l| l.contains(&squeeze(unwanted))) {
             wrong.push(format!(
@@ -110,6 +128,17 @@ fn check(step: &Step, output: &str) -> Vec<String> {
         }
     }
     wrong
+}
+
+/// The error lines of `output` that `step` expected, squeezed as [`check`] compares them.
+fn excused_errors(step: &Step, output: &str) -> Vec<String> {
+    output
+        .lines()
+        .skip(1)
+        .map(squeeze)
+        .filter(|l| is_error_line(l))
+        .filter(|l| step.expect_error.iter().any(|w| l.contains(&squeeze(w))))
+        .collect()
 }
 
 enum Event {
@@ -333,6 +362,8 @@ pub fn run_steps(
     );
     let mut s = Session::start(guest, hide)?;
     let mut problems = Vec::new();
+    // Error lines a step expected (`# expect-error:`), which do not fail the run.
+    let mut excused: Vec<String> = Vec::new();
     match s.wait(BOOT_LIMIT) {
         Waited::Prompt => {}
         how => {
@@ -364,6 +395,7 @@ pub fn run_steps(
                 let end = s.search_from - PROMPT.len();
                 let output = String::from_utf8_lossy(&s.console[start..end]).into_owned();
                 let wrong = check(step, &output);
+                excused.extend(excused_errors(step, &output));
                 for w in &wrong {
                     eprintln!("xtask: expectation failed: {w}");
                 }
@@ -395,7 +427,17 @@ pub fn run_steps(
         _ => None,
     };
     let lines = s.lines();
-    let errors: Vec<&String> = lines.iter().filter(|l| is_error_line(l)).collect();
+    let errors: Vec<&String> = lines
+        .iter()
+        .filter(|l| is_error_line(l))
+        .filter(|l| match excused.iter().position(|e| *e == squeeze(l)) {
+            Some(i) => {
+                excused.swap_remove(i);
+                false
+            }
+            None => true,
+        })
+        .collect();
     if !errors.is_empty() {
         let list: String = errors.iter().map(|l| format!("\n    | {l}")).collect();
         problems.push(format!("{} error lines:{list}", errors.len()));
@@ -453,11 +495,29 @@ mod tests {
             command: "run hello -c 1".into(),
             expect: vec!["hello from core 1".into(), "a  b".into()],
             expect_not: vec!["-c 1".into()],
+            expect_error: vec![],
         };
         let good = "run hello -c 1\r\nhello from core 1 pid 1.1 args: a     b\r\n";
         assert!(check(&step, good).is_empty());
         let bad = "run hello -c 1\r\nhello from core 0 pid 0.2\r\nrun -c 1\r\n";
         assert_eq!(check(&step, bad).len(), 3);
+    }
+
+    #[test]
+    fn expected_errors_are_checked_and_excused() {
+        let steps = parse("kill 0.1\n# expect-error: is this shell\n").unwrap();
+        assert_eq!(steps[0].expect_error, ["is this shell"]);
+        let refused = "kill 0.1\r\nerror: kill: 0.1 is this shell\r\n";
+        assert!(check(&steps[0], refused).is_empty());
+        assert_eq!(
+            excused_errors(&steps[0], refused),
+            ["error: kill: 0.1 is this shell"]
+        );
+        // A command that did not fail, or failed for another reason, fails the step.
+        assert_eq!(check(&steps[0], "kill 0.1\r\n").len(), 1);
+        let other = "kill 0.1\r\nerror: kill 0.1: Denied\r\n";
+        assert_eq!(check(&steps[0], other).len(), 1);
+        assert!(excused_errors(&steps[0], other).is_empty());
     }
 
     #[test]

@@ -42,6 +42,16 @@ impl Editor {
         }
     }
 
+    /// Bytes typed before the prompt (while a program ran): read before the console.
+    pub fn type_ahead(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.input.drain(..self.at);
+        self.at = 0;
+        self.input.extend_from_slice(bytes);
+    }
+
     fn next_byte(&mut self, echo: &mut Console) -> Result<u8, Error> {
         if self.at == self.input.len() {
             echo.flush();

@@ -103,6 +103,9 @@ struct Shell {
     /// Processes this shell ended that were not its jobs under that pid (e.g. a child that
     /// moved itself to another core): their end is not an error either.
     killed: Vec<Pid>,
+    /// What was typed while a foreground program ran (other than Ctrl-C): the next
+    /// prompt's input, as a terminal keeps it.
+    typeahead: Vec<u8>,
 }
 
 fn main(_args: &[&str]) -> i32 {
@@ -115,11 +118,13 @@ fn main(_args: &[&str]) -> i32 {
         first_user: ulib::res::getuser().ok(),
         jobs: Vec::new(),
         killed: Vec::new(),
+        typeahead: Vec::new(),
     };
     let mut editor = editor::Editor::new();
     loop {
         shell.reap();
         print!("{PROMPT}");
+        editor.type_ahead(&core::mem::take(&mut shell.typeahead));
         let line = match editor.read_line() {
             Ok(line) => line,
             Err(e) => {
@@ -193,6 +198,9 @@ impl Shell {
                 None => args.push(last),
             }
         }
+        if let Some(flag) = args.last().filter(|w| **w == "-p" || **w == "-c") {
+            return Err(format!("run: {flag} needs a value ({USAGE})"));
+        }
         let (mut priority, mut core) = (None, None);
         while let Some((flag, value, at)) = run_option(&args) {
             let duplicate = || format!("run: {flag} given twice");
@@ -232,7 +240,7 @@ impl Shell {
             });
             return Ok(());
         }
-        let status = wait_foreground(pid)?;
+        let status = wait_foreground(pid, &mut self.typeahead)?;
         match failure(&status) {
             None => Ok(()),
             Some(why) => Err(format!("{prog} ({pid}) {why}")),
@@ -245,6 +253,11 @@ impl Shell {
         };
         let pid = Pid::parse(word)
             .ok_or_else(|| format!("kill: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)"))?;
+        if pid == self.me {
+            return Err(format!(
+                "kill: {pid} is this shell; use poweroff to stop the machine"
+            ));
+        }
         sys::kill(pid).map_err(|e| format!("kill {pid}: {e}"))?;
         self.mark_killed(pid);
         Ok(())
@@ -397,8 +410,9 @@ fn sleep(args: &[&str]) -> Result<(), String> {
 
 /// Wait for a foreground child, watching the console for Ctrl-C (which kills the child).
 /// Programs that read the console themselves should be run with `&`: while a foreground
-/// job runs, the shell takes the console's input to look for Ctrl-C.
-fn wait_foreground(pid: Pid) -> Result<WaitStatus, String> {
+/// job runs, the shell takes the console's input to look for Ctrl-C, and keeps every other
+/// byte in `typeahead` for the next prompt.
+fn wait_foreground(pid: Pid, typeahead: &mut Vec<u8>) -> Result<WaitStatus, String> {
     const CTRL_C: u8 = 0x03;
     loop {
         match sys::wait_timeout(Some(pid), 100_000_000) {
@@ -408,6 +422,7 @@ fn wait_foreground(pid: Pid) -> Result<WaitStatus, String> {
         }
         let mut input = [0u8; 64];
         let n = sys::read_nonblocking(&mut input).unwrap_or(0);
+        typeahead.extend(input[..n].iter().filter(|&&b| b != CTRL_C));
         if input[..n].contains(&CTRL_C) {
             println!("^C");
             sys::kill(pid).map_err(|e| format!("run: ^C: kill {pid}: {e}"))?;
