@@ -290,6 +290,9 @@ pub struct CoreInfo {
     /// Processes that live on the core.
     pub processes: u64,
     pub ipis: u64,
+    /// Frames of the pool that programs may not take (the kernel's reserve): programs can
+    /// have at most `frames_free - frames_reserved` more.
+    pub frames_reserved: u64,
 }
 
 /// CPU modes (P2, Limited Symmetry section 2.1): where a core's time goes.

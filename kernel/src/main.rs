@@ -117,11 +117,6 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         biglock::enable();
         biglock::acquire();
     }
-    match boot.modules.first() {
-        Some(m) => archive::set(m.start, m.size),
-        None => log::warn!("no boot archive: no user programs (xtask attaches one with -initrd)"),
-    }
-
     // Physical memory: RAM minus what is already in use.
     let image = paging::image_layout();
     let mut holes: heapless::Vec<PhysRange, 16> = heapless::Vec::new();
@@ -158,6 +153,13 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         "kernel page tables at {root:#x}, {} early frames used",
         (early.next - early_range.start) / FRAME_SIZE
     );
+    // Only now: the loader may put the archive anywhere in RAM (QEMU puts it at the top of
+    // the first 2 GiB), and only the kernel's tables map all of RAM; the boot tables map
+    // the first GiB.
+    match boot.modules.first() {
+        Some(m) => archive::set(m.start, m.size),
+        None => log::warn!("no boot archive: no user programs (xtask attaches one with -initrd)"),
+    }
 
     // The platform.
     ioapic::disable_pic(trap::VEC_PIC_BASE);
@@ -227,7 +229,16 @@ pub fn start_boot_programs() {
         boot_programs.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = proc::spawn("shell", &[], abi::Priority::Server, kernel) {
             boot_programs.fetch_sub(1, Ordering::Relaxed);
-            log::warn!("cannot start the shell: {e} (is the boot archive attached?)");
+            match e {
+                abi::Error::NoSuchProgram => log::warn!(
+                    "cannot start the shell: {e} (is the boot archive attached?)"
+                ),
+                _ => log::warn!(
+                    "cannot start the shell: {e} ({} frames free on core 0, {} kept for the kernel)",
+                    crate::mm::frames::counts(0).0,
+                    crate::mm::frames::kernel_reserve(0)
+                ),
+            }
         }
     }
     if args.starts.iter().any(|s| s.core >= smp::cores_planned()) && me == 0 {

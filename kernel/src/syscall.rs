@@ -244,6 +244,7 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
                 idle_ticks: core.stats.idle_ticks.load(Ordering::Relaxed),
                 processes: core.stats.processes.load(Ordering::Relaxed),
                 ipis: core.stats.ipis.load(Ordering::Relaxed),
+                frames_reserved: crate::mm::frames::kernel_reserve(c),
             }
         })
         .collect();

@@ -317,7 +317,7 @@ fn summary_field(c: &Captured, key: &str) -> Option<u64> {
 /// Boots that must power off cleanly with the right number of cores.
 fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: bool) -> Result<()> {
     println!("xtask: boot checks");
-    let cases: [(&str, usize, &str, u64, u64); 6] = [
+    let cases: [(&str, usize, &str, u64, u64); 9] = [
         ("boot::poweroff_1_core", 1, "poweroff", 1, 1),
         ("boot::poweroff_2_cores", 2, "poweroff", 2, 2),
         ("boot::poweroff_4_cores", 4, "poweroff", 4, 4),
@@ -336,9 +336,16 @@ fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: boo
             2,
             2,
         ),
+        // Machines of other sizes (see `memory_of`): RAM beyond the boot tables' first GiB
+        // (the boot archive lies at its top), and a small machine split eight ways.
+        ("boot::ram_2_gib", 2, "poweroff start=1:hello,big", 2, 2),
+        ("boot::ram_4_gib", 2, "poweroff start=1:hello,big", 2, 2),
+        ("boot::ram_64_mib_on_8_cores", 8, "poweroff start=7:hello,small", 8, 8),
     ];
     for (name, smp, cmdline, online, madt) in cases {
-        let c = run_captured(&guest(smp, cmdline), BOOT_LIMIT, verbose)?;
+        let mut g = guest(smp, cmdline);
+        g.mem_mib = memory_of(name);
+        let c = run_captured(&g, BOOT_LIMIT, verbose)?;
         let got = (
             summary_field(&c, "cores_online"),
             summary_field(&c, "cores_in_madt"),
@@ -412,10 +419,14 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         ("kill.script", 2, ""),
         ("res.script", 2, ""),
         ("rpcc.script", 4, ""),
+        ("small.script", 8, ""),
         ("smoke.script", 2, "kernel=biglock"),
         ("rpcc.script", 4, "kernel=biglock"),
     ] {
-        let g = guest(smp, cmdline);
+        let mut g = guest(smp, cmdline);
+        if script == "small.script" {
+            g.mem_mib = 64;
+        }
         let file = crate::build::workspace_root()
             .join("user/shell")
             .join(script);
@@ -466,9 +477,21 @@ fn filter_selects(filter: &str, name: &str) -> bool {
     filter == "all" || name.contains(filter)
 }
 
+/// Guest RAM of a boot check, MiB.
+fn memory_of(name: &str) -> usize {
+    match name {
+        "boot::ram_2_gib" => 2048,
+        "boot::ram_4_gib" => 4096,
+        "boot::ram_64_mib_on_8_cores" => 64,
+        _ => 512,
+    }
+}
+
 /// Lines a boot check must print besides the summary.
 fn expected_output(name: &str) -> &'static [&'static str] {
     match name {
+        "boot::ram_2_gib" | "boot::ram_4_gib" => &["hello from core 1 pid 1.1 args: big"],
+        "boot::ram_64_mib_on_8_cores" => &["hello from core 7 pid 7.1 args: small"],
         "boot::start_programs_on_each_core" => &[
             "hello from core 1 pid 1.1 args: x",
             "hello from core 0 pid 0.1 args: y",

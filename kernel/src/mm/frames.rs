@@ -62,6 +62,10 @@ pub fn init_this_core() {
     mem.frames_total
         .store(pool.total_frames(), Ordering::Relaxed);
     mem.frames_free.store(pool.free_frames(), Ordering::Relaxed);
+    mem.frames_reserved.store(
+        ::frames::kernel_reserve(pool.total_frames()),
+        Ordering::Relaxed,
+    );
     mem.pool.with(|p| *p = Some(pool));
 }
 
@@ -83,16 +87,23 @@ fn with_pool<R>(f: impl FnOnce(&mut FramePool<'static>) -> R) -> R {
     })
 }
 
-/// Frames of every pool that user memory may never take: the kernel's own allocations
-/// (heap growth, page tables, kernel stacks) always find room, so a program that asks for
-/// all the memory it can get fails its own request instead of bringing the kernel down.
-pub const KERNEL_RESERVE_FRAMES: u64 = 2048; // 8 MiB
+/// Frames of `core`'s pool that user memory may never take (`frames::kernel_reserve`,
+/// sized to the pool): the kernel's own allocations (heap growth, page tables, kernel
+/// stacks) always find room, so a program that asks for all the memory it can get fails
+/// its own request instead of bringing the kernel down.
+pub fn kernel_reserve(core: usize) -> u64 {
+    percore::of(core)
+        .mem
+        .frames_reserved
+        .load(Ordering::Relaxed)
+}
 
 /// One frame for user memory from this core's pool, unless that would eat into the
 /// kernel's reserve.
 pub fn alloc_user() -> Option<u64> {
+    let reserve = kernel_reserve(current_core());
     with_pool(|p| {
-        if p.free_frames() <= KERNEL_RESERVE_FRAMES {
+        if p.free_frames() <= reserve {
             None
         } else {
             p.alloc()

@@ -27,6 +27,8 @@ pub struct CoreMem {
     /// Published: frames in the pool and frames free (owner writes, anyone reads).
     pub frames_total: AtomicU64,
     pub frames_free: AtomicU64,
+    /// Published: frames of the pool user memory may not take (`frames::kernel_reserve`).
+    pub frames_reserved: AtomicU64,
     /// Published: bytes of heap claimed from the pool.
     pub heap_bytes: AtomicU64,
 }
@@ -41,6 +43,7 @@ impl CoreMem {
             remote_blocks: remote::RemoteList::new(),
             frames_total: AtomicU64::new(0),
             frames_free: AtomicU64::new(0),
+            frames_reserved: AtomicU64::new(0),
             heap_bytes: AtomicU64::new(0),
         }
     }

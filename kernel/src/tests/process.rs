@@ -204,7 +204,7 @@ fn hog_holds_memory(core: usize, holder: Pid) -> crate::ktest::TestResult {
     );
     let free_now = crate::mm::frames::counts(core).0;
     kassert!(
-        free_now >= crate::mm::frames::KERNEL_RESERVE_FRAMES,
+        free_now >= crate::mm::frames::kernel_reserve(core),
         "user memory ate into the kernel reserve ({free_now} frames free)"
     );
     let starved = proc::spawn("hello", &[], Priority::App, TEST_PARENT);

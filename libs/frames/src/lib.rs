@@ -58,3 +58,37 @@ pub use split::{split_into_pools, PoolRanges, SplitError, MAX_CORES, MAX_POOL_RA
 
 /// Size in bytes of one physical frame (an x86_64 base page).
 pub const FRAME_SIZE: u64 = 4096;
+
+/// Frames of a pool of `total` frames that user memory may never take, so the kernel's own
+/// allocations (heap growth, page tables, kernel stacks) find room even when a program
+/// has taken all it could: an eighth of the pool, at least 1 MiB and at most 8 MiB. Sized
+/// to the pool, so that a small machine (64 MiB on 8 cores: 8 MiB pools) still leaves
+/// most of each pool to programs, which a fixed 8 MiB reserve did not.
+pub const fn kernel_reserve(total: u64) -> u64 {
+    const MIN: u64 = (1 << 20) / FRAME_SIZE;
+    const MAX: u64 = (8 << 20) / FRAME_SIZE;
+    let eighth = total / 8;
+    if eighth < MIN {
+        MIN
+    } else if eighth > MAX {
+        MAX
+    } else {
+        eighth
+    }
+}
+
+#[cfg(test)]
+mod reserve_tests {
+    use super::kernel_reserve;
+
+    #[test]
+    fn reserve_follows_the_pool_within_bounds() {
+        // 126 MiB pool (512 MiB on 4 cores): the full 8 MiB.
+        assert_eq!(kernel_reserve(32_386), 2048);
+        // 8 MiB pool (64 MiB on 8 cores): 1 MiB, not all of it.
+        assert_eq!(kernel_reserve(2_000), 256);
+        // 16 MiB pool: an eighth, 2 MiB.
+        assert_eq!(kernel_reserve(4_096), 512);
+        assert_eq!(kernel_reserve(0), 256);
+    }
+}

@@ -54,19 +54,28 @@ fn mib(frames: u64) -> String {
 /// `mem`.
 pub(crate) fn mem() -> Result<(), String> {
     let infos = core_infos().map_err(|e| format!("mem: {e}"))?;
-    println!("CORE   FREE MiB  TOTAL MiB");
-    let (mut free, mut total) = (0, 0);
+    // FOR PROGRAMS is what programs can still get: free frames beyond the kernel's reserve.
+    println!("CORE   FREE MiB  FOR PROGRAMS MiB  TOTAL MiB");
+    let (mut free, mut usable, mut total) = (0, 0, 0);
     for c in &infos {
+        let for_programs = c.frames_free.saturating_sub(c.frames_reserved);
         free += c.frames_free;
+        usable += for_programs;
         total += c.frames_total;
         println!(
-            "{:<5} {:>9}  {:>9}",
+            "{:<5} {:>9}  {:>16}  {:>9}",
             c.core,
             mib(c.frames_free),
+            mib(for_programs),
             mib(c.frames_total)
         );
     }
-    println!("total {:>9}  {:>9}", mib(free), mib(total));
+    println!(
+        "total {:>9}  {:>16}  {:>9}",
+        mib(free),
+        mib(usable),
+        mib(total)
+    );
     Ok(())
 }
 
