@@ -107,6 +107,26 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         );
     }
     let features = cpu::Features::read();
+    let missing = features.missing();
+    if !missing.is_empty() {
+        // Before the heap exists: no allocation here.
+        fatal::stop(|w| {
+            let _ = write!(
+                w,
+                "{} this CPU lacks what Musubi needs:",
+                abi::protocol::FATAL
+            );
+            for name in &missing {
+                let _ = write!(w, " {name};");
+            }
+            let _ = writeln!(w, " use a CPU that has it (QEMU: -cpu max)");
+        });
+    }
+    for (have, name) in [(features.smep, "SMEP"), (features.smap, "SMAP")] {
+        if !have {
+            log::warn!("this CPU has no {name}: the kernel is not protected against {} user memory by mistake", if name == "SMEP" { "running" } else { "touching" });
+        }
+    }
     res::set_rcc(args.rcc);
     rpcc::configure(args.rpcc_notify, args.rpcc_agents);
     if args.trace {

@@ -340,7 +340,13 @@ fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: boo
         // (the boot archive lies at its top), and a small machine split eight ways.
         ("boot::ram_2_gib", 2, "poweroff start=1:hello,big", 2, 2),
         ("boot::ram_4_gib", 2, "poweroff start=1:hello,big", 2, 2),
-        ("boot::ram_64_mib_on_8_cores", 8, "poweroff start=7:hello,small", 8, 8),
+        (
+            "boot::ram_64_mib_on_8_cores",
+            8,
+            "poweroff start=7:hello,small",
+            8,
+            8,
+        ),
     ];
     for (name, smp, cmdline, online, madt) in cases {
         let mut g = guest(smp, cmdline);
@@ -378,6 +384,28 @@ fn boot_checks(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest, verbose: boo
         } else {
             t.pass(name);
         }
+    }
+    // A CPU without a feature the kernel needs: a clear FATAL line naming it, not silence.
+    let name = "boot::cpu_without_nx_is_named";
+    let mut g = guest(1, "poweroff");
+    g.cpu_flags = "-nx".into();
+    let c = run_captured(&g, BOOT_LIMIT, verbose)?;
+    let said = c
+        .lines
+        .iter()
+        .any(|l| l.contains("FATAL") && l.contains("NX"));
+    if c.status == Some(abi::QEMU_STATUS_FAILURE) && said {
+        t.pass(name);
+    } else {
+        t.fail(
+            name,
+            &format!(
+                "expected a FATAL line naming NX and status {}
+{}",
+                abi::QEMU_STATUS_FAILURE,
+                c.tail(8)
+            ),
+        );
     }
     Ok(())
 }

@@ -111,6 +111,12 @@ pub unsafe fn write_cr4(v: u64) {
 /// CPU features Musubi looks at, read once per core.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Features {
+    /// No-execute pages (EFER.NXE): W^X depends on it.
+    pub nx: bool,
+    /// A local APIC, a TSC and FXSAVE/FXRSTOR (the user FPU/SSE state).
+    pub apic: bool,
+    pub tsc: bool,
+    pub fxsr: bool,
     pub x2apic: bool,
     pub pdpe1gb: bool,
     pub smep: bool,
@@ -122,7 +128,7 @@ pub struct Features {
 
 impl Features {
     pub fn read() -> Self {
-        let (eax1, _, ecx1, _) = cpuid(1, 0);
+        let (eax1, _, ecx1, edx1) = cpuid(1, 0);
         let base_family = (eax1 >> 8) & 0xf;
         let family = if base_family == 0xf {
             base_family + ((eax1 >> 20) & 0xff)
@@ -143,6 +149,10 @@ impl Features {
         let (max_basic, _, _, _) = cpuid(0, 0);
         let ebx7 = if max_basic >= 7 { cpuid(7, 0).1 } else { 0 };
         Features {
+            nx: edx_ext1 & (1 << 20) != 0,
+            apic: edx1 & (1 << 9) != 0,
+            tsc: edx1 & (1 << 4) != 0,
+            fxsr: edx1 & (1 << 24) != 0,
             x2apic: ecx1 & (1 << 21) != 0,
             pdpe1gb: edx_ext1 & (1 << 26) != 0,
             smep: ebx7 & (1 << 7) != 0,
@@ -150,6 +160,24 @@ impl Features {
             invariant_tsc: edx_ext7 & (1 << 8) != 0,
             family,
         }
+    }
+}
+
+impl Features {
+    /// The features Musubi cannot run without that this CPU lacks, by name.
+    pub fn missing(&self) -> heapless::Vec<&'static str, 4> {
+        let mut v = heapless::Vec::new();
+        for (have, name) in [
+            (self.nx, "NX (no-execute pages, for W^X)"),
+            (self.apic, "a local APIC"),
+            (self.tsc, "a TSC"),
+            (self.fxsr, "FXSAVE/FXRSTOR"),
+        ] {
+            if !have {
+                let _ = v.push(name);
+            }
+        }
+        v
     }
 }
 
