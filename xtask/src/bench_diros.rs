@@ -85,7 +85,7 @@ pub fn diros(runs: usize) -> Result<()> {
     let mut report = build_report(runs, &samples, &qemu)?;
     report.musubi_commit = crate::results::commit();
     let md = report.write()?;
-    let png = crate::results::results_dir().join("diros.png");
+    let png = crate::results::results_dir()?.join("diros.png");
     plot(&report, &png).with_context(|| format!("plotting {}", png.display()))?;
     println!("{}", report.markdown());
     println!("xtask: wrote {}", md.display());
