@@ -1,6 +1,8 @@
 //! Benchmark reports: `docs/results/NAME.json`, `NAME.md` and `NAME.png`, in the format of
 //! docs/design.md ("Results format"). Every row is a distribution (min, quartiles, max, n)
-//! computed here from raw samples, and every check is computed from the rows.
+//! computed here from raw samples, and every check is computed from the rows. Reports go to
+//! docs/results only from a clean, committed tree, so that each names the commit it
+//! measured ([`choose_results_dir`]); `--out DIR` sends them elsewhere from any tree.
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
