@@ -240,7 +240,7 @@ fn build_report(
              `-icount` ours counts the instructions of both cores, not the latency). Musubi's \
              submit+collect costs {:.0}, {:.0} and {:.0} instructions per request at K = 1, 8, \
              64: every request is two system calls (`SUBMIT` takes one submission), so a batch \
-             of 64 costs {:+.0}% per request against a batch of 1, while one `io_uring_enter` \
+             of 64 costs {:+.1}% per request against a batch of 1, while one `io_uring_enter` \
              submits and reaps a whole batch.",
             remote_ratio,
             batch(1),
