@@ -191,8 +191,9 @@ static uint64_t heap_grow(unsigned iters)
 
 /*
  * mmap+munmap 4 KiB: map one anonymous private read-write page, write one byte of it (the
- * fault allocates and zeroes it), unmap it. Beside Musubi's vregion create+delete of the
- * `resources` benchmark; added after the basics cases so that their figures do not move.
+ * fault allocates and zeroes it), unmap it. Beside Musubi's vregion create, attach, one-byte
+ * write, detach and delete in the `resources` benchmark (which labels this case
+ * "mmap+write+munmap 4 KiB"); added after the basics cases so that their figures do not move.
  */
 static uint64_t mmap_munmap(unsigned iters)
 {

@@ -92,6 +92,7 @@ pub fn boot(runs: usize) -> Result<()> {
         paper: None,
         holds: identical,
     }];
+    let start_up = start_up_note(&rows);
     let report = Report {
         bench: "boot".into(),
         mode: Mode::Deterministic.name().into(),
@@ -107,15 +108,7 @@ pub fn boot(runs: usize) -> Result<()> {
              starts at the kernel's first instruction. Under `-icount shift=0` the clock counts the instructions of \
              all vCPUs together, so more cores cost more, and repeated runs are identical."
                 .into(),
-            "For one core, 10 ms of the kernel's part is the fixed PIT countdown that \
-             calibrates the TSC and the LAPIC timer. Each further core's own start-up, from its \
-             first Rust instruction to online, is about 35,000 instructions (measured with a \
-             probe); almost all of the rest is spent inside INIT-SIPI-SIPI, where the boot core \
-             spins through the two 200 us waits the MP protocol asks for. Under -icount a \
-             spinning vCPU keeps the others from running until its slice ends (docs/design.md), \
-             so these waits cost far more here than on hardware; why the first core's start \
-             costs most (2.7 M against 2.0 M and 1.5 M) has not been traced further."
-                .into(),
+            start_up,
             format!("Kernel image (ELF with debug info): {image} bytes."),
         ],
     };
@@ -123,6 +116,68 @@ pub fn boot(runs: usize) -> Result<()> {
     println!("{}", report.markdown());
     println!("xtask: wrote {}", md.display());
     Ok(())
+}
+
+/// The PIT countdown that calibrates the TSC and the LAPIC timer at boot
+/// (`kernel/src/time.rs`, `calibrate`), in ms.
+const PIT_CALIBRATION_MS: f64 = 10.0;
+
+/// What the boot rows say about starting cores, computed from the kernel-entry medians.
+fn start_up_note(rows: &[Row]) -> String {
+    let entry = |smp: usize| {
+        rows.iter()
+            .find(|r| r.case == format!("kernel entry to all idle, {smp} cores"))
+            .map_or(f64::NAN, |r| r.median)
+    };
+    let (one, two, four) = (entry(1), entry(2), entry(4));
+    format!(
+        "From kernel entry, one core takes {one:.3} ms, of which {PIT_CALIBRATION_MS:.0} ms are \
+         the fixed PIT countdown that calibrates the TSC and the LAPIC timer \
+         (`kernel/src/time.rs`). Starting the second core adds {:.3} ms ({:.0} instructions); \
+         the third and fourth add {:.3} ms together ({:.0} instructions each on average). The \
+         boot core starts each core with INIT-SIPI-SIPI and spins in `delay_us` after each SIPI \
+         (`kernel/src/arch/x86_64/trampoline.rs`); under -icount a spinning vCPU keeps the \
+         others from running until its slice ends (docs/design.md, \"Measuring\"), so such \
+         waits cost far more here than on hardware. This benchmark does not break a core's \
+         start-up down further.",
+        two - one,
+        (two - one) * 1e6,
+        four - two,
+        (four - two) / 2.0 * 1e6
+    )
+}
+
+/// Bytes of a page.
+pub(crate) const PAGE_BYTES: f64 = 4096.0;
+/// Counted iterations of zeroing a page under `-icount`, where a `rep`-prefixed string
+/// instruction counts once per iteration: Musubi's `memset` (libs/bare) clears with
+/// `rep stosq`, one count per 8 bytes.
+pub(crate) const MUSUBI_PAGE_ZEROING: f64 = PAGE_BYTES / 8.0;
+/// The same for Linux 6.1 on `-cpu max`, which clears pages with `rep stosb`: one per byte.
+pub(crate) const LINUX_PAGE_ZEROING: f64 = PAGE_BYTES;
+
+/// How page zeroing weighs in `heap grow 4 KiB`, from its (Musubi, Linux) medians.
+fn zeroing_note(heap_grow: &(Option<f64>, Option<f64>)) -> String {
+    let mut s = format!(
+        "Reading the ratios: under `-icount` a `rep`-prefixed string instruction counts once per \
+         iteration. Musubi zeroes and copies pages with quadword `rep stosq`/`movsq` \
+         ({MUSUBI_PAGE_ZEROING:.0} counted iterations per 4 KiB page); Linux 6.1 on `-cpu max` \
+         clears pages with `rep stosb` ({LINUX_PAGE_ZEROING:.0}). Both sides zero one page per \
+         `heap grow 4 KiB`; the null call and yield figures are not affected."
+    );
+    if let (Some(ours), Some(linux)) = *heap_grow {
+        let extra = LINUX_PAGE_ZEROING - MUSUBI_PAGE_ZEROING;
+        s += &format!(
+            " Zeroing is {LINUX_PAGE_ZEROING:.0} of Linux's median of {linux:.0} in that case \
+             ({:.0}%); counted as Musubi's is, Linux's figure would be {:.0} and the ratio \
+             {:.2} instead of {:.2}.",
+            LINUX_PAGE_ZEROING / linux * 100.0,
+            linux - extra,
+            ours / (linux - extra),
+            ours / linux
+        );
+    }
+    s
 }
 
 /// Which peer a benchmark compares with.
@@ -230,6 +285,11 @@ pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
         Some(Peer::Linux) => crate::peer_linux::qemu_command_line(runs).unwrap_or_default(),
         None => String::new(),
     };
+    let median_of = |case: &str| rows.iter().find(|r| r.case == case).map(|r| r.median);
+    let heap_grow_medians = (
+        median_of("musubi: heap grow 4 KiB"),
+        median_of("linux: heap grow 4 KiB"),
+    );
     let report = Report {
         bench: "basics".into(),
         mode: Mode::Deterministic.name().into(),
@@ -245,14 +305,9 @@ pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
              repeat exactly. Both systems run in the same QEMU configuration with one vCPU. Musubi: `user/basics` \
              (getpid, yield between two processes, spawn of `user/nop` + wait, MEMORY of 4 KiB + a write). \
              Linux: `peer/linux/basics.c` (getppid, sched_yield ping-pong pinned to CPU 0, posix_spawn of a \
-             static binary + waitpid, sbrk of 4 KiB + a write)."
+             static binary + waitpid, `brk` up 4 KiB + a write)."
                 .into(),
-            "Reading the ratios: under `-icount` a `rep`-prefixed string instruction counts once per \
-             iteration. Musubi zeroes and copies pages with quadword `rep stosq`/`movsq` (512 iterations \
-             per 4 KiB page); Linux 6.1 on `-cpu max` clears pages with `rep stosb` (4,096). Page \
-             zeroing is about 4,100 of Linux's ~10,500 instructions in `heap grow 4 KiB`, so that ratio \
-             mostly measures this difference; the null call and yield figures are not affected."
-                .into(),
+            zeroing_note(&heap_grow_medians),
             comparison,
             if peer_cmd.is_empty() { "No peer in this run.".into() } else { format!("Linux peer QEMU: `{peer_cmd}`") },
         ],
@@ -261,4 +316,47 @@ pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
     println!("{}", report.markdown());
     println!("xtask: wrote {}", md.display());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_up_note_is_computed_from_the_rows() {
+        let rows: Vec<Row> = [(1, 12.0), (2, 14.5), (4, 18.5)]
+            .iter()
+            .map(|&(smp, ms)| {
+                Row::from_samples(&format!("kernel entry to all idle, {smp} cores"), &[ms])
+            })
+            .collect();
+        let note = start_up_note(&rows);
+        assert!(
+            note.contains("one core takes 12.000 ms, of which 10 ms"),
+            "{note}"
+        );
+        assert!(
+            note.contains("adds 2.500 ms (2500000 instructions)"),
+            "{note}"
+        );
+        assert!(
+            note.contains("add 4.000 ms together (2000000 instructions each"),
+            "{note}"
+        );
+    }
+
+    #[test]
+    fn the_zeroing_note_is_computed_from_the_medians() {
+        let note = zeroing_note(&(Some(5000.0), Some(10000.0)));
+        // 4096 / 10000; 10000 - (4096 - 512) = 6416; 5000 / 6416 = 0.78.
+        assert!(
+            note.contains("Linux's median of 10000 in that case (41%)"),
+            "{note}"
+        );
+        assert!(
+            note.contains("would be 6416 and the ratio 0.78 instead of 0.50"),
+            "{note}"
+        );
+        assert!(!zeroing_note(&(Some(5000.0), None)).contains("would be"));
+    }
 }

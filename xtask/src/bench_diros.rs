@@ -30,10 +30,12 @@ const ITEMS: u64 = 48;
 const TA_MS: u64 = 10;
 /// Task B as it should last (T_A : T_B = 1 : 9, P1).
 const TB_MS: u64 = 90;
-/// What B asks the kernel for. A timed wait ends at the first tick (10 ms) at or after its
+/// The kernel's tick (`kernel/src/time.rs`, `HZ` = 100), in ms.
+const TICK_MS: u64 = 10;
+/// What B asks the kernel for. A timed wait ends at the first tick at or after its
 /// deadline, and a B starts just after a tick (when an A, a whole number of ticks, ends),
 /// so asking for 90 ms would end after 100; asking for half a tick less ends after 90.
-const TB_ASK_MS: u64 = TB_MS - 5;
+const TB_ASK_MS: u64 = TB_MS - TICK_MS / 2;
 /// Largest n (P1 Fig. 2: 1..16).
 const NMAX: u64 = 16;
 const WAYS: [&str; 2] = ["async", "threads"];
@@ -85,7 +87,7 @@ pub fn diros(runs: usize) -> Result<()> {
     let mut report = build_report(runs, &samples, &qemu)?;
     report.musubi_commit = crate::results::commit();
     let md = report.write()?;
-    let png = crate::results::results_dir().join("diros.png");
+    let png = crate::results::results_dir()?.join("diros.png");
     plot(&report, &png).with_context(|| format!("plotting {}", png.display()))?;
     println!("{}", report.markdown());
     println!("xtask: wrote {}", md.display());
@@ -301,7 +303,7 @@ fn build_report(runs: usize, samples: &[(String, Vec<f64>)], qemu: &str) -> Resu
              ended, with `CLOCK`; speed is the async time at n = 1 divided by the time."
         ),
         format!(
-            "T_B: a timed wait ends at the first 10-ms tick at or after its deadline, and a B \
+            "T_B: a timed wait ends at the first {TICK_MS}-ms tick at or after its deadline, and a B \
              starts just after a tick (an A is a whole number of ticks), so B asks for \
              {TB_ASK_MS} ms to last {TB_MS}; measured (async, n = 1: time / {ITEMS} - T_A): \
              {tb:.3} ms. The model column is the time with no overhead at all (A back to back, \
@@ -320,9 +322,9 @@ fn build_report(runs: usize, samples: &[(String, Vec<f64>)], qemu: &str) -> Resu
              ahead if threads are never faster by more than {:.1}% (on the plateau both wait \
              for A and tie). At n = 1 threads take {d1:.3} ms longer over {ITEMS} items, \
              while the async n = 1 samples alone vary by {n1_spread:.3} ms (the phase of the \
-             tick when a run starts){}: the semaphore, the switches and the message cost tens of \
-             microseconds per item, and a B ends at a tick whatever happened microseconds \
-             before it was started, so the tick absorbs them. P1's n = 1 difference needs an \
+             tick when a run starts){}: whatever the semaphore, the switches and the message cost \
+             per item, a B ends at a tick whatever happened shortly before it was started, so \
+             the tick absorbs that cost. P1's n = 1 difference needs an \
              overhead that is not small against the tick.",
             shape::LINEAR_MIN,
             shape::KNEE_SLACK,

@@ -211,18 +211,19 @@ fn build_report(
         )
     };
 
+    let msg_bytes = core::mem::size_of::<abi::ipc::Msg>();
     let notes = vec![
-        "What is measured. Musubi (`user/ipcbench`): a null call (`GETPID`, the floor every \
+        format!("What is measured. Musubi (`user/ipcbench`): a null call (`GETPID`, the floor every \
          system call pays, to read the others by); a rendezvous round trip is one `CALL` by \
          a child process to an endpoint its parent owns, answered by the parent's `RECV` and \
-         `REPLY` (a 56-byte message each way: a label and six words), timed by the caller over \
+         `REPLY` (a {msg_bytes}-byte message each way: a label and {} words), timed by the caller over \
          1,000 calls (200 across cores); \"two cores\" puts the caller on core 1, so the request \
          and the reply each cross by RPCC. Submit+collect: per round K `SUBMIT(NOP)`s, then K \
          `COLLECT(ANY)`s, 1,024 requests per sample, per request. Each sample is the mean over \
          its operations, timed with `rdtsc`; under `-icount shift=0` one TSC tick is one \
          instruction of either core, so across cores the figure is the instructions both cores \
-         spent (a cost, not a latency; docs/design.md, \"Measuring\"), and runs repeat exactly."
-            .to_string(),
+         spent (a cost, not a latency; docs/design.md, \"Measuring\"), and runs repeat exactly.",
+            abi::ipc::MSG_WORDS),
         "Linux (`peer/linux/ipc.c`, Debian's 6.1 kernel on two vCPUs, same QEMU settings): pipe \
          ping-pong (one byte through two pipes) and futex ping-pong (a word in a `MAP_SHARED` \
          page, `FUTEX_WAIT`/`FUTEX_WAKE`) between two processes, both pinned to CPU 0 (\"1 CPU\") \
@@ -238,12 +239,14 @@ fn build_report(
              inter-processor IPC about {P0_REMOTE_RATIO:.0} times intra-processor; under \
              `-icount` ours counts the instructions of both cores, not the latency). Musubi's \
              submit+collect costs {:.0}, {:.0} and {:.0} instructions per request at K = 1, 8, \
-             64: every request is two system calls (`SUBMIT` takes one submission), so batching \
-             saves nothing here, while one `io_uring_enter` submits and reaps a whole batch.",
+             64: every request is two system calls (`SUBMIT` takes one submission), so a batch \
+             of 64 costs {:+.1}% per request against a batch of 1, while one `io_uring_enter` \
+             submits and reaps a whole batch.",
             remote_ratio,
             batch(1),
             batch(8),
-            batch(64)
+            batch(64),
+            (batch(64) / batch(1) - 1.0) * 100.0
         ),
         verdict,
         if peer_cmd.is_empty() {

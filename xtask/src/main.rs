@@ -98,8 +98,9 @@ enum Cmd {
         /// Also measure the peer in the same QEMU configuration: linux.
         #[arg(long)]
         peer: Option<String>,
-        /// Write the report here instead of docs/results.
-        #[arg(long)]
+        /// Write the report here instead of docs/results (which only a clean, committed
+        /// tree may write to, so that a report names the commit it measured).
+        #[arg(long, value_name = "DIR")]
         out: Option<std::path::PathBuf>,
     },
 }
@@ -191,9 +192,7 @@ fn run(cli: Cli) -> Result<()> {
             peer,
             out,
         } => {
-            if let Some(dir) = out {
-                results::set_results_dir(dir);
-            }
+            results::set_results_dir(out)?;
             let peer = match peer.as_deref() {
                 None => None,
                 Some("linux") => Some(bench::Peer::Linux),

@@ -1,6 +1,8 @@
 //! Benchmark reports: `docs/results/NAME.json`, `NAME.md` and `NAME.png`, in the format of
 //! docs/design.md ("Results format"). Every row is a distribution (min, quartiles, max, n)
-//! computed here from raw samples, and every check is computed from the rows.
+//! computed here from raw samples, and every check is computed from the rows. Reports go to
+//! docs/results only from a clean, committed tree, so that each names the commit it
+//! measured ([`choose_results_dir`]); `--out DIR` sends them elsewhere from any tree.
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
@@ -65,13 +67,83 @@ pub struct Report {
     pub notes: Vec<String>,
 }
 
-/// Short hash of HEAD, with `-dirty` if the tree has changes.
+/// Where reports go unless `--out` says otherwise; only a clean, committed tree may write
+/// there, so that every committed report names the commit it measured.
+pub const RESULTS: &str = "docs/results";
+
+/// The paths `git status --porcelain` lists as changed (tracked or untracked, not ignored),
+/// leaving out the reports under [`RESULTS`]: they are the benchmarks' output, not their
+/// input, so one benchmark's fresh report does not make the next one refuse. Untracked
+/// files count: the workspace builds every `user/*` and `libs/*` directory, so an untracked
+/// crate or source file can change what is measured.
+pub fn changed_paths(porcelain: &str) -> Vec<&str> {
+    porcelain
+        .lines()
+        .filter(|l| l.len() > 3)
+        // "XY path" or "XY old -> new"; a path with spaces is quoted.
+        .map(|l| l[3..].rsplit(" -> ").next().unwrap_or("").trim_matches('"'))
+        .filter(|p| !p.is_empty() && !p.starts_with(&format!("{RESULTS}/")))
+        .collect()
+}
+
+/// Decide where a benchmark writes its report: `out` when given (always allowed), else
+/// `default` (docs/results) only if `porcelain` (the output of `git status --porcelain`, or
+/// `None` when git could not be asked) shows no change outside the reports. The error says
+/// what is uncommitted and names `--out DIR`.
+pub fn choose_results_dir(
+    out: Option<PathBuf>,
+    porcelain: Option<&str>,
+    default: PathBuf,
+) -> Result<PathBuf, String> {
+    if let Some(dir) = out {
+        return Ok(dir);
+    }
+    let Some(porcelain) = porcelain else {
+        return Err(format!(
+            "cannot ask git whether the tree is clean, so the report cannot go to {RESULTS}/ \
+             (it must name the commit it measured); write it elsewhere with `--out DIR`"
+        ));
+    };
+    let changed = changed_paths(porcelain);
+    if changed.is_empty() {
+        return Ok(default);
+    }
+    let shown: Vec<&str> = changed.iter().take(8).copied().collect();
+    Err(format!(
+        "the tree has uncommitted changes ({}{}), so the report would not match any commit: \
+         commit them before writing to {RESULTS}/, or write the report elsewhere with \
+         `--out DIR`",
+        shown.join(", "),
+        if changed.len() > shown.len() {
+            format!(" and {} more", changed.len() - shown.len())
+        } else {
+            String::new()
+        }
+    ))
+}
+
+/// `git status --porcelain` of the workspace (`None` if git could not be run).
+fn git_status() -> Option<String> {
+    let o = std::process::Command::new("git")
+        .current_dir(crate::build::workspace_root())
+        .args(["status", "--porcelain"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    Some(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+/// Short hash of HEAD, with `-dirty` if the tree has changes outside the reports
+/// ([`changed_paths`]; only a run with `--out` can be dirty).
 pub fn commit() -> String {
-    let git = |args: &[&str]| std::process::Command::new("git").args(args).output().ok();
-    let head = git(&["rev-parse", "--short", "HEAD"])
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
-    let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-        .is_some_and(|o| !o.stdout.is_empty());
+    let head = std::process::Command::new("git")
+        .current_dir(crate::build::workspace_root())
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|h| !h.is_empty());
+    let dirty = git_status().is_none_or(|s| !changed_paths(&s).is_empty());
     format!(
         "{}{}",
         head.unwrap_or_else(|| "unknown".into()),
@@ -81,22 +153,35 @@ pub fn commit() -> String {
 
 static RESULTS_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
-/// Write reports to `dir` instead of docs/results (CI's smoke run of the harness).
-pub fn set_results_dir(dir: PathBuf) {
+/// Choose where this run's reports go (`--out DIR`, or docs/results from a clean tree; see
+/// [`choose_results_dir`]); fails, before anything is measured, if neither is allowed.
+pub fn set_results_dir(out: Option<PathBuf>) -> Result<()> {
+    let default = crate::build::workspace_root().join(RESULTS);
+    let dir =
+        choose_results_dir(out, git_status().as_deref(), default).map_err(anyhow::Error::msg)?;
     let _ = RESULTS_DIR.set(dir);
+    Ok(())
 }
 
-pub fn results_dir() -> PathBuf {
-    RESULTS_DIR
+/// Where reports go: the directory [`set_results_dir`] chose. Writing to docs/results
+/// checks again that the tree is still clean, since a benchmark runs for minutes while the
+/// tree may change.
+pub fn results_dir() -> Result<PathBuf> {
+    let dir = RESULTS_DIR
         .get()
         .cloned()
-        .unwrap_or_else(|| crate::build::workspace_root().join("docs/results"))
+        .ok_or_else(|| anyhow::anyhow!("no results directory chosen (set_results_dir)"))?;
+    if dir == crate::build::workspace_root().join(RESULTS) {
+        choose_results_dir(None, git_status().as_deref(), dir.clone())
+            .map_err(|e| anyhow::anyhow!("the tree changed while the benchmark ran: {e}"))?;
+    }
+    Ok(dir)
 }
 
 impl Report {
     /// Write the JSON, Markdown and PNG files; returns the Markdown path.
     pub fn write(&self) -> Result<PathBuf> {
-        let dir = results_dir();
+        let dir = results_dir()?;
         std::fs::create_dir_all(&dir)?;
         let json = dir.join(format!("{}.json", self.bench));
         std::fs::write(&json, serde_json::to_string_pretty(self)? + "\n")?;
@@ -253,4 +338,64 @@ fn register_font() -> Result<()> {
     })
     .clone()
     .map_err(anyhow::Error::msg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn default() -> PathBuf {
+        PathBuf::from("/ws/docs/results")
+    }
+
+    #[test]
+    fn a_clean_tree_writes_to_docs_results() {
+        assert_eq!(choose_results_dir(None, Some(""), default()), Ok(default()));
+    }
+
+    #[test]
+    fn fresh_reports_do_not_make_the_tree_dirty() {
+        let status =
+            " M docs/results/basics.md\n M docs/results/basics.json\n?? docs/results/new.png\n";
+        assert!(changed_paths(status).is_empty());
+        assert_eq!(
+            choose_results_dir(None, Some(status), default()),
+            Ok(default())
+        );
+    }
+
+    #[test]
+    fn a_dirty_tree_is_refused_and_the_message_names_out() {
+        let status = " M kernel/src/main.rs\n?? user/newprog/\nR  docs/a.md -> docs/b.md\n";
+        assert_eq!(
+            changed_paths(status),
+            ["kernel/src/main.rs", "user/newprog/", "docs/b.md"]
+        );
+        let err = choose_results_dir(None, Some(status), default()).unwrap_err();
+        assert!(err.contains("--out DIR"), "{err}");
+        assert!(err.contains("kernel/src/main.rs"), "{err}");
+        // A report next to docs/results is not a report in it.
+        let near = "?? docs/results-old/x.md\n";
+        assert!(choose_results_dir(None, Some(near), default()).is_err());
+    }
+
+    #[test]
+    fn out_is_always_allowed() {
+        let out = PathBuf::from("/tmp/r");
+        let dirty = " M kernel/src/main.rs\n";
+        assert_eq!(
+            choose_results_dir(Some(out.clone()), Some(dirty), default()),
+            Ok(out.clone())
+        );
+        assert_eq!(
+            choose_results_dir(Some(out.clone()), None, default()),
+            Ok(out)
+        );
+    }
+
+    #[test]
+    fn without_git_docs_results_is_refused() {
+        let err = choose_results_dir(None, None, default()).unwrap_err();
+        assert!(err.contains("--out DIR"), "{err}");
+    }
 }

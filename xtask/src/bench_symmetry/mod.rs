@@ -200,7 +200,7 @@ pub fn symmetry(runs: usize) -> Result<()> {
     let mut r = report::build_report(&data)?;
     r.musubi_commit = crate::results::commit();
     let md = r.write()?;
-    let png = crate::results::results_dir().join("symmetry.png");
+    let png = crate::results::results_dir()?.join("symmetry.png");
     plot::plot(&data, &r, &png).with_context(|| format!("plotting {}", png.display()))?;
     println!("{}", r.markdown());
     for line in report::shape_lines(&r) {

@@ -282,10 +282,10 @@ pub fn build_report(d: &Data) -> Result<Report> {
              the one-core run's). Why: with more vCPUs than host cores, the host deschedules vCPU \
              threads at will, and when the ticket lock's holder or the next ticket's owner is \
              descheduled every other vCPU spins its host time slice away (lock-holder and \
-             lock-waiter preemption, the known trouble of spin locks in virtual machines), so \
-             the system-call and make workloads run a hundred times slower or more and the full \
-             work would take most of an hour. P2's processors were always there; this row shows \
-             what a big spin lock costs when they are not.",
+             lock-waiter preemption, the known trouble of spin locks in virtual machines), and \
+             the system-call and make workloads, which take the lock most, slow down the most \
+             (their throughput rows show by how much). P2's processors were always there; this \
+             row shows what a big spin lock costs when they are not.",
             d.host_cores,
             super::OVERSUBSCRIBED_BIGLOCK_DIVISOR,
             small[0],

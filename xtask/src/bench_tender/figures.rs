@@ -12,6 +12,17 @@ use super::{
 };
 use crate::results::{Check, Row};
 
+/// P4 section 4.2.2's rough figures: a local open and close (ms).
+pub(super) const P4_ROUGH_LOCAL_MS: (f64, f64) = (0.002, 0.001);
+/// P4 section 4.2.2: what a remote operation adds to a local one (ms).
+pub(super) const P4_ROUGH_REMOTE_EXTRA_MS: f64 = 0.05;
+
+/// Samples per repetition of one operation in an ops boot (`user/tender` prints the
+/// middle ones of each repetition).
+fn samples_per_rep(d: &Data, r: &super::OpsRun) -> usize {
+    r.create_local.len() / d.runs.max(1)
+}
+
 fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len().max(1) as f64
 }
@@ -101,9 +112,11 @@ pub(super) fn paper_ratios() -> (f64, f64) {
 /// checks, and the table.
 pub(super) fn figs_4_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -> String {
     let unlimited = &d.ops[LIMITS.len() - 1];
-    let mut fig45 = String::from(
+    let per_rep = samples_per_rep(d, unlimited);
+    let mut fig45 = format!(
         "**Figs. 4 and 5** (creation / deletion of a 4 KiB vregion, median instructions of the \
-         middle 50 operations; overhead = remote - local; paper in ms):\n\n\
+         middle {per_rep} operations of each repetition; overhead = remote - local; paper in \
+         ms):\n\n\
          | agents | create remote | create overhead | delete remote | delete overhead | \
          overhead / reuse overhead (create, delete) | paper overhead |\n\
          |---|---:|---:|---:|---:|---:|---:|\n",
@@ -150,16 +163,20 @@ pub(super) fn figs_4_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -
         );
     }
     fig45 += &format!(
-        "| local | {:.0} (create) | - | {:.0} (delete) | - | - | 0.002, 0.001 ms |\n\n\
-         Agents created on core 1 per 140 remote operations: {}.\n",
+        "| local | {:.0} (create) | - | {:.0} (delete) | - | - | {}, {} ms |\n\n\
+         Agents created on core 1 per repetition (remote requests served there per \
+         repetition): {}.\n",
         local_c.median,
         local_d.median,
+        P4_ROUGH_LOCAL_MS.0,
+        P4_ROUGH_LOCAL_MS.1,
         LIMITS
             .iter()
             .zip(&d.ops)
             .map(|(l, r)| format!(
-                "{:.1} with agents={l}",
-                r.agents_created as f64 * 140.0 / r.served.max(1) as f64
+                "{:.1} ({:.0}) with agents={l}",
+                r.agents_created as f64 / d.runs.max(1) as f64,
+                r.served as f64 / d.runs.max(1) as f64
             ))
             .collect::<Vec<_>>()
             .join(", ")
@@ -169,13 +186,14 @@ pub(super) fn figs_4_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -
     let first: Vec<(f64, f64)> = unlimited
         .create_local
         .iter()
-        .take(50)
+        .take(per_rep)
         .enumerate()
         .map(|(i, &t)| (i as f64, t))
         .collect();
     fig45 += &format!(
         "\nA local create costs {:.0} more instructions for each region the core already \
-         holds (slope over the 50 creations of the first repetition, agents unlimited).\n",
+         holds (slope over the {per_rep} creations of the first repetition, agents \
+         unlimited).\n",
         slope(&first)
     );
     let ratio_c = remote_c[last].median / local_c.median;
@@ -220,10 +238,11 @@ pub(super) fn figs_4_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -
             .count();
         checks.push(check(
             &format!(
-                "{fig}: remote {op} median does not rise as the agent limit rises (steps of 5)"
+                "{fig}: remote {op} median does not rise as the agent limit rises (steps of {})",
+                LIMITS.len() - 1
             ),
             steps as f64,
-            "= 5",
+            &format!("= {}", LIMITS.len() - 1),
             None,
             steps == LIMITS.len() - 1,
         ));
@@ -248,11 +267,12 @@ pub(super) fn figs_4_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -
 /// Table 5: what the rights checks cost, locally and remotely (agents unlimited).
 pub(super) fn table_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -> String {
     let unlimited = &d.ops[LIMITS.len() - 1];
-    let mut t5 = String::from(
-        "**Table 5** (RCC off / on, agents unlimited; mean of the middle 50; ours in \
-         instructions, the paper in µs):\n\n\
+    let mut t5 = format!(
+        "**Table 5** (RCC off / on, agents unlimited; mean of the middle {} of each \
+         repetition; ours in instructions, the paper in µs):\n\n\
          | operation | off | on | overhead | share | paper off | paper on | paper share |\n\
          |---|---:|---:|---:|---:|---:|---:|---:|\n",
+        samples_per_rep(d, unlimited)
     );
     for (label, off, on, paper) in [
         (
@@ -336,15 +356,19 @@ pub(super) fn table_5(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) ->
 /// Figs. 6 and 7, Table 6: the four placements of the child with n = 10..80 pairs, and the
 /// RPCC requests each cost.
 pub(super) fn fig_7_table_6(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -> String {
-    let base = CHILDREN[0].0;
-    let mut f7 = String::from(
-        "**Fig. 7** (child `tkid`, 4 KiB text; median instructions from spawn to the parent's \
-         WAIT; RPCC requests performed and messages sent per run):\n\n| case |",
+    let (base, base_kib) = CHILDREN[0];
+    let (first_n, last_n) = (FIG7_N[0], FIG7_N[FIG7_N.len() - 1]);
+    let mut f7 = format!(
+        "**Fig. 7** (child `{base}`, {base_kib} KiB text; median instructions from spawn to the \
+         parent's WAIT; RPCC requests performed and messages sent per run):\n\n| case |",
     );
     for n in FIG7_N {
         f7 += &format!(" n={n} |");
     }
-    f7 += " requests (n=10, 80) | messages (n=10, 80) | paper RPCC calls (Table 6) |\n|---|";
+    f7 += &format!(
+        " requests (n={first_n}, {last_n}) | messages (n={first_n}, {last_n}) | paper RPCC calls \
+         (Table 6) |\n|---|"
+    );
     f7 += &"---:|".repeat(FIG7_N.len() + 3);
     f7 += "\n";
     for case in CASES {
@@ -362,8 +386,8 @@ pub(super) fn fig_7_table_6(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Chec
             f7 += &format!(" {:.0} |", row.median);
             rows.push(row);
         }
-        let (q10, m10) = child_rpcc(d, case, base, FIG7_N[0]);
-        let (q80, m80) = child_rpcc(d, case, base, FIG7_N[FIG7_N.len() - 1]);
+        let (q10, m10) = child_rpcc(d, case, base, first_n);
+        let (q80, m80) = child_rpcc(d, case, base, last_n);
         let paper = match case {
             "L-L" => "0",
             "R-R" => "5 (placing and starting)",
@@ -379,9 +403,12 @@ pub(super) fn fig_7_table_6(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Chec
     };
     let in_order = FIG7_N.iter().filter(|&&n| order_at(n)).count();
     checks.push(check(
-        "Fig. 7: values of n at which L-L < R-R < L-R->R-R < L-R (of 8)",
+        &format!(
+            "Fig. 7: values of n at which L-L < R-R < L-R->R-R < L-R (of {})",
+            FIG7_N.len()
+        ),
         in_order as f64,
-        "= 8",
+        &format!("= {}", FIG7_N.len()),
         None,
         in_order == FIG7_N.len(),
     ));
@@ -601,13 +628,16 @@ pub(super) fn parallel(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>) -
          Wall time of each parallel boot (s): {}.",
         (default_ratio - 1.0) * 100.0,
         if default_ratio <= NOTIFY_TARGET {
-            "is a right choice (within 10% of the fastest)"
+            format!(
+                "is a right choice (within {:.0}% of the fastest)",
+                (NOTIFY_TARGET - 1.0) * 100.0
+            )
         } else {
-            "is NOT the right choice on this evidence"
+            "is NOT the right choice on this evidence".to_string()
         },
         if overlap {
             "The quartile ranges overlap, so the ranking is not firm: parallel mode on a shared \
-             two-core host is noisy."
+             host is noisy."
         } else {
             "The fastest mode's quartile range lies below the others'."
         },

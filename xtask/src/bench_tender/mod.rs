@@ -196,7 +196,7 @@ pub fn tender(runs: usize) -> Result<()> {
     let mut report = build_report(&data)?;
     report.musubi_commit = crate::results::commit();
     let md = report.write()?;
-    let png = crate::results::results_dir().join("tender.png");
+    let png = crate::results::results_dir()?.join("tender.png");
     plot(&data, &report, &png).with_context(|| format!("plotting {}", png.display()))?;
     println!("{}", report.markdown());
     println!("xtask: wrote {}", md.display());

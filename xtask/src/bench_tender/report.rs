@@ -2,7 +2,7 @@
 //! together from the figures ([`super::figures`]), with the notes on how it was measured.
 //! Its tests run it on made-up samples, which exercises every figure and check.
 
-use super::figures;
+use super::figures::{self, P4_ROUGH_LOCAL_MS, P4_ROUGH_REMOTE_EXTRA_MS};
 use super::{Data, LIMITS, NOTIFY, P4_CLOSE_LOCAL, P4_CLOSE_REMOTE, P4_OPEN_LOCAL, P4_OPEN_REMOTE};
 use crate::results::Report;
 use anyhow::{bail, Result};
@@ -42,11 +42,16 @@ pub fn build_report(d: &Data) -> Result<Report> {
     notes.push(format!(
         "The paper's ratios in the checks are from Table 5 with RCC on (remote / local: open \
          {:.1}, close {:.1}); with RCC off they are {:.1} and {:.1}, and the rough figures of \
-         section 4.2.2 (local 0.002 / 0.001 ms, remote + 0.05 ms) give about 26 and 51.",
+         section 4.2.2 (local {} / {} ms, remote + {} ms) give about {:.0} and {:.0}.",
         paper_ratio_c,
         paper_ratio_d,
         P4_OPEN_REMOTE.0 / P4_OPEN_LOCAL.0,
-        P4_CLOSE_REMOTE.0 / P4_CLOSE_LOCAL.0
+        P4_CLOSE_REMOTE.0 / P4_CLOSE_LOCAL.0,
+        P4_ROUGH_LOCAL_MS.0,
+        P4_ROUGH_LOCAL_MS.1,
+        P4_ROUGH_REMOTE_EXTRA_MS,
+        (P4_ROUGH_LOCAL_MS.0 + P4_ROUGH_REMOTE_EXTRA_MS) / P4_ROUGH_LOCAL_MS.0,
+        (P4_ROUGH_LOCAL_MS.1 + P4_ROUGH_REMOTE_EXTRA_MS) / P4_ROUGH_LOCAL_MS.1
     ));
     notes.push(t5);
     notes.push(f7);
