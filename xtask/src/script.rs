@@ -39,10 +39,11 @@ pub const ERROR_PREFIX: &str = "error: ";
 /// Longest command line sent (the shell's line editor takes at most 256 bytes).
 pub const MAX_COMMAND: usize = 200;
 /// Time allowed from QEMU's start to the first prompt.
-pub const BOOT_LIMIT: Duration = Duration::from_secs(120);
-/// Time allowed for one command, from sending it to the next prompt (or, for `poweroff`,
+pub const BOOT_LIMIT: Duration = Duration::from_secs(300);
+/// Time allowed for one command (a hang guard: generous, because a loaded host can slow a
+/// big-lock guest tenfold), from sending it to the next prompt (or, for `poweroff`,
 /// to QEMU's exit).
-pub const STEP_LIMIT: Duration = Duration::from_secs(60);
+pub const STEP_LIMIT: Duration = Duration::from_secs(180);
 
 /// A script line that says what the previous command must (not) print.
 pub const EXPECT: &str = "# expect:";

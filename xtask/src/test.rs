@@ -17,8 +17,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const SUITE_LIMIT: Duration = Duration::from_secs(180);
-const BOOT_LIMIT: Duration = Duration::from_secs(60);
+/// Hang guards only (a test never decides on them): on a loaded 2-core host a 4-vCPU
+/// big-lock boot runs ten times slower than alone, because a vCPU waiting for the lock
+/// spins through host time slices while the vCPU holding it is not running.
+const SUITE_LIMIT: Duration = Duration::from_secs(900);
+const BOOT_LIMIT: Duration = Duration::from_secs(180);
 
 #[derive(Default)]
 struct Tally {
