@@ -270,7 +270,9 @@ fn res_read(id: ResId, buf: u64, len: u64, arg: u64) -> Result<u64, Error> {
     proc::with_current_vspace(|vs| out.check(vs))?;
     match res::read(id, len, arg)? {
         ReadOut::Value(v) => Ok(v),
-        ReadOut::Bytes(bytes) => proc::with_current_vspace(|vs| out.write(vs, &bytes)).map(|n| n as u64),
+        ReadOut::Bytes(bytes) => {
+            proc::with_current_vspace(|vs| out.write(vs, &bytes)).map(|n| n as u64)
+        }
     }
 }
 

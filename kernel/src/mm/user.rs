@@ -251,7 +251,6 @@ impl<T: Pod> UserPtrMut<T> {
     pub fn check(self, mem: &impl UserMemory) -> Result<(), UserFault> {
         mem.check(self.range()?, true)
     }
-
 }
 
 impl<T: Pod> UserSlice<T> {
@@ -275,7 +274,6 @@ impl<T: Pod> UserSlice<T> {
         mem.copy_in(range, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
-
 }
 
 impl<T: Pod> UserSliceMut<T> {
@@ -310,5 +308,4 @@ impl<T: Pod> UserSliceMut<T> {
     pub fn check(self, mem: &impl UserMemory) -> Result<(), UserFault> {
         mem.check(self.range()?, true)
     }
-
 }

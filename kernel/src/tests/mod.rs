@@ -12,6 +12,7 @@ mod platform;
 mod process;
 mod resources;
 mod rpcc;
+mod usermem;
 
 use crate::smp;
 
