@@ -18,13 +18,14 @@
 //! | `REPLY` | request handle, `*const Msg`, value | 0 (`NoSuchResource` for a handle already answered) |
 
 use crate::Pid;
+use bytemuck::{Pod, Zeroable};
 
 /// Words of inline payload in a message; larger data goes through a shared vregion.
 pub const MSG_WORDS: usize = 6;
 
 /// A message: a label (its meaning is the program's) and six words.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Msg {
     pub label: u64,
     pub words: [u64; MSG_WORDS],
@@ -32,7 +33,7 @@ pub struct Msg {
 
 /// What `SUBMIT` asks for.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Submission {
     /// One of the `SUBMIT_*` values.
     pub kind: u64,
@@ -65,7 +66,7 @@ pub const SUBMIT_RES_WRITE: u64 = 9;
 
 /// A finished request, as `COLLECT` returns it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Completion {
     pub ticket: u64,
     /// 0, or the `Error` code the operation ended with.
@@ -78,7 +79,7 @@ pub struct Completion {
 
 /// A request taken from an endpoint, as `RECV` returns it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct Received {
     /// Handle for `REPLY` (0 for a one-way `SEND`, which takes no reply).
     pub request: u64,

@@ -6,6 +6,24 @@
 //! ([`Pid`]), priorities, and the records some calls fill in. `ResId`/`ResName` and `Rights`
 //! arrive with the resource layer. [`bench`] holds what the user bench programs and xtask
 //! both need to know.
+//!
+//! The records that cross user memory derive `bytemuck::Pod`, which is what lets the kernel
+//! copy them from untrusted bytes (its `mm::user` module accepts nothing else). The derive
+//! accepts only integers and arrays of them, without padding:
+//!
+//! ```
+//! #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+//! #[repr(C)]
+//! struct Plain { ready: u8, _pad: [u8; 7], value: u64 }
+//! ```
+//!
+//! and refuses a `bool` (or an enum), whose other bit patterns would be undefined:
+//!
+//! ```compile_fail,E0277
+//! #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+//! #[repr(C)]
+//! struct Flagged { ready: bool, _pad: [u8; 7], value: u64 }
+//! ```
 #![cfg_attr(not(test), no_std)]
 
 pub mod bench;

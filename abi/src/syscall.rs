@@ -47,6 +47,11 @@
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
 //!
+//! A pointer is `BadAddress` unless every byte it covers is the caller's to read (or, for
+//! the kernel's answers, to write). A pointer to a record or an array of records
+//! (`*mut WaitStatus`, `*const Msg`, `*mut ProcInfo`, ...) must also be aligned for the
+//! record, as a Rust reference is; a byte buffer may start anywhere.
+//!
 //! Every call works the same whatever core its target lives on: a pid, `ResId` or resource
 //! name of another core is carried there by the inter-core RPCC and answered exactly as a
 //! local call would be. `PROCESSES` lists every core's processes; `WAIT` waits for children

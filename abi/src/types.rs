@@ -1,5 +1,13 @@
 //! Plain data shared by kernel and user space: errors, process ids, priorities, and the
 //! records that `WAIT`, `PROCESSES` and `CORES` fill in.
+//!
+//! Every record that crosses user memory derives `bytemuck::Pod`: integers only, `repr(C)`,
+//! no padding (the derive refuses to compile otherwise), so any bytes are a valid value and
+//! the kernel can read one from untrusted memory without `unsafe`. A field that means a
+//! flag or a choice is an integer with named values (`ENDED_*`, `STATE_*`), never a `bool`
+//! or an enum.
+
+use bytemuck::{Pod, Zeroable};
 
 /// Why a system call failed. The numbers are the ABI; 0 is success and never an error.
 #[repr(u64)]
@@ -118,7 +126,7 @@ impl core::fmt::Display for Error {
 /// A process id: the core that created the process and a serial number on that core, so
 /// ids are unique machine-wide without any shared counter. Written `core.serial`, e.g.
 /// `0.7`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct Pid(pub u64);
 
@@ -193,7 +201,7 @@ impl Priority {
 
 /// How a child ended, as `WAIT` reports it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct WaitStatus {
     /// One of the `ENDED_*` values.
     pub how: u64,
@@ -236,7 +244,7 @@ pub const NAME_LEN: usize = 24;
 
 /// One process, as `PROCESSES` reports it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct ProcInfo {
     pub pid: Pid,
     pub parent: Pid,
@@ -277,7 +285,7 @@ impl ProcInfo {
 
 /// One core, as `CORES` reports it (from counters that core publishes).
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct CoreInfo {
     pub core: u32,
     pub online: u32,
@@ -308,7 +316,7 @@ pub const MODE_NAMES: [&str; MODE_COUNT] = ["user", "kernel", "lock", "idle", "i
 
 /// One core's time per CPU mode, as `MODES` reports it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct ModeInfo {
     pub core: u32,
     /// 1 if the kernel runs in big-lock mode (`kernel=biglock`), else 0.
@@ -333,7 +341,7 @@ pub fn rpcc_notify_name(mode: u32) -> &'static str {
 
 /// One core's inter-core RPCC counters, as `RPCC_STATS` reports them.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct RpccInfo {
     pub core: u32,
     /// One of the `RPCC_NOTIFY_*` values (the same on every core).

@@ -2,24 +2,16 @@
 //! checking and copying what a program passes, around the queues of `ipc`.
 
 use crate::ipc;
+use crate::mm::user::{UserFault, UserPtr, UserPtrMut, UserSliceMut};
 use crate::proc;
 use crate::syscall::{copy_in, MAX_IO};
 use abi::ipc::{self as api, Completion, Msg, Submission};
 use abi::res::ResId;
 use abi::Error;
 
-fn read<T: Copy + Default>(ptr: u64) -> Result<T, Error> {
-    proc::with_current_vspace(|vs| vs.read_value::<T>(ptr))
-}
-
-fn write<T: Copy>(ptr: u64, value: &T) -> Result<(), Error> {
-    proc::with_current_vspace(|vs| vs.write_value(ptr, value))
-}
-
-/// Is there room for a `T` at `ptr` that the caller may write? (Checked before anything is
-/// taken, so a bad pointer loses nothing.)
-fn writable<T>(ptr: u64) -> Result<(), Error> {
-    proc::with_current_vspace(|vs| vs.check_writable(ptr, core::mem::size_of::<T>()))
+/// Copy in the record at `ptr`.
+fn read<T: bytemuck::Pod>(ptr: u64) -> Result<T, Error> {
+    proc::with_current_vspace(|vs| UserPtr::<T>::new(ptr).read(vs))
 }
 
 /// SUBMIT(`*const Submission`) -> ticket.
@@ -39,9 +31,8 @@ pub fn submit(ptr: u64) -> Result<u64, Error> {
             if sub.args[1] > MAX_IO {
                 return Err(Error::TooLong);
             }
-            proc::with_current_vspace(|vs| {
-                vs.copy_out(sub.args[0], &alloc::vec![0u8; sub.args[1] as usize])
-            })?;
+            let buffer = UserSliceMut::<u8>::new(sub.args[0], sub.args[1] as usize);
+            proc::with_current_vspace(|vs| buffer.check(vs))?;
             None
         }
         _ => None,
@@ -51,15 +42,21 @@ pub fn submit(ptr: u64) -> Result<u64, Error> {
 
 /// COLLECT(ticket or ANY, `*mut Completion`, timeout) -> the ticket collected.
 pub fn collect(ticket: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
+    let out = UserPtrMut::<Completion>::new(out);
     // A bad record pointer fails before anything is taken.
-    writable::<Completion>(out)?;
+    proc::with_current_vspace(|vs| out.check(vs))?;
     let (mut c, bytes) = ipc::collect(ticket, timeout_ns)?;
-    if let Some((at, bytes)) = bytes {
-        if proc::with_current_vspace(|vs| vs.copy_out(at, &bytes)).is_err() {
-            c.status = Error::BadAddress as u64;
+    proc::with_current_vspace(|vs| {
+        if let Some((at, bytes)) = bytes {
+            if UserSliceMut::<u8>::new(at, bytes.len())
+                .write(vs, &bytes)
+                .is_err()
+            {
+                c.status = Error::BadAddress as u64;
+            }
         }
-    }
-    write(out, &c)?;
+        out.write(vs, &c)
+    })?;
     Ok(c.ticket)
 }
 
@@ -72,8 +69,13 @@ fn status(c: &Completion) -> Result<(), Error> {
 
 /// CALL(endpoint, `*const Msg`, `*mut Msg`) -> the reply's value (rendezvous).
 pub fn call(endpoint: u64, msg_ptr: u64, reply_ptr: u64) -> Result<u64, Error> {
-    let msg: Msg = read(msg_ptr)?;
-    writable::<Msg>(reply_ptr)?;
+    let reply_out = UserPtrMut::<Msg>::new(reply_ptr);
+    // The message and room for the reply, in one visit to the address space.
+    let msg = proc::with_current_vspace(|vs| {
+        let msg = UserPtr::<Msg>::new(msg_ptr).read(vs)?;
+        reply_out.check(vs)?;
+        Ok::<_, UserFault>(msg)
+    })?;
     let sub = Submission {
         kind: api::SUBMIT_CALL,
         target: endpoint,
@@ -83,7 +85,7 @@ pub fn call(endpoint: u64, msg_ptr: u64, reply_ptr: u64) -> Result<u64, Error> {
     let ticket = ipc::submit(&sub, None)?;
     let (c, _) = ipc::collect(ticket, u64::MAX)?;
     status(&c)?;
-    write(reply_ptr, &c.msg)?;
+    proc::with_current_vspace(|vs| reply_out.write(vs, &c.msg))?;
     Ok(c.value)
 }
 
@@ -103,9 +105,10 @@ pub fn send(endpoint: u64, msg_ptr: u64) -> Result<u64, Error> {
 
 /// RECV(endpoint, `*mut Received`, timeout) -> request handle.
 pub fn recv(endpoint: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
-    writable::<api::Received>(out)?;
+    let out = UserPtrMut::<api::Received>::new(out);
+    proc::with_current_vspace(|vs| out.check(vs))?;
     let r = ipc::recv(ResId(endpoint), timeout_ns)?;
-    write(out, &r)?;
+    proc::with_current_vspace(|vs| out.write(vs, &r))?;
     Ok(r.request)
 }
 

@@ -1,18 +1,19 @@
 //! The system calls: decoding a `syscall` frame, doing the call, encoding the result.
 //!
 //! Every argument from user space is checked here or in the function it is passed to:
-//! numbers against their ranges, pointers by copying through the caller's address space
-//! (`Error::BadAddress` if any byte is not the caller's), strings for length and UTF-8.
+//! numbers against their ranges, pointers as `mm::user`'s typed addresses, copied once
+//! through the caller's address space (`Error::BadAddress` if any byte is not the
+//! caller's), strings for length and UTF-8.
 //! Nothing a program passes can make the kernel fault.
 
 use crate::arch::x86_64::idt::TrapFrame;
+use crate::mm::user::{UserPtrMut, UserSlice, UserSliceMut};
 use crate::percore::{self, current_core};
 use crate::proc::{self, sched};
 use crate::res::{self, ReadOut};
 use abi::res::{ResId, Rights, UserId};
 use abi::syscall as nr;
 use abi::{Error, Pid, Priority};
-use alloc::vec;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
@@ -84,7 +85,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::RES_CONTROL => res::control(ResId(a[0]), a[1], a[2], a[3]),
         nr::RES_LIST => res_list(a[0], a[1], a[2]),
         nr::RES_INFO => res::info(ResId(a[0]))
-            .and_then(|i| proc::with_current_vspace(|vs| vs.write_value(a[1], &i)))
+            .and_then(|i| proc::with_current_vspace(|vs| UserPtrMut::new(a[1]).write(vs, &i)))
             .map(|()| 0),
         nr::SETUSER => u32::try_from(a[0])
             .map_err(|_| Error::InvalidArgument)
@@ -103,16 +104,15 @@ pub(crate) fn copy_in(uaddr: u64, len: u64, max: u64) -> Result<Vec<u8>, Error> 
     if len > max {
         return Err(Error::TooLong);
     }
-    let mut buf = vec![0u8; len as usize];
-    proc::with_current_vspace(|vs| vs.copy_in(uaddr, &mut buf))?;
-    Ok(buf)
+    proc::with_current_vspace(|vs| UserSlice::<u8>::new(uaddr, len as usize).read_to_vec(vs))
 }
 
 fn wait(pid: u64, status_ptr: u64, timeout_ns: u64) -> Result<u64, Error> {
+    let status_out = UserPtrMut::<abi::WaitStatus>::new(status_ptr);
     // Check the status pointer before blocking, so a bad one fails at once.
-    proc::with_current_vspace(|vs| vs.write_value(status_ptr, &abi::WaitStatus::default()))?;
+    proc::with_current_vspace(|vs| status_out.write(vs, &abi::WaitStatus::default()))?;
     let (child, status) = proc::wait(Pid(pid), timeout_ns)?;
-    proc::with_current_vspace(|vs| vs.write_value(status_ptr, &status))?;
+    proc::with_current_vspace(|vs| status_out.write(vs, &status))?;
     Ok(child.0)
 }
 
@@ -163,15 +163,10 @@ fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {
     write_records(ptr, &infos)
 }
 
-/// Copy `records` to the caller's array at `ptr`; returns how many.
-fn write_records<T: Copy>(ptr: u64, records: &[T]) -> Result<u64, Error> {
-    proc::with_current_vspace(|vs| {
-        for (i, r) in records.iter().enumerate() {
-            vs.write_value(ptr + (i * core::mem::size_of::<T>()) as u64, r)?;
-        }
-        Ok(())
-    })?;
-    Ok(records.len() as u64)
+/// Copy `records` to the caller's array at `ptr` (room for them all); returns how many.
+fn write_records<T: bytemuck::Pod>(ptr: u64, records: &[T]) -> Result<u64, Error> {
+    let out = UserSliceMut::<T>::new(ptr, records.len());
+    proc::with_current_vspace(|vs| out.write(vs, records)).map(|n| n as u64)
 }
 
 fn sleep(ns: u64) -> Result<u64, Error> {
@@ -194,8 +189,9 @@ fn console_read(ptr: u64, len: u64, flags: u64) -> Result<u64, Error> {
         return Ok(0);
     }
     let len = len.min(MAX_IO);
+    let out = UserSliceMut::<u8>::new(ptr, len as usize);
     // Check the buffer before blocking.
-    proc::with_current_vspace(|vs| vs.copy_out(ptr, &vec![0u8; len as usize]))?;
+    proc::with_current_vspace(|vs| out.check(vs))?;
     let mut got = Vec::new();
     loop {
         while (got.len() as u64) < len {
@@ -209,8 +205,7 @@ fn console_read(ptr: u64, len: u64, flags: u64) -> Result<u64, Error> {
         }
         sched::block(sched::Block::Console);
     }
-    proc::with_current_vspace(|vs| vs.copy_out(ptr, &got))?;
-    Ok(got.len() as u64)
+    proc::with_current_vspace(|vs| out.write(vs, &got)).map(|n| n as u64)
 }
 
 fn processes(ptr: u64, capacity: u64) -> Result<u64, Error> {
@@ -271,13 +266,13 @@ fn res_read(id: ResId, buf: u64, len: u64, arg: u64) -> Result<u64, Error> {
     if len > MAX_IO {
         return Err(Error::TooLong);
     }
+    let out = UserSliceMut::<u8>::new(buf, len as usize);
     // Check the buffer first, so a bad pointer changes nothing (a compute read binds).
-    proc::with_current_vspace(|vs| vs.copy_out(buf, &vec![0u8; len as usize]))?;
+    proc::with_current_vspace(|vs| out.check(vs))?;
     match res::read(id, len, arg)? {
         ReadOut::Value(v) => Ok(v),
         ReadOut::Bytes(bytes) => {
-            proc::with_current_vspace(|vs| vs.copy_out(buf, &bytes))?;
-            Ok(bytes.len() as u64)
+            proc::with_current_vspace(|vs| out.write(vs, &bytes)).map(|n| n as u64)
         }
     }
 }

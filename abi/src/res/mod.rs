@@ -27,6 +27,8 @@
 //! write, close and control is allowed or not ([`Rights`]). [`Rights::allows`] is the one
 //! check every operation goes through.
 
+use bytemuck::{Pod, Zeroable};
+
 /// Longest NAME part of a resource name.
 pub const MAX_NAME: usize = 32;
 /// Longest whole resource name.
@@ -184,7 +186,7 @@ impl<'a> ResName<'a> {
 }
 
 /// A resource identifier: machine (4 bits), core (6), type (4), generation (30), slot (20).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct ResId(pub u64);
 
@@ -259,7 +261,7 @@ impl core::fmt::Display for ResId {
 }
 
 /// A user, as RCC knows it. User 0 is the kernel and may do anything.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct UserId(pub u32);
 
@@ -347,7 +349,7 @@ impl Rights {
 
 /// One resource, as `RES_INFO` and `RES_LIST` report it.
 #[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct ResInfo {
     pub id: ResId,
     pub creator: UserId,

@@ -1,4 +1,5 @@
-//! Memory: per-core frame pools, per-core kernel heaps and per-core kernel stacks.
+//! Memory: per-core frame pools, per-core kernel heaps and per-core kernel stacks, and the
+//! typed addresses through which the kernel copies user memory ([`user`]).
 //!
 //! At boot the bootstrap core splits physical memory into one pool per core
 //! ([`frames::set_pool_layout`]); each core then builds its own pool's allocator inside its
@@ -11,6 +12,7 @@ pub mod frames;
 pub mod heap;
 pub mod kstack;
 mod remote;
+pub mod user;
 
 use crate::percore::CoreCell;
 use core::sync::atomic::AtomicU64;

@@ -14,6 +14,7 @@ pub mod vspace;
 
 use crate::arch::x86_64::idt::TrapFrame;
 use crate::arch::x86_64::{gdt, paging::PAGE_SIZE};
+use crate::mm::user::{IntoAbiError, UserSliceMut};
 use crate::percore::{self, current_core};
 use abi::res::UserId;
 use abi::{Error, Pid, Priority, WaitStatus};
@@ -437,12 +438,15 @@ fn push_args(vs: &VSpace, name: &str, args: &[&str]) -> Result<(u64, u64, u64), 
     let mut pairs: Vec<u64> = Vec::with_capacity(all.len() * 2);
     for a in &all {
         at -= a.len() as u64;
-        vs.copy_out(at, a.as_bytes())?;
+        UserSliceMut::new(at, a.len())
+            .write(vs, a.as_bytes())
+            .map_err(IntoAbiError::into_abi)?;
         pairs.extend([at, a.len() as u64]);
     }
     at = (at - pairs.len() as u64 * 8) & !15;
-    let bytes: Vec<u8> = pairs.iter().flat_map(|v| v.to_le_bytes()).collect();
-    vs.copy_out(at, &bytes)?;
+    UserSliceMut::<u64>::new(at, pairs.len())
+        .write(vs, &pairs)
+        .map_err(IntoAbiError::into_abi)?;
     Ok((at, all.len() as u64, at))
 }
 
@@ -689,8 +693,12 @@ pub fn grow_heap(bytes: u64) -> Result<u64, Error> {
     })
 }
 
-/// Run `f` on the running process's address space (for copying to and from user memory).
-pub fn with_current_vspace<R>(f: impl FnOnce(&VSpace) -> Result<R, Error>) -> Result<R, Error> {
+/// Run `f` on the running process's address space (for copying to and from user memory
+/// through `mm::user`'s typed addresses; their `UserFault`s become `BadAddress`).
+#[inline]
+pub fn with_current_vspace<R, E: IntoAbiError>(
+    f: impl FnOnce(&VSpace) -> Result<R, E>,
+) -> Result<R, Error> {
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let vs = s
@@ -698,7 +706,7 @@ pub fn with_current_vspace<R>(f: impl FnOnce(&VSpace) -> Result<R, Error>) -> Re
             .get(&serial)
             .and_then(|p| p.vspace.as_ref())
             .ok_or(Error::NoSuchProcess)?;
-        f(vs)
+        f(vs).map_err(E::into_abi)
     })
 }
 

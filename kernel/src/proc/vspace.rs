@@ -9,6 +9,7 @@
 
 use crate::arch::x86_64::paging::{self, is_user_half, phys_to_virt, Flags, PAGE_SIZE};
 use crate::mm::frames;
+use crate::mm::user::{IntoAbiError, UserFault, UserMemory, UserRange};
 use abi::Error;
 use alloc::vec::Vec;
 
@@ -255,31 +256,30 @@ impl VSpace {
         }
     }
 
-    /// Walk `len` bytes at user address `uaddr` page by page, calling `f(phys, offset, n)`
-    /// for each piece; fails without calling `f` for any piece if a page is missing or
-    /// lacks the access.
+    /// Walk the user range `at` page by page, calling `f(phys, offset, n)` for each piece;
+    /// fails without calling `f` for any piece if a page is missing or lacks the access.
+    #[inline]
     fn pieces(
         &self,
-        uaddr: u64,
-        len: usize,
+        at: UserRange,
         write: bool,
         mut f: impl FnMut(u64, usize, usize),
-    ) -> Result<(), Error> {
+    ) -> Result<(), UserFault> {
+        let (uaddr, len) = (at.start(), at.len());
         if len == 0 {
             return Ok(());
         }
-        let end = uaddr.checked_add(len as u64).ok_or(Error::BadAddress)?;
-        if !is_user_half(uaddr) || !is_user_half(end - 1) {
-            return Err(Error::BadAddress);
-        }
         // Two walks (check every page, then copy) instead of a list of pieces: no
         // allocation on the path of every system call that copies.
-        let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), Error> {
+        let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), UserFault> {
             let (mut at, mut done) = (uaddr, 0usize);
             while done < len {
-                let t = paging::translate(self.root, at).ok_or(Error::BadAddress)?;
-                if !t.user || (write && !t.writable) {
-                    return Err(Error::BadAddress);
+                let t = paging::translate(self.root, at).ok_or(UserFault::Unmapped)?;
+                if !t.user {
+                    return Err(UserFault::NotUser);
+                }
+                if write && !t.writable {
+                    return Err(UserFault::ReadOnly);
                 }
                 let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
                 f(t.paddr, done, n);
@@ -288,17 +288,39 @@ impl VSpace {
             }
             Ok(())
         };
-        // Within one page a failure comes before any copy: one walk does.
-        if uaddr / PAGE_SIZE != (end - 1) / PAGE_SIZE {
+        // Within one page a failure comes before any copy: one walk does (the range is
+        // checked, so `uaddr + len` does not wrap).
+        if uaddr / PAGE_SIZE != (uaddr + len as u64 - 1) / PAGE_SIZE {
             walk(&mut |_, _, _| {})?;
         }
         walk(&mut f)
     }
 
-    /// Copy `out.len()` bytes from user address `uaddr`.
-    pub fn copy_in(&self, uaddr: u64, out: &mut [u8]) -> Result<(), Error> {
-        let len = out.len();
-        self.pieces(uaddr, len, false, |phys, off, n| {
+    /// Write `data` at `uaddr` whatever the user may do there (the loader filling a
+    /// read-only segment); the pages must be mapped.
+    pub fn load(&self, uaddr: u64, data: &[u8]) -> Result<(), Error> {
+        let at = UserRange::new(uaddr, data.len(), 1).map_err(UserFault::into_abi)?;
+        self.pieces(at, false, |phys, off, n| {
+            // SAFETY: a user page of this address space (checked), written through the
+            // direct map before the process runs.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    data[off..].as_ptr(),
+                    phys_to_virt(phys) as *mut u8,
+                    n,
+                )
+            };
+        })
+        .map_err(UserFault::into_abi)
+    }
+}
+
+/// The kernel's only way into user memory (`mm::user`'s typed addresses copy through it).
+impl UserMemory for VSpace {
+    #[inline]
+    fn copy_in(&self, from: UserRange, out: &mut [u8]) -> Result<(), UserFault> {
+        assert_eq!(out.len(), from.len());
+        self.pieces(from, false, |phys, off, n| {
             // SAFETY: `phys..phys+n` is a user page of this address space (checked), mapped
             // in the direct map; `out[off..off+n]` is in bounds by construction.
             unsafe {
@@ -311,9 +333,10 @@ impl VSpace {
         })
     }
 
-    /// Copy `data` to user address `uaddr` (pages must be writable).
-    pub fn copy_out(&self, uaddr: u64, data: &[u8]) -> Result<(), Error> {
-        self.pieces(uaddr, data.len(), true, |phys, off, n| {
+    #[inline]
+    fn copy_out(&self, to: UserRange, data: &[u8]) -> Result<(), UserFault> {
+        assert_eq!(data.len(), to.len());
+        self.pieces(to, true, |phys, off, n| {
             // SAFETY: as in `copy_in`, and the page is writable by the user.
             unsafe {
                 core::ptr::copy_nonoverlapping(
@@ -325,53 +348,9 @@ impl VSpace {
         })
     }
 
-    /// Write `data` at `uaddr` whatever the user may do there (the loader filling a
-    /// read-only segment); the pages must be mapped.
-    pub fn load(&self, uaddr: u64, data: &[u8]) -> Result<(), Error> {
-        self.pieces(uaddr, data.len(), false, |phys, off, n| {
-            // SAFETY: a user page of this address space (checked), written through the
-            // direct map before the process runs.
-            unsafe {
-                core::ptr::copy_nonoverlapping(
-                    data[off..].as_ptr(),
-                    phys_to_virt(phys) as *mut u8,
-                    n,
-                )
-            };
-        })
-    }
-
-    /// Copy a plain-data value to user memory.
-    pub fn write_value<T: Copy>(&self, uaddr: u64, value: &T) -> Result<(), Error> {
-        // SAFETY: T is Copy plain data (the abi records), viewed as its bytes.
-        let bytes = unsafe {
-            core::slice::from_raw_parts(value as *const T as *const u8, core::mem::size_of::<T>())
-        };
-        self.copy_out(uaddr, bytes)
-    }
-
-    /// Check that `len` bytes at `uaddr` are the caller's to write (a record the kernel
-    /// fills in later), without writing them.
-    pub fn check_writable(&self, uaddr: u64, len: usize) -> Result<(), Error> {
-        self.pieces(uaddr, len, true, |_, _, _| {})
-    }
-
-    /// Read a plain record at user address `uaddr`.
-    ///
-    /// Only for the abi's `repr(C)` records made of integers, for which every bit pattern
-    /// is a valid value.
-    pub fn read_value<T: Copy + Default>(&self, uaddr: u64) -> Result<T, Error> {
-        let mut value = T::default();
-        // SAFETY: `value` is a live T; we overwrite its bytes with bytes of the same size,
-        // and T is plain integer data (see above), so any bytes make a valid T.
-        let bytes = unsafe {
-            core::slice::from_raw_parts_mut(
-                &mut value as *mut T as *mut u8,
-                core::mem::size_of::<T>(),
-            )
-        };
-        self.copy_in(uaddr, bytes)?;
-        Ok(value)
+    #[inline]
+    fn check(&self, at: UserRange, write: bool) -> Result<(), UserFault> {
+        self.pieces(at, write, |_, _, _| {})
     }
 }
 

@@ -13,6 +13,7 @@ mod platform;
 mod process;
 mod resources;
 mod rpcc;
+mod usermem;
 
 use crate::smp;
 

@@ -3,7 +3,7 @@
 //!
 //! | part | what |
 //! |---|---|
-//! | (a) | bad tickets and handles are clean errors |
+//! | (a) | bad tickets and handles are clean errors; kernel, non-canonical, unmapped and misaligned record pointers are `BadAddress`, and a no-op collected into a bad pointer is still there to collect |
 //! | (b) | 64 no-op submissions, each collected at once; a 300 ms timed operation does not finish before 300 ms |
 //! | (c) | 32 resource opens on CORE in flight at once, then 32 closes |
 //! | (d) | a child calls its parent's endpoint: replies come back in order, the kernel vouches for the sender; replying twice is an error; one-way sends arrive |
@@ -87,6 +87,7 @@ fn parent(core: usize) -> Check {
     if r != Err(Error::NoSuchResource) {
         return fail("(a) reply to an unknown request", r);
     }
+    bad_record_pointers()?;
     // (b)
     let t0 = sys::clock_ns().unwrap_or(0);
     let timer = ipc::submit(&ipc::timer(300_000_000)).map_err(|e| format!("(b) timer: {e}"))?;
@@ -212,6 +213,59 @@ fn parent(core: usize) -> Check {
         .map_err(|e| format!("(g) reply to a gone caller: {e}"))?;
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
     Ok(())
+}
+
+/// (a): every record pointer of the request path is checked before anything happens.
+fn bad_record_pointers() -> Check {
+    use ulib::abi::syscall::{self as nr, decode};
+    use ulib::sys::raw;
+    // A live buffer, and a pointer 4 bytes into it: mapped and writable, but misaligned for
+    // records of u64s.
+    let mut room = [0u64; 32];
+    let misaligned = room.as_mut_ptr() as u64 + 4;
+    let bad = [
+        ("kernel", 0xffff_ffff_8020_0000),
+        ("non-canonical", 0x0000_8000_0000_0000),
+        ("unmapped", 0x0000_0000_0000_1000),
+        ("misaligned", misaligned),
+    ];
+    let nop =
+        ipc::submit(&ipc::op(api::SUBMIT_NOP, 0, [0; 4])).map_err(|e| format!("(a) nop: {e}"))?;
+    for (what, ptr) in bad {
+        // SAFETY: the kernel must refuse each pointer before reading or writing through it;
+        // `misaligned` points into `room`, a live local, if it did not.
+        let r = unsafe {
+            [
+                ("SUBMIT", decode_pair(raw::syscall1(nr::SUBMIT, ptr))),
+                (
+                    "COLLECT",
+                    decode_pair(raw::syscall3(nr::COLLECT, nop, ptr, 0)),
+                ),
+                ("CALL", decode_pair(raw::syscall3(nr::CALL, 1, ptr, ptr))),
+                ("SEND", decode_pair(raw::syscall2(nr::SEND, 1, ptr))),
+                ("RECV", decode_pair(raw::syscall3(nr::RECV, 1, ptr, 0))),
+                ("REPLY", decode_pair(raw::syscall3(nr::REPLY, 1, ptr, 0))),
+            ]
+        };
+        for (call, got) in r {
+            if got != Err(Error::BadAddress) {
+                return fail(&format!("(a) {call} with a {what} record pointer"), got);
+            }
+        }
+    }
+    if room != [0; 32] {
+        return fail("(a) a refused record pointer wrote", room);
+    }
+    // The refused COLLECTs took nothing.
+    let c = ipc::collect(nop, 0).map_err(|e| format!("(a) collect the no-op: {e}"))?;
+    if c.ticket != nop || c.status != 0 {
+        return fail("(a) the no-op after refused collects", c);
+    }
+    return Ok(());
+
+    fn decode_pair((rax, rdx): (u64, u64)) -> Result<u64, Error> {
+        decode(rax, rdx)
+    }
 }
 
 fn find_endpoint(core: usize, name: &str) -> Result<ResId, String> {

@@ -244,17 +244,8 @@ pub fn open_process(
 /// Read a process resource: the process's record, as `PROCESSES` gives it.
 pub fn process_info(process: ResId) -> Result<ProcInfo, Error> {
     let mut out = ProcInfo::EMPTY;
-    // SAFETY: the kernel writes at most one ProcInfo (the length given) to a local that
-    // lives across the call; any bytes are a valid ProcInfo (integers only).
-    decode(unsafe {
-        raw::syscall4(
-            nr::RES_READ,
-            process.0,
-            &raw mut out as u64,
-            core::mem::size_of::<ProcInfo>() as u64,
-            0,
-        )
-    })?;
+    // ProcInfo is `Pod`: any bytes the kernel writes are a valid record.
+    read(process, bytemuck::bytes_of_mut(&mut out), 0)?;
     Ok(out)
 }
 
