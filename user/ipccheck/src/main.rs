@@ -13,7 +13,6 @@
 //!
 //! Roles (the child side): `ipccheck caller EP N`, `ipccheck flood EP`, `ipccheck server`,
 //! `ipccheck leaver EP`.
-#![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
 
