@@ -21,6 +21,7 @@ mod arch;
 mod archive;
 mod biglock;
 mod console;
+mod cpu_local;
 mod fatal;
 mod ipc;
 mod ipc_calls;

@@ -200,8 +200,8 @@ syscall_entry:
     jmp trap_after_gs
     "#,
     dispatch = sym super::trap::dispatch,
-    user_rsp = const crate::percore::USER_RSP_OFFSET,
-    kstack = const crate::percore::KSTACK_TOP_OFFSET,
+    user_rsp = const super::core_header::USER_RSP_OFFSET,
+    kstack = const super::core_header::KSTACK_TOP_OFFSET,
     user_ss = const super::gdt::USER_DS as u64,
     user_cs = const super::gdt::USER_CS as u64,
     vec_syscall = const super::trap::VEC_SYSCALL,
