@@ -7,7 +7,8 @@
 //!    per-core pools, this core's pool and heap; then it moves to its own guarded stack.
 //! 2. [`bsp_main`]: descriptor tables, clocks, interrupts, the other cores, and then either
 //!    the in-kernel tests, a power-off, or idle.
-//! 3. Application processors go through [`smp::ap_entry`] and the same per-core set-up.
+//! 3. Application processors go through [`entry::boot::ap_entry`] and the same per-core
+//!    set-up.
 //!
 //! See docs/design.md for the architecture and docs/tour.md for where each paper lives.
 #![no_std]
@@ -22,6 +23,7 @@ mod archive;
 mod biglock;
 mod console;
 mod cpu_local;
+mod entry;
 mod fatal;
 mod ipc;
 mod ipc_calls;
@@ -307,7 +309,7 @@ extern "C" fn bsp_main() -> ! {
         proc::sched::run_until(u64::MAX, || !running());
         power_off();
     }
-    smp::idle()
+    entry::boot::idle()
 }
 
 /// The boot summary: cores, frames per core, boot time.
