@@ -35,6 +35,7 @@ mod proc;
 mod res;
 mod rpcc;
 mod smp;
+mod structure;
 mod syscall;
 mod tests;
 mod time;
@@ -117,7 +118,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     }
     if args.biglock {
         // From here on this core holds the one kernel lock except in user mode and halts.
-        biglock::enable();
+        structure::choose_biglock();
         biglock::acquire();
     }
     match boot.modules.first() {

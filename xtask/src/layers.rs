@@ -12,14 +12,17 @@
 //!
 //! ```text
 //! - layer `main`, `tests`: any
-//! - layer `entry`
 //! - layer `proc`, `res`: `proc` -> `res`
 //! - layer `arch`
+//! - up `arch` -> `main`: why
+//! - composition `percore`: why
 //! ```
 //!
 //! A module may name any module of a *lower* layer. Within a layer only the arrows listed
 //! after the colon are allowed (`any` allows every arrow out of that layer's modules).
-//! Every top module of the kernel must be in exactly one layer.
+//! An `up` line allows one arrow to a higher layer. A `composition` module is a record
+//! that holds every subsystem's per-core state: any module may name it, and it may name
+//! any module. Every top module of the kernel must be in exactly one layer.
 //!
 //! `cargo xtask layers` prints the graph and the check; `cargo test -p xtask` runs the check.
 
@@ -39,24 +42,46 @@ pub struct Layers {
     same: BTreeSet<(String, String)>,
     /// Modules whose layer line says `any`.
     any: BTreeSet<String>,
+    /// Arrows allowed to a higher layer.
+    up: BTreeSet<(String, String)>,
+    /// Composition modules (arrows in and out allowed).
+    composition: BTreeSet<String>,
 }
 
 impl Layers {
     /// Parse the "Layers" section of the design document.
     pub fn parse(doc: &str) -> Result<Layers> {
         let start = doc
-            .find("\n## Layers")
-            .context("docs/design.md has no \"## Layers\" section")?;
-        let section = &doc[start + 1..];
-        let end = section[3..].find("\n## ").map_or(section.len(), |e| e + 3);
-        let lines: Vec<&str> = section[..end]
             .lines()
+            .position(|l| l.starts_with("## ") && l.trim_end().ends_with("Layers"))
+            .context("docs/design.md has no \"## ... Layers\" section")?;
+        let section: Vec<&str> = doc
+            .lines()
+            .skip(start + 1)
+            .take_while(|l| !l.starts_with("## "))
+            .collect();
+        let mut out = Layers::default();
+        for l in &section {
+            let l = l.trim_start();
+            if let Some(rest) = l.strip_prefix("- up ") {
+                let (arrow, _why) = rest.split_once(':').unwrap_or((rest, ""));
+                match ticked(arrow).as_slice() {
+                    [a, b] if arrow.contains("->") => out.up.insert((a.clone(), b.clone())),
+                    _ => bail!("cannot read up arrow {arrow:?} in docs/design.md"),
+                };
+            } else if let Some(rest) = l.strip_prefix("- composition ") {
+                let (names, _why) = rest.split_once(':').unwrap_or((rest, ""));
+                out.composition.extend(ticked(names));
+            }
+        }
+        let lines: Vec<&str> = section
+            .iter()
+            .copied()
             .filter(|l| l.trim_start().starts_with("- layer "))
             .collect();
         if lines.is_empty() {
             bail!("the Layers section of docs/design.md lists no \"- layer\" lines");
         }
-        let mut out = Layers::default();
         let n = lines.len();
         for (i, line) in lines.iter().enumerate() {
             let index = n - 1 - i;
@@ -64,7 +89,7 @@ impl Layers {
             let (names, rest) = body.split_once(':').unwrap_or((body, ""));
             let names = ticked(names);
             for m in &names {
-                if out.layer.insert(m.clone(), index).is_some() {
+                if out.layer.insert(m.clone(), index).is_some() || out.composition.contains(m) {
                     bail!("module `{m}` is in two layers of docs/design.md");
                 }
             }
@@ -91,6 +116,12 @@ impl Layers {
 
     /// Whether `from` may name `to`.
     pub fn allows(&self, from: &str, to: &str) -> bool {
+        if self.composition.contains(from)
+            || self.composition.contains(to)
+            || self.up.contains(&(from.to_string(), to.to_string()))
+        {
+            return true;
+        }
         match (self.layer.get(from), self.layer.get(to)) {
             (Some(a), Some(b)) => {
                 a > b
@@ -105,7 +136,7 @@ impl Layers {
     pub fn violations(&self, graph: &Graph, modules: &BTreeSet<String>) -> Vec<String> {
         let mut v: Vec<String> = modules
             .iter()
-            .filter(|m| !self.layer.contains_key(*m))
+            .filter(|m| !self.layer.contains_key(*m) && !self.composition.contains(*m))
             .map(|m| format!("module `{m}` is in no layer of docs/design.md"))
             .collect();
         for (from, tos) in graph {
@@ -183,6 +214,7 @@ enum Tok {
     Open,
     Close,
     Comma,
+    Bang,
     Other,
 }
 
@@ -280,6 +312,7 @@ fn tokens(s: &str) -> Vec<Tok> {
                 b'{' => Tok::Open,
                 b'}' => Tok::Close,
                 b',' => Tok::Comma,
+                b'!' => Tok::Bang,
                 _ if c.is_ascii_whitespace() => {
                     i += 1;
                     continue;
@@ -293,9 +326,10 @@ fn tokens(s: &str) -> Vec<Tok> {
 }
 
 /// The first names after a path prefix ending at `toks[i]` (just after a `::`): one
-/// identifier, or each item of a `{a, b::c}` group.
+/// identifier (not a macro's: `crate::kprintln!`), or each item of a `{a, b::c}` group.
 fn names_at(toks: &[Tok], i: usize) -> Vec<String> {
     match toks.get(i) {
+        Some(Tok::Ident(_)) if toks.get(i + 1) == Some(&Tok::Bang) => Vec::new(),
         Some(Tok::Ident(n)) => vec![n.clone()],
         Some(Tok::Open) => {
             let mut out = Vec::new();
@@ -303,7 +337,12 @@ fn names_at(toks: &[Tok], i: usize) -> Vec<String> {
             let mut expect = true;
             for t in &toks[i..] {
                 match t {
-                    Tok::Open => depth += 1,
+                    Tok::Open => {
+                        depth += 1;
+                        if depth == 1 {
+                            continue;
+                        }
+                    }
                     Tok::Close => {
                         depth -= 1;
                         if depth == 0 {
@@ -325,8 +364,19 @@ fn names_at(toks: &[Tok], i: usize) -> Vec<String> {
     }
 }
 
-/// The top modules a file names, given the file's module path.
+/// The top modules a file names, given the file's module path. A name at the crate root
+/// that is not a module (`crate::kmain_bsp`, `crate::KERNEL_STACK_PAGES`) is the root's,
+/// `main`.
 fn file_targets(text: &str, file_path: &[String], modules: &BTreeSet<String>) -> Vec<String> {
+    let root = |names: Vec<String>| {
+        names.into_iter().map(|n| {
+            if modules.contains(&n) || n == "self" {
+                n
+            } else {
+                "main".to_string()
+            }
+        })
+    };
     let toks = tokens(text);
     let mut out = Vec::new();
     // Inline `mod x {` blocks: the brace depth at which each was opened.
@@ -348,7 +398,7 @@ fn file_targets(text: &str, file_path: &[String], modules: &BTreeSet<String>) ->
                 }
             }
             Tok::Ident(k) if k == "crate" && toks.get(i + 1) == Some(&Tok::Path) => {
-                out.extend(names_at(&toks, i + 2));
+                out.extend(root(names_at(&toks, i + 2)));
             }
             Tok::Ident(k) if k == "super" && toks.get(i + 1) == Some(&Tok::Path) => {
                 let mut supers = 0;
@@ -360,7 +410,7 @@ fn file_targets(text: &str, file_path: &[String], modules: &BTreeSet<String>) ->
                     j += 2;
                 }
                 if supers == file_path.len() + inline.len() {
-                    out.extend(names_at(&toks, j));
+                    out.extend(root(names_at(&toks, j)));
                 }
                 i = j;
                 continue;
@@ -381,10 +431,11 @@ fn file_targets(text: &str, file_path: &[String], modules: &BTreeSet<String>) ->
     out
 }
 
-/// `cargo xtask layers`: print the kernel's module graph and check it.
-pub fn run() -> Result<()> {
+/// `cargo xtask layers`: print the kernel's module graph (of `src`, by default the
+/// workspace's kernel/src) and check it.
+pub fn run(src: Option<PathBuf>) -> Result<()> {
     let root = crate::build::workspace_root();
-    let (modules, graph) = kernel_graph(&root.join("kernel/src"))?;
+    let (modules, graph) = kernel_graph(&src.unwrap_or_else(|| root.join("kernel/src")))?;
     let n: usize = graph.values().map(BTreeSet::len).sum();
     println!("kernel module graph: {} modules, {n} arrows", modules.len());
     for (from, tos) in &graph {
@@ -408,7 +459,7 @@ mod tests {
     use super::*;
 
     fn targets(text: &str, path: &[&str]) -> Vec<String> {
-        let modules: BTreeSet<String> = ["a", "b", "c", "d", "e"].map(String::from).into();
+        let modules: BTreeSet<String> = ["a", "b", "c", "d", "e", "main"].map(String::from).into();
         let path: Vec<String> = path.iter().map(|s| s.to_string()).collect();
         file_targets(text, &path, &modules)
     }
@@ -417,6 +468,11 @@ mod tests {
     fn paths_are_found_in_code_only() {
         let src = "use crate::a::x;\n// crate::b::y\nfn f() { let s = \"crate::c\"; crate::d::g('x', '\\n'); }\n/* crate::e */";
         assert_eq!(targets(src, &["m"]), ["a", "d"]);
+        // Root items are `main`'s; exported macros are not followed.
+        assert_eq!(
+            targets("crate::boot_state(); crate::kprintln!(\"x\");", &["m"]),
+            ["main"]
+        );
     }
 
     #[test]
@@ -441,15 +497,16 @@ mod tests {
 
     #[test]
     fn layer_rules() {
-        let doc = "x\n## Layers\n- layer `top`: any\n- layer `p`, `q`: `p` -> `q`\n- layer `leaf`\n## Next\n- layer `z`\n";
+        let doc = "x\n## 3. Layers\n- layer `top`: any\n- layer `p`, `q`: `p` -> `q`\n- layer `leaf`\n- up `leaf` -> `q`: an event\n- composition `rec`: fields\n## Next\n- layer `z`\n";
         let l = Layers::parse(doc).unwrap();
         assert!(l.allows("p", "leaf") && l.allows("p", "q") && l.allows("top", "p"));
         assert!(!l.allows("q", "p") && !l.allows("leaf", "p") && !l.allows("p", "top"));
+        assert!(l.allows("leaf", "q") && l.allows("leaf", "rec") && l.allows("rec", "top"));
         assert!(
             !l.allows("z", "leaf"),
             "lines after the section are not read"
         );
-        let modules: BTreeSet<String> = ["p", "q", "r"].map(String::from).into();
+        let modules: BTreeSet<String> = ["p", "q", "r", "rec"].map(String::from).into();
         let mut g = Graph::new();
         g.entry("q".into()).or_default().insert("p".into());
         assert_eq!(l.violations(&g, &modules).len(), 2);

@@ -87,7 +87,11 @@ enum Cmd {
         kernel_only: bool,
     },
     /// Print the kernel's module graph and check it against the layers in docs/design.md.
-    Layers,
+    Layers {
+        /// Another copy of kernel/src to read (for a before/after comparison).
+        #[arg(long)]
+        src: Option<std::path::PathBuf>,
+    },
     /// Boot with trace=on, run a shell script, dump the trace as Chrome JSON for Perfetto.
     Trace(trace::Args),
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
@@ -120,7 +124,7 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", elf.display());
         }
         Cmd::Clippy { deny_warnings } => build::clippy(deny_warnings)?,
-        Cmd::Layers => layers::run()?,
+        Cmd::Layers { src } => layers::run(src)?,
         Cmd::Run {
             smp,
             cmdline,

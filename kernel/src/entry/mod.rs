@@ -60,7 +60,7 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
     } else {
         Mode::Interrupt
     });
-    let big = biglock::enabled();
+    let big = crate::structure::biglock();
     let held = big && biglock::held();
     if big {
         biglock::flush_if_stale();
@@ -116,7 +116,7 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
 fn leave_for_user(vector: u64) {
     trace::event(trace::Kind::Exit, vector, 0);
     modes::enter(Mode::User);
-    if biglock::enabled() {
+    if crate::structure::biglock() {
         biglock::release();
     }
 }

@@ -630,7 +630,7 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
             return Err(Error::NoSuchProcess);
         }
         if s.current_process() == Some(pid.serial()) {
-            if crate::biglock::acted_for() {
+            if !crate::structure::serves_running_thread() {
                 // Big-lock mode, working for its core: it runs in user mode on that CPU.
                 // It ends itself on its next way back to user mode (an IPI follows).
                 if let Some(t) = s.current_thread() {
