@@ -2,7 +2,7 @@
 //! code as the per-core kernel.
 //!
 //! One global lock is taken at every kernel entry (system call, trap, interrupt: see
-//! `arch::x86_64::trap::dispatch`) and released on the way back to user mode and around
+//! `entry::trap`) and released on the way back to user mode and around
 //! every halt of an idle or waiting core. A core waiting for it spins, in `Lock` mode
 //! (`modes`). Context switches happen inside the kernel, under the lock, like P2's `swtch`.
 //!
@@ -16,21 +16,15 @@
 use crate::arch::x86_64::cpu;
 use crate::modes::{self, Mode};
 use crate::percore::{self, current_core};
-use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use core::sync::atomic::{AtomicU32, Ordering};
 
-static ENABLED: AtomicBool = AtomicBool::new(false);
 static NEXT_TICKET: AtomicU32 = AtomicU32::new(0);
 static NOW_SERVING: AtomicU32 = AtomicU32::new(0);
 
-/// Switch big-lock mode on (boot option, on the bootstrap core before others start).
-pub fn enable() {
-    ENABLED.store(true, Ordering::Relaxed);
-}
-
-/// Is the kernel in big-lock mode?
+/// Is the kernel in big-lock mode? (The switch is `structure`'s.)
 #[inline]
 pub fn enabled() -> bool {
-    ENABLED.load(Ordering::Relaxed)
+    crate::structure::biglock()
 }
 
 /// Does this core hold the lock?
@@ -103,10 +97,4 @@ pub fn on_core<R>(core: usize, f: impl FnOnce() -> R) -> R {
     percore::of(core).tlb_stale.store(true, Ordering::Release);
     crate::smp::kick(core);
     r
-}
-
-/// Is another core working on this core's tables right now (`on_core`)? Then this core's
-/// "running" thread is not the caller: it runs in user mode on its own CPU.
-pub fn acted_for() -> bool {
-    percore::this().acted_for.load(Ordering::Relaxed)
 }

@@ -7,7 +7,8 @@
 //!    per-core pools, this core's pool and heap; then it moves to its own guarded stack.
 //! 2. [`bsp_main`]: descriptor tables, clocks, interrupts, the other cores, and then either
 //!    the in-kernel tests, a power-off, or idle.
-//! 3. Application processors go through [`smp::ap_entry`] and the same per-core set-up.
+//! 3. Application processors go through [`entry::boot::ap_entry`] and the same per-core
+//!    set-up.
 //!
 //! See docs/design.md for the architecture and docs/tour.md for where each paper lives.
 #![no_std]
@@ -21,6 +22,8 @@ mod arch;
 mod archive;
 mod biglock;
 mod console;
+mod cpu_local;
+mod entry;
 mod fatal;
 mod ipc;
 mod ipc_calls;
@@ -32,6 +35,7 @@ mod proc;
 mod res;
 mod rpcc;
 mod smp;
+mod structure;
 mod syscall;
 mod tests;
 mod time;
@@ -134,7 +138,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     }
     if args.biglock {
         // From here on this core holds the one kernel lock except in user mode and halts.
-        biglock::enable();
+        structure::choose_biglock();
         biglock::acquire();
     }
     // Physical memory: RAM minus what is already in use.
@@ -337,7 +341,7 @@ extern "C" fn bsp_main() -> ! {
         proc::sched::run_until(u64::MAX, || !running());
         power_off();
     }
-    smp::idle()
+    entry::boot::idle()
 }
 
 /// The boot summary: cores, frames per core, boot time.

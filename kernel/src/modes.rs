@@ -108,7 +108,7 @@ pub fn info_of(core: usize) -> abi::ModeInfo {
     let m = &percore::of(core).modes;
     abi::ModeInfo {
         core: core as u32,
-        biglock: u32::from(crate::biglock::enabled()),
+        biglock: u32::from(crate::structure::biglock()),
         ns: core::array::from_fn(|i| crate::time::tsc_to_ns(m.total[i].load(Ordering::Relaxed))),
     }
 }

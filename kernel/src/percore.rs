@@ -1,37 +1,19 @@
-//! Per-core data: each core's own state, found through its GS base.
+//! The per-core *composition*: which subsystems keep state in each core's record.
 //!
-//! Musubi's default structure is a kernel per core (Barrelfish; Tender's per-core resource
-//! management, P4): every core owns its memory pool, its heap, its tables and its counters,
-//! and no lock protects them because no other core touches them. This module gives that
-//! rule a shape the compiler can help with:
-//!
-//! * [`CoreLocal`] is one core's record. The kernel keeps one per possible core in a static
-//!   array; `GS.base` of core *i* points at element *i*, so [`current_core`] is one load.
-//! * Fields other cores may *read* (published counters) are atomics written only by the
-//!   owner. Fields other cores *write* (the IPI mailbox, remote-free lists) are lock-free
-//!   single-writer-per-slot structures defined by the modules that own them.
-//! * Owner-only state sits in a [`CoreCell`], whose [`CoreCell::with`] checks at run time
-//!   that the caller is the owning core and that the cell is not already borrowed (the
-//!   kernel is non-preemptible, so the only re-entry is a fault handler).
+//! The mechanism (the record found through `GS`, owner-only cells, acting as another core)
+//! is `crate::cpu_local`'s; this file only lists the fields, as Theseus's `per_cpu` lists
+//! what its `cpu_local` mechanism holds. A subsystem with per-core state adds one field
+//! here and keeps the field's type (and every rule about it) in its own module.
 
-use crate::arch::x86_64::cpu;
+pub use crate::cpu_local::{assert_no_borrows, current_core, CoreCell};
+use crate::cpu_local::{CoreHead, PerCore, Record};
 use abi::MAX_CORES;
-use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 
-/// One core's record. `core` must stay the first field: [`current_core`] reads it at
-/// `gs:[0]`.
+/// One core's record. `head` must stay the first field (`cpu_local::Record`).
 #[repr(C, align(64))]
 pub struct CoreLocal {
-    core: AtomicUsize,
-    /// Top of the running thread's kernel stack (`gs:[8]`, read by the syscall entry).
-    kstack_top: AtomicU64,
-    /// The user stack pointer while the syscall entry switches stacks (`gs:[16]`).
-    user_rsp: AtomicU64,
-    /// This core's TSS (written only through `gdt::set_rsp0`).
-    tss: AtomicPtr<x86_64::structures::tss::TaskStateSegment>,
-    /// Owner-only cells currently borrowed on this core (must be 0 when it waits).
-    open_borrows: AtomicU32,
+    head: CoreHead,
     /// Published state, written by the owner only.
     pub stats: CoreStats,
     /// Messages from other cores (one slot per sender).
@@ -105,33 +87,16 @@ impl CoreStats {
     }
 }
 
-/// Offsets the assembly entry paths use.
-pub const KSTACK_TOP_OFFSET: usize = core::mem::offset_of!(CoreLocal, kstack_top);
-pub const USER_RSP_OFFSET: usize = core::mem::offset_of!(CoreLocal, user_rsp);
-const _: () = assert!(core::mem::offset_of!(CoreLocal, core) == 0);
-
 impl CoreLocal {
-    /// Record this core's TSS (once, from `gdt::init_this_core`).
-    pub fn set_tss(&self, tss: *mut x86_64::structures::tss::TaskStateSegment) {
-        self.tss.store(tss, Ordering::Release);
-    }
-
-    pub fn tss(&self) -> *mut x86_64::structures::tss::TaskStateSegment {
-        self.tss.load(Ordering::Acquire)
-    }
-
     /// Set the kernel stack the syscall entry switches to.
+    #[inline]
     pub fn set_kstack_top(&self, top: u64) {
-        self.kstack_top.store(top, Ordering::Relaxed);
+        self.head.arch.set_kstack_top(top);
     }
 
     const fn new() -> Self {
         CoreLocal {
-            core: AtomicUsize::new(0),
-            kstack_top: AtomicU64::new(0),
-            user_rsp: AtomicU64::new(0),
-            tss: AtomicPtr::new(core::ptr::null_mut()),
-            open_borrows: AtomicU32::new(0),
+            head: CoreHead::new(),
             stats: CoreStats::new(),
             mailbox: crate::smp::Mailbox::new(),
             mem: crate::mm::CoreMem::new(),
@@ -152,106 +117,35 @@ impl CoreLocal {
     }
 }
 
-static CORES: [CoreLocal; MAX_CORES] = [const { CoreLocal::new() }; MAX_CORES];
+impl Record for CoreLocal {
+    #[inline]
+    fn head(&self) -> &CoreHead {
+        &self.head
+    }
+}
+
+const _: () = assert!(core::mem::offset_of!(CoreLocal, head) == 0);
+
+static CORES: PerCore<CoreLocal> = PerCore::new([const { CoreLocal::new() }; MAX_CORES]);
 
 /// Point this core's GS base at its record. Called first thing on every core.
 pub fn init_this_core(core: usize) {
-    assert!(core < MAX_CORES, "core index {core} beyond MAX_CORES");
-    CORES[core].core.store(core, Ordering::Relaxed);
-    let record = &CORES[core] as *const CoreLocal as u64;
-    // SAFETY: GS.base is only used by `current_core`; the record is a static that lives
-    // for the whole run, and `core` indexes it.
-    unsafe { cpu::wrmsr(cpu::MSR_GS_BASE, record) };
+    CORES.init_this_core(core);
 }
 
-/// Panic if this core holds a [`CoreCell`] borrow. Called before a core waits with
-/// interrupts open: an interrupt handler could need the same cell.
-/// Act as core `core` from now on: `this()` and `current_core()` name its record. Only big-lock
-/// mode does this, holding the lock, around work on another core's tables
-/// (`biglock::on_core`), and switches back after.
+/// Act as core `core` (big-lock mode only: see [`PerCore::act_as`]).
 pub fn act_as(core: usize) {
-    let record = &CORES[core] as *const CoreLocal as u64;
-    // SAFETY: GS.base points at a core record, as at start-up; the kernel runs with
-    // interrupts masked, so nothing observes the switch half-done.
-    unsafe { cpu::wrmsr(cpu::MSR_GS_BASE, record) };
-}
-
-pub fn assert_no_borrows() {
-    let n = this().open_borrows.load(Ordering::Relaxed);
-    assert!(
-        n == 0,
-        "core {} waits while holding {n} owner-only borrows",
-        current_core()
-    );
-}
-
-/// Index of the core running this code.
-#[inline]
-pub fn current_core() -> usize {
-    let core: usize;
-    // SAFETY: GS.base points at this core's `CoreLocal` (set by `init_this_core` before any
-    // other kernel code runs), whose first field is the core index.
-    unsafe {
-        core::arch::asm!("mov {}, gs:[0]", out(reg) core, options(nostack, readonly, preserves_flags))
-    };
-    core
+    CORES.act_as(core);
 }
 
 /// This core's record.
 #[inline]
 pub fn this() -> &'static CoreLocal {
-    &CORES[current_core()]
+    CORES.this()
 }
 
 /// Another core's record, for reading its published counters or posting to its mailbox.
+#[inline]
 pub fn of(core: usize) -> &'static CoreLocal {
-    &CORES[core]
-}
-
-/// Owner-only state inside a [`CoreLocal`].
-pub struct CoreCell<T> {
-    borrowed: AtomicBool,
-    value: UnsafeCell<T>,
-}
-
-// SAFETY: `with` hands out the inner value only to the owning core and only once at a time,
-// so the value is never accessed from two cores or twice on one core.
-unsafe impl<T: Send> Sync for CoreCell<T> {}
-
-impl<T> CoreCell<T> {
-    pub const fn new(value: T) -> Self {
-        CoreCell {
-            borrowed: AtomicBool::new(false),
-            value: UnsafeCell::new(value),
-        }
-    }
-
-    /// Run `f` on the value. Panics if called from a core other than the owner, or
-    /// re-entered (for example by a fault handler while the owner holds it).
-    /// Is the value borrowed now (by this core: nobody else may)?
-    pub fn is_borrowed(&self) -> bool {
-        self.borrowed.load(Ordering::Relaxed)
-    }
-
-    pub fn with<R>(&self, f: impl FnOnce(&mut T) -> R) -> R {
-        let me = this() as *const CoreLocal as usize;
-        let at = self as *const Self as usize;
-        assert!(
-            at.wrapping_sub(me) < core::mem::size_of::<CoreLocal>(),
-            "core {} touched another core's owner-only state",
-            current_core()
-        );
-        assert!(
-            !self.borrowed.swap(true, Ordering::Acquire),
-            "owner-only state re-entered on core {}",
-            current_core()
-        );
-        let core = this();
-        core.open_borrows.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: we are the owning core (checked above) and hold the only borrow.
-        let r = f(unsafe { &mut *self.value.get() });
-        core.open_borrows.fetch_sub(1, Ordering::Relaxed);
-        self.borrowed.store(false, Ordering::Release);
-        r
-    }
+    CORES.of(core)
 }

@@ -113,7 +113,8 @@ pub fn kick_all_others() {
     apic::send_ipi_all_others(trap::VEC_IPI as u8);
 }
 
-/// The doorbell IPI: count it per sender and run any posted calls.
+/// The doorbell IPI: count it per sender and run any posted calls. (The same doorbell
+/// announces RPCC messages: the entry module polls for them next.)
 pub fn on_ipi() {
     let me = percore::this();
     let mut pending = me.mailbox.pending.swap(0, Ordering::AcqRel);
@@ -136,8 +137,6 @@ pub fn on_ipi() {
             kick(src);
         }
     }
-    // The same doorbell announces RPCC messages.
-    crate::rpcc::poll();
 }
 
 /// Why [`call_on`] failed.
@@ -208,43 +207,8 @@ pub fn start_aps() -> usize {
     started
 }
 
-/// First Rust code of an application processor, on the shared AP boot stack.
-pub extern "C" fn ap_entry(core: u64) -> ! {
-    let core = core as usize;
-    percore::init_this_core(core);
-    crate::modes::start_this_core();
-    crate::arch::x86_64::early::load_this_core();
+/// An application processor reached Rust code (from `entry::boot::ap_entry`): the boot
+/// core may stop sending it start-up IPIs.
+pub fn note_alive(core: usize) {
     AP_ALIVE.store(core, Ordering::Release);
-    // Big-lock mode: the rest of start-up is kernel work like any other.
-    crate::biglock::acquire();
-    crate::mm::frames::init_this_core();
-    crate::mm::heap::init_this_core();
-    let stack = crate::mm::kstack::alloc(crate::KERNEL_STACK_PAGES)
-        .expect("no memory for the AP's kernel stack");
-    crate::arch::x86_64::cpu::switch_stack(stack.top, ap_main)
-}
-
-/// An application processor on its own stack: descriptor tables, APIC, tick, online, idle.
-extern "C" fn ap_main() -> ! {
-    crate::init_cpu_tables();
-    apic::init_this_core();
-    time::start_tick_this_core();
-    crate::rpcc::init_this_core();
-    crate::trace::init_this_core();
-    mark_online();
-    kick(0);
-    idle()
-}
-
-/// The end of every core's boot: note the time, start this core's boot programs, and
-/// become the core's idle context, running its threads forever.
-pub fn idle() -> ! {
-    let me = percore::this();
-    // Boot programs first: the boot core treats "idle" as "this core's programs started".
-    crate::start_boot_programs();
-    me.stats
-        .idle_at_tsc
-        .store(crate::arch::x86_64::cpu::rdtsc(), Ordering::Release);
-    crate::proc::sched::run_until(u64::MAX, || false);
-    unreachable!("the idle context returned")
 }

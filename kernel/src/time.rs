@@ -89,7 +89,7 @@ pub fn wait_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
         if now_ns() >= deadline {
             return false;
         }
-        crate::biglock::halt();
+        crate::entry::events::halt();
     }
 }
 

@@ -12,6 +12,7 @@ mod bench_symmetry;
 mod bench_tender;
 mod bench_urpc;
 mod build;
+mod layers;
 mod peer_linux;
 mod qemu;
 mod results;
@@ -86,6 +87,12 @@ enum Cmd {
         #[arg(long)]
         kernel_only: bool,
     },
+    /// Print the kernel's module graph and check it against the layers in docs/design.md.
+    Layers {
+        /// Another copy of kernel/src to read (for a before/after comparison).
+        #[arg(long)]
+        src: Option<std::path::PathBuf>,
+    },
     /// Boot with trace=on, run a shell script, dump the trace as Chrome JSON for Perfetto.
     Trace(trace::Args),
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
@@ -119,6 +126,7 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", elf.display());
         }
         Cmd::Clippy { deny_warnings } => build::clippy(deny_warnings)?,
+        Cmd::Layers { src } => layers::run(src)?,
         Cmd::Run {
             smp,
             cmdline,

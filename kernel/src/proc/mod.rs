@@ -487,7 +487,7 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     let running = s.current_thread();
     for t in threads.into_iter().filter(|&t| Some(t) != running) {
         s.remove_thread(t);
-        crate::rpcc::forget_waiter(t);
+        crate::entry::events::thread_removed(t);
     }
     // If the process is ending itself its address space is the active one: leave it for
     // the kernel's tables first. (Another process's death must not touch the caller's.)
@@ -500,15 +500,12 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
         unsafe { paging::activate(paging::kernel_root()) };
     }
     if let Some(v) = vspace.as_ref().filter(|_| !moved) {
-        crate::res::note_detached(v.attachments().iter().map(|a| a.2));
+        crate::entry::events::vregions_detached(v.attachments().iter().map(|a| a.2));
     }
     drop(vspace);
     let me = Pid::new(current_core(), serial);
     // Whoever waits for an answer from it gets `Gone`; its endpoints go.
-    crate::ipc::process_ended(s, ipc);
-    if !moved {
-        crate::res::local::forget_endpoints_of(me);
-    }
+    crate::entry::events::process_ended(s, me, ipc, moved);
     if moved {
         // It lives on under a new pid: no zombie here; its parent follows it.
         if s.processes.remove(&serial).is_some_and(|p| p.boot) {
@@ -637,7 +634,7 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
             return Err(Error::NoSuchProcess);
         }
         if s.current_process() == Some(pid.serial()) {
-            if crate::biglock::acted_for() {
+            if !crate::structure::serves_running_thread() {
                 // Big-lock mode, working for its core: it runs in user mode on that CPU.
                 // It ends itself on its next way back to user mode (an IPI follows).
                 if let Some(t) = s.current_thread() {

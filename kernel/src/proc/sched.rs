@@ -505,7 +505,7 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
         gdt::set_rsp0(top);
         percore::this().set_kstack_top(top);
         // A thread may run user code: senders must announce messages again.
-        crate::rpcc::stop_polling();
+        crate::entry::events::thread_may_run_user();
     }
     let core = percore::this();
     core.running_user.store(plan.user, Ordering::Relaxed);
@@ -521,7 +521,9 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
         context::switch(plan.save, plan.next_rsp);
     }
     // Resumed: this context's kernel activity acts for its own user again.
-    crate::res::resume_flow(UserId(percore::this().running_user.load(Ordering::Relaxed)));
+    crate::entry::events::context_resumed(UserId(
+        percore::this().running_user.load(Ordering::Relaxed),
+    ));
     // Back on this context. Free stacks of threads that ended (we are not on them).
     free_dead_stacks();
 }
@@ -688,7 +690,7 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             switch_away(None, false);
             // Back in the idle context, which acts as the kernel (a thread that exited
             // never ended its flow).
-            crate::res::end_flow();
+            crate::entry::events::idle_returned();
             free_dead_stacks();
         } else {
             crate::mm::frames::drain_remote();
@@ -696,12 +698,12 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             free_dead_stacks();
             // Messages from other cores first (and, in poll or hybrid mode, keep looking
             // for a while instead of halting).
-            crate::rpcc::idle_poll();
-            if with(|s| s.has_ready()) || done() || crate::rpcc::stop_polling() {
+            crate::entry::events::idle_poll();
+            if with(|s| s.has_ready()) || done() || crate::entry::events::idle_stop_polling() {
                 continue;
             }
             percore::assert_no_borrows();
-            crate::biglock::halt();
+            crate::entry::events::halt();
         }
     }
 }

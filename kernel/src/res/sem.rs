@@ -37,7 +37,7 @@ pub fn p(count: &mut u64, waiters: &mut VecDeque<Waiter>) -> Result<Option<u32>,
     }
     // Big-lock mode working for another core, or the kernel itself: nobody here can block
     // on it; the caller retries (`res::control`).
-    if crate::biglock::acted_for() {
+    if !crate::structure::serves_running_thread() {
         return Err(Error::Busy);
     }
     match sched::with(|s| s.current_thread().filter(|_| s.current_process().is_some())) {

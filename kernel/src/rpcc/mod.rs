@@ -36,7 +36,7 @@ pub mod ops;
 
 use crate::percore::{self, current_core, CoreCell};
 use crate::proc::sched;
-use crate::{smp, time};
+use crate::{smp, structure, time};
 use abi::{Error, MAX_CORES};
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
@@ -366,8 +366,8 @@ fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
 /// Perform `op` on core `dst` and return its result, sleeping until it comes. The caller
 /// sees exactly what the call would have returned on `dst`.
 pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
-    if crate::biglock::enabled() {
-        return call_direct(dst, &op);
+    if let Some(r) = structure::directly(|| call_direct(dst, &op)) {
+        return r;
     }
     let thread = sched::with(|s| s.current_thread());
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
@@ -428,8 +428,8 @@ fn call_direct(dst: usize, op: &Op) -> Result<Out, Error> {
 /// Send every operation of `ops` to `dst` at once, then collect the results in order (many
 /// requests in flight from one thread; the rings apply back-pressure).
 pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
-    if crate::biglock::enabled() {
-        return ops.iter().map(|op| call_direct(dst, op)).collect();
+    if let Some(r) = structure::directly(|| ops.iter().map(|op| call_direct(dst, op)).collect()) {
+        return r;
     }
     let thread = sched::with(|s| s.current_thread());
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
@@ -463,9 +463,11 @@ pub fn agents_awake() -> u64 {
 /// Send `op` to `dst` for process `serial` of this core, whose result queue gets the answer
 /// under `ticket` (the request path's asynchronous resource operations).
 pub fn submit_for(dst: usize, op: Op, serial: u32, ticket: u64) -> Result<(), Error> {
-    if crate::biglock::enabled() {
+    let answered = structure::directly(|| {
         let r = call_direct(dst, &op);
         crate::ipc::rpcc_answer(serial, ticket, r);
+    });
+    if answered.is_some() {
         return Ok(());
     }
     submit(dst, op, Waiter::Ticket(serial, ticket)).map(drop)
@@ -473,10 +475,12 @@ pub fn submit_for(dst: usize, op: Op, serial: u32, ticket: u64) -> Result<(), Er
 
 /// Send `op` to `dst` without waiting for (or wanting) its result.
 pub fn notice(dst: usize, op: Op) {
-    if crate::biglock::enabled() {
+    let done = structure::directly(|| {
         if let Err(e) = call_direct(dst, &op) {
             log::debug!("rpcc: notice to core {dst}: {e}");
         }
+    });
+    if done.is_some() {
         return;
     }
     if let Err(e) = submit(dst, op, Waiter::Nobody) {
@@ -651,7 +655,7 @@ pub(crate) fn reply(src: usize, tag: u64) {
 /// calls [`stop_polling`].
 pub fn idle_poll() {
     // In big-lock mode requests do not travel (and spinning here would hold the lock).
-    if crate::biglock::enabled() {
+    if !structure::requests_travel() {
         return;
     }
     let mode = notify_mode();

@@ -11,7 +11,7 @@
 //! 2. turns on PAE, long mode, no-execute, write protection and paging, and far-jumps into
 //!    64-bit code;
 //! 3. jumps to the higher half, clears `.bss`, turns on SSE (the prebuilt `core` uses it),
-//!    sets up the boot stack and calls [`crate::kmain_bsp`].
+//!    sets up the boot stack and calls [`crate::entry::boot::bsp_entry`].
 //!
 //! The same boot page tables serve the application processors while they climb out of real
 //! mode (see [`super::trampoline`]); once in the higher half every core switches to the
@@ -140,6 +140,6 @@ kernel_start64:
     ud2
     "#,
     stack_size = const BOOT_STACK_SIZE,
-    kmain = sym crate::kmain_bsp,
+    kmain = sym crate::entry::boot::bsp_entry,
     options(att_syntax)
 );

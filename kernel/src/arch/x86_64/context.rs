@@ -53,7 +53,7 @@ kernel_thread_start:
     callq *%r13
     ud2
     "#,
-    first_user_entry = sym super::trap::first_user_entry,
+    first_user_entry = sym crate::entry::first_user_entry,
     options(att_syntax)
 );
 

@@ -38,7 +38,7 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
     tss.privilege_stack_table[0] = VirtAddr::new(rsp0);
     let tss: &'static mut TaskStateSegment = Box::leak(Box::new(tss));
     let tss_ptr: *mut TaskStateSegment = tss;
-    crate::percore::this().set_tss(tss_ptr);
+    super::core_header::this().set_tss(tss_ptr);
     // SAFETY: the TSS is leaked ('static); from here on it is written only through
     // `set_rsp0` on this core, by raw pointer, never through a Rust reference.
     let tss: &'static TaskStateSegment = unsafe { &*tss_ptr };
@@ -70,7 +70,7 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
 /// Set the stack the CPU switches to on an interrupt from user mode (the running thread's
 /// kernel stack).
 pub fn set_rsp0(top: u64) {
-    let tss = crate::percore::this().tss();
+    let tss = super::core_header::this().tss();
     assert!(!tss.is_null(), "set_rsp0 before the TSS exists");
     // SAFETY: this core's TSS, leaked in `init_this_core`; only this core writes it, and
     // the CPU reads RSP0 only when entering from user mode, never concurrently with us.

@@ -6,7 +6,7 @@
 //! if the interrupted code had another (decided from the GS.base MSR, which is right even
 //! for an NMI that lands in the middle of an entry), saves the FPU/SSE state (`fxsave64`)
 //! on the stack, gives the handler a clean MXCSR and x87 state, and calls
-//! [`super::trap::dispatch`]. Saving FPU state on every entry keeps interrupted code correct
+//! [`crate::entry::trap`]. Saving FPU state on every entry keeps interrupted code correct
 //! whatever the handler does with SSE (the prebuilt `core` uses it freely).
 //! The stubs are written in plain assembly because stable Rust has no interrupt ABI.
 //!
@@ -199,9 +199,9 @@ syscall_entry:
     movl $1, %r12d
     jmp trap_after_gs
     "#,
-    dispatch = sym super::trap::dispatch,
-    user_rsp = const crate::percore::USER_RSP_OFFSET,
-    kstack = const crate::percore::KSTACK_TOP_OFFSET,
+    dispatch = sym crate::entry::trap,
+    user_rsp = const super::core_header::USER_RSP_OFFSET,
+    kstack = const super::core_header::KSTACK_TOP_OFFSET,
     user_ss = const super::gdt::USER_DS as u64,
     user_cs = const super::gdt::USER_CS as u64,
     vec_syscall = const super::trap::VEC_SYSCALL,

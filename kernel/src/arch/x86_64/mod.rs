@@ -7,6 +7,7 @@ pub mod acpi;
 pub mod apic;
 pub mod boot;
 pub mod context;
+pub mod core_header;
 pub mod cpu;
 pub mod early;
 pub mod gdt;

@@ -6,7 +6,7 @@
 //! then long mode with the boot page tables (which identity-map the first GiB and also map
 //! the kernel image), and jumps to `ap_start64` in the kernel's higher half. That code
 //! switches to the kernel's real page tables and the shared AP boot stack, enables SSE and
-//! calls [`crate::smp::ap_entry`] with the core index.
+//! calls [`crate::entry::boot::ap_entry`] with the core index.
 //!
 //! Cores are started one at a time (the next only after the previous is online and off the
 //! boot stack), so one boot stack and one parameter block suffice.
@@ -121,7 +121,7 @@ ap_start64:
     ud2
     "#,
     stack_size = const AP_BOOT_STACK_SIZE,
-    ap_entry = sym crate::smp::ap_entry,
+    ap_entry = sym crate::entry::boot::ap_entry,
     options(att_syntax)
 );
 

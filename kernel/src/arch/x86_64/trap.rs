@@ -1,14 +1,15 @@
-//! Where every interrupt and exception lands: [`dispatch`] and the fault report.
+//! The vectors, and the words of a fault report.
 //!
-//! The kernel runs with interrupts masked except in the idle loop, so device interrupts and
-//! IPIs arrive from idle (or, from the processes layer on, from user mode). Exceptions in
-//! kernel mode are bugs: they print a report (vector, error code, RIP, CR2, core, what the
-//! faulting address is, registers and a frame-pointer backtrace) and stop the machine
-//! through [`crate::fatal`].
+//! Every interrupt and exception lands in `crate::entry::trap` (through `idt`'s stubs),
+//! which decides what it means. The kernel runs with interrupts masked except in the idle
+//! loop, so device interrupts and IPIs arrive from idle or from user mode. Exceptions in
+//! kernel mode are bugs: the entry module stops the machine with the report written here
+//! ([`write_exception_report`]: vector, error code, RIP, CR2, core, what the faulting
+//! address is, registers and a frame-pointer backtrace). This file only formats; it calls
+//! nothing above arch.
 
 use super::idt::TrapFrame;
-use super::{apic, cpu, paging};
-use crate::fatal;
+use super::paging;
 use core::fmt::Write;
 
 /// Periodic LAPIC timer.
@@ -67,124 +68,53 @@ pub fn exception_name(vector: u64) -> &'static str {
         .unwrap_or("interrupt")
 }
 
-/// Entry from `trap_common` with the saved registers.
-pub extern "C" fn dispatch(frame: &mut TrapFrame) {
-    let from_user = frame.came_from_user();
-    if frame.vector == 2 {
-        // An NMI stops the machine (fatal): no lock, no accounting.
-        fatal::on_nmi(frame);
-    }
-    // Mode accounting and, in big-lock mode, the kernel lock (P2's entry to the kernel).
-    let kernel_work = frame.vector < 32 || frame.vector == VEC_SYSCALL;
-    let left = crate::modes::enter(if kernel_work {
-        crate::modes::Mode::Kernel
+/// Write the report of an exception with no handler (a kernel bug): vector, error code,
+/// RIP, CR2, core, what the addresses are, registers and a frame-pointer backtrace.
+/// `kernel_stack` says what an address inside the kernel-stack area is (the stacks belong
+/// to the kernel's memory manager, not to arch).
+pub fn write_exception_report(
+    w: &mut dyn Write,
+    frame: &TrapFrame,
+    cr2: u64,
+    core: usize,
+    kernel_stack: fn(u64) -> Option<&'static str>,
+) {
+    let mode = if frame.came_from_user() {
+        "user"
     } else {
-        crate::modes::Mode::Interrupt
-    });
-    let big = crate::biglock::enabled();
-    let held = big && crate::biglock::held();
-    if big {
-        crate::biglock::flush_if_stale();
-        crate::biglock::acquire();
-    }
-    crate::trace::event(crate::trace::Kind::Entry, frame.vector, frame.rax);
-    match frame.vector {
-        0..=31 if from_user => crate::proc::fault_current(frame, cpu::read_cr2()),
-        0..=31 => kernel_exception(frame),
-        VEC_SYSCALL => crate::syscall::dispatch(frame),
-        VEC_TIMER => {
-            crate::time::on_tick();
-            crate::proc::sched::on_tick(from_user);
-            crate::rpcc::on_tick();
-            apic::eoi();
-        }
-        VEC_IPI => {
-            apic::eoi();
-            crate::smp::on_ipi();
-        }
-        VEC_SERIAL => {
-            crate::percore::this()
-                .stats
-                .serial_irqs
-                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-            crate::console::on_serial_interrupt();
-            crate::proc::sched::with(|s| s.wake_all(|b| b == crate::proc::sched::Block::Console));
-            apic::eoi();
-        }
-        VEC_SPURIOUS => {}
-        v if (u64::from(VEC_PIC_BASE)..u64::from(VEC_PIC_BASE) + 16).contains(&v) => {}
-        v => {
-            log::warn!("unexpected interrupt vector {v:#x}");
-            apic::eoi();
-        }
-    }
-    // Back to user mode: the place where a woken higher-priority thread or the end of a
-    // time slice takes the core (the kernel itself is never preempted).
-    if from_user {
-        crate::proc::sched::preempt_if_needed();
-        leave_for_user(frame.vector);
-    } else {
-        // Back to the kernel code we interrupted (the idle loop, a halting wait): as it was.
-        if big && !held {
-            crate::biglock::release();
-        }
-        crate::modes::enter(left);
-    }
-}
-
-/// The last step before user mode: account user time from here, give up the big lock.
-#[inline(always)]
-fn leave_for_user(vector: u64) {
-    crate::trace::event(crate::trace::Kind::Exit, vector, 0);
-    crate::modes::enter(crate::modes::Mode::User);
-    if crate::biglock::enabled() {
-        crate::biglock::release();
-    }
-}
-
-/// A new thread's first entry to user mode (from `context::prepare_user_entry`'s stack).
-pub extern "C" fn first_user_entry() {
-    leave_for_user(VEC_SYSCALL);
-}
-
-/// An exception with no handler: a kernel bug. Report and stop the machine.
-fn kernel_exception(frame: &TrapFrame) -> ! {
-    let cr2 = cpu::read_cr2();
-    fatal::stop(|w| {
-        let mode = if frame.came_from_user() {
-            "user"
-        } else {
-            "kernel"
-        };
+        "kernel"
+    };
+    let _ = writeln!(
+        w,
+        "{} {} in {mode} mode on core {core}: vector {}, error code {:#x}",
+        abi::protocol::FATAL,
+        exception_name(frame.vector),
+        frame.vector,
+        frame.error_code
+    );
+    let _ = writeln!(
+        w,
+        "  rip {:#018x}  ({})",
+        frame.rip,
+        describe_address(frame.rip, kernel_stack)
+    );
+    if frame.vector == 14 {
         let _ = writeln!(
             w,
-            "{} {} in {mode} mode on core {}: vector {}, error code {:#x}",
-            abi::protocol::FATAL,
-            exception_name(frame.vector),
-            crate::percore::current_core(),
-            frame.vector,
-            frame.error_code
+            "  cr2 {cr2:#018x}  ({})",
+            describe_address(cr2, kernel_stack)
         );
+        let _ = writeln!(w, "  access: {}", describe_page_fault(frame.error_code));
+    } else if frame.vector == 8 {
+        // A double fault usually follows a page fault it could not deliver: say where.
         let _ = writeln!(
             w,
-            "  rip {:#018x}  ({})",
-            frame.rip,
-            describe_address(frame.rip)
+            "  cr2 {cr2:#018x}  ({}, the last page-fault address)",
+            describe_address(cr2, kernel_stack)
         );
-        if frame.vector == 14 {
-            let _ = writeln!(w, "  cr2 {cr2:#018x}  ({})", describe_address(cr2));
-            let _ = writeln!(w, "  access: {}", describe_page_fault(frame.error_code));
-        } else if frame.vector == 8 {
-            // A double fault usually follows a page fault it could not deliver: say where.
-            let _ = writeln!(
-                w,
-                "  cr2 {cr2:#018x}  ({}, the last page-fault address)",
-                describe_address(cr2)
-            );
-        }
-        write_registers(w, frame);
-        write_backtrace(w, frame.rip, frame.rbp);
-    })
+    }
+    write_registers(w, frame);
+    write_backtrace(w, frame.rip, frame.rbp);
 }
 
 fn describe_page_fault(code: u64) -> &'static str {
@@ -204,7 +134,7 @@ fn describe_page_fault(code: u64) -> &'static str {
 }
 
 /// Say what a kernel address is, so a report reads "write to kernel text" at a glance.
-pub fn describe_address(a: u64) -> &'static str {
+pub fn describe_address(a: u64, kernel_stack: fn(u64) -> Option<&'static str>) -> &'static str {
     let l = paging::image_layout();
     let is_canonical = !(0x0000_8000_0000_0000..0xffff_8000_0000_0000).contains(&a);
     if !is_canonical {
@@ -223,10 +153,8 @@ pub fn describe_address(a: u64) -> &'static str {
         + (paging::KSTACK_PML4_SLOT as u64 - 256) * paging::PML4_SLOT_SPAN
     {
         "direct map"
-    } else if crate::mm::kstack::is_guard_page(a) {
-        "guard page of a kernel stack"
-    } else if crate::mm::kstack::owner_of(a).is_some() {
-        "kernel stack"
+    } else if let Some(what) = kernel_stack(a) {
+        what
     } else {
         "unmapped kernel address"
     }

@@ -1,0 +1,87 @@
+//! Events the low layers raise, fanned out to the subsystems that care.
+//!
+//! The scheduler, the halting waits and process teardown sit below RPCC, resources and
+//! IPC: those use the scheduler to block and wake threads. When something happens down
+//! there that they must hear about (the idle context came back, the core is about to
+//! halt, a thread or a process is gone), the low layer raises one of these events instead
+//! of calling each of them by name; this file is the one list of who hears what.
+//!
+//! | event | raised by | heard by |
+//! |---|---|---|
+//! | [`halt`] | idle loop, `time::wait_until` | big lock (released around the halt), modes |
+//! | [`idle_returned`] | idle loop, after running threads | resources (the kernel's flow) |
+//! | [`idle_poll`] / [`idle_stop_polling`] | idle loop, nothing to run | RPCC (poll, hybrid spin) |
+//! | [`thread_may_run_user`] | context switch to a thread | RPCC (senders announce again) |
+//! | [`context_resumed`] | context switch, back on a context | resources (its flow) |
+//! | [`thread_removed`] | process teardown | RPCC (answers nobody collects) |
+//! | [`vregions_detached`] | process teardown | resources (attachment counts) |
+//! | [`process_ended`] | process teardown | IPC (waiters get `Gone`), resources (endpoints) |
+//!
+//! Several are on hot paths (every context switch): each is `#[inline]`, a direct call.
+
+use crate::proc::sched::Sched;
+use abi::res::{ResId, UserId};
+use abi::Pid;
+
+/// This core halts until an interrupt (idle, or a halting wait): without the big lock, in
+/// Idle mode.
+#[inline]
+pub fn halt() {
+    crate::biglock::halt();
+}
+
+/// The idle context is back from running threads: it acts as the kernel again (a thread
+/// that exited never ended its flow).
+#[inline]
+pub fn idle_returned() {
+    crate::res::end_flow();
+}
+
+/// Nothing to run: look for messages from other cores (in poll or hybrid mode, keep
+/// looking for a while instead of halting).
+#[inline]
+pub fn idle_poll() {
+    crate::rpcc::idle_poll();
+}
+
+/// The idle context is about to halt: senders must announce messages again. True if a
+/// message came meanwhile (look again instead of halting).
+#[inline]
+pub fn idle_stop_polling() -> bool {
+    crate::rpcc::stop_polling()
+}
+
+/// The core switches to a thread, which may run user code.
+#[inline]
+pub fn thread_may_run_user() {
+    crate::rpcc::stop_polling();
+}
+
+/// Back on a context after a switch: its kernel activity acts for its own user again.
+#[inline]
+pub fn context_resumed(user: UserId) {
+    crate::res::resume_flow(user);
+}
+
+/// Thread `thread` was removed (its process was killed): nobody will collect its answers.
+#[inline]
+pub fn thread_removed(thread: u32) {
+    crate::rpcc::forget_waiter(thread);
+}
+
+/// An ending process's address space let go of these vregions.
+#[inline]
+pub fn vregions_detached(regions: impl Iterator<Item = ResId>) {
+    crate::res::note_detached(regions);
+}
+
+/// Process `pid` ended (`moved`: it lives on under a new pid on another core), with the
+/// scheduler's state borrowed as `s`: whoever waits for an answer from it gets `Gone`;
+/// unless it moved, its endpoints go.
+#[inline]
+pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, moved: bool) {
+    crate::ipc::process_ended(s, ipc);
+    if !moved {
+        crate::res::local::forget_endpoints_of(pid);
+    }
+}

@@ -1,0 +1,146 @@
+//! The kernel's one entry: every trap, system call, interrupt, tick and IPI arrives here
+//! from arch and is fanned out to the subsystems (the role of xv6's `trap.c`, in the open).
+//!
+//! Why a module of its own: the code that decides what a kernel entry *means* — which mode
+//! the time is charged to, when the big lock is taken, that a fault in user mode kills the
+//! process while one in kernel mode stops the machine, what a tick wakes, when a thread is
+//! preempted — is kernel policy. Kept inside `arch/x86_64`, it made the architecture layer
+//! name a dozen subsystems and every subsystem a possible caller of arch's caller. Here
+//! the flow reads top to bottom in one place, and arch stays a leaf: its assembly stubs
+//! save the registers and call [`trap`] (or [`first_user_entry`], or the boot entries in
+//! [`boot`]), and it calls nothing else above itself.
+//!
+//! # One entry, in order
+//!
+//! 1. An NMI is the stop signal of [`crate::fatal`] (or a bug): no lock, no accounting.
+//! 2. Mode accounting (`modes`): kernel work (exceptions, system calls) or interrupt.
+//! 3. Big-lock mode (`kernel=biglock`): flush a TLB another core made stale, take the lock.
+//! 4. The trace event, then the fan-out by vector:
+//!    * exception from user mode: `proc::fault_current` ends the process;
+//!    * exception in kernel mode: a bug — arch writes the report, `fatal` stops the machine;
+//!    * system call: `syscall::dispatch`;
+//!    * tick: `time` counts it, the scheduler wakes sleepers and counts the slice, RPCC
+//!      checks its time-outs;
+//!    * IPI: `smp` runs posted calls; the same doorbell announces RPCC messages;
+//!    * serial: the console takes the bytes and the scheduler wakes console readers.
+//! 5. The way out. To user mode: the only place a woken higher-priority thread or the end
+//!    of a slice takes the core (the kernel itself is never preempted), then user-mode
+//!    accounting and the lock is given up ([`leave_for_user`]). Back to kernel code (the
+//!    idle loop, a halting wait): the lock and the mode as they were.
+//!
+//! # Events from below
+//!
+//! The low layers (the scheduler's idle loop and switches, halting waits, process
+//! teardown) do not name the subsystems that care about what happens to them; they raise
+//! an event in [`events`], which fans it out. See that module for the list.
+
+pub mod boot;
+pub mod events;
+
+use crate::arch::x86_64::idt::TrapFrame;
+use crate::arch::x86_64::trap::{
+    self, VEC_IPI, VEC_PIC_BASE, VEC_SERIAL, VEC_SPURIOUS, VEC_SYSCALL, VEC_TIMER,
+};
+use crate::arch::x86_64::{apic, cpu};
+use crate::modes::{self, Mode};
+use crate::{biglock, percore, proc, trace};
+
+/// Entry from arch's `trap_common` with the saved registers: every exception, interrupt
+/// and system call.
+pub extern "C" fn trap(frame: &mut TrapFrame) {
+    let from_user = frame.came_from_user();
+    if frame.vector == 2 {
+        // An NMI stops the machine (fatal): no lock, no accounting.
+        crate::fatal::on_nmi(frame);
+    }
+    // Mode accounting and, in big-lock mode, the kernel lock (P2's entry to the kernel).
+    let kernel_work = frame.vector < 32 || frame.vector == VEC_SYSCALL;
+    let left = modes::enter(if kernel_work {
+        Mode::Kernel
+    } else {
+        Mode::Interrupt
+    });
+    let big = crate::structure::biglock();
+    let held = big && biglock::held();
+    if big {
+        biglock::flush_if_stale();
+        biglock::acquire();
+    }
+    trace::event(trace::Kind::Entry, frame.vector, frame.rax);
+    match frame.vector {
+        0..=31 if from_user => proc::fault_current(frame, cpu::read_cr2()),
+        0..=31 => kernel_exception(frame),
+        VEC_SYSCALL => crate::syscall::dispatch(frame),
+        VEC_TIMER => {
+            crate::time::on_tick();
+            proc::sched::on_tick(from_user);
+            crate::rpcc::on_tick();
+            apic::eoi();
+        }
+        VEC_IPI => {
+            apic::eoi();
+            crate::smp::on_ipi();
+            // The same doorbell announces RPCC messages.
+            crate::rpcc::poll();
+        }
+        VEC_SERIAL => {
+            percore::this()
+                .stats
+                .serial_irqs
+                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            crate::console::on_serial_interrupt();
+            proc::sched::with(|s| s.wake_all(|b| b == proc::sched::Block::Console));
+            apic::eoi();
+        }
+        VEC_SPURIOUS => {}
+        v if (u64::from(VEC_PIC_BASE)..u64::from(VEC_PIC_BASE) + 16).contains(&v) => {}
+        v => {
+            log::warn!("unexpected interrupt vector {v:#x}");
+            apic::eoi();
+        }
+    }
+    if from_user {
+        proc::sched::preempt_if_needed();
+        leave_for_user(frame.vector);
+    } else {
+        // Back to the kernel code we interrupted (the idle loop, a halting wait): as it was.
+        if big && !held {
+            biglock::release();
+        }
+        modes::enter(left);
+    }
+}
+
+/// The last step before user mode: account user time from here, give up the big lock.
+#[inline(always)]
+fn leave_for_user(vector: u64) {
+    trace::event(trace::Kind::Exit, vector, 0);
+    modes::enter(Mode::User);
+    if crate::structure::biglock() {
+        biglock::release();
+    }
+}
+
+/// A new thread's first entry to user mode (from `context::prepare_user_entry`'s stack).
+pub extern "C" fn first_user_entry() {
+    leave_for_user(VEC_SYSCALL);
+}
+
+/// An exception with no handler: a kernel bug. Arch writes the report; stop the machine.
+fn kernel_exception(frame: &TrapFrame) -> ! {
+    let cr2 = cpu::read_cr2();
+    crate::fatal::stop(|w| {
+        trap::write_exception_report(w, frame, cr2, percore::current_core(), kernel_stack_part)
+    })
+}
+
+/// What a kernel-stack address is, for the fault report (the stacks are `mm`'s).
+fn kernel_stack_part(a: u64) -> Option<&'static str> {
+    if crate::mm::kstack::is_guard_page(a) {
+        Some("guard page of a kernel stack")
+    } else if crate::mm::kstack::owner_of(a).is_some() {
+        Some("kernel stack")
+    } else {
+        None
+    }
+}
