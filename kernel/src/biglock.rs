@@ -13,6 +13,8 @@
 //! use; this is exactly the sharing the lock buys and the per-core kernel avoids. The lock
 //! is a ticket lock, so waiting cores are served in order.
 
+#![deny(unsafe_code)]
+
 use crate::arch::x86_64::cpu;
 use crate::modes::{self, Mode};
 use crate::percore::{self, current_core};

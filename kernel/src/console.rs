@@ -9,6 +9,8 @@
 //! Input arrives by interrupt on the bootstrap core ([`on_serial_interrupt`]) into a small
 //! ring that [`read_byte`] empties.
 
+#![deny(unsafe_code)]
+
 use crate::arch::x86_64::serial;
 use crate::percore::current_core;
 use core::fmt::{self, Write};

@@ -19,6 +19,8 @@
 //! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
 //! leaves when it ends (queued and unanswered requests, results, timers) goes with it.
 
+#![deny(unsafe_code)]
+
 use crate::percore::current_core;
 use crate::proc::sched;
 use crate::rpcc::{self, Op, Out};

@@ -1,6 +1,8 @@
 //! The request path's system calls (`SUBMIT`, `COLLECT`, `CALL`, `SEND`, `RECV`, `REPLY`):
 //! checking and copying what a program passes, around the queues of `ipc`.
 
+#![deny(unsafe_code)]
+
 use crate::ipc;
 use crate::mm::user::{UserFault, UserPtr, UserPtrMut, UserSliceMut};
 use crate::proc;

@@ -10,6 +10,8 @@
 //! first entry of a thread to user mode, halting in the idle loop, and the spin for the big
 //! lock (`biglock`). Totals are in TSC ticks, converted to nanoseconds when reported.
 
+#![deny(unsafe_code)]
+
 use crate::arch::x86_64::cpu;
 use crate::percore;
 use abi::{MODE_COUNT, MODE_IDLE, MODE_INTERRUPT, MODE_KERNEL, MODE_LOCK, MODE_USER};

@@ -5,6 +5,8 @@
 //! what its `cpu_local` mechanism holds. A subsystem with per-core state adds one field
 //! here and keeps the field's type (and every rule about it) in its own module.
 
+#![deny(unsafe_code)]
+
 pub use crate::cpu_local::{assert_no_borrows, current_core, CoreCell};
 use crate::cpu_local::{CoreHead, PerCore, Record};
 use abi::MAX_CORES;

@@ -13,6 +13,8 @@
 //!   "running" thread is in user mode on its own CPU, and can neither block nor end itself
 //!   here ([`serves_running_thread`]: processes and semaphores ask).
 
+#![deny(unsafe_code)]
+
 use core::sync::atomic::{AtomicBool, Ordering};
 
 static BIGLOCK: AtomicBool = AtomicBool::new(false);

@@ -6,6 +6,8 @@
 //! caller's), strings for length and UTF-8.
 //! Nothing a program passes can make the kernel fault.
 
+#![deny(unsafe_code)]
+
 use crate::arch::x86_64::idt::TrapFrame;
 use crate::mm::user::{UserPtrMut, UserSlice, UserSliceMut};
 use crate::percore::{self, current_core};

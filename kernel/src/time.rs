@@ -5,6 +5,8 @@
 //! periodic tick. Times are reported since machine reset (the TSC starts at zero), which
 //! under QEMU's `-icount shift=0` is exactly the number of instructions executed.
 
+#![deny(unsafe_code)]
+
 use crate::arch::x86_64::{apic, cpu, pit, trap};
 use crate::percore;
 use core::sync::atomic::{AtomicU64, Ordering};

@@ -34,6 +34,8 @@
 //! teardown) do not name the subsystems that care about what happens to them; they raise
 //! an event in [`events`], which fans it out. See that module for the list.
 
+#![deny(unsafe_code)]
+
 pub mod boot;
 pub mod events;
 

@@ -38,6 +38,8 @@
 //! so a bad pointer changes nothing, and a range within one page walks the tables once.
 //! A length of zero touches nothing and is always accepted.
 
+#![deny(unsafe_code)]
+
 use abi::Error;
 use alloc::vec::Vec;
 use bytemuck::Pod;

@@ -10,6 +10,8 @@
 //! old pid waits for the new one. A parent that ends tells the cores of its remote children
 //! (`Orphaned`), which treat them as the kernel's, as for local children.
 
+#![deny(unsafe_code)]
+
 use super::{sched, Block, ThreadState};
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, Op, Out};

@@ -4,6 +4,8 @@
 //! kernel stack, registers and FPU/SSE state. Parallelism across cores comes from processes
 //! sharing vregions.
 
+#![deny(unsafe_code)]
+
 use super::{sched, Block};
 use crate::arch::x86_64::{gdt, idt::TrapFrame, paging};
 use abi::{Error, WaitStatus};

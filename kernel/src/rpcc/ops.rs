@@ -5,6 +5,8 @@
 //! the core that owns the target, under the requester's flow: so a remote call checks the
 //! same rights and returns the same errors as a local one.
 
+#![deny(unsafe_code)]
+
 use crate::proc::{self, migrate::Snapshot};
 use crate::res::{self, ReadOut};
 use abi::res::{ResId, ResInfo, Rights};
