@@ -167,13 +167,10 @@ fn finish<T, L: Later<T>>(step: Step<T, L>, id: ResId, data: &[u8]) -> Result<T,
 
 /// The operations as `res::local` calls them, for one type (`ops_of` picks the type).
 pub trait Ops: Sync {
-    fn open(
-        &self,
-        kind: ResType,
-        name: heapless::String<MAX_NAME>,
-        args: &[u8],
-        rights: Rights,
-    ) -> Result<(ResId, Option<Pid>), Error>;
+    /// OPEN's part of the type: the new state, and its pid if it is a process.
+    fn open(&self, args: &[u8]) -> Result<(State, Option<Pid>), Error>;
+    /// Give back what `state` holds (it never got into the table).
+    fn release(&self, state: State);
     fn close(&self, id: ResId) -> Result<(), Error>;
     fn read(&self, id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error>;
     fn write(&self, id: ResId, data: &[u8], arg: u64) -> Result<u64, Error>;
@@ -189,38 +186,16 @@ impl<T> Kind<T> {
 }
 
 impl<T: Resource> Ops for Kind<T> {
-    fn open(
-        &self,
-        kind: ResType,
-        name: heapless::String<MAX_NAME>,
-        args: &[u8],
-        rights: Rights,
-    ) -> Result<(ResId, Option<Pid>), Error> {
+    fn open(&self, args: &[u8]) -> Result<(State, Option<Pid>), Error> {
         let state = T::open(args)?;
         let pid = state.process();
-        let entry = Entry {
-            name,
-            creator: flow_user(),
-            rights,
-            state: state.stored(),
-        };
-        let (slot, generation) = percore::this()
-            .res
-            .with(|t| {
-                let key = (kind as u8, entry.name.clone());
-                let r = t.table.insert(entry);
-                if r.is_ok() {
-                    t.names.insert(key);
-                }
-                r
-            })
-            .map_err(|e| {
-                if let Some(state) = T::take(e.state) {
-                    state.release(None);
-                }
-                Error::NoMemory
-            })?;
-        Ok((ResId::new(0, current_core(), kind, generation, slot), pid))
+        Ok((state.stored(), pid))
+    }
+
+    fn release(&self, state: State) {
+        if let Some(state) = T::take(state) {
+            state.release(None);
+        }
     }
 
     fn close(&self, id: ResId) -> Result<(), Error> {
@@ -315,7 +290,31 @@ pub fn open(
     if percore::this().res.with(|t| t.names.contains(&key)) {
         return Err(Error::AlreadyExists);
     }
-    ops_of(parsed.kind).open(parsed.kind, key.1, args, rights)
+    let ops = ops_of(parsed.kind);
+    let (state, pid) = ops.open(args)?;
+    let entry = Entry {
+        name: key.1.clone(),
+        creator: flow_user(),
+        rights,
+        state,
+    };
+    let (slot, generation) = percore::this()
+        .res
+        .with(|t| {
+            let r = t.table.insert(entry);
+            if r.is_ok() {
+                t.names.insert(key);
+            }
+            r
+        })
+        .map_err(|e| {
+            ops.release(e.state);
+            Error::NoMemory
+        })?;
+    Ok((
+        ResId::new(0, current_core(), parsed.kind, generation, slot),
+        pid,
+    ))
 }
 
 /// CLOSE: delete the resource.
