@@ -68,6 +68,7 @@ pub fn may_touch(pid: Pid) -> Result<(), Error> {
 
 /// The rights check (RCC): may the current flow do `op` on a resource with `rights`, made
 /// by `creator`?
+#[inline(always)]
 fn check(rights: Rights, creator: UserId, op: Op) -> Result<(), Error> {
     if !rcc_on() || rights.allows(op, flow_user(), creator) {
         Ok(())

@@ -90,6 +90,7 @@ pub fn begin_flow(user: UserId) -> u64 {
 }
 
 /// The user of the current flow (the kernel's own flows act as the kernel).
+#[inline]
 pub fn flow_user() -> UserId {
     UserId(percore::this().flow.user.load(Ordering::Relaxed))
 }
