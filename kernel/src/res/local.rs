@@ -260,7 +260,13 @@ fn record(id: ResId, e: &Entry) -> ResInfo {
     let mut name = [0u8; MAX_NAME];
     name[..e.name.len()].copy_from_slice(e.name.as_bytes());
     ResInfo {
-        id: ResId::new(0, current_core(), e.state.kind(), id.generation(), id.slot()),
+        id: ResId::new(
+            0,
+            current_core(),
+            e.state.kind(),
+            id.generation(),
+            id.slot(),
+        ),
         creator: e.creator,
         rights: e.rights.0,
         kind: e.state.kind() as u8,
