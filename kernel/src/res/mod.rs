@@ -14,8 +14,19 @@
 //! performs it adopts that flow for the duration of its work ([`adopt_flow`]) and drops it
 //! after ([`end_remote_flow`]).
 
+pub mod kind;
 pub mod local;
-pub mod sem;
+
+// The resource types: one file each under `res/`, behind `kind::Resource`. Adding a type
+// is its file and one line here (and its `ResType` and name in the ABI).
+kind::resource_types! {
+    VRegion => vregion::VRegion,
+    VSpace => vspace::VSpace,
+    Process => process::Process,
+    Compute => compute::Compute,
+    Endpoint => endpoint::Endpoint,
+    Sem => sem::Sem,
+}
 
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, FlowInfo, Op, Out};
@@ -79,6 +90,7 @@ pub fn begin_flow(user: UserId) -> u64 {
 }
 
 /// The user of the current flow (the kernel's own flows act as the kernel).
+#[inline]
 pub fn flow_user() -> UserId {
     UserId(percore::this().flow.user.load(Ordering::Relaxed))
 }
@@ -297,7 +309,7 @@ pub fn list(core: usize) -> Result<Vec<ResInfo>, Error> {
 pub fn note_detached(regions: impl Iterator<Item = ResId>) {
     let me = current_core();
     let (mine, theirs): (Vec<ResId>, Vec<ResId>) = regions.partition(|r| r.core() == me);
-    local::note_detached(mine.into_iter());
+    vregion::note_detached(mine.into_iter());
     for r in theirs {
         if r.machine() == 0 && rpcc::reachable(r.core()) {
             rpcc::notice(r.core(), Op::RegionDetached(r));

@@ -6,13 +6,86 @@
 //! leaves it there and moves on, and the reply is sent when a V gives the unit to it). A V
 //! hands its unit to the first waiter still alive, or adds it to the count. Closing the
 //! semaphore answers every waiter `StaleResource`.
+//!
+//! OPEN takes the count; CONTROL `SEM_P`, `SEM_V` and `INFO` (the count); no READ or WRITE.
 
+use super::kind::{u64_arg, Later, Resource, Step};
+use super::local;
 use crate::proc::sched;
+use abi::res::ResId;
+use abi::syscall::control;
 use abi::Error;
 use alloc::collections::VecDeque;
+use core::convert::Infallible;
 
 /// Largest count.
 pub const MAX_COUNT: u64 = 1 << 32;
+
+/// A counting semaphore and who waits in its P.
+pub struct Sem {
+    count: u64,
+    waiters: VecDeque<Waiter>,
+}
+
+/// A P that queued thread `0` of this core, after the table: it waits there.
+pub struct Wait(u32);
+
+impl Resource for Sem {
+    type ReadLater = Infallible;
+    type WriteLater = Infallible;
+    type ControlLater = Wait;
+    type InfoLater = Infallible;
+
+    /// The initial count (at most `MAX_COUNT`).
+    fn open(args: &[u8]) -> Result<Self, Error> {
+        let count = u64_arg(args)?;
+        if count > MAX_COUNT {
+            return Err(Error::InvalidArgument);
+        }
+        Ok(Sem {
+            count,
+            waiters: VecDeque::new(),
+        })
+    }
+
+    fn release(self, _: Option<ResId>) {
+        closed(self.waiters);
+    }
+
+    /// `INFO`: the count; `SEM_V`; `SEM_P`.
+    fn control(&mut self, cmd: u64, _: u64, _: u64) -> Result<Step<u64, Wait>, Error> {
+        match cmd {
+            control::INFO => Ok(Step::Done(self.count)),
+            control::SEM_V => v(&mut self.count, &mut self.waiters).map(Step::Done),
+            control::SEM_P => match p(&mut self.count, &mut self.waiters)? {
+                None => Ok(Step::Done(0)),
+                Some(thread) => Ok(Step::Later(Wait(thread))),
+            },
+            _ => Err(Error::NotSupported),
+        }
+    }
+
+    /// The count, and the number of waiters.
+    fn info(&self) -> Step<(u64, u64), Infallible> {
+        Step::Done((self.count, self.waiters.len() as u64))
+    }
+}
+
+impl Later<u64> for Wait {
+    /// Queued in the P: wait until a V hands this thread the unit (it is no longer queued)
+    /// or the semaphore is closed (the lookup fails).
+    fn run(self, id: ResId, _: &[u8]) -> Result<u64, Error> {
+        loop {
+            sched::block(sched::Block::Sem);
+            let queued = local::with_state(id, &[], |s: &mut Sem| {
+                Ok(s.waiters.contains(&Waiter::Thread(self.0)))
+            })?;
+            if !queued {
+                return Ok(0);
+            }
+        }
+    }
+}
 
 /// Who waits in a P.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,7 +97,7 @@ pub enum Waiter {
 }
 
 /// P: take a unit if there is one (`None`); else the caller waits: a thread of this core is
-/// queued and its id returned (it then blocks in `res::local::control` until a V or a
+/// queued and its id returned (it then blocks in [`Wait`] until a V or a
 /// close); a remote request is queued and answered later.
 pub fn p(count: &mut u64, waiters: &mut VecDeque<Waiter>) -> Result<Option<u32>, Error> {
     if *count > 0 {

@@ -136,10 +136,10 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
         Op::ResInfo(id) => res::local::info(*id).map(|i| Out::Infos(alloc::vec![i])),
         Op::ResList => Ok(Out::Infos(res::local::list())),
         Op::RegionAttach { region, writable } => {
-            res::local::region_attach(*region, *writable).map(Out::Frames)
+            res::vregion::attach(*region, *writable).map(Out::Frames)
         }
         Op::RegionDetached(region) => {
-            res::local::note_detached(core::iter::once(*region));
+            res::vregion::note_detached(core::iter::once(*region));
             Ok(Out::Unit)
         }
         Op::Spawn {

@@ -266,3 +266,47 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// Every type answers the operations it lacks `NotSupported` (the trait's defaults), an
+    /// unknown control command too, and the generic checks come first: a bad type is
+    /// `WrongType`, a missing right `Denied`, whatever the operation.
+    fn operations_a_type_lacks_are_not_supported() -> TestResult {
+        as_user(7);
+        let sem = e(res::open("here/sem/ns", &size_arg(1), Rights::OWNER_ALL), "open sem")?;
+        let region = e(res::open("here/vregion/ns", &size_arg(4096), Rights::OWNER_ALL), "open vregion")?;
+        let compute = e(res::open("here/compute/ns", &size_arg(100), Rights::OWNER_ALL), "open compute")?;
+        as_user(0);
+        let p = e(res::open("here/process/ns", b"spin\0", Rights::OWNER_ALL), "open process")?;
+        let pid = e(res::control(p, control::INFO, 0, 0), "pid")?;
+        let vs = e(res::open("here/vspace/ns", &size_arg(pid), Rights::OWNER_ALL), "open vspace")?;
+        as_user(7);
+        kassert!(res::read(sem, 8, 0).err() == Some(Error::NotSupported), "sem read");
+        kassert!(res::write(sem, b"x", 0) == Err(Error::NotSupported), "sem write");
+        kassert!(res::control(sem, control::ATTACH, 0, 0) == Err(Error::NotSupported), "sem attach");
+        kassert!(res::control(region, control::KILL, 0, 0) == Err(Error::NotSupported), "vregion kill");
+        kassert!(res::control(compute, control::SEM_V, 0, 0) == Err(Error::NotSupported), "compute V");
+        kassert!(res::control(compute, control::SET_MIPS, 0, 0) == Err(Error::InvalidArgument), "compute mips 0");
+        as_user(0);
+        kassert!(res::write(vs, b"x", 0) == Err(Error::NotSupported), "vspace write");
+        kassert!(res::control(vs, control::SET_MIPS, 1, 0) == Err(Error::NotSupported), "vspace mips");
+        kassert!(res::control(p, control::SEM_P, 0, 0) == Err(Error::NotSupported), "process P");
+        kassert!(res::control(p, 99, 0, 0) == Err(Error::NotSupported), "unknown command");
+        // The generic checks before the type's answer.
+        let forged = ResId::new(0, sem.core(), ResType::VRegion, sem.generation(), sem.slot());
+        kassert!(res::read(forged, 8, 0).err() == Some(Error::WrongType), "forged type");
+        as_user(8);
+        kassert!(res::read(sem, 8, 0).err() == Some(Error::Denied), "sem read, other user");
+        kassert!(res::write(sem, b"x", 0) == Err(Error::Denied), "sem write, other user");
+        kassert!(res::control(region, control::KILL, 0, 0) == Err(Error::Denied), "vregion kill, other user");
+        as_user(0);
+        e(res::close(vs), "close vspace")?;
+        e(res::close(p), "close process")?;
+        as_user(7);
+        e(res::close(compute), "close compute")?;
+        e(res::close(region), "close vregion")?;
+        e(res::close(sem), "close sem")?;
+        as_user(0);
+        Ok(())
+    }
+}
