@@ -289,6 +289,12 @@ impl Op {
 pub struct Rights(pub u8);
 
 impl Rights {
+    /// Rights that grant nothing to anyone (only the creator's close, which is never
+    /// refused): a resource nobody could use, refused at open.
+    pub const fn useless(self) -> bool {
+        self.0 == 0
+    }
+
     /// The default: the creator may do everything, nobody else anything.
     pub const OWNER_ALL: Rights = Rights(0x0f);
     pub const EVERYONE_ALL: Rights = Rights(0xff);
@@ -300,9 +306,11 @@ impl Rights {
         1 << (op as u8 + 4)
     }
 
-    /// May `user` do `op` on a resource created by `creator` with these rights?
+    /// May `user` do `op` on a resource created by `creator` with these rights? The kernel
+    /// may do anything, and the creator may always close what it created, whatever the
+    /// rights say: a resource nobody could ever close would hold its memory until reboot.
     pub fn allows(self, op: Op, user: UserId, creator: UserId) -> bool {
-        if user == UserId::KERNEL {
+        if user == UserId::KERNEL || (user == creator && op == Op::Close) {
             return true;
         }
         let bit = if user == creator {

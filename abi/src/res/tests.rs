@@ -105,16 +105,18 @@ fn rights_matrix() {
                 } else {
                     Rights::others(op)
                 };
+                // The creator may always close (see `allows`).
+                let allowed_now = allowed || (user == creator && op == Op::Close);
                 // Everything else allowed, this one bit as the case says.
                 let rights = Rights(if allowed { 0xff } else { !bit });
                 assert_eq!(
                     rights.allows(op, user, creator),
-                    allowed,
+                    allowed_now,
                     "{op:?} by {user:?}, allowed={allowed}"
                 );
                 // And only this bit matters: with nothing else set the answer is the same.
                 let only = Rights(if allowed { bit } else { 0 });
-                assert_eq!(only.allows(op, user, creator), allowed);
+                assert_eq!(only.allows(op, user, creator), allowed_now);
             }
         }
         assert!(
@@ -123,6 +125,10 @@ fn rights_matrix() {
         );
     }
     assert!(Rights::OWNER_ALL.allows(Op::Close, creator, creator));
+    // A creator who gave itself no close right still may close; nobody else may.
+    assert!(Rights(0x0b).allows(Op::Close, creator, creator));
+    assert!(!Rights(0x0b).allows(Op::Close, other, creator));
+    assert!(Rights(0).useless() && !Rights(0x10).useless());
     assert!(!Rights::OWNER_ALL.allows(Op::Read, other, creator));
 }
 

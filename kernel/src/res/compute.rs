@@ -3,6 +3,8 @@
 //! it, and the process stops; CLOSE unbinds and deletes it. Its mips degree sets the bound
 //! process's time slice: `mips / 100` ticks, at least one.
 
+#![deny(unsafe_code)]
+
 use super::kind::{u64_arg, Later, Resource, Step};
 use super::local::{self, may_touch};
 use super::ReadOut;

@@ -3,6 +3,8 @@
 //! request queue; the rights say who may send (write) and receive (read). It lives on its
 //! owner's core and goes when the owner ends.
 
+#![deny(unsafe_code)]
+
 use super::flow_pid;
 use super::kind::{Resource, Step};
 use super::local;

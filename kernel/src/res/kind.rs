@@ -18,6 +18,8 @@
 //! operation always finishes in the table says so with `Infallible` as its `Later`. The
 //! whole path is static: no allocation, one indirect call to reach the type.
 
+#![deny(unsafe_code)]
+
 use super::ReadOut;
 use abi::res::ResId;
 use abi::{Error, Pid};

@@ -14,6 +14,8 @@
 //! the two phases). What each operation means for each type: the type's file under `res/`
 //! and docs/resources.md.
 
+#![deny(unsafe_code)]
+
 use super::kind::{Later, Resource, Step, Stored};
 use super::{flow_user, ops_of, rcc_on, ReadOut, State};
 use crate::percore::{self, current_core};
@@ -289,6 +291,9 @@ pub fn open(
 ) -> Result<(ResId, Option<Pid>), Error> {
     if parsed.core(current_core()) != current_core() {
         return Err(Error::BadName);
+    }
+    if rights.useless() {
+        return Err(Error::InvalidArgument);
     }
     let key = (
         parsed.kind as u8,

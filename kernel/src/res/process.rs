@@ -2,6 +2,8 @@
 //! (a `compute` bound to it runs it), READ describes it, WRITE replaces its arguments before
 //! it has run, `KILL` ends it, CLOSE ends it if alive and removes it (P4 Tables 1 and 2).
 
+#![deny(unsafe_code)]
+
 use super::kind::{Later, Resource, Step};
 use super::{flow_pid, flow_priority, ReadOut};
 use crate::proc;
@@ -86,13 +88,8 @@ impl Resource for Process {
 impl Later<ReadOut> for Describe {
     fn run(self, _: ResId, _: &[u8]) -> Result<ReadOut, Error> {
         let info = proc::info_of(self.pid).ok_or(Error::NoSuchProcess)?;
-        // SAFETY: ProcInfo is plain data (repr(C), no padding with meaning).
-        let bytes = unsafe {
-            core::slice::from_raw_parts(
-                &info as *const abi::ProcInfo as *const u8,
-                core::mem::size_of::<abi::ProcInfo>(),
-            )
-        };
+        // A plain-data record (`bytemuck::Pod`): its bytes, without unsafe.
+        let bytes = bytemuck::bytes_of(&info);
         Ok(ReadOut::Bytes(
             bytes[..bytes.len().min(self.len as usize)].to_vec(),
         ))

@@ -9,6 +9,8 @@
 //!
 //! OPEN takes the count; CONTROL `SEM_P`, `SEM_V` and `INFO` (the count); no READ or WRITE.
 
+#![deny(unsafe_code)]
+
 use super::kind::{u64_arg, Later, Resource, Step};
 use super::local;
 use crate::proc::sched;

@@ -3,6 +3,8 @@
 //! live on another core: its owner checks the rights and counts the attachment), `DETACH`
 //! unmaps one, READ lists them. Reaching into a process needs its user (`may_touch`).
 
+#![deny(unsafe_code)]
+
 use super::kind::{u64_arg, Later, Resource, Step};
 use super::local::may_touch;
 use super::{flow_pid, ReadOut};

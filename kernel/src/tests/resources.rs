@@ -183,6 +183,17 @@ ktest! {
         kassert!(res::write(private, b"x", 0) == Err(Error::Denied), "other write");
         kassert!(res::control(private, control::INFO, 0, 0) == Err(Error::Denied), "other control");
         kassert!(res::close(private) == Err(Error::Denied), "other close");
+        // The creator may always close what it created, even without the close right
+        // (regression: such resources could never be closed); rights granting nothing to
+        // anyone are refused at open.
+        as_user(5);
+        let no_close = e(res::open("here/vregion/noclose", &size_arg(4096), Rights::parse("rw-x/rw-x").ok_or("rights")?), "open without close right")?;
+        as_user(6);
+        kassert!(res::close(no_close) == Err(Error::Denied), "other close without the right");
+        as_user(5);
+        e(res::close(no_close), "creator close without the close right")?;
+        kassert!(res::open("here/vregion/nothing", &size_arg(4096), Rights(0)) == Err(Error::InvalidArgument), "rights granting nothing accepted");
+        as_user(6);
         kassert!(res::read(readable, 4, 0).is_ok(), "other read where allowed");
         kassert!(res::write(readable, b"x", 0) == Err(Error::Denied), "other write where only read is allowed");
         res::set_rcc(false);
