@@ -633,18 +633,10 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
         if p.ended.is_some() {
             return Err(Error::NoSuchProcess);
         }
-        if s.current_process() == Some(pid.serial()) {
-            if !crate::structure::serves_running_thread() {
-                // Big-lock mode, working for its core: it runs in user mode on that CPU.
-                // It ends itself on its next way back to user mode (an IPI follows).
-                if let Some(t) = s.current_thread() {
-                    s.request_kill(t);
-                }
-                return Ok(false);
-            }
-            return Ok(true);
-        }
-        if let Some(me) = requester {
+        // The rule first, whoever runs where (regression: in big-lock mode a target running
+        // on its own CPU was ended before the rule was checked, so any program could kill
+        // any running process; the fuzzer found it). A process may end itself.
+        if let Some(me) = requester.filter(|&me| me != pid) {
             // Walk up the parents on this core; the chain may end at the requester on
             // another core (a child it started there).
             let mut at = p.parent;
@@ -661,6 +653,17 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
                     _ => return Err(Error::Denied),
                 }
             }
+        }
+        if s.current_process() == Some(pid.serial()) {
+            if !crate::structure::serves_running_thread() {
+                // Big-lock mode, working for its core: it runs in user mode on that CPU.
+                // It ends itself on its next way back to user mode (an IPI follows).
+                if let Some(t) = s.current_thread() {
+                    s.request_kill(t);
+                }
+                return Ok(false);
+            }
+            return Ok(true);
         }
         end_process(s, pid.serial(), killed);
         Ok(false)

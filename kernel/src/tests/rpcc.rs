@@ -189,46 +189,57 @@ ktest! {
     }
 }
 
-/// A process moved from `from` to `to`, asked from this core, continues and ends well.
-fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), String> {
-    let args = [format!("{target}"), String::from("1000")];
+/// Start `rloop TARGET ROUNDS` on core `from` (a child of the tests).
+fn spawn_rloop(from: usize, target: usize, rounds: u32) -> Result<Pid, String> {
+    let args = [format!("{target}"), format!("{rounds}")];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let pid = if from == percore::current_core() {
-        e(
+    if from == percore::current_core() {
+        return e(
             proc::spawn("rloop", &args, Priority::App, TEST_PARENT),
             "spawn",
-        )?
-    } else {
-        let op = Op::Spawn {
-            name: "rloop".into(),
-            args: args.iter().map(|a| String::from(*a)).collect(),
-            priority: Priority::App,
-        };
-        match rpcc::call(from, op) {
-            Ok(Out::Pid(p)) => p,
-            Ok(_) => return Err("remote spawn: unexpected reply".into()),
-            Err(err) => return Err(format!("remote spawn: {err:?}")),
-        }
+        );
+    }
+    let op = Op::Spawn {
+        name: "rloop".into(),
+        args: args.iter().map(|a| String::from(*a)).collect(),
+        priority: Priority::App,
     };
-    sched::run_until(3_000_000, || false);
-    let new = match proc::migrate::migrate(pid, to) {
-        Ok(new) => new,
-        Err(err) => {
-            let status = if pid.core() == percore::current_core() {
-                proc::take_status(pid)
-            } else {
-                None
-            };
-            return Err(format!(
-                "migrate {pid} from core {from} to {to}: {err:?} (status {status:?})"
-            ));
+    match rpcc::call(from, op) {
+        Ok(Out::Pid(p)) => Ok(p),
+        Ok(_) => Err("remote spawn: unexpected reply".into()),
+        Err(err) => Err(format!("remote spawn: {err:?}")),
+    }
+}
+
+/// A process moved from `from` to `to`, asked from this core, continues and ends well.
+fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), String> {
+    // What is tested is a move in the middle of the work. If rloop already finished when
+    // the move is asked (a fast host, or a slow one that ran it before the test looked),
+    // that proves nothing: collect it and try again with ten times the rounds.
+    let mut rounds = 1000;
+    let (pid, new) = loop {
+        let pid = spawn_rloop(from, target, rounds)?;
+        sched::run_until(3_000_000, || false);
+        match proc::migrate::migrate(pid, to) {
+            Ok(new) => break (pid, new),
+            Err(Error::NoSuchProcess) if rounds < 100_000 => {
+                let _ = on(from, take_status_here, pid.0)?;
+                rounds *= 10;
+            }
+            Err(err) => {
+                let status = on(from, take_status_here, pid.0).ok();
+                return Err(format!(
+                    "migrate {pid} ({rounds} rounds) from core {from} to {to}: {err:?} (status {status:?})"
+                ));
+            }
         }
     };
     kassert!(new.core() == to, "new pid {new} not on core {to}");
     kassert!(migrate_probe(pid) == 0, "old pid {pid} still listed");
-    // It finishes its rounds on the new core and exits 0.
+    // It finishes its rounds on the new core and exits 0 (120 s is only a hang guard).
+    let deadline = crate::time::now_ns() + 120_000_000_000;
     let mut status = u64::MAX;
-    for _ in 0..2000 {
+    while crate::time::now_ns() < deadline {
         status = on(to, take_status_here, new.0)?;
         if status != u64::MAX {
             break;
@@ -237,7 +248,7 @@ fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), Strin
     }
     kassert!(
         status == 0,
-        "migrated process ended with {status:#x} (u64::MAX: still running)"
+        "migrated process ended with {status:#x} (u64::MAX: still running after 120 s)"
     );
     Ok(())
 }
@@ -370,4 +381,50 @@ fn run_load(n: usize) -> Result<(), String> {
     let failed = LOAD_FAILED.load(Ordering::Relaxed);
     kassert!(failed == 0, "{failed} remote operations failed");
     Ok(())
+}
+
+fn running_here(pid: u64) -> u64 {
+    u64::from(
+        proc::infos()
+            .iter()
+            .any(|p| p.pid == Pid(pid) && p.state == abi::STATE_RUNNING),
+    )
+}
+
+ktest! {
+    /// Only a process's ancestors may kill it, also while it runs on its own CPU: in
+    /// big-lock mode such a target used to be ended before the rule was checked
+    /// (regression; the fuzzer found it).
+    fn kill_rule_holds_for_a_running_process() -> TestResult {
+        let Some(other) = other_core() else { crate::kskip!("needs 2 cores") };
+        let spin = match rpcc::call(other, Op::Spawn { name: "spin".into(), args: Vec::new(), priority: Priority::App }) {
+            Ok(Out::Pid(p)) => p,
+            Ok(_) => return Err("spawn spin: unexpected reply".into()),
+            Err(err) => return Err(format!("spawn spin on core {other}: {err:?}")),
+        };
+        // Wait until it runs (120 s only catches a hang): the case that was wrong.
+        let deadline = crate::time::now_ns() + 120_000_000_000;
+        while on(other, running_here, spin.0)? == 0 && crate::time::now_ns() < deadline {
+            sched::run_until(1_000_000, || false);
+        }
+        let running = on(other, running_here, spin.0)? == 1;
+        let victim = format!("{spin}");
+        let s = proc::spawn("crash", &["kill-pid", &victim], Priority::App, TEST_PARENT).map_err(|e| format!("spawn crash: {e}"));
+        let s = s.and_then(|pid| {
+            sched::run_until(120_000_000_000, || proc::has_ended(pid));
+            proc::take_status(pid).ok_or_else(|| String::from("crash kill-pid did not end"))
+        });
+        let alive = migrate_probe(spin) == 1;
+        // Clean up whatever the checks say.
+        let _ = rpcc::call(other, Op::Kill { pid: spin, descendants_only: false });
+        let deadline = crate::time::now_ns() + 60_000_000_000;
+        while on(other, take_status_here, spin.0)? == u64::MAX && crate::time::now_ns() < deadline {
+            sched::run_until(1_000_000, || false);
+        }
+        kassert!(running, "spin never ran on core {other}");
+        let s = s?;
+        kassert!(s.how == abi::ENDED_EXIT && s.code == 0, "crash kill-pid {spin} ended with {s:?} (0: refused with Denied)");
+        kassert!(alive, "a stranger's kill ended the running process {spin}");
+        Ok(())
+    }
 }

@@ -1,6 +1,7 @@
 //! `fuzz [CALLS] [SEED]`: the system-call fuzzer. It makes CALLS system calls (default
-//! 100,000) with random call numbers and hostile arguments as user [`FUZZ_USER`], closes
-//! every resource that user still holds, and exits 0 if the kernel answered every call
+//! 100,000) with random call numbers and hostile arguments as its own user ([`FUZZ_USERS`]
+//! plus its core: fuzzers on different cores cannot touch each other's resources, as
+//! different users' programs cannot), closes every resource that user still holds, and exits 0 if the kernel answered every call
 //! (the answers themselves are mostly errors, which is the point). A kernel that stops,
 //! hangs, leaks or corrupts another program fails the test that runs it
 //! (`kernel/src/tests/fuzz.rs`, `user/shell/fuzz.script`), not this program.
@@ -20,8 +21,8 @@
 //! end or freeze the fuzzer itself, which tests nothing: `EXIT`, `THREAD_EXIT` and
 //! `POWEROFF` are never made; `THREAD_CREATE` gets a valid entry (a function that exits its
 //! thread); timeouts of `SLEEP`, `WAIT`, `COLLECT`, `RECV` and `THREAD_JOIN` are at most
-//! 1 ms; `CONSOLE_READ` never blocks and `CONSOLE_WRITE` never prints more than a few
-//! bytes; `KILL`, `MIGRATE` and `SETUSER` spare the fuzzer itself; `CALL` never targets an
+//! 1 ms; `CONSOLE_READ` never blocks and `CONSOLE_WRITE` prints nothing (only bad
+//! pointers get a length); `KILL`, `MIGRATE` and `SETUSER` spare the fuzzer itself; `CALL` never targets an
 //! endpoint this program opened (nobody would answer); semaphore P is only submitted, never
 //! waited for in a call.
 #![no_std]
@@ -41,7 +42,12 @@ ulib::main!(main);
 const SCRATCH_AT: u64 = 0x0000_5000_0000_0000;
 const SCRATCH_BYTES: u64 = 64 * 1024;
 /// The user the fuzzer runs as, so that what it opened can be found and closed afterwards.
-const FUZZ_USER: u32 = 4242;
+const FUZZ_USERS: u32 = 4200;
+
+/// The user the fuzzer on `core` runs as.
+fn fuzz_user(core: usize) -> ulib::abi::res::UserId {
+    ulib::abi::res::UserId(FUZZ_USERS + core as u32)
+}
 /// The most recently returned values kept as candidate ids, pids and tickets.
 const POOL: usize = 64;
 
@@ -238,13 +244,17 @@ impl Fuzzer {
             nr::EXIT | nr::THREAD_EXIT | nr::POWEROFF => return,
             nr::WAIT => a[2] = self.small_timeout(),
             nr::SLEEP => a[0] = self.small_timeout(),
-            nr::CONSOLE_WRITE => a[1] = self.rng.below(2),
+            // Bad pointers with any length; a good pointer writes nothing (random bytes on
+            // the console would garble the test protocol's lines).
+            nr::CONSOLE_WRITE if (SCRATCH_AT..SCRATCH_AT + SCRATCH_BYTES).contains(&a[0]) => {
+                a[1] = 0
+            }
             nr::CONSOLE_READ => a[2] |= nr::CONSOLE_NONBLOCK,
             nr::KILL if a[0] == self.me.0 => return,
             nr::MIGRATE if a[0] == 0 || a[0] == self.me.0 => return,
             // Always to the fuzz user: a program that becomes another user can no longer
             // close what it opened (rights are per user), and cleaning up is part of the test.
-            nr::SETUSER => a[0] = u64::from(FUZZ_USER),
+            nr::SETUSER => a[0] = u64::from(fuzz_user(self.me.core()).0),
             nr::COLLECT | nr::RECV | nr::THREAD_JOIN => a[2] = self.small_timeout(),
             nr::CALL if self.own_endpoints.contains(&a[0]) => return,
             nr::RES_CONTROL if a[1] == nr::control::SEM_P => return,
@@ -370,8 +380,10 @@ fn main(args: &[&str]) -> i32 {
     if args.get(1) == Some(&"all") {
         return on_every_core(args.get(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
     }
-    if let Err(e) = res::setuser(ulib::abi::res::UserId(FUZZ_USER)) {
-        println!("fuzz: setuser {FUZZ_USER}: {e:?}");
+    let me_first = sys::getpid().unwrap_or(Pid(0));
+    let user = fuzz_user(me_first.core());
+    if let Err(e) = res::setuser(user) {
+        println!("fuzz: setuser {}: {e:?}", user.0);
         return 1;
     }
     let calls: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
@@ -409,14 +421,17 @@ fn main(args: &[&str]) -> i32 {
     }
     // Reap children the fuzz spawned (hello/nop by chance) so no zombie is left.
     while sys::wait_timeout(None, 1_000_000).is_ok() {}
-    let (closed, stuck) = close_everything(cores as usize);
+    let (closed, stuck) = close_everything(cores as usize, user);
     println!(
         "fuzz: {calls} calls from {me} (seed {seed:#x}): {} answered Ok, {} with an error; \
          {closed} resources closed afterwards",
         f.counts[0], f.counts[1]
     );
     if stuck > 0 {
-        println!("fuzz: {stuck} resources of user {FUZZ_USER} could not be closed");
+        println!(
+            "fuzz: {stuck} resources of user {} could not be closed",
+            user.0
+        );
         return 1;
     }
     0
@@ -427,11 +442,11 @@ fn core_count() -> usize {
     sys::cores(&mut buf).unwrap_or(1).max(1)
 }
 
-/// Close every resource user [`FUZZ_USER`] holds on any core (the scratch area too, after
+/// Close every resource `user` holds on any core (the scratch area too, after
 /// detaching it); returns (closed, could not be closed). Vspace handles go first, so that
 /// vregions attached through them can be detached and closed.
-fn close_everything(cores: usize) -> (usize, usize) {
-    let _ = res::setuser(ulib::abi::res::UserId(FUZZ_USER));
+fn close_everything(cores: usize, user: ulib::abi::res::UserId) -> (usize, usize) {
+    let _ = res::setuser(user);
     if let Ok(vs) = res::open_vspace("here/vspace/fuzz", None, Rights::OWNER_ALL) {
         let _ = res::detach(vs, SCRATCH_AT);
         let _ = res::close(vs);
@@ -441,7 +456,7 @@ fn close_everything(cores: usize) -> (usize, usize) {
         let Ok(mut all) = res::list_all(core) else {
             continue;
         };
-        all.retain(|r| r.creator.0 == FUZZ_USER);
+        all.retain(|r| r.creator == user);
         all.sort_by_key(|r| u8::from(r.kind != ResType::VSpace as u8));
         for r in all {
             match res::close(r.id) {
