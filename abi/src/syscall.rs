@@ -23,7 +23,7 @@
 //! | 11 | `PROCESSES` | `*mut ProcInfo`, capacity | number of records written |
 //! | 12 | `CORES` | `*mut CoreInfo`, capacity | number of records written |
 //! | 13 | `KILL` | pid | 0 |
-//! | 14 | `POWEROFF` | | (does not return) |
+//! | 14 | `POWEROFF` | | (does not return; `Denied` unless the caller was created by the administrator, user 1, or the kernel) |
 //! | 15 | `RES_OPEN` | name ptr, name len, args ptr, args len, rights | `ResId` |
 //! | 16 | `RES_CLOSE` | id | 0 |
 //! | 17 | `RES_READ` | id, buf ptr, buf len, arg | type-specific (docs/resources.md) |
@@ -31,7 +31,7 @@
 //! | 19 | `RES_CONTROL` | id, command, arg0, arg1 | type-specific |
 //! | 20 | `RES_LIST` | core, `*mut ResInfo`, capacity | number of records written |
 //! | 21 | `RES_INFO` | id, `*mut ResInfo` | 0 |
-//! | 22 | `SETUSER` | user id | 0 (the caller's user changes: the shell's `su`) |
+//! | 22 | `SETUSER` | user id | 0 (the caller's user changes: the shell's `su`; `Denied` unless the caller was created by the administrator, user 1, or the kernel, or it names the caller's own user; never the kernel, 0) |
 //! | 23 | `GETUSER` | | the caller's user id |
 //! | 24 | `SPAWN_ON` | name ptr, name len, args ptr, args len, priority, core | pid of the child (it lives on `core`) |
 //! | 25 | `MIGRATE` | pid (0 = the caller), core | the process's new pid on `core` |

@@ -259,7 +259,16 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
 /// `timeout_ns`.
 pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
     if endpoint.core() != current_core() {
-        return Err(Error::InvalidArgument);
+        // Only an endpoint's opener receives on it, and the opener lives on the endpoint's
+        // core: from here the caller is a stranger to it, and gets a stranger's answer
+        // (`Denied`), once the id is known to name an endpoint (regression: this was
+        // `InvalidArgument`, unlike the same call on the endpoint's own core).
+        let info = crate::res::info(endpoint)?;
+        return Err(if info.kind == abi::res::ResType::Endpoint as u8 {
+            Error::Denied
+        } else {
+            Error::WrongType
+        });
     }
     let owner = crate::res::local::endpoint_owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);

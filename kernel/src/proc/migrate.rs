@@ -41,6 +41,7 @@ pub struct Snapshot {
     priority: Priority,
     parent: Pid,
     user: UserId,
+    admin: bool,
     heap_end: u64,
     frame: TrapFrame,
     fx: [u8; 512],
@@ -207,6 +208,7 @@ fn describe(
         priority: p.priority,
         parent: p.parent,
         user: p.user,
+        admin: p.admin,
         heap_end: p.heap_end,
         frame,
         fx,
@@ -280,6 +282,7 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
         priority: snapshot.priority,
         parent: snapshot.parent,
         user: snapshot.user,
+        admin: snapshot.admin,
         heap_end: snapshot.heap_end,
     };
     // The new pid is known only once installed: install stopped, patch, then start.

@@ -53,6 +53,10 @@ pub struct Process {
     pub boot: bool,
     /// Who it runs as, for resource rights (inherited from its creator; `su` changes it).
     pub user: UserId,
+    /// Created by the administrator ([`ADMIN`]) or the kernel: it may change its user
+    /// (SETUSER, the shell's `su`) and power the machine off, whatever user it acts as
+    /// now. Everyone else keeps the user it was created with.
+    pub admin: bool,
     /// Its children that live on other cores (WAIT asks their cores).
     pub remote_children: Vec<Pid>,
     /// A child on another core ended or moved since the last look (WAIT must not sleep).
@@ -78,6 +82,20 @@ impl Process {
 
 /// The user boot programs (and so the shell) start as.
 pub const FIRST_USER: UserId = UserId(1);
+
+/// The machine's administrator: the user the shell starts as. Only processes it (or the
+/// kernel) created may change their user or power off.
+pub const ADMIN: UserId = FIRST_USER;
+
+/// May the running process power the machine off? Only one the administrator or the
+/// kernel created ([`Process::admin`]).
+pub fn current_is_admin() -> bool {
+    sched::with(|s| {
+        s.current_process()
+            .and_then(|serial| s.processes.get(&serial))
+            .is_some_and(|p| p.admin)
+    })
+}
 
 /// The user of the running process (`UserId::KERNEL` when no process runs: boot, tests).
 ///
@@ -108,17 +126,25 @@ fn user_for_child() -> UserId {
     }
 }
 
-/// SETUSER: the running process now acts as `user` (no authentication: a research system).
+/// Is a process created now (by the flow's user) an administrator's ([`Process::admin`])?
+fn admin_for_child() -> bool {
+    matches!(crate::res::flow_user(), UserId::KERNEL | ADMIN)
+}
+
+/// SETUSER: the running process now acts as `user`. Only a process the administrator or
+/// the kernel created may change its user (there is no authentication beyond that: a
+/// research system); nobody may become the kernel. Setting the user it has is a no-op.
 pub fn set_current_user(user: UserId) -> Result<(), Error> {
     if user == UserId::KERNEL {
         return Err(Error::Denied);
     }
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
-        s.processes
-            .get_mut(&serial)
-            .ok_or(Error::NoSuchProcess)?
-            .user = user;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        if !p.admin && p.user != user {
+            return Err(Error::Denied);
+        }
+        p.user = user;
         percore::this()
             .running_user
             .store(user.0, Ordering::Relaxed);
@@ -354,6 +380,7 @@ fn create(
             priority,
             parent,
             user: user_for_child(),
+            admin: admin_for_child(),
             heap_end: plan.end,
         },
         vs,
@@ -374,6 +401,7 @@ pub struct Newborn {
     pub priority: Priority,
     pub parent: Pid,
     pub user: UserId,
+    pub admin: bool,
     pub heap_end: u64,
 }
 
@@ -403,6 +431,7 @@ pub fn install(
             exited: alloc::collections::BTreeMap::new(),
             boot: who.parent == Pid(0),
             user: who.user,
+            admin: who.admin,
             remote_children: Vec::new(),
             child_event: false,
             moved: Vec::new(),

@@ -3,44 +3,12 @@
 //! `lwpcheck` on this core and with their children on another core; afterwards every core
 //! has the memory it had.
 
-use crate::proc::{self, sched, TEST_PARENT};
+use super::{frames_after, free_frames_per_core, run_program};
 use crate::{kassert, ktest, percore, smp};
-use abi::Priority;
 use alloc::format;
-use alloc::vec::Vec;
-
-fn free_frames_here(_: u64) -> u64 {
-    crate::mm::frames::drain_remote();
-    crate::mm::frames::counts(percore::current_core()).0
-}
-
-fn frames() -> Result<Vec<u64>, alloc::string::String> {
-    (0..smp::cores_planned())
-        .map(|c| {
-            smp::call_on(c, free_frames_here, 0, 5_000_000_000)
-                .map_err(|e| format!("core {c}: {e:?}"))
-        })
-        .collect()
-}
-
-fn run_program(name: &str, args: &[&str]) -> crate::ktest::TestResult {
-    let pid = proc::spawn(name, args, Priority::App, TEST_PARENT)
-        .map_err(|e| format!("spawn {name}: {e}"))?;
-    if !sched::run_until(60_000_000_000, || proc::has_ended(pid)) {
-        let _ = proc::end_by_kill(pid);
-        let _ = proc::take_status(pid);
-        return Err(format!("{name} did not finish within 60 s"));
-    }
-    let s = proc::take_status(pid).ok_or("ended without a status")?;
-    kassert!(
-        s.how == abi::ENDED_EXIT && s.code == 0,
-        "{name} {args:?} ended with {s:?} (its console line says why)"
-    );
-    Ok(())
-}
 
 fn run_ipccheck(args: &[&str]) -> crate::ktest::TestResult {
-    run_program("ipccheck", args)
+    run_program("ipccheck", args, 120)
 }
 
 ktest! {
@@ -53,12 +21,11 @@ ktest! {
         for args in runs {
             run_ipccheck(args)?;
         }
-        let before = frames()?;
+        let before = free_frames_per_core()?;
         for args in runs {
             run_ipccheck(args)?;
         }
-        sched::run_until(30_000_000, || false);
-        let after = frames()?;
+        let after = frames_after(&before)?;
         kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
         Ok(())
     }
@@ -70,12 +37,11 @@ ktest! {
     /// endpoint, join; and nothing left behind.
     fn threads_and_semaphores() -> TestResult {
         let other = format!("{}", (percore::current_core() + 1) % smp::cores_planned());
-        run_program("lwpcheck", &[other.as_str()])?; // warm-up
-        let before = frames()?;
-        run_program("lwpcheck", &[])?;
-        run_program("lwpcheck", &[other.as_str()])?;
-        sched::run_until(30_000_000, || false);
-        let after = frames()?;
+        run_program("lwpcheck", &[other.as_str()], 120)?; // warm-up
+        let before = free_frames_per_core()?;
+        run_program("lwpcheck", &[], 120)?;
+        run_program("lwpcheck", &[other.as_str()], 120)?;
+        let after = frames_after(&before)?;
         kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
         Ok(())
     }

@@ -239,6 +239,17 @@ ktest! {
 }
 
 ktest! {
+    /// Only the administrator's (or the kernel's) processes may change their user or power
+    /// off: a program created as user 2000 may not become user 1000, the administrator or
+    /// the kernel, nor power the machine off (regression: any program could).
+    fn only_the_administrator_changes_users() -> TestResult {
+        let s = run("crash", &["drop-user"], Priority::App)?;
+        kassert!(exited_ok(&s), "crash drop-user ended with {s:?} (its console lines say which attempt was let through)");
+        Ok(())
+    }
+}
+
+ktest! {
     /// Children that outlive their parent are cleaned up when they end: no zombie stays.
     fn orphans_leave_no_zombies() -> TestResult {
         let count = || proc::infos().len();

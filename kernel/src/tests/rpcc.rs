@@ -3,6 +3,7 @@
 //! third core), and 100,000 remote operations over every pair of cores with nothing leaked.
 //! Tests that need more cores than the boot has pass after saying so.
 
+use super::free_frames_here;
 use crate::proc::{self, sched, TEST_PARENT};
 use crate::res::{self, ReadOut};
 use crate::rpcc::{self, Op, Out};
@@ -39,11 +40,6 @@ fn backlog_here(_: u64) -> u64 {
 
 fn awake_here(_: u64) -> u64 {
     rpcc::agents_awake()
-}
-
-fn free_frames_here(_: u64) -> u64 {
-    crate::mm::frames::drain_remote();
-    crate::mm::frames::counts(percore::current_core()).0
 }
 
 fn heap_here(_: u64) -> u64 {

@@ -15,6 +15,8 @@
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
+//! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
+//! | `escalate` | (run as a user other than the administrator) tries to become user 1000, the administrator (1) and the kernel (0), and to power off; keeps its own user | exit 0 if every attempt is `Denied` and keeping its user works |
 //!
 //! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
 #![no_std]
@@ -86,6 +88,8 @@ fn main(args: &[&str]) -> i32 {
             return expect_denied("kill-pid", sys::kill(pid));
         }
         "orphan" => return orphan(),
+        "drop-user" => return drop_user(),
+        "escalate" => return escalate(),
         "wait-timeout" => return wait_timeout(),
         _ => {
             println!(
@@ -192,4 +196,58 @@ fn wait_timeout() -> i32 {
         println!("wait-timeout: wait {timed_out:?}, read {read:?}, kill {killed:?}, collect {collected:?}");
     }
     i32::from(!ok)
+}
+
+/// `drop-user`: an administrator's process may change its user; its child, created as user
+/// 2000, is not the administrator's.
+fn drop_user() -> i32 {
+    use ulib::abi::res::UserId;
+    if let Err(e) = ulib::res::setuser(UserId(2000)) {
+        println!("drop-user: setuser 2000: {e:?} (run it as the administrator)");
+        return 1;
+    }
+    let child = match sys::spawn("crash", &["escalate"], Priority::App) {
+        Ok(p) => p,
+        Err(e) => {
+            println!("drop-user: spawn: {e:?}");
+            return 1;
+        }
+    };
+    match sys::wait(Some(child)) {
+        Ok((_, s)) if s.how == ulib::abi::ENDED_EXIT && s.code == 0 => 0,
+        other => {
+            println!("drop-user: escalate ended with {other:?}");
+            1
+        }
+    }
+}
+
+/// `escalate`: a process of user 2000 may not become anyone else, nor power off.
+fn escalate() -> i32 {
+    use ulib::abi::res::UserId;
+    let mut failed = 0;
+    for user in [1000, 1, 0] {
+        let r = ulib::res::setuser(UserId(user));
+        if r != Err(Error::Denied) {
+            println!("escalate: setuser {user} gave {r:?}, expected Denied");
+            failed += 1;
+        }
+    }
+    if ulib::res::getuser() != Ok(UserId(2000)) {
+        println!("escalate: the user changed: {:?}", ulib::res::getuser());
+        failed += 1;
+    }
+    if let Err(e) = ulib::res::setuser(UserId(2000)) {
+        println!("escalate: keeping its own user gave {e:?}");
+        failed += 1;
+    }
+    let off = sys::poweroff();
+    if off != Error::Denied {
+        println!("escalate: poweroff gave {off:?}, expected Denied");
+        failed += 1;
+    }
+    if failed == 0 {
+        println!("escalate: refused");
+    }
+    i32::from(failed > 0)
 }

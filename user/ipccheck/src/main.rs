@@ -8,7 +8,7 @@
 //! | (c) | 32 resource opens on CORE in flight at once, then 32 closes |
 //! | (d) | a child calls its parent's endpoint: replies come back in order, the kernel vouches for the sender; replying twice is an error; one-way sends arrive |
 //! | (e) | a full request queue refuses more (Busy) and loses nothing |
-//! | (f) | a server killed with calls queued: every caller gets Gone |
+//! | (f) | receiving on a server's endpoint (on CORE) is `Denied`; a server killed with calls queued: every caller gets Gone |
 //! | (g) | a child that exits with requests in flight: its replies go nowhere, nothing breaks |
 //!
 //! Roles (the child side): `ipccheck caller EP N`, `ipccheck flood EP`, `ipccheck server`,
@@ -187,6 +187,12 @@ fn parent(core: usize) -> Check {
     let server = sys::spawn_on("ipccheck", &["server"], Priority::App, core)
         .map_err(|e| format!("(f) spawn: {e}"))?;
     let sep = find_endpoint(core, "server")?;
+    // Receiving on another process's endpoint is Denied, on this core and on another
+    // (regression: from another core it was InvalidArgument).
+    match ipc::recv(sep, 0) {
+        Err(Error::Denied) => {}
+        other => return fail("(f) recv on the server's endpoint", other.map(|_| ())),
+    }
     let calls: alloc::vec::Vec<u64> = (0..3)
         .map(|i| {
             let mut s = ipc::op(api::SUBMIT_CALL, sep.0, [0; 4]);
