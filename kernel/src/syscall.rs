@@ -79,8 +79,14 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::PROCESSES => processes(a[0], a[1]),
         nr::CORES => cores(a[0], a[1]),
         nr::KILL => proc::kill(Pid(a[0])).map(|()| 0),
-        nr::POWEROFF if proc::current_is_admin() => crate::power_off(),
-        nr::POWEROFF => Err(Error::Denied),
+        // Only a process the administrator or the kernel created may power off.
+        nr::POWEROFF => {
+            if proc::current_is_admin() {
+                crate::power_off()
+            } else {
+                Err(Error::Denied)
+            }
+        }
         nr::RES_OPEN => res_open(a[0], a[1], a[2], a[3], a[4]),
         nr::RES_CLOSE => res::close(ResId(a[0])).map(|()| 0),
         nr::RES_READ => res_read(ResId(a[0]), a[1], a[2], a[3]),

@@ -100,6 +100,8 @@ pub fn current_is_admin() -> bool {
 /// The user of the running process (`UserId::KERNEL` when no process runs: boot, tests).
 ///
 /// Kept per core by the scheduler at every switch, so a kernel entry finds it in one load.
+/// Inlined: every system call begins with it (a call costs the null call 11 instructions).
+#[inline]
 pub fn current_user() -> UserId {
     UserId(percore::this().running_user.load(Ordering::Relaxed))
 }

@@ -83,6 +83,7 @@ impl Flow {
 }
 
 /// A kernel entry begins: a new flow, acting for `user` for the whole kernel activity.
+#[inline]
 pub fn begin_flow(user: UserId) -> u64 {
     let f = &percore::this().flow;
     f.user.store(user.0, Ordering::Relaxed);
