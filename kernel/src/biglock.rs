@@ -30,12 +30,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 
 static LOCKED: AtomicBool = AtomicBool::new(false);
 
-/// Is the kernel in big-lock mode? (The switch is `structure`'s.)
-#[inline]
-pub fn enabled() -> bool {
-    crate::structure::biglock()
-}
-
 /// Does this core hold the lock?
 pub fn held() -> bool {
     percore::this().holds_biglock.load(Ordering::Relaxed)
@@ -43,7 +37,7 @@ pub fn held() -> bool {
 
 /// Take the lock (spinning, in Lock mode) unless this core holds it already.
 pub fn acquire() {
-    if !enabled() || held() {
+    if !crate::structure::biglock() || held() {
         return;
     }
     let left = modes::enter(Mode::Lock);
@@ -72,7 +66,7 @@ pub fn flush_if_stale() {
 
 /// Give the lock up (going to user mode, or halting).
 pub fn release() {
-    if !enabled() || !held() {
+    if !crate::structure::biglock() || !held() {
         return;
     }
     percore::this()

@@ -239,7 +239,7 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
 
 /// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
 pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
-    let owner = crate::res::local::endpoint_owner(incoming.endpoint, true)?;
+    let owner = crate::res::endpoint::owner(incoming.endpoint, true)?;
     sched::with(|s| {
         let p = s
             .processes
@@ -270,7 +270,7 @@ pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
             Error::WrongType
         });
     }
-    let owner = crate::res::local::endpoint_owner(endpoint, false)?;
+    let owner = crate::res::endpoint::owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     loop {
         let got = with_mine(|ipc, me| {

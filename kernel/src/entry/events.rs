@@ -82,6 +82,6 @@ pub fn vregions_detached(regions: impl Iterator<Item = ResId>) {
 pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, moved: bool) {
     crate::ipc::process_ended(s, ipc);
     if !moved {
-        crate::res::local::forget_endpoints_of(pid);
+        crate::res::endpoint::forget_endpoints_of(pid);
     }
 }

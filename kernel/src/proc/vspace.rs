@@ -152,7 +152,7 @@ impl VSpace {
         if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
             return Err(Error::Busy);
         }
-        if self.attached.len() >= crate::res::local::MAX_ATTACHMENTS
+        if self.attached.len() >= crate::res::vspace::MAX_ATTACHMENTS
             || self.pages + pages > MAX_USER_PAGES
         {
             return Err(Error::NoMemory);

@@ -27,10 +27,6 @@ use alloc::vec::Vec;
 use core::marker::PhantomData;
 use rescore::{Lookup, Table};
 
-// Names other modules reach through `res::local` (they moved to their types' files).
-pub use super::endpoint::{forget_endpoints_of, owner as endpoint_owner};
-pub use super::vspace::MAX_ATTACHMENTS;
-
 /// Most resources one core holds (a bound on the kernel memory users can make it spend).
 pub const MAX_RESOURCES: u32 = 16_384;
 

@@ -129,7 +129,7 @@ ktest! {
         if smp::cores_planned() < 2 {
             crate::kskip!("needs 2 cores");
         }
-        if crate::biglock::enabled() {
+        if crate::structure::biglock() {
             crate::kskip!("not in big-lock mode");
         }
         let r = smp::call_on(1, spin_50ms, 1, 1_000_000);

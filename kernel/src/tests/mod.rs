@@ -62,22 +62,50 @@ pub(crate) fn frames_after(before: &[u64]) -> Result<alloc::vec::Vec<u64>, alloc
     free_frames_per_core()
 }
 
-/// Run program `name` with `args` on this core to its end and check it exited 0. The
-/// bound (`limit_s`) only catches a hang; a program still running then is killed and
-/// reaped, so a failure leaves nothing behind.
-pub(crate) fn run_program(name: &str, args: &[&str], limit_s: u64) -> crate::ktest::TestResult {
-    use crate::proc::{self, sched, TEST_PARENT};
-    let pid = proc::spawn(name, args, abi::Priority::App, TEST_PARENT)
+/// End process `pid` (of this core) if it still runs and collect it, so that a test that
+/// fails leaves nothing behind (60 s only catches a hang).
+pub(crate) fn end_and_reap(pid: abi::Pid) {
+    use crate::proc::{self, sched};
+    let _ = proc::end_by_kill(pid);
+    sched::run_until(60_000_000_000, || proc::has_ended(pid));
+    let _ = proc::take_status(pid);
+}
+
+/// Start program `name` with `args` on this core and run its threads until it ends; its
+/// status. The bound (`limit_s`) only catches a hang (on a busy host a program that takes
+/// 50 ms alone can take seconds); a program still running then is ended and reaped.
+pub(crate) fn run_to_end(
+    name: &str,
+    args: &[&str],
+    priority: abi::Priority,
+    limit_s: u64,
+) -> Result<abi::WaitStatus, alloc::string::String> {
+    use crate::proc::{self, TEST_PARENT};
+    let pid = proc::spawn(name, args, priority, TEST_PARENT)
         .map_err(|e| alloc::format!("spawn {name}: {e}"))?;
+    finish(pid, name, limit_s)
+}
+
+/// Run this core's threads until process `pid` (a child of the tests, called `name` in
+/// messages) ends; its status. As in [`run_to_end`], `limit_s` only catches a hang.
+pub(crate) fn finish(
+    pid: abi::Pid,
+    name: &str,
+    limit_s: u64,
+) -> Result<abi::WaitStatus, alloc::string::String> {
+    use crate::proc::{self, sched};
     if !sched::run_until(limit_s * 1_000_000_000, || proc::has_ended(pid)) {
-        let _ = proc::end_by_kill(pid);
-        sched::run_until(60_000_000_000, || proc::has_ended(pid));
-        let _ = proc::take_status(pid);
+        end_and_reap(pid);
         return Err(alloc::format!(
-            "{name} {args:?} did not finish within {limit_s} s"
+            "{name} ({pid}) did not end within {limit_s} s"
         ));
     }
-    let s = proc::take_status(pid).ok_or("ended without a status")?;
+    proc::take_status(pid).ok_or_else(|| alloc::format!("{name} ({pid}) ended without a status"))
+}
+
+/// [`run_to_end`] at application priority, and check that the program exited 0.
+pub(crate) fn run_program(name: &str, args: &[&str], limit_s: u64) -> crate::ktest::TestResult {
+    let s = run_to_end(name, args, abi::Priority::App, limit_s)?;
     crate::kassert!(
         s.how == abi::ENDED_EXIT && s.code == 0,
         "{name} {args:?} ended with {s:?} (its console lines say why)"

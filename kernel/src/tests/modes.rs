@@ -65,7 +65,7 @@ ktest! {
     /// through an IPI, holds it while its handler runs (and the caller gave it up while it
     /// waited). In the per-core kernel nobody ever holds it.
     fn the_big_lock_is_held_in_the_kernel_only() -> TestResult {
-        let on = crate::biglock::enabled();
+        let on = crate::structure::biglock();
         kassert!(crate::biglock::held() == on, "this core holds the lock: {}", crate::biglock::held());
         if smp::cores_planned() >= 2 {
             let r = smp::call_on(1, holds_here, 0, 5_000_000_000).map_err(|e| format!("{e:?}"))?;

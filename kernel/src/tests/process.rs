@@ -9,22 +9,9 @@ use abi::{Pid, Priority, WaitStatus};
 use alloc::format;
 use alloc::string::String;
 
-/// Start `name` with `args` and run this core's threads until it ends. The 120 s bound only
-/// catches a hang: on a busy host a program that takes 50 ms alone can take seconds.
+/// Run `name` to its end on this core (120 s only catches a hang).
 fn run(name: &str, args: &[&str], prio: Priority) -> Result<WaitStatus, String> {
-    let pid =
-        proc::spawn(name, args, prio, TEST_PARENT).map_err(|e| format!("spawn {name}: {e}"))?;
-    finish(pid, name)
-}
-
-fn finish(pid: Pid, name: &str) -> Result<WaitStatus, String> {
-    if !sched::run_until(120_000_000_000, || proc::has_ended(pid)) {
-        let _ = proc::kill(pid);
-        sched::run_until(60_000_000_000, || proc::has_ended(pid));
-        let _ = proc::take_status(pid);
-        return Err(format!("{name} ({pid}) did not end within 120 s"));
-    }
-    proc::take_status(pid).ok_or_else(|| format!("{name} ({pid}) ended without a status"))
+    super::run_to_end(name, args, prio, 120)
 }
 
 fn exited_ok(s: &WaitStatus) -> bool {
@@ -71,7 +58,7 @@ ktest! {
     fn sse_state_is_per_process() -> TestResult {
         let a = proc::spawn("ssecheck", &["1", "300"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
         let b = proc::spawn("ssecheck", &["2", "300"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
-        let (sa, sb) = (finish(a, "ssecheck 1")?, finish(b, "ssecheck 2")?);
+        let (sa, sb) = (super::finish(a, "ssecheck 1", 120)?, super::finish(b, "ssecheck 2", 120)?);
         kassert!(exited_ok(&sa) && exited_ok(&sb), "ssecheck ended with {sa:?} and {sb:?}");
         Ok(())
     }
@@ -171,9 +158,7 @@ ktest! {
         let checked = hog_holds_memory(core, holder);
         // The holder is ended whatever the checks said, so a failure here cannot leave the
         // core without memory for the tests after this one.
-        let _ = proc::kill(holder);
-        sched::run_until(60_000_000_000, || proc::has_ended(holder));
-        let _ = proc::take_status(holder);
+        super::end_and_reap(holder);
         checked?;
         sched::run_until(30_000_000_000, || crate::mm::frames::counts(core).0 == before);
         let after = crate::mm::frames::counts(core).0;
@@ -209,9 +194,7 @@ fn hog_holds_memory(core: usize, holder: Pid) -> crate::ktest::TestResult {
     );
     let starved = proc::spawn("hello", &[], Priority::App, TEST_PARENT);
     if let Ok(pid) = starved {
-        let _ = proc::kill(pid);
-        sched::run_until(60_000_000_000, || proc::has_ended(pid));
-        let _ = proc::take_status(pid);
+        super::end_and_reap(pid);
     }
     // ...and a new program's own pages cannot be had, which is a clean error.
     kassert!(

@@ -146,7 +146,7 @@ ktest! {
         }
         let full = percore::this().rpcc.stats.ring_full.load(Ordering::Relaxed) - full_before;
         // (In big-lock mode nothing travels: each request is done at once, under the lock.)
-        kassert!(full > 0 || crate::biglock::enabled(), "the ring never filled (no back-pressure seen)");
+        kassert!(full > 0 || crate::structure::biglock(), "the ring never filled (no back-pressure seen)");
         let listed = e(res::list(other), "list")?;
         kassert!(listed.iter().filter(|i| i.name().starts_with("bp")).count() == 200, "not exactly 200 regions");
         let closes = ids.iter().map(|&id| Op::ResClose(id)).collect();
@@ -345,7 +345,7 @@ ktest! {
         settle()?;
         let served: u64 = (0..n).map(|c| percore::of(c).rpcc.stats.served.load(Ordering::Relaxed)).sum::<u64>() - served_before;
         // Agents serve them in the per-core kernel; big-lock mode does them directly.
-        kassert!(served >= 100_000 || crate::biglock::enabled(), "only {served} remote operations served");
+        kassert!(served >= 100_000 || crate::structure::biglock(), "only {served} remote operations served");
         for c in 0..n {
             let f = on(c, free_frames_here, 0)?;
             kassert!(f == frames[c], "core {c}: {} frames before, {f} after", frames[c]);
@@ -405,11 +405,7 @@ ktest! {
         }
         let running = on(other, running_here, spin.0)? == 1;
         let victim = format!("{spin}");
-        let s = proc::spawn("crash", &["kill-pid", &victim], Priority::App, TEST_PARENT).map_err(|e| format!("spawn crash: {e}"));
-        let s = s.and_then(|pid| {
-            sched::run_until(120_000_000_000, || proc::has_ended(pid));
-            proc::take_status(pid).ok_or_else(|| String::from("crash kill-pid did not end"))
-        });
+        let s = super::run_to_end("crash", &["kill-pid", &victim], Priority::App, 120);
         let alive = migrate_probe(spin) == 1;
         // Clean up whatever the checks say.
         let _ = rpcc::call(other, Op::Kill { pid: spin, descendants_only: false });

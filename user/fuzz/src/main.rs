@@ -78,7 +78,9 @@ struct Fuzzer {
     pool: Vec<u64>,
     /// Resources this program opened that are endpoints (never `CALL`ed: see the docs).
     own_endpoints: Vec<u64>,
-    counts: [u64; 4],
+    /// Calls answered Ok, and answered with an error.
+    ok: u64,
+    errors: u64,
     /// Print each call before making it (`fuzz CALLS SEED v`), to find the one that hangs.
     verbose: bool,
 }
@@ -226,7 +228,7 @@ impl Fuzzer {
         }
     }
 
-    /// One random call. Returns which of `counts` it falls in.
+    /// One random call (or none, when the draw is one this program does not make).
     fn one(&mut self) {
         if self.rng.chance(8) {
             self.scribble();
@@ -286,8 +288,11 @@ impl Fuzzer {
         // points into the scratch vregion, which holds nothing this program relies on;
         // the calls that would end or freeze this program are filtered out above.
         let (rax, rdx) = unsafe { raw::syscall6(n, a[0], a[1], a[2], a[3], a[4], a[5]) };
-        let bucket = if rax == 0 { 0 } else { 1 };
-        self.counts[bucket] += 1;
+        if rax == 0 {
+            self.ok += 1;
+        } else {
+            self.errors += 1;
+        }
         if rax == 0 && rdx != 0 {
             self.remember(rdx);
             if n == nr::RES_OPEN && ResId(rdx).kind() == Some(ResType::Endpoint) {
@@ -380,13 +385,6 @@ fn main(args: &[&str]) -> i32 {
     if args.get(1) == Some(&"all") {
         return on_every_core(args.get(2).and_then(|a| a.parse().ok()).unwrap_or(100_000));
     }
-    let me_first = sys::getpid().unwrap_or(Pid(0));
-    let user = fuzz_user(me_first.core());
-    if let Err(e) = res::setuser(user) {
-        println!("fuzz: setuser {}: {e:?}", user.0);
-        return 1;
-    }
-    let calls: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let me = match sys::getpid() {
         Ok(p) => p,
         Err(e) => {
@@ -394,6 +392,12 @@ fn main(args: &[&str]) -> i32 {
             return 1;
         }
     };
+    let user = fuzz_user(me.core());
+    if let Err(e) = res::setuser(user) {
+        println!("fuzz: setuser {}: {e:?}", user.0);
+        return 1;
+    }
+    let calls: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let seed: u64 = args
         .get(2)
         .and_then(|a| a.parse().ok())
@@ -413,7 +417,8 @@ fn main(args: &[&str]) -> i32 {
         scratch,
         pool: Vec::with_capacity(POOL),
         own_endpoints: Vec::new(),
-        counts: [0; 4],
+        ok: 0,
+        errors: 0,
         verbose: args.get(3) == Some(&"v"),
     };
     for _ in 0..calls {
@@ -425,7 +430,7 @@ fn main(args: &[&str]) -> i32 {
     println!(
         "fuzz: {calls} calls from {me} (seed {seed:#x}): {} answered Ok, {} with an error; \
          {closed} resources closed afterwards",
-        f.counts[0], f.counts[1]
+        f.ok, f.errors
     );
     if stuck > 0 {
         println!(
