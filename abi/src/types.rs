@@ -57,10 +57,13 @@ pub enum Error {
     /// The target of a request went away (its process ended, its endpoint was closed)
     /// before answering.
     Gone = 21,
+    /// A limit of this user or process was reached (children not yet waited for,
+    /// processes, resources or memory on a core; see docs/resources.md "Limits").
+    Limit = 22,
 }
 
 impl Error {
-    pub const ALL: [Error; 20] = [
+    pub const ALL: [Error; 21] = [
         Error::NoSuchCall,
         Error::InvalidArgument,
         Error::BadAddress,
@@ -81,6 +84,7 @@ impl Error {
         Error::TimedOut,
         Error::NoSuchCore,
         Error::Gone,
+        Error::Limit,
     ];
 
     pub fn from_code(code: u64) -> Error {
@@ -113,6 +117,7 @@ impl Error {
             Error::TimedOut => "timed out",
             Error::NoSuchCore => "no such core (or it is not online)",
             Error::Gone => "the target went away before answering",
+            Error::Limit => "a limit of this user or process was reached",
         }
     }
 }

@@ -26,6 +26,8 @@ pub struct CoreLocal {
     pub sched: CoreCell<crate::proc::sched::Sched>,
     /// This core's resources.
     pub res: CoreCell<crate::res::ResTable>,
+    /// What each user holds on this core, against its limits.
+    pub quota: CoreCell<crate::res::quota::CoreUsage>,
     /// The current kernel activity's flow id and user.
     pub flow: crate::res::Flow,
     /// The user of the running thread's process (0, the kernel, when idle).
@@ -104,6 +106,7 @@ impl CoreLocal {
             mem: crate::mm::CoreMem::new(),
             sched: CoreCell::new(crate::proc::sched::Sched::new()),
             res: CoreCell::new(crate::res::ResTable::new()),
+            quota: CoreCell::new(crate::res::quota::CoreUsage::new()),
             flow: crate::res::Flow::new(),
             running_user: AtomicU32::new(0),
             running_pid: AtomicU64::new(0),

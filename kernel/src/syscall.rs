@@ -145,6 +145,7 @@ fn spawn(
     if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
         return Err(Error::Denied);
     }
+    proc::may_add_child()?;
     let core = usize::try_from(core).map_err(|_| Error::NoSuchCore)?;
     if core == current_core() {
         return proc::spawn(name, &args, priority, parent).map(|c| c.0);

@@ -269,7 +269,7 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
 
 /// Step 2 (on the destination): rebuild the process; returns its new pid.
 pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
-    let mut vs = super::vspace::VSpace::new()?;
+    let mut vs = super::vspace::VSpace::new(snapshot.user)?;
     for &(at, frame, writable, executable) in &snapshot.pages {
         vs.map_copy(at, frame, writable, executable)?;
     }

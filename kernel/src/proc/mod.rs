@@ -16,6 +16,7 @@ use crate::arch::x86_64::idt::TrapFrame;
 use crate::arch::x86_64::{gdt, paging::PAGE_SIZE};
 use crate::mm::user::{IntoAbiError, UserSliceMut};
 use crate::percore::{self, current_core};
+use crate::res::quota;
 use abi::res::UserId;
 use abi::{Error, Pid, Priority, WaitStatus};
 use alloc::vec::Vec;
@@ -350,7 +351,8 @@ fn create(
         log::warn!("spawn {name}: refused: {e}");
         Error::BadExecutable
     })?;
-    let mut vs = VSpace::new()?;
+    let user = user_for_child();
+    let mut vs = VSpace::new(user)?;
     for seg in &plan.segments {
         let (first, end) = seg.pages();
         vs.map_zeroed(
@@ -381,7 +383,7 @@ fn create(
             name,
             priority,
             parent,
-            user: user_for_child(),
+            user,
             admin: admin_for_child(),
             heap_end: plan.end,
         },
@@ -395,6 +397,25 @@ fn create(
         crate::proc::name_of(pid).unwrap_or_default()
     );
     Ok(pid)
+}
+
+/// May the running process have one more child? Not past
+/// [`quota::CHILDREN_PER_PROCESS`] children it has not waited for yet, here and on other
+/// cores (`Error::Limit`). Asked on the parent's core before a child is made anywhere.
+pub fn may_add_child() -> Result<(), Error> {
+    sched::with(|s| {
+        let Some(serial) = s.current_process() else {
+            return Ok(());
+        };
+        let me = Pid::new(current_core(), serial);
+        let remote = s.processes.get(&serial).map_or(0, |p| p.remote_children.len());
+        let local = s.processes.values().filter(|c| c.parent == me).count();
+        if local + remote >= quota::CHILDREN_PER_PROCESS {
+            Err(Error::Limit)
+        } else {
+            Ok(())
+        }
+    })
 }
 
 /// Who a new process is (besides its memory and registers).
@@ -417,6 +438,13 @@ pub fn install(
     start: bool,
 ) -> Result<Pid, Error> {
     sched::with(|s| {
+        // A user's processes on a core, running or not yet reaped, are bounded.
+        if who.user != UserId::KERNEL
+            && s.processes.values().filter(|p| p.user == who.user).count()
+                >= quota::PROCESSES_PER_USER
+        {
+            return Err(Error::Limit);
+        }
         let serial = s.next_serial();
         let pid = Pid::new(current_core(), serial);
         let p = Process {

@@ -10,6 +10,8 @@
 use crate::arch::x86_64::paging::{self, is_user_half, phys_to_virt, Flags, PAGE_SIZE};
 use crate::mm::frames;
 use crate::mm::user::{IntoAbiError, UserFault, UserMemory, UserRange};
+use crate::res::quota;
+use abi::res::UserId;
 use abi::Error;
 use alloc::vec::Vec;
 
@@ -25,14 +27,18 @@ pub struct VSpace {
     root: u64,
     /// User pages mapped (for accounting and teardown).
     pages: u64,
+    /// The user its own pages are charged to (`res/quota.rs`), and how many are.
+    user: UserId,
+    charged: u64,
     /// Vregions attached (shared memory): address, pages, and the region's resource id.
     /// Their frames belong to the vregion, not to this address space.
     attached: Vec<(u64, u64, abi::res::ResId)>,
 }
 
 impl VSpace {
-    /// A new address space with an empty lower half and the kernel's upper half.
-    pub fn new() -> Result<VSpace, Error> {
+    /// A new address space with an empty lower half and the kernel's upper half, whose
+    /// pages are charged to `user`.
+    pub fn new(user: UserId) -> Result<VSpace, Error> {
         let root = frames::alloc().ok_or(Error::NoMemory)?;
         paging::zero_frame(root);
         let kernel = paging::kernel_root();
@@ -43,6 +49,8 @@ impl VSpace {
         Ok(VSpace {
             root,
             pages: 0,
+            user,
+            charged: 0,
             attached: Vec::new(),
         })
     }
@@ -90,6 +98,15 @@ impl VSpace {
         if !vaddr.is_multiple_of(PAGE_SIZE) || !is_user_half(vaddr) || !is_user_half(end - 1) {
             return Err(Error::InvalidArgument);
         }
+        // The whole request is charged first: past the user's limit nothing is mapped. A
+        // failure part-way gives back what `unmap_pages` did not.
+        quota::charge_frames(self.user, count)?;
+        self.charged += count;
+        let give_back = |vs: &mut VSpace, mapped: u64| {
+            vs.unmap_pages(vaddr, mapped);
+            quota::uncharge_frames(vs.user, count - mapped);
+            vs.charged -= count - mapped;
+        };
         let mut flags = Flags::USER_ACCESSIBLE;
         if writable {
             flags |= Flags::WRITABLE;
@@ -99,7 +116,7 @@ impl VSpace {
         }
         for i in 0..count {
             let Some(frame) = frames::alloc_user() else {
-                self.unmap_pages(vaddr, i);
+                give_back(self, i);
                 return Err(Error::NoMemory);
             };
             fill(frame, i);
@@ -116,7 +133,7 @@ impl VSpace {
             };
             if r.is_err() {
                 let _ = frames::free(frame);
-                self.unmap_pages(vaddr, i);
+                give_back(self, i);
                 return Err(if r == Err(paging::MapError::NoMemory) {
                     Error::NoMemory
                 } else {
@@ -252,6 +269,8 @@ impl VSpace {
             if let Some(frame) = unsafe { paging::unmap_4k(self.root, vaddr + i * PAGE_SIZE) } {
                 let _ = frames::free(frame);
                 self.pages -= 1;
+                quota::uncharge_frames(self.user, 1);
+                self.charged -= 1;
             }
         }
     }
@@ -373,5 +392,6 @@ impl Drop for VSpace {
             })
         };
         let _ = frames::free(self.root);
+        quota::uncharge_frames(self.user, self.charged);
     }
 }

@@ -149,6 +149,7 @@ pub fn forget_where<T: Stored>(gone: impl Fn(&T) -> bool) {
         for (slot, generation) in ids {
             if let Ok(e) = t.table.remove(slot, generation) {
                 t.names.remove(&(e.state.kind() as u8, e.name.clone()));
+                super::quota::uncharge_resource(e.creator);
             }
         }
     });
@@ -214,8 +215,10 @@ impl<T: Resource> Ops for Kind<T> {
                 .remove(id.slot(), id.generation())
                 .map_err(lookup_error)?;
             t.names.remove(&(kind as u8, e.name));
-            Ok(e.state)
+            Ok((e.state, e.creator))
         })?;
+        let (state, creator) = state;
+        super::quota::uncharge_resource(creator);
         if let Some(state) = T::take(state) {
             state.release(Some(id));
         }
@@ -298,11 +301,13 @@ pub fn open(
     if percore::this().res.with(|t| t.names.contains(&key)) {
         return Err(Error::AlreadyExists);
     }
+    let creator = flow_user();
+    super::quota::charge_resource(creator)?;
     let ops = ops_of(parsed.kind);
-    let (state, pid) = ops.open(args)?;
+    let (state, pid) = ops.open(args).inspect_err(|_| super::quota::uncharge_resource(creator))?;
     let entry = Entry {
         name: key.1.clone(),
-        creator: flow_user(),
+        creator,
         rights,
         state,
     };
@@ -317,6 +322,7 @@ pub fn open(
         })
         .map_err(|e| {
             ops.release(e.state);
+            super::quota::uncharge_resource(creator);
             Error::NoMemory
         })?;
     Ok((

@@ -16,6 +16,7 @@
 
 pub mod kind;
 pub mod local;
+pub mod quota;
 
 // The resource types: one file each under `res/`, behind `kind::Resource`. Adding a type
 // is its file and one line here (and its `ResType` and name in the ABI).
@@ -208,6 +209,10 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
     let core = parsed.core(current_core());
     if core >= crate::smp::cores_planned() {
         return Err(Error::BadName);
+    }
+    // A process made by OPEN is the opener's child: it counts against its limit.
+    if parsed.kind == abi::res::ResType::Process {
+        crate::proc::may_add_child()?;
     }
     if core == current_core() {
         return local::open(&parsed, args, rights).map(|(id, _)| id);

@@ -23,6 +23,8 @@ pub struct VRegion {
     frames: Vec<u64>,
     size: u64,
     attached: u32,
+    /// The user its frames are charged to (its creator; `res/quota.rs`).
+    charged: abi::res::UserId,
 }
 
 impl Resource for VRegion {
@@ -37,8 +39,11 @@ impl Resource for VRegion {
         if size == 0 || size > MAX_VREGION {
             return Err(Error::InvalidArgument);
         }
+        let pages = size.div_ceil(PAGE_SIZE);
+        let charged = super::flow_user();
+        super::quota::charge_frames(charged, pages)?;
         let mut frames = Vec::new();
-        for _ in 0..size.div_ceil(PAGE_SIZE) {
+        for _ in 0..pages {
             match frames::alloc_user() {
                 Some(f) => {
                     crate::arch::x86_64::paging::zero_frame(f);
@@ -48,6 +53,7 @@ impl Resource for VRegion {
                     for f in frames {
                         let _ = frames::free(f);
                     }
+                    super::quota::uncharge_frames(charged, pages);
                     return Err(Error::NoMemory);
                 }
             }
@@ -56,6 +62,7 @@ impl Resource for VRegion {
             frames,
             size,
             attached: 0,
+            charged,
         })
     }
 
@@ -67,6 +74,7 @@ impl Resource for VRegion {
     }
 
     fn release(self, _: Option<ResId>) {
+        super::quota::uncharge_frames(self.charged, self.frames.len() as u64);
         for f in self.frames {
             let _ = frames::free(f);
         }

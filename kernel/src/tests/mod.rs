@@ -7,6 +7,7 @@ mod faults;
 mod fuzz;
 mod interrupts;
 mod ipc;
+mod limits;
 mod memory;
 mod modes;
 mod platform;

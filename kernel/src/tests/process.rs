@@ -142,8 +142,10 @@ ktest! {
 }
 
 ktest! {
-    /// A program that takes all the memory it can is refused (also for a size that would
-    /// overflow), the kernel keeps its reserve and keeps working, and the memory comes back.
+    /// A program that takes all the memory it can is refused at its user's share of the
+    /// core (`Limit`), another user's programs still start; when two users' hogs hold all
+    /// that programs may have, a third user's program is refused with `NoMemory`, the
+    /// kernel keeps its reserve and keeps working, and the memory comes back.
     fn memory_hog_is_refused_and_the_kernel_survives() -> TestResult {
         let core = percore::current_core();
         run("hello", &[], Priority::App)?;
@@ -152,55 +154,82 @@ ktest! {
         kassert!(exited_ok(&s), "crash hog ended with {s:?}");
         let s = run("hello", &["after", "hog"], Priority::App)?;
         kassert!(exited_ok(&s), "hello after the hog ended with {s:?}");
-        // While a hog holds every frame user memory may have, the kernel still starts
-        // programs: their kernel-side needs come from the reserve...
-        let holder = proc::spawn("crash", &["hog-hold"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
-        let checked = hog_holds_memory(core, holder);
-        // The holder is ended whatever the checks said, so a failure here cannot leave the
-        // core without memory for the tests after this one.
-        super::end_and_reap(holder);
+        let admin_hog = proc::spawn("crash", &["hog-hold"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        let mut other_hog = Err(String::from("not started"));
+        let checked = admin_hog_holds_its_share(admin_hog).and_then(|()| {
+            other_hog = spawn_as(5000, "crash", &["hog-hold"]);
+            other_hog.clone().and_then(|other| pool_is_full(core, other))
+        });
+        // The holders are ended whatever the checks said, so a failure here cannot leave
+        // the core without memory for the tests after this one.
+        super::end_and_reap(admin_hog);
+        if let Ok(other) = other_hog {
+            super::end_and_reap(other);
+        }
         checked?;
         sched::run_until(30_000_000_000, || crate::mm::frames::counts(core).0 == before);
         let after = crate::mm::frames::counts(core).0;
-        kassert!(before == after, "the hog's memory did not all come back ({} frames)", before.abs_diff(after));
+        kassert!(before == after, "the hogs' memory did not all come back ({} frames)", before.abs_diff(after));
+        kassert!(crate::res::quota::usage().is_empty(), "users still hold memory: {:?}", crate::res::quota::usage());
         Ok(())
     }
 }
 
-/// With `crash hog-hold` (`holder`) asleep on all the user memory it could take: the
-/// kernel's reserve is intact and a new program is refused with `NoMemory`.
-fn hog_holds_memory(core: usize, holder: Pid) -> crate::ktest::TestResult {
-    // Wait for the event itself (the holder has stopped growing and sleeps), not for an
-    // amount of time: on a busy host the hog can take many seconds. The bound only catches
-    // a hang.
+/// Start `name` on this core as a process of `user` (not the administrator's).
+fn spawn_as(user: u32, name: &str, args: &[&str]) -> Result<Pid, String> {
+    crate::res::begin_flow(abi::res::UserId(user));
+    let r = proc::spawn(name, args, Priority::App, TEST_PARENT);
+    crate::res::end_flow();
+    r.map_err(|e| format!("spawn {name} as user {user}: {e}"))
+}
+
+/// Wait until `holder` sleeps on the memory it took (the event itself, not an amount of
+/// time: on a busy host a hog can take many seconds; the bound only catches a hang).
+fn holds_memory(holder: Pid) -> crate::ktest::TestResult {
     let asleep = || {
         proc::infos()
             .iter()
             .any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED)
     };
     let hung = !sched::run_until(120_000_000_000, || asleep() || proc::has_ended(holder));
-    kassert!(
-        !hung,
-        "crash hog-hold neither took its memory nor ended within 120 s"
-    );
-    kassert!(
-        !proc::has_ended(holder),
-        "crash hog-hold ended instead of holding its memory"
-    );
+    kassert!(!hung, "crash hog-hold {holder} neither took its memory nor ended within 120 s");
+    kassert!(!proc::has_ended(holder), "crash hog-hold {holder} ended instead of holding its memory");
+    Ok(())
+}
+
+/// Try to start `hello` as `user`; a started one is run to its end.
+fn try_hello_as(user: u32) -> Result<(), abi::Error> {
+    crate::res::begin_flow(abi::res::UserId(user));
+    let r = proc::spawn("hello", &[], Priority::App, TEST_PARENT);
+    crate::res::end_flow();
+    let pid = r?;
+    sched::run_until(60_000_000_000, || proc::has_ended(pid));
+    super::end_and_reap(pid);
+    Ok(())
+}
+
+/// With the administrator's hog holding its share: the administrator's next program is
+/// refused with `Limit`, another user's runs.
+fn admin_hog_holds_its_share(admin_hog: Pid) -> crate::ktest::TestResult {
+    holds_memory(admin_hog)?;
+    let r = try_hello_as(crate::proc::FIRST_USER.0);
+    kassert!(r == Err(abi::Error::Limit), "the administrator's program beside its hog: {r:?}, expected Limit");
+    let r = try_hello_as(7000);
+    kassert!(r.is_ok(), "another user's program beside the administrator's hog: {r:?}");
+    Ok(())
+}
+
+/// With a second user's hog holding the rest: the kernel's reserve is intact and a third
+/// user's program is refused with `NoMemory`.
+fn pool_is_full(core: usize, other_hog: Pid) -> crate::ktest::TestResult {
+    holds_memory(other_hog)?;
     let free_now = crate::mm::frames::counts(core).0;
     kassert!(
         free_now >= crate::mm::frames::kernel_reserve(core),
         "user memory ate into the kernel reserve ({free_now} frames free)"
     );
-    let starved = proc::spawn("hello", &[], Priority::App, TEST_PARENT);
-    if let Ok(pid) = starved {
-        super::end_and_reap(pid);
-    }
-    // ...and a new program's own pages cannot be had, which is a clean error.
-    kassert!(
-        starved == Err(abi::Error::NoMemory),
-        "spawn while the hog holds memory gave {starved:?}"
-    );
+    let r = try_hello_as(6000);
+    kassert!(r == Err(abi::Error::NoMemory), "a third user's program beside two hogs: {r:?}, expected NoMemory");
     Ok(())
 }
 

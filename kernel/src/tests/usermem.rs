@@ -22,7 +22,7 @@ const HOLE: u64 = BASE + 3 * PAGE;
 const KERNEL_ADDRESS: u64 = 0xffff_ffff_8020_0000;
 
 fn test_space() -> Result<VSpace, String> {
-    let mut vs = VSpace::new().map_err(|e| format!("VSpace::new: {e}"))?;
+    let mut vs = VSpace::new(abi::res::UserId::KERNEL).map_err(|e| format!("VSpace::new: {e}"))?;
     vs.map_zeroed(BASE, 2, true, false)
         .map_err(|e| format!("map writable: {e}"))?;
     vs.map_zeroed(READ_ONLY, 1, false, false)

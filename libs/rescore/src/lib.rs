@@ -11,6 +11,8 @@
 
 extern crate alloc;
 
+pub mod quota;
+
 use alloc::vec::Vec;
 
 /// Why a handle finds nothing.

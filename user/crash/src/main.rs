@@ -9,8 +9,9 @@
 //! | `kernel-memory` | reads kernel text at 0xffff_ffff_8020_0000 | killed, page fault |
 //! | `bad-pointer` | `CONSOLE_WRITE` with a kernel pointer and an unmapped one | exit 0 if both are refused with `BadAddress`, else 1 |
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
-//! | `hog` | grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if both end in `NoMemory` (the kernel keeps its reserve) |
-//! | `hog-hold` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
+//! | `hog [USER]` | (as USER if given: run it as the administrator) grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if refused with `Limit` (its user's share of the core) or `NoMemory` (the core's pool), and the huge request with `NoMemory` |
+//! | `hog-hold [USER]` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
+//! | `zombies USER hold\|reap` | becomes USER, then starts `nop` children and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
@@ -64,9 +65,10 @@ fn main(args: &[&str]) -> i32 {
         },
         "bad-pointer" => return bad_pointer(),
         "bad-syscall" => return bad_syscall(),
-        "hog" => return hog(),
+        "hog" => return become_user(args.get(2)).map_or(1, |()| hog()),
+        "zombies" => return zombies(args.get(2), args.get(3).copied()),
         "hog-hold" => {
-            let r = hog();
+            let r = become_user(args.get(2)).map_or(1, |()| hog());
             loop {
                 let _ = sys::sleep_ns(1_000_000_000);
                 if r != 0 {
@@ -152,7 +154,59 @@ fn hog() -> i32 {
         "hog: got {} KiB, then {refused:?}; 2^64-1 bytes: {huge:?}",
         got / 1024
     );
-    i32::from(!(refused == Error::NoMemory && huge == Err(Error::NoMemory)))
+    i32::from(
+        !(matches!(refused, Error::NoMemory | Error::Limit) && huge == Err(Error::NoMemory)),
+    )
+}
+
+/// Become the user named by `arg`, if any.
+fn become_user(arg: Option<&&str>) -> Result<(), ()> {
+    let Some(arg) = arg else { return Ok(()) };
+    let Ok(user) = arg.parse::<u32>() else {
+        println!("crash: '{arg}' is not a user number");
+        return Err(());
+    };
+    ulib::res::setuser(ulib::abi::res::UserId(user)).map_err(|e| {
+        println!("crash: setuser {user}: {e:?} (run it as the administrator)");
+    })
+}
+
+/// `zombies USER hold|reap`: children that ended and were not waited for pile up until the
+/// kernel says `Limit`.
+fn zombies(user: Option<&&str>, then: Option<&str>) -> i32 {
+    if user.is_none() || !matches!(then, Some("hold" | "reap")) {
+        println!("crash: zombies USER hold|reap");
+        return 2;
+    }
+    if become_user(user).is_err() {
+        return 1;
+    }
+    let mut made = 0;
+    let refused = loop {
+        match sys::spawn("nop", &[], Priority::App) {
+            // Let it run to its end (it has this priority too): a zombie, not a runner.
+            Ok(_) => {
+                made += 1;
+                let _ = sys::yield_now();
+            }
+            Err(e) => break e,
+        }
+    };
+    println!("zombies: made {made}, then {refused:?}");
+    if then == Some("hold") {
+        loop {
+            let _ = sys::sleep_ns(1_000_000_000);
+        }
+    }
+    let mut reaped = 0;
+    while sys::wait(None).is_ok() {
+        reaped += 1;
+    }
+    if refused != Error::Limit || reaped != made {
+        println!("zombies: reaped {reaped} of {made}");
+        return 9999;
+    }
+    made
 }
 
 fn expect_denied(what: &str, r: Result<(), Error>) -> i32 {

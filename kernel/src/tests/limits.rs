@@ -1,0 +1,151 @@
+//! Limits per user and per process (`res/quota.rs`): children not waited for, processes,
+//! resources and memory per user and core. At a limit a clear `Limit`, nothing of the
+//! refused call left behind, and every other user unaffected.
+
+use crate::proc::{self, sched, TEST_PARENT};
+use crate::res::{self, quota};
+use crate::{kassert, ktest, percore};
+use abi::res::{ResId, Rights, UserId};
+use abi::{Error, Pid, Priority};
+use alloc::format;
+use alloc::vec::Vec;
+
+/// A user no other test uses.
+const USER: u32 = 4100;
+
+/// Processes of `user` on this core, running or not yet reaped.
+fn processes_of(user: u32) -> usize {
+    sched::with(|s| s.processes.values().filter(|p| p.user == UserId(user)).count())
+}
+
+ktest! {
+    /// A process that never waits for its children is refused its 1,025th with `Limit`
+    /// (it was 70,000 zombies, each spawn slower than the last); a second process of the
+    /// same user then meets the user's limit of processes on the core; a program of
+    /// another user still runs; killing the first parent takes its zombies with it.
+    fn zombies_stop_at_the_limit_and_the_rest_runs() -> TestResult {
+        let holder = proc::spawn("crash", &["zombies", "4100", "hold"], Priority::App, TEST_PARENT)
+            .map_err(|e| format!("{e}"))?;
+        let checked = zombies_checked(holder);
+        super::end_and_reap(holder);
+        checked?;
+        // Its zombies went with it (orphans that had ended are not kept).
+        let gone = sched::run_until(60_000_000_000, || processes_of(USER) == 0);
+        kassert!(gone, "user {USER} still has {} processes after its parent was killed", processes_of(USER));
+        Ok(())
+    }
+}
+
+fn zombies_checked(holder: Pid) -> crate::ktest::TestResult {
+    // Wait for the event (the holder sleeps once refused); the bound only catches a hang.
+    let asleep = || proc::infos().iter().any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED);
+    let hung = !sched::run_until(600_000_000_000, || asleep() || proc::has_ended(holder));
+    kassert!(!hung && !proc::has_ended(holder), "crash zombies hold did not reach its limit and sleep");
+    let held = processes_of(USER);
+    kassert!(held == quota::CHILDREN_PER_PROCESS + 1, "user {USER} has {held} processes, expected the holder and {} zombies", quota::CHILDREN_PER_PROCESS);
+    // A second parent of the same user: refused when the user has its most processes here.
+    let s = super::run_to_end("crash", &["zombies", "4100", "reap"], Priority::App, 600)?;
+    let expect = quota::PROCESSES_PER_USER - held - 1;
+    kassert!(s.how == abi::ENDED_EXIT && s.code == expect as u64, "the second parent made {s:?} zombies, expected exit {expect}");
+    // Everyone else is unaffected.
+    super::run_program("hello", &["beside", "zombies"], 120)
+}
+
+/// Close every resource in `ids` as the kernel.
+fn close_all(ids: &[ResId]) {
+    res::begin_flow(UserId::KERNEL);
+    for &id in ids {
+        let _ = res::close(id);
+    }
+}
+
+ktest! {
+    /// A user may hold a quarter of a core's resource table: the next open is `Limit`
+    /// and leaves nothing behind; another user can still open; closing gives room back.
+    fn resources_per_user_stop_at_the_limit() -> TestResult {
+        let mut ids = Vec::new();
+        let r = fill_resources(&mut ids);
+        close_all(&ids);
+        r?;
+        kassert!(quota::usage().iter().all(|u| u.0 != USER), "user {USER} still holds {:?}", quota::usage());
+        Ok(())
+    }
+}
+
+fn fill_resources(ids: &mut Vec<ResId>) -> crate::ktest::TestResult {
+    res::begin_flow(UserId(USER));
+    let refused = loop {
+        let name = format!("here/sem/lim{}", ids.len());
+        match res::open(&name, &0u64.to_le_bytes(), Rights::OWNER_ALL) {
+            Ok(id) => ids.push(id),
+            Err(e) => break e,
+        }
+        if ids.len() as u64 > quota::RESOURCES_PER_USER {
+            break Error::Unknown;
+        }
+    };
+    kassert!(refused == Error::Limit && ids.len() as u64 == quota::RESOURCES_PER_USER, "user {USER} opened {} resources, then {refused:?}", ids.len());
+    let name = format!("here/sem/lim{}", ids.len());
+    kassert!(res::open(&name, &0u64.to_le_bytes(), Rights::OWNER_ALL) == Err(Error::Limit), "a second try was not refused");
+    // The refused name was not taken: another user opens it.
+    res::begin_flow(UserId(USER + 1));
+    let other = res::open(&name, &0u64.to_le_bytes(), Rights::OWNER_ALL);
+    kassert!(other.is_ok(), "another user's open beside the full user: {other:?}");
+    ids.extend(other);
+    // Room comes back with a close.
+    res::begin_flow(UserId(USER));
+    let last = ids.remove(0);
+    res::close(last).map_err(|e| format!("close: {e}"))?;
+    let again = res::open("here/sem/limagain", &0u64.to_le_bytes(), Rights::OWNER_ALL);
+    kassert!(again.is_ok(), "open after a close gave {again:?}");
+    ids.extend(again);
+    Ok(())
+}
+
+ktest! {
+    /// A user's vregions may take half of what the core gives programs: the next is
+    /// `Limit` (not `NoMemory`), another user still gets memory, and every frame comes
+    /// back when they are closed.
+    fn vregion_memory_per_user_stops_at_the_limit() -> TestResult {
+        let core = percore::current_core();
+        let before = crate::mm::frames::counts(core).0;
+        let mut ids = Vec::new();
+        let r = fill_memory(&mut ids);
+        close_all(&ids);
+        r?;
+        crate::mm::frames::drain_remote();
+        let after = crate::mm::frames::counts(core).0;
+        kassert!(before == after, "{} frames did not come back", before.abs_diff(after));
+        kassert!(quota::usage().iter().all(|u| u.0 != USER), "user {USER} still holds {:?}", quota::usage());
+        Ok(())
+    }
+}
+
+fn fill_memory(ids: &mut Vec<ResId>) -> crate::ktest::TestResult {
+    const MIB: u64 = 1 << 20;
+    res::begin_flow(UserId(USER));
+    let limit = quota::frames_limit();
+    let refused = loop {
+        let name = format!("here/vregion/mem{}", ids.len());
+        match res::open(&name, &MIB.to_le_bytes(), Rights::OWNER_ALL) {
+            Ok(id) => ids.push(id),
+            Err(e) => break e,
+        }
+        if ids.len() as u64 * 256 > limit {
+            break Error::Unknown;
+        }
+    };
+    let held = ids.len() as u64 * 256;
+    kassert!(refused == Error::Limit && held <= limit && held + 256 > limit, "user {USER} got {} MiB of a {limit}-frame share, then {refused:?}", ids.len());
+    // A smaller request that fits is still granted: the limit is on frames, not calls.
+    if held + 1 <= limit {
+        let small = res::open("here/vregion/memsmall", &4096u64.to_le_bytes(), Rights::OWNER_ALL);
+        kassert!(small.is_ok(), "one page under the limit gave {small:?}");
+        ids.extend(small);
+    }
+    res::begin_flow(UserId(USER + 1));
+    let other = res::open("here/vregion/memother", &MIB.to_le_bytes(), Rights::OWNER_ALL);
+    kassert!(other.is_ok(), "another user's vregion beside the full user: {other:?}");
+    ids.extend(other);
+    Ok(())
+}
