@@ -408,7 +408,10 @@ pub fn may_add_child() -> Result<(), Error> {
             return Ok(());
         };
         let me = Pid::new(current_core(), serial);
-        let remote = s.processes.get(&serial).map_or(0, |p| p.remote_children.len());
+        let remote = s
+            .processes
+            .get(&serial)
+            .map_or(0, |p| p.remote_children.len());
         let local = s.processes.values().filter(|c| c.parent == me).count();
         if local + remote >= quota::CHILDREN_PER_PROCESS {
             Err(Error::Limit)

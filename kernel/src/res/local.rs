@@ -304,7 +304,9 @@ pub fn open(
     let creator = flow_user();
     super::quota::charge_resource(creator)?;
     let ops = ops_of(parsed.kind);
-    let (state, pid) = ops.open(args).inspect_err(|_| super::quota::uncharge_resource(creator))?;
+    let (state, pid) = ops
+        .open(args)
+        .inspect_err(|_| super::quota::uncharge_resource(creator))?;
     let entry = Entry {
         name: key.1.clone(),
         creator,

@@ -15,7 +15,12 @@ const USER: u32 = 4100;
 
 /// Processes of `user` on this core, running or not yet reaped.
 fn processes_of(user: u32) -> usize {
-    sched::with(|s| s.processes.values().filter(|p| p.user == UserId(user)).count())
+    sched::with(|s| {
+        s.processes
+            .values()
+            .filter(|p| p.user == UserId(user))
+            .count()
+    })
 }
 
 ktest! {
@@ -38,17 +43,58 @@ ktest! {
 
 fn zombies_checked(holder: Pid) -> crate::ktest::TestResult {
     // Wait for the event (the holder sleeps once refused); the bound only catches a hang.
-    let asleep = || proc::infos().iter().any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED);
+    let asleep = || {
+        proc::infos()
+            .iter()
+            .any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED)
+    };
     let hung = !sched::run_until(600_000_000_000, || asleep() || proc::has_ended(holder));
-    kassert!(!hung && !proc::has_ended(holder), "crash zombies hold did not reach its limit and sleep");
+    kassert!(
+        !hung && !proc::has_ended(holder),
+        "crash zombies hold did not reach its limit and sleep"
+    );
     let held = processes_of(USER);
-    kassert!(held == quota::CHILDREN_PER_PROCESS + 1, "user {USER} has {held} processes, expected the holder and {} zombies", quota::CHILDREN_PER_PROCESS);
+    kassert!(
+        held == quota::CHILDREN_PER_PROCESS + 1,
+        "user {USER} has {held} processes, expected the holder and {} zombies",
+        quota::CHILDREN_PER_PROCESS
+    );
     // A second parent of the same user: refused when the user has its most processes here.
     let s = super::run_to_end("crash", &["zombies", "4100", "reap"], Priority::App, 600)?;
     let expect = quota::PROCESSES_PER_USER - held - 1;
-    kassert!(s.how == abi::ENDED_EXIT && s.code == expect as u64, "the second parent made {s:?} zombies, expected exit {expect}");
+    kassert!(
+        s.how == abi::ENDED_EXIT && s.code == expect as u64,
+        "the second parent made {s:?} zombies, expected exit {expect}"
+    );
     // Everyone else is unaffected.
     super::run_program("hello", &["beside", "zombies"], 120)
+}
+
+ktest! {
+    /// Children on another core count too: a parent on this core whose 1,024 children
+    /// ended on the next core without being waited for is refused the next one there.
+    fn zombies_on_another_core_count_for_their_parent() -> TestResult {
+        let here = percore::current_core();
+        let cores = crate::smp::cores_planned();
+        if cores < 2 {
+            crate::kskip!("needs 2 cores");
+        }
+        let other = (here + 1) % cores;
+        let other_arg = format!("{other}");
+        let holder = proc::spawn("crash", &["zombies", "4103", "hold", &other_arg], Priority::App, TEST_PARENT)
+            .map_err(|e| format!("{e}"))?;
+        // It blocks in each remote spawn too: the event is "all its children made, and
+        // asleep", after which it makes no more (the next is refused on this core).
+        let children = || sched::with(|s| s.processes.get(&holder.serial()).map_or(0, |p| p.remote_children.len()));
+        let asleep = || proc::infos().iter().any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED);
+        let hung = !sched::run_until(600_000_000_000, || {
+            (children() >= quota::CHILDREN_PER_PROCESS && asleep()) || proc::has_ended(holder)
+        });
+        let children = children();
+        super::end_and_reap(holder);
+        kassert!(!hung && children == quota::CHILDREN_PER_PROCESS, "the holder has {children} children on core {other}, expected {} (hung: {hung})", quota::CHILDREN_PER_PROCESS);
+        Ok(())
+    }
 }
 
 /// Close every resource in `ids` as the kernel.
@@ -84,13 +130,23 @@ fn fill_resources(ids: &mut Vec<ResId>) -> crate::ktest::TestResult {
             break Error::Unknown;
         }
     };
-    kassert!(refused == Error::Limit && ids.len() as u64 == quota::RESOURCES_PER_USER, "user {USER} opened {} resources, then {refused:?}", ids.len());
+    kassert!(
+        refused == Error::Limit && ids.len() as u64 == quota::RESOURCES_PER_USER,
+        "user {USER} opened {} resources, then {refused:?}",
+        ids.len()
+    );
     let name = format!("here/sem/lim{}", ids.len());
-    kassert!(res::open(&name, &0u64.to_le_bytes(), Rights::OWNER_ALL) == Err(Error::Limit), "a second try was not refused");
+    kassert!(
+        res::open(&name, &0u64.to_le_bytes(), Rights::OWNER_ALL) == Err(Error::Limit),
+        "a second try was not refused"
+    );
     // The refused name was not taken: another user opens it.
     res::begin_flow(UserId(USER + 1));
     let other = res::open(&name, &0u64.to_le_bytes(), Rights::OWNER_ALL);
-    kassert!(other.is_ok(), "another user's open beside the full user: {other:?}");
+    kassert!(
+        other.is_ok(),
+        "another user's open beside the full user: {other:?}"
+    );
     ids.extend(other);
     // Room comes back with a close.
     res::begin_flow(UserId(USER));
@@ -136,16 +192,31 @@ fn fill_memory(ids: &mut Vec<ResId>) -> crate::ktest::TestResult {
         }
     };
     let held = ids.len() as u64 * 256;
-    kassert!(refused == Error::Limit && held <= limit && held + 256 > limit, "user {USER} got {} MiB of a {limit}-frame share, then {refused:?}", ids.len());
+    kassert!(
+        refused == Error::Limit && held <= limit && held + 256 > limit,
+        "user {USER} got {} MiB of a {limit}-frame share, then {refused:?}",
+        ids.len()
+    );
     // A smaller request that fits is still granted: the limit is on frames, not calls.
     if held + 1 <= limit {
-        let small = res::open("here/vregion/memsmall", &4096u64.to_le_bytes(), Rights::OWNER_ALL);
+        let small = res::open(
+            "here/vregion/memsmall",
+            &4096u64.to_le_bytes(),
+            Rights::OWNER_ALL,
+        );
         kassert!(small.is_ok(), "one page under the limit gave {small:?}");
         ids.extend(small);
     }
     res::begin_flow(UserId(USER + 1));
-    let other = res::open("here/vregion/memother", &MIB.to_le_bytes(), Rights::OWNER_ALL);
-    kassert!(other.is_ok(), "another user's vregion beside the full user: {other:?}");
+    let other = res::open(
+        "here/vregion/memother",
+        &MIB.to_le_bytes(),
+        Rights::OWNER_ALL,
+    );
+    kassert!(
+        other.is_ok(),
+        "another user's vregion beside the full user: {other:?}"
+    );
     ids.extend(other);
     Ok(())
 }

@@ -192,8 +192,14 @@ fn holds_memory(holder: Pid) -> crate::ktest::TestResult {
             .any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED)
     };
     let hung = !sched::run_until(120_000_000_000, || asleep() || proc::has_ended(holder));
-    kassert!(!hung, "crash hog-hold {holder} neither took its memory nor ended within 120 s");
-    kassert!(!proc::has_ended(holder), "crash hog-hold {holder} ended instead of holding its memory");
+    kassert!(
+        !hung,
+        "crash hog-hold {holder} neither took its memory nor ended within 120 s"
+    );
+    kassert!(
+        !proc::has_ended(holder),
+        "crash hog-hold {holder} ended instead of holding its memory"
+    );
     Ok(())
 }
 
@@ -213,9 +219,15 @@ fn try_hello_as(user: u32) -> Result<(), abi::Error> {
 fn admin_hog_holds_its_share(admin_hog: Pid) -> crate::ktest::TestResult {
     holds_memory(admin_hog)?;
     let r = try_hello_as(crate::proc::FIRST_USER.0);
-    kassert!(r == Err(abi::Error::Limit), "the administrator's program beside its hog: {r:?}, expected Limit");
+    kassert!(
+        r == Err(abi::Error::Limit),
+        "the administrator's program beside its hog: {r:?}, expected Limit"
+    );
     let r = try_hello_as(7000);
-    kassert!(r.is_ok(), "another user's program beside the administrator's hog: {r:?}");
+    kassert!(
+        r.is_ok(),
+        "another user's program beside the administrator's hog: {r:?}"
+    );
     Ok(())
 }
 
@@ -229,7 +241,10 @@ fn pool_is_full(core: usize, other_hog: Pid) -> crate::ktest::TestResult {
         "user memory ate into the kernel reserve ({free_now} frames free)"
     );
     let r = try_hello_as(6000);
-    kassert!(r == Err(abi::Error::NoMemory), "a third user's program beside two hogs: {r:?}, expected NoMemory");
+    kassert!(
+        r == Err(abi::Error::NoMemory),
+        "a third user's program beside two hogs: {r:?}, expected NoMemory"
+    );
     Ok(())
 }
 

@@ -11,7 +11,7 @@
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
 //! | `hog [USER]` | (as USER if given: run it as the administrator) grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if refused with `Limit` (its user's share of the core) or `NoMemory` (the core's pool), and the huge request with `NoMemory` |
 //! | `hog-hold [USER]` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
-//! | `zombies USER hold\|reap` | becomes USER, then starts `nop` children and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
+//! | `zombies USER hold\|reap [CORE]` | becomes USER, then starts `nop` children (on CORE if given) and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
@@ -66,7 +66,7 @@ fn main(args: &[&str]) -> i32 {
         "bad-pointer" => return bad_pointer(),
         "bad-syscall" => return bad_syscall(),
         "hog" => return become_user(args.get(2)).map_or(1, |()| hog()),
-        "zombies" => return zombies(args.get(2), args.get(3).copied()),
+        "zombies" => return zombies(args.get(2), args.get(3).copied(), args.get(4)),
         "hog-hold" => {
             let r = become_user(args.get(2)).map_or(1, |()| hog());
             loop {
@@ -154,9 +154,7 @@ fn hog() -> i32 {
         "hog: got {} KiB, then {refused:?}; 2^64-1 bytes: {huge:?}",
         got / 1024
     );
-    i32::from(
-        !(matches!(refused, Error::NoMemory | Error::Limit) && huge == Err(Error::NoMemory)),
-    )
+    i32::from(!(matches!(refused, Error::NoMemory | Error::Limit) && huge == Err(Error::NoMemory)))
 }
 
 /// Become the user named by `arg`, if any.
@@ -173,17 +171,23 @@ fn become_user(arg: Option<&&str>) -> Result<(), ()> {
 
 /// `zombies USER hold|reap`: children that ended and were not waited for pile up until the
 /// kernel says `Limit`.
-fn zombies(user: Option<&&str>, then: Option<&str>) -> i32 {
-    if user.is_none() || !matches!(then, Some("hold" | "reap")) {
-        println!("crash: zombies USER hold|reap");
+fn zombies(user: Option<&&str>, then: Option<&str>, core: Option<&&str>) -> i32 {
+    let core = core.map(|c| c.parse::<usize>());
+    if user.is_none() || !matches!(then, Some("hold" | "reap")) || matches!(core, Some(Err(_))) {
+        println!("crash: zombies USER hold|reap [CORE]");
         return 2;
     }
+    let core = core.and_then(Result::ok);
     if become_user(user).is_err() {
         return 1;
     }
     let mut made = 0;
     let refused = loop {
-        match sys::spawn("nop", &[], Priority::App) {
+        let started = match core {
+            Some(c) => sys::spawn_on("nop", &[], Priority::App, c),
+            None => sys::spawn("nop", &[], Priority::App),
+        };
+        match started {
             // Let it run to its end (it has this priority too): a zombie, not a runner.
             Ok(_) => {
                 made += 1;
