@@ -31,7 +31,7 @@ pub struct CoreMem {
     pub frames_free: AtomicU64,
     /// Published: frames of the pool user memory may not take (`frames::kernel_reserve`).
     pub frames_reserved: AtomicU64,
-    /// Published: bytes of heap claimed from the pool.
+    /// Published: bytes of the pool the heap holds now (claimed, minus given back).
     pub heap_bytes: AtomicU64,
 }
 

@@ -694,8 +694,9 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             free_dead_stacks();
         } else {
             crate::mm::frames::drain_remote();
-            crate::mm::heap::drain_remote();
             free_dead_stacks();
+            // Blocks other cores freed come home, and spare heap goes back to the pool.
+            crate::mm::heap::trim();
             // Messages from other cores first (and, in poll or hybrid mode, keep looking
             // for a while instead of halting).
             crate::entry::events::idle_poll();

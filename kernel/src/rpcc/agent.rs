@@ -12,7 +12,9 @@
 //!
 //! Agent reuse (`rpcc.agents=N`, P4's first addition): an agent performs at most N requests
 //! and is then destroyed (its kernel stack freed); the next request creates a new one.
-//! With `unlimited` an agent, once created, sleeps between requests and is reused forever.
+//! With `unlimited` an agent sleeps between requests and is reused, as long as the core
+//! keeps it: a core keeps at most [`SLEEPING_POOL`] agents asleep over all its daemons, and
+//! an agent that goes idle beyond that ends (its kernel stack goes back to the pool).
 //! Creating an agent costs a kernel stack and a thread: P4's Figures 4 and 5 measure what
 //! reuse saves.
 
@@ -22,7 +24,25 @@ use crate::proc::sched;
 use abi::Priority;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// Agents a core keeps asleep for reuse, over all its daemons. A daemon has at most one
+/// agent (it makes one only when none is awake or asleep), so without a bound every core
+/// would keep one agent, a kernel stack of 8 frames, for each core that ever sent it a
+/// request, forever. Four let a core serve up to four requesting cores in turn without
+/// making agents (one is P4 Figs. 4 and 5's steady state: a single requester reuses its
+/// agent), while the memory kept stays 4 stacks per core whatever the number of cores.
+pub const SLEEPING_POOL: usize = 4;
+
+/// The bound in force ([`SLEEPING_POOL`] unless [`set_sleeping_pool`] changed it).
+static POOL: AtomicUsize = AtomicUsize::new(SLEEPING_POOL);
+
+/// Change how many agents every core keeps asleep; the bound before. Agents asleep now
+/// stay until they next go idle. (The in-kernel tests use it to see the bound work on a
+/// machine with fewer requesting cores than [`SLEEPING_POOL`].)
+pub fn set_sleeping_pool(agents: usize) -> usize {
+    POOL.swap(agents, Ordering::Relaxed)
+}
 
 /// One daemon: the requests from one source core, and the agents that serve them.
 pub struct Daemon {
@@ -122,8 +142,17 @@ pub fn retry_stalled() {
     }
 }
 
+/// What an agent does next.
+enum Next {
+    Perform(u64, u64),
+    Sleep,
+    /// Idle with the core's pool of sleeping agents full: end.
+    End,
+}
+
 /// An agent's life: take requests from its daemon's queue and perform them; sleep when
-/// there are none; end after `rpcc.agents` requests.
+/// there are none (or end, if the core keeps enough agents asleep); end after
+/// `rpcc.agents` requests.
 extern "C" fn agent_main(src: u64) -> ! {
     let src = src as usize;
     let stats = &percore::this().rpcc.stats;
@@ -131,18 +160,29 @@ extern "C" fn agent_main(src: u64) -> ! {
     let me = sched::with(|s| s.current_thread()).expect("an agent is a thread");
     let mut performed: u32 = 0;
     loop {
-        let job = super::with_state(|s| {
+        let next = super::with_state(|s| {
+            let asleep: usize = s.daemons.iter().map(|d| d.sleeping.len()).sum();
             let d = &mut s.daemons[src];
-            let job = d.queue.pop_front();
-            if job.is_none() {
-                d.awake -= 1;
-                d.sleeping.push(me);
+            match d.queue.pop_front() {
+                Some((tag, request)) => Next::Perform(tag, request),
+                None => {
+                    d.awake -= 1;
+                    if asleep < POOL.load(Ordering::Relaxed) {
+                        d.sleeping.push(me);
+                        Next::Sleep
+                    } else {
+                        Next::End
+                    }
+                }
             }
-            job
         });
-        let Some((tag, request)) = job else {
-            sched::block(sched::Block::Agent);
-            continue;
+        let (tag, request) = match next {
+            Next::Perform(tag, request) => (tag, request),
+            Next::Sleep => {
+                sched::block(sched::Block::Agent);
+                continue;
+            }
+            Next::End => end(None),
         };
         if performed > 0 {
             stats.reuse_hits.fetch_add(1, Ordering::Relaxed);
@@ -172,15 +212,23 @@ extern "C" fn agent_main(src: u64) -> ! {
         let d = &mut s.daemons[src];
         if d.queue.is_empty() {
             d.awake -= 1;
-            false
+            None
         } else {
             // Our "awake" count passes to the successor.
-            true
+            Some(src)
         }
     });
+    end(successor)
+}
+
+/// The running agent ends (no longer counted awake by its daemon), after creating a
+/// successor for daemon `successor`'s queued requests; its kernel stack is freed once the
+/// core is off it.
+fn end(successor: Option<usize>) -> ! {
+    let stats = &percore::this().rpcc.stats;
     stats.agents_live.fetch_sub(1, Ordering::Relaxed);
     stats.agents_destroyed.fetch_add(1, Ordering::Relaxed);
-    if successor {
+    if let Some(src) = successor {
         create_agent(src);
     }
     sched::exit_current()

@@ -163,14 +163,12 @@ ktest! {
     /// `Limit` (not `NoMemory`), another user still gets memory, and every frame comes
     /// back when they are closed.
     fn vregion_memory_per_user_stops_at_the_limit() -> TestResult {
-        let core = percore::current_core();
-        let before = crate::mm::frames::counts(core).0;
+        let before = super::free_frames_here(0);
         let mut ids = Vec::new();
         let r = fill_memory(&mut ids);
         close_all(&ids);
         r?;
-        crate::mm::frames::drain_remote();
-        let after = crate::mm::frames::counts(core).0;
+        let after = super::free_frames_here(0);
         kassert!(before == after, "{} frames did not come back", before.abs_diff(after));
         kassert!(quota::usage().iter().all(|u| u.0 != USER), "user {USER} still holds {:?}", quota::usage());
         Ok(())

@@ -57,8 +57,7 @@ fn alloc_one(_: u64) -> u64 {
 }
 
 fn drain_and_count(_: u64) -> u64 {
-    frames::drain_remote();
-    frames::counts(percore::current_core()).0
+    crate::tests::free_frames_here(0)
 }
 
 ktest! {

@@ -5,6 +5,7 @@
 
 mod faults;
 mod fuzz;
+mod heap;
 mod interrupts;
 mod ipc;
 mod limits;
@@ -37,10 +38,22 @@ pub(crate) fn on_every_core(f: fn(u64) -> u64, what: &str) -> crate::ktest::Test
     }
 }
 
-/// This core's free frames, after taking back those other cores freed (for `call_on`).
+/// This core's frames that nothing outside its kernel heap uses: free in the pool or held
+/// by the heap, after taking back those other cores freed (for `call_on`). The heap claims
+/// frames as it grows and gives spare ones back when the core idles, so leak checks count
+/// both and compare the heap's own use apart ([`heap_used_here`]).
 pub(crate) fn free_frames_here(_: u64) -> u64 {
     crate::mm::frames::drain_remote();
-    crate::mm::frames::counts(crate::percore::current_core()).0
+    let held = crate::percore::this()
+        .mem
+        .heap_bytes
+        .load(core::sync::atomic::Ordering::Relaxed);
+    crate::mm::frames::counts(crate::percore::current_core()).0 + held / ::frames::FRAME_SIZE
+}
+
+/// Bytes of this core's heap in use (blocks other cores freed taken back first).
+pub(crate) fn heap_used_here(_: u64) -> u64 {
+    crate::mm::heap::used_bytes()
 }
 
 /// Free frames of every core, each counted on its own core.

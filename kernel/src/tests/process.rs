@@ -99,12 +99,12 @@ ktest! {
         let phoff = u64::from_le_bytes(seg[32..40].try_into().unwrap_or_default()) as usize;
         seg[phoff + 16..phoff + 24].copy_from_slice(&0xffff_8000_0000_0000u64.to_le_bytes()); // p_vaddr
         cases.push(("segment in the kernel half", seg));
-        let before = crate::mm::frames::counts(percore::current_core()).0;
+        let before = super::free_frames_here(0);
         for (what, image) in &cases {
             let r = proc::spawn_image("broken", image, &[], Priority::App, TEST_PARENT);
             kassert!(r == Err(abi::Error::BadExecutable), "{what}: spawn gave {r:?}");
         }
-        let after = crate::mm::frames::counts(percore::current_core()).0;
+        let after = super::free_frames_here(0);
         kassert!(before == after, "refused images leaked {} frames", before.abs_diff(after));
         Ok(())
     }
@@ -116,14 +116,14 @@ ktest! {
         // Warm up allocator caches (heap growth is not returned).
         run("hello", &[], Priority::App)?;
         sched::run_until(20_000_000, || false);
-        let before = crate::mm::frames::counts(percore::current_core()).0;
+        let before = super::free_frames_here(0);
         for _ in 0..5 {
             run("hello", &[], Priority::App)?;
         }
         // Freed frames come home when the core next idles: wait for that (30 s is a hang
         // guard), then compare.
-        sched::run_until(30_000_000_000, || crate::mm::frames::counts(percore::current_core()).0 == before);
-        let after = crate::mm::frames::counts(percore::current_core()).0;
+        sched::run_until(30_000_000_000, || super::free_frames_here(0) == before);
+        let after = super::free_frames_here(0);
         kassert!(before == after, "5 runs of hello leaked {} frames", before.abs_diff(after));
         Ok(())
     }
@@ -149,7 +149,7 @@ ktest! {
     fn memory_hog_is_refused_and_the_kernel_survives() -> TestResult {
         let core = percore::current_core();
         run("hello", &[], Priority::App)?;
-        let before = crate::mm::frames::counts(core).0;
+        let before = super::free_frames_here(0);
         let s = run("crash", &["hog"], Priority::App)?;
         kassert!(exited_ok(&s), "crash hog ended with {s:?}");
         let s = run("hello", &["after", "hog"], Priority::App)?;
@@ -167,8 +167,8 @@ ktest! {
             super::end_and_reap(other);
         }
         checked?;
-        sched::run_until(30_000_000_000, || crate::mm::frames::counts(core).0 == before);
-        let after = crate::mm::frames::counts(core).0;
+        sched::run_until(30_000_000_000, || super::free_frames_here(0) == before);
+        let after = super::free_frames_here(0);
         kassert!(before == after, "the hogs' memory did not all come back ({} frames)", before.abs_diff(after));
         kassert!(crate::res::quota::usage().is_empty(), "users still hold memory: {:?}", crate::res::quota::usage());
         Ok(())

@@ -20,7 +20,7 @@ fn size_arg(n: u64) -> [u8; 8] {
 }
 
 fn free_frames() -> u64 {
-    crate::mm::frames::counts(percore::current_core()).0
+    super::free_frames_here(0)
 }
 
 /// Run as `user` for the rest of this kernel activity (tests act as users this way).

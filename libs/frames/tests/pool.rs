@@ -359,3 +359,26 @@ fn free_contiguous_is_all_or_nothing() {
     }
     assert_eq!(pool.free_frames(), free_before + 7);
 }
+
+#[test]
+fn contiguous_run_can_be_given_back_in_pieces() {
+    // The kernel heap claims a run and gives back its top first, the rest later.
+    let ranges = [frames(0, 130)];
+    let mut bitmap = bitmap_for(&ranges);
+    let mut pool = FramePool::new(0, &ranges, &mut bitmap);
+    let run = pool.alloc_contiguous(64, 1).unwrap();
+    let free_before = pool.free_frames();
+    pool.free_contiguous(run + 40 * FRAME_SIZE, 24).unwrap();
+    assert_eq!(pool.free_frames(), free_before + 24);
+    // The top is free again, the bottom still in use.
+    assert_eq!(
+        pool.free_contiguous(run + 39 * FRAME_SIZE, 2),
+        Err(FreeError::DoubleFree)
+    );
+    assert_eq!(pool.alloc_contiguous(24, 1), Some(run + 40 * FRAME_SIZE));
+    pool.free_contiguous(run + 40 * FRAME_SIZE, 24).unwrap();
+    pool.free_contiguous(run + 8 * FRAME_SIZE, 32).unwrap();
+    pool.free_contiguous(run, 8).unwrap();
+    assert_eq!(pool.free_frames(), free_before + 64);
+    assert_eq!(pool.alloc_contiguous(64, 1), Some(run));
+}

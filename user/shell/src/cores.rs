@@ -55,25 +55,31 @@ fn mib(frames: u64) -> String {
 pub(crate) fn mem() -> Result<(), String> {
     let infos = core_infos().map_err(|e| format!("mem: {e}"))?;
     // FOR PROGRAMS is what programs can still get: free frames beyond the kernel's reserve.
-    println!("CORE   FREE MiB  FOR PROGRAMS MiB  TOTAL MiB");
-    let (mut free, mut usable, mut total) = (0, 0, 0);
+    // KERNEL HEAP is what the core's kernel heap holds of its pool now (it gives spare
+    // memory back when the core idles).
+    println!("CORE   FREE MiB  FOR PROGRAMS MiB  KERNEL HEAP MiB  TOTAL MiB");
+    let (mut free, mut usable, mut heap, mut total) = (0, 0, 0, 0);
     for c in &infos {
         let for_programs = c.frames_free.saturating_sub(c.frames_reserved);
+        let heap_frames = c.heap_bytes.div_ceil(4096);
         free += c.frames_free;
         usable += for_programs;
+        heap += heap_frames;
         total += c.frames_total;
         println!(
-            "{:<5} {:>9}  {:>16}  {:>9}",
+            "{:<5} {:>9}  {:>16}  {:>15}  {:>9}",
             c.core,
             mib(c.frames_free),
             mib(for_programs),
+            mib(heap_frames),
             mib(c.frames_total)
         );
     }
     println!(
-        "total {:>9}  {:>16}  {:>9}",
+        "total {:>9}  {:>16}  {:>15}  {:>9}",
         mib(free),
         mib(usable),
+        mib(heap),
         mib(total)
     );
     Ok(())
