@@ -10,6 +10,7 @@ mod ipc;
 mod memory;
 mod modes;
 mod platform;
+mod privilege;
 mod process;
 mod resources;
 mod rpcc;
