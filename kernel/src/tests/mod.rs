@@ -12,6 +12,7 @@ mod limits;
 mod memory;
 mod modes;
 mod platform;
+mod privilege;
 mod process;
 mod resources;
 mod rpcc;
