@@ -5,6 +5,7 @@
 
 mod faults;
 mod fuzz;
+mod init;
 mod interrupts;
 mod ipc;
 mod memory;
