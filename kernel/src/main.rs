@@ -25,6 +25,7 @@ mod console;
 mod cpu_local;
 mod entry;
 mod fatal;
+mod init;
 mod ipc;
 mod ipc_calls;
 mod ktest;
@@ -231,8 +232,8 @@ pub fn init_cpu_tables() {
     arch::x86_64::context::protect_from_user_this_core(&cpu::Features::read());
 }
 
-/// Start the programs the command line asks for on this core (and the shell on core 0),
-/// as the kernel's children. A missing or broken program is reported, not fatal.
+/// Start the programs the command line asks for on this core (and the shell on core 0,
+/// which `init` keeps running), as the kernel's children. A missing or broken program is reported, not fatal.
 pub fn start_boot_programs() {
     let state = boot_state();
     let args = bootargs::parse(&state.cmdline, |_| {});
@@ -250,20 +251,8 @@ pub fn start_boot_programs() {
     }
     let tests_or_poweroff = args.ktest.is_some() || args.poweroff;
     if me == 0 && args.shell && !tests_or_poweroff {
-        boot_programs.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = proc::spawn("shell", &[], abi::Priority::Server, kernel) {
-            boot_programs.fetch_sub(1, Ordering::Relaxed);
-            match e {
-                abi::Error::NoSuchProgram => log::warn!(
-                    "cannot start the shell: {e} (is the boot archive attached?)"
-                ),
-                _ => log::warn!(
-                    "cannot start the shell: {e} ({} frames free on core 0, {} kept for the kernel)",
-                    crate::mm::frames::counts(0).0,
-                    crate::mm::frames::kernel_reserve(0)
-                ),
-            }
-        }
+        // Started again whenever it ends (init).
+        init::start_shell();
     }
     if args.starts.iter().any(|s| s.core >= smp::cores_planned()) && me == 0 {
         log::warn!("start= names a core that is not in use; ignored");

@@ -49,6 +49,8 @@ pub struct CoreLocal {
     /// Big-lock mode: another core changed mappings this core may cache; flush on entry.
     pub tlb_stale: AtomicBool,
     pub trace: crate::trace::CoreTrace,
+    /// The program this core keeps running (the shell, on core 0).
+    pub init: CoreCell<crate::init::CoreInit>,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -118,6 +120,7 @@ impl CoreLocal {
             acted_for: AtomicBool::new(false),
             tlb_stale: AtomicBool::new(false),
             trace: crate::trace::CoreTrace::new(),
+            init: CoreCell::new(crate::init::CoreInit::new()),
         }
     }
 }

@@ -195,6 +195,8 @@ fn console_read(ptr: u64, len: u64, flags: u64) -> Result<u64, Error> {
     if current_core() != 0 {
         return Err(Error::NotSupported);
     }
+    // Init's sign that the shell it keeps running came up (asks for its first command).
+    crate::init::note_console_read();
     if len == 0 {
         return Ok(0);
     }

@@ -448,10 +448,12 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     for (script, smp, cmdline) in [
         ("smoke.script", 2, ""),
         ("kill.script", 2, ""),
+        ("restart.script", 2, ""),
         ("res.script", 2, ""),
         ("rpcc.script", 4, ""),
         ("small.script", 8, ""),
         ("smoke.script", 2, "kernel=biglock"),
+        ("restart.script", 2, "kernel=biglock"),
         ("rpcc.script", 4, "kernel=biglock"),
     ] {
         let mut g = guest(smp, cmdline);

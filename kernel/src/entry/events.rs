@@ -15,13 +15,13 @@
 //! | [`context_resumed`] | context switch, back on a context | resources (its flow) |
 //! | [`thread_removed`] | process teardown | RPCC (answers nobody collects) |
 //! | [`vregions_detached`] | process teardown | resources (attachment counts) |
-//! | [`process_ended`] | process teardown | IPC (waiters get `Gone`), resources (endpoints) |
+//! | [`process_ended`] | process teardown | IPC (waiters get `Gone`), resources (endpoints), init (the shell ended: start a new one) |
 //!
 //! Several are on hot paths (every context switch): each is `#[inline]`, a direct call.
 
 use crate::proc::sched::Sched;
 use abi::res::{ResId, UserId};
-use abi::Pid;
+use abi::{Pid, WaitStatus};
 
 /// This core halts until an interrupt (idle, or a halting wait): without the big lock, in
 /// Idle mode.
@@ -75,13 +75,15 @@ pub fn vregions_detached(regions: impl Iterator<Item = ResId>) {
     crate::res::note_detached(regions);
 }
 
-/// Process `pid` ended (`moved`: it lives on under a new pid on another core), with the
-/// scheduler's state borrowed as `s`: whoever waits for an answer from it gets `Gone`;
-/// unless it moved, its endpoints go.
+/// Process `pid` ended with `status` (`ENDED_MIGRATED`: it lives on under a new pid on
+/// another core), with the scheduler's state borrowed as `s`: whoever waits for an answer
+/// from it gets `Gone`; unless it moved, its endpoints go; if it is the program init keeps
+/// running (the shell), init starts a new one.
 #[inline]
-pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, moved: bool) {
+pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, status: WaitStatus) {
     crate::ipc::process_ended(s, ipc);
-    if !moved {
+    if status.how != abi::ENDED_MIGRATED {
         crate::res::endpoint::forget_endpoints_of(pid);
     }
+    crate::init::process_ended(s, pid, status);
 }

@@ -567,7 +567,7 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     drop(vspace);
     let me = Pid::new(current_core(), serial);
     // Whoever waits for an answer from it gets `Gone`; its endpoints go.
-    crate::entry::events::process_ended(s, me, ipc, moved);
+    crate::entry::events::process_ended(s, me, ipc, status);
     if moved {
         // It lives on under a new pid: no zombie here; its parent follows it.
         if s.processes.remove(&serial).is_some_and(|p| p.boot) {

@@ -52,6 +52,9 @@ pub enum Block {
     Join(u64),
     /// In a semaphore's P.
     Sem,
+    /// A kernel thread waiting for an event whose raiser wakes it by id (the init thread,
+    /// for the end of the program it keeps).
+    Event,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 use crate::ktest::TestResult;
 use crate::{kassert, ktest, percore, smp, time};
 use alloc::vec::Vec;
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{AtomicBool, Ordering};
 
 fn ipis_from_matrix(n: usize) -> Vec<Vec<u64>> {
     (0..n)
@@ -35,7 +35,8 @@ fn wait_all_pairs(before: &[Vec<u64>]) -> TestResult {
         let now = ipis_from_matrix(n);
         (0..n).all(|to| (0..n).all(|from| from == to || now[to][from] > before[to][from]))
     };
-    if time::wait_until(2_000_000_000, all_seen) {
+    // 60 s only catches a lost IPI (on a busy host a vCPU may not run for a while).
+    if time::wait_until(60_000_000_000, all_seen) {
         return Ok(());
     }
     let now = ipis_from_matrix(n);
@@ -99,22 +100,28 @@ ktest! {
         while crate::console::read_byte().is_some() {}
         crate::kprint!("{}\n", abi::protocol::KTEST_INPUT);
         let mut got = Vec::new();
-        let ok = time::wait_until(10_000_000_000, || {
+        // 60 s only catches input that never comes (xtask answers at once; a busy host
+        // may take a while to pass it on).
+        let ok = time::wait_until(60_000_000_000, || {
             while let Some(b) = crate::console::read_byte() {
                 got.push(b);
             }
             got.windows(4).any(|w| w == b"ping")
         });
-        kassert!(ok, "no 'ping' on the serial port within 10 s (got {:?})", core::str::from_utf8(&got));
+        kassert!(ok, "no 'ping' on the serial port within 60 s (got {:?})", core::str::from_utf8(&got));
         let now = percore::of(0).stats.serial_irqs.load(Ordering::Relaxed);
         kassert!(now > irqs, "bytes arrived but no serial interrupt was counted");
         Ok(())
     }
 }
 
-fn spin_50ms(x: u64) -> u64 {
-    let end = crate::arch::x86_64::cpu::rdtsc() + time::tsc_hz() / 20;
-    while crate::arch::x86_64::cpu::rdtsc() < end {
+/// The slow call of `call_on_after_timeout` may end (set by the test).
+static SLOW_MAY_END: AtomicBool = AtomicBool::new(false);
+
+/// A call that lasts until the test lets it end (60 s at most: a hang guard).
+fn slow_until_released(x: u64) -> u64 {
+    let end = crate::arch::x86_64::cpu::rdtsc() + time::tsc_hz() * 60;
+    while !SLOW_MAY_END.load(Ordering::Acquire) && crate::arch::x86_64::cpu::rdtsc() < end {
         core::hint::spin_loop();
     }
     x + 1
@@ -132,12 +139,23 @@ ktest! {
         if crate::structure::biglock() {
             crate::kskip!("not in big-lock mode");
         }
-        let r = smp::call_on(1, spin_50ms, 1, 1_000_000);
+        // The slow call lasts until it is released, so the order below does not depend on
+        // how fast the host runs either core.
+        SLOW_MAY_END.store(false, Ordering::Release);
+        let r = smp::call_on(1, slow_until_released, 1, 1_000_000);
+        let busy = smp::call_on(1, square_plus_core, 3, 1_000_000);
+        SLOW_MAY_END.store(true, Ordering::Release);
         kassert!(r == Err(smp::CallError::Timeout), "slow call gave {r:?}");
-        let r = smp::call_on(1, square_plus_core, 3, 1_000_000);
-        kassert!(r == Err(smp::CallError::Busy), "call during a slow one gave {r:?}");
-        time::wait_until(200_000_000, || false);
-        let r = smp::call_on(1, square_plus_core, 3, 2_000_000_000);
+        kassert!(busy == Err(smp::CallError::Busy), "call during a slow one gave {busy:?}");
+        // Released, it ends and frees the slot: calls are Busy until then, and then answered
+        // with their own result (60 s only catches a hang).
+        let mut r = Err(smp::CallError::Busy);
+        time::wait_until(60_000_000_000, || {
+            if r == Err(smp::CallError::Busy) {
+                r = smp::call_on(1, square_plus_core, 3, 2_000_000_000);
+            }
+            r != Err(smp::CallError::Busy)
+        });
         kassert!(r == Ok(10), "call after the slow one ended gave {r:?}");
         Ok(())
     }

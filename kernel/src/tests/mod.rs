@@ -6,6 +6,7 @@
 mod faults;
 mod fuzz;
 mod heap;
+mod init;
 mod interrupts;
 mod ipc;
 mod limits;

@@ -19,6 +19,9 @@ ktest! {
         let core = percore::current_core();
         let t0 = crate::time::now_ns();
         let before: u64 = totals(core).iter().sum();
+        // A wait that only lets time pass (and be idle) for the measurement: however long
+        // a busy host makes it, the sum and the clock grow by the same span, and the core,
+        // with nothing to run, halts in Idle mode.
         sched::run_until(30_000_000, || false);
         let after: u64 = totals(core).iter().sum();
         let t1 = crate::time::now_ns();
@@ -38,20 +41,28 @@ ktest! {
         // A program of system calls (resource operations on its own core), to its end.
         let here = format!("{}", percore::current_core());
         let calls = proc::spawn("rloop", &[here.as_str(), "200"], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
-        sched::run_until(10_000_000_000, || proc::has_ended(calls));
+        // 120 s only catches a hang.
+        if !sched::run_until(120_000_000_000, || proc::has_ended(calls)) {
+            super::end_and_reap(calls);
+            return Err("rloop did not end within 120 s".into());
+        }
         let info = |pid: Pid| proc::infos().into_iter().find(|p| p.pid == pid);
         let c = info(calls).ok_or("rloop is not listed")?;
         kassert!(c.mode_ns[MODE_KERNEL] > 0 && c.mode_ns[MODE_USER] > 0, "rloop: {:?}", c.mode_ns);
         kassert!(proc::take_status(calls).is_some_and(|s| s.how == abi::ENDED_EXIT && s.code == 0), "rloop failed");
         // A program that only computes.
         let spin = proc::spawn("spin", &[], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
-        sched::run_until(30_000_000, || false);
-        let s = info(spin).ok_or("spin is not listed")?;
-        kassert!(s.mode_ns[MODE_USER] > 1_000_000, "spin has {} ns of user time", s.mode_ns[MODE_USER]);
+        // Until it has more than 1 ms of user time (60 s only catches a hang: on a busy
+        // host the core may give it less than that in any fixed span).
+        sched::run_until(60_000_000_000, || info(spin).is_some_and(|s| s.mode_ns[MODE_USER] > 1_000_000));
+        let Some(s) = info(spin) else {
+            super::end_and_reap(spin);
+            return Err("spin is not listed".into());
+        };
+        super::end_and_reap(spin);
+        kassert!(s.mode_ns[MODE_USER] > 1_000_000, "spin has {} ns of user time after 60 s", s.mode_ns[MODE_USER]);
         let sum: u64 = s.mode_ns.iter().sum();
         kassert!(sum <= s.cpu_ns + s.cpu_ns / 10 + 1_000_000, "spin's modes {sum} ns exceed its cpu time {} ns", s.cpu_ns);
-        let _ = proc::end_by_kill(spin);
-        let _ = proc::take_status(spin);
         Ok(())
     }
 }

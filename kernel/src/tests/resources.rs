@@ -113,10 +113,14 @@ ktest! {
         let spid = Pid(e(res::control(s, control::INFO, 0, 0), "pid")?);
         let c = e(res::open("here/compute/c2", &size_arg(200), Rights::OWNER_ALL), "compute 2")?;
         e(res::read(c, 0, spid.0), "bind spin")?;
-        sched::run_until(50_000_000, || false);
+        // Until it has run (60 s only catches a hang).
+        sched::run_until(60_000_000_000, || proc::info_of(spid).is_some_and(|i| i.cpu_ns > 0));
         e(res::write(c, &[], 0), "unbind")?;
         kassert!(proc::info_of(spid).map(|i| i.state) == Some(abi::STATE_STOPPED), "not stopped after unbind");
         let cpu = proc::info_of(spid).map_or(0, |i| i.cpu_ns);
+        // A wait that only gives a wrongly scheduled stopped process the chance to run (the
+        // core idles, ticks and picks threads meanwhile): a busy host cannot make a stopped
+        // process run, so its length decides nothing.
         sched::run_until(50_000_000, || false);
         kassert!(proc::info_of(spid).map_or(1, |i| i.cpu_ns) == cpu, "a stopped process ran");
         kassert!(cpu > 0, "the bound spinner never ran");
@@ -231,7 +235,10 @@ ktest! {
                 let p = e(res::open("here/process/cycle", b"nop\0", Rights::OWNER_ALL), "process")?;
                 e(res::close(p), "close process")?;
             }
-            sched::run_until(20_000_000, || false);
+            // Everything was freed at its close (the stopped processes' kernel stacks too);
+            // wait for the count itself in case anything comes home later (30 s only
+            // catches a hang).
+            sched::run_until(30_000_000_000, || round == 0 || free_frames() == before);
             let after = free_frames();
             kassert!(round == 0 || before == after, "round {round}: {} frames not returned", before.abs_diff(after));
         }

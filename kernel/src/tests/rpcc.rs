@@ -42,23 +42,40 @@ fn awake_here(_: u64) -> u64 {
     rpcc::agents_awake()
 }
 
-/// Wait (running threads) until no core holds RPCC work.
-pub(super) fn settle() -> Result<(), String> {
+/// RPCC work every core holds (requests waiting plus agents awake), and a description.
+fn rpcc_work() -> Result<(u64, String), String> {
     let mut state = String::new();
-    for _ in 0..500 {
-        state.clear();
-        let mut busy = 0;
-        for c in 0..smp::cores_planned() {
-            let (backlog, awake) = (on(c, backlog_here, 0)?, on(c, awake_here, 0)?);
-            busy += backlog + awake;
-            state += &format!(" core {c}: backlog {backlog}, agents awake {awake};");
-        }
-        if busy == 0 {
-            return Ok(());
-        }
-        sched::run_until(2_000_000, || false);
+    let mut busy = 0;
+    for c in 0..smp::cores_planned() {
+        let (backlog, awake) = (on(c, backlog_here, 0)?, on(c, awake_here, 0)?);
+        busy += backlog + awake;
+        state += &format!(" core {c}: backlog {backlog}, agents awake {awake};");
     }
-    Err(format!("RPCC never became quiet:{state}"))
+    Ok((busy, state))
+}
+
+/// Wait (running threads) until no core holds RPCC work (60 s only catches a hang).
+pub(super) fn settle() -> Result<(), String> {
+    let mut last = rpcc_work();
+    sched::run_until(60_000_000_000, || {
+        last = rpcc_work();
+        !matches!(last, Ok((1.., _)))
+    });
+    match last? {
+        (0, _) => Ok(()),
+        (_, state) => Err(format!("RPCC did not become quiet within 60 s:{state}")),
+    }
+}
+
+/// Is process `pid` (of this core) waiting for an answer from another core?
+fn waits_for_rpcc(pid: Pid) -> bool {
+    sched::with(|s| {
+        let t = s.processes.get(&pid.serial()).map(|p| p.main_thread());
+        matches!(
+            t.and_then(|t| s.state_of(t)),
+            Some(sched::ThreadState::Blocked(sched::Block::Rpcc(_)))
+        )
+    })
 }
 
 ktest! {
@@ -161,9 +178,24 @@ ktest! {
         let arg = format!("{other}");
         for round in 0..3 {
             let pid = e(proc::spawn("rloop", &[arg.as_str()], Priority::App, TEST_PARENT), "spawn rloop")?;
-            sched::run_until(20_000_000 + round * 7_000_000, || false);
+            // Kill it while it waits for the other core, in round r at the (r+1)th request
+            // seen waiting (it ran in between). Big-lock mode does remote work at once
+            // under the lock: there it is killed once it has run. (60 s catches a hang.)
+            let (mut seen, mut cpu_then) = (0, None);
+            let caught = sched::run_until(60_000_000_000, || {
+                let cpu = proc::info_of(pid).map_or(0, |i| i.cpu_ns);
+                if crate::structure::biglock() {
+                    return cpu > 0;
+                }
+                if waits_for_rpcc(pid) && cpu_then != Some(cpu) {
+                    cpu_then = Some(cpu);
+                    seen += 1;
+                }
+                seen > round
+            });
             e(proc::end_by_kill(pid), "kill")?;
             kassert!(proc::take_status(pid).is_some_and(|s| s.how == abi::ENDED_KILLED), "status");
+            kassert!(caught, "round {round}: rloop {pid} was not seen waiting for core {other} within 60 s");
         }
         settle()?;
         // What a killed round left between its open and its close is an ordinary resource.
@@ -210,7 +242,8 @@ fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), Strin
     let mut rounds = 1000;
     let (pid, new) = loop {
         let pid = spawn_rloop(from, target, rounds)?;
-        sched::run_until(3_000_000, || false);
+        // Until it has started its work (or ended); 60 s only catches a hang.
+        sched::run_until(60_000_000_000, || has_started(pid));
         match proc::migrate::migrate(pid, to) {
             Ok(new) => break (pid, new),
             Err(Error::NoSuchProcess) if rounds < 100_000 => {
@@ -228,20 +261,38 @@ fn migrate_and_finish(from: usize, to: usize, target: usize) -> Result<(), Strin
     kassert!(new.core() == to, "new pid {new} not on core {to}");
     kassert!(migrate_probe(pid) == 0, "old pid {pid} still listed");
     // It finishes its rounds on the new core and exits 0 (120 s is only a hang guard).
-    let deadline = crate::time::now_ns() + 120_000_000_000;
-    let mut status = u64::MAX;
-    while crate::time::now_ns() < deadline {
-        status = on(to, take_status_here, new.0)?;
-        if status != u64::MAX {
-            break;
+    // (Taking the status removes the zombie: ask only until it is there; `run_until` asks
+    // the predicate once more on its way out.)
+    let mut status = Ok(u64::MAX);
+    sched::run_until(120_000_000_000, || {
+        if status == Ok(u64::MAX) {
+            status = on(to, take_status_here, new.0);
         }
-        sched::run_until(2_000_000, || false);
-    }
+        status != Ok(u64::MAX)
+    });
+    let status = status?;
     kassert!(
         status == 0,
         "migrated process ended with {status:#x} (u64::MAX: still running after 120 s)"
     );
     Ok(())
+}
+
+/// Has `pid` run (it is not ready-and-never-run any more: running, blocked, ended, or ready
+/// again with CPU time)? Also true if its core does not answer (the caller then learns why).
+fn has_started(pid: Pid) -> bool {
+    let listed = if pid.core() == percore::current_core() {
+        proc::infos()
+    } else {
+        match rpcc::call(pid.core(), Op::Processes) {
+            Ok(Out::Procs(v)) => v,
+            _ => return true,
+        }
+    };
+    listed
+        .into_iter()
+        .find(|p| p.pid == pid)
+        .is_none_or(|p| p.state != abi::STATE_READY || p.cpu_ns > 0)
 }
 
 /// Is `pid` listed by its core?
@@ -394,20 +445,18 @@ ktest! {
             Err(err) => return Err(format!("spawn spin on core {other}: {err:?}")),
         };
         // Wait until it runs (120 s only catches a hang): the case that was wrong.
-        let deadline = crate::time::now_ns() + 120_000_000_000;
-        while on(other, running_here, spin.0)? == 0 && crate::time::now_ns() < deadline {
-            sched::run_until(1_000_000, || false);
-        }
+        sched::run_until(120_000_000_000, || on(other, running_here, spin.0) != Ok(0));
         let running = on(other, running_here, spin.0)? == 1;
         let victim = format!("{spin}");
         let s = super::run_to_end("crash", &["kill-pid", &victim], Priority::App, 120);
         let alive = migrate_probe(spin) == 1;
         // Clean up whatever the checks say.
         let _ = rpcc::call(other, Op::Kill { pid: spin, descendants_only: false });
-        let deadline = crate::time::now_ns() + 60_000_000_000;
-        while on(other, take_status_here, spin.0)? == u64::MAX && crate::time::now_ns() < deadline {
-            sched::run_until(1_000_000, || false);
-        }
+        let mut taken = false;
+        sched::run_until(60_000_000_000, || {
+            taken = taken || on(other, take_status_here, spin.0) != Ok(u64::MAX);
+            taken
+        });
         kassert!(running, "spin never ran on core {other}");
         let s = s?;
         kassert!(s.how == abi::ENDED_EXIT && s.code == 0, "crash kill-pid {spin} ended with {s:?} (0: refused with Denied)");

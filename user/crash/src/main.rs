@@ -17,6 +17,7 @@
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
 //! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
+//! | `read-console` | waits for console input like a shell at its prompt (`kernel/src/tests/init.rs` keeps it running and kills it) | exit 0 when a byte comes |
 //! | `escalate` | (run as a user other than the administrator) tries to become user 1000, the administrator (1) and the kernel (0), and to power off; keeps its own user | exit 0 if every attempt is `Denied` and keeping its user works |
 //!
 //! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
@@ -93,6 +94,16 @@ fn main(args: &[&str]) -> i32 {
         "drop-user" => return drop_user(),
         "escalate" => return escalate(),
         "wait-timeout" => return wait_timeout(),
+        "read-console" => {
+            let mut byte = [0u8; 1];
+            return match sys::read(&mut byte) {
+                Ok(_) => 0,
+                Err(e) => {
+                    println!("read-console: {e:?}");
+                    1
+                }
+            };
+        }
         _ => {
             println!(
                 "crash: unknown case '{what}' (page-fault, general-protection, invalid-opcode, \

@@ -13,6 +13,10 @@
 //! by `res bind`. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
 //! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`].
 //!
+//! `exit` ends the shell (refused while jobs run: they would outlive it with nobody allowed
+//! to kill them); the kernel then starts a new one (`kernel/src/init.rs`), as it does
+//! whenever the shell ends.
+//!
 //! Every command works on any core: `run -c CORE` starts a program there (it is still the
 //! shell's child, waited for and killed as a local one), `ps` lists every core's
 //! processes, `kill` takes any pid, and a job moved by `migrate` stays a job under its new
@@ -83,6 +87,8 @@ commands:
   su [USER]                       act as USER (a number) for the resource rights, or
                                   without USER as the user the shell started as
   whoami                          the user this shell acts as
+  exit                            end this shell (once no job runs); the kernel starts
+                                  a new one
   poweroff                        switch the machine off";
 
 /// A program started with `&`.
@@ -106,6 +112,8 @@ struct Shell {
     /// What was typed while a foreground program ran (other than Ctrl-C): the next
     /// prompt's input, as a terminal keeps it.
     typeahead: Vec<u8>,
+    /// `exit` was typed: end after this command.
+    exit: bool,
 }
 
 fn main(_args: &[&str]) -> i32 {
@@ -119,6 +127,7 @@ fn main(_args: &[&str]) -> i32 {
         jobs: Vec::new(),
         killed: Vec::new(),
         typeahead: Vec::new(),
+        exit: false,
     };
     let mut editor = editor::Editor::new();
     loop {
@@ -134,6 +143,9 @@ fn main(_args: &[&str]) -> i32 {
         };
         if let Err(msg) = shell.execute(&line) {
             println!("error: {msg}");
+        }
+        if shell.exit {
+            return 0;
         }
     }
 }
@@ -174,6 +186,21 @@ impl Shell {
             "res" => self.res(args),
             "su" => self.su(args),
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
+            "exit" => {
+                no_args(cmd)?;
+                // Its jobs would become the kernel's, which no later shell may kill.
+                self.reap();
+                if !self.jobs.is_empty() {
+                    let pids: Vec<String> =
+                        self.jobs.iter().map(|j| format!("{}", j.pid)).collect();
+                    return Err(format!(
+                        "exit: jobs still run ({}); kill them first",
+                        pids.join(", ")
+                    ));
+                }
+                self.exit = true;
+                Ok(())
+            }
             "poweroff" => {
                 no_args(cmd)?;
                 Err(format!("poweroff: {}", sys::poweroff()))
