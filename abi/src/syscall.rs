@@ -10,7 +10,7 @@
 //! | number | call | arguments | value |
 //! |---|---|---|---|
 //! | 0 | `EXIT` | status | (does not return) |
-//! | 1 | `WAIT` | pid (0 = any child), `*mut WaitStatus`, timeout ns (`u64::MAX`: none) | pid of the child (`TimedOut` if none ended in time) |
+//! | 1 | `WAIT` | pid (0 = any child), `*mut WaitStatus`, timeout ns (`u64::MAX`: none) | pid of the child: the pid asked for, or for any child the pid it was created with, however often it migrated (`TimedOut` if none ended in time) |
 //! | 2 | `SPAWN` | name ptr, name len, args ptr, args len, priority | pid of the child |
 //! | 3 | `GETPID` | | own pid |
 //! | 4 | `CORE` | | index of the core running the caller |

@@ -223,7 +223,8 @@ pub const ENDED_FAULT: u64 = 1;
 pub const ENDED_KILLED: u64 = 2;
 /// The process moved to another core (`MIGRATE`); `code` is its new pid. `WAIT` never
 /// reports it (the kernel follows the process to its new pid); a process resource's record
-/// may.
+/// may, and so does the old core's answer to a parent's core that asks for the status
+/// before it heard of the move.
 pub const ENDED_MIGRATED: u64 = 3;
 
 /// Process states as `PROCESSES` reports them.

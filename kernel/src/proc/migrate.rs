@@ -135,7 +135,8 @@ fn on(core: usize, op: Op, local: impl FnOnce(&Op) -> Result<Out, Error>) -> Res
     }
 }
 
-fn migrated(new: Pid) -> WaitStatus {
+/// The status of a process that moved: `code` is its new pid.
+pub(super) fn migrated(new: Pid) -> WaitStatus {
     WaitStatus {
         how: abi::ENDED_MIGRATED,
         code: new.0,
@@ -169,7 +170,7 @@ fn may_move(s: &sched::Sched, p: &Process) -> Result<(), Error> {
 fn has_children(s: &sched::Sched, p: &Process) -> bool {
     p.ipc.held() > 0
         || p.threads.len() > 1
-        || !p.remote_children.is_empty()
+        || !p.followed.is_empty()
         || s.processes
             .values()
             .any(|c| c.parent == p.pid && c.ended.is_none())
@@ -284,6 +285,7 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
         user: snapshot.user,
         admin: snapshot.admin,
         heap_end: snapshot.heap_end,
+        moved_from: Some(snapshot.old),
     };
     // The new pid is known only once installed: install stopped, patch, then start.
     let pid = super::install(who, vs, &frame, Some(&snapshot.fx), false)?;

@@ -22,7 +22,8 @@ use abi::{Error, Pid, Priority, WaitStatus};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 pub use family::{
-    note_child_ended, note_child_moved, note_orphaned, note_remote_child, take_child_status, wait,
+    forwards_here, note_child_ended, note_child_moved, note_move_heard, note_orphaned,
+    note_remote_child, take_child_status, wait, Followed,
 };
 use sched::{Block, ThreadState};
 use vspace::{VSpace, HEAP_LIMIT, STACK_PAGES, STACK_TOP};
@@ -58,12 +59,13 @@ pub struct Process {
     /// (SETUSER, the shell's `su`) and power the machine off, whatever user it acts as
     /// now. Everyone else keeps the user it was created with.
     pub admin: bool,
-    /// Its children that live on other cores (WAIT asks their cores).
-    pub remote_children: Vec<Pid>,
+    /// Its children that live on other cores or moved, one entry per child: the pid it
+    /// was created with and the pid it has now (WAIT asks their cores; `family`).
+    pub followed: Vec<Followed>,
     /// A child on another core ended or moved since the last look (WAIT must not sleep).
     pub child_event: bool,
-    /// Children that migrated: (old pid, new pid), the latest few.
-    pub moved: Vec<(Pid, Pid)>,
+    /// The pid it had before it migrated here, if it did.
+    pub moved_from: Option<Pid>,
     /// Its request and result queues (the request path).
     pub ipc: crate::ipc::ProcIpc,
     /// Migration asked this process to stop (it was running) ([`migrate`]).
@@ -386,6 +388,7 @@ fn create(
             user,
             admin: admin_for_child(),
             heap_end: plan.end,
+            moved_from: None,
         },
         vs,
         &frame,
@@ -408,10 +411,13 @@ pub fn may_add_child() -> Result<(), Error> {
             return Ok(());
         };
         let me = Pid::new(current_core(), serial);
-        let remote = s
-            .processes
-            .get(&serial)
-            .map_or(0, |p| p.remote_children.len());
+        // Children elsewhere; those living here are counted by their own records.
+        let remote = s.processes.get(&serial).map_or(0, |p| {
+            p.followed
+                .iter()
+                .filter(|f| !f.tentative && f.now.core() != current_core())
+                .count()
+        });
         let local = s.processes.values().filter(|c| c.parent == me).count();
         if local + remote >= quota::CHILDREN_PER_PROCESS {
             Err(Error::Limit)
@@ -429,6 +435,8 @@ pub struct Newborn {
     pub user: UserId,
     pub admin: bool,
     pub heap_end: u64,
+    /// Its pid before it migrated here (`None`: a new program).
+    pub moved_from: Option<Pid>,
 }
 
 /// Enter a new process with address space `vs` into this core's tables; its thread starts
@@ -465,9 +473,9 @@ pub fn install(
             boot: who.parent == Pid(0),
             user: who.user,
             admin: who.admin,
-            remote_children: Vec::new(),
+            followed: Vec::new(),
             child_event: false,
-            moved: Vec::new(),
+            moved_from: who.moved_from,
             ipc: crate::ipc::ProcIpc::default(),
             stop_for_move: false,
             moving: false,
@@ -542,9 +550,10 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     }
     p.ended = Some(status);
     let vspace = p.vspace.take();
-    let remote_children = core::mem::take(&mut p.remote_children);
+    let followed = core::mem::take(&mut p.followed);
     let ipc = core::mem::take(&mut p.ipc);
     let parent = p.parent;
+    let arrived = p.moved_from.is_some();
     let threads = core::mem::take(&mut p.threads);
     let running = s.current_thread();
     for t in threads.into_iter().filter(|&t| Some(t) != running) {
@@ -576,9 +585,9 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
                 .boot_programs
                 .fetch_sub(1, Ordering::Relaxed);
         }
-        family::child_moved(s, parent, me, Pid(status.code));
+        family::child_moved(s, parent, me, Pid(status.code), arrived);
     } else {
-        family::orphan_children(s, me, remote_children);
+        family::orphan_children(s, me, followed);
         family::tell_parent(s, parent);
         // Nobody will wait for a child of the kernel: forget it now.
         if parent == Pid(0) && s.processes.remove(&serial).is_some_and(|p| p.boot) {

@@ -93,6 +93,8 @@ pub struct Thread {
 /// One core's scheduler state.
 pub struct Sched {
     pub processes: BTreeMap<u32, Process>,
+    /// Children that left this core, kept until their parents' cores heard where to.
+    pub(super) forwards: Vec<super::family::Forward>,
     threads: BTreeMap<u32, Box<Thread>>,
     ready: [VecDeque<u32>; Priority::LEVELS],
     current: Option<u32>,
@@ -117,6 +119,7 @@ impl Sched {
     pub const fn new() -> Self {
         Sched {
             processes: BTreeMap::new(),
+            forwards: Vec::new(),
             threads: BTreeMap::new(),
             ready: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             current: None,

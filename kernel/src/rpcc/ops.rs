@@ -61,7 +61,8 @@ pub enum Op {
         descendants_only: bool,
     },
     Processes,
-    /// WAIT for a child on this core: its status if it ended (and forget it).
+    /// WAIT for a child on this core: its status if it ended (and forget it), or where it
+    /// went if it left and its parent may not have heard yet.
     TakeStatus(Pid),
     /// A child of `parent` (on this core) ended on another core (a notice).
     ChildEnded(Pid),
@@ -71,6 +72,9 @@ pub enum Op {
         old: Pid,
         new: Pid,
     },
+    /// The parent's core heard that process `0` (of this core) moved: this core may forget
+    /// where it went (a notice).
+    MoveHeard(Pid),
     /// Process `0` (of another core) ended: its children here are the kernel's (a notice).
     Orphaned(Pid),
     /// Migration, step 1 on the process's core: stop it and describe it.
@@ -163,6 +167,10 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
         }
         Op::ChildMoved { parent, old, new } => {
             proc::note_child_moved(*parent, *old, *new);
+            Ok(Out::Unit)
+        }
+        Op::MoveHeard(old) => {
+            proc::note_move_heard(*old);
             Ok(Out::Unit)
         }
         Op::Orphaned(parent) => {

@@ -85,7 +85,7 @@ ktest! {
             .map_err(|e| format!("{e}"))?;
         // It blocks in each remote spawn too: the event is "all its children made, and
         // asleep", after which it makes no more (the next is refused on this core).
-        let children = || sched::with(|s| s.processes.get(&holder.serial()).map_or(0, |p| p.remote_children.len()));
+        let children = || sched::with(|s| s.processes.get(&holder.serial()).map_or(0, |p| p.followed.len()));
         let asleep = || proc::infos().iter().any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED);
         let hung = !sched::run_until(600_000_000_000, || {
             (children() >= quota::CHILDREN_PER_PROCESS && asleep()) || proc::has_ended(holder)

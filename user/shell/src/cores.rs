@@ -86,8 +86,8 @@ pub(crate) fn mem() -> Result<(), String> {
 }
 
 impl Shell {
-    /// `migrate PID CORE`: move a process to CORE; it gets a new pid there. A job keeps
-    /// being a job under its new pid.
+    /// `migrate PID CORE`: move a process to CORE; it gets a new pid there. A job stays a
+    /// job, known by the pid it was started with (`kill` takes either).
     pub(crate) fn migrate(&mut self, args: &[&str]) -> Result<(), String> {
         let [pid_word, core_word] = args else {
             return Err("migrate: usage: migrate PID CORE (e.g. migrate 1.2 0)".into());
@@ -109,8 +109,8 @@ impl Shell {
         }
         let new = sys::migrate(Some(pid), core)
             .map_err(|e| format!("migrate {pid} to core {core}: {e}"))?;
-        if let Some(job) = self.jobs.iter_mut().find(|j| j.pid == pid) {
-            job.pid = new;
+        if let Some(job) = self.jobs.iter_mut().find(|j| j.is(pid)) {
+            job.now = new;
         }
         println!("{pid} is now {new} on core {core}");
         Ok(())

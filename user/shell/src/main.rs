@@ -7,10 +7,12 @@
 //!
 //! Every command that fails prints exactly one line starting with `error: ` (the prefix
 //! `cargo xtask run --script` looks for), and a command that succeeds never prints one.
-//! Background programs (`run PROG &`) are reaped before each prompt: the shell looks for
-//! its zombie children in `PROCESSES` (`WAIT` blocks, so it waits only for children it
-//! knows have ended) and reports `[pid] done` or an error line; so is a process started
-//! by `res bind`. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
+//! Background programs (`run PROG &`) are reaped before each prompt: the shell counts its
+//! zombie children in `PROCESSES` and collects that many with a `WAIT` for any child that
+//! does not block, and reports `[pid] done` or an error line; so is a process started by
+//! `res bind`. A job is known by the pid it was started with, which is also the pid `WAIT`
+//! for any child reports, however often the job moved to another core (by `migrate` or
+//! by itself); `jobs` lists the jobs and `wait [PID]` waits for them. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
 //! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`].
 //!
 //! `exit` ends the shell (refused while jobs run: they would outlive it with nobody allowed
@@ -19,8 +21,8 @@
 //!
 //! Every command works on any core: `run -c CORE` starts a program there (it is still the
 //! shell's child, waited for and killed as a local one), `ps` lists every core's
-//! processes, `kill` takes any pid, and a job moved by `migrate` stays a job under its new
-//! pid.
+//! processes, `kill` takes any pid, and a job moved by `migrate` stays a job (reported
+//! under the pid it was started with; `kill` takes either pid).
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -53,6 +55,9 @@ commands:
                                   start PROG (PRIO: driver, server, app or 0-2; default
                                   app) on CORE (default this one); wait for it, or with &
                                   run it in the background
+  jobs                            the background programs that have not ended
+  wait [PID]                      wait for background program PID (default: every one)
+                                  to end and report it (Ctrl-C stops waiting)
   kill PID                        end process PID of any core (CORE.SERIAL, e.g. 1.3)
   migrate PID CORE                move process PID to CORE; it gets a new pid there
   rpcc                            inter-core RPCC per core: notify mode, agent limit,
@@ -93,10 +98,28 @@ commands:
 
 /// A program started with `&`.
 struct Job {
+    /// The pid it was started with: `WAIT` names it so, wherever it moved.
     pid: Pid,
+    /// Its pid since this shell last moved it (`migrate`), `pid` if it did not.
+    now: Pid,
     name: String,
     /// Ended by this shell's `kill`, so its death is not an error.
     killed: bool,
+}
+
+impl Job {
+    fn new(pid: Pid, name: &str) -> Self {
+        Job {
+            pid,
+            now: pid,
+            name: name.into(),
+            killed: false,
+        }
+    }
+
+    fn is(&self, pid: Pid) -> bool {
+        self.pid == pid || self.now == pid
+    }
 }
 
 struct Shell {
@@ -172,6 +195,8 @@ impl Shell {
             "mem" => no_args(cmd).and_then(|_| cores::mem()),
             "run" => self.run(args),
             "kill" => self.kill(args),
+            "jobs" => no_args(cmd).map(|_| self.list_jobs()),
+            "wait" => self.wait(args),
             "migrate" => self.migrate(args),
             "rpcc" => no_args(cmd).and_then(|_| cores::rpcc()),
             "modes" => no_args(cmd).and_then(|_| cores::modes()),
@@ -260,11 +285,7 @@ impl Shell {
         })?;
         if background {
             println!("[{pid}]");
-            self.jobs.push(Job {
-                pid,
-                name: prog.into(),
-                killed: false,
-            });
+            self.jobs.push(Job::new(pid, prog));
             return Ok(());
         }
         let status = wait_foreground(pid, &mut self.typeahead)?;
@@ -292,7 +313,7 @@ impl Shell {
 
     /// A process this shell ended on purpose: its end is not reported as an error.
     fn mark_killed(&mut self, pid: Pid) {
-        match self.jobs.iter_mut().find(|j| j.pid == pid) {
+        match self.jobs.iter_mut().find(|j| j.is(pid)) {
             Some(job) => job.killed = true,
             None => self.killed.push(pid),
         }
@@ -306,30 +327,109 @@ impl Shell {
         let Ok(procs) = processes() else {
             return;
         };
-        for p in procs.iter().filter(|p| p.parent == self.me) {
-            if p.state != abi::STATE_ZOMBIE {
-                continue;
-            }
-            let Ok((pid, status)) = sys::wait(Some(p.pid)) else {
-                continue;
+        // Zombies are listed under the pids they have now; WAIT for any child reports each
+        // under the pid it was started with, the one a job is known by. It does not block:
+        // a child is collected only once its parent has heard of all its moves (the next
+        // prompt collects one still on its way).
+        let zombies = procs
+            .iter()
+            .filter(|p| p.parent == self.me && p.state == abi::STATE_ZOMBIE)
+            .count();
+        for _ in 0..zombies {
+            let Ok((pid, status)) = sys::wait_timeout(None, 0) else {
+                break;
             };
-            let job = self.jobs.iter().position(|j| j.pid == pid);
-            let job = job.map(|i| self.jobs.swap_remove(i));
-            let name = job.as_ref().map_or(p.name(), |j| j.name.as_str());
-            let stray = self.killed.iter().position(|k| *k == pid);
-            let stray = stray.map(|i| self.killed.swap_remove(i)).is_some();
-            let killed_by_us = stray || job.as_ref().is_some_and(|j| j.killed);
-            match failure(&status) {
-                None => println!("[{pid}] done"),
-                Some(_) if killed_by_us && status.how == abi::ENDED_KILLED => {
-                    println!("[{pid}] killed")
-                }
-                Some(why) => println!("error: [{pid}] {name} {why}"),
+            let name = procs.iter().find(|p| p.pid == pid).map_or("", |p| p.name());
+            self.report(pid, &status, name);
+        }
+        // A job not listed under its pid moved (and runs on under another) or is gone.
+        let unlisted: Vec<Pid> = self
+            .jobs
+            .iter()
+            .map(|j| j.pid)
+            .filter(|&pid| procs.iter().all(|p| p.pid != pid))
+            .collect();
+        for pid in unlisted {
+            match sys::wait_timeout(Some(pid), 0) {
+                Ok((_, status)) => self.report(pid, &status, ""),
+                Err(Error::TimedOut) => {}
+                Err(_) => self.jobs.retain(|j| j.pid != pid),
             }
         }
-        // Jobs and killed processes the kernel no longer lists are gone; forget them.
-        self.jobs.retain(|j| procs.iter().any(|p| p.pid == j.pid));
+        // Killed processes the kernel no longer lists are gone; forget them.
         self.killed.retain(|k| procs.iter().any(|p| p.pid == *k));
+    }
+
+    /// Report the end of child `pid` (a job's pid, or `name` for another child).
+    fn report(&mut self, pid: Pid, status: &WaitStatus, name: &str) {
+        let job = self.jobs.iter().position(|j| j.pid == pid);
+        let job = job.map(|i| self.jobs.swap_remove(i));
+        let name = job.as_ref().map_or(name, |j| j.name.as_str());
+        let stray = self.killed.iter().position(|k| *k == pid);
+        let stray = stray.map(|i| self.killed.swap_remove(i)).is_some();
+        let killed_by_us = stray || job.as_ref().is_some_and(|j| j.killed);
+        match failure(status) {
+            None => println!("[{pid}] done"),
+            Some(_) if killed_by_us && status.how == abi::ENDED_KILLED => {
+                println!("[{pid}] killed")
+            }
+            Some(why) => println!("error: [{pid}] {name} {why}"),
+        }
+    }
+
+    /// `jobs`: the background programs that have not ended (after reaping those that did).
+    fn list_jobs(&mut self) {
+        self.reap();
+        if self.jobs.is_empty() {
+            println!("no jobs");
+        }
+        for j in &self.jobs {
+            match j.now == j.pid {
+                true => println!("[{}] {}", j.pid, j.name),
+                false => println!("[{}] {} (now {})", j.pid, j.name, j.now),
+            }
+        }
+    }
+
+    /// `wait [PID]`: wait for job PID, or every job, to end, and report it. Ctrl-C stops
+    /// waiting; the jobs run on.
+    fn wait(&mut self, args: &[&str]) -> Result<(), String> {
+        const CTRL_C: u8 = 0x03;
+        let pids: Vec<Pid> = match args {
+            [] => self.jobs.iter().map(|j| j.pid).collect(),
+            [word] => {
+                let pid = Pid::parse(word).ok_or_else(|| {
+                    format!("wait: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)")
+                })?;
+                let job = self.jobs.iter().find(|j| j.is(pid));
+                alloc::vec![job.ok_or_else(|| format!("wait: {pid} is not a job"))?.pid]
+            }
+            _ => return Err("wait: usage: wait [PID]".into()),
+        };
+        for pid in pids {
+            loop {
+                match sys::wait_timeout(Some(pid), 100_000_000) {
+                    Ok((_, status)) => {
+                        self.report(pid, &status, "");
+                        break;
+                    }
+                    Err(Error::TimedOut) => {}
+                    Err(e) => {
+                        self.jobs.retain(|j| j.pid != pid);
+                        return Err(format!("wait: {pid}: {e}"));
+                    }
+                }
+                let mut input = [0u8; 64];
+                let n = sys::read_nonblocking(&mut input).unwrap_or(0);
+                self.typeahead
+                    .extend(input[..n].iter().filter(|&&b| b != CTRL_C));
+                if input[..n].contains(&CTRL_C) {
+                    println!("^C");
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 }
 

@@ -297,14 +297,10 @@ impl Shell {
             }
         };
         res::bind(compute, pid).map_err(|e| format!("res bind {compute} {pid}: {e}"))?;
-        if self.jobs.iter().all(|j| j.pid != pid) {
+        if self.jobs.iter().all(|j| !j.is(pid)) {
             let procs = processes().unwrap_or_default();
             if let Some(p) = procs.iter().find(|p| p.pid == pid && p.parent == self.me) {
-                self.jobs.push(Job {
-                    pid,
-                    name: p.name().into(),
-                    killed: false,
-                });
+                self.jobs.push(Job::new(pid, p.name()));
             }
         }
         Ok(())
