@@ -11,7 +11,7 @@
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
 //! | `hog [USER]` | (as USER if given: run it as the administrator) grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if refused with `Limit` (its user's share of the core) or `NoMemory` (the core's pool), and the huge request with `NoMemory` |
 //! | `hog-hold [USER]` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
-//! | `zombies USER hold\|reap [CORE]` | becomes USER, then starts `nop` children (on CORE if given) and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
+//! | `zombies USER hold\|reap [CORE]` | becomes USER, then starts `nop` children (on CORE if given, ending each there with `kill`) and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
@@ -199,9 +199,13 @@ fn zombies(user: Option<&&str>, then: Option<&str>, core: Option<&&str>) -> i32 
             None => sys::spawn("nop", &[], Priority::App),
         };
         match started {
-            // Let it run to its end (it has this priority too): a zombie, not a runner.
-            Ok(_) => {
+            // A zombie, not a runner: here it runs to its end when we yield (it has this
+            // priority too); on another core, which may be slow to run it, we end it.
+            Ok(child) => {
                 made += 1;
+                if core.is_some() {
+                    let _ = sys::kill(child);
+                }
                 let _ = sys::yield_now();
             }
             Err(e) => break e,
