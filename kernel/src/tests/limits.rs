@@ -42,17 +42,8 @@ ktest! {
 }
 
 fn zombies_checked(holder: Pid) -> crate::ktest::TestResult {
-    // Wait for the event (the holder sleeps once refused); the bound only catches a hang.
-    let asleep = || {
-        proc::infos()
-            .iter()
-            .any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED)
-    };
-    let hung = !sched::run_until(600_000_000_000, || asleep() || proc::has_ended(holder));
-    kassert!(
-        !hung && !proc::has_ended(holder),
-        "crash zombies hold did not reach its limit and sleep"
-    );
+    // The holder sleeps once refused.
+    super::until_asleep(holder, "crash zombies hold", 600)?;
     let held = processes_of(USER);
     kassert!(
         held == quota::CHILDREN_PER_PROCESS + 1,
@@ -86,9 +77,8 @@ ktest! {
         // It blocks in each remote spawn too: the event is "all its children made, and
         // asleep", after which it makes no more (the next is refused on this core).
         let children = || sched::with(|s| s.processes.get(&holder.serial()).map_or(0, |p| p.followed.len()));
-        let asleep = || proc::infos().iter().any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED);
         let hung = !sched::run_until(600_000_000_000, || {
-            (children() >= quota::CHILDREN_PER_PROCESS && asleep()) || proc::has_ended(holder)
+            (children() >= quota::CHILDREN_PER_PROCESS && super::is_asleep(holder)) || proc::has_ended(holder)
         });
         let children = children();
         super::end_and_reap(holder);
@@ -196,7 +186,7 @@ fn fill_memory(ids: &mut Vec<ResId>) -> crate::ktest::TestResult {
         ids.len()
     );
     // A smaller request that fits is still granted: the limit is on frames, not calls.
-    if held + 1 <= limit {
+    if held < limit {
         let small = res::open(
             "here/vregion/memsmall",
             &4096u64.to_le_bytes(),

@@ -79,6 +79,32 @@ pub(crate) fn frames_after(before: &[u64]) -> Result<alloc::vec::Vec<u64>, alloc
     free_frames_per_core()
 }
 
+/// Is process `pid` (of this core) asleep (blocked in a system call)?
+pub(crate) fn is_asleep(pid: abi::Pid) -> bool {
+    crate::proc::infos()
+        .iter()
+        .any(|p| p.pid == pid && p.state == abi::STATE_BLOCKED)
+}
+
+/// Run this core's threads until process `pid` (`name` in messages) sleeps, e.g. holding
+/// what it took: the event itself, not an amount of time (on a busy host that can take
+/// many seconds; `limit_s` only catches a hang). Fails if it ends instead.
+pub(crate) fn until_asleep(pid: abi::Pid, name: &str, limit_s: u64) -> crate::ktest::TestResult {
+    use crate::proc::{self, sched};
+    let hung = !sched::run_until(limit_s * 1_000_000_000, || {
+        is_asleep(pid) || proc::has_ended(pid)
+    });
+    crate::kassert!(
+        !hung,
+        "{name} {pid} neither went to sleep nor ended within {limit_s} s"
+    );
+    crate::kassert!(
+        !proc::has_ended(pid),
+        "{name} {pid} ended instead of going to sleep"
+    );
+    Ok(())
+}
+
 /// End process `pid` (of this core) if it still runs and collect it, so that a test that
 /// fails leaves nothing behind (60 s only catches a hang).
 pub(crate) fn end_and_reap(pid: abi::Pid) {

@@ -185,24 +185,9 @@ fn spawn_as(user: u32, name: &str, args: &[&str]) -> Result<Pid, String> {
     r.map_err(|e| format!("spawn {name} as user {user}: {e}"))
 }
 
-/// Wait until `holder` sleeps on the memory it took (the event itself, not an amount of
-/// time: on a busy host a hog can take many seconds; the bound only catches a hang).
+/// Wait until `holder` sleeps on the memory it took.
 fn holds_memory(holder: Pid) -> crate::ktest::TestResult {
-    let asleep = || {
-        proc::infos()
-            .iter()
-            .any(|p| p.pid == holder && p.state == abi::STATE_BLOCKED)
-    };
-    let hung = !sched::run_until(120_000_000_000, || asleep() || proc::has_ended(holder));
-    kassert!(
-        !hung,
-        "crash hog-hold {holder} neither took its memory nor ended within 120 s"
-    );
-    kassert!(
-        !proc::has_ended(holder),
-        "crash hog-hold {holder} ended instead of holding its memory"
-    );
-    Ok(())
+    super::until_asleep(holder, "crash hog-hold", 120)
 }
 
 /// Try to start `hello` as `user`; a started one is run to its end.
