@@ -62,7 +62,7 @@
 //! [`Ring::with_sequence_base`] starts a ring just before it so tests can watch it happen.
 //!
 //! **Calls.** A call over two rings moves two lines, the request's and the reply's. A
-//! [`CallSlot`] (module `call`) is one line that carries the request and then, written over
+//! [`CallSlot`] (`src/call.rs`) is one line that carries the request and then, written over
 //! it, the reply: one [`Client`], one [`Server`], one call at a time, the cache-line
 //! ping-pong floor. Rings stay the channel for streams.
 //!
