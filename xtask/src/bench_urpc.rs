@@ -1,5 +1,5 @@
-//! `cargo xtask bench urpc`: URPC message rings (`libs/urpc`) against `crossbeam-channel`
-//! and `rtrb`, and against the cache-line ping-pong floor, between two threads pinned to
+//! `cargo xtask bench urpc`: URPC message rings and the call slot (`libs/urpc`) against
+//! `crossbeam-channel` and `rtrb`, and against the cache-line ping-pong floor, between two threads pinned to
 //! two host cores (host mode, docs/design.md "Measuring").
 //!
 //! xtask itself is a dev build, so it does not measure: it builds the measuring program,
@@ -21,18 +21,22 @@ const MESSAGES: u64 = 2_000_000;
 const FLOOR: &str = "round trip: cache-line ping-pong (floor)";
 const FLOOR_2: &str = "round trip: ping-pong, one line each way";
 const RT_URPC: &str = "round trip: urpc";
+const RT_CALL: &str = "round trip: urpc call slot";
 const RT_RTRB: &str = "round trip: rtrb";
 const RT_CROSSBEAM: &str = "round trip: crossbeam bounded";
 const TP_URPC: &str = "throughput: urpc";
 /// The issue's target for the urpc round trip over the one-line floor.
 const FLOOR_TARGET: f64 = 1.5;
+/// The issue's moonshot for the call slot's round trip over the one-line floor.
+const FLOOR_MOONSHOT: f64 = 1.2;
 const TP_URPC_BATCH: &str = "throughput: urpc, batches of 16";
 const TP_RTRB: &str = "throughput: rtrb";
 const TP_CROSSBEAM: &str = "throughput: crossbeam bounded";
-const CASES: [&str; 9] = [
+const CASES: [&str; 10] = [
     FLOOR,
     FLOOR_2,
     RT_URPC,
+    RT_CALL,
     RT_RTRB,
     RT_CROSSBEAM,
     TP_URPC,
@@ -175,10 +179,11 @@ pub fn urpc(runs: usize) -> Result<()> {
             .find(|r| r.case == case)
             .map_or(f64::NAN, |r| (r.max - r.min) / r.median * 100.0)
     };
-    let (floor, floor2, urpc, rtrb, xbeam) = (
+    let (floor, floor2, urpc, call, rtrb, xbeam) = (
         med(FLOOR),
         med(FLOOR_2),
         med(RT_URPC),
+        med(RT_CALL),
         med(RT_RTRB),
         med(RT_CROSSBEAM),
     );
@@ -201,6 +206,24 @@ pub fn urpc(runs: usize) -> Result<()> {
             &format!("<= {FLOOR_TARGET}"),
             urpc / floor2 <= FLOOR_TARGET,
         ),
+        check(
+            "urpc call slot round trip / cache-line ping-pong floor (medians)",
+            call / floor,
+            &format!("<= {FLOOR_TARGET}"),
+            call / floor <= FLOOR_TARGET,
+        ),
+        check(
+            "urpc call slot round trip / cache-line ping-pong floor (medians; moonshot)",
+            call / floor,
+            &format!("<= {FLOOR_MOONSHOT}"),
+            call / floor <= FLOOR_MOONSHOT,
+        ),
+        check(
+            "crossbeam round trip / urpc call slot round trip (medians)",
+            xbeam / call,
+            ">= 2",
+            xbeam / call >= 2.0,
+        ),
     ];
     let (tp_urpc, tp_batch, tp_rtrb, tp_xbeam) = (
         med(TP_URPC),
@@ -208,12 +231,20 @@ pub fn urpc(runs: usize) -> Result<()> {
         med(TP_RTRB),
         med(TP_CROSSBEAM),
     );
+    let holds = |h: bool| {
+        if h {
+            "holds"
+        } else {
+            "does **not** hold in this run"
+        }
+    };
     let rt_order_holds = floor < urpc && urpc < rtrb && rtrb < xbeam;
     let tp_order_holds = tp_urpc > tp_rtrb && tp_rtrb > tp_xbeam;
     let notes = vec![
         format!(
             "Host mode: no QEMU. Two threads pinned to host cores 0 and 1 (`core_affinity`) exchange \
-             56-byte messages through {slots}-slot rings or channels. Measured by \
+             56-byte messages through {slots}-slot rings or channels, or through one call slot \
+             (request and reply in one line). Measured by \
              `libs/urpc/examples/hostbench.rs`, which xtask builds with `cargo build --release -p urpc \
              --example hostbench` (the workspace release profile: `opt-level = 2`) and runs; xtask only \
              parses its `BENCH` lines. A round-trip sample is the mean of {ROUND_TRIPS} round trips \
@@ -228,10 +259,11 @@ pub fn urpc(runs: usize) -> Result<()> {
         format!(
             "Machine: {cores} cores, {model}{}. It is shared with other work (1-minute load average \
              {load} just before the run), so figures move between runs and between invocations: here \
-             max - min is {:.0}% of the median for the urpc round trip, {:.0}% for crossbeam's round \
-             trip and {:.0}% for crossbeam's throughput.",
+             max - min is {:.0}% of the median for the urpc round trip, {:.0}% for the call slot's, \
+             {:.0}% for crossbeam's round trip and {:.0}% for crossbeam's throughput.",
             if virt { ", a virtual machine (`hypervisor` CPU flag)" } else { "" },
             spread(RT_URPC),
+            spread(RT_CALL),
             spread(RT_CROSSBEAM),
             spread(TP_CROSSBEAM)
         ),
@@ -261,9 +293,29 @@ pub fn urpc(runs: usize) -> Result<()> {
                 format!(
                     "So the `<= {FLOOR_TARGET}` target against the one-line floor does not hold in \
                      this run. A pair of polled one-way rings cannot share one line between \
-                     request and reply; a two-way call slot, where the reply overwrites the \
-                     request in the same line, could."
+                     request and reply; the call slot (next paragraph) does."
                 )
+            }
+        ),
+        format!(
+            "The call slot (`urpc::CallSlot`): one line holds a sequence word and the message; \
+             core 0 writes the request and publishes it, core 1 polls, reads it, writes the reply \
+             over it in the same line and publishes, core 0 polls: one line per call instead of one \
+             per direction. Its round trip, {call:.0} ns, is {:.2}x the one-line floor (the issue's \
+             target `<= {FLOOR_TARGET}` {}; moonshot `<= {FLOOR_MOONSHOT}` {}) and {:.2}x the round \
+             trip over a pair of urpc rings; crossbeam's round trip is {:.2}x it (target `>= 2` {}). {}",
+            call / floor,
+            holds(call / floor <= FLOOR_TARGET),
+            holds(call / floor <= FLOOR_MOONSHOT),
+            call / urpc,
+            xbeam / call,
+            holds(xbeam / call >= 2.0),
+            if call < urpc {
+                "It is faster than the pair of rings because the server's poll that brings the \
+                 request over also brings the line it writes the reply to."
+            } else {
+                "Here it was not faster than the pair of rings, though it moves one line per call \
+                 instead of two: the host's other work (its load, above) moves these figures."
             }
         ),
         format!(

@@ -7,7 +7,8 @@
 //!
 //! - **round trip**: core 0 sends message `i`, core 1 sends it back, core 0 checks it; the
 //!   sample is the mean over `--round-trips` round trips after a warm-up, in ns. One
-//!   channel each way.
+//!   channel each way; or one `urpc::CallSlot` for both ways (the reply overwrites the
+//!   request in its line: core 0 calls, core 1 answers with the message it got).
 //! - **floor**: the same round trip with no channel: both threads alternately write and
 //!   poll one `AtomicU64` on a line of its own, the least any shared-memory exchange pays.
 //!   And the same with one line per direction (each thread writes its own line and polls
@@ -18,7 +19,7 @@
 //! Every side polls: `try_send`/`try_recv` in a loop with `spin_loop()` (a `pause`)
 //! between failed attempts, for every channel, so the comparison is between data
 //! structures, not between spinning and sleeping (crossbeam's blocking `recv` would park
-//! the thread).
+//! the thread); the call slot's `call` and `try_serve` poll the same way.
 //!
 //! Usage: `hostbench [--runs R] [--round-trips K] [--messages M]`.
 
@@ -32,6 +33,7 @@ const SLOTS: usize = 64;
 const BATCH: usize = 16;
 const FLOOR: &str = "round trip: cache-line ping-pong (floor)";
 const FLOOR_2: &str = "round trip: ping-pong, one line each way";
+const RT_CALL: &str = "round trip: urpc call slot";
 
 fn msg(i: u64) -> Msg {
     let mut m = [i as u8; urpc::PAYLOAD_BYTES];
@@ -147,6 +149,42 @@ fn round_trip(
             let mut go = |i: u64| {
                 send(&mut a_tx, msg(i));
                 check(&recv(&mut a_rx), i);
+            };
+            (0..warm).for_each(&mut go);
+            let t = Instant::now();
+            (warm..warm + rounds).for_each(&mut go);
+            t.elapsed().as_nanos() as f64 / rounds as f64
+        });
+        a.join().unwrap()
+    })
+}
+
+/// Mean ns per round trip through one call slot: core 0 calls, core 1 answers each
+/// request with itself (as the echo of `round_trip`), core 0 checks the reply.
+fn call_round_trip(warm: u64, rounds: u64) -> f64 {
+    // 128-aligned like the floor's line, so the adjacent-line prefetcher's pair holds the
+    // call line and the slot's own bookkeeping line (untouched during calls), nothing else.
+    #[repr(align(128))]
+    struct Aligned(urpc::CallSlot);
+    let slot = Box::new(Aligned(urpc::CallSlot::new()));
+    let (mut client, mut server) = slot.0.split().expect("a fresh call slot");
+    thread::scope(|s| {
+        s.spawn(move || {
+            pin(1);
+            let mut served = 0;
+            while served < warm + rounds {
+                if server.try_serve(|m| m) {
+                    served += 1;
+                } else {
+                    spin_loop();
+                }
+            }
+        });
+        let a = s.spawn(move || {
+            pin(0);
+            let mut go = |i: u64| {
+                let reply = client.call(msg(i)).expect("no call outstanding");
+                check(&reply, i);
             };
             (0..warm).for_each(&mut go);
             let t = Instant::now();
@@ -294,6 +332,7 @@ fn main() {
         let (ab, ba) = (Box::new(urpc::Ring::new()), Box::new(urpc::Ring::new()));
         let rt = round_trip(urpc_pair(&ab), urpc_pair(&ba), warm_rt, rounds);
         emit("round trip: urpc", rt);
+        emit(RT_CALL, call_round_trip(warm_rt, rounds));
         let rt = round_trip(
             rtrb::RingBuffer::new(SLOTS),
             rtrb::RingBuffer::new(SLOTS),

@@ -61,6 +61,11 @@
 //! comparison is an equality or a wrapping difference, so the wrap is harmless, and
 //! [`Ring::with_sequence_base`] starts a ring just before it so tests can watch it happen.
 //!
+//! **Calls.** A call over two rings moves two lines, the request's and the reply's. A
+//! [`CallSlot`] (`src/call.rs`) is one line that carries the request and then, written over
+//! it, the reply: one [`Client`], one [`Server`], one call at a time, the cache-line
+//! ping-pong floor. Rings stay the channel for streams.
+//!
 //! # Use
 //!
 //! The caller provides the memory: a `static`, a field of a per-core record, a `Box`. The
@@ -106,9 +111,12 @@
 //! ```
 #![cfg_attr(not(any(test, loom)), no_std)]
 
+mod call;
 mod sync;
 #[cfg(all(test, not(loom)))]
 mod tests;
+
+pub use call::{Busy, CallSlot, Client, NoCall, Server};
 
 use core::marker::PhantomData;
 use core::mem::{align_of, size_of, MaybeUninit};

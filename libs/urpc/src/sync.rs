@@ -1,4 +1,5 @@
-//! The two primitives the ring is built from, swappable for `loom`'s model-checked ones.
+//! The primitives the ring and the call slot are built from, swappable for `loom`'s
+//! model-checked ones (and the busy-wait pause, which loom must see as a yield).
 //!
 //! Ordinary builds use `core`'s atomics and a thin wrapper around `core::cell::UnsafeCell`
 //! with loom's closure-style API (`with`, `with_mut`), so the ring's code is the same in both
@@ -7,9 +8,14 @@
 
 #[cfg(loom)]
 pub(crate) use loom::cell::UnsafeCell;
+/// A busy-wait's pause; under loom a yield, so a model with a spinning side terminates.
+#[cfg(loom)]
+pub(crate) use loom::hint::spin_loop;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
+#[cfg(not(loom))]
+pub(crate) use core::hint::spin_loop;
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 

@@ -2,15 +2,19 @@
 //! a receiver thread on small rings, under the C++11 memory
 //! model (as loom models it). loom's `UnsafeCell` fails the run if a payload read could overlap or miss a
 //! payload write, i.e. if the sequence-word or ack orderings were too weak; the asserts
-//! check order and content. Built only with `--cfg loom`:
+//! check order and content. The call slot's tests check the same of its one line, and
+//! that no reply is seen before its request was taken, no call is lost or answered
+//! twice. Built only with `--cfg loom`:
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg loom" cargo test -p urpc --release --test loom --target-dir target/loom -- --test-threads 1
 //! ```
 #![cfg(loom)]
 
+use loom::sync::atomic::{AtomicU64, Ordering};
+use loom::sync::Arc;
 use loom::thread;
-use urpc::{Full, Ring};
+use urpc::{Busy, CallSlot, Full, NoCall, Ring};
 
 /// Runs `body` with rings that its (necessarily `'static`) threads can borrow, and frees
 /// them afterwards; `body` must join every thread it spawns.
@@ -131,4 +135,97 @@ fn ping_pong_over_two_rings() {
             echo.join().unwrap();
         })
     });
+}
+
+/// Runs `body` with a call slot its threads can borrow (as `with_rings`).
+fn with_call_slot(base: u64, body: impl FnOnce(&'static CallSlot<u64>)) {
+    let slot = Box::into_raw(Box::new(CallSlot::with_sequence_base(base)));
+    // SAFETY: the pointer comes from `Box::into_raw` and stays valid until the end.
+    body(unsafe { &*slot });
+    // SAFETY: `body` joined its threads and the handles ended with it. (Leaks on panic.)
+    unsafe { drop(Box::from_raw(slot)) };
+}
+
+/// `calls` calls from the main thread (the client) to a server thread. The server counts
+/// the requests it has taken in `taken` before it replies (a `Relaxed` store: only the
+/// call slot's own ordering can make the client see it), and the client checks on each
+/// reply that its request was taken, exactly once, and that the reply is the answer to
+/// its request, not the request itself or an older reply. loom's cell checks that no
+/// access to the line's message races another. `split_reply`: the server takes the
+/// request and replies in two steps, yielding between them, instead of `try_serve`.
+/// `use_call`: the client waits in `Client::call` instead of its own polling loop.
+fn calls(base: u64, calls: u64, split_reply: bool, use_call: bool) {
+    model(move || {
+        with_call_slot(base, |slot| {
+            let (mut client, mut server) = slot.split().unwrap();
+            let taken = Arc::new(AtomicU64::new(0));
+            let server_taken = taken.clone();
+            let server = thread::spawn(move || {
+                let mut served = 0;
+                while served < calls {
+                    if split_reply {
+                        if let Some(req) = server.try_recv() {
+                            assert_eq!(req, served, "a request lost, repeated or torn");
+                            served += 1;
+                            server_taken.store(served, Ordering::Relaxed);
+                            assert_eq!(server.try_recv(), None, "taken twice");
+                            thread::yield_now();
+                            server.reply(req + 100).unwrap();
+                            assert_eq!(server.reply(0), Err(NoCall(0)));
+                        }
+                    } else if server.try_serve(|req| {
+                        assert_eq!(req, served, "a request lost, repeated or torn");
+                        server_taken.store(served + 1, Ordering::Relaxed);
+                        req + 100
+                    }) {
+                        served += 1;
+                    }
+                    thread::yield_now();
+                }
+                server
+            });
+            for i in 0..calls {
+                let reply = if use_call {
+                    client.call(i).unwrap()
+                } else {
+                    client.try_send(i).unwrap();
+                    loop {
+                        if let Some(r) = client.try_recv() {
+                            break r;
+                        }
+                        assert_eq!(client.try_send(99), Err(Busy(99)));
+                        thread::yield_now();
+                    }
+                };
+                assert_eq!(
+                    taken.load(Ordering::Relaxed),
+                    i + 1,
+                    "a reply before its request was taken"
+                );
+                assert_eq!(reply, i + 100, "not the answer to this call");
+                assert_eq!(client.try_recv(), None, "a reply collected twice");
+            }
+            let mut server = server.join().unwrap();
+            assert_eq!(server.try_recv(), None, "a request beyond the last one");
+            assert!(!server.is_ready());
+        })
+    });
+}
+
+#[test]
+fn call_slot_calls_answered_in_turn() {
+    calls(0, 3, false, false);
+}
+
+#[test]
+fn call_slot_reply_after_a_pause() {
+    calls(0, 3, true, false);
+}
+
+#[test]
+fn call_slot_sequence_numbers_wrap() {
+    // The sequence word runs u64::MAX - 1 (idle), u64::MAX (first request), 0 (its
+    // reply), 1, 2, 3, 4: it wraps between a request and its reply. The client waits in
+    // `call`.
+    calls(u64::MAX - 1, 3, false, true);
 }

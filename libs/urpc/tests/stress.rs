@@ -1,4 +1,5 @@
-//! Two threads, millions of messages: every message arrives once, in order, intact.
+//! Two threads, millions of messages: every message arrives once, in order, intact (rings),
+//! and every call is answered once, with its own reply (call slot).
 //!
 //! The sender spins on `Full`, the receiver on an empty ring, so both the "ring full" and
 //! the "ring empty" edges are hit constantly; a 2-slot ring forces an ack on every message
@@ -7,7 +8,7 @@
 //! yields its core after a short spin instead of spinning through its time slice.
 
 use std::thread;
-use urpc::{Full, Payload, Ring, PAYLOAD_BYTES};
+use urpc::{CallSlot, Full, Payload, Ring, PAYLOAD_BYTES};
 
 /// Spin a little, then give the core away: called once per failed poll.
 struct Backoff(u32);
@@ -124,6 +125,64 @@ fn ping_pong_over_two_rings() {
                 backoff.wait();
             };
             assert_eq!(y, i * 2 + 1);
+        }
+    });
+}
+
+#[test]
+fn two_hundred_thousand_calls_through_one_call_slot() {
+    let slot: Box<CallSlot> = Box::new(CallSlot::new());
+    let (mut client, mut server) = slot.split().unwrap();
+    const CALLS: u64 = 200_000;
+    thread::scope(|s| {
+        s.spawn(move || {
+            let (mut served, mut backoff) = (0, Backoff(0));
+            while served < CALLS {
+                // The reply is the next message, so a stale or torn request shows.
+                let answered = server.try_serve(|m| {
+                    check(&m, served);
+                    msg(served + 1_000_000)
+                });
+                if answered {
+                    served += 1;
+                } else {
+                    backoff.wait();
+                }
+            }
+            assert!(!server.try_serve(|m| m), "a request beyond the last one");
+        });
+        let mut backoff = Backoff(0);
+        for i in 0..CALLS {
+            client.try_send(msg(i)).unwrap();
+            let reply = loop {
+                if let Some(r) = client.try_recv() {
+                    break r;
+                }
+                backoff.wait();
+            };
+            check(&reply, i + 1_000_000);
+        }
+    });
+}
+
+#[test]
+fn calls_with_the_spinning_client() {
+    let slot = CallSlot::<u64>::new();
+    let (mut client, mut server) = slot.split().unwrap();
+    const CALLS: u64 = 20_000;
+    thread::scope(|s| {
+        s.spawn(move || {
+            let (mut served, mut backoff) = (0, Backoff(0));
+            while served < CALLS {
+                if server.try_serve(|x| x * 2 + 1) {
+                    served += 1;
+                } else {
+                    backoff.wait();
+                }
+            }
+        });
+        for i in 0..CALLS {
+            assert_eq!(client.call(i), Ok(i * 2 + 1));
         }
     });
 }
