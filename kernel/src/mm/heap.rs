@@ -144,6 +144,12 @@ fn releasable(talc: &Talc<PoolSource, DefaultBinning>, base: u64, arena: &Arena)
 
 /// Give the free tops of arenas back to the pool, keeping [`SLACK_BYTES`]; bytes given.
 fn trim_heap(heap: &mut CoreHeap) -> u64 {
+    // What arenas could give back is at most what the heap holds and does not use: the
+    // idle loop asks every time, so say "nothing" without walking the arenas when so.
+    let held = percore::this().mem.heap_bytes.load(Ordering::Relaxed);
+    if held.saturating_sub(heap.used) <= TRIM_ABOVE {
+        return 0;
+    }
     let talc = &mut heap.talc;
     let mut total = 0;
     let mut at = talc.source.newest;
