@@ -19,6 +19,14 @@
 //! Runs of spaces in TEXT and in the output compare equal whatever their length, so a table
 //! row is matched by its cells (`# expect: 1.2 1 running`).
 //!
+//! Two directives type while a command runs, as a person at a terminal would:
+//!
+//! - `# typed-ahead` after a command: it is sent right after the command before it (and
+//!   before that command's `# send:` bytes), without waiting for a prompt; its output is
+//!   the console between the prompt it was typed behind and the next one;
+//! - `# send: TEXT`: TEXT and a newline are sent after the command (and the commands typed
+//!   ahead behind it); `# send: ^C` sends Ctrl-C alone.
+//!
 //! The prompt ends without a newline, so the console is read as bytes rather than lines.
 //! It is printed a whole line at a time, which lets the command echo (on stderr) come out
 //! on its own line just before the shell's echo of the same command.
@@ -49,6 +57,8 @@ pub const STEP_LIMIT: Duration = Duration::from_secs(180);
 pub const EXPECT: &str = "# expect:";
 pub const EXPECT_NOT: &str = "# expect-not:";
 pub const EXPECT_ERROR: &str = "# expect-error:";
+pub const TYPED_AHEAD: &str = "# typed-ahead";
+pub const SEND: &str = "# send:";
 
 /// One command of a script and what its output must and must not contain.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -57,6 +67,10 @@ pub struct Step {
     pub expect: Vec<String>,
     pub expect_not: Vec<String>,
     pub expect_error: Vec<String>,
+    /// Sent behind the command before it, while that one runs (`# typed-ahead`).
+    pub typed_ahead: bool,
+    /// Bytes sent after the command (`# send:`).
+    pub sends: Vec<Vec<u8>>,
 }
 
 /// The commands of a script file, with their expectations.
@@ -82,6 +96,20 @@ pub fn parse(text: &str) -> Result<Vec<Step>> {
                 Some(true) => step.expect.push(what),
                 Some(false) => step.expect_not.push(what),
                 None => step.expect_error.push(what),
+            }
+        } else if line == TYPED_AHEAD || line.starts_with(SEND) {
+            let first = steps.len() < 2;
+            let Some(step) = steps.last_mut() else {
+                bail!("line {}: '{line}' before any command", n + 1);
+            };
+            match line.strip_prefix(SEND).map(str::trim) {
+                Some("^C") => step.sends.push(vec![0x03]),
+                Some("") => bail!("line {}: '{SEND}' without text", n + 1),
+                Some(text) => step.sends.push(format!("{text}\n").into_bytes()),
+                None if first => {
+                    bail!("line {}: the first command cannot be typed ahead", n + 1)
+                }
+                None => step.typed_ahead = true,
             }
         } else if !line.is_empty() && !line.starts_with('#') {
             steps.push(Step {
@@ -284,9 +312,13 @@ impl Session {
     }
 
     fn send(&mut self, command: &str) -> Result<()> {
+        self.send_bytes(format!("{command}\n").as_bytes())
+    }
+
+    fn send_bytes(&mut self, bytes: &[u8]) -> Result<()> {
         let stdin = self.stdin.as_mut().context("QEMU's stdin is closed")?;
         stdin
-            .write_all(format!("{command}\n").as_bytes())
+            .write_all(bytes)
             .and_then(|_| stdin.flush())
             .context("writing to QEMU's stdin (did QEMU exit?)")
     }
@@ -390,7 +422,18 @@ pub fn run_steps(
         let last = i + 1 == total;
         eprintln!("xtask: script [{}/{total}]: {cmd}", i + 1);
         let start = s.search_from;
-        s.send(cmd)?;
+        if !step.typed_ahead {
+            s.send(cmd)?;
+            for ahead in steps[(i + 1).min(steps.len())..]
+                .iter()
+                .take_while(|a| a.typed_ahead)
+            {
+                s.send(&ahead.command)?;
+            }
+            for bytes in &step.sends {
+                s.send_bytes(bytes)?;
+            }
+        }
         match (s.wait(STEP_LIMIT), last) {
             (Waited::Prompt, false) => {
                 let end = s.search_from - PROMPT.len();
@@ -491,12 +534,22 @@ mod tests {
     }
 
     #[test]
+    fn typed_ahead_commands_and_sent_bytes() {
+        let steps = parse("run spin\n# send: ^C\n# send: ls\nrun hello\n# typed-ahead\n").unwrap();
+        assert_eq!(steps[0].sends, [vec![0x03], b"ls\n".to_vec()]);
+        assert!(!steps[0].typed_ahead && steps[1].typed_ahead);
+        assert!(parse("run hello\n# typed-ahead\n").is_err());
+        assert!(parse("# send: x\nps\n").is_err());
+        assert!(parse("ps\n# send:\n").is_err());
+    }
+
+    #[test]
     fn expectations_skip_the_echo() {
         let step = Step {
             command: "run hello -c 1".into(),
             expect: vec!["hello from core 1".into(), "a  b".into()],
             expect_not: vec!["-c 1".into()],
-            expect_error: vec![],
+            ..Step::default()
         };
         let good = "run hello -c 1\r\nhello from core 1 pid 1.1 args: a     b\r\n";
         assert!(check(&step, good).is_empty());

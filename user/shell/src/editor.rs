@@ -52,6 +52,16 @@ impl Editor {
         self.input.extend_from_slice(bytes);
     }
 
+    /// Bytes read from the console but not used yet (typed after the line just returned):
+    /// the shell looks through them for Ctrl-C while a program runs, then gives them back
+    /// with [`Editor::type_ahead`].
+    pub fn take_unread(&mut self) -> Vec<u8> {
+        let rest = self.input.split_off(self.at.min(self.input.len()));
+        self.input.clear();
+        self.at = 0;
+        rest
+    }
+
     fn next_byte(&mut self, echo: &mut Console) -> Result<u8, Error> {
         if self.at == self.input.len() {
             echo.flush();

@@ -164,6 +164,9 @@ fn main(_args: &[&str]) -> i32 {
                 return 1;
             }
         };
+        // What was typed behind this line belongs to the next prompt, or to the program
+        // this line runs (its Ctrl-C).
+        shell.typeahead = editor.take_unread();
         if let Err(msg) = shell.execute(&line) {
             println!("error: {msg}");
         }
@@ -406,6 +409,12 @@ impl Shell {
             }
             _ => return Err("wait: usage: wait [PID]".into()),
         };
+        // A Ctrl-C typed behind the command line (read with it) stops the wait at once.
+        if self.typeahead.contains(&CTRL_C) {
+            self.typeahead.retain(|&b| b != CTRL_C);
+            println!("^C");
+            return Ok(());
+        }
         for pid in pids {
             loop {
                 match sys::wait_timeout(Some(pid), 100_000_000) {
@@ -541,7 +550,15 @@ fn sleep(args: &[&str]) -> Result<(), String> {
 /// byte in `typeahead` for the next prompt.
 fn wait_foreground(pid: Pid, typeahead: &mut Vec<u8>) -> Result<WaitStatus, String> {
     const CTRL_C: u8 = 0x03;
+    // A Ctrl-C typed behind the command line (read with it) counts as typed now.
+    let mut interrupt = typeahead.contains(&CTRL_C);
+    typeahead.retain(|&b| b != CTRL_C);
     loop {
+        if core::mem::take(&mut interrupt) {
+            println!("^C");
+            // It may have ended meanwhile: the wait below collects it either way.
+            let _ = sys::kill(pid);
+        }
         match sys::wait_timeout(Some(pid), 100_000_000) {
             Ok((_, status)) => return Ok(status),
             Err(abi::Error::TimedOut) => {}
@@ -550,9 +567,6 @@ fn wait_foreground(pid: Pid, typeahead: &mut Vec<u8>) -> Result<WaitStatus, Stri
         let mut input = [0u8; 64];
         let n = sys::read_nonblocking(&mut input).unwrap_or(0);
         typeahead.extend(input[..n].iter().filter(|&&b| b != CTRL_C));
-        if input[..n].contains(&CTRL_C) {
-            println!("^C");
-            sys::kill(pid).map_err(|e| format!("run: ^C: kill {pid}: {e}"))?;
-        }
+        interrupt = input[..n].contains(&CTRL_C);
     }
 }
