@@ -22,6 +22,9 @@ pub enum Counted {
 
 const KINDS: usize = 2;
 
+/// Users holding nothing whose entries stay (see [`Usage::uncharge`]).
+pub const KEPT_IDLE_USERS: usize = 16;
+
 /// The most one user may hold of each [`Counted`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -91,12 +94,15 @@ impl Usage {
         }
     }
 
-    /// Give back `n` of `what` that `user` was charged (never below zero).
+    /// Give back `n` of `what` that `user` was charged (never below zero). A user left
+    /// holding nothing keeps its (zero) entry while there are few, so that a program that
+    /// opens and closes one resource over and over does not make the map allocate and
+    /// free a node each time; past [`KEPT_IDLE_USERS`] entries, such users go.
     pub fn uncharge(&mut self, user: u32, what: Counted, n: u64) {
         if let Some(counts) = self.held.get_mut(&user) {
             counts[what as usize] = counts[what as usize].saturating_sub(n);
-            if counts.iter().all(|&c| c == 0) {
-                self.held.remove(&user);
+            if counts.iter().all(|&c| c == 0) && self.held.len() > KEPT_IDLE_USERS {
+                self.held.retain(|_, c| c.iter().any(|&x| x != 0));
             }
         }
     }
@@ -108,7 +114,15 @@ impl Usage {
 
     /// Users that hold anything, with (resources, frames), lowest user first.
     pub fn users(&self) -> impl Iterator<Item = (u32, u64, u64)> + '_ {
-        self.held.iter().map(|(&u, c)| (u, c[0], c[1]))
+        self.held
+            .iter()
+            .filter(|(_, c)| c.iter().any(|&x| x != 0))
+            .map(|(&u, c)| (u, c[0], c[1]))
+    }
+
+    /// Entries kept, users holding nothing included (bounded: see [`Usage::uncharge`]).
+    pub fn entries(&self) -> usize {
+        self.held.len()
     }
 }
 
@@ -163,6 +177,29 @@ mod tests {
         assert_eq!(u.users().count(), 0);
         u.uncharge(2, Counted::Frames, 1);
         assert_eq!(u.users().count(), 0);
+    }
+
+    #[test]
+    fn idle_users_stay_few() {
+        let mut u = Usage::new(LIMITS);
+        for user in 0..100 {
+            u.charge(user, Counted::Resources, 1).unwrap();
+            u.uncharge(user, Counted::Resources, 1);
+            assert!(
+                u.entries() <= KEPT_IDLE_USERS + 1,
+                "{} entries",
+                u.entries()
+            );
+        }
+        assert_eq!(u.users().count(), 0);
+        // A user holding something is never dropped.
+        u.charge(500, Counted::Frames, 2).unwrap();
+        for user in 0..100 {
+            u.charge(user, Counted::Frames, 1).unwrap();
+            u.uncharge(user, Counted::Frames, 1);
+        }
+        assert_eq!(u.held(500, Counted::Frames), 2);
+        assert_eq!(u.users().collect::<Vec<_>>(), vec![(500, 0, 2)]);
     }
 
     #[test]
