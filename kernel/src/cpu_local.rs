@@ -21,7 +21,11 @@
 use crate::arch::x86_64::core_header::{self, CoreHeader};
 use abi::MAX_CORES;
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+
+/// The one [`PerCore`] whose records GS points at (set by its first `init_this_core`): a
+/// second one would make [`PerCore::this`] name the wrong record, so it is refused.
+static INSTALLED: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 
 /// The start of every core's record: the arch header, then the mechanism's bookkeeping.
 #[repr(C)]
@@ -61,6 +65,17 @@ impl<R: Record> PerCore<R> {
     /// Point this core's GS base at record `core`. Called first thing on every core.
     pub fn init_this_core(&'static self, core: usize) {
         assert!(core < MAX_CORES, "core index {core} beyond MAX_CORES");
+        let me = self as *const Self as *mut u8;
+        let first = INSTALLED.compare_exchange(
+            core::ptr::null_mut(),
+            me,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
+        assert!(
+            first.is_ok() || first == Err(me),
+            "only one PerCore may be installed"
+        );
         let r = &self.records[core];
         let head = r.head();
         assert!(
@@ -82,10 +97,19 @@ impl<R: Record> PerCore<R> {
         core_header::switch_to(&self.records[core].head().arch);
     }
 
-    /// This core's record.
+    /// This core's record: the one its GS header starts (one load, no index arithmetic;
+    /// every kernel entry asks several times).
     #[inline]
     pub fn this(&'static self) -> &'static R {
-        &self.records[current_core()]
+        let head: *const CoreHead = head();
+        debug_assert!(core::ptr::eq(
+            head as *const u8,
+            &self.records[current_core()] as *const R as *const u8
+        ));
+        // SAFETY: GS points at the header of one of `self.records` (`init_this_core`
+        // installs only those, and only for the one installed PerCore; `act_as` switches
+        // to another of them), and a record starts with its head (checked there).
+        unsafe { &*(head as *const R) }
     }
 
     /// Another core's record, for reading its published counters or posting to its mailbox.

@@ -398,6 +398,7 @@ fn start(
         api::SUBMIT_TIMER => with_mine(|ipc, _| {
             let at = crate::time::now_ns().saturating_add(sub.args[0]);
             ipc.timers.insert((at, ticket));
+            crate::time::arm(at);
             Ok(())
         }),
         api::SUBMIT_CALL | api::SUBMIT_SEND => {
@@ -524,13 +525,15 @@ pub fn collect(ticket: u64, timeout_ns: u64) -> Result<(Completion, ReadBytes), 
     }
 }
 
-/// The tick: finish due timed operations and wake whoever waits for them (or for a
-/// deadline).
-pub fn on_tick(s: &mut sched::Sched, now: u64) {
+/// The timer: finish due timed operations and wake whoever waits for them. Returns the
+/// earliest timed operation still pending (`u64::MAX`: none).
+pub fn on_timer(s: &mut sched::Sched, now: u64) -> u64 {
     let mut woken = Vec::new();
+    let mut earliest = u64::MAX;
     for p in s.processes.values_mut() {
         while let Some(&(at, ticket)) = p.ipc.timers.first() {
             if at > now {
+                earliest = earliest.min(at);
                 break;
             }
             p.ipc.timers.pop_first();
@@ -547,6 +550,7 @@ pub fn on_tick(s: &mut sched::Sched, now: u64) {
         }
     }
     wake_if_waiting(s, &woken);
+    earliest
 }
 
 /// Send a completion that belongs to a process of this core (`Op::Deliver`).

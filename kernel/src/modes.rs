@@ -40,13 +40,18 @@ impl Mode {
     }
 }
 
+/// Slots per mode table: a power of two, so that indexing by a mode masked with
+/// `SLOTS - 1` needs neither a division nor a bounds check (this runs twice per system
+/// call). Slots past `MODE_COUNT` are never written.
+const SLOTS: usize = MODE_COUNT.next_power_of_two();
+
 /// One core's mode clock. Written by its core only; totals are read by any core.
 pub struct CoreModes {
     current: AtomicUsize,
     since: AtomicU64,
-    total: [AtomicU64; MODE_COUNT],
+    total: [AtomicU64; SLOTS],
     /// Since the last context switch, for the running process.
-    process: [AtomicU64; MODE_COUNT],
+    process: [AtomicU64; SLOTS],
 }
 
 impl CoreModes {
@@ -54,8 +59,8 @@ impl CoreModes {
         CoreModes {
             current: AtomicUsize::new(MODE_KERNEL),
             since: AtomicU64::new(0),
-            total: [const { AtomicU64::new(0) }; MODE_COUNT],
-            process: [const { AtomicU64::new(0) }; MODE_COUNT],
+            total: [const { AtomicU64::new(0) }; SLOTS],
+            process: [const { AtomicU64::new(0) }; SLOTS],
         }
     }
 }
@@ -73,7 +78,8 @@ pub fn enter(mode: Mode) -> Mode {
     let m = &percore::this().modes;
     let now = cpu::rdtsc();
     // Only this core writes its clock: plain loads and stores, no locked instructions.
-    let left = m.current.load(Ordering::Relaxed) % MODE_COUNT;
+    // `current` only ever holds a `Mode`, so the mask changes nothing but the code.
+    let left = m.current.load(Ordering::Relaxed) & (SLOTS - 1);
     m.current.store(mode as usize, Ordering::Relaxed);
     let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
     m.since.store(now, Ordering::Relaxed);

@@ -42,6 +42,8 @@ pub struct CoreLocal {
     pub sched_attention: AtomicBool,
     pub rpcc: crate::rpcc::CoreRpcc,
     pub modes: crate::modes::CoreModes,
+    /// This core's tick and deadline timer.
+    pub timer: crate::time::CoreTimer,
     /// This core holds the big kernel lock (`kernel=biglock`).
     pub holds_biglock: AtomicBool,
     /// Big-lock mode: another core is working on this core's tables (`biglock::on_core`).
@@ -116,6 +118,7 @@ impl CoreLocal {
             sched_attention: AtomicBool::new(false),
             rpcc: crate::rpcc::CoreRpcc::new(),
             modes: crate::modes::CoreModes::new(),
+            timer: crate::time::CoreTimer::new(),
             holds_biglock: AtomicBool::new(false),
             acted_for: AtomicBool::new(false),
             tlb_stale: AtomicBool::new(false),

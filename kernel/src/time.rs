@@ -1,9 +1,23 @@
-//! Time: the TSC as the clock, the LAPIC timer as each core's periodic tick, and waiting.
+//! Time: the TSC as the clock, the LAPIC timer as each core's tick and deadline timer, and
+//! waiting.
 //!
 //! The bootstrap core calibrates both against the PIT once (the cores share one clock
-//! source in QEMU and on any machine with an invariant TSC); every core then runs its own
-//! periodic tick. Times are reported since machine reset (the TSC starts at zero), which
-//! under QEMU's `-icount shift=0` is exactly the number of instructions executed.
+//! source in QEMU and on any machine with an invariant TSC). Times are reported since
+//! machine reset (the TSC starts at zero), which under QEMU's `-icount shift=0` is exactly
+//! the number of instructions executed.
+//!
+//! # The tick and the deadlines
+//!
+//! Each core's LAPIC timer runs in one-shot mode, programmed for the earlier of two times:
+//! the next periodic tick (every 1/[`HZ`] s: preemption, RPCC's safety look, idle polls)
+//! and the earliest deadline on the core (a `SLEEP`, a `SUBMIT_TIMER`, the timeout of a
+//! `RECV`, `COLLECT`, `WAIT` or `THREAD_JOIN`, a halting kernel wait). A timed wait thus
+//! ends when its deadline passes, not at the next tick. Whoever starts a timed wait calls
+//! [`arm`] with its deadline (one comparison when the deadline is not the earliest); at
+//! each timer interrupt [`on_timer`] says whether a tick is due, the scheduler wakes what
+//! is due and names the earliest deadline still pending, and [`rearm`] programs the timer
+//! again. A deadline that stops mattering (the wait ended early) costs at most one
+//! interrupt that finds nothing to do.
 
 #![deny(unsafe_code)]
 
@@ -61,29 +75,130 @@ pub fn now_ns() -> u64 {
     tsc_to_ns(cpu::rdtsc())
 }
 
-/// Start this core's periodic tick.
-pub fn start_tick_this_core() {
-    let count = LAPIC_HZ_DIV16.load(Ordering::Acquire) / HZ;
-    apic::timer_periodic(
-        trap::VEC_TIMER as u8,
-        apic::TIMER_DIVIDE_16,
-        count.min(u64::from(u32::MAX)) as u32,
-    );
+/// Nanoseconds between two periodic ticks.
+pub const TICK_NS: u64 = 1_000_000_000 / HZ;
+
+/// One core's timer: when its next tick is due and what the LAPIC is programmed for.
+/// Written by its own core only, with interrupts masked.
+pub struct CoreTimer {
+    next_tick: AtomicU64,
+    /// The time the one-shot count ends at (ns); `u64::MAX` before the core starts it.
+    armed: AtomicU64,
+    /// The earliest deadline of the kernel's own halting waits on this core (the idle
+    /// context's `run_until`, [`wait_until`]), which no thread or process records.
+    kernel_wait: AtomicU64,
 }
 
-/// Timer interrupt.
-pub fn on_tick() {
-    percore::this().stats.ticks.fetch_add(1, Ordering::Relaxed);
+impl CoreTimer {
+    pub const fn new() -> Self {
+        CoreTimer {
+            next_tick: AtomicU64::new(u64::MAX),
+            armed: AtomicU64::new(u64::MAX),
+            kernel_wait: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+/// Start this core's timer: one-shot mode, first tick one period from now.
+pub fn start_tick_this_core() {
+    let t = &percore::this().timer;
+    apic::timer_oneshot(trap::VEC_TIMER as u8, apic::TIMER_DIVIDE_16);
+    let now = now_ns();
+    t.next_tick.store(now + TICK_NS, Ordering::Relaxed);
+    program(t, now + TICK_NS, now);
+}
+
+/// LAPIC counts (at divide-by-16) for `ns` nanoseconds, rounded up, at least 1 (a count
+/// of 0 stops the timer).
+fn lapic_count(ns: u64) -> u32 {
+    let hz = LAPIC_HZ_DIV16.load(Ordering::Relaxed);
+    // At most one tick's worth is ever programmed, so the product fits in 64 bits; the
+    // division by a constant compiles to a multiplication.
+    let counts = ns.min(TICK_NS).saturating_mul(hz).div_ceil(1_000_000_000);
+    counts.clamp(1, u64::from(u32::MAX)) as u32
+}
+
+/// Program the one-shot count to end at `at` (ns).
+fn program(t: &CoreTimer, at: u64, now: u64) {
+    t.armed.store(at, Ordering::Relaxed);
+    apic::timer_set_count(lapic_count(at.saturating_sub(now)));
+}
+
+/// A timed wait on this core ends at `deadline_ns`: make the timer fire by then. Cheap
+/// when an earlier time is already programmed (the next tick is never further than one
+/// period). Interrupts masked (kernel code).
+pub fn arm(deadline_ns: u64) {
+    let core = percore::this();
+    let t = &core.timer;
+    // In big-lock mode a core acting for another must not program its own LAPIC for the
+    // other's deadline: that core's next tick looks at it.
+    if deadline_ns >= t.armed.load(Ordering::Relaxed) || core.acted_for.load(Ordering::Relaxed) {
+        return;
+    }
+    program(t, deadline_ns, now_ns());
+}
+
+/// A halting wait of the kernel itself (not a thread's block) ends at `deadline_ns`: keep
+/// it in mind past the next tick, and [`arm`] it.
+pub fn arm_kernel_wait(deadline_ns: u64) {
+    let t = &percore::this().timer;
+    let old = t.kernel_wait.load(Ordering::Relaxed);
+    // A deadline that has passed is stale (its wait is over); otherwise keep the earlier.
+    let keep = if old > now_ns() {
+        old.min(deadline_ns)
+    } else {
+        deadline_ns
+    };
+    t.kernel_wait.store(keep, Ordering::Relaxed);
+    arm(deadline_ns);
+}
+
+/// Timer interrupt at `now`: true if the periodic tick is due (then it is counted and the
+/// next one scheduled a period later).
+pub fn on_timer(now: u64) -> bool {
+    let core = percore::this();
+    let t = &core.timer;
+    let next = t.next_tick.load(Ordering::Relaxed);
+    if now < next {
+        return false;
+    }
+    // Keep the cadence; after a long stretch with interrupts masked, restart it from now.
+    let after = if now - next < TICK_NS {
+        next + TICK_NS
+    } else {
+        now + TICK_NS
+    };
+    t.next_tick.store(after, Ordering::Relaxed);
+    core.stats.ticks.fetch_add(1, Ordering::Relaxed);
+    true
+}
+
+/// After a timer interrupt: program the timer for the next tick or `earliest_deadline`,
+/// whichever comes first.
+pub fn rearm(earliest_deadline: u64) {
+    let t = &percore::this().timer;
+    let now = now_ns();
+    let mut kernel_wait = t.kernel_wait.load(Ordering::Relaxed);
+    if kernel_wait <= now {
+        kernel_wait = u64::MAX;
+        t.kernel_wait.store(kernel_wait, Ordering::Relaxed);
+    }
+    let at = earliest_deadline
+        .min(kernel_wait)
+        .min(t.next_tick.load(Ordering::Relaxed));
+    program(t, at, now);
 }
 
 /// Sleep (halting, interrupts open) until `done()` or `timeout_ns` passes; true if done.
 ///
 /// Halting instead of spinning matters under QEMU's `-icount`, where a spinning vCPU keeps
 /// the others from running (docs/design.md, "Measuring"). The periodic tick bounds each
-/// sleep, so a condition set without an IPI is still seen within one tick.
+/// sleep, so a condition set without an IPI is still seen within one tick; the deadline is
+/// armed, so the timeout itself is kept to the timer's precision.
 pub fn wait_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
     percore::assert_no_borrows();
     let deadline = now_ns().saturating_add(timeout_ns);
+    arm_kernel_wait(deadline);
     loop {
         if done() {
             return true;

@@ -10,6 +10,7 @@ mod bench_ipc;
 mod bench_resources;
 mod bench_symmetry;
 mod bench_tender;
+mod bench_timers;
 mod bench_urpc;
 mod build;
 mod layers;
@@ -97,7 +98,7 @@ enum Cmd {
     Trace(trace::Args),
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros.
+        /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -216,10 +217,11 @@ fn run(cli: Cli) -> Result<()> {
                 ("symmetry", None) => bench_symmetry::symmetry(runs.max(1))?,
                 ("ipc", peer) => bench_ipc::ipc(runs.max(1), peer)?,
                 ("diros", None) => bench_diros::diros(runs.max(1))?,
+                ("timers", None) => bench_timers::timers(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
-                         resources, urpc, tender, symmetry, ipc, diros"
+                         resources, urpc, tender, symmetry, ipc, diros, timers"
                     )
                 }
             }

@@ -19,8 +19,9 @@
 //!    * exception from user mode: `proc::fault_current` ends the process;
 //!    * exception in kernel mode: a bug — arch writes the report, `fatal` stops the machine;
 //!    * system call: `syscall::dispatch`;
-//!    * tick: `time` counts it, the scheduler wakes sleepers and counts the slice, RPCC
-//!      checks its time-outs;
+//!    * timer (a deadline or the periodic tick): `time` says whether the tick is due, the
+//!      scheduler wakes what is due (and on a tick counts the slice), RPCC checks its
+//!      time-outs on a tick, and `time` programs the timer for the next deadline or tick;
 //!    * IPI: `smp` runs posted calls; the same doorbell announces RPCC messages;
 //!    * serial: the console takes the bytes and the scheduler wakes console readers.
 //! 5. The way out. To user mode: the only place a woken higher-priority thread or the end
@@ -74,9 +75,13 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
         0..=31 => kernel_exception(frame),
         VEC_SYSCALL => crate::syscall::dispatch(frame),
         VEC_TIMER => {
-            crate::time::on_tick();
-            proc::sched::on_tick(from_user);
-            crate::rpcc::on_tick();
+            let now = crate::time::now_ns();
+            let tick = crate::time::on_timer(now);
+            let earliest = proc::sched::on_timer(now, tick, from_user);
+            if tick {
+                crate::rpcc::on_tick();
+            }
+            crate::time::rearm(earliest);
             apic::eoi();
         }
         VEC_IPI => {

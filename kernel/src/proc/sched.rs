@@ -568,8 +568,12 @@ pub fn sleep_ns(ns: u64) {
     }
 }
 
-/// Block the running thread for `why` until something wakes it.
+/// Block the running thread for `why` until something wakes it (at the latest when the
+/// deadline `why` carries passes: it is armed on this core's timer).
 pub fn block(why: Block) {
+    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) = why {
+        time::arm(at);
+    }
     switch_away(Some(ThreadState::Blocked(why)), false);
 }
 
@@ -645,13 +649,33 @@ pub fn preempt_if_needed() {
     }
 }
 
-/// Timer tick on this core: wake sleepers, count the slice, note idleness.
-pub fn on_tick(from_user: bool) {
-    let now = time::now_ns();
+/// Timer interrupt on this core at `now`: wake the threads whose deadline passed and finish
+/// due IPC timers; on a periodic `tick` also count the slice and note idleness. Returns the
+/// earliest deadline still pending on this core (`u64::MAX`: none), for `time::rearm`.
+pub fn on_timer(now: u64, tick: bool, from_user: bool) -> u64 {
     let core = percore::this();
     with(|s| {
-        s.wake_all(|b| matches!(b, Block::Sleep(t) | Block::Wait(t) | Block::Ipc(t) | Block::Join(t) if t <= now));
-        crate::ipc::on_tick(s, now);
+        let mut earliest = u64::MAX;
+        let mut due = Vec::new();
+        for t in s.threads.values() {
+            if let ThreadState::Blocked(
+                Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at),
+            ) = t.state
+            {
+                if at <= now {
+                    due.push(t.id);
+                } else {
+                    earliest = earliest.min(at);
+                }
+            }
+        }
+        for id in due {
+            s.wake(id);
+        }
+        earliest = earliest.min(crate::ipc::on_timer(s, now));
+        if !tick {
+            return earliest;
+        }
         match s.current {
             None => {
                 core.stats.idle_ticks.fetch_add(1, Ordering::Relaxed);
@@ -673,7 +697,8 @@ pub fn on_tick(from_user: bool) {
             }
             Some(_) => {}
         }
-    });
+        earliest
+    })
 }
 
 /// The idle context: run ready threads until `done()` (checked whenever the core comes
@@ -682,6 +707,9 @@ pub fn on_tick(from_user: bool) {
 pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
     let deadline = time::now_ns().saturating_add(timeout_ns);
     let polls = timeout_ns != u64::MAX;
+    if polls {
+        time::arm_kernel_wait(deadline);
+    }
     loop {
         if done() || time::now_ns() >= deadline {
             with(|s| s.idle_polls = false);

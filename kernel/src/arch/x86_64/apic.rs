@@ -24,7 +24,6 @@ const REG_TIMER_CURRENT: u32 = 0x390;
 const REG_TIMER_DIVIDE: u32 = 0x3e0;
 
 const LVT_MASKED: u32 = 1 << 16;
-const LVT_PERIODIC: u32 = 1 << 17;
 const ICR_DELIVERY_PENDING: u32 = 1 << 12;
 const ICR_ASSERT: u32 = 1 << 14;
 const ICR_LEVEL: u32 = 1 << 15;
@@ -176,9 +175,16 @@ pub fn timer_current() -> u32 {
     read(REG_TIMER_CURRENT)
 }
 
-/// Periodic timer interrupt `vector` every `count` ticks of the divided bus clock.
-pub fn timer_periodic(vector: u8, divide: u32, count: u32) {
+/// One-shot mode: interrupt `vector` once when a count set by [`timer_set_count`] runs out.
+/// The timer stays stopped until the first count is set.
+pub fn timer_oneshot(vector: u8, divide: u32) {
     write(REG_TIMER_DIVIDE, divide);
-    write(REG_LVT_TIMER, u32::from(vector) | LVT_PERIODIC);
+    write(REG_TIMER_INITIAL, 0);
+    write(REG_LVT_TIMER, u32::from(vector));
+}
+
+/// Start a one-shot countdown of `count` (>= 1) ticks of the divided bus clock, replacing
+/// the one running.
+pub fn timer_set_count(count: u32) {
     write(REG_TIMER_INITIAL, count.max(1));
 }

@@ -1,0 +1,151 @@
+//! `timers check LIMIT_US` and `timers bench SAMPLES`: how late the four kinds of timed
+//! wait end, against their deadlines.
+//!
+//! The kinds: `sleep` (`SLEEP`), `timer` (`SUBMIT(TIMER)` then `COLLECT` of its ticket),
+//! `recv timeout` (`RECV` on an endpoint nobody sends to) and `collect timeout` (`COLLECT`
+//! of a long timer that is not done). Each wait of D ns starts at `CLOCK` = t0 and its
+//! error is `CLOCK` at return - (t0 + D): the kernel's deadline is a little later than
+//! t0 + D (it reads the clock after the entry), so the error includes the system call's
+//! way in and out and is never below the true lateness.
+//!
+//! `check`: for D = 1, 3 and 15 ms, three waits of each kind back to back. Every one must
+//! end with the right result and not before its deadline, and the best of the three
+//! within LIMIT_US. Back to back matters: were waits to end at the 10 ms tick, the first
+//! would end at a tick and the next ones start just after one, so they would be 5 to 9 ms
+//! late. Prints `timers: ok` and exits 0, or the first failure and exits 1.
+//!
+//! `bench`: SAMPLES waits of each kind for each D in 0.1, 1, 3 and 15 ms, printed as
+//! `BENCH {"peer":"musubi","case":"sleep 1 ms","unit":"us","per_op":2.1}` (the error in
+//! microseconds), then `BENCH done`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use ulib::abi::res::{ResId, Rights};
+use ulib::abi::Error;
+use ulib::{ipc, println, sys};
+
+ulib::main!(main);
+
+const KINDS: [&str; 4] = ["sleep", "timer", "recv timeout", "collect timeout"];
+/// A timer that is never done during the run (what `collect timeout` waits on).
+const LONG_NS: u64 = 3_600_000_000_000;
+
+fn main(args: &[&str]) -> i32 {
+    let arg = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
+    let r = match (args.get(1).copied(), arg(2)) {
+        (Some("check"), Some(limit_us)) => check(limit_us),
+        (Some("bench"), Some(samples)) if samples > 0 => bench(samples),
+        _ => {
+            println!("usage: timers check LIMIT_US | timers bench SAMPLES");
+            return 2;
+        }
+    };
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("timers: FAIL {e}");
+            if args.get(1) == Some(&"bench") {
+                println!("BENCH error {{\"case\":\"timers\",\"error\":\"{e}\"}}");
+            }
+            1
+        }
+    }
+}
+
+/// What the waits need: an endpoint of our own and a timer that stays pending.
+struct Setup {
+    endpoint: ResId,
+    long_timer: u64,
+}
+
+fn setup() -> Result<Setup, String> {
+    let endpoint = ipc::open_endpoint("here/endpoint/timers", Rights(0x2f))
+        .map_err(|e| format!("endpoint: {e}"))?;
+    let long_timer = ipc::submit(&ipc::timer(LONG_NS)).map_err(|e| format!("long timer: {e}"))?;
+    Ok(Setup {
+        endpoint,
+        long_timer,
+    })
+}
+
+fn clock() -> Result<u64, String> {
+    sys::clock_ns().map_err(|e| format!("CLOCK: {e}"))
+}
+
+/// One wait of `kind` for `ns`: how late it ended (ns; negative if early).
+fn wait(s: &Setup, kind: &str, ns: u64) -> Result<i64, String> {
+    let t0 = clock()?;
+    let expect_timeout = |r: Result<(), Error>| match r {
+        Err(Error::TimedOut) => Ok(()),
+        other => Err(format!("{kind} {ns} ns: expected TimedOut, got {other:?}")),
+    };
+    match kind {
+        "sleep" => sys::sleep_ns(ns).map_err(|e| format!("sleep: {e}"))?,
+        "timer" => {
+            let t = ipc::submit(&ipc::timer(ns)).map_err(|e| format!("timer: {e}"))?;
+            let c = ipc::collect(t, u64::MAX).map_err(|e| format!("collect timer: {e}"))?;
+            if c.ticket != t || c.status != 0 {
+                return Err(format!("timer: completion {c:?} for ticket {t}"));
+            }
+        }
+        "recv timeout" => expect_timeout(ipc::recv(s.endpoint, ns).map(drop))?,
+        _ => expect_timeout(ipc::collect(s.long_timer, ns).map(drop))?,
+    }
+    let t1 = clock()?;
+    Ok(t1 as i64 - (t0 + ns) as i64)
+}
+
+fn check(limit_us: u64) -> Result<(), String> {
+    let s = setup()?;
+    for ms in [1u64, 3, 15] {
+        for kind in KINDS {
+            let mut best = i64::MAX;
+            for _ in 0..3 {
+                let late = wait(&s, kind, ms * 1_000_000)?;
+                if late < 0 {
+                    return Err(format!(
+                        "{kind} {ms} ms ended {} ns before its deadline",
+                        -late
+                    ));
+                }
+                best = best.min(late);
+            }
+            println!("timers: {kind} {ms} ms: best of 3 {best} ns late");
+            if best as u64 > limit_us * 1000 {
+                return Err(format!(
+                    "{kind} {ms} ms: {best} ns late at best, limit {limit_us} us"
+                ));
+            }
+        }
+    }
+    println!("timers: ok");
+    Ok(())
+}
+
+fn bench(samples: u64) -> Result<(), String> {
+    let s = setup()?;
+    for us in [100u64, 1000, 3000, 15000] {
+        let name = if us < 1000 {
+            format!("{}.{} ms", us / 1000, us % 1000 / 100)
+        } else {
+            format!("{} ms", us / 1000)
+        };
+        for kind in KINDS {
+            // One wait to warm up (first use of the paths), not printed.
+            wait(&s, kind, us * 1000)?;
+            for _ in 0..samples {
+                let late = wait(&s, kind, us * 1000)?;
+                let per_op = late as f64 / 1000.0;
+                println!(
+                    "BENCH {{\"peer\":\"musubi\",\"case\":\"{kind} {name}\",\"unit\":\"us\",\"per_op\":{per_op:.3}}}"
+                );
+            }
+        }
+    }
+    println!("BENCH done");
+    Ok(())
+}
