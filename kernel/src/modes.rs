@@ -90,6 +90,22 @@ pub fn enter(mode: Mode) -> Mode {
     Mode::from_index(left)
 }
 
+/// This core leaves `from`, which the caller knows it is in (the system-call entry: user
+/// mode), for `to`: [`enter`] without reading the current mode.
+#[inline(always)]
+pub fn switch(from: Mode, to: Mode) {
+    let m = &percore::this().modes;
+    debug_assert_eq!(m.current.load(Ordering::Relaxed), from as usize);
+    let now = cpu::rdtsc();
+    m.current.store(to as usize, Ordering::Relaxed);
+    let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
+    m.since.store(now, Ordering::Relaxed);
+    let t = &m.total[from as usize];
+    t.store(t.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+    let p = &m.process[from as usize];
+    p.store(p.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+}
+
 /// The mode this core is in.
 pub fn current() -> Mode {
     Mode::from_index(percore::this().modes.current.load(Ordering::Relaxed))

@@ -300,3 +300,22 @@ fn res_list(core: u64, ptr: u64, capacity: u64) -> Result<u64, Error> {
     let n = infos.len().min(capacity as usize);
     write_records(ptr, &infos[..n])
 }
+
+/// The calls that only read a per-core word (the null call `GETPID`, `CORE`, `CLOCK`,
+/// `GETUSER`), answered before [`dispatch`]: they act on no resource, so they need no flow,
+/// and the large dispatcher's frame and argument spills are most of their cost. True if
+/// `frame` held one (its result is stored).
+#[inline(always)]
+pub fn quick(frame: &mut TrapFrame) -> bool {
+    let r = match frame.rax {
+        nr::GETPID => proc::running_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
+        nr::CORE => Ok(current_core() as u64),
+        nr::CLOCK => Ok(crate::time::now_ns()),
+        nr::GETUSER => Ok(u64::from(proc::current_user().0)),
+        _ => return false,
+    };
+    let (rax, rdx) = abi::syscall::encode(r);
+    frame.rax = rax;
+    frame.rdx = rdx;
+    true
+}

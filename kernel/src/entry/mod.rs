@@ -7,8 +7,9 @@
 //! preempted — is kernel policy. Kept inside `arch/x86_64`, it made the architecture layer
 //! name a dozen subsystems and every subsystem a possible caller of arch's caller. Here
 //! the flow reads top to bottom in one place, and arch stays a leaf: its assembly stubs
-//! save the registers and call [`trap`] (or [`first_user_entry`], or the boot entries in
-//! [`boot`]), and it calls nothing else above itself.
+//! save the registers and call [`trap`] (or [`syscall`] for the `syscall` instruction,
+//! [`first_user_entry`], or the boot entries in [`boot`]), and it calls nothing else above
+//! itself.
 //!
 //! # One entry, in order
 //!
@@ -116,6 +117,24 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
         }
         modes::enter(left);
     }
+}
+
+/// Entry from arch's `syscall_entry`: a system call, always from user mode. The same steps
+/// as [`trap`] takes for `VEC_SYSCALL` from user mode, without deciding what the entry is
+/// (the null call's cost is mostly the entry's: `bench basics`).
+pub extern "C" fn syscall(frame: &mut TrapFrame) {
+    // Entered from user mode, so the mode left is User.
+    modes::switch(Mode::User, Mode::Kernel);
+    if crate::structure::biglock() {
+        biglock::flush_if_stale();
+        biglock::acquire();
+    }
+    trace::event(trace::Kind::Entry, VEC_SYSCALL, frame.rax);
+    if !crate::syscall::quick(frame) {
+        crate::syscall::dispatch(frame);
+    }
+    proc::sched::preempt_if_needed();
+    leave_for_user(VEC_SYSCALL);
 }
 
 /// The last step before user mode: account user time from here, give up the big lock.

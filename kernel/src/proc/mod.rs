@@ -110,6 +110,7 @@ pub fn current_user() -> UserId {
 }
 
 /// Pid of the running process (kept per core by the scheduler: no table lookup).
+#[inline]
 pub fn running_pid() -> Option<Pid> {
     Some(Pid(percore::this().running_pid.load(Ordering::Relaxed))).filter(|p| p.0 != 0)
 }

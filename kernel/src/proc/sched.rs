@@ -608,15 +608,20 @@ pub fn exit_current() -> ! {
 
 /// On the way back to user mode: switch if a higher-priority thread woke or the slice ran
 /// out.
+#[inline]
 pub fn preempt_if_needed() {
-    // The common case (nothing to do) without touching the scheduler's tables: this runs
-    // on every return to user mode.
-    if !percore::this()
+    // The common case (nothing to do) without touching the scheduler's tables and without
+    // a call: this runs on every return to user mode.
+    if percore::this()
         .sched_attention
         .swap(false, Ordering::Relaxed)
     {
-        return;
+        preempt_now();
     }
+}
+
+#[inline(never)]
+fn preempt_now() {
     enum Then {
         Stay,
         Preempt,

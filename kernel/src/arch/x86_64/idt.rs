@@ -6,7 +6,8 @@
 //! if the interrupted code had another (decided from the GS.base MSR, which is right even
 //! for an NMI that lands in the middle of an entry), saves the FPU/SSE state (`fxsave64`)
 //! on the stack, gives the handler a clean MXCSR and x87 state, and calls
-//! [`crate::entry::trap`]. Saving FPU state on every entry keeps interrupted code correct
+//! [`crate::entry::trap`] (the `syscall` instruction's entry builds the same frame and calls
+//! [`crate::entry::syscall`]). Saving FPU state on every entry keeps interrupted code correct
 //! whatever the handler does with SSE (the prebuilt `core` uses it freely).
 //! The stubs are written in plain assembly because stable Rust has no interrupt ABI.
 //!
@@ -180,8 +181,9 @@ trap_resume:
 
 /* System calls. SFMASK cleared IF, DF, TF and AC; we are on the user stack with the user's
    GS. Build the same frame an interrupt from user mode would (vector VEC_SYSCALL, the user
-   rip from rcx, rflags from r11) on this thread's kernel stack, and join the common path
-   with "swap GS back on exit" set. */
+   rip from rcx, rflags from r11) on this thread's kernel stack, save the FPU state as
+   trap_after_gs does, call the system-call entry, and leave by the common path with "swap
+   GS back on exit" set. */
     .global syscall_entry
 syscall_entry:
     swapgs
@@ -197,9 +199,19 @@ syscall_entry:
     push_gprs
     movq %rsp, %rbx
     movl $1, %r12d
-    jmp trap_after_gs
+    /* As trap_after_gs, but straight to the system-call entry (no vector to look at). */
+    subq $528, %rsp
+    andq $-16, %rsp
+    fxsave64 (%rsp)
+    movl $0x1f80, 512(%rsp)
+    ldmxcsr 512(%rsp)
+    fninit
+    movq %rbx, %rdi
+    call {syscall}
+    jmp trap_resume
     "#,
     dispatch = sym crate::entry::trap,
+    syscall = sym crate::entry::syscall,
     user_rsp = const super::core_header::USER_RSP_OFFSET,
     kstack = const super::core_header::KSTACK_TOP_OFFSET,
     user_ss = const super::gdt::USER_DS as u64,
