@@ -464,10 +464,19 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
         }
         s.need_resched = false;
         s.slice_used = 0;
-        s.current = next;
-        Some(match next {
-            Some(id) => {
-                let t = s.threads.get_mut(&id).expect("ready thread exists");
+        Some(s.plan_to(save, me, next))
+    });
+    let Some(plan) = plan else { return };
+    perform(plan);
+}
+
+impl Sched {
+    /// Make `next` (or the idle context) the running context, and say how to switch to it;
+    /// the context that leaves is saved at `save`.
+    fn plan_to(&mut self, save: *mut u64, me: Option<u32>, next: Option<u32>) -> SwitchPlan {
+        self.current = next;
+        match next.and_then(|id| self.threads.get_mut(&id)) {
+            Some(t) => {
                 t.state = ThreadState::Running;
                 t.fresh = false;
                 if t.stop_requested {
@@ -476,7 +485,7 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                         .sched_attention
                         .store(true, Ordering::Relaxed);
                 }
-                let p = s.processes.get(&t.process);
+                let p = self.processes.get(&t.process);
                 let root = p
                     .and_then(|p| p.vspace.as_ref())
                     .map_or(paging::kernel_root(), |v| v.root());
@@ -489,12 +498,12 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                     pid: p.map_or(0, |p| p.pid.0),
                     priority: p.map_or(Priority::App, |p| p.priority) as u32,
                     from: u64::from(me.unwrap_or(0)),
-                    to: u64::from(id),
+                    to: u64::from(t.id),
                 }
             }
             None => SwitchPlan {
                 save,
-                next_rsp: s.idle_rsp,
+                next_rsp: self.idle_rsp,
                 root: paging::kernel_root(),
                 kstack_top: None,
                 user: 0,
@@ -503,9 +512,60 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                 from: u64::from(me.unwrap_or(0)),
                 to: 0,
             },
-        })
+        }
+    }
+}
+
+/// Hand the core straight to thread `next`, which is blocked (in `RECV`, `COLLECT` or a
+/// `CALL`) and has just been given what it waits for; the running thread blocks for `why`.
+/// This is the rendezvous fast path's direct switch (seL4's fastpath idea): no run-queue
+/// round trip and no pick, and the thread left behind is not made ready. Called with no
+/// borrow held; returns once the running thread is switched back to.
+///
+/// Refused (`false`, nothing changed) when the direct switch would be unfair or wrong:
+/// `next` is not a blocked thread of this core, there is no running thread, a thread of
+/// higher priority than `next` is ready, or the running thread has a stop or kill pending
+/// (it must reach its way back to user mode first). The caller then wakes `next` and
+/// blocks the ordinary way.
+pub fn switch_to(next: u32, why: Block) -> bool {
+    let plan = with(|s| {
+        let me = s.current?;
+        let next_priority = match s.threads.get(&next) {
+            Some(t) if matches!(t.state, ThreadState::Blocked(_)) && next != me => t.priority,
+            _ => return None,
+        };
+        // Priority first: a ready thread above `next` takes the core the ordinary way.
+        if s.ready[..next_priority as usize]
+            .iter()
+            .any(|q| !q.is_empty())
+        {
+            return None;
+        }
+        s.account();
+        let t = s.threads.get_mut(&me)?;
+        if t.stop_requested || t.kill_requested {
+            return None;
+        }
+        t.state = ThreadState::Blocked(why);
+        t.user_boundary = false;
+        let save: *mut u64 = &mut t.rsp;
+        s.need_resched = false;
+        s.slice_used = 0;
+        Some(s.plan_to(save, Some(me), Some(next)))
     });
-    let Some(plan) = plan else { return };
+    let Some(plan) = plan else {
+        return false;
+    };
+    percore::this()
+        .stats
+        .ipc_direct
+        .fetch_add(1, Ordering::Relaxed);
+    perform(plan);
+    true
+}
+
+/// Switch to the context `plan` describes (no borrow held).
+fn perform(plan: SwitchPlan) {
     crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
     if let Some(top) = plan.kstack_top {
         gdt::set_rsp0(top);
