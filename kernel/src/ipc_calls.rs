@@ -74,14 +74,14 @@ fn status(c: &Completion) -> Result<(), Error> {
 pub fn call(endpoint: u64, msg_ptr: u64, reply_ptr: u64) -> Result<u64, Error> {
     let reply_out = UserPtrMut::<Msg>::new(reply_ptr);
     // The message and room for the reply, in one visit to the address space.
-    let msg = proc::with_current_vspace(|vs| {
+    let msg = proc::with_running_memory(|vs| {
         let msg = UserPtr::<Msg>::new(msg_ptr).read(vs)?;
         reply_out.check(vs)?;
         Ok::<_, UserFault>(msg)
     })?;
     let c = ipc::call(ResId(endpoint), msg)?;
     status(&c)?;
-    proc::with_current_vspace(|vs| reply_out.write(vs, &c.msg))?;
+    proc::with_running_memory(|vs| reply_out.write(vs, &c.msg))?;
     Ok(c.value)
 }
 
@@ -102,9 +102,9 @@ pub fn send(endpoint: u64, msg_ptr: u64) -> Result<u64, Error> {
 /// RECV(endpoint, `*mut Received`, timeout) -> request handle.
 pub fn recv(endpoint: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
     let out = UserPtrMut::<api::Received>::new(out);
-    proc::with_current_vspace(|vs| out.check(vs))?;
+    proc::with_running_memory(|vs| out.check(vs))?;
     let r = ipc::recv(ResId(endpoint), timeout_ns)?;
-    proc::with_current_vspace(|vs| out.write(vs, &r))?;
+    proc::with_running_memory(|vs| out.write(vs, &r))?;
     Ok(r.request)
 }
 
@@ -125,7 +125,7 @@ pub fn reply_recv(
     timeout_ns: u64,
 ) -> Result<u64, Error> {
     let out = UserPtrMut::<api::Received>::new(out);
-    let msg = proc::with_current_vspace(|vs| {
+    let msg = proc::with_running_memory(|vs| {
         out.check(vs)?;
         if request == 0 {
             Ok::<_, UserFault>(Msg::default())
@@ -134,6 +134,6 @@ pub fn reply_recv(
         }
     })?;
     let r = ipc::reply_recv(request, msg, value, ResId(endpoint), timeout_ns)?;
-    proc::with_current_vspace(|vs| out.write(vs, &r))?;
+    proc::with_running_memory(|vs| out.write(vs, &r))?;
     Ok(r.request)
 }

@@ -98,6 +98,9 @@ pub struct Sched {
     threads: BTreeMap<u32, Box<Thread>>,
     ready: [VecDeque<u32>; Priority::LEVELS],
     current: Option<u32>,
+    /// The running thread's process serial (`None` for idle and kernel threads), kept with
+    /// `current` so that the many lookups of the running process need no thread lookup.
+    current_process: Option<u32>,
     idle_rsp: u64,
     /// Where a dying thread's context is "saved" (never read).
     dead_rsp: u64,
@@ -123,6 +126,7 @@ impl Sched {
             threads: BTreeMap::new(),
             ready: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             current: None,
+            current_process: None,
             idle_rsp: 0,
             dead_rsp: 0,
             dead_stacks: Vec::new(),
@@ -144,10 +148,7 @@ impl Sched {
 
     /// The running thread's process serial (`None` in the idle context and kernel threads).
     pub fn current_process(&self) -> Option<u32> {
-        self.current
-            .and_then(|t| self.threads.get(&t))
-            .map(|t| t.process)
-            .filter(|&p| p != KERNEL_THREAD)
+        self.current_process
     }
 
     /// The running thread (`None` in the idle context).
@@ -475,8 +476,10 @@ impl Sched {
     /// the context that leaves is saved at `save`.
     fn plan_to(&mut self, save: *mut u64, me: Option<u32>, next: Option<u32>) -> SwitchPlan {
         self.current = next;
+        self.current_process = None;
         match next.and_then(|id| self.threads.get_mut(&id)) {
             Some(t) => {
+                self.current_process = Some(t.process).filter(|&p| p != KERNEL_THREAD);
                 t.state = ThreadState::Running;
                 t.fresh = false;
                 if t.stop_requested {
@@ -657,6 +660,7 @@ pub fn exit_current() -> ! {
                 s.dead_stacks.push(t.kstack);
             }
         }
+        s.current_process = None;
     });
     switch_away(None, false);
     unreachable!("a dead thread was resumed")
