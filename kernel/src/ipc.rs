@@ -164,7 +164,10 @@ fn complete_in_but(
     };
     let bytes = bytes.and_then(|b| dest.map(|at| (at, b)));
     p.ipc.results.push_back(Done { completion, bytes });
-    wake_waiting_threads(s, pid.serial(), direct);
+    // A thread the caller switches to takes the result itself: the others need not look.
+    if direct.is_none() {
+        wake_waiting_threads(s, pid.serial(), None);
+    }
     true
 }
 
@@ -288,7 +291,10 @@ fn enqueue_local(incoming: Incoming, direct: bool) -> Result<Option<u32>, Error>
         };
         p.ipc.requests.push_back(incoming);
         let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
-        wake_waiting_threads(s, owner.serial(), receiver);
+        // The receiver handed the core takes the request: the others need not look.
+        if receiver.is_none() {
+            wake_waiting_threads(s, owner.serial(), None);
+        }
         Ok(receiver)
     })
 }
@@ -372,6 +378,7 @@ fn receive(
 ) -> Result<Received, Error> {
     let result = loop {
         match take_request(owner, endpoint) {
+            // (`take_request` forgot this thread as the receiver.)
             Ok(Some(r)) => break Ok(r),
             Ok(None) => {}
             Err(e) => break Err(e),
@@ -388,7 +395,10 @@ fn receive(
     if let Some(t) = first {
         sched::with(|s| s.wake(t));
     }
-    // No longer waiting here (timed out, or a request came).
+    if result.is_ok() {
+        return result;
+    }
+    // No longer waiting here (timed out, or the endpoint went).
     sched::with(|s| {
         let me = s.current_thread();
         if let Some(p) = s

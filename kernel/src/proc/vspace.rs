@@ -345,7 +345,6 @@ fn pieces(
     walk(&mut f)
 }
 
-
 /// The user half of an address space, as its page tables map it: a [`VSpace`]'s, or the
 /// running process's (the tables this core has loaded, found without the process table:
 /// the rendezvous fast path's copies).

@@ -449,7 +449,10 @@ fn fast(core: usize) -> Check {
             )
         };
         if bad_out != Err(Error::BadAddress) || bad_msg != Err(Error::BadAddress) {
-            return fail(&format!("(i) REPLY_RECV with a {what} record"), (bad_out, bad_msg));
+            return fail(
+                &format!("(i) REPLY_RECV with a {what} record"),
+                (bad_out, bad_msg),
+            );
         }
     }
     if room != [0; 32] {
