@@ -15,7 +15,19 @@
 //!   whose answer lands in the result queue when it comes, so many can be in flight.
 //! - a timed operation: finishes after a given time (P1's task B).
 //!
-//! `CALL` is submit-then-collect; `SEND` completes once queued. If a target goes away
+//! `CALL` is submit-then-collect; `SEND` completes once queued; `REPLY_RECV` is `REPLY`
+//! then `RECV` in one entry.
+//!
+//! The rendezvous fast path (seL4's direct switch): a thread waiting in `RECV` with nothing
+//! queued is noted as its endpoint's receiver (`ProcIpc::receiver`). A `CALL` from the same
+//! core to that endpoint queues its request and hands the core straight to the receiver
+//! ([`hand_over`], `sched::switch_to`) instead of waking it through the run queue; a
+//! `REPLY_RECV` whose caller waits on this core, with no request queued, hands the core
+//! straight back. Whatever the path, the woken thread looks at its queue again, so a
+//! refused direct switch (a higher-priority thread ready, a stop pending) falls back to an
+//! ordinary wake with the same result.
+//!
+//! If a target goes away
 //! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
 //! leaves when it ends (queued and unanswered requests, results, timers) goes with it.
 

@@ -7,7 +7,8 @@
 //!
 //! The kernel is non-preemptible: a thread gives up the core only inside the kernel, at
 //! [`block`], [`yield_now`], [`exit_current`] or [`preempt_if_needed`] (on the way back to
-//! user mode). When no thread is ready the core runs its *idle context*: the stack it booted
+//! user mode), or hands it straight to a thread it just gave what it waited for
+//! ([`switch_to`], the rendezvous fast path). When no thread is ready the core runs its *idle context*: the stack it booted
 //! on, looping in [`run_until`] with interrupts open.
 //!
 //! All scheduler state lives in the core's `CoreCell<Sched>`. A switch computes what to do
