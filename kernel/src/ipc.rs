@@ -338,7 +338,7 @@ pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
     }
     let owner = crate::res::endpoint::owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
-    receive(owner, endpoint, deadline, None)
+    receive(owner, endpoint, deadline, None, false)
 }
 
 /// Take the next request for `endpoint` (owned by `owner`, which must be the caller) from
@@ -382,14 +382,22 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
 
 /// The receiving loop of RECV and REPLY_RECV: wait until `deadline` for a request on
 /// `endpoint`; `first`, a thread just answered, is handed the core if this one must wait.
+/// `noted`: the caller found nothing queued and noted this thread as the receiver, in the
+/// same borrow (the first look is done).
 fn receive(
     owner: Pid,
     endpoint: ResId,
     deadline: u64,
     mut first: Option<u32>,
+    mut noted: bool,
 ) -> Result<Received, Error> {
     let result = loop {
-        match take_request(owner, endpoint) {
+        let taken = if core::mem::take(&mut noted) {
+            Ok(None)
+        } else {
+            take_request(owner, endpoint)
+        };
+        match taken {
             // (`take_request` forgot this thread as the receiver.)
             Ok(Some(r)) => break Ok(r),
             Ok(None) => {}
@@ -460,29 +468,35 @@ pub fn reply_recv(
     let owner = crate::res::endpoint::owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     let here = current_core();
-    let (remote, direct) = sched::with(|s| {
+    let (remote, direct, noted) = sched::with(|s| {
+        let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
         if owner != p.pid {
             return Err(Error::Denied);
         }
         if handle == 0 {
-            return Ok((None, None));
+            return Ok((None, None, false));
         }
         let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
         let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
         if caller.pid.core() != here {
-            return Ok((Some(caller), None));
+            return Ok((Some(caller), None, false));
+        }
+        // Nothing queued: this thread is the receiver from now on (the receiving loop's
+        // first look, done here).
+        if !queued {
+            p.ipc.receiver = thread.map(|t| (t, endpoint));
         }
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
         let done = complete_in_but(s, caller.pid, answer(caller, msg, value), None, direct);
-        Ok((None, direct.filter(|_| done)))
+        Ok((None, direct.filter(|_| done), !queued))
     })?;
     if let Some(caller) = remote {
         deliver(None, caller, answer(caller, msg, value));
     }
-    receive(owner, endpoint, deadline, direct)
+    receive(owner, endpoint, deadline, direct, noted)
 }
 
 /// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get

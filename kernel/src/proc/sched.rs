@@ -545,17 +545,14 @@ pub fn switch_to(next: u32, why: Block) -> bool {
         {
             return None;
         }
-        if s.threads
-            .get(&me)
-            .is_none_or(|t| t.stop_requested || t.kill_requested)
-        {
+        let t = s.threads.get_mut(&me)?;
+        if t.stop_requested || t.kill_requested {
             return None;
         }
-        s.account();
-        let t = s.threads.get_mut(&me)?;
         t.state = ThreadState::Blocked(why);
         t.user_boundary = false;
         let save: *mut u64 = &mut t.rsp;
+        s.account();
         s.need_resched = false;
         s.slice_used = 0;
         Some(s.plan_to(save, Some(me), Some(next)))
