@@ -16,6 +16,23 @@
 //! | `SEND` | endpoint, `*const Msg` | 0 once queued (`Busy` if the queue is full) |
 //! | `RECV` | endpoint, `*mut Received`, timeout ns | request handle |
 //! | `REPLY` | request handle, `*const Msg`, value | 0 (`NoSuchResource` for a handle already answered) |
+//! | `REPLY_RECV` | request handle (0: none), `*const Msg`, value, endpoint, `*mut Received`, timeout ns | the next request's handle, as `RECV` |
+//!
+//! `REPLY_RECV` is a server's loop in one kernel entry per request: it answers `handle` (as
+//! `REPLY`), then receives on `endpoint` (as `RECV`). Everything is checked before anything
+//! is done, so a failed call changes nothing: a bad record pointer is `BadAddress`, an
+//! endpoint the caller may not receive on fails as `RECV` would, and an unknown handle is
+//! `NoSuchResource` with nothing answered *and nothing received* (a server that lost track
+//! calls again with handle 0, which only receives). A caller that ended while its request
+//! was held is not an error: the answer goes nowhere, as with `REPLY`. A timeout (after the
+//! answer went) is `TimedOut`.
+//!
+//! The fast path (seL4's idea): a `CALL` to an endpoint whose owner waits in `RECV` or
+//! `REPLY_RECV` on the same core hands the message and the core straight to the receiver
+//! (no run-queue round trip), and a `REPLY_RECV` whose caller waits on the same core, with
+//! no other request queued, hands the core straight back. Every other case (a queued
+//! receiver, another core, a higher-priority thread ready) takes the ordinary path with
+//! the same results.
 
 use crate::Pid;
 use bytemuck::{Pod, Zeroable};

@@ -42,6 +42,7 @@
 //! | 36 | `THREAD_EXIT` | value | (does not return; the last thread's exit ends the process with `value`) |
 //! | 37 | `THREAD_JOIN` | thread id, timeout ns | the thread's exit value |
 //! | 38 | `THREAD_SELF` | | the caller's thread id |
+//! | 39 | `REPLY_RECV` | request handle (0: none), `*const Msg`, value, endpoint, `*mut Received`, timeout ns | the next request's handle (`REPLY` then `RECV` in one entry; see [`crate::ipc`]) |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -101,9 +102,10 @@ pub const THREAD_CREATE: u64 = 35;
 pub const THREAD_EXIT: u64 = 36;
 pub const THREAD_JOIN: u64 = 37;
 pub const THREAD_SELF: u64 = 38;
+pub const REPLY_RECV: u64 = 39;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 39;
+pub const COUNT: u64 = 40;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -170,6 +172,7 @@ pub fn name(number: u64) -> &'static str {
         "thread_exit",
         "thread_join",
         "thread_self",
+        "reply_recv",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

@@ -15,7 +15,19 @@
 //!   whose answer lands in the result queue when it comes, so many can be in flight.
 //! - a timed operation: finishes after a given time (P1's task B).
 //!
-//! `CALL` is submit-then-collect; `SEND` completes once queued. If a target goes away
+//! `CALL` is submit-then-collect; `SEND` completes once queued; `REPLY_RECV` is `REPLY`
+//! then `RECV` in one entry.
+//!
+//! The rendezvous fast path (seL4's direct switch): a thread waiting in `RECV` with nothing
+//! queued is noted as its endpoint's receiver (`ProcIpc::receiver`). A `CALL` from the same
+//! core to that endpoint queues its request and hands the core straight to the receiver
+//! ([`hand_over`], `sched::switch_to`) instead of waking it through the run queue; a
+//! `REPLY_RECV` whose caller waits on this core, with no request queued, hands the core
+//! straight back. Whatever the path, the woken thread looks at its queue again, so a
+//! refused direct switch (a higher-priority thread ready, a stop pending) falls back to an
+//! ordinary wake with the same result.
+//!
+//! If a target goes away
 //! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
 //! leaves when it ends (queued and unanswered requests, results, timers) goes with it.
 
@@ -40,6 +52,9 @@ pub const MAX_QUEUED: usize = 64;
 pub struct Caller {
     pub pid: Pid,
     pub ticket: u64,
+    /// The thread that made the request (the one a same-core reply may switch straight to;
+    /// thread ids of a core are never reused).
+    pub thread: u32,
 }
 
 /// A request in an owner's request queue.
@@ -106,6 +121,9 @@ pub struct ProcIpc {
     next_handle: u64,
     /// Timed operations: (deadline ns, ticket).
     timers: BTreeSet<(u64, u64)>,
+    /// A thread blocked in `RECV` (or `REPLY_RECV`) on an endpoint with nothing queued: a
+    /// `CALL` from this core may hand it the core directly (the rendezvous fast path).
+    receiver: Option<(u32, ResId)>,
 }
 
 impl ProcIpc {
@@ -137,29 +155,50 @@ pub fn complete(pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
 }
 
 fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
+    complete_in_but(s, pid, completion, bytes, None);
+}
+
+/// Put a finished request in process `pid`'s result queue and wake its threads waiting for
+/// it, except `direct` (a thread the caller will switch to itself). Returns whether the
+/// result was queued (`false`: the process or the request is gone).
+fn complete_in_but(
+    s: &mut sched::Sched,
+    pid: Pid,
+    completion: Completion,
+    bytes: Option<Vec<u8>>,
+    direct: Option<u32>,
+) -> bool {
     let Some(p) = s.processes.get_mut(&pid.serial()) else {
-        return; // it ended: its answers go with it
+        return false; // it ended: its answers go with it
     };
     let Some(dest) = p.ipc.pending.remove(&completion.ticket) else {
-        return;
+        return false;
     };
     let bytes = bytes.and_then(|b| dest.map(|at| (at, b)));
     p.ipc.results.push_back(Done { completion, bytes });
-    wake_waiting_threads(s, pid.serial());
+    // A thread the caller switches to takes the result itself: the others need not look.
+    if direct.is_none() {
+        wake_waiting_threads(s, pid.serial(), None);
+    }
+    true
+}
+
+/// Is thread `t` blocked in COLLECT, RECV or a CALL?
+fn waits_in_ipc(s: &sched::Sched, t: u32) -> bool {
+    s.state_of(t)
+        .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
 }
 
 /// Wake the threads of process `serial` waiting in COLLECT or RECV (without copying its
-/// thread list).
-fn wake_waiting_threads(s: &mut sched::Sched, serial: u32) {
+/// thread list), except `but`.
+fn wake_waiting_threads(s: &mut sched::Sched, serial: u32, but: Option<u32>) {
     let mut i = 0;
     while let Some(t) = s
         .processes
         .get(&serial)
         .and_then(|p| p.threads.get(i).copied())
     {
-        if s.state_of(t)
-            .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
-        {
+        if Some(t) != but && waits_in_ipc(s, t) {
             s.wake(t);
         }
         i += 1;
@@ -239,6 +278,12 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
 
 /// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
 pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
+    enqueue_local(incoming, false).map(drop)
+}
+
+/// [`enqueue`]; with `direct`, a receiver waiting on the endpoint is not woken but returned
+/// (the caller switches to it, or wakes it if it cannot).
+fn enqueue_local(incoming: Incoming, direct: bool) -> Result<Option<u32>, Error> {
     let owner = crate::res::endpoint::owner(incoming.endpoint, true)?;
     sched::with(|s| {
         let p = s
@@ -249,10 +294,31 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
         if p.ipc.requests.len() >= MAX_QUEUED {
             return Err(Error::Busy);
         }
+        let receiver = match p.ipc.receiver {
+            Some((t, ep)) if direct && ep == incoming.endpoint && p.ipc.requests.is_empty() => {
+                p.ipc.receiver = None;
+                Some(t)
+            }
+            _ => None,
+        };
         p.ipc.requests.push_back(incoming);
-        wake_waiting_threads(s, owner.serial());
-        Ok(())
+        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
+        // The receiver handed the core takes the request: the others need not look.
+        if receiver.is_none() {
+            wake_waiting_threads(s, owner.serial(), None);
+        }
+        Ok(receiver)
     })
+}
+
+/// Hand the core to `thread`, just given what it waits for, blocking the running thread
+/// until `deadline`; if the direct switch is refused, wake `thread` and block the ordinary
+/// way.
+fn hand_over(thread: u32, deadline: u64) {
+    if !sched::switch_to(thread, sched::Block::Ipc(deadline)) {
+        sched::with(|s| s.wake(thread));
+        sched::block(sched::Block::Ipc(deadline));
+    }
 }
 
 /// RECV: take the next request for `endpoint` (owned by the caller), waiting at most
@@ -272,56 +338,165 @@ pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
     }
     let owner = crate::res::endpoint::owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
-    loop {
-        let got = with_mine(|ipc, me| {
-            if owner != me {
-                return Err(Error::Denied);
+    receive(owner, endpoint, deadline, None, false)
+}
+
+/// Take the next request for `endpoint` (owned by `owner`, which must be the caller) from
+/// the caller's queue: `None` if none is queued, and then this thread is noted as the
+/// endpoint's receiver (a `CALL` on this core may switch straight to it).
+fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> {
+    sched::with(|s| {
+        let thread = s.current_thread();
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        if owner != p.pid {
+            return Err(Error::Denied);
+        }
+        let ipc = &mut p.ipc;
+        let Some(i) = ipc.requests.iter().position(|r| r.endpoint == endpoint) else {
+            ipc.receiver = thread.map(|t| (t, endpoint));
+            return Ok(None);
+        };
+        if ipc.receiver.is_some_and(|(t, _)| Some(t) == thread) {
+            ipc.receiver = None;
+        }
+        let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
+        let request = match r.caller {
+            Some(caller) => {
+                ipc.next_handle += 1;
+                ipc.serving.insert(ipc.next_handle, caller);
+                ipc.next_handle
             }
-            let Some(i) = ipc.requests.iter().position(|r| r.endpoint == endpoint) else {
-                return Ok(None);
-            };
-            let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
-            let request = match r.caller {
-                Some(caller) => {
-                    ipc.next_handle += 1;
-                    ipc.serving.insert(ipc.next_handle, caller);
-                    ipc.next_handle
-                }
-                None => 0,
-            };
-            Ok(Some(Received {
-                request,
-                sender: r.sender,
-                sender_thread: u64::from(r.sender_thread),
-                endpoint: r.endpoint.0,
-                kind: r.kind,
-                msg: r.msg,
-            }))
-        })?;
-        if let Some(r) = got {
-            return Ok(r);
+            None => 0,
+        };
+        Ok(Some(Received {
+            request,
+            sender: r.sender,
+            sender_thread: u64::from(r.sender_thread),
+            endpoint: r.endpoint.0,
+            kind: r.kind,
+            msg: r.msg,
+        }))
+    })
+}
+
+/// The receiving loop of RECV and REPLY_RECV: wait until `deadline` for a request on
+/// `endpoint`; `first`, a thread just answered, is handed the core if this one must wait.
+/// `noted`: the caller found nothing queued and noted this thread as the receiver, in the
+/// same borrow (the first look is done).
+fn receive(
+    owner: Pid,
+    endpoint: ResId,
+    deadline: u64,
+    mut first: Option<u32>,
+    mut noted: bool,
+) -> Result<Received, Error> {
+    let result = loop {
+        let taken = if core::mem::take(&mut noted) {
+            Ok(None)
+        } else {
+            take_request(owner, endpoint)
+        };
+        match taken {
+            // (`take_request` forgot this thread as the receiver.)
+            Ok(Some(r)) => break Ok(r),
+            Ok(None) => {}
+            Err(e) => break Err(e),
         }
         if crate::time::now_ns() >= deadline {
-            return Err(Error::TimedOut);
+            break Err(Error::TimedOut);
         }
-        sched::block(sched::Block::Ipc(deadline));
+        match first.take() {
+            Some(t) => hand_over(t, deadline),
+            None => sched::block(sched::Block::Ipc(deadline)),
+        }
+    };
+    // The answered thread was not handed the core (a request was waiting): wake it.
+    if let Some(t) = first {
+        sched::with(|s| s.wake(t));
     }
+    if result.is_ok() {
+        return result;
+    }
+    // No longer waiting here (timed out, or the endpoint went).
+    sched::with(|s| {
+        let me = s.current_thread();
+        if let Some(p) = s
+            .current_process()
+            .and_then(|serial| s.processes.get_mut(&serial))
+        {
+            if p.ipc.receiver.is_some_and(|(t, _)| Some(t) == me) {
+                p.ipc.receiver = None;
+            }
+        }
+    });
+    result
 }
 
 /// REPLY: answer request `handle` with `msg` and `value`.
 pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
-    deliver(
-        None,
-        caller,
-        Completion {
-            ticket: caller.ticket,
-            status: 0,
-            value,
-            msg,
-        },
-    );
+    deliver(None, caller, answer(caller, msg, value));
     Ok(())
+}
+
+fn answer(caller: Caller, msg: Msg, value: u64) -> Completion {
+    Completion {
+        ticket: caller.ticket,
+        status: 0,
+        value,
+        msg,
+    }
+}
+
+/// REPLY_RECV: answer request `handle` (0: none) with `msg` and `value`, then take the next
+/// request for `endpoint`, waiting at most `timeout_ns`. Everything is checked before
+/// anything is done: an unknown handle is `NoSuchResource` and nothing is answered or
+/// received; a bad endpoint fails as RECV does, and the handle stays unanswered. If the
+/// caller is a thread of this core waiting for the answer and no request is queued, the
+/// core goes straight to it (the rendezvous fast path's way back).
+pub fn reply_recv(
+    handle: u64,
+    msg: Msg,
+    value: u64,
+    endpoint: ResId,
+    timeout_ns: u64,
+) -> Result<Received, Error> {
+    if endpoint.core() != current_core() {
+        return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
+    }
+    let owner = crate::res::endpoint::owner(endpoint, false)?;
+    let deadline = crate::time::now_ns().saturating_add(timeout_ns);
+    let here = current_core();
+    let (remote, direct, noted) = sched::with(|s| {
+        let thread = s.current_thread();
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        if owner != p.pid {
+            return Err(Error::Denied);
+        }
+        if handle == 0 {
+            return Ok((None, None, false));
+        }
+        let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
+        let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
+        if caller.pid.core() != here {
+            return Ok((Some(caller), None, false));
+        }
+        // Nothing queued: this thread is the receiver from now on (the receiving loop's
+        // first look, done here).
+        if !queued {
+            p.ipc.receiver = thread.map(|t| (t, endpoint));
+        }
+        // On this core: queue the answer; the caller's thread is woken below or switched to.
+        let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
+        let done = complete_in_but(s, caller.pid, answer(caller, msg, value), None, direct);
+        Ok((None, direct.filter(|_| done), !queued))
+    })?;
+    if let Some(caller) = remote {
+        deliver(None, caller, answer(caller, msg, value));
+    }
+    receive(owner, endpoint, deadline, direct, noted)
 }
 
 /// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get
@@ -357,6 +532,60 @@ pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
 }
 
 // ---- the caller's side ------------------------------------------------------------------------
+
+/// CALL: send `msg` to `endpoint` and wait for the answer (rendezvous). If the endpoint's
+/// owner waits in RECV on this core, the request is queued for it and the core goes
+/// straight to it (the fast path: no run-queue round trip); otherwise the request takes
+/// the ordinary way (queued, or through RPCC) and the caller waits in COLLECT.
+pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
+    let core = route(endpoint)?;
+    if core != current_core() {
+        let sub = Submission {
+            kind: api::SUBMIT_CALL,
+            target: endpoint.0,
+            msg,
+            ..Submission::default()
+        };
+        let ticket = submit(&sub, None)?;
+        return collect(ticket, u64::MAX).map(|(c, _)| c);
+    }
+    let (ticket, me, thread) = sched::with(|s| {
+        let thread = s.current_thread().unwrap_or(0);
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let ipc = &mut p.ipc;
+        if ipc.in_flight() >= MAX_IN_FLIGHT {
+            return Err(Error::Busy);
+        }
+        ipc.next_ticket += 1;
+        ipc.pending.insert(ipc.next_ticket, None);
+        Ok((ipc.next_ticket, p.pid, thread))
+    })?;
+    let incoming = Incoming {
+        endpoint,
+        kind: api::SUBMIT_CALL,
+        sender: me,
+        sender_thread: thread,
+        caller: Some(Caller {
+            pid: me,
+            ticket,
+            thread,
+        }),
+        msg,
+    };
+    match enqueue_local(incoming, true) {
+        Ok(Some(receiver)) => hand_over(receiver, u64::MAX),
+        Ok(None) => {}
+        Err(e) => {
+            let _ = with_mine(|ipc, _| {
+                ipc.pending.remove(&ticket);
+                Ok(())
+            });
+            return Err(e);
+        }
+    }
+    collect(ticket, u64::MAX).map(|(c, _)| c)
+}
 
 /// SUBMIT: start `sub`; returns its ticket. The `bytes_in` of a write or open were copied by
 /// the caller.
@@ -403,12 +632,17 @@ fn start(
         }),
         api::SUBMIT_CALL | api::SUBMIT_SEND => {
             let call = sub.kind == api::SUBMIT_CALL;
+            let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
             let incoming = Incoming {
                 endpoint: target,
                 kind: sub.kind,
                 sender: me,
-                sender_thread: sched::with(|s| s.current_thread()).unwrap_or(0),
-                caller: call.then_some(Caller { pid: me, ticket }),
+                sender_thread: thread,
+                caller: call.then_some(Caller {
+                    pid: me,
+                    ticket,
+                    thread,
+                }),
                 msg: sub.msg,
             };
             let core = route(target)?;

@@ -1,4 +1,5 @@
-//! The request path's system calls (`SUBMIT`, `COLLECT`, `CALL`, `SEND`, `RECV`, `REPLY`):
+//! The request path's system calls (`SUBMIT`, `COLLECT`, `CALL`, `SEND`, `RECV`, `REPLY`,
+//! `REPLY_RECV`):
 //! checking and copying what a program passes, around the queues of `ipc`.
 
 #![deny(unsafe_code)]
@@ -73,21 +74,14 @@ fn status(c: &Completion) -> Result<(), Error> {
 pub fn call(endpoint: u64, msg_ptr: u64, reply_ptr: u64) -> Result<u64, Error> {
     let reply_out = UserPtrMut::<Msg>::new(reply_ptr);
     // The message and room for the reply, in one visit to the address space.
-    let msg = proc::with_current_vspace(|vs| {
+    let msg = proc::with_running_memory(|vs| {
         let msg = UserPtr::<Msg>::new(msg_ptr).read(vs)?;
         reply_out.check(vs)?;
         Ok::<_, UserFault>(msg)
     })?;
-    let sub = Submission {
-        kind: api::SUBMIT_CALL,
-        target: endpoint,
-        msg,
-        ..Submission::default()
-    };
-    let ticket = ipc::submit(&sub, None)?;
-    let (c, _) = ipc::collect(ticket, u64::MAX)?;
+    let c = ipc::call(ResId(endpoint), msg)?;
     status(&c)?;
-    proc::with_current_vspace(|vs| reply_out.write(vs, &c.msg))?;
+    proc::with_running_memory(|vs| reply_out.write(vs, &c.msg))?;
     Ok(c.value)
 }
 
@@ -108,9 +102,9 @@ pub fn send(endpoint: u64, msg_ptr: u64) -> Result<u64, Error> {
 /// RECV(endpoint, `*mut Received`, timeout) -> request handle.
 pub fn recv(endpoint: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
     let out = UserPtrMut::<api::Received>::new(out);
-    proc::with_current_vspace(|vs| out.check(vs))?;
+    proc::with_running_memory(|vs| out.check(vs))?;
     let r = ipc::recv(ResId(endpoint), timeout_ns)?;
-    proc::with_current_vspace(|vs| out.write(vs, &r))?;
+    proc::with_running_memory(|vs| out.write(vs, &r))?;
     Ok(r.request)
 }
 
@@ -118,4 +112,28 @@ pub fn recv(endpoint: u64, out: u64, timeout_ns: u64) -> Result<u64, Error> {
 pub fn reply(request: u64, msg_ptr: u64, value: u64) -> Result<u64, Error> {
     let msg: Msg = read(msg_ptr)?;
     ipc::reply(request, msg, value).map(|()| 0)
+}
+
+/// REPLY_RECV(request or 0, `*const Msg`, value, endpoint, `*mut Received`, timeout) ->
+/// the next request's handle. Both records are checked before anything is done.
+pub fn reply_recv(
+    request: u64,
+    msg_ptr: u64,
+    value: u64,
+    endpoint: u64,
+    out: u64,
+    timeout_ns: u64,
+) -> Result<u64, Error> {
+    let out = UserPtrMut::<api::Received>::new(out);
+    let msg = proc::with_running_memory(|vs| {
+        out.check(vs)?;
+        if request == 0 {
+            Ok::<_, UserFault>(Msg::default())
+        } else {
+            UserPtr::<Msg>::new(msg_ptr).read(vs)
+        }
+    })?;
+    let r = ipc::reply_recv(request, msg, value, ResId(endpoint), timeout_ns)?;
+    proc::with_running_memory(|vs| out.write(vs, &r))?;
+    Ok(r.request)
 }

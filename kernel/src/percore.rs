@@ -68,6 +68,9 @@ pub struct CoreStats {
     pub ipis_from: [AtomicU64; MAX_CORES],
     /// Serial-port interrupts taken.
     pub serial_irqs: AtomicU64,
+    /// Rendezvous fast paths taken: a `CALL` or `REPLY_RECV` that handed the core straight
+    /// to the thread waiting for it (`sched::switch_to`), with no run-queue round trip.
+    pub ipc_direct: AtomicU64,
     /// Timer ticks that found the core idle (no thread running).
     pub idle_ticks: AtomicU64,
     /// Processes living on this core.
@@ -87,6 +90,7 @@ impl CoreStats {
             ipis: AtomicU64::new(0),
             ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
             serial_irqs: AtomicU64::new(0),
+            ipc_direct: AtomicU64::new(0),
             idle_ticks: AtomicU64::new(0),
             processes: AtomicU64::new(0),
             boot_programs: AtomicU64::new(0),

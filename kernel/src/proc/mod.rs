@@ -782,6 +782,18 @@ pub fn with_current_vspace<R, E: IntoAbiError>(
     })
 }
 
+/// Run `f` on the running process's user memory, reached through the page tables this core
+/// has loaded instead of the process table (the rendezvous fast path's copies: no lookup).
+/// `NoSuchProcess` outside a user thread.
+pub fn with_running_memory<R, E: IntoAbiError>(
+    f: impl FnOnce(&vspace::Tables) -> Result<R, E>,
+) -> Result<R, Error> {
+    if running_pid().is_none() {
+        return Err(Error::NoSuchProcess);
+    }
+    f(&vspace::Tables::loaded()).map_err(E::into_abi)
+}
+
 /// The running process's pid.
 pub fn current_pid() -> Option<Pid> {
     sched::with(|s| {

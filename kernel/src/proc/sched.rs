@@ -7,7 +7,8 @@
 //!
 //! The kernel is non-preemptible: a thread gives up the core only inside the kernel, at
 //! [`block`], [`yield_now`], [`exit_current`] or [`preempt_if_needed`] (on the way back to
-//! user mode). When no thread is ready the core runs its *idle context*: the stack it booted
+//! user mode), or hands it straight to a thread it just gave what it waited for
+//! ([`switch_to`], the rendezvous fast path). When no thread is ready the core runs its *idle context*: the stack it booted
 //! on, looping in [`run_until`] with interrupts open.
 //!
 //! All scheduler state lives in the core's `CoreCell<Sched>`. A switch computes what to do
@@ -98,6 +99,9 @@ pub struct Sched {
     threads: BTreeMap<u32, Box<Thread>>,
     ready: [VecDeque<u32>; Priority::LEVELS],
     current: Option<u32>,
+    /// The running thread's process serial (`None` for idle and kernel threads), kept with
+    /// `current` so that the many lookups of the running process need no thread lookup.
+    current_process: Option<u32>,
     idle_rsp: u64,
     /// Where a dying thread's context is "saved" (never read).
     dead_rsp: u64,
@@ -123,6 +127,7 @@ impl Sched {
             threads: BTreeMap::new(),
             ready: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
             current: None,
+            current_process: None,
             idle_rsp: 0,
             dead_rsp: 0,
             dead_stacks: Vec::new(),
@@ -144,10 +149,7 @@ impl Sched {
 
     /// The running thread's process serial (`None` in the idle context and kernel threads).
     pub fn current_process(&self) -> Option<u32> {
-        self.current
-            .and_then(|t| self.threads.get(&t))
-            .map(|t| t.process)
-            .filter(|&p| p != KERNEL_THREAD)
+        self.current_process
     }
 
     /// The running thread (`None` in the idle context).
@@ -464,10 +466,21 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
         }
         s.need_resched = false;
         s.slice_used = 0;
-        s.current = next;
-        Some(match next {
-            Some(id) => {
-                let t = s.threads.get_mut(&id).expect("ready thread exists");
+        Some(s.plan_to(save, me, next))
+    });
+    let Some(plan) = plan else { return };
+    perform(plan);
+}
+
+impl Sched {
+    /// Make `next` (or the idle context) the running context, and say how to switch to it;
+    /// the context that leaves is saved at `save`.
+    fn plan_to(&mut self, save: *mut u64, me: Option<u32>, next: Option<u32>) -> SwitchPlan {
+        self.current = next;
+        self.current_process = None;
+        match next.and_then(|id| self.threads.get_mut(&id)) {
+            Some(t) => {
+                self.current_process = Some(t.process).filter(|&p| p != KERNEL_THREAD);
                 t.state = ThreadState::Running;
                 t.fresh = false;
                 if t.stop_requested {
@@ -476,7 +489,7 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                         .sched_attention
                         .store(true, Ordering::Relaxed);
                 }
-                let p = s.processes.get(&t.process);
+                let p = self.processes.get(&t.process);
                 let root = p
                     .and_then(|p| p.vspace.as_ref())
                     .map_or(paging::kernel_root(), |v| v.root());
@@ -489,12 +502,12 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                     pid: p.map_or(0, |p| p.pid.0),
                     priority: p.map_or(Priority::App, |p| p.priority) as u32,
                     from: u64::from(me.unwrap_or(0)),
-                    to: u64::from(id),
+                    to: u64::from(t.id),
                 }
             }
             None => SwitchPlan {
                 save,
-                next_rsp: s.idle_rsp,
+                next_rsp: self.idle_rsp,
                 root: paging::kernel_root(),
                 kstack_top: None,
                 user: 0,
@@ -503,9 +516,60 @@ fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
                 from: u64::from(me.unwrap_or(0)),
                 to: 0,
             },
-        })
+        }
+    }
+}
+
+/// Hand the core straight to thread `next`, which is blocked (in `RECV`, `COLLECT` or a
+/// `CALL`) and has just been given what it waits for; the running thread blocks for `why`.
+/// This is the rendezvous fast path's direct switch (seL4's fastpath idea): no run-queue
+/// round trip and no pick, and the thread left behind is not made ready. Called with no
+/// borrow held; returns once the running thread is switched back to.
+///
+/// Refused (`false`, nothing changed) when the direct switch would be unfair or wrong:
+/// `next` is not a blocked thread of this core, there is no running thread, a thread of
+/// higher priority than `next` is ready, or the running thread has a stop or kill pending
+/// (it must reach its way back to user mode first). The caller then wakes `next` and
+/// blocks the ordinary way.
+pub fn switch_to(next: u32, why: Block) -> bool {
+    let plan = with(|s| {
+        let me = s.current?;
+        let next_priority = match s.threads.get(&next) {
+            Some(t) if matches!(t.state, ThreadState::Blocked(_)) && next != me => t.priority,
+            _ => return None,
+        };
+        // Priority first: a ready thread above `next` takes the core the ordinary way.
+        if s.ready[..next_priority as usize]
+            .iter()
+            .any(|q| !q.is_empty())
+        {
+            return None;
+        }
+        let t = s.threads.get_mut(&me)?;
+        if t.stop_requested || t.kill_requested {
+            return None;
+        }
+        t.state = ThreadState::Blocked(why);
+        t.user_boundary = false;
+        let save: *mut u64 = &mut t.rsp;
+        s.account();
+        s.need_resched = false;
+        s.slice_used = 0;
+        Some(s.plan_to(save, Some(me), Some(next)))
     });
-    let Some(plan) = plan else { return };
+    let Some(plan) = plan else {
+        return false;
+    };
+    percore::this()
+        .stats
+        .ipc_direct
+        .fetch_add(1, Ordering::Relaxed);
+    perform(plan);
+    true
+}
+
+/// Switch to the context `plan` describes (no borrow held).
+fn perform(plan: SwitchPlan) {
     crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
     if let Some(top) = plan.kstack_top {
         gdt::set_rsp0(top);
@@ -601,6 +665,7 @@ pub fn exit_current() -> ! {
                 s.dead_stacks.push(t.kstack);
             }
         }
+        s.current_process = None;
     });
     switch_away(None, false);
     unreachable!("a dead thread was resumed")

@@ -275,44 +275,15 @@ impl VSpace {
         }
     }
 
-    /// Walk the user range `at` page by page, calling `f(phys, offset, n)` for each piece;
-    /// fails without calling `f` for any piece if a page is missing or lacks the access.
+    /// Walk the user range `at` page by page (see [`pieces`]).
     #[inline]
     fn pieces(
         &self,
         at: UserRange,
         write: bool,
-        mut f: impl FnMut(u64, usize, usize),
+        f: impl FnMut(u64, usize, usize),
     ) -> Result<(), UserFault> {
-        let (uaddr, len) = (at.start(), at.len());
-        if len == 0 {
-            return Ok(());
-        }
-        // Two walks (check every page, then copy) instead of a list of pieces: no
-        // allocation on the path of every system call that copies.
-        let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), UserFault> {
-            let (mut at, mut done) = (uaddr, 0usize);
-            while done < len {
-                let t = paging::translate(self.root, at).ok_or(UserFault::Unmapped)?;
-                if !t.user {
-                    return Err(UserFault::NotUser);
-                }
-                if write && !t.writable {
-                    return Err(UserFault::ReadOnly);
-                }
-                let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
-                f(t.paddr, done, n);
-                at += n as u64;
-                done += n;
-            }
-            Ok(())
-        };
-        // Within one page a failure comes before any copy: one walk does (the range is
-        // checked, so `uaddr + len` does not wrap).
-        if uaddr / PAGE_SIZE != (uaddr + len as u64 - 1) / PAGE_SIZE {
-            walk(&mut |_, _, _| {})?;
-        }
-        walk(&mut f)
+        pieces(self.root, at, write, f)
     }
 
     /// Write `data` at `uaddr` whatever the user may do there (the loader filling a
@@ -334,12 +305,67 @@ impl VSpace {
     }
 }
 
-/// The kernel's only way into user memory (`mm::user`'s typed addresses copy through it).
-impl UserMemory for VSpace {
+/// Walk the user range `at` of the page tables at `root` page by page, calling `f(phys, offset, n)` for each piece;
+/// fails without calling `f` for any piece if a page is missing or lacks the access.
+#[inline]
+fn pieces(
+    root: u64,
+    at: UserRange,
+    write: bool,
+    mut f: impl FnMut(u64, usize, usize),
+) -> Result<(), UserFault> {
+    let (uaddr, len) = (at.start(), at.len());
+    if len == 0 {
+        return Ok(());
+    }
+    // Two walks (check every page, then copy) instead of a list of pieces: no
+    // allocation on the path of every system call that copies.
+    let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), UserFault> {
+        let (mut at, mut done) = (uaddr, 0usize);
+        while done < len {
+            let t = paging::translate(root, at).ok_or(UserFault::Unmapped)?;
+            if !t.user {
+                return Err(UserFault::NotUser);
+            }
+            if write && !t.writable {
+                return Err(UserFault::ReadOnly);
+            }
+            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
+            f(t.paddr, done, n);
+            at += n as u64;
+            done += n;
+        }
+        Ok(())
+    };
+    // Within one page a failure comes before any copy: one walk does (the range is
+    // checked, so `uaddr + len` does not wrap).
+    if uaddr / PAGE_SIZE != (uaddr + len as u64 - 1) / PAGE_SIZE {
+        walk(&mut |_, _, _| {})?;
+    }
+    walk(&mut f)
+}
+
+/// The user half of an address space, as its page tables map it: a [`VSpace`]'s, or the
+/// running process's (the tables this core has loaded, found without the process table:
+/// the rendezvous fast path's copies).
+pub struct Tables(u64);
+
+impl Tables {
+    /// The running process's: the page tables this core has loaded. Only for a system call
+    /// of a user thread, whose process's tables the scheduler loaded when it switched to
+    /// it (a kernel thread's tables have an empty lower half: every copy fails).
+    pub fn loaded() -> Tables {
+        Tables(paging::active_root())
+    }
+}
+
+/// The kernel's only way into user memory (`mm::user`'s typed addresses copy through it):
+/// a process's page tables, named by their root.
+impl UserMemory for Tables {
     #[inline]
     fn copy_in(&self, from: UserRange, out: &mut [u8]) -> Result<(), UserFault> {
         assert_eq!(out.len(), from.len());
-        self.pieces(from, false, |phys, off, n| {
+        pieces(self.0, from, false, |phys, off, n| {
             // SAFETY: `phys..phys+n` is a user page of this address space (checked), mapped
             // in the direct map; `out[off..off+n]` is in bounds by construction.
             unsafe {
@@ -355,7 +381,7 @@ impl UserMemory for VSpace {
     #[inline]
     fn copy_out(&self, to: UserRange, data: &[u8]) -> Result<(), UserFault> {
         assert_eq!(data.len(), to.len());
-        self.pieces(to, true, |phys, off, n| {
+        pieces(self.0, to, true, |phys, off, n| {
             // SAFETY: as in `copy_in`, and the page is writable by the user.
             unsafe {
                 core::ptr::copy_nonoverlapping(
@@ -369,7 +395,25 @@ impl UserMemory for VSpace {
 
     #[inline]
     fn check(&self, at: UserRange, write: bool) -> Result<(), UserFault> {
-        self.pieces(at, write, |_, _, _| {})
+        pieces(self.0, at, write, |_, _, _| {})
+    }
+}
+
+/// A [`VSpace`] copies through its own page tables.
+impl UserMemory for VSpace {
+    #[inline]
+    fn copy_in(&self, from: UserRange, out: &mut [u8]) -> Result<(), UserFault> {
+        Tables(self.root).copy_in(from, out)
+    }
+
+    #[inline]
+    fn copy_out(&self, to: UserRange, data: &[u8]) -> Result<(), UserFault> {
+        Tables(self.root).copy_out(to, data)
+    }
+
+    #[inline]
+    fn check(&self, at: UserRange, write: bool) -> Result<(), UserFault> {
+        Tables(self.root).check(at, write)
     }
 }
 

@@ -46,3 +46,47 @@ ktest! {
         Ok(())
     }
 }
+
+/// Direct switches of the rendezvous fast path, all cores together.
+fn direct_switches() -> u64 {
+    (0..smp::cores_planned())
+        .map(|c| {
+            percore::of(c)
+                .stats
+                .ipc_direct
+                .load(core::sync::atomic::Ordering::Relaxed)
+        })
+        .sum()
+}
+
+ktest! {
+    /// REPLY_RECV and the rendezvous fast path (`ipccheck fast`): answers go to the right
+    /// caller, an unknown handle or a bad record changes nothing, a caller killed while its
+    /// request is held, a timeout after an answer. With the callers on this core the direct
+    /// switch is taken (the `ipc_direct` counter rises by at least one per call); with them
+    /// on another core it never is (the calls travel by RPCC). No memory is left behind.
+    fn rendezvous_fast_path() -> TestResult {
+        let here = format!("{}", percore::current_core());
+        let before = direct_switches();
+        run_ipccheck(&["fast", here.as_str()])?;
+        let same_core = direct_switches() - before;
+        // Two callers of 50 calls each; each call can be handed over both ways.
+        kassert!(same_core >= 100, "direct switches with the callers on this core: {same_core}");
+        let other = format!("{}", (percore::current_core() + 1) % smp::cores_planned());
+        let cross = smp::cores_planned() >= 2;
+        if cross {
+            let before = direct_switches();
+            run_ipccheck(&["fast", other.as_str()])?;
+            let across = direct_switches() - before;
+            kassert!(across == 0, "direct switches with the callers on another core: {across}");
+        }
+        let before = free_frames_per_core()?;
+        run_ipccheck(&["fast", here.as_str()])?;
+        if cross {
+            run_ipccheck(&["fast", other.as_str()])?;
+        }
+        let after = frames_after(&before)?;
+        kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
+        Ok(())
+    }
+}

@@ -10,8 +10,9 @@
 //! | case | one operation | per sample |
 //! |---|---|---|
 //! | `null call` | `GETPID`: the floor every system call pays (for reading the others) | 1000 |
-//! | `rendezvous round trip, same core` | a child on this core `CALL`s this process's endpoint; this process `RECV`s and `REPLY`s | 1000 |
-//! | `rendezvous round trip, two cores` | the same with the child on core 1 (the calls travel by RPCC) | 200 |
+//! | `rendezvous round trip, same core` | a child on this core `CALL`s this process's endpoint; this process answers and waits for the next with one `REPLY_RECV` (the fast path: direct switches both ways) | 1000 |
+//! | `rendezvous round trip, same core, RECV+REPLY` | the same served the old way: `RECV`, then `REPLY` (three system calls per round trip) | 1000 |
+//! | `rendezvous round trip, two cores` | `REPLY_RECV` with the child on core 1 (the calls travel by RPCC) | 200 |
 //! | `submit+collect NOP, batch K` (K = 1, 8, 64) | per request: K `SUBMIT(NOP)`s, then K `COLLECT(ANY)`s | 1024 requests |
 //!
 //! The round trips are timed by the caller (`ipcbench client EP CASE SAMPLES OPS`), which
@@ -95,6 +96,15 @@ fn parent(samples: usize) -> Result<(), &'static str> {
         here,
         samples,
         SAME_CORE_CALLS,
+        Serve::ReplyRecv,
+    )?;
+    rendezvous(
+        ep,
+        "rendezvous round trip, same core, RECV+REPLY",
+        here,
+        samples,
+        SAME_CORE_CALLS,
+        Serve::RecvThenReply,
     )?;
     if online >= 2 {
         rendezvous(
@@ -103,6 +113,7 @@ fn parent(samples: usize) -> Result<(), &'static str> {
             (here + 1) % online,
             samples,
             TWO_CORE_CALLS,
+            Serve::ReplyRecv,
         )?;
     }
     res::close(ep).map_err(|_| "closing the endpoint failed")?;
@@ -113,6 +124,15 @@ fn parent(samples: usize) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// How the server answers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Serve {
+    /// One `REPLY_RECV` per request (answer and wait in one entry).
+    ReplyRecv,
+    /// `RECV`, then `REPLY`.
+    RecvThenReply,
+}
+
 /// Serve a client on `core` until it says stop, then reap it.
 fn rendezvous(
     ep: ResId,
@@ -120,6 +140,7 @@ fn rendezvous(
     core: usize,
     samples: usize,
     ops: u64,
+    serve: Serve,
 ) -> Result<(), &'static str> {
     let ep_arg = format!("{:#x}", ep.0);
     let samples_arg = format!("{samples}");
@@ -131,15 +152,25 @@ fn rendezvous(
         core,
     )
     .map_err(|_| "spawning the client failed")?;
+    // The answer to the request before (handle 0: none yet).
+    let mut answer = (0, 0, Msg::default());
     loop {
-        let r = ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?;
+        let r = match serve {
+            Serve::ReplyRecv => ipc::reply_recv(answer.0, answer.1, &answer.2, ep, u64::MAX)
+                .map_err(|_| "reply_recv failed")?,
+            Serve::RecvThenReply => ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?,
+        };
         match r.msg.label {
             ECHO => {
                 let reply = Msg {
                     label: ECHO,
                     words: [r.msg.words[0] + 1, 0, 0, 0, 0, 0],
                 };
-                ipc::reply(r.request, r.msg.words[0] + 1, &reply).map_err(|_| "reply failed")?;
+                answer = (r.request, r.msg.words[0] + 1, reply);
+                if serve == Serve::RecvThenReply {
+                    ipc::reply(answer.0, answer.1, &answer.2).map_err(|_| "reply failed")?;
+                    answer.0 = 0;
+                }
             }
             STOP => break,
             _ => return Err("unexpected message"),

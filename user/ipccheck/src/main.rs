@@ -11,8 +11,18 @@
 //! | (f) | receiving on a server's endpoint (on CORE) is `Denied`; a server killed with calls queued: every caller gets Gone |
 //! | (g) | a child that exits with requests in flight: its replies go nowhere, nothing breaks |
 //!
+//! `ipccheck fast [CORE]`: `REPLY_RECV` and the rendezvous fast path, with the callers on
+//! CORE (the kernel test `ipc::rendezvous_fast_path` counts the direct switches around it):
+//!
+//! | part | what |
+//! |---|---|
+//! | (h) | two callers, 50 calls each, served by one `REPLY_RECV` per request: every answer goes to the caller that asked, in each caller's order, and the one-way sends between arrive |
+//! | (i) | an unknown handle is `NoSuchResource` and changes nothing: nothing is received (the queued message is still there) and a real handle stays answerable; bad record pointers are `BadAddress` |
+//! | (j) | a caller killed while the server holds its request: the answer goes nowhere, the call still waits for the next request (here: times out), the handle is used up |
+//! | (k) | a timeout after an answer: the caller has its answer, the server `TimedOut`, not before its timeout |
+//!
 //! Roles (the child side): `ipccheck caller EP N`, `ipccheck flood EP`, `ipccheck server`,
-//! `ipccheck leaver EP`.
+//! `ipccheck leaver EP`, `ipccheck tagged EP N TAG [quiet]`.
 #![no_std]
 #![no_main]
 
@@ -39,6 +49,12 @@ fn main(args: &[&str]) -> i32 {
         Some("flood") => flood(args),
         Some("server") => server(),
         Some("leaver") => leaver(args),
+        Some("tagged") => tagged(args),
+        Some("fast") => {
+            let here = sys::core().unwrap_or(0);
+            let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);
+            fast(core).map(|()| println!("ipccheck: ok"))
+        }
         other => {
             let here = sys::core().unwrap_or(0);
             let core = other.and_then(|c| c.parse().ok()).unwrap_or(here);
@@ -334,4 +350,192 @@ fn leaver(args: &[&str]) -> Check {
     ipc::submit(&s).map_err(|e| format!("{e}"))?;
     ipc::submit(&ipc::timer(1_000_000_000)).map_err(|e| format!("{e}"))?;
     Ok(())
+}
+
+/// Calls each caller of (h) makes.
+const FAST_CALLS: u64 = 50;
+
+/// `ipccheck fast [CORE]`: parts (h) to (k).
+fn fast(core: usize) -> Check {
+    use ulib::abi::syscall::{self as nr, decode};
+    use ulib::sys::raw;
+    let ep = ipc::open_endpoint("here/endpoint/fast", Rights(0x2f))
+        .map_err(|e| format!("(h) endpoint: {e}"))?;
+    let ep_arg = format!("{:#x}", ep.0);
+    let n_arg = format!("{FAST_CALLS}");
+    // (h)
+    let mut callers = [Pid(0); 2];
+    for (i, c) in callers.iter_mut().enumerate() {
+        let tag = format!("{}", i + 1);
+        *c = sys::spawn_on(
+            "ipccheck",
+            &["tagged", &ep_arg, &n_arg, &tag],
+            Priority::App,
+            core,
+        )
+        .map_err(|e| format!("(h) spawn: {e}"))?;
+    }
+    let mut answer = (0u64, 0u64, Msg::default());
+    let mut served = [0u64; 2];
+    let mut done = 0;
+    while done < 2 {
+        let r = ipc::reply_recv(answer.0, answer.1, &answer.2, ep, 5_000_000_000)
+            .map_err(|e| format!("(h) reply_recv after {served:?}: {e}"))?;
+        answer = (0, 0, Msg::default());
+        let tag = r.msg.words[1];
+        if !(1..=2).contains(&tag) || r.sender != callers[tag as usize - 1] {
+            return fail("(h) sender and tag", (r.sender, tag, callers));
+        }
+        let i = tag as usize - 1;
+        if r.kind == api::SUBMIT_SEND {
+            if r.msg.label != 7 || served[i] != FAST_CALLS {
+                return fail("(h) one-way message", (r.msg, served));
+            }
+            done += 1;
+            continue;
+        }
+        served[i] += 1;
+        if r.request == 0 || r.msg.words[0] != served[i] {
+            return fail("(h) request out of order", (r.request, r.msg, served));
+        }
+        let reply = Msg {
+            label: tag,
+            words: [tag, served[i], 0, 0, 0, 0],
+        };
+        answer = (r.request, served[i] * 2 + tag, reply);
+    }
+    for c in callers {
+        expect_exit(c, "(h) tagged caller")?;
+    }
+    // (i): a one-way message of our own waits in the queue.
+    let mut s = ipc::op(api::SUBMIT_SEND, ep.0, [0; 4]);
+    s.msg = msg(9, 0);
+    let t = ipc::submit(&s).map_err(|e| format!("(i) send to self: {e}"))?;
+    ipc::collect(t, u64::MAX).map_err(|e| format!("(i) collect the send: {e}"))?;
+    let r = ipc::reply_recv(999_999, 1, &Msg::default(), ep, 0);
+    if r != Err(Error::NoSuchResource) {
+        return fail("(i) reply_recv with an unknown handle", r);
+    }
+    let mut room = [0u64; 32];
+    let misaligned = room.as_mut_ptr() as u64 + 4;
+    let good_msg = Msg::default();
+    for (what, ptr) in [
+        ("kernel", 0xffff_ffff_8020_0000u64),
+        ("unmapped", 0x1000),
+        ("misaligned", misaligned),
+    ] {
+        // SAFETY: the kernel must refuse the bad pointer before using either record;
+        // `misaligned` points into `room`, `good_msg` is a live record.
+        let (bad_out, bad_msg) = unsafe {
+            (
+                decode_pair(raw::syscall6(
+                    nr::REPLY_RECV,
+                    0,
+                    &good_msg as *const Msg as u64,
+                    0,
+                    ep.0,
+                    ptr,
+                    0,
+                )),
+                decode_pair(raw::syscall6(
+                    nr::REPLY_RECV,
+                    999_999,
+                    ptr,
+                    0,
+                    ep.0,
+                    room.as_mut_ptr() as u64,
+                    0,
+                )),
+            )
+        };
+        if bad_out != Err(Error::BadAddress) || bad_msg != Err(Error::BadAddress) {
+            return fail(
+                &format!("(i) REPLY_RECV with a {what} record"),
+                (bad_out, bad_msg),
+            );
+        }
+    }
+    if room != [0; 32] {
+        return fail("(i) a refused REPLY_RECV wrote", room);
+    }
+    let r = ipc::reply_recv(0, 0, &Msg::default(), ep, 0)
+        .map_err(|e| format!("(i) the queued message after refused calls: {e}"))?;
+    if r.msg.label != 9 || r.request != 0 {
+        return fail("(i) the queued message", r);
+    }
+    // (j)
+    let victim = sys::spawn_on("ipccheck", &["caller", &ep_arg, "1"], Priority::App, core)
+        .map_err(|e| format!("(j) spawn: {e}"))?;
+    let r = ipc::reply_recv(0, 0, &Msg::default(), ep, 5_000_000_000)
+        .map_err(|e| format!("(j) receive: {e}"))?;
+    if r.sender != victim || r.request == 0 {
+        return fail("(j) the victim's call", r);
+    }
+    sys::kill(victim).map_err(|e| format!("(j) kill: {e}"))?;
+    let _ = sys::wait(Some(victim));
+    let again = ipc::reply_recv(r.request, 2, &msg(1, 0), ep, 0);
+    if again != Err(Error::TimedOut) {
+        return fail("(j) answering a killed caller", again);
+    }
+    let twice = ipc::reply_recv(r.request, 2, &msg(1, 0), ep, 0);
+    if twice != Err(Error::NoSuchResource) {
+        return fail("(j) the handle after its answer", twice);
+    }
+    // (k)
+    let quiet = sys::spawn_on(
+        "ipccheck",
+        &["tagged", &ep_arg, "1", "3", "quiet"],
+        Priority::App,
+        core,
+    )
+    .map_err(|e| format!("(k) spawn: {e}"))?;
+    let r = ipc::reply_recv(0, 0, &Msg::default(), ep, 5_000_000_000)
+        .map_err(|e| format!("(k) receive: {e}"))?;
+    let t0 = sys::clock_ns().unwrap_or(0);
+    let timeout = 100_000_000;
+    let got = ipc::reply_recv(
+        r.request,
+        5,
+        &Msg {
+            label: 3,
+            words: [3, 1, 0, 0, 0, 0],
+        },
+        ep,
+        timeout,
+    );
+    let took = sys::clock_ns().unwrap_or(0) - t0;
+    if got != Err(Error::TimedOut) || took < timeout {
+        return fail("(k) a timed-out REPLY_RECV (result, ns)", (got, took));
+    }
+    expect_exit(quiet, "(k) the answered caller")?;
+    res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
+    return Ok(());
+
+    fn decode_pair((rax, rdx): (u64, u64)) -> Result<ulib::abi::ipc::Received, Error> {
+        decode(rax, rdx).map(|_| ulib::abi::ipc::Received::default())
+    }
+}
+
+/// Child: N calls tagged TAG (word 1), each answered with 2 * i + TAG and the tag and
+/// sequence number; then a one-way send (label 7), unless `quiet`.
+fn tagged(args: &[&str]) -> Check {
+    let ep = endpoint_arg(args)?;
+    let n: u64 = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(1);
+    let tag: u64 = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(1);
+    for i in 1..=n {
+        let m = Msg {
+            label: 0,
+            words: [i, tag, 0, 0, 0, 0],
+        };
+        let (v, reply) = ipc::call(ep, &m).map_err(|e| format!("call {i}: {e}"))?;
+        if v != 2 * i + tag || reply.label != tag || reply.words[..2] != [tag, i] {
+            return fail("the answer went to the wrong caller", (tag, i, v, reply));
+        }
+    }
+    if args.get(5) == Some(&"quiet") {
+        return Ok(());
+    }
+    let mut m = msg(7, 0);
+    m.words[1] = tag;
+    ipc::send(ep, &m).map_err(|e| format!("send: {e}"))
 }

@@ -1,5 +1,6 @@
-//! The request path from user space: endpoints, rendezvous (`call`, `recv`, `reply`),
-//! one-way `send`, and split-phase `submit` / `collect` (`abi::ipc` has the contract).
+//! The request path from user space: endpoints, rendezvous (`call`, `recv`, `reply`,
+//! `reply_recv`), one-way `send`, and split-phase `submit` / `collect` (`abi::ipc` has the
+//! contract).
 
 use crate::res;
 use crate::sys::{decode, raw};
@@ -73,6 +74,33 @@ pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
 pub fn reply(request: u64, value: u64, msg: &Msg) -> Result<(), Error> {
     // SAFETY: the kernel reads `msg`, which lives across the call.
     decode(unsafe { raw::syscall3(nr::REPLY, request, msg as *const Msg as u64, value) }).map(drop)
+}
+
+/// REPLY_RECV: answer `request` (0: none) with `value` and `msg`, then wait at most
+/// `timeout_ns` for the next request on `endpoint` (a server's loop in one system call).
+/// An unknown `request` is `NoSuchResource`, and then nothing was answered or received.
+pub fn reply_recv(
+    request: u64,
+    value: u64,
+    msg: &Msg,
+    endpoint: ResId,
+    timeout_ns: u64,
+) -> Result<Received, Error> {
+    let mut r = Received::default();
+    // SAFETY: the kernel reads `msg` and writes one record to `r`; both live across the
+    // call.
+    decode(unsafe {
+        raw::syscall6(
+            nr::REPLY_RECV,
+            request,
+            msg as *const Msg as u64,
+            value,
+            endpoint.0,
+            &raw mut r as u64,
+            timeout_ns,
+        )
+    })?;
+    Ok(r)
 }
 
 /// A submission of kind `kind` on `target` with `args`.
