@@ -560,12 +560,21 @@ pub fn switch_to(next: u32, why: Block) -> bool {
     let Some(plan) = plan else {
         return false;
     };
+    // The thread handing over the core may wait with a deadline (REPLY_RECV's timeout).
+    arm_for(why);
     percore::this()
         .stats
         .ipc_direct
         .fetch_add(1, Ordering::Relaxed);
     perform(plan);
     true
+}
+
+/// A thread about to block for `why`: program this core's timer for its deadline, if any.
+fn arm_for(why: Block) {
+    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) = why {
+        time::arm(at);
+    }
 }
 
 /// Switch to the context `plan` describes (no borrow held).
@@ -635,9 +644,7 @@ pub fn sleep_ns(ns: u64) {
 /// Block the running thread for `why` until something wakes it (at the latest when the
 /// deadline `why` carries passes: it is armed on this core's timer).
 pub fn block(why: Block) {
-    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) = why {
-        time::arm(at);
-    }
+    arm_for(why);
     switch_away(Some(ThreadState::Blocked(why)), false);
 }
 

@@ -3,7 +3,7 @@
 //! `lwpcheck` on this core and with their children on another core; afterwards every core
 //! has the memory it had.
 
-use super::{frames_after, free_frames_per_core, run_program};
+use super::{frames_after, free_frames_per_core, run_program, run_to_end};
 use crate::{kassert, ktest, percore, smp};
 use alloc::format;
 
@@ -80,6 +80,14 @@ ktest! {
             let across = direct_switches() - before;
             kassert!(across == 0, "direct switches with the callers on another core: {across}");
         }
+        // REPLY_RECV's timeout, the answer handed over by a direct switch to a caller that
+        // then keeps the core busy: the server (above the caller) must be woken by the
+        // core's timer at its deadline (regression: the direct switch did not arm it).
+        let s = run_to_end("ipccheck", &["kfast", here.as_str()], abi::Priority::Server, 120)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 0,
+            "ipccheck kfast ended with {s:?} (its console lines say why)"
+        );
         let before = free_frames_per_core()?;
         run_ipccheck(&["fast", here.as_str()])?;
         if cross {
