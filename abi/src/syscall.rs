@@ -42,6 +42,8 @@
 //! | 36 | `THREAD_EXIT` | value | (does not return; the last thread's exit ends the process with `value`) |
 //! | 37 | `THREAD_JOIN` | thread id, timeout ns | the thread's exit value |
 //! | 38 | `THREAD_SELF` | | the caller's thread id |
+//! | 40 | `ENTER` | submissions to take, completions to wait for, timeout ns | submissions taken (see [`crate::ring`]) |
+//! | 41 | `RING_SETUP` | address, submission entries | bytes mapped (see [`crate::ring`]) |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -101,9 +103,11 @@ pub const THREAD_CREATE: u64 = 35;
 pub const THREAD_EXIT: u64 = 36;
 pub const THREAD_JOIN: u64 = 37;
 pub const THREAD_SELF: u64 = 38;
+pub const ENTER: u64 = 40;
+pub const RING_SETUP: u64 = 41;
 
-/// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 39;
+/// Number of defined calls (numbers `0..COUNT`; 39 is another change's).
+pub const COUNT: u64 = 42;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -170,6 +174,9 @@ pub fn name(number: u64) -> &'static str {
         "thread_exit",
         "thread_join",
         "thread_self",
+        "unknown",
+        "enter",
+        "ring_setup",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }
