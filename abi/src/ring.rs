@@ -86,7 +86,8 @@ pub struct RingCqe {
     pub status: u64,
     /// The operation's value (an id, a count, the reply's value).
     pub value: u64,
-    /// The reply of a `SUBMIT_CALL`.
+    /// The reply of a `SUBMIT_CALL` (a no-op's completion leaves it as it was: only the
+    /// three words above are written for it).
     pub msg: Msg,
     pub _pad: [u64; 6],
 }

@@ -115,6 +115,31 @@ impl RingMem {
         self.read(self.layout.sqe_offset(i))
     }
 
+    /// If submission `i` is a no-op, answer it with a completion at `tail` (not published:
+    /// [`publish_cq`](Self::publish_cq) does, once for a batch) and say so. Each word is
+    /// read once (the kind, then the `user_data`), and only the completion's first three
+    /// words are written: a no-op's `msg` means nothing.
+    #[inline]
+    pub fn answer_nop(&self, i: u32, tail: u32) -> bool {
+        let sqe = self.at(self.layout.sqe_offset(i)) as *const RingSqe;
+        // SAFETY: a whole entry inside one of our pinned frames (the layout never lets one
+        // cross a page), direct-mapped and aligned; any bits are a valid `u64`.
+        let kind = unsafe { core::ptr::read_volatile(&raw const (*sqe).sub.kind) };
+        if kind != abi::ipc::SUBMIT_NOP {
+            return false;
+        }
+        // SAFETY: as above.
+        let user_data = unsafe { core::ptr::read_volatile(&raw const (*sqe).user_data) };
+        let cqe = self.at(self.layout.cqe_offset(tail)) as *mut RingCqe;
+        // SAFETY: as above, for a completion slot; the frames are ours.
+        unsafe {
+            core::ptr::write_volatile(&raw mut (*cqe).user_data, user_data);
+            core::ptr::write_volatile(&raw mut (*cqe).status, 0);
+            core::ptr::write_volatile(&raw mut (*cqe).value, 0);
+        }
+        true
+    }
+
     /// Note that submissions up to `head` are taken (and tell the program).
     pub fn set_sq_head(&self, head: u32) {
         self.sq_head.store(head, Relaxed);
@@ -129,13 +154,6 @@ impl RingMem {
         let tail = tail.wrapping_add(1);
         self.cq_tail.store(tail, Relaxed);
         self.write(offset_of!(RingHeader, cq_tail) as u32, &tail);
-    }
-
-    /// Write a completion at the tail without publishing it ([`publish_cq`](Self::publish_cq)
-    /// does, once for a batch).
-    #[inline]
-    pub fn put_cqe(&self, tail: u32, cqe: &RingCqe) {
-        self.write(self.layout.cqe_offset(tail), cqe);
     }
 
     /// Publish completions up to `tail`.

@@ -13,7 +13,6 @@
 use crate::ipc;
 use crate::proc::{self, sched};
 use crate::ring::{Ring, RingMem, Waiting};
-use abi::ipc as api;
 use abi::ring::{Layout, RingCqe};
 use abi::Error;
 use alloc::vec::Vec;
@@ -81,7 +80,7 @@ pub fn enter(to_submit: u64, min_complete: u64, timeout_ns: u64) -> Result<u64, 
     if min_complete == 0 {
         return Ok(u64::from(taken));
     }
-    let deadline = crate::time::now_ns().saturating_add(timeout_ns);
+    let mut deadline = None;
     loop {
         let (_, head) = mem.user_indices();
         let ready = ring::span(head, mem.cq_tail(), mem.layout.cq_entries)
@@ -89,6 +88,9 @@ pub fn enter(to_submit: u64, min_complete: u64, timeout_ns: u64) -> Result<u64, 
         if u64::from(ready) >= min_complete {
             return Ok(u64::from(taken));
         }
+        // The clock is read only once there is something to wait for.
+        let deadline =
+            *deadline.get_or_insert_with(|| crate::time::now_ns().saturating_add(timeout_ns));
         let (outstanding, waiting) = with_ring(|r| Ok((r.outstanding(), r.waiting.len())))?;
         if waiting > 0 {
             if let Ok(guard) = Entering::new(&mem) {
@@ -128,18 +130,16 @@ fn take(mem: &RingMem, wanted: u64, outstanding: u32) -> Result<u32, Error> {
     let (mut head, mut tail) = (at.sq_head, at.cq_tail);
     let mut slow = false;
     for _ in 0..n {
-        // Copied once; only the copy is looked at from here on.
-        let sqe = mem.take_sqe(head);
+        // Each word is read once and only that copy is used: a no-op needs its kind and
+        // its user_data; anything else is copied whole, and the copy decides (even if the
+        // program changed the kind meanwhile).
+        let i = head;
         head = head.wrapping_add(1);
-        if sqe.sub.kind == api::SUBMIT_NOP {
-            let cqe = RingCqe {
-                user_data: sqe.user_data,
-                ..RingCqe::default()
-            };
-            mem.put_cqe(tail, &cqe);
+        if mem.answer_nop(i, tail) {
             tail = tail.wrapping_add(1);
             continue;
         }
+        let sqe = mem.take_sqe(i);
         // Anything else may block (RPCC) or complete at once: the ring's indices are
         // published first, and completions meanwhile wait in the kernel.
         slow = true;

@@ -137,9 +137,9 @@ fn ring_batch(r: &mut Ring, k: u64, n: u64) -> Result<u64, &'static str> {
         if r.enter(k, k, u64::MAX) != Ok(k) {
             return Err("enter failed");
         }
-        for _ in 0..k {
+        for i in 0..k {
             match r.pop() {
-                Some(c) if c.status == 0 => {}
+                Some(c) if c.status == 0 && c.user_data == i => {}
                 _ => return Err("a no-op failed"),
             }
         }

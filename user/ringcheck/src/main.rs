@@ -333,8 +333,9 @@ fn checks(core: usize) -> Check {
     }
     for _ in 0..8 {
         match r.pop() {
-            Some(c) if (610..618).contains(&c.user_data) => {}
-            other => return fail("(f) no-op completion", other),
+            // The timers may have finished meanwhile (a loaded host): any 8 of the 16.
+            Some(c) if (600..618).contains(&c.user_data) && c.status == 0 => {}
+            other => return fail("(f) completion", other),
         }
     }
     if r.enter(8, 0, 0) != Ok(8) {
@@ -466,7 +467,7 @@ fn fuzz(r: &mut Ring) -> Check {
     }
     // Everything taken completes (timers are short).
     while done < taken_total {
-        r.enter(0, 1, 2_000_000_000)
+        r.enter(0, 1, u64::MAX)
             .map_err(|e| format!("(h) wait: {e}"))?;
         while let Some(c) = r.pop() {
             seen.push(c.user_data);

@@ -50,6 +50,7 @@ impl Ring {
         self.base
     }
 
+    #[inline]
     fn word(&self, offset: usize) -> &AtomicU32 {
         // SAFETY: the header is mapped for as long as the process lives, 4-byte aligned;
         // the kernel only writes it with whole-word stores.
@@ -63,6 +64,7 @@ impl Ring {
     }
 
     /// Submission slots free now.
+    #[inline]
     pub fn sq_space(&self) -> u32 {
         let head = self
             .word(offset_of!(RingHeader, sq_head))
@@ -72,19 +74,19 @@ impl Ring {
 
     /// Queue `sub` (not yet seen by the kernel: see [`enter`](Self::enter)); `false` if the
     /// submission ring is full.
+    #[inline]
     pub fn push(&mut self, user_data: u64, sub: &Submission) -> bool {
         if self.sq_space() == 0 {
             return false;
         }
-        let at = self.base + u64::from(self.layout.sqe_offset(self.sq_tail));
-        let sqe = RingSqe {
-            user_data,
-            sub: *sub,
-            _pad: [0; 2],
-        };
+        let at = (self.base + u64::from(self.layout.sqe_offset(self.sq_tail))) as *mut RingSqe;
         // SAFETY: a slot of the mapped submission array the kernel does not read until
-        // `sq_tail` passes it.
-        unsafe { core::ptr::write_volatile(at as *mut RingSqe, sqe) };
+        // the release store of `sq_tail` below passes it; the fields are written in place
+        // (no whole-entry copy).
+        unsafe {
+            (&raw mut (*at).user_data).write(user_data);
+            (&raw mut (*at).sub).write(*sub);
+        }
         self.sq_tail = self.sq_tail.wrapping_add(1);
         self.word(offset_of!(RingHeader, sq_tail))
             .store(self.sq_tail, Ordering::Release);
@@ -94,11 +96,13 @@ impl Ring {
     /// ENTER: let the kernel take up to `to_submit` queued submissions and wait until
     /// `min_complete` completions are in the ring (or nothing more is in flight, or
     /// `timeout_ns`); returns how many it took.
+    #[inline]
     pub fn enter(&self, to_submit: u64, min_complete: u64, timeout_ns: u64) -> Result<u64, Error> {
         enter(to_submit, min_complete, timeout_ns)
     }
 
     /// Completions in the ring, not yet popped.
+    #[inline]
     pub fn ready(&self) -> u32 {
         let tail = self
             .word(offset_of!(RingHeader, cq_tail))
@@ -107,14 +111,24 @@ impl Ring {
     }
 
     /// The next completion, if there is one.
+    #[inline]
     pub fn pop(&mut self) -> Option<RingCqe> {
         if self.ready() == 0 {
             return None;
         }
-        let at = self.base + u64::from(self.layout.cqe_offset(self.cq_head));
+        let at = (self.base + u64::from(self.layout.cqe_offset(self.cq_head))) as *const RingCqe;
         // SAFETY: a slot of the mapped completion array the kernel filled before moving
-        // `cq_tail` past it, and will not touch until `cq_head` passes it.
-        let cqe = unsafe { core::ptr::read_volatile(at as *const RingCqe) };
+        // `cq_tail` past it (read with acquire in `ready`), and will not touch until
+        // `cq_head` passes it; the padding is not read.
+        let cqe = unsafe {
+            RingCqe {
+                user_data: (&raw const (*at).user_data).read(),
+                status: (&raw const (*at).status).read(),
+                value: (&raw const (*at).value).read(),
+                msg: (&raw const (*at).msg).read(),
+                _pad: [0; 6],
+            }
+        };
         self.cq_head = self.cq_head.wrapping_add(1);
         self.word(offset_of!(RingHeader, cq_head))
             .store(self.cq_head, Ordering::Release);
@@ -173,6 +187,7 @@ impl Ring {
 }
 
 /// ENTER without a [`Ring`] value (also to check what the kernel says without a ring).
+#[inline]
 pub fn enter(to_submit: u64, min_complete: u64, timeout_ns: u64) -> Result<u64, Error> {
     // SAFETY: the kernel reads and writes only the ring memory it mapped itself.
     decode(unsafe { raw::syscall3(nr::ENTER, to_submit, min_complete, timeout_ns) })
