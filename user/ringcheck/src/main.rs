@@ -4,7 +4,7 @@
 //!
 //! | part | what |
 //! |---|---|
-//! | (a) | `ENTER` without a ring is `NoSuchResource`; bad sizes, unaligned, kernel and already-mapped addresses are refused; a second ring is `Busy` |
+//! | (a) | `ENTER` without a ring is `NoSuchResource`; bad sizes, unaligned, kernel and already-mapped addresses are refused; a second ring is `Busy`, and so is migrating to CORE with a ring |
 //! | (b) | 100 rounds of 8 no-ops: each completes once, in order, with its `user_data` (the indices wrap the rings many times) |
 //! | (c) | a vregion on CORE opened, written, read back and closed through the ring, 8 in flight at once; a read's bytes arrive in the buffer |
 //! | (d) | a 100 ms timer does not complete before 100 ms; a call to the process's own endpoint completes with the reply, a one-way send once queued |
@@ -121,6 +121,13 @@ fn checks(core: usize) -> Check {
     let e = ring::setup_raw(ring::DEFAULT_ADDRESS + 0x10_0000, 8);
     if e != Err(Error::Busy) {
         return fail("(a) a second ring", e);
+    }
+    // A process with a ring does not move (its memory is pinned on this core).
+    if core != sys::core().unwrap_or(core) {
+        let e = sys::migrate(None, core);
+        if e != Err(Error::Busy) {
+            return fail("(a) migrating with a ring", e);
+        }
     }
     if r.enter(0, 0, 0) != Ok(0) {
         return fail("(a) an empty enter", r.enter(0, 0, 0));
