@@ -30,7 +30,11 @@
 //! full ring because the program moved `cq_head` wrongly, waits in the kernel (at most the
 //! in-flight limit, `RingHeader::overflow` says how many) and is written at the next
 //! `ENTER`. The wait ends when `cq_tail - cq_head` reaches the number asked for, when
-//! nothing more is in flight, or at the timeout (`TimedOut` if this call took nothing).
+//! nothing more is in flight, or at the timeout (`TimedOut` if this call took nothing);
+//! waiting for more than the completion ring holds is `InvalidArgument`. Only one thread
+//! at a time takes submissions: an `ENTER` while another is taking them is `Busy`. A ring
+//! request's ticket is not `COLLECT`ed (`NoSuchResource`). A no-op's completion writes
+//! only `user_data`, `status` and `value`.
 //! One ring per process; it goes with the process. A process with a ring does not move
 //! (`MIGRATE` is `Busy`).
 

@@ -160,7 +160,7 @@ fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Op
 
 /// Wake the threads of process `serial` waiting in COLLECT or RECV (without copying its
 /// thread list).
-fn wake_waiting_threads(s: &mut sched::Sched, serial: u32) {
+pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32) {
     let mut i = 0;
     while let Some(t) = s
         .processes
@@ -547,7 +547,9 @@ pub fn collect(ticket: u64, timeout_ns: u64) -> Result<(Completion, ReadBytes), 
                     .iter()
                     .any(|(t, _)| t & crate::ring::RING_TICKET == 0)
             } else {
-                ipc.pending.contains_key(&ticket)
+                // A ring request's ticket is never collected (its completion goes to the
+                // ring): unknown here.
+                ticket & crate::ring::RING_TICKET == 0 && ipc.pending.contains_key(&ticket)
             };
             if known {
                 Ok(None)

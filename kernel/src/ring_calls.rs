@@ -72,8 +72,10 @@ pub fn enter(to_submit: u64, min_complete: u64, timeout_ns: u64) -> Result<u64, 
     }
     let taken = {
         let guard = Entering::new(&mem)?;
+        let mut outstanding = outstanding;
         if waiting > 0 {
             flush(guard.0)?;
+            outstanding = with_ring(|r| Ok(r.outstanding()))?;
         }
         take(guard.0, to_submit, outstanding as u32)?
     };
@@ -169,6 +171,7 @@ fn take(mem: &RingMem, wanted: u64, outstanding: u32) -> Result<u32, Error> {
 fn flush(mem: &RingMem) -> Result<(), Error> {
     let room = mem.cq_room().unwrap_or(0);
     let items: Vec<Waiting> = with_ring(|r| Ok(r.take_waiting(room)))?;
+    let written = !items.is_empty();
     for w in items {
         let mut cqe = w.cqe;
         if let Some((at, bytes)) = w.bytes {
@@ -178,6 +181,14 @@ fn flush(mem: &RingMem) -> Result<(), Error> {
             }
         }
         mem.push_cqe(&cqe);
+    }
+    if written {
+        // Another thread of the process may wait in ENTER for these.
+        sched::with(|s| {
+            if let Some(serial) = s.current_process() {
+                ipc::wake_waiting_threads(s, serial);
+            }
+        });
     }
     Ok(())
 }

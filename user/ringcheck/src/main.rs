@@ -7,10 +7,11 @@
 //! | (a) | `ENTER` without a ring is `NoSuchResource`; bad sizes, unaligned, kernel and already-mapped addresses are refused; a second ring is `Busy`, and so is migrating to CORE with a ring |
 //! | (b) | 100 rounds of 8 no-ops: each completes once, in order, with its `user_data` (the indices wrap the rings many times) |
 //! | (c) | a vregion on CORE opened, written, read back and closed through the ring, 8 in flight at once; a read's bytes arrive in the buffer |
-//! | (d) | a 100 ms timer does not complete before 100 ms; a call to the process's own endpoint completes with the reply, a one-way send once queued |
+//! | (d) | a 100 ms timer does not complete before 100 ms; a call to the process's own endpoint completes with the reply (its ticket is not `COLLECT`able meanwhile), a one-way send once queued |
 //! | (e) | submissions that cannot start (unknown kind, stale target, bad buffers) complete with an error status |
 //! | (f) | back-pressure: with 8 timers in flight and 8 completions unread, `ENTER` takes nothing more, and takes again once they are read |
 //! | (g) | nonsense indices (`sq_tail` beyond the ring, `cq_head` past the tail) and waiting for more than the ring holds are `InvalidArgument`; the ring works again after |
+//! | (i) | a thread waiting in `ENTER` wakes when another thread's `ENTER` writes a completion that arrived while it was taking submissions |
 //! | (h) | 2,000 random submissions while another thread rewrites the waiting entries: every one taken completes exactly once |
 //!
 //! Role: `ringcheck hold` sets up a ring, starts timers of an hour and waits in `ENTER`
@@ -251,6 +252,14 @@ fn checks(core: usize) -> Check {
     if r.enter(1, 0, 0) != Ok(1) || r.ready() != 0 {
         return fail("(d) the call was answered before the server", r.ready());
     }
+    // The call is in flight under some ticket of the kernel's; none of them is
+    // COLLECTable (the completion goes to the ring).
+    for t in 1..=64u64 {
+        let e = ipc::collect((1 << 63) | t, 0);
+        if e != Err(Error::NoSuchResource) {
+            return fail("(d) collecting a ring request's ticket", e);
+        }
+    }
     let got = ipc::recv(ep, u64::MAX).map_err(|e| format!("(d) recv: {e}"))?;
     if got.msg != call.msg || got.kind != api::SUBMIT_CALL {
         return fail("(d) received", got);
@@ -386,8 +395,46 @@ fn checks(core: usize) -> Check {
         return fail("(g) a no-op after nonsense", st);
     }
 
+    // (i)
+    woken_by_another_enter(&mut r)?;
+
     // (h)
     fuzz(&mut r)
+}
+
+fn wait_one(_: u64) -> u64 {
+    match ring::enter(0, 1, u64::MAX) {
+        Ok(_) => 0,
+        Err(e) => e as u64,
+    }
+}
+
+/// (i): a thread waiting in ENTER wakes when another thread's ENTER writes the completion
+/// (one that arrived while that ENTER was taking submissions). Without the wake-up the
+/// waiter would sleep behind the hour-long timer, and the test's bound would catch it.
+fn woken_by_another_enter(r: &mut Ring) -> Check {
+    r.push(800, &ipc::timer(3_600_000_000_000));
+    if r.enter(1, 0, 0) != Ok(1) {
+        return fail("(i) the hour-long timer", r.header());
+    }
+    let waiter = thread::spawn(wait_one, 0).map_err(|e| format!("(i) thread: {e}"))?;
+    let _ = sys::yield_now(); // the waiter goes to sleep in ENTER
+    let ep = ipc::open_endpoint("here/endpoint/ringcheck-i", Rights(0x2f))
+        .map_err(|e| format!("(i) endpoint: {e}"))?;
+    r.push(801, &ipc::op(api::SUBMIT_SEND, ep.0, [0; 4]));
+    if r.enter(1, 0, 0) != Ok(1) {
+        return fail("(i) the send", r.header());
+    }
+    let v = waiter.join().map_err(|e| format!("(i) join: {e}"))?;
+    if v != 0 {
+        return fail("(i) the waiter's ENTER", Error::from_code(v));
+    }
+    match r.pop() {
+        Some(c) if c.user_data == 801 && c.status == 0 => {}
+        other => return fail("(i) the send's completion", other),
+    }
+    ipc::recv(ep, 0).map_err(|e| format!("(i) recv: {e}"))?;
+    res::close(ep).map_err(|e| format!("(i) close: {e}"))
 }
 
 fn poker(address: u64) -> u64 {
