@@ -29,6 +29,7 @@
 pub mod bench;
 pub mod ipc;
 pub mod res;
+pub mod ring;
 pub mod syscall;
 mod types;
 

@@ -43,6 +43,8 @@
 //! | 37 | `THREAD_JOIN` | thread id, timeout ns | the thread's exit value |
 //! | 38 | `THREAD_SELF` | | the caller's thread id |
 //! | 39 | `REPLY_RECV` | request handle (0: none), `*const Msg`, value, endpoint, `*mut Received`, timeout ns | the next request's handle (`REPLY` then `RECV` in one entry; see [`crate::ipc`]) |
+//! | 40 | `ENTER` | submissions to take, completions to wait for, timeout ns | submissions taken (see [`crate::ring`]) |
+//! | 41 | `RING_SETUP` | address, submission entries | bytes mapped (see [`crate::ring`]) |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -103,9 +105,11 @@ pub const THREAD_EXIT: u64 = 36;
 pub const THREAD_JOIN: u64 = 37;
 pub const THREAD_SELF: u64 = 38;
 pub const REPLY_RECV: u64 = 39;
+pub const ENTER: u64 = 40;
+pub const RING_SETUP: u64 = 41;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 40;
+pub const COUNT: u64 = 42;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -173,6 +177,8 @@ pub fn name(number: u64) -> &'static str {
         "thread_join",
         "thread_self",
         "reply_recv",
+        "enter",
+        "ring_setup",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

@@ -100,9 +100,6 @@ impl<V> Slots<V> {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
     fn into_values(self) -> impl Iterator<Item = V> {
         self.0.into_iter().map(|(_, v)| v)
     }
@@ -124,16 +121,23 @@ pub struct ProcIpc {
     /// A thread blocked in `RECV` (or `REPLY_RECV`) on an endpoint with nothing queued: a
     /// `CALL` from this core may hand it the core directly (the rendezvous fast path).
     receiver: Option<(u32, ResId)>,
+    /// The submission and completion rings, once set up (`ring.rs`).
+    pub ring: Option<crate::ring::Ring>,
 }
 
 impl ProcIpc {
     fn in_flight(&self) -> usize {
-        self.pending.len() + self.results.len()
+        self.pending.len() + self.results.len() + self.ring.as_ref().map_or(0, |r| r.waiting.len())
     }
 
-    /// Requests and results held (0 once everything is collected and answered).
+    /// Requests and results held (0 once everything is collected and answered; a ring
+    /// counts as one).
     pub fn held(&self) -> usize {
-        self.in_flight() + self.requests.len() + self.serving.len() + self.timers.len()
+        self.in_flight()
+            + self.requests.len()
+            + self.serving.len()
+            + self.timers.len()
+            + usize::from(self.ring.is_some())
     }
 }
 
@@ -175,7 +179,13 @@ fn complete_in_but(
         return false;
     };
     let bytes = bytes.and_then(|b| dest.map(|at| (at, b)));
-    p.ipc.results.push_back(Done { completion, bytes });
+    if completion.ticket & crate::ring::RING_TICKET != 0 {
+        if let Some(ring) = p.ipc.ring.as_mut() {
+            crate::ring::complete(ring, completion, bytes);
+        }
+    } else {
+        p.ipc.results.push_back(Done { completion, bytes });
+    }
     // A thread the caller switches to takes the result itself: the others need not look.
     if direct.is_none() {
         wake_waiting_threads(s, pid.serial(), None);
@@ -191,7 +201,7 @@ fn waits_in_ipc(s: &sched::Sched, t: u32) -> bool {
 
 /// Wake the threads of process `serial` waiting in COLLECT or RECV (without copying its
 /// thread list), except `but`.
-fn wake_waiting_threads(s: &mut sched::Sched, serial: u32, but: Option<u32>) {
+pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32, but: Option<u32>) {
     let mut i = 0;
     while let Some(t) = s
         .processes
@@ -590,19 +600,46 @@ pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
 /// SUBMIT: start `sub`; returns its ticket. The `bytes_in` of a write or open were copied by
 /// the caller.
 pub fn submit(sub: &Submission, bytes_in: Option<(Vec<u8>, Vec<u8>)>) -> Result<u64, Error> {
+    submit_for(sub, bytes_in, None)
+}
+
+/// Start `sub` for the caller's ring: its completion, carrying `user_data`, goes to the
+/// completion ring (`ring::complete`), not to the result queue.
+pub fn submit_ring(
+    sub: &Submission,
+    bytes_in: Option<(Vec<u8>, Vec<u8>)>,
+    user_data: u64,
+) -> Result<(), Error> {
+    submit_for(sub, bytes_in, Some(user_data)).map(drop)
+}
+
+fn submit_for(
+    sub: &Submission,
+    bytes_in: Option<(Vec<u8>, Vec<u8>)>,
+    ring: Option<u64>,
+) -> Result<u64, Error> {
     let read_dest = (sub.kind == api::SUBMIT_RES_READ).then_some(sub.args[0]);
     let (ticket, me) = with_mine(|ipc, me| {
         if ipc.in_flight() >= MAX_IN_FLIGHT {
             return Err(Error::Busy);
         }
         ipc.next_ticket += 1;
-        ipc.pending.insert(ipc.next_ticket, read_dest);
-        Ok((ipc.next_ticket, me))
+        let mut ticket = ipc.next_ticket;
+        if let Some(user_data) = ring {
+            ticket |= crate::ring::RING_TICKET;
+            let r = ipc.ring.as_mut().ok_or(Error::NoSuchResource)?;
+            r.tickets.push((ticket, user_data));
+        }
+        ipc.pending.insert(ticket, read_dest);
+        Ok((ticket, me))
     })?;
     let started = start(sub, ticket, me, bytes_in);
     if let Err(e) = started {
         let _ = with_mine(|ipc, _| {
             ipc.pending.remove(&ticket);
+            if let Some(r) = ipc.ring.as_mut() {
+                r.tickets.retain(|&(t, _)| t != ticket);
+            }
             Ok(())
         });
         return Err(e);
@@ -739,9 +776,15 @@ pub fn collect(ticket: u64, timeout_ns: u64) -> Result<(Completion, ReadBytes), 
                 return Ok(Some((d.completion, d.bytes)));
             }
             let known = if ticket == api::ANY {
-                !ipc.pending.is_empty()
+                // Ring requests complete into the ring, never here.
+                ipc.pending
+                    .0
+                    .iter()
+                    .any(|(t, _)| t & crate::ring::RING_TICKET == 0)
             } else {
-                ipc.pending.contains_key(&ticket)
+                // A ring request's ticket is never collected (its completion goes to the
+                // ring): unknown here.
+                ticket & crate::ring::RING_TICKET == 0 && ipc.pending.contains_key(&ticket)
             };
             if known {
                 Ok(None)
@@ -771,7 +814,22 @@ pub fn on_timer(s: &mut sched::Sched, now: u64) -> u64 {
                 break;
             }
             p.ipc.timers.pop_first();
-            if p.ipc.pending.remove(&ticket).is_some() {
+            if p.ipc.pending.remove(&ticket).is_none() {
+                continue;
+            }
+            if let Some(ring) = p
+                .ipc
+                .ring
+                .as_mut()
+                .filter(|_| ticket & crate::ring::RING_TICKET != 0)
+            {
+                let c = Completion {
+                    ticket,
+                    ..Completion::default()
+                };
+                crate::ring::complete(ring, c, None);
+                woken.extend(p.threads.iter().copied());
+            } else {
                 p.ipc.results.push_back(Done {
                     completion: Completion {
                         ticket,

@@ -20,7 +20,17 @@ fn read<T: bytemuck::Pod>(ptr: u64) -> Result<T, Error> {
 /// SUBMIT(`*const Submission`) -> ticket.
 pub fn submit(ptr: u64) -> Result<u64, Error> {
     let sub: Submission = read(ptr)?;
-    let bytes = match sub.kind {
+    let bytes = bytes_in(&sub)?;
+    ipc::submit(&sub, bytes)
+}
+
+/// The bytes a submission brings: a write's data, or an open's name and arguments.
+pub type BytesIn = Option<(alloc::vec::Vec<u8>, alloc::vec::Vec<u8>)>;
+
+/// Copy what a submission names in the caller's memory (a write's data, an open's name and
+/// arguments) and check a read's buffer, as `SUBMIT` and `ENTER` do before starting it.
+pub fn bytes_in(sub: &Submission) -> Result<BytesIn, Error> {
+    Ok(match sub.kind {
         api::SUBMIT_RES_WRITE => Some((
             copy_in(sub.args[0], sub.args[1], MAX_IO)?,
             alloc::vec::Vec::new(),
@@ -39,8 +49,7 @@ pub fn submit(ptr: u64) -> Result<u64, Error> {
             None
         }
         _ => None,
-    };
-    ipc::submit(&sub, bytes)
+    })
 }
 
 /// COLLECT(ticket or ANY, `*mut Completion`, timeout) -> the ticket collected.

@@ -34,6 +34,8 @@ mod modes;
 mod percore;
 mod proc;
 mod res;
+mod ring;
+mod ring_calls;
 mod rpcc;
 mod smp;
 mod structure;

@@ -50,6 +50,8 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::RECV => crate::ipc_calls::recv(a[0], a[1], a[2]),
         nr::REPLY => crate::ipc_calls::reply(a[0], a[1], a[2]),
         nr::REPLY_RECV => crate::ipc_calls::reply_recv(a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::ENTER => crate::ring_calls::enter(a[0], a[1], a[2]),
+        nr::RING_SETUP => crate::ring_calls::setup(a[0], a[1]),
         nr::THREAD_CREATE => proc::threads::create(a[0], a[1], a[2]),
         nr::THREAD_EXIT => proc::threads::exit(a[0]),
         nr::THREAD_JOIN => proc::threads::join(a[0], a[1]),

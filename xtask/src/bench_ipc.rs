@@ -6,7 +6,9 @@
 //! the endpoint's owner with one `REPLY_RECV`, the fast path) with both processes on one
 //! core and with the caller on the other core (the request and the reply travel by RPCC),
 //! the same-core round trip served the old way (`RECV`, then `REPLY`) beside it, and
-//! split-phase no-ops: K `SUBMIT(NOP)`s then K `COLLECT`s, K = 1, 8, 64, per request.
+//! split-phase no-ops: K `SUBMIT(NOP)`s then K `COLLECT`s, K = 1, 8, 64, per request, and
+//! the same no-ops through the submission and completion rings: K entries, one
+//! `ENTER(K, K)`, K completions read (io_uring's shape), per request.
 //!
 //! Linux (`--peer linux`, `peer/linux/ipc.c`, the same QEMU configuration with two vCPUs):
 //! pipe and futex ping-pong between two processes pinned to one CPU and to two, and io_uring
@@ -14,8 +16,9 @@
 //!
 //! The targets: a same-core round trip under 1,000 instructions and under half of Linux's
 //! one-CPU futex ping-pong; a two-core round trip at most half of Linux's two-CPU futex
-//! ping-pong; batched submit+collect per request no dearer than io_uring's at
-//! the same batch size. Every check is computed from the rows.
+//! ping-pong; batched requests through the rings no dearer per request than io_uring's at
+//! the same batch size (submit+collect is shown beside them, without a target: it is a
+//! system call per request by design). Every check is computed from the rows.
 
 use crate::bench::{bench_samples, finished_run, Peer};
 use crate::qemu::{Guest, Mode};
@@ -35,12 +38,18 @@ const RTT_LIMIT: f64 = 1000.0;
 const RTT_FUTEX_RATIO: f64 = 0.5;
 const REMOTE_RTT_FUTEX_RATIO: f64 = 0.5;
 const BATCH_RATIO: f64 = 1.0;
+/// Issue 13's moonshot for the rings at K = 64 (reported, not checked).
+const RING_MOONSHOT: f64 = 0.5;
 
 /// P0 (Agora-1) Table 1: inter-processor IPC costs about 17 times intra-processor IPC.
 const P0_REMOTE_RATIO: f64 = 17.0;
 
 fn batch_case(k: u64) -> String {
     format!("submit+collect NOP, batch {k}")
+}
+
+fn ring_case(k: u64) -> String {
+    format!("ring NOP, batch {k}")
 }
 
 fn uring_case(k: u64) -> String {
@@ -56,6 +65,7 @@ fn musubi_cases() -> Vec<String> {
         TWO_CORES.to_string(),
     ];
     v.extend(BATCHES.iter().map(|&k| batch_case(k)));
+    v.extend(BATCHES.iter().map(|&k| ring_case(k)));
     v
 }
 
@@ -190,14 +200,31 @@ fn build_report(
     );
     compare(TWO_CORES, "pipe ping-pong, 2 CPUs", None, &mut checks);
     for k in BATCHES {
+        compare(&batch_case(k), &uring_case(k), None, &mut checks);
+    }
+    for k in BATCHES {
         compare(
-            &batch_case(k),
+            &ring_case(k),
             &uring_case(k),
             Some(("<=", BATCH_RATIO)),
             &mut checks,
         );
     }
     let batch = |k: u64| med(&mine, &batch_case(k)).unwrap_or(f64::NAN);
+    let ring = |k: u64| med(&mine, &ring_case(k)).unwrap_or(f64::NAN);
+    let moonshot = match med(&linux, &uring_case(64)) {
+        Some(l) => format!(
+            "Moonshot (issue 13): ring NOP at K = 64 at most {RING_MOONSHOT}x io_uring's; \
+             measured {:.2}x ({}).",
+            ring(64) / l,
+            if ring(64) / l <= RING_MOONSHOT {
+                "reached"
+            } else {
+                "not reached"
+            }
+        ),
+        None => "Moonshot (issue 13): needs the Linux peer.".to_string(),
+    };
     let remote_ratio = two / same;
     let null = med(&mine, NULL_CALL).unwrap_or(f64::NAN);
     let failed: Vec<&str> = checks
@@ -210,16 +237,18 @@ fn build_report(
     } else {
         format!(
             "Targets that do not hold: {}. Reading them: a round trip is two system calls \
-             (CALL, REPLY_RECV) and two switches; a submit+collect is two system calls. At \
-             {null:.0} instructions for a null call (`GETPID`, the entry and exit every call \
-             pays), the system-call path accounts for {:.0} of the {same:.0} of a round trip \
-             and {:.0} of the {:.0} of a request at K = 64: the rest is the kernel's work on \
-             its queues (finding the process and endpoint, queueing, waking, copying the \
-             records in and out), which this benchmark measures but does not break down.",
+             (CALL, REPLY_RECV) and two switches; a ring request at K = 64 shares one `ENTER` \
+             with 63 others. At {null:.0} instructions for a null call (`GETPID`, the entry \
+             and exit every call pays), the system-call path accounts for {:.0} of the \
+             {same:.0} of a round trip and {:.0} of the {:.0} of a ring request at K = 64: the \
+             rest is the kernel's work (finding the process and endpoint, queueing, waking, \
+             copying the records in and out; for the ring, one entry copied in and one \
+             completion written per request) and, for the ring, the program's own writing \
+             and reading of entries, which this benchmark measures but does not break down.",
             failed.join("; "),
             2.0 * null,
-            2.0 * null,
-            batch(64)
+            null / 64.0,
+            ring(64)
         )
     };
 
@@ -257,15 +286,20 @@ fn build_report(
              `-icount` ours counts the instructions of both cores, not the latency). Musubi's \
              submit+collect costs {:.0}, {:.0} and {:.0} instructions per request at K = 1, 8, \
              64: every request is two system calls (`SUBMIT` takes one submission), so a batch \
-             of 64 costs {:+.1}% per request against a batch of 1, while one `io_uring_enter` \
-             submits and reaps a whole batch.",
+             of 64 costs {:+.1}% per request against a batch of 1. Through the rings, where one \
+             `ENTER` takes and answers a whole batch as one `io_uring_enter` does, a request \
+             costs {:.0}, {:.0} and {:.0} instructions at K = 1, 8, 64.",
             same / same_old,
             remote_ratio,
             batch(1),
             batch(8),
             batch(64),
-            (batch(64) / batch(1) - 1.0) * 100.0
+            (batch(64) / batch(1) - 1.0) * 100.0,
+            ring(1),
+            ring(8),
+            ring(64)
         ),
+        moonshot,
         verdict,
         if peer_cmd.is_empty() {
             "No peer in this run.".into()
@@ -308,6 +342,9 @@ mod tests {
             ("submit+collect NOP, batch 1", 500.0),
             ("submit+collect NOP, batch 8", 300.0),
             ("submit+collect NOP, batch 64", 300.0),
+            ("ring NOP, batch 1", 500.0),
+            ("ring NOP, batch 8", 300.0),
+            ("ring NOP, batch 64", 300.0),
         ])
     }
 
@@ -326,7 +363,7 @@ mod tests {
     #[test]
     fn checks_are_computed_from_the_rows() {
         let r = build_report(3, &musubi(), &linux(), "qemu -smp 2 x", "qemu linux").unwrap();
-        assert_eq!(r.rows.len(), 14);
+        assert_eq!(r.rows.len(), 17);
         let names: Vec<(&str, f64, bool)> = r
             .checks
             .iter()
@@ -352,16 +389,24 @@ mod tests {
         assert!(md.contains("| 0.45 | < 0.5 |"), "{md}");
         assert_eq!(r.qemu, "-smp 2 x");
         assert!(
-            md.contains("Targets that do not hold: submit+collect NOP, batch 64"),
+            md.contains("Targets that do not hold: ring NOP, batch 64"),
             "{md}"
         );
         assert!(md.contains("accounts for 400 of the 900"), "{md}");
+        // submit+collect is compared without a target; the moonshot is reported.
+        assert!(
+            md.contains(
+                "| submit+collect NOP, batch 64 | 300 | io_uring NOP, batch 64 | 250 | 1.20 | - |"
+            ),
+            "{md}"
+        );
+        assert!(md.contains("measured 1.20x (not reached)"), "{md}");
     }
 
     #[test]
     fn without_a_peer_only_the_instruction_target_is_checked() {
         let r = build_report(1, &musubi(), &[], "q", "").unwrap();
-        assert_eq!(r.rows.len(), 7);
+        assert_eq!(r.rows.len(), 10);
         assert_eq!(r.checks.len(), 1);
         assert!(r.markdown().contains("Every target holds."));
         assert!(r.markdown().contains("No peer in this run."));

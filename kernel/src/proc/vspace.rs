@@ -33,6 +33,9 @@ pub struct VSpace {
     /// Vregions attached (shared memory): address, pages, and the region's resource id.
     /// Their frames belong to the vregion, not to this address space.
     attached: Vec<(u64, u64, abi::res::ResId)>,
+    /// Kernel-owned frames mapped for the program (a request ring): address, pages. Like
+    /// attachments, unmapped without being freed: their owner frees them.
+    pinned: Vec<(u64, u64)>,
 }
 
 impl VSpace {
@@ -52,6 +55,7 @@ impl VSpace {
             user,
             charged: 0,
             attached: Vec::new(),
+            pinned: Vec::new(),
         })
     }
 
@@ -202,6 +206,51 @@ impl VSpace {
         Ok(())
     }
 
+    /// Map kernel-owned `frames` (a request ring's) writable at `vaddr` (page-aligned, user
+    /// half, nothing there yet). The frames stay their owner's; this address space only
+    /// unmaps them when it goes.
+    pub fn map_pinned(&mut self, vaddr: u64, frames: &[u64]) -> Result<(), Error> {
+        let pages = frames.len() as u64;
+        let end = pages
+            .checked_mul(PAGE_SIZE)
+            .and_then(|b| vaddr.checked_add(b))
+            .ok_or(Error::InvalidArgument)?;
+        if pages == 0
+            || !vaddr.is_multiple_of(PAGE_SIZE)
+            || !is_user_half(vaddr)
+            || !is_user_half(end - 1)
+        {
+            return Err(Error::InvalidArgument);
+        }
+        if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
+            return Err(Error::Busy);
+        }
+        if self.pages + pages > MAX_USER_PAGES {
+            return Err(Error::NoMemory);
+        }
+        let flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE | Flags::WRITABLE;
+        for (i, &frame) in frames.iter().enumerate() {
+            // SAFETY: an address space of this core's process table, a free user-half page
+            // (checked above), and a frame the caller owns and keeps while this maps it.
+            let r = unsafe {
+                paging::map_4k(
+                    self.root,
+                    vaddr + i as u64 * PAGE_SIZE,
+                    frame,
+                    flags,
+                    &mut frames::alloc_user,
+                )
+            };
+            if r.is_err() {
+                self.unmap_shared(vaddr, i as u64);
+                return Err(Error::NoMemory);
+            }
+        }
+        self.pinned.push((vaddr, pages));
+        self.pages += pages;
+        Ok(())
+    }
+
     /// Undo an [`attach`](Self::attach) at `vaddr`; returns the region that was there.
     pub fn detach(&mut self, vaddr: u64) -> Option<abi::res::ResId> {
         let i = self.attached.iter().position(|a| a.0 == vaddr)?;
@@ -217,7 +266,9 @@ impl VSpace {
         let shared = |va: u64| {
             self.attached
                 .iter()
-                .any(|&(at, pages, _)| va >= at && va < at + pages * PAGE_SIZE)
+                .map(|&(at, pages, _)| (at, pages))
+                .chain(self.pinned.iter().copied())
+                .any(|(at, pages)| va >= at && va < at + pages * PAGE_SIZE)
         };
         paging::lower_half_pages(self.root)
             .into_iter()
@@ -422,6 +473,9 @@ impl Drop for VSpace {
     fn drop(&mut self) {
         // Shared pages first: their frames are the vregions', not ours to free.
         for (at, pages, _) in core::mem::take(&mut self.attached) {
+            self.unmap_shared(at, pages);
+        }
+        for (at, pages) in core::mem::take(&mut self.pinned) {
             self.unmap_shared(at, pages);
         }
         debug_assert!(

@@ -17,6 +17,7 @@ mod platform;
 mod privilege;
 mod process;
 mod resources;
+mod ring;
 mod rpcc;
 mod timers;
 mod usermem;

@@ -24,7 +24,11 @@
 //! 1 ms; `CONSOLE_READ` never blocks and `CONSOLE_WRITE` prints nothing (only bad
 //! pointers get a length); `KILL`, `MIGRATE` and `SETUSER` spare the fuzzer itself; `CALL` never targets an
 //! endpoint this program opened (nobody would answer); semaphore P is only submitted, never
-//! waited for in a call.
+//! waited for in a call; `ENTER` waits at most 1 ms.
+//!
+//! Rings: `RING_SETUP` is sometimes made with good arguments (at [`RING_AT`]); once a ring
+//! exists, an `ENTER` is often preceded by random submissions written into its submission
+//! ring and random index words (`sq_tail`, `cq_head`), sense and nonsense.
 #![no_std]
 #![no_main]
 
@@ -32,7 +36,7 @@ extern crate alloc;
 
 use alloc::vec::Vec;
 use ulib::abi::res::{ResId, ResType, Rights};
-use ulib::abi::{ipc, syscall as nr, Pid};
+use ulib::abi::{ipc, ring, syscall as nr, Pid};
 use ulib::sys::raw;
 use ulib::{println, res, sys};
 
@@ -40,6 +44,8 @@ ulib::main!(main);
 
 /// Where the scratch vregion is attached: far from the program's image, heap and stack.
 const SCRATCH_AT: u64 = 0x0000_5000_0000_0000;
+/// Where a well-formed `RING_SETUP` puts the ring.
+const RING_AT: u64 = 0x0000_5800_0000_0000;
 const SCRATCH_BYTES: u64 = 64 * 1024;
 /// The user the fuzzer runs as, so that what it opened can be found and closed afterwards.
 const FUZZ_USERS: u32 = 4200;
@@ -78,6 +84,10 @@ struct Fuzzer {
     pool: Vec<u64>,
     /// Resources this program opened that are endpoints (never `CALL`ed: see the docs).
     own_endpoints: Vec<u64>,
+    /// Where this program's ring is, once `RING_SETUP` made one, and the submissions
+    /// `ENTER` took from it.
+    ring: Option<u64>,
+    ring_taken: u64,
     /// Calls answered Ok, and answered with an error.
     ok: u64,
     errors: u64,
@@ -257,7 +267,7 @@ impl Fuzzer {
             // Always to the fuzz user: a program that becomes another user can no longer
             // close what it opened (rights are per user), and cleaning up is part of the test.
             nr::SETUSER => a[0] = u64::from(fuzz_user(self.me.core()).0),
-            nr::COLLECT | nr::RECV | nr::THREAD_JOIN => a[2] = self.small_timeout(),
+            nr::COLLECT | nr::RECV | nr::THREAD_JOIN | nr::ENTER => a[2] = self.small_timeout(),
             nr::CALL if self.own_endpoints.contains(&a[0]) => return,
             nr::RES_CONTROL if a[1] == nr::control::SEM_P => return,
             nr::THREAD_CREATE => {
@@ -274,6 +284,13 @@ impl Fuzzer {
         }
         if n == nr::SUBMIT && self.scratch && self.rng.chance(2) {
             a[0] = self.submission();
+        }
+        if n == nr::RING_SETUP && self.ring.is_none() && self.rng.chance(2) {
+            a[0] = RING_AT;
+            a[1] = 1 << self.rng.below(9);
+        }
+        if n == nr::ENTER && self.rng.chance(2) {
+            self.fill_ring(&mut a);
         }
         if n == nr::SPAWN || n == nr::SPAWN_ON {
             a[4] = self.rng.below(4);
@@ -292,6 +309,12 @@ impl Fuzzer {
             self.ok += 1;
         } else {
             self.errors += 1;
+        }
+        if n == nr::RING_SETUP && rax == 0 {
+            self.ring = Some(a[0]);
+        }
+        if n == nr::ENTER && rax == 0 {
+            self.ring_taken += rdx;
         }
         if rax == 0 && rdx != 0 {
             self.remember(rdx);
@@ -329,9 +352,62 @@ impl Fuzzer {
         a[4] = self.rng.below(256);
     }
 
+    /// Write random submissions into this program's ring (if it has one) from the kernel's
+    /// `sq_head` on and set its `sq_tail` after them, now and then past the ring's size;
+    /// read every completion (`cq_head` = `cq_tail`), now and then setting `cq_head`
+    /// anywhere instead.
+    fn fill_ring(&mut self, a: &mut [u64; 6]) {
+        let Some(base) = self.ring else {
+            return;
+        };
+        // SAFETY: the kernel mapped the ring at `base` for this process's whole life; the
+        // header is aligned and any bits are a valid `RingHeader`.
+        let h = unsafe { (base as *const ring::RingHeader).read_volatile() };
+        let Some(layout) = ring::Layout::new(u64::from(h.sq_entries)) else {
+            return;
+        };
+        let n = self.rng.below(u64::from(layout.sq_entries) + 2) as u32;
+        for i in 0..n {
+            let sqe = ring::RingSqe {
+                user_data: self.rng.next(),
+                sub: self.random_submission(),
+                _pad: [0; 2],
+            };
+            let at = base + u64::from(layout.sqe_offset(h.sq_head.wrapping_add(i)));
+            // SAFETY: a slot of the ring's submission array (the layout keeps it inside the
+            // mapping); the kernel copes with any contents.
+            unsafe { (at as *mut ring::RingSqe).write_volatile(sqe) };
+        }
+        let words = base as *mut u32;
+        // SAFETY: `sq_tail` and `cq_head` are the header's second and third words.
+        unsafe {
+            words.add(1).write_volatile(h.sq_head.wrapping_add(n));
+            if self.rng.chance(8) {
+                words.add(2).write_volatile(self.rng.next() as u32);
+            } else {
+                words.add(2).write_volatile(h.cq_tail);
+            }
+        }
+        // Mostly sensible counts, so that entries are taken.
+        if self.rng.chance(2) {
+            a[0] = self.rng.below(u64::from(layout.sq_entries) + 2);
+            a[1] = self.rng.below(u64::from(layout.cq_entries) + 2);
+        }
+    }
+
     /// A `Submission` in the scratch area with a real kind and mostly real arguments.
     fn submission(&mut self) -> u64 {
         let at = SCRATCH_AT + self.rng.below(SCRATCH_BYTES / 2) / 8 * 8;
+        let s = self.random_submission();
+        let p = at as *mut ipc::Submission;
+        // SAFETY: `at` is 8-aligned and at most half-way into the scratch vregion, so the
+        // record fits; it is written as a whole with a volatile write (see `scribble`).
+        unsafe { p.write_volatile(s) };
+        at
+    }
+
+    /// A submission with a real kind and mostly real arguments.
+    fn random_submission(&mut self) -> ipc::Submission {
         let kind = 1 + self.rng.below(10);
         let target = self.id();
         let mut s = ipc::Submission {
@@ -349,11 +425,7 @@ impl Fuzzer {
         {
             s.args[0] = nr::control::INFO;
         }
-        let p = at as *mut ipc::Submission;
-        // SAFETY: `at` is 8-aligned and at most half-way into the scratch vregion, so the
-        // record fits; it is written as a whole with a volatile write (see `scribble`).
-        unsafe { p.write_volatile(s) };
-        at
+        s
     }
 }
 
@@ -417,6 +489,8 @@ fn main(args: &[&str]) -> i32 {
         scratch,
         pool: Vec::with_capacity(POOL),
         own_endpoints: Vec::new(),
+        ring: None,
+        ring_taken: 0,
         ok: 0,
         errors: 0,
         verbose: args.get(3) == Some(&"v"),
@@ -429,8 +503,8 @@ fn main(args: &[&str]) -> i32 {
     let (closed, stuck) = close_everything(cores as usize, user);
     println!(
         "fuzz: {calls} calls from {me} (seed {seed:#x}): {} answered Ok, {} with an error; \
-         {closed} resources closed afterwards",
-        f.ok, f.errors
+         {closed} resources closed afterwards; {} ring submissions taken",
+        f.ok, f.errors, f.ring_taken
     );
     if stuck > 0 {
         println!(

@@ -14,6 +14,7 @@
 //! | `rendezvous round trip, same core, RECV+REPLY` | the same served the old way: `RECV`, then `REPLY` (three system calls per round trip) | 1000 |
 //! | `rendezvous round trip, two cores` | `REPLY_RECV` with the child on core 1 (the calls travel by RPCC) | 200 |
 //! | `submit+collect NOP, batch K` (K = 1, 8, 64) | per request: K `SUBMIT(NOP)`s, then K `COLLECT(ANY)`s | 1024 requests |
+//! | `ring NOP, batch K` (K = 1, 8, 64) | per request: K no-ops written to the submission ring, one `ENTER(K, K)`, K completions read from the completion ring (io_uring's shape) | 1024 requests |
 //!
 //! The round trips are timed by the caller (`ipcbench client EP CASE SAMPLES OPS`), which
 //! prints their `BENCH` lines and ends with a one-way `SEND` that tells the server to stop.
@@ -31,6 +32,7 @@ use ulib::abi::ipc::{self as api, Msg};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::{Priority, ENDED_EXIT};
 use ulib::bench::{self, rdtsc};
+use ulib::ring::{self, Ring};
 use ulib::{ipc, println, res, sys};
 
 ulib::main!(main);
@@ -41,6 +43,8 @@ const SAME_CORE_CALLS: u64 = 1000;
 const TWO_CORE_CALLS: u64 = 200;
 const REQUESTS: u64 = 1024;
 const BATCHES: [u64; 3] = [1, 8, 64];
+/// Submission entries of the ring (the largest batch).
+const RING_ENTRIES: u64 = 64;
 /// Label of a call the server answers.
 const ECHO: u64 = 1;
 /// Label of the one-way message that ends the server's loop.
@@ -121,7 +125,37 @@ fn parent(samples: usize) -> Result<(), &'static str> {
         let case = format!("submit+collect NOP, batch {k}");
         bench::samples(&case, samples, REQUESTS, |n| batch(k, n))?;
     }
+    let mut r =
+        Ring::setup(ring::DEFAULT_ADDRESS, RING_ENTRIES).map_err(|_| "ring setup failed")?;
+    for k in BATCHES {
+        let case = format!("ring NOP, batch {k}");
+        bench::samples(&case, samples, REQUESTS, |n| ring_batch(&mut r, k, n))?;
+    }
     Ok(())
+}
+
+/// `n` requests (a multiple of `k`) in rounds of `k` no-ops written to the ring, one ENTER
+/// that takes them and waits for their `k` completions, and `k` completions read.
+fn ring_batch(r: &mut Ring, k: u64, n: u64) -> Result<u64, &'static str> {
+    let nop = ipc::op(api::SUBMIT_NOP, 0, [0; 4]);
+    let start = rdtsc();
+    for _ in 0..n / k {
+        for i in 0..k {
+            if !r.push(i, &nop) {
+                return Err("the submission ring is full");
+            }
+        }
+        if r.enter(k, k, u64::MAX) != Ok(k) {
+            return Err("enter failed");
+        }
+        for i in 0..k {
+            match r.pop() {
+                Some(c) if c.status == 0 && c.user_data == i => {}
+                _ => return Err("a no-op failed"),
+            }
+        }
+    }
+    Ok(rdtsc() - start)
 }
 
 /// How the server answers.

@@ -34,6 +34,7 @@ pub mod heap;
 pub mod io;
 pub mod ipc;
 pub mod res;
+pub mod ring;
 pub mod rt;
 pub mod sem;
 pub mod sys;
