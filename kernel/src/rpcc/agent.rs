@@ -85,9 +85,12 @@ enum Then {
     Create,
 }
 
-/// A request from core `src` arrived (tag, record address): queue it and see that an agent
-/// takes it.
+/// A request from core `src` arrived (tag, record address): in inline mode perform it here
+/// if it is short (`fast::try_inline`); otherwise queue it and see that an agent takes it.
 pub fn accept(src: usize, tag: u64, request: u64) {
+    if super::fast::try_inline(src, tag, request) {
+        return;
+    }
     let then = super::with_state(|s| {
         let d = &mut s.daemons[src];
         d.queue.push_back((tag, request));
