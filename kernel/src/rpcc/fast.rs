@@ -138,7 +138,8 @@ pub(super) fn halt_in_place(tag: u64) -> Option<Result<super::Out, abi::Error>> 
     }
     // In ipi mode every message comes with an IPI: nothing to look at before halting (the
     // kernel runs with interrupts masked, and `sti; hlt` takes an IPI that came meanwhile).
-    let look = super::notify_mode() != abi::RPCC_NOTIFY_IPI;
+    // In poll mode no IPI comes at all: the thread keeps looking at the rings instead.
+    let mode = super::notify_mode();
     let mut halted = false;
     let answer = loop {
         if let Some(r) = super::take_done(tag) {
@@ -149,12 +150,20 @@ pub(super) fn halt_in_place(tag: u64) -> Option<Result<super::Out, abi::Error>> 
         if sched::with(|s| s.core_wanted()) {
             break None;
         }
-        // Poll and hybrid mode: look at the rings a while, as the idle loop does; then tell
-        // senders to send IPIs again and take a last look.
-        if look {
-            super::idle_poll();
-            if super::stop_polling() {
+        // Poll mode: look at the rings (until something arrives or a thread is ready).
+        // Hybrid mode: look a while, as the idle loop does; then tell senders to send IPIs
+        // again and take a last look.
+        match mode {
+            abi::RPCC_NOTIFY_IPI => {}
+            abi::RPCC_NOTIFY_POLL => {
+                super::idle_poll();
                 continue;
+            }
+            _ => {
+                super::idle_poll();
+                if super::stop_polling() {
+                    continue;
+                }
             }
         }
         // Not `time::wait_until`: no clock to read, and no big lock to let go of (halting
