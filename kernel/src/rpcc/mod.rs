@@ -44,6 +44,7 @@ use crate::percore::{self, current_core, CoreCell};
 use crate::proc::sched;
 use crate::{smp, structure, time};
 use abi::{Error, MAX_CORES};
+pub use agent::{answer_deferred, defer_current, Deferred};
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -660,21 +661,6 @@ fn poll_batch() -> Option<usize> {
     Some(n)
 }
 
-/// An agent starts (`Some`) or ends (`None`) performing a request.
-pub(crate) fn set_current(current: Option<(usize, u64, u64)>) {
-    let (src, tag, request) = current.unwrap_or((0, 0, 0));
-    let cur = &me().current;
-    cur[0].store(src as u64, Ordering::Relaxed);
-    cur[1].store(tag, Ordering::Relaxed);
-    cur[2].store(request, Ordering::Relaxed);
-    me().deferred.store(false, Ordering::Relaxed);
-}
-
-/// Did the agent leave its current request waiting?
-pub(crate) fn current_deferred() -> bool {
-    me().deferred.load(Ordering::Relaxed)
-}
-
 /// Send the reply to request `tag` from core `src` (an agent, after `set_reply`).
 pub(crate) fn reply(src: usize, tag: u64) {
     with_state(|s| {
@@ -757,39 +743,6 @@ pub fn stop_polling() -> bool {
 pub fn on_tick() {
     poll();
     agent::retry_stalled();
-}
-
-/// A request an agent left waiting (in a semaphore): its source core, tag and record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Deferred {
-    src: usize,
-    tag: u64,
-    request: u64,
-}
-
-/// The agent running now leaves its request waiting: it will not answer it; whoever holds
-/// the returned handle does, with [`answer_deferred`]. `None` outside an agent's request.
-pub fn defer_current() -> Option<Deferred> {
-    let cur = &me().current;
-    let request = cur[2].load(Ordering::Relaxed);
-    if request == 0 || me().deferred.load(Ordering::Relaxed) {
-        return None;
-    }
-    me().deferred.store(true, Ordering::Relaxed);
-    Some(Deferred {
-        src: cur[0].load(Ordering::Relaxed) as usize,
-        tag: cur[1].load(Ordering::Relaxed),
-        request,
-    })
-}
-
-/// Answer a request an agent left waiting.
-pub fn answer_deferred(d: Deferred, r: Result<Out, Error>) {
-    // SAFETY: the requester keeps the record until our reply (see `agent_main`); nobody
-    // else answers a deferred request.
-    let request: &Request = unsafe { &*(d.request as *const Request) };
-    request.set_reply(r);
-    reply(d.src, d.tag);
 }
 
 /// `RPCC_STATS` record of `core`.

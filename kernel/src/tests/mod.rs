@@ -18,6 +18,7 @@ mod privilege;
 mod process;
 mod resources;
 mod rpcc;
+mod rpcc_fast;
 mod usermem;
 
 use crate::smp;
