@@ -336,6 +336,19 @@ pub const RPCC_NOTIFY_IPI: u32 = 0;
 pub const RPCC_NOTIFY_POLL: u32 = 1;
 pub const RPCC_NOTIFY_HYBRID: u32 = 2;
 
+/// `rpcc.wait=switch`: a thread waiting for a remote answer blocks (the core switches).
+pub const RPCC_WAIT_SWITCH: u32 = 0;
+/// `rpcc.wait=halt`: it halts in place while nothing else is ready on its core.
+pub const RPCC_WAIT_HALT: u32 = 1;
+
+pub fn rpcc_wait_name(mode: u32) -> &'static str {
+    match mode {
+        RPCC_WAIT_SWITCH => "switch",
+        RPCC_WAIT_HALT => "halt",
+        _ => "?",
+    }
+}
+
 pub fn rpcc_notify_name(mode: u32) -> &'static str {
     match mode {
         RPCC_NOTIFY_IPI => "ipi",
@@ -356,6 +369,10 @@ pub struct RpccInfo {
     pub agent_limit: u32,
     /// Agents that exist now on this core (working or kept asleep for reuse).
     pub agents_live: u32,
+    /// 1 with `rpcc.agents=inline` (the daemon performs short requests itself), else 0.
+    pub agents_inline: u32,
+    /// One of the `RPCC_WAIT_*` values (the same on every core).
+    pub wait: u32,
     pub agents_created: u64,
     pub agents_destroyed: u64,
     /// Requests performed by an agent that had performed one before (a reused agent).
@@ -372,6 +389,10 @@ pub struct RpccInfo {
     /// Messages (requests, replies and notices) this core sent to each core (in big-lock
     /// mode: the operations it performed directly on each core's tables).
     pub sent_to: [u64; crate::MAX_CORES],
+    /// Requests the daemon performed itself (`rpcc.agents=inline`; counted in `served`).
+    pub inline_served: u64,
+    /// Waits for a remote answer that halted in place (`rpcc.wait=halt`).
+    pub halted_waits: u64,
 }
 
 impl RpccInfo {
@@ -380,6 +401,8 @@ impl RpccInfo {
         notify: 0,
         agent_limit: 0,
         agents_live: 0,
+        agents_inline: 0,
+        wait: 0,
         agents_created: 0,
         agents_destroyed: 0,
         reuse_hits: 0,
@@ -388,6 +411,8 @@ impl RpccInfo {
         ipis_sent: 0,
         outstanding: 0,
         sent_to: [0; crate::MAX_CORES],
+        inline_served: 0,
+        halted_waits: 0,
     };
 }
 

@@ -135,7 +135,12 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         }
     }
     res::set_rcc(args.rcc);
-    rpcc::configure(args.rpcc_notify, args.rpcc_agents);
+    rpcc::configure(
+        args.rpcc_notify,
+        args.rpcc_agents,
+        args.rpcc_inline,
+        args.rpcc_halt,
+    );
     if args.trace {
         trace::enable();
     }

@@ -11,6 +11,7 @@
 //! | [`halt`] | idle loop, `time::wait_until` | big lock (released around the halt), modes |
 //! | [`idle_returned`] | idle loop, after running threads | resources (the kernel's flow) |
 //! | [`idle_poll`] / [`idle_stop_polling`] | idle loop, nothing to run | RPCC (poll, hybrid spin) |
+//! | [`idle_quiet`] | idle loop, woken from a halt | RPCC (nothing to look for: halt again) |
 //! | [`thread_may_run_user`] | context switch to a thread | RPCC (senders announce again) |
 //! | [`context_resumed`] | context switch, back on a context | resources (its flow) |
 //! | [`thread_removed`] | process teardown | RPCC (answers nobody collects) |
@@ -49,6 +50,13 @@ pub fn idle_poll() {
 #[inline]
 pub fn idle_stop_polling() -> bool {
     crate::rpcc::stop_polling()
+}
+
+/// The idle context woke from a halt with nothing to run: may it halt again at once,
+/// without looking for messages (the fast RPCC design in ipi mode)?
+#[inline]
+pub fn idle_quiet() -> bool {
+    crate::rpcc::fast::idle_quiet()
 }
 
 /// The core switches to a thread, which may run user code.

@@ -375,6 +375,13 @@ impl Sched {
         self.ready.iter().any(|q| !q.is_empty())
     }
 
+    /// Does another context want the core: a thread is ready, or a switch was asked for (a
+    /// higher-priority wake, the idle context's turn while it polls)? (A thread that halts
+    /// in place while it waits gives the core up then.)
+    pub fn core_wanted(&self) -> bool {
+        self.need_resched || self.has_ready()
+    }
+
     fn pick(&mut self) -> Option<u32> {
         self.ready.iter_mut().find_map(|q| q.pop_front())
     }
@@ -815,7 +822,20 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
                 continue;
             }
             percore::assert_no_borrows();
+            let ticks = percore::this().stats.ticks.load(Ordering::Relaxed);
             crate::entry::events::halt();
+            // The core idles for good (no deadline): an interrupt that left nothing to run
+            // and was not a tick (whose turn the chores above wait for) halts again at
+            // once, if RPCC has nothing to look for (`events::idle_quiet`).
+            if !polls {
+                let core = percore::this();
+                while !with(|s| s.has_ready())
+                    && core.stats.ticks.load(Ordering::Relaxed) == ticks
+                    && crate::entry::events::idle_quiet()
+                {
+                    crate::entry::events::halt();
+                }
+            }
         }
     }
 }

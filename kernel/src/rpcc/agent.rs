@@ -85,9 +85,12 @@ enum Then {
     Create,
 }
 
-/// A request from core `src` arrived (tag, record address): queue it and see that an agent
-/// takes it.
+/// A request from core `src` arrived (tag, record address): in inline mode perform it here
+/// if it is short (`fast::try_inline`); otherwise queue it and see that an agent takes it.
 pub fn accept(src: usize, tag: u64, request: u64) {
+    if super::fast::try_inline(src, tag, request) {
+        return;
+    }
     let then = super::with_state(|s| {
         let d = &mut s.daemons[src];
         d.queue.push_back((tag, request));
@@ -192,10 +195,10 @@ extern "C" fn agent_main(src: u64) -> ! {
         // reply arrives, and touches it only after that (release/acquire via the rings).
         let request: &Request = unsafe { &*(request as *const Request) };
         crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
-        super::set_current(Some((src, tag, record)));
+        set_current(Some((src, tag, record)));
         perform(request);
-        let deferred = super::current_deferred();
-        super::set_current(None);
+        let deferred = current_deferred();
+        set_current(None);
         crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
         // A request left waiting (a P on a semaphore) is answered later, by its V.
         if !deferred {
@@ -248,7 +251,57 @@ fn perform(request: &Request) {
     crate::res::adopt_flow(flow);
     let result = ops::perform(&request.op);
     crate::res::end_remote_flow();
-    if !super::current_deferred() {
+    if !current_deferred() {
         request.set_reply(result);
     }
+}
+
+// ---- the request an agent performs now, and requests it leaves waiting ------------------
+
+/// An agent starts (`Some`) or ends (`None`) performing a request.
+fn set_current(current: Option<(usize, u64, u64)>) {
+    let (src, tag, request) = current.unwrap_or((0, 0, 0));
+    let cur = &super::me().current;
+    cur[0].store(src as u64, Ordering::Relaxed);
+    cur[1].store(tag, Ordering::Relaxed);
+    cur[2].store(request, Ordering::Relaxed);
+    super::me().deferred.store(false, Ordering::Relaxed);
+}
+
+/// Did the agent leave its current request waiting?
+fn current_deferred() -> bool {
+    super::me().deferred.load(Ordering::Relaxed)
+}
+
+/// A request an agent left waiting (in a semaphore): its source core, tag and record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deferred {
+    src: usize,
+    tag: u64,
+    request: u64,
+}
+
+/// The agent running now leaves its request waiting: it will not answer it; whoever holds
+/// the returned handle does, with [`answer_deferred`]. `None` outside an agent's request.
+pub fn defer_current() -> Option<Deferred> {
+    let cur = &super::me().current;
+    let request = cur[2].load(Ordering::Relaxed);
+    if request == 0 || super::me().deferred.load(Ordering::Relaxed) {
+        return None;
+    }
+    super::me().deferred.store(true, Ordering::Relaxed);
+    Some(Deferred {
+        src: cur[0].load(Ordering::Relaxed) as usize,
+        tag: cur[1].load(Ordering::Relaxed),
+        request,
+    })
+}
+
+/// Answer a request an agent left waiting.
+pub fn answer_deferred(d: Deferred, r: Result<super::Out, abi::Error>) {
+    // SAFETY: the requester keeps the record until our reply (see `agent_main`); nobody
+    // else answers a deferred request.
+    let request: &Request = unsafe { &*(d.request as *const Request) };
+    request.set_reply(r);
+    super::reply(d.src, d.tag);
 }

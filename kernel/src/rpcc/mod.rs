@@ -30,16 +30,23 @@
 //!   before it halts; a sender sends an IPI only if the receiver is not spinning.
 //!
 //! Every core also looks at its rings at every tick, so no message waits forever.
+//!
+//! # The fast design (`rpcc.agents=inline`, `rpcc.wait=halt`)
+//! The daemon performs short requests itself and a waiting thread halts in place instead
+//! of switching away ([`fast`]); P4's agents stay the default.
 
 pub mod agent;
+pub mod fast;
 pub mod ops;
+mod table;
 
 use crate::percore::{self, current_core, CoreCell};
 use crate::proc::sched;
 use crate::{smp, structure, time};
 use abi::{Error, MAX_CORES};
+pub use agent::{answer_deferred, defer_current, Deferred};
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
@@ -47,6 +54,8 @@ pub use ops::{Op, Out};
 
 /// Slots in each ring (a power of two).
 pub const RING_SLOTS: usize = 16;
+/// Request records a core keeps for reuse.
+const SPARE_RECORDS: usize = 4;
 /// How long an idle core keeps looking at its rings before halting (hybrid mode).
 pub const HYBRID_SPIN_NS: u64 = 200_000;
 
@@ -131,9 +140,16 @@ pub struct State {
     receivers: Vec<Option<Receiver>>,
     /// Messages waiting for room in their ring, per destination.
     outbox: Vec<VecDeque<Msg>>,
-    outstanding: BTreeMap<u64, Outstanding>,
+    /// Messages in all outboxes (so a look at them costs nothing when there are none).
+    outboxed: usize,
+    outstanding: table::Table,
     next_tag: u64,
     pub daemons: Vec<agent::Daemon>,
+    /// Request records whose answers were taken, kept for the next requests (at most
+    /// [`SPARE_RECORDS`]): a remote operation allocates no record of its own.
+    // Boxed: a record's address travels in the rings, so it must not move with the vector.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Request>>,
     /// When this core last handled a message (hybrid spinning).
     last_activity: u64,
 }
@@ -144,9 +160,11 @@ impl State {
             senders: Vec::new(),
             receivers: Vec::new(),
             outbox: Vec::new(),
-            outstanding: BTreeMap::new(),
+            outboxed: 0,
+            outstanding: table::Table::new(),
             next_tag: 1,
             daemons: Vec::new(),
+            spare: Vec::new(),
             last_activity: 0,
         }
     }
@@ -177,6 +195,8 @@ pub struct Stats {
     pub ipis_sent: AtomicU64,
     pub outstanding: AtomicU64,
     pub sent_to: [AtomicU64; MAX_CORES],
+    pub inline_served: AtomicU64,
+    pub halted_waits: AtomicU64,
 }
 
 impl CoreRpcc {
@@ -197,6 +217,8 @@ impl CoreRpcc {
                 ipis_sent: AtomicU64::new(0),
                 outstanding: AtomicU64::new(0),
                 sent_to: [const { AtomicU64::new(0) }; MAX_CORES],
+                inline_served: AtomicU64::new(0),
+                halted_waits: AtomicU64::new(0),
             },
         }
     }
@@ -208,8 +230,10 @@ static NOTIFY: AtomicU32 = AtomicU32::new(abi::RPCC_NOTIFY_HYBRID);
 /// Requests per agent before it is destroyed; 0: unlimited.
 static AGENT_LIMIT: AtomicU32 = AtomicU32::new(0);
 
-/// Apply the boot options (bootstrap core, before other cores start).
-pub fn configure(notify: bootargs::Notify, agents: Option<u32>) {
+/// Apply the boot options (bootstrap core, before other cores start): the notify mode, the
+/// agent limit (`None`: unlimited), inline mode and halting in place.
+pub fn configure(notify: bootargs::Notify, agents: Option<u32>, inline: bool, halt: bool) {
+    fast::configure(inline, halt);
     let mode = match notify {
         bootargs::Notify::Ipi => abi::RPCC_NOTIFY_IPI,
         bootargs::Notify::Poll => abi::RPCC_NOTIFY_POLL,
@@ -277,6 +301,7 @@ fn send(s: &mut State, dst: usize, msg: Msg) {
     if !sent {
         me().stats.ring_full.fetch_add(1, Ordering::Relaxed);
         s.outbox[dst].push_back(msg);
+        s.outboxed += 1;
     }
     notify(dst);
 }
@@ -300,6 +325,9 @@ fn notify(dst: usize) {
 
 /// Send what waits in the outboxes, as far as the rings have room.
 fn flush_outboxes(s: &mut State) {
+    if s.outboxed == 0 {
+        return;
+    }
     for dst in 0..s.outbox.len() {
         let mut moved = false;
         while let (Some(&msg), Some(tx)) = (s.outbox[dst].front(), s.senders[dst].as_mut()) {
@@ -307,6 +335,7 @@ fn flush_outboxes(s: &mut State) {
                 break;
             }
             s.outbox[dst].pop_front();
+            s.outboxed -= 1;
             moved = true;
         }
         if moved {
@@ -316,7 +345,7 @@ fn flush_outboxes(s: &mut State) {
 }
 
 fn has_outbox(s: &State) -> bool {
-    s.outbox.iter().any(|q| !q.is_empty())
+    s.outboxed > 0
 }
 
 /// Is `core` a core RPCC can reach?
@@ -330,13 +359,21 @@ fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
         return Err(Error::NoSuchCore);
     }
     let flow = crate::res::flow_info();
-    let request = Box::new(Request {
-        op,
-        flow,
-        reply: UnsafeCell::new(None),
-    });
-    let addr = &*request as *const Request as u64;
     let tag = with_state(|s| {
+        let request = match s.spare.pop() {
+            // A spare's reply was taken and its operation emptied (`take_done`).
+            Some(mut spare) => {
+                spare.op = op;
+                spare.flow = flow;
+                spare
+            }
+            None => Box::new(Request {
+                op,
+                flow,
+                reply: UnsafeCell::new(None),
+            }),
+        };
+        let addr = &*request as *const Request as u64;
         let tag = s.next_tag;
         s.next_tag += 1;
         s.outstanding.insert(
@@ -375,20 +412,26 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     let tag = submit(dst, op, waiter).inspect_err(|_| {
         stop_polling();
     })?;
-    // Other contexts run while we sleep and set their own flows; ours comes back after.
-    let flow = crate::res::save_flow();
     let r = wait_answer(tag, thread);
-    crate::res::restore_flow(&flow);
     stop_polling();
     r
 }
 
 /// Sleep until the answer to request `tag` is in (as `thread`, or as the idle context).
 fn wait_answer(tag: u64, thread: Option<u32>) -> Result<Out, Error> {
+    // Halting in place first: the answer cannot be in yet (no interrupt came since the
+    // request left), and nothing else runs here meanwhile.
+    if thread.is_some() {
+        if let Some(r) = fast::halt_in_place(tag) {
+            return r;
+        }
+    }
     loop {
         if let Some(r) = take_done(tag) {
             return r;
         }
+        // Other contexts run while we sleep and set their own flows; ours comes back after.
+        let flow = crate::res::save_flow();
         match thread {
             // No interrupt can come between the look above and the block (the kernel runs
             // with interrupts masked), so the reply cannot be missed.
@@ -397,6 +440,7 @@ fn wait_answer(tag: u64, thread: Option<u32>) -> Result<Out, Error> {
                 sched::run_until(u64::MAX / 2, || is_done(tag));
             }
         }
+        crate::res::restore_flow(&flow);
     }
 }
 
@@ -435,12 +479,10 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
     let waiter = thread.map_or(Waiter::Idle, Waiter::Thread);
     start_polling();
     let tags: Vec<Result<u64, Error>> = ops.into_iter().map(|op| submit(dst, op, waiter)).collect();
-    let flow = crate::res::save_flow();
     let results = tags
         .into_iter()
         .map(|tag| wait_answer(tag?, thread))
         .collect();
-    crate::res::restore_flow(&flow);
     stop_polling();
     results
 }
@@ -491,40 +533,32 @@ pub fn notice(dst: usize, op: Op) {
 /// Thread `thread` was removed (its process was killed): nobody will collect its answers.
 /// Answers already in are freed now; the others when they arrive.
 pub fn forget_waiter(thread: u32) {
-    let gone = with_state(|s| {
-        let mut gone = 0;
-        s.outstanding.retain(|_, o| {
-            if o.waiter != Waiter::Thread(thread) {
-                return true;
-            }
-            if o.done {
-                gone += 1;
-                return false;
-            }
-            o.waiter = Waiter::Nobody;
-            true
-        });
-        gone
-    });
+    let gone = with_state(|s| s.outstanding.forget(Waiter::Thread(thread)));
     me().stats.outstanding.fetch_sub(gone, Ordering::Relaxed);
 }
 
 fn is_done(tag: u64) -> bool {
-    with_state(|s| s.outstanding.get(&tag).is_none_or(|o| o.done))
+    with_state(|s| s.outstanding.get(tag).is_none_or(|o| o.done))
 }
 
 fn take_done(tag: u64) -> Option<Result<Out, Error>> {
-    let o = with_state(|s| {
-        if s.outstanding.get(&tag)?.done {
-            s.outstanding.remove(&tag)
-        } else {
-            None
+    let reply = with_state(|s| {
+        if !s.outstanding.get(tag)?.done {
+            return None;
         }
+        let mut request = s.outstanding.remove(tag)?.request;
+        // SAFETY: the reply arrived (acquire in the ring), so the owner core is done with
+        // the record.
+        let reply = unsafe { (*request.reply.get()).take() };
+        // The record goes back to the spares, its operation's data freed.
+        if s.spare.len() < SPARE_RECORDS {
+            request.op = Op::ResList;
+            s.spare.push(request);
+        }
+        Some(reply)
     })?;
     me().stats.outstanding.fetch_sub(1, Ordering::Relaxed);
     crate::trace::event(crate::trace::Kind::Complete, 0, tag);
-    // SAFETY: the reply arrived (acquire in the ring), so the agent is done with the record.
-    let reply = unsafe { (*o.request.reply.get()).take() };
     Some(reply.unwrap_or(Err(Error::Unknown)))
 }
 
@@ -569,7 +603,7 @@ fn poll_batch() -> Option<usize> {
                 crate::trace::event(crate::trace::Kind::RpccReceive, src as u64, msg.tag);
                 match msg.kind {
                     KIND_REPLY => {
-                        if let Some(o) = s.outstanding.get_mut(&msg.tag) {
+                        if let Some(o) = s.outstanding.get_mut(msg.tag) {
                             o.done = true;
                             let _ = replies.push((msg.tag, o.waiter));
                         }
@@ -588,8 +622,16 @@ fn poll_batch() -> Option<usize> {
         }
     });
     let n = replies.len() + requests.len();
-    for (tag, waiter) in replies {
+    let thread_here = if replies.is_empty() {
+        None
+    } else {
+        sched::with(|s| s.current_thread())
+    };
+    // By reference: moving a heapless vector copies all its slots.
+    for &(tag, waiter) in replies.iter() {
         match waiter {
+            // The requester halts in place (`fast`): it is running, nothing to wake.
+            Waiter::Thread(t) if thread_here == Some(t) => {}
             Waiter::Thread(t) => {
                 // Thread ids are never reused: a thread that exists is the requester.
                 let alive = sched::with(|s| {
@@ -613,25 +655,10 @@ fn poll_batch() -> Option<usize> {
             }
         }
     }
-    for (src, tag, request) in requests {
+    for &(src, tag, request) in requests.iter() {
         agent::accept(src, tag, request);
     }
     Some(n)
-}
-
-/// An agent starts (`Some`) or ends (`None`) performing a request.
-pub(crate) fn set_current(current: Option<(usize, u64, u64)>) {
-    let (src, tag, request) = current.unwrap_or((0, 0, 0));
-    let cur = &me().current;
-    cur[0].store(src as u64, Ordering::Relaxed);
-    cur[1].store(tag, Ordering::Relaxed);
-    cur[2].store(request, Ordering::Relaxed);
-    me().deferred.store(false, Ordering::Relaxed);
-}
-
-/// Did the agent leave its current request waiting?
-pub(crate) fn current_deferred() -> bool {
-    me().deferred.load(Ordering::Relaxed)
 }
 
 /// Send the reply to request `tag` from core `src` (an agent, after `set_reply`).
@@ -659,6 +686,10 @@ pub fn idle_poll() {
         return;
     }
     let mode = notify_mode();
+    // The fast design in ipi mode: every message came with an IPI, whose handler took it.
+    if fast::idle_quiet() {
+        return;
+    }
     if poll() {
         return;
     }
@@ -714,39 +745,6 @@ pub fn on_tick() {
     agent::retry_stalled();
 }
 
-/// A request an agent left waiting (in a semaphore): its source core, tag and record.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Deferred {
-    src: usize,
-    tag: u64,
-    request: u64,
-}
-
-/// The agent running now leaves its request waiting: it will not answer it; whoever holds
-/// the returned handle does, with [`answer_deferred`]. `None` outside an agent's request.
-pub fn defer_current() -> Option<Deferred> {
-    let cur = &me().current;
-    let request = cur[2].load(Ordering::Relaxed);
-    if request == 0 || me().deferred.load(Ordering::Relaxed) {
-        return None;
-    }
-    me().deferred.store(true, Ordering::Relaxed);
-    Some(Deferred {
-        src: cur[0].load(Ordering::Relaxed) as usize,
-        tag: cur[1].load(Ordering::Relaxed),
-        request,
-    })
-}
-
-/// Answer a request an agent left waiting.
-pub fn answer_deferred(d: Deferred, r: Result<Out, Error>) {
-    // SAFETY: the requester keeps the record until our reply (see `agent_main`); nobody
-    // else answers a deferred request.
-    let request: &Request = unsafe { &*(d.request as *const Request) };
-    request.set_reply(r);
-    reply(d.src, d.tag);
-}
-
 /// `RPCC_STATS` record of `core`.
 pub fn info_of(core: usize) -> abi::RpccInfo {
     let st = &percore::of(core).rpcc.stats;
@@ -759,6 +757,12 @@ pub fn info_of(core: usize) -> abi::RpccInfo {
         notify: notify_mode(),
         agent_limit: AGENT_LIMIT.load(Ordering::Relaxed),
         agents_live: st.agents_live.load(Ordering::Relaxed),
+        agents_inline: u32::from(fast::inline()),
+        wait: if fast::halts() {
+            abi::RPCC_WAIT_HALT
+        } else {
+            abi::RPCC_WAIT_SWITCH
+        },
         agents_created: st.agents_created.load(Ordering::Relaxed),
         agents_destroyed: st.agents_destroyed.load(Ordering::Relaxed),
         reuse_hits: st.reuse_hits.load(Ordering::Relaxed),
@@ -767,5 +771,7 @@ pub fn info_of(core: usize) -> abi::RpccInfo {
         ipis_sent: st.ipis_sent.load(Ordering::Relaxed),
         outstanding: st.outstanding.load(Ordering::Relaxed),
         sent_to,
+        inline_served: st.inline_served.load(Ordering::Relaxed),
+        halted_waits: st.halted_waits.load(Ordering::Relaxed),
     }
 }

@@ -19,6 +19,7 @@ mod process;
 mod resources;
 mod ring;
 mod rpcc;
+mod rpcc_fast;
 mod timers;
 mod usermem;
 

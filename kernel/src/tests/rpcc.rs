@@ -16,15 +16,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-fn e<T: core::fmt::Debug>(r: Result<T, Error>, what: &str) -> Result<T, String> {
+pub(super) fn e<T: core::fmt::Debug>(r: Result<T, Error>, what: &str) -> Result<T, String> {
     r.map_err(|err| format!("{what}: {err:?}"))
 }
 
-fn size_arg(n: u64) -> [u8; 8] {
+pub(super) fn size_arg(n: u64) -> [u8; 8] {
     n.to_le_bytes()
 }
 
-fn other_core() -> Option<usize> {
+pub(super) fn other_core() -> Option<usize> {
     let n = smp::cores_planned();
     (n >= 2).then(|| (percore::current_core() + 1) % n)
 }
@@ -343,7 +343,7 @@ ktest! {
     }
 }
 
-static LOAD_DONE: AtomicU64 = AtomicU64::new(0);
+pub(super) static LOAD_DONE: AtomicU64 = AtomicU64::new(0);
 static LOAD_FAILED: AtomicU64 = AtomicU64::new(0);
 static LOAD_OPS: AtomicU64 = AtomicU64::new(0);
 

@@ -18,7 +18,8 @@
 //! | `kernel=percore` or `kernel=biglock` | a kernel per core (default), or one big kernel lock taken at every kernel entry (P2's Limited Symmetry) |
 //! | `trace=on` | record kernel events in a per-core ring (the `TRACE` call dumps them) |
 //! | `rpcc.notify=MODE` | how RPCC tells a core a message waits: `ipi`, `poll` or `hybrid` (default) |
-//! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it |
+//! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it; `inline`: the daemon performs short requests itself, agents (reused) only those that may block |
+//! | `rpcc.wait=MODE` | how a thread waits for a remote answer: `switch` (default: it blocks and the core runs something else or its idle context) or `halt` (it halts in place when nothing else is ready) |
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 
@@ -70,6 +71,11 @@ pub struct BootArgs<'a> {
     pub trace: bool,
     /// Requests one RPCC agent performs before it is destroyed; `None`: unlimited.
     pub rpcc_agents: Option<u32>,
+    /// `rpcc.agents=inline`: the daemon performs short requests itself (agents unlimited
+    /// for the others).
+    pub rpcc_inline: bool,
+    /// `rpcc.wait=halt`: a thread waiting for a remote answer halts in place.
+    pub rpcc_halt: bool,
 }
 
 /// How RPCC notifies the receiving core (P4 sends an IPI per message).
@@ -97,6 +103,8 @@ impl Default for BootArgs<'_> {
             biglock: false,
             trace: false,
             rpcc_agents: None,
+            rpcc_inline: false,
+            rpcc_halt: false,
         }
     }
 }
@@ -184,15 +192,32 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                     expected: "ipi, poll or hybrid",
                 }),
             },
-            ("rpcc.agents", Some("unlimited")) => args.rpcc_agents = None,
+            ("rpcc.agents", Some("unlimited")) => {
+                args.rpcc_agents = None;
+                args.rpcc_inline = false;
+            }
+            ("rpcc.agents", Some("inline")) => {
+                args.rpcc_agents = None;
+                args.rpcc_inline = true;
+            }
             ("rpcc.agents", Some(v)) => match v.parse::<u32>() {
-                Ok(n) if (1..=1_000_000).contains(&n) => args.rpcc_agents = Some(n),
+                Ok(n) if (1..=1_000_000).contains(&n) => {
+                    args.rpcc_agents = Some(n);
+                    args.rpcc_inline = false;
+                }
                 _ => warn(Warning::BadValue {
                     key,
                     value: v,
-                    expected: "a count from 1 to 1000000, or unlimited",
+                    expected: "a count from 1 to 1000000, unlimited or inline",
                 }),
             },
+            ("rpcc.wait", Some("switch")) => args.rpcc_halt = false,
+            ("rpcc.wait", Some("halt")) => args.rpcc_halt = true,
+            ("rpcc.wait", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "switch or halt",
+            }),
             ("start", Some(v)) => match parse_start(v) {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
@@ -374,6 +399,23 @@ mod tests {
         let (a, w) = parse_collect("rpcc.agents=0 rpcc.agents=x rpcc.notify=irq");
         assert_eq!((a.rpcc_notify, a.rpcc_agents), (Notify::Hybrid, None));
         assert_eq!(w.len(), 3);
+    }
+
+    #[test]
+    fn rpcc_inline_and_halt() {
+        let (a, w) = parse_collect("");
+        assert!(!a.rpcc_inline && !a.rpcc_halt && w.is_empty());
+        let (a, w) = parse_collect("rpcc.agents=inline rpcc.wait=halt");
+        assert!(a.rpcc_inline && a.rpcc_halt && a.rpcc_agents.is_none() && w.is_empty());
+        // The last word wins; a count or `unlimited` ends inline mode.
+        let (a, _) =
+            parse_collect("rpcc.agents=inline rpcc.agents=4 rpcc.wait=halt rpcc.wait=switch");
+        assert!(!a.rpcc_inline && !a.rpcc_halt && a.rpcc_agents == Some(4));
+        let (a, _) = parse_collect("rpcc.agents=inline rpcc.agents=unlimited");
+        assert!(!a.rpcc_inline && a.rpcc_agents.is_none());
+        let (a, w) = parse_collect("rpcc.agents=inline rpcc.agents=Inline rpcc.wait=spin");
+        assert!(a.rpcc_inline && !a.rpcc_halt);
+        assert_eq!(w.len(), 2);
     }
 
     #[test]

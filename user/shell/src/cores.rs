@@ -156,7 +156,7 @@ pub(crate) fn rpcc() -> Result<(), String> {
             "{:<5} {:<7} {:>11}  {:>5} {:>8} {:>9}  {:>8} {:>8}  {:>9} {:>9} {:>7}",
             s.core,
             abi::rpcc_notify_name(s.notify),
-            agent_limit(s.agent_limit),
+            agent_limit(s),
             s.agents_live,
             s.agents_created,
             s.agents_destroyed,
@@ -206,8 +206,9 @@ pub(crate) fn rpcc() -> Result<(), String> {
     Ok(())
 }
 
-fn agent_limit(limit: u32) -> String {
-    match limit {
+fn agent_limit(s: &RpccInfo) -> String {
+    match s.agent_limit {
+        _ if s.agents_inline != 0 => "inline".into(),
         0 => "unlimited".into(),
         n => format!("{n}"),
     }

@@ -10,7 +10,9 @@
 //!   10 left out, as in the paper) are printed:
 //!   `BENCH {"fig":"ops","rep":R,"op":"create","loc":"remote","samples":[...]}`. For the
 //!   remote half it also prints what core 1's RPCC agents did:
-//!   `BENCH {"fig":"agents","rep":R,"created":..,"destroyed":..,"reused":..,"served":..,"messages":..}`.
+//!   `BENCH {"fig":"agents","rep":R,"created":..,"destroyed":..,"reused":..,"served":..,"inline":..,"halted":..,"messages":..}`
+//!   (inline: requests core 1's daemon performed itself; halted: waits of core 0 that
+//!   halted in place).
 //! - `tender spread REPS N` (P4 Figs. 6, 7 and 8, Table 6): a child (`tkid`) creates and
 //!   deletes a 4 KiB vregion n times; the time from before the spawn to after the parent's
 //!   `WAIT` returns, in four placements: `L-L` (child on core 0, regions on core 0), `R-R`
@@ -104,7 +106,7 @@ fn usage() -> i32 {
 type Failed = (&'static str, Error);
 
 /// Become user 1000 and say how the kernel is configured:
-/// `tender: user=1000 rcc=on notify=ipi agents=unlimited cores=2`.
+/// `tender: user=1000 rcc=on notify=ipi agents=unlimited wait=switch cores=2`.
 fn setup() -> Result<(), Error> {
     res::setuser(USER)?;
     let rcc = match res::rcc_probe("c0/vregion/rcc-probe") {
@@ -113,15 +115,23 @@ fn setup() -> Result<(), Error> {
         Err(_) => "unknown",
     };
     let stats = rpcc_stats()?;
-    let (notify, agents) = stats.get(REMOTE as usize).map_or(("?", 0), |s| {
-        (ulib::abi::rpcc_notify_name(s.notify), s.agent_limit)
-    });
-    let agents = match agents {
-        0 => String::from("unlimited"),
-        n => format!("{n}"),
-    };
+    let (notify, agents, wait) =
+        stats
+            .get(REMOTE as usize)
+            .map_or(("?", String::from("?"), "?"), |s| {
+                let agents = match (s.agents_inline, s.agent_limit) {
+                    (1, _) => String::from("inline"),
+                    (_, 0) => String::from("unlimited"),
+                    (_, n) => format!("{n}"),
+                };
+                (
+                    ulib::abi::rpcc_notify_name(s.notify),
+                    agents,
+                    ulib::abi::rpcc_wait_name(s.wait),
+                )
+            });
     println!(
-        "tender: user={} rcc={rcc} notify={notify} agents={agents} cores={}",
+        "tender: user={} rcc={rcc} notify={notify} agents={agents} wait={wait} cores={}",
         USER.0,
         stats.len()
     );
@@ -166,11 +176,13 @@ fn ops(reps: usize) -> Result<(), Failed> {
             if core == REMOTE {
                 let (b, a) = (&before[REMOTE as usize], &after[REMOTE as usize]);
                 emit(&format!(
-                    "{{\"fig\":\"agents\",\"rep\":{rep},\"created\":{},\"destroyed\":{},\"reused\":{},\"served\":{},\"messages\":{}}}",
+                    "{{\"fig\":\"agents\",\"rep\":{rep},\"created\":{},\"destroyed\":{},\"reused\":{},\"served\":{},\"inline\":{},\"halted\":{},\"messages\":{}}}",
                     a.agents_created - b.agents_created,
                     a.agents_destroyed - b.agents_destroyed,
                     a.reuse_hits - b.reuse_hits,
                     a.served - b.served,
+                    a.inline_served - b.inline_served,
+                    after[0].halted_waits - before[0].halted_waits,
                     messages(&before, &after)
                 ));
             }

@@ -13,6 +13,9 @@
 //!   four placements L-L, R-R, L-R and L-R->R-R, timed from the spawn to the parent's
 //!   `WAIT`, with the RPCC requests and messages each run cost.
 //! - Fig. 8: the same four placements with the child's text 4..32 KiB (n fixed).
+//! - The fast design (issue 13, not P4's): Figs. 4 and 5's operations once more with
+//!   `rpcc.agents=inline rpcc.wait=halt` (the daemon performs short requests itself, the
+//!   requester halts in place), and the fixed cost per remote operation.
 //!
 //! In parallel mode (`-accel tcg,thread=multi`): the wall-clock latency of a remote
 //! create+delete pair with each of `rpcc.notify=ipi|poll|hybrid`, one boot per sample set.
@@ -22,10 +25,12 @@
 //!
 //! - [`runs`]: booting one configuration, checking it took, and parsing its `BENCH` lines.
 //! - [`figures`]: each figure's rows, checks and table, computed from the samples.
+//! - [`fast`]: the fast design's rows and checks beside P4's.
 //! - [`report`]: [`build_report`], the figures put together with the notes (its tests
 //!   exercise all of it with made-up samples).
 //! - [`plot`]: the six-panel picture.
 
+mod fast;
 mod figures;
 mod plot;
 mod report;
@@ -65,6 +70,12 @@ const P4_OVERHEAD_ONE_SHOT: f64 = 0.17;
 const P4_OVERHEAD_REUSE: f64 = 0.05;
 /// The issue's targets.
 const RATIO_TARGET: f64 = 3.0;
+/// Issue 13: the fast design's remote / local target's moonshot, and the most a remote
+/// operation may add to the same local one (instructions).
+const RATIO_MOONSHOT: f64 = 1.5;
+const FIXED_COST_TARGET: f64 = 2000.0;
+/// The fast design's boot options.
+const FAST_OPTIONS: &str = "rpcc.agents=inline rpcc.wait=halt";
 const RCC_TARGET: f64 = 0.05;
 /// The default notification mode is "right" if its median is within this factor of the
 /// fastest one's.
@@ -80,6 +91,10 @@ pub struct OpsRun {
     /// Per repetition: agents created on core 1, and remote requests served there.
     pub agents_created: u64,
     pub served: u64,
+    /// Per repetition: of those, requests core 1's daemon performed itself, and waits of
+    /// core 0 that halted in place (the fast design).
+    pub inline_served: u64,
+    pub halted_waits: u64,
 }
 
 /// One run of a child (`tender spread`).
@@ -100,6 +115,8 @@ pub struct Data {
     pub ops: Vec<OpsRun>,
     /// Agents unlimited, `rcc=off`.
     pub rcc_off: OpsRun,
+    /// The fast design ([`FAST_OPTIONS`]), RCC on.
+    pub fast: OpsRun,
     pub spread: Vec<ChildRun>,
     /// Text segment bytes of each child in [`CHILDREN`].
     pub text_bytes: Vec<u64>,
@@ -142,17 +159,33 @@ pub fn tender(runs: usize) -> Result<()> {
             "noshell poweroff rpcc.notify=ipi rpcc.agents={limit} start=0:tender,ops,{runs}"
         ));
         qemu_det = g.shown_command_line();
-        let lines = boot(&g, &format!("ops, agents={limit}"), ("on", "ipi", limit))?;
+        let lines = boot(
+            &g,
+            &format!("ops, agents={limit}"),
+            ("on", "ipi", limit, "switch"),
+        )?;
         ops.push(parse_ops(&lines)?);
     }
     let g = det(&format!(
         "noshell poweroff rpcc.notify=ipi rpcc.agents=unlimited rcc=off start=0:tender,ops,{runs}"
     ));
-    let rcc_off = parse_ops(&boot(&g, "ops, rcc=off", ("off", "ipi", "unlimited"))?)?;
+    let rcc_off = parse_ops(&boot(
+        &g,
+        "ops, rcc=off",
+        ("off", "ipi", "unlimited", "switch"),
+    )?)?;
+    let g = det(&format!(
+        "noshell poweroff rpcc.notify=ipi {FAST_OPTIONS} start=0:tender,ops,{runs}"
+    ));
+    let fast = parse_ops(&boot(
+        &g,
+        "ops, fast design",
+        ("on", "ipi", "inline", "halt"),
+    )?)?;
     let g = det(&format!(
         "noshell poweroff rpcc.notify=ipi rpcc.agents=unlimited start=0:tender,spread,{runs},{FIG8_N}"
     ));
-    let spread = parse_spread(&boot(&g, "spread", ("on", "ipi", "unlimited"))?)?;
+    let spread = parse_spread(&boot(&g, "spread", ("on", "ipi", "unlimited", "switch"))?)?;
 
     let mut rtt = vec![(Vec::new(), Vec::new()); NOTIFY.len()];
     let mut rtt_boot_s = vec![Vec::new(); NOTIFY.len()];
@@ -173,7 +206,7 @@ pub fn tender(runs: usize) -> Result<()> {
             let lines = boot(
                 &g,
                 &format!("parallel, notify={notify}, run {}", run + 1),
-                ("on", notify, "unlimited"),
+                ("on", notify, "unlimited", "switch"),
             )?;
             let (remote, local) = parse_rtt(&lines)?;
             rtt[i].0.extend(remote);
@@ -185,6 +218,7 @@ pub fn tender(runs: usize) -> Result<()> {
         runs,
         ops,
         rcc_off,
+        fast,
         spread,
         text_bytes,
         rtt,

@@ -19,6 +19,7 @@ pub fn build_report(d: &Data) -> Result<Report> {
     let f7 = figures::fig_7_table_6(d, &mut rows, &mut checks);
     let f8 = figures::fig_8(d, &mut rows, &mut checks);
     let par = figures::parallel(d, &mut rows, &mut checks);
+    let fast = super::fast::fast_design(d, &mut rows, &mut checks);
     let (paper_ratio_c, paper_ratio_d) = figures::paper_ratios();
     let mut notes = Vec::new();
     notes.push(
@@ -33,8 +34,8 @@ pub fn build_report(d: &Data) -> Result<Report> {
             .into(),
     );
     notes.push(format!(
-        "Deterministic QEMU (one boot per agent limit, one with rcc=off, one for Figs. 7/8; \
-         `rpcc.notify=ipi`): `{}`\n\nParallel QEMU (one boot per mode and run): `{}`\n\n\
+        "Deterministic QEMU (one boot per agent limit, one with rcc=off, one for Figs. 7/8, \
+         one for the fast design; `rpcc.notify=ipi`): `{}`\n\nParallel QEMU (one boot per mode and run): `{}`\n\n\
          Whole benchmark: {:.0} s of wall time.",
         d.qemu_det, d.qemu_par, d.wall_s
     ));
@@ -57,6 +58,7 @@ pub fn build_report(d: &Data) -> Result<Report> {
     notes.push(f7);
     notes.push(f8);
     notes.push(par);
+    notes.push(fast);
     Ok(Report {
         bench: "tender".into(),
         mode: "deterministic (Figs. 4, 5, 7, 8, Table 5) + parallel (notify modes)".into(),
@@ -83,6 +85,8 @@ mod tests {
             delete_remote: vec![remote / 2.0; 3],
             agents_created: 1,
             served: 140,
+            inline_served: 0,
+            halted_waits: 0,
         }
     }
 
@@ -132,6 +136,12 @@ mod tests {
                 ops(1000.0, 2500.0),
             ],
             rcc_off: ops(900.0, 2450.0),
+            fast: OpsRun {
+                inline_served: 140,
+                halted_waits: 140,
+                agents_created: 0,
+                ..ops(1000.0, 2800.0)
+            },
             spread,
             text_bytes: CHILDREN
                 .iter()
@@ -176,6 +186,18 @@ mod tests {
         assert!(get("Fig. 8").holds);
         // hybrid 10500 against poll's 10500 (median of 10000, 11000)
         assert_eq!(get("parallel").value, 1.0);
+        // The fast design: create 2800 / 1000, delete 1400 / 500; the fixed cost is the
+        // delete's 900.
+        assert_eq!(get("fast design: remote / local create").value, 2.8);
+        assert!(get("fast design: remote / local delete").holds);
+        assert_eq!(get("fast design: fixed cost").value, 900.0);
+        assert!(get("fast design: fixed cost").holds);
+        assert!(r.rows.iter().any(|x| x.case == "delete remote, fast"));
+        let md = r.markdown();
+        assert!(
+            md.contains("performed by core 1's daemon itself: 140 of 140"),
+            "{md}"
+        );
         let md = r.markdown();
         assert!(md.contains("Fastest by median: **poll**"), "{md}");
         assert!(md.contains("Shape of Fig. 7"), "{md}");

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::time::Duration;
 
 /// Boot `g`, check that it finished and that the kernel took the options `want` (rcc,
-/// notify, agents) as `tender` reports them; the console lines.
-pub(super) fn boot(g: &Guest, what: &str, want: (&str, &str, &str)) -> Result<Vec<String>> {
+/// notify, agents, wait) as `tender` reports them; the console lines.
+pub(super) fn boot(g: &Guest, what: &str, want: (&str, &str, &str, &str)) -> Result<Vec<String>> {
     eprintln!("xtask: bench tender: {what} ({} mode)", g.mode.name());
     let c = finished_run(g, what, Duration::from_secs(900))?;
     options_taken(&c, what)?;
@@ -27,9 +27,14 @@ pub(super) fn boot(g: &Guest, what: &str, want: (&str, &str, &str)) -> Result<Ve
             .find_map(|w| w.strip_prefix(k)?.strip_prefix('='))
             .unwrap_or("?")
     };
-    let seen = (field("rcc"), field("notify"), field("agents"));
+    let seen = (
+        field("rcc"),
+        field("notify"),
+        field("agents"),
+        field("wait"),
+    );
     if seen != want {
-        bail!("the run '{what}' asked for rcc/notify/agents {want:?} but tender saw {seen:?}: {header}");
+        bail!("the run '{what}' asked for rcc/notify/agents/wait {want:?} but tender saw {seen:?}: {header}");
     }
     eprintln!("xtask: bench tender: {what}: {:.1} s", c.wall.as_secs_f64());
     Ok(c.lines)
@@ -74,6 +79,8 @@ pub(super) fn parse_ops(lines: &[String]) -> Result<OpsRun> {
             Some("agents") => {
                 r.agents_created += v["created"].as_u64().unwrap_or(0);
                 r.served += v["served"].as_u64().unwrap_or(0);
+                r.inline_served += v["inline"].as_u64().unwrap_or(0);
+                r.halted_waits += v["halted"].as_u64().unwrap_or(0);
             }
             _ => {}
         }
