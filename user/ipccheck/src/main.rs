@@ -512,7 +512,7 @@ fn timeout_after_answer(ep: ResId, ep_arg: &str, core: usize) -> Result<u64, Str
     for _ in 0..3 {
         let quiet = sys::spawn_on(
             "ipccheck",
-            &["tagged", &ep_arg, "1", "3", "busy"],
+            &["tagged", ep_arg, "1", "3", "busy"],
             Priority::App,
             core,
         )
