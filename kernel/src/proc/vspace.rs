@@ -158,58 +158,32 @@ impl VSpace {
         writable: bool,
         region: abi::res::ResId,
     ) -> Result<(), Error> {
-        let pages = frames.len() as u64;
-        let end = pages
-            .checked_mul(PAGE_SIZE)
-            .and_then(|b| vaddr.checked_add(b))
-            .ok_or(Error::InvalidArgument)?;
-        if pages == 0
-            || !vaddr.is_multiple_of(PAGE_SIZE)
-            || !is_user_half(vaddr)
-            || !is_user_half(end - 1)
-        {
-            return Err(Error::InvalidArgument);
-        }
-        if (0..pages).any(|i| paging::translate(self.root, vaddr + i * PAGE_SIZE).is_some()) {
-            return Err(Error::Busy);
-        }
-        if self.attached.len() >= crate::res::vspace::MAX_ATTACHMENTS
-            || self.pages + pages > MAX_USER_PAGES
-        {
+        if self.attached.len() >= crate::res::vspace::MAX_ATTACHMENTS {
             return Err(Error::NoMemory);
         }
         let mut flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE;
         if writable {
             flags |= Flags::WRITABLE;
         }
-        for (i, &frame) in frames.iter().enumerate() {
-            // SAFETY: an address space of this core's process table, a free user-half page
-            // (checked above), and a frame owned by a live vregion on this core.
-            let r = unsafe {
-                // Page tables for user mappings come from user memory, not the kernel's
-                // reserve.
-                paging::map_4k(
-                    self.root,
-                    vaddr + i as u64 * PAGE_SIZE,
-                    frame,
-                    flags,
-                    &mut frames::alloc_user,
-                )
-            };
-            if r.is_err() {
-                self.unmap_shared(vaddr, i as u64);
-                return Err(Error::NoMemory);
-            }
-        }
+        // SAFETY: the frames are owned by a live vregion on this core, which keeps them
+        // while this address space maps them (until detach or drop).
+        let pages = unsafe { self.map_frames(vaddr, frames, flags)? };
         self.attached.push((vaddr, pages, region));
         self.pages += pages;
         Ok(())
     }
 
-    /// Map kernel-owned `frames` (a request ring's) writable at `vaddr` (page-aligned, user
-    /// half, nothing there yet). The frames stay their owner's; this address space only
-    /// unmaps them when it goes.
-    pub fn map_pinned(&mut self, vaddr: u64, frames: &[u64]) -> Result<(), Error> {
+    /// Map `frames` at `vaddr` (page-aligned, user half, nothing there yet) with `flags`,
+    /// all or none; the number of pages mapped. The frames are not this address space's.
+    ///
+    /// # Safety
+    /// The caller keeps every frame alive, and does not reuse it, while it is mapped here.
+    unsafe fn map_frames(
+        &mut self,
+        vaddr: u64,
+        frames: &[u64],
+        flags: Flags,
+    ) -> Result<u64, Error> {
         let pages = frames.len() as u64;
         let end = pages
             .checked_mul(PAGE_SIZE)
@@ -228,11 +202,12 @@ impl VSpace {
         if self.pages + pages > MAX_USER_PAGES {
             return Err(Error::NoMemory);
         }
-        let flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE | Flags::WRITABLE;
         for (i, &frame) in frames.iter().enumerate() {
             // SAFETY: an address space of this core's process table, a free user-half page
-            // (checked above), and a frame the caller owns and keeps while this maps it.
+            // (checked above), and a frame the caller keeps while this maps it.
             let r = unsafe {
+                // Page tables for user mappings come from user memory, not the kernel's
+                // reserve.
                 paging::map_4k(
                     self.root,
                     vaddr + i as u64 * PAGE_SIZE,
@@ -246,6 +221,17 @@ impl VSpace {
                 return Err(Error::NoMemory);
             }
         }
+        Ok(pages)
+    }
+
+    /// Map kernel-owned `frames` (a request ring's) writable at `vaddr` (page-aligned, user
+    /// half, nothing there yet). The frames stay their owner's; this address space only
+    /// unmaps them when it goes.
+    pub fn map_pinned(&mut self, vaddr: u64, frames: &[u64]) -> Result<(), Error> {
+        let flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE | Flags::WRITABLE;
+        // SAFETY: the ring's owner keeps its frames until the process (and so this address
+        // space) has gone.
+        let pages = unsafe { self.map_frames(vaddr, frames, flags)? };
         self.pinned.push((vaddr, pages));
         self.pages += pages;
         Ok(())

@@ -87,6 +87,17 @@ const fn has_error_code(v: usize) -> bool {
 
 global_asm!(
     r#"
+    /* The FPU/SSE state of the interrupted code below the frame (16-aligned; trap_resume
+       restores it), then a clean state for the handler. */
+    .macro save_fpu_clean
+    subq $528, %rsp
+    andq $-16, %rsp
+    fxsave64 (%rsp)
+    movl $0x1f80, 512(%rsp)
+    ldmxcsr 512(%rsp)
+    fninit
+    .endm
+
     /* The general registers in TrapFrame order (rax at the lowest address). */
     .macro push_gprs
     pushq %r15
@@ -158,13 +169,7 @@ trap_common:
 2:
     .global trap_after_gs
 trap_after_gs:
-    /* FPU/SSE state of the interrupted code, then a clean state for the handler. */
-    subq $528, %rsp
-    andq $-16, %rsp
-    fxsave64 (%rsp)
-    movl $0x1f80, 512(%rsp)
-    ldmxcsr 512(%rsp)
-    fninit
+    save_fpu_clean
     movq %rbx, %rdi
     call {dispatch}
     .global trap_resume
@@ -200,12 +205,7 @@ syscall_entry:
     movq %rsp, %rbx
     movl $1, %r12d
     /* As trap_after_gs, but straight to the system-call entry (no vector to look at). */
-    subq $528, %rsp
-    andq $-16, %rsp
-    fxsave64 (%rsp)
-    movl $0x1f80, 512(%rsp)
-    ldmxcsr 512(%rsp)
-    fninit
+    save_fpu_clean
     movq %rbx, %rdi
     call {syscall}
     jmp trap_resume
