@@ -114,18 +114,18 @@ pub(super) fn try_inline(src: usize, tag: u64, record: u64) -> bool {
         return false;
     }
     crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
-    // Whatever context we interrupted keeps its own flow.
-    let saved = crate::res::save_flow();
+    // Whatever context we interrupted gets its flow back exactly as it was (a snapshot of
+    // the core's flow: no look at the running process, unlike `save_flow`).
+    let saved = crate::res::snapshot_flow();
     crate::res::adopt_flow(&request.flow);
     let result = super::ops::perform(&request.op);
-    crate::res::end_remote_flow();
-    crate::res::restore_flow(&saved);
+    crate::res::put_back_flow(&saved);
     request.set_reply(result);
     crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
     let stats = &me().stats;
     stats.served.fetch_add(1, Ordering::Relaxed);
     stats.inline_served.fetch_add(1, Ordering::Relaxed);
-    super::reply(src, tag);
+    super::reply(src, tag, request);
     true
 }
 
