@@ -425,17 +425,18 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     let tag = submit(dst, op, waiter).inspect_err(|_| {
         stop_polling();
     })?;
-    let r = wait_answer(tag, thread);
+    let r = wait_answer(tag, thread, true);
     stop_polling();
     r
 }
 
 /// Sleep until the answer to request `tag` is in (as `thread`, or as the idle context).
-fn wait_answer(tag: u64, thread: Option<u32>) -> Result<Out, Error> {
-    // Halting in place first: the answer cannot be in yet (no interrupt came since the
-    // request left), and nothing else runs here meanwhile.
+/// `just_sent`: the request left in this kernel activity (no interrupt came since, so in
+/// ipi mode its answer cannot be in yet).
+fn wait_answer(tag: u64, thread: Option<u32>, just_sent: bool) -> Result<Out, Error> {
+    // Halting in place first: nothing else runs here meanwhile.
     if thread.is_some() {
-        if let Some(r) = fast::halt_in_place(tag) {
+        if let Some(r) = fast::halt_in_place(tag, just_sent) {
             return r;
         }
     }
@@ -494,7 +495,7 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
     let tags: Vec<Result<u64, Error>> = ops.into_iter().map(|op| submit(dst, op, waiter)).collect();
     let results = tags
         .into_iter()
-        .map(|tag| wait_answer(tag?, thread))
+        .map(|tag| wait_answer(tag?, thread, false))
         .collect();
     stop_polling();
     results
