@@ -192,6 +192,41 @@ pub fn restore_flow(saved: &SavedFlow) {
     }
 }
 
+/// The core's flow exactly as it is, to put back with [`put_back_flow`] after work done in
+/// passing (a request the RPCC daemon performs inside an interrupt): six loads, no look at
+/// the running process, unlike [`save_flow`].
+pub struct FlowSnapshot {
+    id: u64,
+    user: u32,
+    remote: bool,
+    remote_id: u64,
+    remote_pid: u64,
+    remote_priority: u32,
+}
+
+pub fn snapshot_flow() -> FlowSnapshot {
+    let f = &percore::this().flow;
+    FlowSnapshot {
+        id: f.id.load(Ordering::Relaxed),
+        user: f.user.load(Ordering::Relaxed),
+        remote: f.remote.load(Ordering::Relaxed),
+        remote_id: f.remote_id.load(Ordering::Relaxed),
+        remote_pid: f.remote_pid.load(Ordering::Relaxed),
+        remote_priority: f.remote_priority.load(Ordering::Relaxed),
+    }
+}
+
+pub fn put_back_flow(s: &FlowSnapshot) {
+    let f = &percore::this().flow;
+    f.id.store(s.id, Ordering::Relaxed);
+    f.user.store(s.user, Ordering::Relaxed);
+    f.remote.store(s.remote, Ordering::Relaxed);
+    f.remote_id.store(s.remote_id, Ordering::Relaxed);
+    f.remote_pid.store(s.remote_pid, Ordering::Relaxed);
+    f.remote_priority
+        .store(s.remote_priority, Ordering::Relaxed);
+}
+
 // ---- routing: this core's table or RPCC --------------------------------------------------
 
 /// The core that owns `id`: `None` for this one.

@@ -202,7 +202,7 @@ extern "C" fn agent_main(src: u64) -> ! {
         crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
         // A request left waiting (a P on a semaphore) is answered later, by its V.
         if !deferred {
-            super::reply(src, tag);
+            super::reply(src, tag, request);
         }
         performed += 1;
         stats.served.fetch_add(1, Ordering::Relaxed);
@@ -303,5 +303,5 @@ pub fn answer_deferred(d: Deferred, r: Result<super::Out, abi::Error>) {
     // else answers a deferred request.
     let request: &Request = unsafe { &*(d.request as *const Request) };
     request.set_reply(r);
-    super::reply(d.src, d.tag);
+    super::reply(d.src, d.tag, request);
 }

@@ -114,25 +114,26 @@ pub(super) fn try_inline(src: usize, tag: u64, record: u64) -> bool {
         return false;
     }
     crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
-    // Whatever context we interrupted keeps its own flow.
-    let saved = crate::res::save_flow();
+    // Whatever context we interrupted gets its flow back exactly as it was (a snapshot of
+    // the core's flow: no look at the running process, unlike `save_flow`).
+    let saved = crate::res::snapshot_flow();
     crate::res::adopt_flow(&request.flow);
     let result = super::ops::perform(&request.op);
-    crate::res::end_remote_flow();
-    crate::res::restore_flow(&saved);
+    crate::res::put_back_flow(&saved);
     request.set_reply(result);
     crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
     let stats = &me().stats;
     stats.served.fetch_add(1, Ordering::Relaxed);
     stats.inline_served.fetch_add(1, Ordering::Relaxed);
-    super::reply(src, tag);
+    super::reply(src, tag, request);
     true
 }
 
 /// Halt-in-place mode: the running thread waits for the answer to request `tag` without
 /// leaving the core, halting until an interrupt: the answer (taken), or `None` if another
-/// thread of this core became ready first (the caller then blocks as usual).
-pub(super) fn halt_in_place(tag: u64) -> Option<Result<super::Out, abi::Error>> {
+/// thread of this core became ready first (the caller then blocks as usual). `just_sent`:
+/// the request left in this kernel activity, with interrupts masked since.
+pub(super) fn halt_in_place(tag: u64, just_sent: bool) -> Option<Result<super::Out, abi::Error>> {
     if !halts() || !structure::requests_travel() {
         return None;
     }
@@ -141,10 +142,17 @@ pub(super) fn halt_in_place(tag: u64) -> Option<Result<super::Out, abi::Error>> 
     // In poll mode no IPI comes at all: the thread keeps looking at the rings instead.
     let mode = super::notify_mode();
     let mut halted = false;
+    // In ipi mode the answer is taken only by the IPI's handler: if none came since the
+    // request left (interrupts masked), the first look would find nothing. (`call_many`
+    // waits for its later requests after halting for the first: those do look first.)
+    let mut look = !(just_sent && mode == abi::RPCC_NOTIFY_IPI);
     let answer = loop {
-        if let Some(r) = super::take_done(tag) {
-            break Some(r);
+        if look {
+            if let Some(r) = super::take_done(tag) {
+                break Some(r);
+            }
         }
+        look = true;
         // Another thread is ready, or the scheduler wants the core for something else (the
         // idle context's turn while the in-kernel tests wait).
         if sched::with(|s| s.core_wanted()) {

@@ -29,7 +29,9 @@
 //! - `hybrid` (default): an idle core spins looking at its rings for [`HYBRID_SPIN_NS`]
 //!   before it halts; a sender sends an IPI only if the receiver is not spinning.
 //!
-//! Every core also looks at its rings at every tick, so no message waits forever.
+//! Every core also looks at its rings at every tick, so no message waits forever. In the
+//! fast design the reply to a notice (a request nobody waits for: its reply only gives the
+//! record back) goes without an IPI in every mode: it waits for the requester's next look.
 //!
 //! # The fast design (`rpcc.agents=inline`, `rpcc.wait=halt`)
 //! The daemon performs short requests itself and a waiting thread halts in place instead
@@ -95,6 +97,10 @@ pub struct FlowInfo {
 pub struct Request {
     pub op: Op,
     pub flow: FlowInfo,
+    /// A notice in the fast design: nobody waits for the answer, which only gives the
+    /// record back, so the owner sends its reply without an IPI (the requester takes it at
+    /// its next look at the rings: another message's IPI, or the tick at the latest).
+    quiet: bool,
     reply: UnsafeCell<Option<Result<Out, Error>>>,
 }
 
@@ -286,7 +292,8 @@ pub fn init_this_core() {
 
 /// Put `msg` in the ring to `dst` (or behind the messages already waiting for room), then
 /// notify `dst`.
-fn send(s: &mut State, dst: usize, msg: Msg) {
+/// A message sent without `announce` waits for `dst`'s next look at its rings.
+fn send(s: &mut State, dst: usize, msg: Msg, announce: bool) {
     if s.senders[dst].is_none() {
         let ring = percore::of(dst).rpcc.inbox[current_core()].load(Ordering::Acquire);
         // SAFETY: a published ring is leaked (lives forever) and never moves.
@@ -303,7 +310,9 @@ fn send(s: &mut State, dst: usize, msg: Msg) {
         s.outbox[dst].push_back(msg);
         s.outboxed += 1;
     }
-    notify(dst);
+    if announce {
+        notify(dst);
+    }
 }
 
 /// Tell `dst` that a message waits, as the notify mode says.
@@ -359,17 +368,20 @@ fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
         return Err(Error::NoSuchCore);
     }
     let flow = crate::res::flow_info();
+    let quiet = waiter == Waiter::Nobody && fast::inline();
     let tag = with_state(|s| {
         let request = match s.spare.pop() {
             // A spare's reply was taken and its operation emptied (`take_done`).
             Some(mut spare) => {
                 spare.op = op;
                 spare.flow = flow;
+                spare.quiet = quiet;
                 spare
             }
             None => Box::new(Request {
                 op,
                 flow,
+                quiet,
                 reply: UnsafeCell::new(None),
             }),
         };
@@ -392,6 +404,7 @@ fn submit(dst: usize, op: Op, waiter: Waiter) -> Result<u64, Error> {
                 tag,
                 request: addr,
             },
+            true,
         );
         tag
     });
@@ -412,17 +425,18 @@ pub fn call(dst: usize, op: Op) -> Result<Out, Error> {
     let tag = submit(dst, op, waiter).inspect_err(|_| {
         stop_polling();
     })?;
-    let r = wait_answer(tag, thread);
+    let r = wait_answer(tag, thread, true);
     stop_polling();
     r
 }
 
 /// Sleep until the answer to request `tag` is in (as `thread`, or as the idle context).
-fn wait_answer(tag: u64, thread: Option<u32>) -> Result<Out, Error> {
-    // Halting in place first: the answer cannot be in yet (no interrupt came since the
-    // request left), and nothing else runs here meanwhile.
+/// `just_sent`: the request left in this kernel activity (no interrupt came since, so in
+/// ipi mode its answer cannot be in yet).
+fn wait_answer(tag: u64, thread: Option<u32>, just_sent: bool) -> Result<Out, Error> {
+    // Halting in place first: nothing else runs here meanwhile.
     if thread.is_some() {
-        if let Some(r) = fast::halt_in_place(tag) {
+        if let Some(r) = fast::halt_in_place(tag, just_sent) {
             return r;
         }
     }
@@ -481,7 +495,7 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
     let tags: Vec<Result<u64, Error>> = ops.into_iter().map(|op| submit(dst, op, waiter)).collect();
     let results = tags
         .into_iter()
-        .map(|tag| wait_answer(tag?, thread))
+        .map(|tag| wait_answer(tag?, thread, false))
         .collect();
     stop_polling();
     results
@@ -661,8 +675,11 @@ fn poll_batch() -> Option<usize> {
     Some(n)
 }
 
-/// Send the reply to request `tag` from core `src` (an agent, after `set_reply`).
-pub(crate) fn reply(src: usize, tag: u64) {
+/// Send the reply to request `tag` (record `request`) from core `src` (an agent, after
+/// `set_reply`); a quiet request's reply goes without an IPI.
+pub(crate) fn reply(src: usize, tag: u64, request: &Request) {
+    // Read before the reply leaves: the record is the requester's again after that.
+    let announce = !request.quiet;
     with_state(|s| {
         send(
             s,
@@ -672,6 +689,7 @@ pub(crate) fn reply(src: usize, tag: u64) {
                 tag,
                 request: 0,
             },
+            announce,
         )
     });
 }
