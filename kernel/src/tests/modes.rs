@@ -17,16 +17,27 @@ ktest! {
     /// wait is Idle time.
     fn modes_partition_time() -> TestResult {
         let core = percore::current_core();
-        let t0 = crate::time::now_ns();
-        let before: u64 = totals(core).iter().sum();
-        // A wait that only lets time pass (and be idle) for the measurement: however long
-        // a busy host makes it, the sum and the clock grow by the same span, and the core,
-        // with nothing to run, halts in Idle mode.
-        sched::run_until(30_000_000, || false);
-        let after: u64 = totals(core).iter().sum();
-        let t1 = crate::time::now_ns();
-        let (grew, took) = (after - before, t1 - t0);
-        kassert!(grew.abs_diff(took) <= took / 50 + 20_000, "modes grew {grew} ns while {took} ns passed");
+        // The clock and the totals are two reads: a busy host may stop this vCPU between
+        // them (once 2.8 ms of a 33 ms span), so the span is measured up to five times and
+        // must match once; a real loss of accounted time would show in every one.
+        let mut spans = alloc::vec::Vec::new();
+        for _ in 0..5 {
+            let t0 = crate::time::now_ns();
+            let before: u64 = totals(core).iter().sum();
+            // A wait that only lets time pass (and be idle) for the measurement: however
+            // long a busy host makes it, the sum and the clock grow by the same span, and
+            // the core, with nothing to run, halts in Idle mode.
+            sched::run_until(30_000_000, || false);
+            let after: u64 = totals(core).iter().sum();
+            let t1 = crate::time::now_ns();
+            let (grew, took) = (after - before, t1 - t0);
+            spans.push((grew, took));
+            if grew.abs_diff(took) <= took / 50 + 20_000 {
+                break;
+            }
+        }
+        let (grew, took) = *spans.last().ok_or("no span measured")?;
+        kassert!(grew.abs_diff(took) <= took / 50 + 20_000, "modes grew by (ns, while ns passed): {spans:?}");
         let idle = totals(core)[MODE_IDLE];
         kassert!(idle > 0, "no idle time after an idle wait");
         kassert!(modes::current() == Mode::Kernel, "the test runs in {:?} mode", modes::current());
