@@ -288,12 +288,6 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
 
 /// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
 pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
-    enqueue_local(incoming, false).map(drop)
-}
-
-/// [`enqueue`]; with `direct`, a receiver waiting on the endpoint is not woken but returned
-/// (the caller switches to it, or wakes it if it cannot).
-fn enqueue_local(incoming: Incoming, direct: bool) -> Result<Option<u32>, Error> {
     let owner = crate::res::endpoint::owner(incoming.endpoint, true)?;
     sched::with(|s| {
         let p = s
@@ -304,20 +298,9 @@ fn enqueue_local(incoming: Incoming, direct: bool) -> Result<Option<u32>, Error>
         if p.ipc.requests.len() >= MAX_QUEUED {
             return Err(Error::Busy);
         }
-        let receiver = match p.ipc.receiver {
-            Some((t, ep)) if direct && ep == incoming.endpoint && p.ipc.requests.is_empty() => {
-                p.ipc.receiver = None;
-                Some(t)
-            }
-            _ => None,
-        };
         p.ipc.requests.push_back(incoming);
-        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
-        // The receiver handed the core takes the request: the others need not look.
-        if receiver.is_none() {
-            wake_waiting_threads(s, owner.serial(), None);
-        }
-        Ok(receiver)
+        wake_waiting_threads(s, owner.serial(), None);
+        Ok(())
     })
 }
 
@@ -559,42 +542,96 @@ pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let (ticket, me, thread) = sched::with(|s| {
-        let thread = s.current_thread().unwrap_or(0);
-        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
-        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
-        let ipc = &mut p.ipc;
-        if ipc.in_flight() >= MAX_IN_FLIGHT {
-            return Err(Error::Busy);
-        }
-        ipc.next_ticket += 1;
-        ipc.pending.insert(ipc.next_ticket, None);
-        Ok((ipc.next_ticket, p.pid, thread))
-    })?;
-    let incoming = Incoming {
-        endpoint,
-        kind: api::SUBMIT_CALL,
-        sender: me,
-        sender_thread: thread,
-        caller: Some(Caller {
-            pid: me,
-            ticket,
-            thread,
-        }),
-        msg,
-    };
-    match enqueue_local(incoming, true) {
-        Ok(Some(receiver)) => hand_over(receiver, u64::MAX),
-        Ok(None) => {}
-        Err(e) => {
-            let _ = with_mine(|ipc, _| {
-                ipc.pending.remove(&ticket);
-                Ok(())
-            });
-            return Err(e);
+    let (ticket, receiver) = call_local(endpoint, msg)?;
+    if let Some(receiver) = receiver {
+        hand_over(receiver, u64::MAX);
+        // Switched back, most often by the receiver's REPLY_RECV with the answer.
+        if let Some(c) = first_answer(ticket) {
+            return Ok(c);
         }
     }
     collect(ticket, u64::MAX).map(|(c, _)| c)
+}
+
+/// The answer to request `ticket` if it is the first result queued (where the direct
+/// switch's way back leaves it): one look, without COLLECT's search; `None` sends the caller
+/// to [`collect`].
+fn first_answer(ticket: u64) -> Option<Completion> {
+    sched::with(|s| {
+        let p = s.processes.get_mut(&s.current_process()?)?;
+        if p.ipc.results.front()?.completion.ticket != ticket {
+            return None;
+        }
+        p.ipc.results.pop_front().map(|d| d.completion)
+    })
+}
+
+/// A same-core `CALL`'s request: take a ticket and queue the request for the endpoint's
+/// owner in one visit to the scheduler's tables (as [`submit`] then [`enqueue_local`] would,
+/// with the same errors in the same order). Returns the ticket and the receiver waiting on
+/// the endpoint, not woken (the caller hands it the core).
+fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>), Error> {
+    let owner = match crate::res::endpoint::owner(endpoint, true) {
+        Ok(owner) => owner,
+        // A full in-flight table is the first error, as `submit`'s order has it.
+        Err(e) => {
+            return Err(with_mine(|ipc, _| {
+                Ok(if ipc.in_flight() >= MAX_IN_FLIGHT {
+                    Error::Busy
+                } else {
+                    e
+                })
+            })
+            .unwrap_or_else(|e| e))
+        }
+    };
+    sched::with(|s| {
+        let thread = s.current_thread().unwrap_or(0);
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let me = p.pid;
+        if p.ipc.in_flight() >= MAX_IN_FLIGHT {
+            return Err(Error::Busy);
+        }
+        let ticket = p.ipc.next_ticket + 1;
+        let target = s
+            .processes
+            .get_mut(&owner.serial())
+            .filter(|p| p.ended.is_none())
+            .ok_or(Error::Gone)?;
+        if target.ipc.requests.len() >= MAX_QUEUED {
+            return Err(Error::Busy);
+        }
+        let receiver = match target.ipc.receiver {
+            Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
+                target.ipc.receiver = None;
+                Some(t)
+            }
+            _ => None,
+        };
+        target.ipc.requests.push_back(Incoming {
+            endpoint,
+            kind: api::SUBMIT_CALL,
+            sender: me,
+            sender_thread: thread,
+            caller: Some(Caller {
+                pid: me,
+                ticket,
+                thread,
+            }),
+            msg,
+        });
+        // The ticket is taken once the request is queued (nothing to undo on an error).
+        let mine = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        mine.ipc.next_ticket = ticket;
+        mine.ipc.pending.insert(ticket, None);
+        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
+        // The receiver handed the core takes the request: the others need not look.
+        if receiver.is_none() {
+            wake_waiting_threads(s, owner.serial(), None);
+        }
+        Ok((ticket, receiver))
+    })
 }
 
 /// SUBMIT: start `sub`; returns its ticket. The `bytes_in` of a write or open were copied by
