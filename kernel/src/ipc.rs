@@ -41,6 +41,7 @@ use abi::res::ResId;
 use abi::{Error, Pid};
 use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Most requests one process may have in flight (submitted and not collected).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -123,6 +124,51 @@ pub struct ProcIpc {
     receiver: Option<(u32, ResId)>,
     /// The submission and completion rings, once set up (`ring.rs`).
     pub ring: Option<crate::ring::Ring>,
+    /// The last endpoint check passed to receive (`[0]`) and to send (`[1]`): the fast
+    /// path's calls skip the resource lookup while it holds ([`owner_checked`]).
+    checks: [Option<EndpointCheck>; 2],
+}
+
+/// An endpoint check that passed: `res::endpoint::owner(id, send)` answered `owner` for a
+/// flow of `user` (with RCC's rights `rcc`). Its answer depends on nothing else while the
+/// endpoint exists (its rights, creator and owner never change), so it holds while no
+/// endpoint was closed and no process ended since (`epoch`, [`ENDPOINTS_EPOCH`]).
+#[derive(Clone, Copy)]
+struct EndpointCheck {
+    id: ResId,
+    user: u32,
+    rcc: bool,
+    epoch: u64,
+    owner: Pid,
+}
+
+/// Counts endpoint closes and process ends (whose endpoints go) on every core: a change
+/// makes every remembered [`EndpointCheck`] stale. Rare next to calls, so counting all of
+/// them, on any core, costs nothing worth a finer scheme.
+static ENDPOINTS_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The owner of endpoint `id`, checked as `res::endpoint::owner(id, send)` does (the flow's
+/// right to send, or to receive), for the running process (`ipc`): from the check it
+/// remembers while that holds, else by the resource lookup (then remembered).
+fn owner_checked(ipc: &mut ProcIpc, id: ResId, send: bool) -> Result<Pid, Error> {
+    let user = crate::res::flow_user().0;
+    let rcc = crate::res::rcc_on();
+    let epoch = ENDPOINTS_EPOCH.load(Ordering::Relaxed);
+    let slot = &mut ipc.checks[usize::from(send)];
+    if let Some(c) = slot {
+        if c.id == id && c.user == user && c.rcc == rcc && c.epoch == epoch {
+            return Ok(c.owner);
+        }
+    }
+    let owner = crate::res::endpoint::owner(id, send)?;
+    *slot = Some(EndpointCheck {
+        id,
+        user,
+        rcc,
+        epoch,
+        owner,
+    });
+    Ok(owner)
 }
 
 impl ProcIpc {
@@ -458,23 +504,23 @@ pub fn reply_recv(
     if endpoint.core() != current_core() {
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
-    let owner = crate::res::endpoint::owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     let here = current_core();
-    let (remote, direct, noted) = sched::with(|s| {
+    let (owner, remote, direct, noted) = sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let owner = owner_checked(&mut p.ipc, endpoint, false)?;
         if owner != p.pid {
             return Err(Error::Denied);
         }
         if handle == 0 {
-            return Ok((None, None, false));
+            return Ok((owner, None, None, false));
         }
         let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
         let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
         if caller.pid.core() != here {
-            return Ok((Some(caller), None, false));
+            return Ok((owner, Some(caller), None, false));
         }
         // Nothing queued: this thread is the receiver from now on (the receiving loop's
         // first look, done here).
@@ -484,7 +530,7 @@ pub fn reply_recv(
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
         let done = complete_in_but(s, caller.pid, answer(caller, msg, value), None, direct);
-        Ok((None, direct.filter(|_| done), !queued))
+        Ok((owner, None, direct.filter(|_| done), !queued))
     })?;
     if let Some(caller) = remote {
         deliver(None, caller, answer(caller, msg, value));
@@ -495,6 +541,7 @@ pub fn reply_recv(
 /// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get
 /// `Gone`.
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
+    ENDPOINTS_EPOCH.fetch_add(1, Ordering::Relaxed);
     let failed: Vec<Caller> = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
             return Vec::new();
@@ -514,6 +561,8 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
 
 /// A process ended: everything waiting for it gets `Gone`; what it held goes.
 pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
+    // Its endpoints go (unless it moved): remembered checks may name them.
+    ENDPOINTS_EPOCH.fetch_add(1, Ordering::Relaxed);
     let callers = ipc
         .requests
         .into_iter()
@@ -571,60 +620,59 @@ fn first_answer(ticket: u64) -> Option<Completion> {
 /// with the same errors in the same order). Returns the ticket and the receiver waiting on
 /// the endpoint, not woken (the caller hands it the core).
 fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>), Error> {
-    let owner = match crate::res::endpoint::owner(endpoint, true) {
-        Ok(owner) => owner,
-        // A full in-flight table is the first error, as `submit`'s order has it.
-        Err(e) => {
-            return Err(with_mine(|ipc, _| {
-                Ok(if ipc.in_flight() >= MAX_IN_FLIGHT {
-                    Error::Busy
-                } else {
-                    e
-                })
-            })
-            .unwrap_or_else(|e| e))
-        }
-    };
     sched::with(|s| {
         let thread = s.current_thread().unwrap_or(0);
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
         let me = p.pid;
+        // A full in-flight table is the first error, as `submit`'s order has it.
         if p.ipc.in_flight() >= MAX_IN_FLIGHT {
             return Err(Error::Busy);
         }
-        let ticket = p.ipc.next_ticket + 1;
-        let target = s
+        let owner = owner_checked(&mut p.ipc, endpoint, true)?;
+        p.ipc.next_ticket += 1;
+        let ticket = p.ipc.next_ticket;
+        p.ipc.pending.insert(ticket, None);
+        let queued = s
             .processes
             .get_mut(&owner.serial())
             .filter(|p| p.ended.is_none())
-            .ok_or(Error::Gone)?;
-        if target.ipc.requests.len() >= MAX_QUEUED {
-            return Err(Error::Busy);
-        }
-        let receiver = match target.ipc.receiver {
-            Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
-                target.ipc.receiver = None;
-                Some(t)
+            .ok_or(Error::Gone)
+            .and_then(|target| {
+                if target.ipc.requests.len() >= MAX_QUEUED {
+                    return Err(Error::Busy);
+                }
+                let receiver = match target.ipc.receiver {
+                    Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
+                        target.ipc.receiver = None;
+                        Some(t)
+                    }
+                    _ => None,
+                };
+                target.ipc.requests.push_back(Incoming {
+                    endpoint,
+                    kind: api::SUBMIT_CALL,
+                    sender: me,
+                    sender_thread: thread,
+                    caller: Some(Caller {
+                        pid: me,
+                        ticket,
+                        thread,
+                    }),
+                    msg,
+                });
+                Ok(receiver)
+            });
+        let receiver = match queued {
+            Ok(receiver) => receiver,
+            Err(e) => {
+                // Not queued: the ticket goes (the rare path pays the second lookup).
+                if let Some(p) = s.processes.get_mut(&serial) {
+                    p.ipc.pending.remove(&ticket);
+                }
+                return Err(e);
             }
-            _ => None,
         };
-        target.ipc.requests.push_back(Incoming {
-            endpoint,
-            kind: api::SUBMIT_CALL,
-            sender: me,
-            sender_thread: thread,
-            caller: Some(Caller {
-                pid: me,
-                ticket,
-                thread,
-            }),
-            msg,
-        });
-        // The ticket is taken once the request is queued (nothing to undo on an error).
-        let mine = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
-        mine.ipc.next_ticket = ticket;
-        mine.ipc.pending.insert(ticket, None);
         let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
         // The receiver handed the core takes the request: the others need not look.
         if receiver.is_none() {

@@ -405,7 +405,7 @@ impl Tables {
 
     /// The frame of the page at `vaddr` (page-aligned) if the user may read it (or, with
     /// `write`, write it): from the page remembered, else by a walk.
-    #[inline]
+    #[inline(always)]
     fn page(&self, vaddr: u64, write: bool) -> Result<u64, UserFault> {
         let (page, mut frame, mut user, mut writable) = self.last.get();
         if page != vaddr {
@@ -424,7 +424,7 @@ impl Tables {
 
     /// Walk the user range `at` page by page, calling `f(phys, offset, n)` for each piece;
     /// fails without calling `f` for any piece if a page is missing or lacks the access.
-    #[inline]
+    #[inline(always)]
     fn pieces(
         &self,
         at: UserRange,
@@ -465,7 +465,7 @@ impl Tables {
 /// The kernel's only way into user memory (`mm::user`'s typed addresses copy through it):
 /// a process's page tables, named by their root.
 impl UserMemory for Tables {
-    #[inline]
+    #[inline(always)]
     fn copy_in(&self, from: UserRange, out: &mut [u8]) -> Result<(), UserFault> {
         assert_eq!(out.len(), from.len());
         self.pieces(from, false, |phys, off, n| {
@@ -481,7 +481,7 @@ impl UserMemory for Tables {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn copy_out(&self, to: UserRange, data: &[u8]) -> Result<(), UserFault> {
         assert_eq!(data.len(), to.len());
         self.pieces(to, true, |phys, off, n| {
@@ -496,7 +496,7 @@ impl UserMemory for Tables {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn check(&self, at: UserRange, write: bool) -> Result<(), UserFault> {
         self.pieces(at, write, |_, _, _| {})
     }
