@@ -33,6 +33,8 @@
 
 #![deny(unsafe_code)]
 
+mod fast;
+
 use crate::percore::current_core;
 use crate::proc::sched;
 use crate::rpcc::{self, Op, Out};
@@ -41,7 +43,6 @@ use abi::res::ResId;
 use abi::{Error, Pid};
 use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Most requests one process may have in flight (submitted and not collected).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -125,50 +126,8 @@ pub struct ProcIpc {
     /// The submission and completion rings, once set up (`ring.rs`).
     pub ring: Option<crate::ring::Ring>,
     /// The last endpoint check passed to receive (`[0]`) and to send (`[1]`): the fast
-    /// path's calls skip the resource lookup while it holds ([`owner_checked`]).
-    checks: [Option<EndpointCheck>; 2],
-}
-
-/// An endpoint check that passed: `res::endpoint::owner(id, send)` answered `owner` for a
-/// flow of `user` (with RCC's rights `rcc`). Its answer depends on nothing else while the
-/// endpoint exists (its rights, creator and owner never change), so it holds while no
-/// endpoint was closed and no process ended since (`epoch`, [`ENDPOINTS_EPOCH`]).
-#[derive(Clone, Copy)]
-struct EndpointCheck {
-    id: ResId,
-    user: u32,
-    rcc: bool,
-    epoch: u64,
-    owner: Pid,
-}
-
-/// Counts endpoint closes and process ends (whose endpoints go) on every core: a change
-/// makes every remembered [`EndpointCheck`] stale. Rare next to calls, so counting all of
-/// them, on any core, costs nothing worth a finer scheme.
-static ENDPOINTS_EPOCH: AtomicU64 = AtomicU64::new(0);
-
-/// The owner of endpoint `id`, checked as `res::endpoint::owner(id, send)` does (the flow's
-/// right to send, or to receive), for the running process (`ipc`): from the check it
-/// remembers while that holds, else by the resource lookup (then remembered).
-fn owner_checked(ipc: &mut ProcIpc, id: ResId, send: bool) -> Result<Pid, Error> {
-    let user = crate::res::flow_user().0;
-    let rcc = crate::res::rcc_on();
-    let epoch = ENDPOINTS_EPOCH.load(Ordering::Relaxed);
-    let slot = &mut ipc.checks[usize::from(send)];
-    if let Some(c) = slot {
-        if c.id == id && c.user == user && c.rcc == rcc && c.epoch == epoch {
-            return Ok(c.owner);
-        }
-    }
-    let owner = crate::res::endpoint::owner(id, send)?;
-    *slot = Some(EndpointCheck {
-        id,
-        user,
-        rcc,
-        epoch,
-        owner,
-    });
-    Ok(owner)
+    /// path's calls skip the resource lookup while it holds (`fast::owner_checked`).
+    checks: [Option<fast::EndpointCheck>; 2],
 }
 
 impl ProcIpc {
@@ -510,7 +469,7 @@ pub fn reply_recv(
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
-        let owner = owner_checked(&mut p.ipc, endpoint, false)?;
+        let owner = fast::owner_checked(&mut p.ipc, endpoint, false)?;
         if owner != p.pid {
             return Err(Error::Denied);
         }
@@ -541,7 +500,7 @@ pub fn reply_recv(
 /// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get
 /// `Gone`.
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
-    ENDPOINTS_EPOCH.fetch_add(1, Ordering::Relaxed);
+    fast::endpoints_changed();
     let failed: Vec<Caller> = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
             return Vec::new();
@@ -562,7 +521,7 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
 /// A process ended: everything waiting for it gets `Gone`; what it held goes.
 pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
     // Its endpoints go (unless it moved): remembered checks may name them.
-    ENDPOINTS_EPOCH.fetch_add(1, Ordering::Relaxed);
+    fast::endpoints_changed();
     let callers = ipc
         .requests
         .into_iter()
@@ -591,95 +550,15 @@ pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let (ticket, receiver) = call_local(endpoint, msg)?;
+    let (ticket, receiver) = fast::call_local(endpoint, msg)?;
     if let Some(receiver) = receiver {
         hand_over(receiver, u64::MAX);
         // Switched back, most often by the receiver's REPLY_RECV with the answer.
-        if let Some(c) = first_answer(ticket) {
+        if let Some(c) = fast::first_answer(ticket) {
             return Ok(c);
         }
     }
     collect(ticket, u64::MAX).map(|(c, _)| c)
-}
-
-/// The answer to request `ticket` if it is the first result queued (where the direct
-/// switch's way back leaves it): one look, without COLLECT's search; `None` sends the caller
-/// to [`collect`].
-fn first_answer(ticket: u64) -> Option<Completion> {
-    sched::with(|s| {
-        let p = s.processes.get_mut(&s.current_process()?)?;
-        if p.ipc.results.front()?.completion.ticket != ticket {
-            return None;
-        }
-        p.ipc.results.pop_front().map(|d| d.completion)
-    })
-}
-
-/// A same-core `CALL`'s request: take a ticket and queue the request for the endpoint's
-/// owner in one visit to the scheduler's tables (as [`submit`] then [`enqueue_local`] would,
-/// with the same errors in the same order). Returns the ticket and the receiver waiting on
-/// the endpoint, not woken (the caller hands it the core).
-fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>), Error> {
-    sched::with(|s| {
-        let thread = s.current_thread().unwrap_or(0);
-        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
-        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
-        let me = p.pid;
-        // A full in-flight table is the first error, as `submit`'s order has it.
-        if p.ipc.in_flight() >= MAX_IN_FLIGHT {
-            return Err(Error::Busy);
-        }
-        let owner = owner_checked(&mut p.ipc, endpoint, true)?;
-        p.ipc.next_ticket += 1;
-        let ticket = p.ipc.next_ticket;
-        p.ipc.pending.insert(ticket, None);
-        let queued = s
-            .processes
-            .get_mut(&owner.serial())
-            .filter(|p| p.ended.is_none())
-            .ok_or(Error::Gone)
-            .and_then(|target| {
-                if target.ipc.requests.len() >= MAX_QUEUED {
-                    return Err(Error::Busy);
-                }
-                let receiver = match target.ipc.receiver {
-                    Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
-                        target.ipc.receiver = None;
-                        Some(t)
-                    }
-                    _ => None,
-                };
-                target.ipc.requests.push_back(Incoming {
-                    endpoint,
-                    kind: api::SUBMIT_CALL,
-                    sender: me,
-                    sender_thread: thread,
-                    caller: Some(Caller {
-                        pid: me,
-                        ticket,
-                        thread,
-                    }),
-                    msg,
-                });
-                Ok(receiver)
-            });
-        let receiver = match queued {
-            Ok(receiver) => receiver,
-            Err(e) => {
-                // Not queued: the ticket goes (the rare path pays the second lookup).
-                if let Some(p) = s.processes.get_mut(&serial) {
-                    p.ipc.pending.remove(&ticket);
-                }
-                return Err(e);
-            }
-        };
-        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
-        // The receiver handed the core takes the request: the others need not look.
-        if receiver.is_none() {
-            wake_waiting_threads(s, owner.serial(), None);
-        }
-        Ok((ticket, receiver))
-    })
 }
 
 /// SUBMIT: start `sub`; returns its ticket. The `bytes_in` of a write or open were copied by
