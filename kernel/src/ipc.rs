@@ -33,6 +33,8 @@
 
 #![deny(unsafe_code)]
 
+mod fast;
+
 use crate::percore::current_core;
 use crate::proc::sched;
 use crate::rpcc::{self, Op, Out};
@@ -123,6 +125,9 @@ pub struct ProcIpc {
     receiver: Option<(u32, ResId)>,
     /// The submission and completion rings, once set up (`ring.rs`).
     pub ring: Option<crate::ring::Ring>,
+    /// The last endpoint check passed to receive (`[0]`) and to send (`[1]`): the fast
+    /// path's calls skip the resource lookup while it holds (`fast::owner_checked`).
+    checks: [Option<fast::EndpointCheck>; 2],
 }
 
 impl ProcIpc {
@@ -288,12 +293,6 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
 
 /// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
 pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
-    enqueue_local(incoming, false).map(drop)
-}
-
-/// [`enqueue`]; with `direct`, a receiver waiting on the endpoint is not woken but returned
-/// (the caller switches to it, or wakes it if it cannot).
-fn enqueue_local(incoming: Incoming, direct: bool) -> Result<Option<u32>, Error> {
     let owner = crate::res::endpoint::owner(incoming.endpoint, true)?;
     sched::with(|s| {
         let p = s
@@ -304,20 +303,9 @@ fn enqueue_local(incoming: Incoming, direct: bool) -> Result<Option<u32>, Error>
         if p.ipc.requests.len() >= MAX_QUEUED {
             return Err(Error::Busy);
         }
-        let receiver = match p.ipc.receiver {
-            Some((t, ep)) if direct && ep == incoming.endpoint && p.ipc.requests.is_empty() => {
-                p.ipc.receiver = None;
-                Some(t)
-            }
-            _ => None,
-        };
         p.ipc.requests.push_back(incoming);
-        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
-        // The receiver handed the core takes the request: the others need not look.
-        if receiver.is_none() {
-            wake_waiting_threads(s, owner.serial(), None);
-        }
-        Ok(receiver)
+        wake_waiting_threads(s, owner.serial(), None);
+        Ok(())
     })
 }
 
@@ -475,23 +463,23 @@ pub fn reply_recv(
     if endpoint.core() != current_core() {
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
-    let owner = crate::res::endpoint::owner(endpoint, false)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     let here = current_core();
-    let (remote, direct, noted) = sched::with(|s| {
+    let (owner, remote, direct, noted) = sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let owner = fast::owner_checked(&mut p.ipc, endpoint, false)?;
         if owner != p.pid {
             return Err(Error::Denied);
         }
         if handle == 0 {
-            return Ok((None, None, false));
+            return Ok((owner, None, None, false));
         }
         let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
         let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
         if caller.pid.core() != here {
-            return Ok((Some(caller), None, false));
+            return Ok((owner, Some(caller), None, false));
         }
         // Nothing queued: this thread is the receiver from now on (the receiving loop's
         // first look, done here).
@@ -501,7 +489,7 @@ pub fn reply_recv(
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
         let done = complete_in_but(s, caller.pid, answer(caller, msg, value), None, direct);
-        Ok((None, direct.filter(|_| done), !queued))
+        Ok((owner, None, direct.filter(|_| done), !queued))
     })?;
     if let Some(caller) = remote {
         deliver(None, caller, answer(caller, msg, value));
@@ -512,6 +500,7 @@ pub fn reply_recv(
 /// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get
 /// `Gone`.
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
+    fast::endpoints_changed();
     let failed: Vec<Caller> = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
             return Vec::new();
@@ -531,6 +520,8 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
 
 /// A process ended: everything waiting for it gets `Gone`; what it held goes.
 pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
+    // Its endpoints go (unless it moved): remembered checks may name them.
+    fast::endpoints_changed();
     let callers = ipc
         .requests
         .into_iter()
@@ -559,39 +550,12 @@ pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let (ticket, me, thread) = sched::with(|s| {
-        let thread = s.current_thread().unwrap_or(0);
-        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
-        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
-        let ipc = &mut p.ipc;
-        if ipc.in_flight() >= MAX_IN_FLIGHT {
-            return Err(Error::Busy);
-        }
-        ipc.next_ticket += 1;
-        ipc.pending.insert(ipc.next_ticket, None);
-        Ok((ipc.next_ticket, p.pid, thread))
-    })?;
-    let incoming = Incoming {
-        endpoint,
-        kind: api::SUBMIT_CALL,
-        sender: me,
-        sender_thread: thread,
-        caller: Some(Caller {
-            pid: me,
-            ticket,
-            thread,
-        }),
-        msg,
-    };
-    match enqueue_local(incoming, true) {
-        Ok(Some(receiver)) => hand_over(receiver, u64::MAX),
-        Ok(None) => {}
-        Err(e) => {
-            let _ = with_mine(|ipc, _| {
-                ipc.pending.remove(&ticket);
-                Ok(())
-            });
-            return Err(e);
+    let (ticket, receiver) = fast::call_local(endpoint, msg)?;
+    if let Some(receiver) = receiver {
+        hand_over(receiver, u64::MAX);
+        // Switched back, most often by the receiver's REPLY_RECV with the answer.
+        if let Some(c) = fast::first_answer(ticket) {
+            return Ok(c);
         }
     }
     collect(ticket, u64::MAX).map(|(c, _)| c)

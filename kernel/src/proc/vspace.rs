@@ -14,6 +14,7 @@ use crate::res::quota;
 use abi::res::UserId;
 use abi::Error;
 use alloc::vec::Vec;
+use core::cell::Cell;
 
 /// Top of the user stack (exclusive) and its size; a guard page lies below it.
 pub const STACK_TOP: u64 = 0x0000_7fff_ffff_0000;
@@ -349,60 +350,111 @@ fn pieces(
     root: u64,
     at: UserRange,
     write: bool,
-    mut f: impl FnMut(u64, usize, usize),
+    f: impl FnMut(u64, usize, usize),
 ) -> Result<(), UserFault> {
-    let (uaddr, len) = (at.start(), at.len());
-    if len == 0 {
-        return Ok(());
-    }
-    // Two walks (check every page, then copy) instead of a list of pieces: no
-    // allocation on the path of every system call that copies.
-    let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), UserFault> {
-        let (mut at, mut done) = (uaddr, 0usize);
-        while done < len {
-            let t = paging::translate(root, at).ok_or(UserFault::Unmapped)?;
-            if !t.user {
-                return Err(UserFault::NotUser);
-            }
-            if write && !t.writable {
-                return Err(UserFault::ReadOnly);
-            }
-            let n = ((PAGE_SIZE - at % PAGE_SIZE) as usize).min(len - done);
-            f(t.paddr, done, n);
-            at += n as u64;
-            done += n;
-        }
-        Ok(())
-    };
-    // Within one page a failure comes before any copy: one walk does (the range is
-    // checked, so `uaddr + len` does not wrap).
-    if uaddr / PAGE_SIZE != (uaddr + len as u64 - 1) / PAGE_SIZE {
-        walk(&mut |_, _, _| {})?;
-    }
-    walk(&mut f)
+    Tables::new(root).pieces(at, write, f)
 }
 
 /// The user half of an address space, as its page tables map it: a [`VSpace`]'s, or the
 /// running process's (the tables this core has loaded, found without the process table:
 /// the rendezvous fast path's copies).
-pub struct Tables(u64);
+///
+/// A `Tables` remembers the last page it translated, so that several records on one page
+/// (a call's message and the room for its reply, on the caller's stack) cost one walk. A
+/// value lives for one visit to user memory that does not block (the kernel is not
+/// preempted, and only this core changes its processes' tables), so what it remembers
+/// cannot go stale: each visit starts from a fresh one.
+pub struct Tables {
+    root: u64,
+    /// The last page translated: (its user address, or `NONE`; its frame; user-accessible;
+    /// writable).
+    last: Cell<(u64, u64, bool, bool)>,
+}
 
 impl Tables {
+    /// No page remembered (never a page address: not page-aligned).
+    const NONE: u64 = 1;
+
+    fn new(root: u64) -> Tables {
+        Tables {
+            root,
+            last: Cell::new((Self::NONE, 0, false, false)),
+        }
+    }
+
     /// The running process's: the page tables this core has loaded. Only for a system call
     /// of a user thread, whose process's tables the scheduler loaded when it switched to
     /// it (a kernel thread's tables have an empty lower half: every copy fails).
     pub fn loaded() -> Tables {
-        Tables(paging::active_root())
+        Tables::new(paging::active_root())
+    }
+
+    /// The frame of the page at `vaddr` (page-aligned) if the user may read it (or, with
+    /// `write`, write it): from the page remembered, else by a walk.
+    #[inline(always)]
+    fn page(&self, vaddr: u64, write: bool) -> Result<u64, UserFault> {
+        let (page, mut frame, mut user, mut writable) = self.last.get();
+        if page != vaddr {
+            let t = paging::translate(self.root, vaddr).ok_or(UserFault::Unmapped)?;
+            (frame, user, writable) = (t.paddr, t.user, t.writable);
+            self.last.set((vaddr, frame, user, writable));
+        }
+        if !user {
+            return Err(UserFault::NotUser);
+        }
+        if write && !writable {
+            return Err(UserFault::ReadOnly);
+        }
+        Ok(frame)
+    }
+
+    /// Walk the user range `at` page by page, calling `f(phys, offset, n)` for each piece;
+    /// fails without calling `f` for any piece if a page is missing or lacks the access.
+    #[inline(always)]
+    fn pieces(
+        &self,
+        at: UserRange,
+        write: bool,
+        mut f: impl FnMut(u64, usize, usize),
+    ) -> Result<(), UserFault> {
+        let (uaddr, len) = (at.start(), at.len());
+        if len == 0 {
+            return Ok(());
+        }
+        let offset = uaddr % PAGE_SIZE;
+        // Within one page (every record the request path copies, unless it straddles):
+        // one translation, and a failure comes before any copy.
+        if offset + len as u64 <= PAGE_SIZE {
+            f(self.page(uaddr - offset, write)? + offset, 0, len);
+            return Ok(());
+        }
+        // Two walks (check every page, then copy) instead of a list of pieces: no
+        // allocation on the path of every system call that copies (the range is checked,
+        // so `uaddr + len` does not wrap).
+        let walk = |f: &mut dyn FnMut(u64, usize, usize)| -> Result<(), UserFault> {
+            let (mut at, mut done) = (uaddr, 0usize);
+            while done < len {
+                let off = at % PAGE_SIZE;
+                let frame = self.page(at - off, write)?;
+                let n = ((PAGE_SIZE - off) as usize).min(len - done);
+                f(frame + off, done, n);
+                at += n as u64;
+                done += n;
+            }
+            Ok(())
+        };
+        walk(&mut |_, _, _| {})?;
+        walk(&mut f)
     }
 }
 
 /// The kernel's only way into user memory (`mm::user`'s typed addresses copy through it):
 /// a process's page tables, named by their root.
 impl UserMemory for Tables {
-    #[inline]
+    #[inline(always)]
     fn copy_in(&self, from: UserRange, out: &mut [u8]) -> Result<(), UserFault> {
         assert_eq!(out.len(), from.len());
-        pieces(self.0, from, false, |phys, off, n| {
+        self.pieces(from, false, |phys, off, n| {
             // SAFETY: `phys..phys+n` is a user page of this address space (checked), mapped
             // in the direct map; `out[off..off+n]` is in bounds by construction.
             unsafe {
@@ -415,10 +467,10 @@ impl UserMemory for Tables {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn copy_out(&self, to: UserRange, data: &[u8]) -> Result<(), UserFault> {
         assert_eq!(data.len(), to.len());
-        pieces(self.0, to, true, |phys, off, n| {
+        self.pieces(to, true, |phys, off, n| {
             // SAFETY: as in `copy_in`, and the page is writable by the user.
             unsafe {
                 core::ptr::copy_nonoverlapping(
@@ -430,9 +482,9 @@ impl UserMemory for Tables {
         })
     }
 
-    #[inline]
+    #[inline(always)]
     fn check(&self, at: UserRange, write: bool) -> Result<(), UserFault> {
-        pieces(self.0, at, write, |_, _, _| {})
+        self.pieces(at, write, |_, _, _| {})
     }
 }
 
@@ -440,17 +492,17 @@ impl UserMemory for Tables {
 impl UserMemory for VSpace {
     #[inline]
     fn copy_in(&self, from: UserRange, out: &mut [u8]) -> Result<(), UserFault> {
-        Tables(self.root).copy_in(from, out)
+        Tables::new(self.root).copy_in(from, out)
     }
 
     #[inline]
     fn copy_out(&self, to: UserRange, data: &[u8]) -> Result<(), UserFault> {
-        Tables(self.root).copy_out(to, data)
+        Tables::new(self.root).copy_out(to, data)
     }
 
     #[inline]
     fn check(&self, at: UserRange, write: bool) -> Result<(), UserFault> {
-        Tables(self.root).check(at, write)
+        Tables::new(self.root).check(at, write)
     }
 }
 

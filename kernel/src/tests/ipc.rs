@@ -62,7 +62,8 @@ fn direct_switches() -> u64 {
 ktest! {
     /// REPLY_RECV and the rendezvous fast path (`ipccheck fast`): answers go to the right
     /// caller, an unknown handle or a bad record changes nothing, a caller killed while its
-    /// request is held, a timeout after an answer. With the callers on this core the direct
+    /// request is held, a timeout after an answer, an endpoint closed after the fast path's
+    /// remembered checks named it. With the callers on this core the direct
     /// switch is taken (the `ipc_direct` counter rises by at least one per call); with them
     /// on another core it never is (the calls travel by RPCC). No memory is left behind.
     fn rendezvous_fast_path() -> TestResult {

@@ -20,9 +20,11 @@
 //! | (i) | an unknown handle is `NoSuchResource` and changes nothing: nothing is received (the queued message is still there) and a real handle stays answerable; bad record pointers are `BadAddress` |
 //! | (j) | a caller killed while the server holds its request: the answer goes nowhere, the call still waits for the next request (here: times out), the handle is used up |
 //! | (k) | a timeout after an answer: the caller has its answer (and keeps the core busy in user mode), the server `TimedOut`, not before its timeout; `ipccheck kfast [CORE]`, run above its caller's priority, also checks (best of five) that it ends within 4 ms after it |
+//! | (l) | an endpoint closed after the fast path used it: `REPLY_RECV` on it fails as `RECV` does, and a caller answered before the close fails its next call (`StaleResource`), never waits in a queue nobody reads |
 //!
 //! Roles (the child side): `ipccheck caller EP N`, `ipccheck flood EP`, `ipccheck server`,
-//! `ipccheck leaver EP`, `ipccheck tagged EP N TAG [quiet|busy]`.
+//! `ipccheck leaver EP`, `ipccheck tagged EP N TAG [quiet|busy]`,
+//! `ipccheck stale EP`.
 #![no_std]
 #![no_main]
 
@@ -50,6 +52,7 @@ fn main(args: &[&str]) -> i32 {
         Some("server") => server(),
         Some("leaver") => leaver(args),
         Some("tagged") => tagged(args),
+        Some("stale") => stale(args),
         Some("kfast") => {
             let here = sys::core().unwrap_or(0);
             let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);
@@ -326,6 +329,18 @@ fn caller(args: &[&str]) -> Check {
     ipc::send(ep, &msg(7, 0)).map_err(|e| format!("send: {e}"))
 }
 
+/// Child of (l): one call, answered after the endpoint was closed; then a call that must
+/// fail as a call to a closed endpoint does (`StaleResource`, or `NoSuchResource` for a
+/// slot not in use).
+fn stale(args: &[&str]) -> Check {
+    let ep = endpoint_arg(args)?;
+    ipc::call(ep, &msg(0, 1)).map_err(|e| format!("(l) first call: {e}"))?;
+    match ipc::call(ep, &msg(0, 2)) {
+        Err(Error::StaleResource | Error::NoSuchResource) => Ok(()),
+        other => fail("(l) a call after the endpoint closed", other),
+    }
+}
+
 /// Child: one-way sends until the queue is full; exactly 64 fit.
 fn flood(args: &[&str]) -> Check {
     let ep = endpoint_arg(args)?;
@@ -368,7 +383,7 @@ const FAST_TIMEOUT_SLACK_NS: u64 = 4_000_000;
 /// Runs of part (k).
 const K_TRIES: usize = 5;
 
-/// `ipccheck fast [CORE]`: parts (h) to (k).
+/// `ipccheck fast [CORE]`: parts (h) to (l).
 fn fast(core: usize) -> Check {
     use ulib::abi::syscall::{self as nr, decode};
     use ulib::sys::raw;
@@ -498,6 +513,28 @@ fn fast(core: usize) -> Check {
     let best_late = timeout_after_answer(ep, &ep_arg, core)?;
     println!("ipccheck: (k) REPLY_RECV's timeout ended {best_late} ns late at best");
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
+    // (l): the endpoint checks the kernel remembers for the fast path go with the
+    // endpoint. Receiving: REPLY_RECV on the closed endpoint fails as RECV (which looks
+    // the endpoint up afresh) does.
+    let (after, fresh) = (
+        ipc::reply_recv(0, 0, &Msg::default(), ep, 0),
+        ipc::recv(ep, 0),
+    );
+    if after.is_ok() || after.err() != fresh.err() || after == Err(Error::TimedOut) {
+        return fail("(l) REPLY_RECV on a closed endpoint", (after, fresh));
+    }
+    // Sending: a caller whose first call was answered calls again after the close (it
+    // must fail, not wait in a queue nobody reads).
+    let ep2 = ipc::open_endpoint("here/endpoint/fast2", Rights(0x2f))
+        .map_err(|e| format!("(l) endpoint: {e}"))?;
+    let ep2_arg = format!("{:#x}", ep2.0);
+    let child = sys::spawn_on("ipccheck", &["stale", &ep2_arg], Priority::App, core)
+        .map_err(|e| format!("(l) spawn: {e}"))?;
+    let r = ipc::reply_recv(0, 0, &Msg::default(), ep2, 5_000_000_000)
+        .map_err(|e| format!("(l) receive: {e}"))?;
+    res::close(ep2).map_err(|e| format!("(l) close: {e}"))?;
+    ipc::reply(r.request, 1, &msg(1, 0)).map_err(|e| format!("(l) reply: {e}"))?;
+    expect_exit(child, "(l) caller of a closed endpoint")?;
     return Ok(());
 
     fn decode_pair((rax, rdx): (u64, u64)) -> Result<ulib::abi::ipc::Received, Error> {

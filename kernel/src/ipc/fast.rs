@@ -1,0 +1,143 @@
+//! The rendezvous fast path's shortcuts on the request path (issue 13): a same-core `CALL`
+//! queued in one visit to the scheduler's tables, its answer taken from the front of its
+//! results after the direct switch back, and endpoint checks remembered per process so
+//! that `CALL` and `REPLY_RECV` skip the resource lookup. Kept apart from `ipc`'s general
+//! path, which they must agree with (same errors, in the same order).
+
+use super::{
+    waits_in_ipc, wake_waiting_threads, Caller, Incoming, ProcIpc, MAX_IN_FLIGHT, MAX_QUEUED,
+};
+use crate::proc::sched;
+use abi::ipc::{self as api, Completion, Msg};
+use abi::res::ResId;
+use abi::{Error, Pid};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// An endpoint check that passed: `res::endpoint::owner(id, send)` answered `owner` for a
+/// flow of `user` (with RCC's rights `rcc`). Its answer depends on nothing else while the
+/// endpoint exists (its rights, creator and owner never change), so it holds while no
+/// endpoint was closed and no process ended since (`epoch`, [`ENDPOINTS_EPOCH`]).
+#[derive(Clone, Copy)]
+pub(super) struct EndpointCheck {
+    id: ResId,
+    user: u32,
+    rcc: bool,
+    epoch: u64,
+    owner: Pid,
+}
+
+/// Counts endpoint closes and process ends (whose endpoints go) on every core: a change
+/// makes every remembered [`EndpointCheck`] stale. Rare next to calls, so counting all of
+/// them, on any core, costs nothing worth a finer scheme.
+static ENDPOINTS_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// An endpoint was closed or a process ended (its endpoints go): every remembered check is
+/// stale.
+pub(super) fn endpoints_changed() {
+    ENDPOINTS_EPOCH.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The owner of endpoint `id`, checked as `res::endpoint::owner(id, send)` does (the flow's
+/// right to send, or to receive), for the running process (`ipc`): from the check it
+/// remembers while that holds, else by the resource lookup (then remembered).
+#[inline(always)]
+pub(super) fn owner_checked(ipc: &mut ProcIpc, id: ResId, send: bool) -> Result<Pid, Error> {
+    let user = crate::res::flow_user().0;
+    let rcc = crate::res::rcc_on();
+    let epoch = ENDPOINTS_EPOCH.load(Ordering::Relaxed);
+    let slot = &mut ipc.checks[usize::from(send)];
+    if let Some(c) = slot {
+        if c.id == id && c.user == user && c.rcc == rcc && c.epoch == epoch {
+            return Ok(c.owner);
+        }
+    }
+    let owner = crate::res::endpoint::owner(id, send)?;
+    *slot = Some(EndpointCheck {
+        id,
+        user,
+        rcc,
+        epoch,
+        owner,
+    });
+    Ok(owner)
+}
+
+/// The answer to request `ticket` if it is the first result queued (where the direct
+/// switch's way back leaves it): one look, without COLLECT's search; `None` sends the caller
+/// to `collect`.
+pub(super) fn first_answer(ticket: u64) -> Option<Completion> {
+    sched::with(|s| {
+        let p = s.processes.get_mut(&s.current_process()?)?;
+        if p.ipc.results.front()?.completion.ticket != ticket {
+            return None;
+        }
+        p.ipc.results.pop_front().map(|d| d.completion)
+    })
+}
+
+/// A same-core `CALL`'s request: take a ticket and queue the request for the endpoint's
+/// owner in one visit to the scheduler's tables (as `submit` then `enqueue` would,
+/// with the same errors in the same order). Returns the ticket and the receiver waiting on
+/// the endpoint, not woken (the caller hands it the core).
+pub(super) fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>), Error> {
+    sched::with(|s| {
+        let thread = s.current_thread().unwrap_or(0);
+        let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+        let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+        let me = p.pid;
+        // A full in-flight table is the first error, as `submit`'s order has it.
+        if p.ipc.in_flight() >= MAX_IN_FLIGHT {
+            return Err(Error::Busy);
+        }
+        let owner = owner_checked(&mut p.ipc, endpoint, true)?;
+        p.ipc.next_ticket += 1;
+        let ticket = p.ipc.next_ticket;
+        p.ipc.pending.insert(ticket, None);
+        let queued = s
+            .processes
+            .get_mut(&owner.serial())
+            .filter(|p| p.ended.is_none())
+            .ok_or(Error::Gone)
+            .and_then(|target| {
+                if target.ipc.requests.len() >= MAX_QUEUED {
+                    return Err(Error::Busy);
+                }
+                let receiver = match target.ipc.receiver {
+                    Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
+                        target.ipc.receiver = None;
+                        Some(t)
+                    }
+                    _ => None,
+                };
+                target.ipc.requests.push_back(Incoming {
+                    endpoint,
+                    kind: api::SUBMIT_CALL,
+                    sender: me,
+                    sender_thread: thread,
+                    caller: Some(Caller {
+                        pid: me,
+                        ticket,
+                        thread,
+                    }),
+                    msg,
+                });
+                Ok(receiver)
+            });
+        let receiver = match queued {
+            Ok(receiver) => receiver,
+            Err(e) => {
+                // Not queued: the ticket goes (the rare path pays the second lookup).
+                if let Some(p) = s.processes.get_mut(&serial) {
+                    p.ipc.pending.remove(&ticket);
+                }
+                return Err(e);
+            }
+        };
+        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
+        // The receiver handed the core takes the request: the others need not look.
+        if receiver.is_none() {
+            wake_waiting_threads(s, owner.serial(), None);
+        }
+        Ok((ticket, receiver))
+    })
+}
