@@ -500,7 +500,7 @@ pub fn reply_recv(
 /// Endpoint `endpoint` (of this core, owned by `owner`) was closed: its queued callers get
 /// `Gone`.
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
-    fast::endpoints_changed();
+    fast::endpoints_changed(endpoint.core());
     let failed: Vec<Caller> = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
             return Vec::new();
@@ -521,7 +521,7 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
 /// A process ended: everything waiting for it gets `Gone`; what it held goes.
 pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
     // Its endpoints go (unless it moved): remembered checks may name them.
-    fast::endpoints_changed();
+    fast::endpoints_changed(current_core());
     let callers = ipc
         .requests
         .into_iter()

@@ -10,13 +10,14 @@ use super::{
 use crate::proc::sched;
 use abi::ipc::{self as api, Completion, Msg};
 use abi::res::ResId;
-use abi::{Error, Pid};
+use abi::{Error, Pid, MAX_CORES};
 use core::sync::atomic::{AtomicU64, Ordering};
 
 /// An endpoint check that passed: `res::endpoint::owner(id, send)` answered `owner` for a
 /// flow of `user` (with RCC's rights `rcc`). Its answer depends on nothing else while the
 /// endpoint exists (its rights, creator and owner never change), so it holds while no
-/// endpoint was closed and no process ended since (`epoch`, [`ENDPOINTS_EPOCH`]).
+/// endpoint of its core was closed and no process there ended since (`epoch`,
+/// [`ENDPOINTS_EPOCH`]).
 #[derive(Clone, Copy)]
 pub(super) struct EndpointCheck {
     id: ResId,
@@ -26,15 +27,27 @@ pub(super) struct EndpointCheck {
     owner: Pid,
 }
 
-/// Counts endpoint closes and process ends (whose endpoints go) on every core: a change
-/// makes every remembered [`EndpointCheck`] stale. Rare next to calls, so counting all of
-/// them, on any core, costs nothing worth a finer scheme.
-static ENDPOINTS_EPOCH: AtomicU64 = AtomicU64::new(0);
+/// Per core: counts the closes of its endpoints and the ends of its processes (whose
+/// endpoints go). A change makes every remembered [`EndpointCheck`] for an endpoint of that
+/// core stale. One cache line each, written by its own core only in percore mode, so the
+/// fast path shares nothing between cores (principle 1); in biglock mode, where any core
+/// may close another core's endpoint, a change counts on every core.
+static ENDPOINTS_EPOCH: [Epoch; MAX_CORES] = [const { Epoch(AtomicU64::new(0)) }; MAX_CORES];
 
-/// An endpoint was closed or a process ended (its endpoints go): every remembered check is
-/// stale.
-pub(super) fn endpoints_changed() {
-    ENDPOINTS_EPOCH.fetch_add(1, Ordering::Relaxed);
+/// One core's count, alone in its cache line.
+#[repr(align(64))]
+struct Epoch(AtomicU64);
+
+/// An endpoint of `core` was closed, or a process of `core` ended (its endpoints go): every
+/// remembered check naming an endpoint of `core` is stale.
+pub(super) fn endpoints_changed(core: usize) {
+    if crate::structure::biglock() {
+        for e in &ENDPOINTS_EPOCH {
+            e.0.fetch_add(1, Ordering::Relaxed);
+        }
+    } else if let Some(e) = ENDPOINTS_EPOCH.get(core) {
+        e.0.fetch_add(1, Ordering::Relaxed);
+    }
 }
 
 /// The owner of endpoint `id`, checked as `res::endpoint::owner(id, send)` does (the flow's
@@ -44,7 +57,9 @@ pub(super) fn endpoints_changed() {
 pub(super) fn owner_checked(ipc: &mut ProcIpc, id: ResId, send: bool) -> Result<Pid, Error> {
     let user = crate::res::flow_user().0;
     let rcc = crate::res::rcc_on();
-    let epoch = ENDPOINTS_EPOCH.load(Ordering::Relaxed);
+    let epoch = ENDPOINTS_EPOCH
+        .get(id.core())
+        .map_or(u64::MAX, |e| e.0.load(Ordering::Relaxed));
     let slot = &mut ipc.checks[usize::from(send)];
     if let Some(c) = slot {
         if c.id == id && c.user == user && c.rcc == rcc && c.epoch == epoch {
