@@ -131,6 +131,13 @@ pub struct ProcIpc {
 }
 
 impl ProcIpc {
+    /// `thread` no longer waits to receive: if it was noted as the receiver, it is not.
+    fn forget_receiver(&mut self, thread: Option<u32>) {
+        if self.receiver.is_some_and(|(t, _)| Some(t) == thread) {
+            self.receiver = None;
+        }
+    }
+
     fn in_flight(&self) -> usize {
         self.pending.len() + self.results.len() + self.ring.as_ref().map_or(0, |r| r.waiting.len())
     }
@@ -164,18 +171,18 @@ pub fn complete(pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
 }
 
 fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
-    complete_in_but(s, pid, completion, bytes, None);
+    complete_in_but(s, pid, completion, bytes, true);
 }
 
-/// Put a finished request in process `pid`'s result queue and wake its threads waiting for
-/// it, except `direct` (a thread the caller will switch to itself). Returns whether the
-/// result was queued (`false`: the process or the request is gone).
+/// Put a finished request in process `pid`'s result queue and, if `wake`, wake its threads
+/// waiting for it (not when the caller switches to the one that takes it). Returns whether
+/// the result was queued (`false`: the process or the request is gone).
 fn complete_in_but(
     s: &mut sched::Sched,
     pid: Pid,
     completion: Completion,
     bytes: Option<Vec<u8>>,
-    direct: Option<u32>,
+    wake: bool,
 ) -> bool {
     let Some(p) = s.processes.get_mut(&pid.serial()) else {
         return false; // it ended: its answers go with it
@@ -192,8 +199,8 @@ fn complete_in_but(
         p.ipc.results.push_back(Done { completion, bytes });
     }
     // A thread the caller switches to takes the result itself: the others need not look.
-    if direct.is_none() {
-        wake_waiting_threads(s, pid.serial(), None);
+    if wake {
+        wake_waiting_threads(s, pid.serial());
     }
     true
 }
@@ -205,15 +212,15 @@ fn waits_in_ipc(s: &sched::Sched, t: u32) -> bool {
 }
 
 /// Wake the threads of process `serial` waiting in COLLECT or RECV (without copying its
-/// thread list), except `but`.
-pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32, but: Option<u32>) {
+/// thread list).
+pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32) {
     let mut i = 0;
     while let Some(t) = s
         .processes
         .get(&serial)
         .and_then(|p| p.threads.get(i).copied())
     {
-        if Some(t) != but && waits_in_ipc(s, t) {
+        if waits_in_ipc(s, t) {
             s.wake(t);
         }
         i += 1;
@@ -223,9 +230,7 @@ pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32, but: Optio
 /// Wake the threads (of one process) waiting in COLLECT or RECV: each looks again.
 fn wake_if_waiting(s: &mut sched::Sched, threads: &[u32]) {
     for &thread in threads {
-        if s.state_of(thread)
-            .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
-        {
+        if waits_in_ipc(s, thread) {
             s.wake(thread);
         }
     }
@@ -304,7 +309,7 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
             return Err(Error::Busy);
         }
         p.ipc.requests.push_back(incoming);
-        wake_waiting_threads(s, owner.serial(), None);
+        wake_waiting_threads(s, owner.serial());
         Ok(())
     })
 }
@@ -355,9 +360,7 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
             ipc.receiver = thread.map(|t| (t, endpoint));
             return Ok(None);
         };
-        if ipc.receiver.is_some_and(|(t, _)| Some(t) == thread) {
-            ipc.receiver = None;
-        }
+        ipc.forget_receiver(thread);
         let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
         let request = match r.caller {
             Some(caller) => {
@@ -423,9 +426,7 @@ fn receive(
             .current_process()
             .and_then(|serial| s.processes.get_mut(&serial))
         {
-            if p.ipc.receiver.is_some_and(|(t, _)| Some(t) == me) {
-                p.ipc.receiver = None;
-            }
+            p.ipc.forget_receiver(me);
         }
     });
     result
@@ -460,11 +461,11 @@ pub fn reply_recv(
     endpoint: ResId,
     timeout_ns: u64,
 ) -> Result<Received, Error> {
-    if endpoint.core() != current_core() {
+    let here = current_core();
+    if endpoint.core() != here {
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
-    let here = current_core();
     let (owner, remote, direct, noted) = sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
@@ -477,10 +478,10 @@ pub fn reply_recv(
             return Ok((owner, None, None, false));
         }
         let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
-        let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
         if caller.pid.core() != here {
             return Ok((owner, Some(caller), None, false));
         }
+        let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
         // Nothing queued: this thread is the receiver from now on (the receiving loop's
         // first look, done here).
         if !queued {
@@ -488,7 +489,13 @@ pub fn reply_recv(
         }
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
-        let done = complete_in_but(s, caller.pid, answer(caller, msg, value), None, direct);
+        let done = complete_in_but(
+            s,
+            caller.pid,
+            answer(caller, msg, value),
+            None,
+            direct.is_none(),
+        );
         Ok((owner, None, direct.filter(|_| done), !queued))
     })?;
     if let Some(caller) = remote {

@@ -76,18 +76,24 @@ pub fn start_this_core() {
 #[inline(always)]
 pub fn enter(mode: Mode) -> Mode {
     let m = &percore::this().modes;
-    let now = cpu::rdtsc();
-    // Only this core writes its clock: plain loads and stores, no locked instructions.
     // `current` only ever holds a `Mode`, so the mask changes nothing but the code.
     let left = m.current.load(Ordering::Relaxed) & (SLOTS - 1);
-    m.current.store(mode as usize, Ordering::Relaxed);
+    charge(m, left, mode);
+    Mode::from_index(left)
+}
+
+/// Charge the time since the last transition to mode slot `left`, and be in `to` from now.
+#[inline(always)]
+fn charge(m: &CoreModes, left: usize, to: Mode) {
+    let now = cpu::rdtsc();
+    // Only this core writes its clock: plain loads and stores, no locked instructions.
+    m.current.store(to as usize, Ordering::Relaxed);
     let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
     m.since.store(now, Ordering::Relaxed);
     let t = &m.total[left];
     t.store(t.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
     let p = &m.process[left];
     p.store(p.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
-    Mode::from_index(left)
 }
 
 /// This core leaves `from`, which the caller knows it is in (the system-call entry: user
@@ -96,14 +102,7 @@ pub fn enter(mode: Mode) -> Mode {
 pub fn switch(from: Mode, to: Mode) {
     let m = &percore::this().modes;
     debug_assert_eq!(m.current.load(Ordering::Relaxed), from as usize);
-    let now = cpu::rdtsc();
-    m.current.store(to as usize, Ordering::Relaxed);
-    let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
-    m.since.store(now, Ordering::Relaxed);
-    let t = &m.total[from as usize];
-    t.store(t.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
-    let p = &m.process[from as usize];
-    p.store(p.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+    charge(m, from as usize, to);
 }
 
 /// The mode this core is in.

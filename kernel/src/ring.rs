@@ -151,9 +151,7 @@ impl RingMem {
     pub fn push_cqe(&self, cqe: &RingCqe) {
         let tail = self.cq_tail.load(Relaxed);
         self.write(self.layout.cqe_offset(tail), cqe);
-        let tail = tail.wrapping_add(1);
-        self.cq_tail.store(tail, Relaxed);
-        self.write(offset_of!(RingHeader, cq_tail) as u32, &tail);
+        self.publish_cq(tail.wrapping_add(1));
     }
 
     /// Publish completions up to `tail`.
@@ -164,7 +162,7 @@ impl RingMem {
 
     /// Free completion slots now (`None`: the program's `cq_head` is nonsense).
     pub fn cq_room(&self) -> Option<u32> {
-        let (_, head) = self.user_indices();
+        let head: u32 = self.read(offset_of!(RingHeader, cq_head) as u32);
         ring::cq_room(head, self.cq_tail(), self.layout.cq_entries).ok()
     }
 

@@ -151,7 +151,7 @@ pub(super) fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>)
         let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
         // The receiver handed the core takes the request: the others need not look.
         if receiver.is_none() {
-            wake_waiting_threads(s, owner.serial(), None);
+            wake_waiting_threads(s, owner.serial());
         }
         Ok((ticket, receiver))
     })

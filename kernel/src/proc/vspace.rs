@@ -313,7 +313,7 @@ impl VSpace {
         }
     }
 
-    /// Walk the user range `at` page by page (see [`pieces`]).
+    /// Walk the user range `at` page by page (see [`Tables::pieces`]).
     #[inline]
     fn pieces(
         &self,
@@ -321,7 +321,7 @@ impl VSpace {
         write: bool,
         f: impl FnMut(u64, usize, usize),
     ) -> Result<(), UserFault> {
-        pieces(self.root, at, write, f)
+        Tables::new(self.root).pieces(at, write, f)
     }
 
     /// Write `data` at `uaddr` whatever the user may do there (the loader filling a
@@ -341,18 +341,6 @@ impl VSpace {
         })
         .map_err(UserFault::into_abi)
     }
-}
-
-/// Walk the user range `at` of the page tables at `root` page by page, calling `f(phys, offset, n)` for each piece;
-/// fails without calling `f` for any piece if a page is missing or lacks the access.
-#[inline]
-fn pieces(
-    root: u64,
-    at: UserRange,
-    write: bool,
-    f: impl FnMut(u64, usize, usize),
-) -> Result<(), UserFault> {
-    Tables::new(root).pieces(at, write, f)
 }
 
 /// The user half of an address space, as its page tables map it: a [`VSpace`]'s, or the

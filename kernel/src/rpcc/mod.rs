@@ -506,8 +506,7 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
 pub fn backlog() -> u64 {
     with_state(|s| {
         let queued: usize = s.daemons.iter().map(agent::Daemon::queued).sum();
-        let outbox: usize = s.outbox.iter().map(VecDeque::len).sum();
-        (s.outstanding.len() + queued + outbox) as u64
+        (s.outstanding.len() + queued + s.outboxed) as u64
     })
 }
 

@@ -9,8 +9,8 @@
 //!
 //! [`admit`] is the back-pressure rule: one `ENTER` takes no more submissions than the
 //! completion ring has room for, counting requests still in flight, so a completion always
-//! has a slot. [`take_once`] is the "copy once, then validate" rule for entries the program
-//! can change while the kernel reads them.
+//! has a slot. (The "copy once, then validate" rule for entries the program can change
+//! while the kernel reads them is the kernel's `RingMem::take_sqe`: one volatile copy.)
 #![forbid(unsafe_code)]
 #![no_std]
 
@@ -59,21 +59,9 @@ pub fn admit(e: &Entering, wanted: u64) -> Result<u32, Nonsense> {
         .min(u32::try_from(wanted).unwrap_or(u32::MAX)))
 }
 
-/// Copy an entry out of shared memory exactly once, then check and use only the copy: a
-/// program changing the entry meanwhile cannot make the check and the use see two
-/// different entries.
-pub fn take_once<T: Copy, R, E>(
-    read: impl FnOnce() -> T,
-    check: impl FnOnce(T) -> Result<R, E>,
-) -> Result<R, E> {
-    let copy = read();
-    check(copy)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use core::cell::Cell;
 
     #[test]
     fn spans_wrap_around() {
@@ -148,20 +136,5 @@ mod tests {
             ..entering()
         };
         assert_eq!(admit(&bad_head, 1), Err(Nonsense));
-    }
-
-    #[test]
-    fn take_once_reads_once() {
-        // A "shared" entry that changes every time it is read: the check and the use see
-        // the same copy.
-        let shared = Cell::new(1u64);
-        let read = || {
-            let v = shared.get();
-            shared.set(v + 100);
-            v
-        };
-        let r: Result<u64, ()> = take_once(read, |v| if v < 10 { Ok(v) } else { Err(()) });
-        assert_eq!(r, Ok(1));
-        assert_eq!(shared.get(), 101, "read exactly once");
     }
 }

@@ -29,10 +29,8 @@ pub struct Ring {
 impl Ring {
     /// RING_SETUP: a ring of `entries` submissions (a power of two, 1 to 256) at `address`.
     pub fn setup(address: u64, entries: u64) -> Result<Ring, Error> {
-        // SAFETY: the kernel maps fresh memory at `address` or fails; nothing of ours is
-        // there (it refuses an address already in use).
-        decode(unsafe { raw::syscall2(nr::RING_SETUP, address, entries) })?;
         let layout = Layout::new(entries).ok_or(Error::InvalidArgument)?;
+        setup_raw(address, entries)?;
         Ok(Ring {
             base: address,
             layout,
