@@ -51,29 +51,26 @@ pub fn timers(runs: usize) -> Result<()> {
         }
     }
     let overall = Row::from_samples("all waits", &all);
-    let round = |x: f64| (x * 1000.0).round() / 1000.0;
+    let limit = format!("< {LIMIT_US}");
     let checks = vec![
-        Check {
-            name: "median error over all waits (us)".into(),
-            value: round(overall.median),
-            target: format!("< {LIMIT_US}"),
-            paper: None,
-            holds: overall.median < LIMIT_US,
-        },
-        Check {
-            name: "largest error over all waits (us)".into(),
-            value: round(overall.max),
-            target: format!("< {LIMIT_US}"),
-            paper: None,
-            holds: overall.max < LIMIT_US,
-        },
-        Check {
-            name: "smallest error: no wait ends before its deadline (us)".into(),
-            value: round(overall.min),
-            target: ">= 0".into(),
-            paper: None,
-            holds: overall.min >= 0.0,
-        },
+        Check::computed(
+            "median error over all waits (us)",
+            overall.median,
+            &limit,
+            overall.median < LIMIT_US,
+        ),
+        Check::computed(
+            "largest error over all waits (us)",
+            overall.max,
+            &limit,
+            overall.max < LIMIT_US,
+        ),
+        Check::computed(
+            "smallest error: no wait ends before its deadline (us)",
+            overall.min,
+            ">= 0",
+            overall.min >= 0.0,
+        ),
     ];
     rows.push(overall);
     let qemu = g.shown_command_line();

@@ -115,16 +115,6 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn check(name: &str, value: f64, target: &str, holds: bool) -> Check {
-    Check {
-        name: name.into(),
-        value: (value * 1000.0).round() / 1000.0,
-        target: target.into(),
-        paper: None,
-        holds,
-    }
-}
-
 pub fn urpc(runs: usize) -> Result<()> {
     let exe = build_hostbench()?;
     let (cores, model, virt) = machine();
@@ -188,37 +178,37 @@ pub fn urpc(runs: usize) -> Result<()> {
         med(RT_CROSSBEAM),
     );
     let checks = vec![
-        check(
+        Check::computed(
             "urpc round trip / cache-line ping-pong floor (medians)",
             urpc / floor,
             &format!("<= {FLOOR_TARGET}"),
             urpc / floor <= FLOOR_TARGET,
         ),
-        check(
+        Check::computed(
             "crossbeam round trip / urpc round trip (medians)",
             xbeam / urpc,
             ">= 2",
             xbeam / urpc >= 2.0,
         ),
-        check(
+        Check::computed(
             "urpc round trip / ping-pong with one line each way (medians; not a target of the issue)",
             urpc / floor2,
             &format!("<= {FLOOR_TARGET}"),
             urpc / floor2 <= FLOOR_TARGET,
         ),
-        check(
+        Check::computed(
             "urpc call slot round trip / cache-line ping-pong floor (medians)",
             call / floor,
             &format!("<= {FLOOR_TARGET}"),
             call / floor <= FLOOR_TARGET,
         ),
-        check(
+        Check::computed(
             "urpc call slot round trip / cache-line ping-pong floor (medians; moonshot)",
             call / floor,
             &format!("<= {FLOOR_MOONSHOT}"),
             call / floor <= FLOOR_MOONSHOT,
         ),
-        check(
+        Check::computed(
             "crossbeam round trip / urpc call slot round trip (medians)",
             xbeam / call,
             ">= 2",

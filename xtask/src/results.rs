@@ -52,6 +52,19 @@ pub struct Check {
     pub holds: bool,
 }
 
+impl Check {
+    /// A check with no paper figure, its value rounded to three decimals.
+    pub fn computed(name: &str, value: f64, target: &str, holds: bool) -> Check {
+        Check {
+            name: name.into(),
+            value: (value * 1000.0).round() / 1000.0,
+            target: target.into(),
+            paper: None,
+            holds,
+        }
+    }
+}
+
 #[derive(Serialize, Debug)]
 pub struct Report {
     pub bench: String,

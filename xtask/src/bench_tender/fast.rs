@@ -4,30 +4,9 @@
 //! design with agents unlimited; the remote / local ratios and the fixed cost per remote
 //! operation, all computed from the rows.
 
+use super::figures::yes;
 use super::{Data, FAST_OPTIONS, FIXED_COST_TARGET, LIMITS, RATIO_MOONSHOT, RATIO_TARGET};
 use crate::results::{Check, Row};
-
-fn round3(x: f64) -> f64 {
-    (x * 1000.0).round() / 1000.0
-}
-
-fn check(name: &str, value: f64, target: &str, holds: bool) -> Check {
-    Check {
-        name: name.into(),
-        value: round3(value),
-        target: target.into(),
-        paper: None,
-        holds,
-    }
-}
-
-fn yes(b: bool) -> &'static str {
-    if b {
-        "holds"
-    } else {
-        "does NOT hold"
-    }
-}
 
 /// The fast design's rows ("create remote, fast", ...) and checks, and its note.
 ///
@@ -93,14 +72,14 @@ pub(super) fn fast_design(d: &Data, rows: &mut Vec<Row>, checks: &mut Vec<Check>
         f.halted_waits as f64 / reps,
     );
     for (op, ratio) in [("create", ratio_c), ("delete", ratio_d)] {
-        checks.push(check(
+        checks.push(Check::computed(
             &format!("fast design: remote / local {op} (median)"),
             ratio,
             &format!("<= {RATIO_TARGET} (moonshot {RATIO_MOONSHOT})"),
             ratio <= RATIO_TARGET,
         ));
     }
-    checks.push(check(
+    checks.push(Check::computed(
         "fast design: fixed cost per remote operation (remote - local delete, median)",
         fixed,
         &format!("< {FIXED_COST_TARGET:.0}"),

@@ -57,7 +57,7 @@ fn check(name: &str, value: f64, target: &str, paper: Option<f64>, holds: bool) 
     }
 }
 
-fn yes(b: bool) -> &'static str {
+pub(super) fn yes(b: bool) -> &'static str {
     if b {
         "holds"
     } else {

@@ -198,7 +198,6 @@ mod tests {
             md.contains("performed by core 1's daemon itself: 140 of 140"),
             "{md}"
         );
-        let md = r.markdown();
         assert!(md.contains("Fastest by median: **poll**"), "{md}");
         assert!(md.contains("Shape of Fig. 7"), "{md}");
         assert_eq!(
