@@ -21,6 +21,10 @@ pub struct StackSlots {
     next: u64,
     /// Strides given back by [`free`], reused first.
     free: alloc::vec::Vec<u64>,
+    /// Frames the slot's page tables hold. Tables stay when their stacks go (the strides
+    /// are reused), so they are working size, like the heap's slack: a leak check counts
+    /// them as held, not lost ([`table_frames`]).
+    tables: u64,
 }
 
 impl StackSlots {
@@ -28,6 +32,7 @@ impl StackSlots {
         StackSlots {
             next: 0,
             free: alloc::vec::Vec::new(),
+            tables: 0,
         }
     }
 }
@@ -63,6 +68,16 @@ pub fn alloc(pages: u64) -> Option<KStack> {
     // The kernel's tables, whichever address space is active: this core's slot is shared
     // by all of them below its PML4 entry.
     let root = paging::kernel_root();
+    let mut tables = 0;
+    let mut table_frame = || {
+        let frame = frames::alloc();
+        tables += u64::from(frame.is_some());
+        frame
+    };
+    let mut result = Some(KStack {
+        bottom,
+        top: guard + STRIDE,
+    });
     for i in 0..pages {
         let mapped = frames::alloc().and_then(|frame| {
             paging::zero_frame(frame);
@@ -70,13 +85,7 @@ pub fn alloc(pages: u64) -> Option<KStack> {
             // SAFETY: the page lies in this core's own stack slot, which only this core
             // changes, and the frame was just allocated for it.
             let r = unsafe {
-                paging::map_4k(
-                    root,
-                    bottom + i * PAGE_SIZE,
-                    frame,
-                    flags,
-                    &mut frames::alloc,
-                )
+                paging::map_4k(root, bottom + i * PAGE_SIZE, frame, flags, &mut table_frame)
             };
             if r.is_err() {
                 let _ = frames::free(frame);
@@ -89,13 +98,17 @@ pub fn alloc(pages: u64) -> Option<KStack> {
                 bottom,
                 top: bottom + i * PAGE_SIZE,
             });
-            return None;
+            result = None;
+            break;
         }
     }
-    Some(KStack {
-        bottom,
-        top: guard + STRIDE,
-    })
+    percore::this().mem.stacks.with(|s| s.tables += tables);
+    result
+}
+
+/// Frames this core's stack slot holds in page tables (kept for the strides' reuse).
+pub fn table_frames() -> u64 {
+    percore::this().mem.stacks.with(|s| s.tables)
 }
 
 /// Unmap a stack made by [`alloc`] on this core and give its frames and stride back.

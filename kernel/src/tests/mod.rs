@@ -54,7 +54,12 @@ pub(crate) fn free_frames_here(_: u64) -> u64 {
         .mem
         .heap_bytes
         .load(core::sync::atomic::Ordering::Relaxed);
-    crate::mm::frames::counts(crate::percore::current_core()).0 + held / ::frames::FRAME_SIZE
+    // Frames the heap and the stack slot's page tables hold are working size, kept for
+    // reuse: counted as free, so that a program that needs one more stack than any before
+    // it (a new page table) is not taken for a leak.
+    crate::mm::frames::counts(crate::percore::current_core()).0
+        + held / ::frames::FRAME_SIZE
+        + crate::mm::kstack::table_frames()
 }
 
 /// Bytes of this core's heap in use (blocks other cores freed taken back first).
