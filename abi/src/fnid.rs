@@ -1,0 +1,163 @@
+//! Function ids (P3's function identifiers): the names under which user-mode servers offer
+//! a service, so that callers never name the server's process or core.
+//!
+//! A server opens an endpoint and registers it under a short name (`kv`, `net.udp`, `fs`);
+//! the kernel answers with a [`FnId`]. A caller looks the name up once and then `CALL`s,
+//! `SEND`s or `SUBMIT`s to the function id exactly as to an endpoint, from any core: the
+//! kernel maps the function id to the server's endpoint on every request, so the server can
+//! change underneath (a new generation) without the caller noticing.
+//!
+//! | number | call | arguments | value |
+//! |---|---|---|---|
+//! | 42 | `FN_REGISTER` | name ptr, name len, endpoint (the caller's own) | the function id |
+//! | 43 | `FN_LOOKUP` | name ptr, name len | the function id (`NoSuchResource` if none) |
+//! | 44 | `FN_UNREGISTER` | function id | 0 |
+//! | 45 | `FN_LIST` | `*mut FnInfo`, capacity | number of records written |
+//!
+//! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`).
+//! Registering a name that is registered and served is `AlreadyExists`. A function id
+//! whose server ended is *down*: requests to it fail with `Gone` until the same user (or
+//! the administrator) registers the name again, which binds it to the new endpoint under
+//! the same function id with the next generation; another user gets `Denied`.
+//! Unregistering is for the registering user or the administrator (`Denied` otherwise); it
+//! makes the id stale (`StaleResource`), and a later registration of the name gets a new
+//! id. At most [`MAX_FNIDS`] names are registered at once (`Limit`).
+
+use crate::res::ResId;
+use crate::Pid;
+use bytemuck::{Pod, Zeroable};
+
+/// Longest function name.
+pub const FN_NAME_MAX: usize = 16;
+/// Most function ids registered at once.
+pub const MAX_FNIDS: usize = 64;
+
+/// A function id. It has the shape of a [`ResId`] whose type field holds
+/// [`FnId::TYPE_BITS`], which names no resource type, so every call that takes an endpoint
+/// takes a function id in its place and nothing else mistakes one for a resource.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable)]
+#[repr(transparent)]
+pub struct FnId(pub u64);
+
+impl FnId {
+    /// The value of a `ResId`'s type field (bits 50..54) in a function id.
+    pub const TYPE_BITS: u64 = 0xf;
+    const TYPE_SHIFT: u32 = 50;
+    const SLOT_MASK: u64 = (1 << ResId::SLOT_BITS) - 1;
+    const GENERATION_MASK: u64 = ResId::GENERATION_MASK as u64;
+
+    /// The id of registry slot `slot` (`< MAX_FNIDS`) in its `generation`-th use.
+    pub fn new(slot: u32, generation: u32) -> FnId {
+        FnId(
+            (Self::TYPE_BITS << Self::TYPE_SHIFT)
+                | ((u64::from(generation) & Self::GENERATION_MASK) << ResId::SLOT_BITS)
+                | (u64::from(slot) & Self::SLOT_MASK),
+        )
+    }
+
+    /// `raw` as a function id, if it has a function id's shape (machine and core bits 0,
+    /// the function-id type, a slot below [`MAX_FNIDS`]).
+    pub fn from_raw(raw: u64) -> Option<FnId> {
+        let id = FnId(raw);
+        let shape = raw >> Self::TYPE_SHIFT == Self::TYPE_BITS;
+        (shape && (id.slot() as usize) < MAX_FNIDS).then_some(id)
+    }
+
+    /// Is `raw` (an endpoint argument) a function id rather than a resource id?
+    pub fn is_fnid(raw: u64) -> bool {
+        (raw >> Self::TYPE_SHIFT) & 0xf == Self::TYPE_BITS
+    }
+
+    pub fn slot(self) -> u32 {
+        (self.0 & Self::SLOT_MASK) as u32
+    }
+
+    pub fn generation(self) -> u32 {
+        ((self.0 >> ResId::SLOT_BITS) & Self::GENERATION_MASK) as u32
+    }
+
+    /// What `CALL`, `SEND`, `SUBMIT` and the ulib wrappers take as their endpoint.
+    pub fn as_target(self) -> ResId {
+        ResId(self.0)
+    }
+}
+
+impl core::fmt::Display for FnId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "fn{}.{}", self.slot(), self.generation())
+    }
+}
+
+/// Is `name` a valid function name?
+pub fn valid_name(name: &[u8]) -> bool {
+    (1..=FN_NAME_MAX).contains(&name.len())
+        && name
+            .iter()
+            .all(|&b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+}
+
+/// `FnInfo::state`: a server is registered and its endpoint is open.
+pub const FN_UP: u64 = 1;
+/// `FnInfo::state`: the server ended; requests fail with `Gone` until it registers again.
+pub const FN_DOWN: u64 = 2;
+
+/// One registered function, as `FN_LIST` writes it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct FnInfo {
+    pub fnid: FnId,
+    pub name: [u8; FN_NAME_MAX],
+    pub name_len: u64,
+    /// The serving process (its pid names its core), or 0 when down.
+    pub server: Pid,
+    /// The endpoint requests go to (a `ResId`), or 0 when down.
+    pub endpoint: u64,
+    /// 1 for the first server, one more for each that took over.
+    pub generation: u64,
+    /// Requests the function's servers have taken (`RECV`) under this id.
+    pub served: u64,
+    /// The state ICA handed from server to server (a `ResId`), or 0 if none.
+    pub state_ica: u64,
+    /// The user that registered it.
+    pub user: u64,
+    /// `FN_UP` or `FN_DOWN`.
+    pub state: u64,
+}
+
+impl FnInfo {
+    /// The name as text (`?` if a forged record holds bytes that are not).
+    pub fn name(&self) -> &str {
+        let len = (self.name_len as usize).min(FN_NAME_MAX);
+        core::str::from_utf8(&self.name[..len]).unwrap_or("?")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::res::ResType;
+
+    #[test]
+    fn fnid_round_trips_and_is_no_resource() {
+        let id = FnId::new(63, 7);
+        assert_eq!((id.slot(), id.generation()), (63, 7));
+        assert_eq!(FnId::from_raw(id.0), Some(id));
+        assert!(FnId::is_fnid(id.0));
+        assert_eq!(ResId(id.0).kind(), None);
+        assert_eq!(FnId::from_raw(FnId::new(64, 0).0), None);
+        let endpoint = ResId::new(0, 3, ResType::Endpoint, 5, 9);
+        assert!(!FnId::is_fnid(endpoint.0));
+        assert_eq!(FnId::from_raw(endpoint.0), None);
+        assert_eq!(FnId::from_raw(id.0 | (1 << 54)), None, "core bits set");
+    }
+
+    #[test]
+    fn names() {
+        for good in ["kv", "net.udp", "fs", "a-b_c.9", "sixteen-bytes-xx"] {
+            assert!(valid_name(good.as_bytes()), "{good}");
+        }
+        for bad in ["", "KV", "a b", "seventeen-bytes-x", "é", "a/b"] {
+            assert!(!valid_name(bad.as_bytes()), "{bad}");
+        }
+    }
+}
