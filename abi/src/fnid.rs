@@ -13,6 +13,7 @@
 //! | 43 | `FN_LOOKUP` | name ptr, name len | the function id (`NoSuchResource` if none) |
 //! | 44 | `FN_UNREGISTER` | function id | 0 |
 //! | 45 | `FN_LIST` | `*mut FnInfo`, capacity | number of records written |
+//! | 46 | `FN_STATE` | function id, vregion (0: only ask) | the function's state ICA (0: none) |
 //!
 //! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`).
 //! Registering a name that is registered and served is `AlreadyExists`. A function id
@@ -22,6 +23,13 @@
 //! Unregistering is for the registering user or the administrator (`Denied` otherwise); it
 //! makes the id stale (`StaleResource`), and a later registration of the name gets a new
 //! id. At most [`MAX_FNIDS`] names are registered at once (`Limit`).
+//!
+//! State ICA (P3's state kept outside the server): `FN_STATE` with a vregion, called by the
+//! function's current server, makes that vregion the function's state ICA; every later
+//! server of the function (a restart, a replacement) gets its id from `FN_STATE(fnid, 0)`
+//! and attaches it. The vregion outlives the servers: the registry keeps it until the
+//! function is unregistered. Setting it from a process that is not the function's server
+//! is `Denied`; a resource that is not a vregion is `WrongType`.
 
 use crate::res::ResId;
 use crate::Pid;

@@ -45,3 +45,12 @@ pub fn list() -> Result<Vec<FnInfo>, Error> {
     buf.truncate(n as usize);
     Ok(buf)
 }
+
+/// FN_STATE: make `vregion` the function's state ICA (`Some`, by its server), or ask for
+/// it (`None`); the state ICA after the call, if there is one.
+pub fn state(fnid: FnId, vregion: Option<ResId>) -> Result<Option<ResId>, Error> {
+    let set = vregion.map_or(0, |v| v.0);
+    // SAFETY: no memory is passed.
+    let v = decode(unsafe { raw::syscall2(nr::FN_STATE, fnid.0, set) })?;
+    Ok((v != 0).then_some(ResId(v)))
+}
