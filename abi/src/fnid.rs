@@ -15,7 +15,12 @@
 //! | 45 | `FN_LIST` | `*mut FnInfo`, capacity | number of records written |
 //! | 46 | `FN_STATE` | function id, vregion (0: only ask) | the function's state ICA (0: none) |
 //!
-//! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`).
+//! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`; longer
+//! than [`FN_NAME_MAX`] is `TooLong`). The endpoint registered must be the caller's own (a
+//! function id or another type: `WrongType`; another process's endpoint: `Denied`), and its
+//! rights decide who may send to the function. `RECV` and `REPLY_RECV` take the function id
+//! too: its server receives on its own endpoint (anyone else gets `Denied`). A function id
+//! never issued is `NoSuchResource` for every call.
 //! Registering a name that is registered and served is `AlreadyExists`. A function id
 //! whose server ended is *down*: requests to it fail with `Gone` until the same user (or
 //! the administrator) registers the name again, which binds it to the new endpoint under
@@ -27,8 +32,9 @@
 //! State ICA (P3's state kept outside the server): `FN_STATE` with a vregion, called by the
 //! function's current server, makes that vregion the function's state ICA; every later
 //! server of the function (a restart, a replacement) gets its id from `FN_STATE(fnid, 0)`
-//! and attaches it. The vregion outlives the servers: the registry keeps it until the
-//! function is unregistered. Setting it from a process that is not the function's server
+//! and attaches it. The vregion outlives the servers: the registry keeps its id until the
+//! function is unregistered, which forgets the id without closing the vregion (it stays its
+//! creator's). Setting it from a process that is not the function's server
 //! is `Denied`; a resource that is not a vregion is `WrongType`.
 
 use crate::res::ResId;

@@ -6,7 +6,8 @@
 //! `COLLECT`), both in [`ProcIpc`]. A request is submitted with a ticket; what it does
 //! depends on its target:
 //!
-//! - an endpoint (`SUBMIT_CALL`, `SUBMIT_SEND`): the request is put in the owner's request
+//! - an endpoint (`SUBMIT_CALL`, `SUBMIT_SEND`), named by its id or by a function id the
+//!   caller's core maps to it (`fnid::target`): the request is put in the owner's request
 //!   queue, on the owner's core (through RPCC if that is another core; a full queue is
 //!   `Busy`: back-pressure, never a dropped request). The owner takes it with `RECV` and
 //!   answers with `REPLY`, which puts the result in the caller's result queue, again
@@ -550,7 +551,8 @@ pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
 
 // ---- the caller's side ------------------------------------------------------------------------
 
-/// CALL: send `msg` to `endpoint` and wait for the answer (rendezvous). If the endpoint's
+/// CALL: send `msg` to `target` (an endpoint, or a function id standing for its server's
+/// endpoint: `fnid::target`) and wait for the answer (rendezvous). If the endpoint's
 /// owner waits in RECV on this core, the request is queued for it and the core goes
 /// straight to it (the fast path: no run-queue round trip); otherwise the request takes
 /// the ordinary way (queued, or through RPCC) and the caller waits in COLLECT.

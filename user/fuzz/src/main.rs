@@ -23,8 +23,12 @@
 //! thread); timeouts of `SLEEP`, `WAIT`, `COLLECT`, `RECV` and `THREAD_JOIN` are at most
 //! 1 ms; `CONSOLE_READ` never blocks and `CONSOLE_WRITE` prints nothing (only bad
 //! pointers get a length); `KILL`, `MIGRATE` and `SETUSER` spare the fuzzer itself; `CALL` never targets an
-//! endpoint this program opened (nobody would answer); semaphore P is only submitted, never
+//! endpoint this program opened or a function id it registered (nobody would answer); semaphore P is only submitted, never
 //! waited for in a call; `ENTER` waits at most 1 ms.
+//!
+//! Function ids: `FN_REGISTER` is sometimes made with a valid name and one of this
+//! program's endpoints, so real functions are registered, looked up, called and listed;
+//! the cleanup unregisters them.
 //!
 //! Rings: `RING_SETUP` is sometimes made with good arguments (at [`RING_AT`]); once a ring
 //! exists, an `ENTER` is often preceded by random submissions written into its submission
@@ -38,7 +42,7 @@ use alloc::vec::Vec;
 use ulib::abi::res::{ResId, ResType, Rights};
 use ulib::abi::{ipc, ring, syscall as nr, Pid};
 use ulib::sys::raw;
-use ulib::{println, res, sys};
+use ulib::{fnid, println, res, sys};
 
 ulib::main!(main);
 
@@ -285,6 +289,9 @@ impl Fuzzer {
         if n == nr::SUBMIT && self.scratch && self.rng.chance(2) {
             a[0] = self.submission();
         }
+        if n == nr::FN_REGISTER && self.scratch && self.rng.chance(2) {
+            self.real_register(&mut a);
+        }
         if n == nr::RING_SETUP && self.ring.is_none() && self.rng.chance(2) {
             a[0] = RING_AT;
             a[1] = 1 << self.rng.below(9);
@@ -321,6 +328,10 @@ impl Fuzzer {
             if n == nr::RES_OPEN && ResId(rdx).kind() == Some(ResType::Endpoint) {
                 self.own_endpoints.push(rdx);
             }
+            // A function id of its own endpoint: never `CALL`ed either.
+            if n == nr::FN_REGISTER {
+                self.own_endpoints.push(rdx);
+            }
         }
     }
 
@@ -350,6 +361,25 @@ impl Fuzzer {
         a[2] = at + bytes.len() as u64;
         a[3] = if kind == "process" { 0 } else { 8 };
         a[4] = self.rng.below(256);
+    }
+
+    /// Make `FN_REGISTER`'s arguments well-formed: a valid name (one of a few per core, so
+    /// that some registrations find their name taken) and one of this program's endpoints
+    /// when it has one.
+    fn real_register(&mut self, a: &mut [u64; 6]) {
+        let name = alloc::format!("fz{}.{}", self.me.core(), self.rng.below(4));
+        let at = SCRATCH_AT + SCRATCH_BYTES - 256;
+        for (i, b) in name.bytes().enumerate() {
+            // SAFETY: inside the scratch vregion (256 bytes before its end; the name is at
+            // most 7 bytes), as in `scribble`.
+            unsafe { ((at + i as u64) as *mut u8).write_volatile(b) };
+        }
+        a[0] = at;
+        a[1] = name.len() as u64;
+        if !self.own_endpoints.is_empty() {
+            let i = self.rng.below(self.own_endpoints.len() as u64) as usize;
+            a[2] = self.own_endpoints[i];
+        }
     }
 
     /// Write random submissions into this program's ring (if it has one) from the kernel's
@@ -531,6 +561,19 @@ fn close_everything(cores: usize, user: ulib::abi::res::UserId) -> (usize, usize
         let _ = res::close(vs);
     }
     let (mut closed, mut stuck) = (0, 0);
+    // The functions it registered (then its endpoints below).
+    for f in fnid::list().unwrap_or_default() {
+        if f.user != u64::from(user.0) {
+            continue;
+        }
+        match fnid::unregister(f.fnid) {
+            Ok(()) => closed += 1,
+            Err(e) => {
+                println!("fuzz: unregister {} ({}): {e:?}", f.fnid, f.name());
+                stuck += 1;
+            }
+        }
+    }
     for core in 0..cores {
         let Ok(mut all) = res::list_all(core) else {
             continue;
