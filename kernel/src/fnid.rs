@@ -34,6 +34,11 @@
 //! the calling core acting as the target (`structure::directly`), so a push updates every
 //! core's copy before the call goes on.
 //!
+//! Pushes go to the cores online at the time; every core is online before the first
+//! program runs, except a boot program (`start=`) of a core that comes up while a later
+//! core is still starting: a registration made then reaches the late core with the slot's
+//! next change. (Not needed today; a late core could ask the home for the whole table.)
+//!
 //! # Rules the contract leaves to the kernel
 //! - Resolution of an endpoint argument that has a function id's shape
 //!   ([`FnId::is_fnid`]): not a function id's shape, never issued: `NoSuchResource`;
