@@ -509,18 +509,35 @@ pub fn endpoint_closed(endpoint: ResId) {
 
 // ---- resolution (every request) -------------------------------------------------------------
 
-/// The endpoint a request's target stands for, and the function id it was named by:
-/// an endpoint stands for itself; a function id is mapped through this core's copy
-/// (module docs: `NoSuchResource`, `StaleResource`, `Gone`).
-#[inline]
-pub fn target(id: ResId) -> Result<(ResId, Option<FnId>), Error> {
-    if !FnId::is_fnid(id.0) {
-        return Ok((id, None));
+/// What a request names its target by: its endpoint (`NONE`) or a function id (the raw id),
+/// kept with the request (one word, so the request path's records grow by one word only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Via(u64);
+
+impl Via {
+    pub const NONE: Via = Via(0);
+
+    /// The function id the request was named by, if any.
+    #[inline]
+    pub fn fnid(self) -> Option<FnId> {
+        (self.0 != 0).then_some(FnId(self.0))
     }
-    resolve(id.0).map(|endpoint| (endpoint, Some(FnId(id.0))))
+}
+
+/// The endpoint a request's target stands for, and what it was named by: an endpoint
+/// stands for itself; a function id is mapped through this core's copy (module docs:
+/// `NoSuchResource`, `StaleResource`, `Gone`). The endpoint case is one test on the
+/// request path; the mapping is out of line.
+#[inline(always)]
+pub fn target(id: ResId) -> Result<(ResId, Via), Error> {
+    if !FnId::is_fnid(id.0) {
+        return Ok((id, Via::NONE));
+    }
+    resolve(id.0).map(|endpoint| (endpoint, Via(id.0)))
 }
 
 /// The endpoint function id `raw` maps to now, on this core.
+#[inline(never)]
 pub fn resolve(raw: u64) -> Result<ResId, Error> {
     table(|t| {
         let (_, e) = t.find(raw)?;
@@ -534,14 +551,15 @@ pub fn resolve(raw: u64) -> Result<ResId, Error> {
 
 /// A request named by a function id (`via`) failed with `e`: an endpoint that no longer
 /// exists is a server that ended before this core heard (`Gone`, as for a down function).
-pub fn gone_if_via(e: Error, via: Option<FnId>) -> Error {
+pub fn gone_if_via(e: Error, via: Via) -> Error {
     match e {
-        Error::StaleResource | Error::NoSuchResource if via.is_some() => Error::Gone,
+        Error::StaleResource | Error::NoSuchResource if via != Via::NONE => Error::Gone,
         e => e,
     }
 }
 
 /// A server of this core took a request sent to function `fnid` (`RECV`).
+#[inline(never)]
 pub fn note_served(fnid: FnId) {
     table(|t| {
         if let Some(s) = t.served.get_mut(fnid.slot() as usize) {

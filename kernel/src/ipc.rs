@@ -70,8 +70,8 @@ pub struct Incoming {
     /// Whom to answer (`None` for a one-way send).
     pub caller: Option<Caller>,
     pub msg: Msg,
-    /// The function id the sender named, if it named one (`fnid`: counted when taken).
-    pub fnid: Option<abi::fnid::FnId>,
+    /// What the sender named: the endpoint, or a function id (counted when taken).
+    pub via: crate::fnid::Via,
 }
 
 /// A finished request, and for a read its bytes (copied out at collect).
@@ -367,7 +367,7 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
         };
         ipc.forget_receiver(thread);
         let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
-        if let Some(f) = r.fnid {
+        if let Some(f) = r.via.fnid() {
             crate::fnid::note_served(f);
         }
         let request = match r.caller {
@@ -668,7 +668,7 @@ fn start(
                     thread,
                 }),
                 msg: sub.msg,
-                fnid: via,
+                via,
             };
             let core = route(target)?;
             if core == current_core() {

@@ -97,7 +97,7 @@ pub(super) fn first_answer(ticket: u64) -> Option<Completion> {
 pub(super) fn call_local(
     endpoint: ResId,
     msg: Msg,
-    fnid: Option<abi::fnid::FnId>,
+    via: crate::fnid::Via,
 ) -> Result<(u64, Option<u32>), Error> {
     sched::with(|s| {
         let thread = s.current_thread().unwrap_or(0);
@@ -139,7 +139,7 @@ pub(super) fn call_local(
                         thread,
                     }),
                     msg,
-                    fnid,
+                    via,
                 });
                 Ok(receiver)
             });
