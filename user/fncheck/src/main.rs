@@ -9,6 +9,7 @@
 //! | (b) | this program serves `fnchk.a`: a second registration is `AlreadyExists`, lookup finds it, `FN_LIST` describes it; callers on this core and on CORE call, send, submit and submit through a ring by function id and may not receive on it (`Denied`); the server receives by function id; `served` counts every request; `FN_STATE` of a non-vregion is `WrongType`; unregistered: calls `StaleResource`, lookup `NoSuchResource`, a new registration a new id |
 //! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it and `Denied` unregistering it; this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down; a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
 //! | (d) | `Limit` at `MAX_FNIDS` registered names, then all withdrawn |
+//! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
 //!
 //! Roles (the children): `fncheck caller NAME`, `fncheck server NAME`,
 //! `fncheck other NAME FNID up|down`.
@@ -118,7 +119,8 @@ fn parent(core: usize) -> Check {
     let r = bad_input(ep)
         .and_then(|()| local_server(ep, ep2, core))
         .and_then(|()| remote_server(core))
-        .and_then(|()| limit(ep));
+        .and_then(|()| limit(ep))
+        .and_then(|()| closed_endpoint());
     let _ = res::close(ep);
     let _ = res::close(ep2);
     r
@@ -569,6 +571,39 @@ fn remote_server_with(core: usize, servers: &mut Vec<Pid>) -> Check {
         Error::StaleResource,
     )?;
     res::close(ica).map_err(|e| format!("(c) close the state ICA: {e}"))
+}
+
+/// (e)
+fn closed_endpoint() -> Check {
+    let first = ipc::open_endpoint("here/endpoint/fnchk3", Rights(0x2f))
+        .map_err(|e| format!("(e) endpoint: {e}"))?;
+    let id = fnid::register("fnchk.c", first).map_err(|e| format!("(e) register: {e}"))?;
+    let r = closed_endpoint_of(id, first);
+    let _ = fnid::unregister(id);
+    r
+}
+
+fn closed_endpoint_of(id: FnId, first: ResId) -> Check {
+    res::close(first).map_err(|e| format!("(e) close: {e}"))?;
+    expect(
+        "(e) call, endpoint closed",
+        ipc::call(id.as_target(), &msg(0, 1)),
+        Error::Gone,
+    )?;
+    until("(e) the function is down", || {
+        info_of(id).is_ok_and(|i| i.is_some_and(|i| i.state == FN_DOWN))
+    })?;
+    let second = ipc::open_endpoint("here/endpoint/fnchk4", Rights(0x2f))
+        .map_err(|e| format!("(e) second endpoint: {e}"))?;
+    let r = match fnid::register("fnchk.c", second) {
+        Ok(again) if again == id => match info_of(id)? {
+            Some(i) if i.generation == 2 && i.state == FN_UP && i.endpoint == second.0 => Ok(()),
+            other => fail("(e) list, registered again", other),
+        },
+        other => fail("(e) registered again", other),
+    };
+    let _ = res::close(second);
+    r
 }
 
 /// (d)
