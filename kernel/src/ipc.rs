@@ -70,7 +70,8 @@ pub struct Incoming {
     /// Whom to answer (`None` for a one-way send).
     pub caller: Option<Caller>,
     pub msg: Msg,
-    /// What the sender named: the endpoint, or a function id (counted when taken).
+    /// What the sender named: the endpoint, or a function id (counted when taken). Kept in
+    /// 32 bits, beside `sender_thread`: the record does not grow.
     pub via: crate::fnid::Via,
 }
 
@@ -367,8 +368,8 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
         };
         ipc.forget_receiver(thread);
         let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
-        if let Some(f) = r.via.fnid() {
-            crate::fnid::note_served(f);
+        if r.via.named() {
+            crate::fnid::note_served(r.via);
         }
         let request = match r.caller {
             Some(caller) => {

@@ -104,15 +104,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .and_then(|u| proc::set_current_user(UserId(u)))
             .map(|()| 0),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
-        nr::FN_REGISTER => copy_in(a[0], a[1], abi::fnid::FN_NAME_MAX as u64)
-            .and_then(|name| crate::fnid::register(&name, ResId(a[2])))
-            .map(|id| id.0),
-        nr::FN_LOOKUP => copy_in(a[0], a[1], abi::fnid::FN_NAME_MAX as u64)
-            .and_then(|name| crate::fnid::lookup(&name))
-            .map(|id| id.0),
-        nr::FN_UNREGISTER => crate::fnid::unregister(a[0]).map(|()| 0),
-        nr::FN_LIST => fn_list(a[0], a[1]),
-        nr::FN_STATE => crate::fnid::state(a[0], a[1]),
+        nr::FN_REGISTER..=nr::FN_STATE => fn_call(frame.rax, a),
         _ => Err(Error::NoSuchCall),
     };
     crate::res::end_flow();
@@ -189,6 +181,25 @@ fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {
 fn write_records<T: bytemuck::Pod>(ptr: u64, records: &[T]) -> Result<u64, Error> {
     let out = UserSliceMut::<T>::new(ptr, records.len());
     proc::with_current_vspace(|vs| out.write(vs, records)).map(|n| n as u64)
+}
+
+/// The function-id calls (`abi::fnid`). Not inlined into [`dispatch`]: the request path's
+/// calls there should not pay for their frame.
+#[inline(never)]
+fn fn_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
+    let name = || copy_in(a[0], a[1], abi::fnid::FN_NAME_MAX as u64);
+    match number {
+        nr::FN_REGISTER => name()
+            .and_then(|name| crate::fnid::register(&name, ResId(a[2])))
+            .map(|id| id.0),
+        nr::FN_LOOKUP => name()
+            .and_then(|name| crate::fnid::lookup(&name))
+            .map(|id| id.0),
+        nr::FN_UNREGISTER => crate::fnid::unregister(a[0]).map(|()| 0),
+        nr::FN_LIST => fn_list(a[0], a[1]),
+        nr::FN_STATE => crate::fnid::state(a[0], a[1]),
+        _ => Err(Error::NoSuchCall),
+    }
 }
 
 /// FN_LIST(`*mut FnInfo`, capacity): the whole room is checked first, so a bad pointer is
