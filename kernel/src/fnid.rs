@@ -510,9 +510,8 @@ pub fn endpoint_closed(endpoint: ResId) {
 // ---- resolution (every request) -------------------------------------------------------------
 
 /// What a request names its target by: its endpoint ([`Via::NONE`]), or a function id,
-/// kept as its slot and the low bits of its generation in 32 bits, which `Incoming`'s
-/// padding holds: a request record that grew by a word would cost the rendezvous path
-/// about 60 instructions (its copies would no longer be inlined).
+/// kept as its slot and the low bits of its generation in 32 bits, which fit in
+/// `ipc::Incoming`'s padding (the request record keeps its size).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Via(u32);
 

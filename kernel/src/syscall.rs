@@ -183,8 +183,7 @@ fn write_records<T: bytemuck::Pod>(ptr: u64, records: &[T]) -> Result<u64, Error
     proc::with_current_vspace(|vs| out.write(vs, records)).map(|n| n as u64)
 }
 
-/// The function-id calls (`abi::fnid`). Not inlined into [`dispatch`]: the request path's
-/// calls there should not pay for their frame.
+/// The function-id calls (`abi::fnid`), rarely made: kept out of [`dispatch`]'s body.
 #[inline(never)]
 fn fn_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
     let name = || copy_in(a[0], a[1], abi::fnid::FN_NAME_MAX as u64);
