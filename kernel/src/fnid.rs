@@ -179,6 +179,45 @@ impl FnTable {
     fn id_of(&self, i: usize) -> FnId {
         FnId::new(i as u32, self.slots[i].generation)
     }
+
+    /// Slot `slot`, as the home pushes it.
+    pub(crate) fn record(&self, slot: usize) -> Slot {
+        self.slots[slot]
+    }
+
+    /// A copy's rule: take `record` for slot `slot` if it is newer than the one held.
+    pub(crate) fn take(&mut self, slot: u32, record: Slot) -> bool {
+        match self.slots.get_mut(slot as usize) {
+            Some(s) if record.version > s.version => {
+                *s = record;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The endpoint function id `raw` maps to in this table.
+    pub(crate) fn resolve(&self, raw: u64) -> Result<ResId, Error> {
+        let (_, e) = self.find(raw)?;
+        if e.up {
+            Ok(e.endpoint)
+        } else {
+            Err(Error::Gone)
+        }
+    }
+
+    /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down if
+    /// that endpoint still serves it. Returns the slot changed.
+    pub(crate) fn mark_down(&mut self, fnid: u64, endpoint: ResId) -> Option<usize> {
+        let (i, slot) = self.find_mut(fnid).ok()?;
+        let e = slot.entry.as_mut()?;
+        if !e.up || e.endpoint != endpoint {
+            return None;
+        }
+        e.up = false;
+        slot.version += 1;
+        Some(i)
+    }
 }
 
 impl Default for FnTable {
@@ -260,7 +299,7 @@ fn may_change(user: UserId, owner: UserId) -> bool {
 }
 
 /// What a registration found under the home table's borrow.
-enum Found {
+pub(crate) enum Found {
     /// Registered (slot, id): push it.
     Done(usize, FnId),
     /// The name is served by `endpoint` as far as the home knows (at `version`): check
@@ -315,7 +354,8 @@ fn home_register(name: Name, endpoint: ResId, server: Pid) -> Result<FnId, Error
     Err(Error::Busy)
 }
 
-fn register_in(
+/// FN_REGISTER's decision on the home table `t`, for `user`.
+pub(crate) fn register_in(
     t: &mut FnTable,
     name: Name,
     endpoint: ResId,
@@ -409,16 +449,7 @@ fn home_set_state(fnid: u64, vregion: u64, server: Pid) -> Result<u64, Error> {
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
 /// that endpoint still serves it). Pushed without waiting (teardown may be the caller).
 fn home_down(fnid: u64, endpoint: ResId) {
-    let slot = table(|t| {
-        let (i, slot) = t.find_mut(fnid).ok()?;
-        let e = slot.entry.as_mut()?;
-        if !e.up || e.endpoint != endpoint {
-            return None;
-        }
-        e.up = false;
-        slot.version += 1;
-        Some(i)
-    });
+    let slot = table(|t| t.mark_down(fnid, endpoint));
     if let Some(slot) = slot {
         push(slot, false);
     }
@@ -427,7 +458,7 @@ fn home_down(fnid: u64, endpoint: ResId) {
 /// Send slot `slot` of the home table to every other core; with `wait`, return once every
 /// core has it.
 fn push(slot: usize, wait: bool) {
-    let record = table(|t| t.slots[slot]);
+    let record = table(|t| t.record(slot));
     let here = current_core();
     for core in (0..crate::smp::cores_planned()).filter(|&c| c != here && rpcc::reachable(c)) {
         let op = Op::Fn(FnOp::Apply {
@@ -448,13 +479,7 @@ fn push(slot: usize, wait: bool) {
 
 /// A record pushed by the home: take it if it is newer than this core's.
 fn apply(slot: u32, record: Slot) {
-    let taken = table(|t| match t.slots.get_mut(slot as usize) {
-        Some(s) if record.version > s.version => {
-            *s = record;
-            true
-        }
-        _ => false,
-    });
+    let taken = table(|t| t.take(slot, record));
     // A server of this core that ended before this core heard of its registration (it was
     // killed while registering) has nobody to report it: do it now. (In big-lock mode a
     // registration is never interrupted.)
@@ -560,14 +585,7 @@ pub fn target(id: ResId) -> Result<(ResId, Via), Error> {
 /// The endpoint function id `raw` maps to now, on this core.
 #[inline(never)]
 pub fn resolve(raw: u64) -> Result<ResId, Error> {
-    table(|t| {
-        let (_, e) = t.find(raw)?;
-        if e.up {
-            Ok(e.endpoint)
-        } else {
-            Err(Error::Gone)
-        }
-    })
+    table(|t| t.resolve(raw))
 }
 
 /// A request named by a function id (`via`) failed with `e`: an endpoint that no longer

@@ -1,7 +1,9 @@
 //! Function ids (`kernel/src/fnid.rs`): the calls end to end from user space (`fncheck`,
 //! with its children on this core and on the next), and the registry's copies: every core
 //! maps a function id to the same endpoint, hears that its server ended, and that it was
-//! unregistered; forged ids are refused on every core. Nothing is left behind.
+//! unregistered; forged ids are refused on every core. Nothing is left behind. And the
+//! registry's rules on tables of the test's own: registration, down, another user, newer
+//! records win, `Limit`.
 
 use super::{end_and_reap, frames_after, free_frames_per_core, run_program};
 use crate::proc::{self, sched, TEST_PARENT};
@@ -127,4 +129,57 @@ fn with_server(server: abi::Pid) -> crate::ktest::TestResult {
         "after unregistering: {got:x?}"
     );
     Ok(())
+}
+
+ktest! {
+    /// The registry's rules on tables of the test's own (not a core's): a registration, the
+    /// same name again while served (the home must check the endpoint), down, another
+    /// user's registration of the down name (`Denied`), the same user's (the same id);
+    /// a copy takes only newer records, so pushes that overtake each other cannot put an
+    /// old one back; `Limit` with every slot taken.
+    fn registry_rules_and_newer_records_win() -> TestResult {
+        use crate::fnid::{register_in, FnTable, Found, Name};
+        use abi::res::{ResType, UserId};
+        let name = |n: &[u8]| Name::new(n).map_err(|e| format!("name: {e}"));
+        let mut home = alloc::boxed::Box::new(FnTable::new());
+        let (ep1, ep2) = (
+            ResId::new(0, 1, ResType::Endpoint, 1, 1),
+            ResId::new(0, 1, ResType::Endpoint, 2, 2),
+        );
+        let (server, user) = (abi::Pid::new(1, 5), UserId(1000));
+        let Ok(Found::Done(slot, id)) = register_in(&mut home, name(b"t.a")?, ep1, server, user)
+        else {
+            return Err("first registration not done".into());
+        };
+        kassert!(id.generation() == 1 && home.resolve(id.0) == Ok(ep1), "registered: {id}");
+        let first = home.record(slot);
+        let again = register_in(&mut home, name(b"t.a")?, ep2, server, user);
+        kassert!(matches!(again, Ok(Found::Check { .. })), "registered twice: not checked");
+        kassert!(home.mark_down(id.0, ep1) == Some(slot), "not marked down");
+        kassert!(home.resolve(id.0) == Err(Error::Gone), "down: {:?}", home.resolve(id.0));
+        let down = home.record(slot);
+        let other = register_in(&mut home, name(b"t.a")?, ep2, server, UserId(2000));
+        kassert!(matches!(other, Err(Error::Denied)), "another user registered a down name");
+        let Ok(Found::Done(_, same)) = register_in(&mut home, name(b"t.a")?, ep2, server, user)
+        else {
+            return Err("registration again not done".into());
+        };
+        kassert!(same == id && home.resolve(id.0) == Ok(ep2), "again: {same}, want {id}");
+        let up = home.record(slot);
+        // A copy: pushes arrive out of order.
+        let mut copy = alloc::boxed::Box::new(FnTable::new());
+        kassert!(copy.take(slot as u32, up), "the newest record was not taken");
+        kassert!(!copy.take(slot as u32, first) && !copy.take(slot as u32, down), "an older record was taken");
+        kassert!(copy.resolve(id.0) == Ok(ep2), "copy: {:?}", copy.resolve(id.0));
+        // Every slot taken.
+        let mut table = alloc::boxed::Box::new(FnTable::new());
+        for i in 0..abi::fnid::MAX_FNIDS {
+            let n = format!("t.{i}");
+            let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, user);
+            kassert!(matches!(r, Ok(Found::Done(..))), "registration {i} not done");
+        }
+        let full = register_in(&mut table, name(b"t.full")?, ep1, server, user);
+        kassert!(matches!(full, Err(Error::Limit)), "one too many: not Limit");
+        Ok(())
+    }
 }
