@@ -349,9 +349,7 @@ pub fn upgrade(area: &mut [u8]) -> Result<u32, Error> {
     if lay.version == VERSION {
         return Ok(VERSION);
     }
-    let old = open_version(area, lay.version)?;
-    let cap = old.cap;
-    drop(old);
+    let cap = open_version(area, lay.version)?.cap;
     let need = cap
         .checked_mul(V2.slot_size)
         .and_then(|b| b.checked_add(HEADER_AREA));
