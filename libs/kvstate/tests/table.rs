@@ -217,7 +217,6 @@ fn model_against_hashmap() {
             assert_eq!(t.stats().count as usize, model.len());
             if step % 250 == 0 {
                 // What is in the area is a valid table with exactly the model's entries.
-                drop(t);
                 t = kvstate::open(&mut a).unwrap();
                 for (k, v) in &model {
                     assert_eq!(t.get(k).unwrap(), Some(v.as_slice()));
