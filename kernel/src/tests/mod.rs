@@ -10,6 +10,7 @@ mod heap;
 mod init;
 mod interrupts;
 mod ipc;
+mod kv;
 mod limits;
 mod memory;
 mod modes;

@@ -1,0 +1,116 @@
+//! The `kv` server (`user/kv`) and its client (`user/kvcli`) end to end (issue 14, "State
+//! outside the server"): the table lives in the function's state ICA, so a server that is
+//! killed and started again finds every entry, and a server of a newer layout upgrades it.
+//!
+//! One test, in order: `kv 64K v1` (layout 1); `kvcli put`, `get`, `bad` (malformed
+//! requests answered with their error, the server keeps serving), and `all` (`kvcli bench`
+//! on every core at once, every reply checked against a model); kv killed; a plain `kv`
+//! started: it finds the state ICA through `FN_STATE`, upgrades it to layout 2 and serves
+//! the entries put before; `all` again; kv killed; no frame lost on any core (the state
+//! ICA's still held); then `kvcli drop` (unregister) and the state ICA closed, if the
+//! registry kept it, and every frame back.
+
+use super::{end_and_reap, frames_after, free_frames_per_core, run_program};
+use crate::proc::{self, TEST_PARENT};
+use crate::{kassert, ktest, percore};
+use abi::res::{ResType, UserId};
+use abi::{Pid, Priority};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Size of the state ICA the first server opens (`kv 64K`).
+const STATE_BYTES: u64 = 64 << 10;
+
+/// Start `kv ARGS` on this core and wait until it answers (`kvcli wait`).
+fn start_kv(args: &[&str]) -> Result<Pid, String> {
+    let pid = proc::spawn("kv", args, Priority::Server, TEST_PARENT)
+        .map_err(|e| format!("spawn kv: {e}"))?;
+    if let Err(e) = run_program("kvcli", &["wait", "120"], 300) {
+        end_and_reap(pid);
+        return Err(format!("kv {args:?} did not come up: {e}"));
+    }
+    Ok(pid)
+}
+
+/// `kvcli ARGS` must exit 0; ends `kv` if it does not.
+fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
+    run_program("kvcli", args, 600).inspect_err(|_| end_and_reap(kv))
+}
+
+/// The state ICA the first server (`kv_pid`) opened on this core, if it is still there.
+fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
+    let name = format!("kv-state-{}", kv_pid.serial());
+    crate::res::list(percore::current_core())
+        .ok()?
+        .into_iter()
+        .find(|r| r.kind == ResType::VRegion as u8 && r.name() == name)
+}
+
+fn lost(before: &[u64], after: &[u64]) -> Vec<String> {
+    before
+        .iter()
+        .zip(after)
+        .enumerate()
+        .filter(|(_, (b, a))| b != a)
+        .map(|(c, (b, a))| format!("core {c}: {b} -> {a}"))
+        .collect()
+}
+
+ktest! {
+    /// kv's table survives its server (killed, started again) in the state ICA, is upgraded
+    /// from layout 1 to 2 on the way, serves benches on every core at once with every reply
+    /// checked, and leaves no frame behind.
+    fn kv_state_survives_its_server() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let first = start_kv(&["64K", "v1"])?;
+        kvcli(first, &["put", "alpha", "one"])?;
+        kvcli(first, &["put", "beta", "two"])?;
+        kvcli(first, &["get", "alpha", "one"])?;
+        kvcli(first, &["del", "beta"])?;
+        kvcli(first, &["bad"])?;
+        kvcli(first, &["all", "100"])?;
+        end_and_reap(first);
+        let ica = state_ica(first);
+        kassert!(ica.is_some(), "no state ICA kv-state-{} after kv ended", first.serial());
+        // Counted with the state ICA held, the first run having grown what stays grown.
+        let before = free_frames_per_core()?;
+
+        let second = start_kv(&[])?;
+        // The entries put before, through the upgrade (kv prints it on the console).
+        kvcli(second, &["get", "alpha", "one"])?;
+        let s = super::run_to_end("kvcli", &["get", "beta"], Priority::App, 600)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 2,
+            "beta was deleted before the restart, but kvcli get beta ended with {s:?}"
+        );
+        kvcli(second, &["all", "300"])?;
+        kvcli(second, &["put", "gamma", "three"])?;
+        end_and_reap(second);
+        let after = frames_after(&before)?;
+        let l = lost(&before, &after);
+        kassert!(l.is_empty(), "free frames changed while serving: {}", l.join(", "));
+
+        // A third server finds gamma too; then the function goes, and its state with it.
+        let third = start_kv(&[])?;
+        kvcli(third, &["get", "gamma", "three"])?;
+        end_and_reap(third);
+        run_program("kvcli", &["drop"], 120)?;
+        let kept = state_ica(first);
+        if let Some(r) = kept {
+            crate::res::close(r.id).map_err(|e| format!("close state ICA {}: {e}", r.id))?;
+        }
+        let pages = STATE_BYTES / ::frames::FRAME_SIZE;
+        let mut want = before.clone();
+        want[percore::current_core()] += pages;
+        let after = frames_after(&want)?;
+        let l = lost(&want, &after);
+        kassert!(
+            l.is_empty(),
+            "frames after kv ended and the state ICA ({}) was freed: {}",
+            if kept.is_some() { "closed by the test" } else { "freed by FN_UNREGISTER" },
+            l.join(", ")
+        );
+        Ok(())
+    }
+}
