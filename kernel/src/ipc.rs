@@ -69,6 +69,8 @@ pub struct Incoming {
     /// Whom to answer (`None` for a one-way send).
     pub caller: Option<Caller>,
     pub msg: Msg,
+    /// The function id the sender named, if it named one (`fnid`: counted when taken).
+    pub fnid: Option<abi::fnid::FnId>,
 }
 
 /// A finished request, and for a read its bytes (copied out at collect).
@@ -327,6 +329,8 @@ fn hand_over(thread: u32, deadline: u64) {
 /// RECV: take the next request for `endpoint` (owned by the caller), waiting at most
 /// `timeout_ns`.
 pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
+    // A function id: its server receives on its own endpoint (anyone else: as below).
+    let (endpoint, _) = crate::fnid::target(endpoint)?;
     if endpoint.core() != current_core() {
         // Only an endpoint's opener receives on it, and the opener lives on the endpoint's
         // core: from here the caller is a stranger to it, and gets a stranger's answer
@@ -362,6 +366,9 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
         };
         ipc.forget_receiver(thread);
         let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
+        if let Some(f) = r.fnid {
+            crate::fnid::note_served(f);
+        }
         let request = match r.caller {
             Some(caller) => {
                 ipc.next_handle += 1;
@@ -462,6 +469,7 @@ pub fn reply_recv(
     timeout_ns: u64,
 ) -> Result<Received, Error> {
     let here = current_core();
+    let (endpoint, _) = crate::fnid::target(endpoint)?;
     if endpoint.core() != here {
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
@@ -508,6 +516,7 @@ pub fn reply_recv(
 /// `Gone`.
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
     fast::endpoints_changed(endpoint.core());
+    crate::fnid::endpoint_closed(endpoint);
     let failed: Vec<Caller> = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
             return Vec::new();
@@ -545,19 +554,22 @@ pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
 /// owner waits in RECV on this core, the request is queued for it and the core goes
 /// straight to it (the fast path: no run-queue round trip); otherwise the request takes
 /// the ordinary way (queued, or through RPCC) and the caller waits in COLLECT.
-pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
+pub fn call(target: ResId, msg: Msg) -> Result<Completion, Error> {
+    // A function id stands for its server's endpoint now.
+    let (endpoint, via) = crate::fnid::target(target)?;
     let core = route(endpoint)?;
     if core != current_core() {
         let sub = Submission {
             kind: api::SUBMIT_CALL,
-            target: endpoint.0,
+            target: target.0,
             msg,
             ..Submission::default()
         };
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let (ticket, receiver) = fast::call_local(endpoint, msg)?;
+    let (ticket, receiver) =
+        fast::call_local(endpoint, msg, via).map_err(|e| crate::fnid::gone_if_via(e, via))?;
     if let Some(receiver) = receiver {
         hand_over(receiver, u64::MAX);
         // Switched back, most often by the receiver's REPLY_RECV with the answer.
@@ -640,6 +652,8 @@ fn start(
         }),
         api::SUBMIT_CALL | api::SUBMIT_SEND => {
             let call = sub.kind == api::SUBMIT_CALL;
+            // A function id stands for its server's endpoint now.
+            let (target, via) = crate::fnid::target(target)?;
             let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
             let incoming = Incoming {
                 endpoint: target,
@@ -652,13 +666,15 @@ fn start(
                     thread,
                 }),
                 msg: sub.msg,
+                fnid: via,
             };
             let core = route(target)?;
             if core == current_core() {
-                enqueue(incoming)?;
+                enqueue(incoming)
             } else {
-                rpcc::call(core, Op::Enqueue(incoming))?;
+                rpcc::call(core, Op::Enqueue(incoming)).map(drop)
             }
+            .map_err(|e| crate::fnid::gone_if_via(e, via))?;
             if !call {
                 done(Ok(Out::Unit))?;
             }

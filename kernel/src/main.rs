@@ -25,6 +25,7 @@ mod console;
 mod cpu_local;
 mod entry;
 mod fatal;
+mod fnid;
 mod init;
 mod ipc;
 mod ipc_calls;

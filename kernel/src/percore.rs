@@ -53,6 +53,8 @@ pub struct CoreLocal {
     pub trace: crate::trace::CoreTrace,
     /// The program this core keeps running (the shell, on core 0).
     pub init: CoreCell<crate::init::CoreInit>,
+    /// This core's copy of the function-id registry (core 0's is the registry).
+    pub fnid: CoreCell<crate::fnid::FnTable>,
 }
 
 /// Counters a core publishes about itself. Only the owner writes them (relaxed atomics
@@ -128,6 +130,7 @@ impl CoreLocal {
             tlb_stale: AtomicBool::new(false),
             trace: crate::trace::CoreTrace::new(),
             init: CoreCell::new(crate::init::CoreInit::new()),
+            fnid: CoreCell::new(crate::fnid::FnTable::new()),
         }
     }
 }

@@ -104,6 +104,15 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .and_then(|u| proc::set_current_user(UserId(u)))
             .map(|()| 0),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
+        nr::FN_REGISTER => copy_in(a[0], a[1], abi::fnid::FN_NAME_MAX as u64)
+            .and_then(|name| crate::fnid::register(&name, ResId(a[2])))
+            .map(|id| id.0),
+        nr::FN_LOOKUP => copy_in(a[0], a[1], abi::fnid::FN_NAME_MAX as u64)
+            .and_then(|name| crate::fnid::lookup(&name))
+            .map(|id| id.0),
+        nr::FN_UNREGISTER => crate::fnid::unregister(a[0]).map(|()| 0),
+        nr::FN_LIST => fn_list(a[0], a[1]),
+        nr::FN_STATE => crate::fnid::state(a[0], a[1]),
         _ => Err(Error::NoSuchCall),
     };
     crate::res::end_flow();
@@ -180,6 +189,16 @@ fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {
 fn write_records<T: bytemuck::Pod>(ptr: u64, records: &[T]) -> Result<u64, Error> {
     let out = UserSliceMut::<T>::new(ptr, records.len());
     proc::with_current_vspace(|vs| out.write(vs, records)).map(|n| n as u64)
+}
+
+/// FN_LIST(`*mut FnInfo`, capacity): the whole room is checked first, so a bad pointer is
+/// `BadAddress` however many functions there are.
+fn fn_list(ptr: u64, capacity: u64) -> Result<u64, Error> {
+    let room = capacity.min(abi::fnid::MAX_FNIDS as u64) as usize;
+    let out = UserSliceMut::<abi::fnid::FnInfo>::new(ptr, room);
+    proc::with_current_vspace(|vs| out.check(vs))?;
+    let infos = crate::fnid::list()?;
+    write_records(ptr, &infos[..infos.len().min(room)])
 }
 
 fn sleep(ns: u64) -> Result<u64, Error> {

@@ -16,7 +16,7 @@
 //! | [`context_resumed`] | context switch, back on a context | resources (its flow) |
 //! | [`thread_removed`] | process teardown | RPCC (answers nobody collects) |
 //! | [`vregions_detached`] | process teardown | resources (attachment counts) |
-//! | [`process_ended`] | process teardown | IPC (waiters get `Gone`), resources (endpoints), init (the shell ended: start a new one) |
+//! | [`process_ended`] | process teardown | IPC (waiters get `Gone`), resources (endpoints), function ids (its functions are down), init (the shell ended: start a new one) |
 //!
 //! Several are on hot paths (every context switch): each is `#[inline]`, a direct call.
 
@@ -85,7 +85,8 @@ pub fn vregions_detached(regions: impl Iterator<Item = ResId>) {
 
 /// Process `pid` ended with `status` (`ENDED_MIGRATED`: it lives on under a new pid on
 /// another core), with the scheduler's state borrowed as `s`: whoever waits for an answer
-/// from it gets `Gone`; unless it moved, its endpoints go; if it is the program init keeps
+/// from it gets `Gone`; unless it moved, its endpoints go; the functions it served are
+/// down; if it is the program init keeps
 /// running (the shell), init starts a new one.
 #[inline]
 pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, status: WaitStatus) {
@@ -93,5 +94,7 @@ pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, status: 
     if status.how != abi::ENDED_MIGRATED {
         crate::res::endpoint::forget_endpoints_of(pid);
     }
+    // A function it served is down (a moved server's endpoints name the ended process).
+    crate::fnid::server_ended(pid);
     crate::init::process_ended(s, pid, status);
 }

@@ -94,7 +94,11 @@ pub(super) fn first_answer(ticket: u64) -> Option<Completion> {
 /// owner in one visit to the scheduler's tables (as `submit` then `enqueue` would,
 /// with the same errors in the same order). Returns the ticket and the receiver waiting on
 /// the endpoint, not woken (the caller hands it the core).
-pub(super) fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>), Error> {
+pub(super) fn call_local(
+    endpoint: ResId,
+    msg: Msg,
+    fnid: Option<abi::fnid::FnId>,
+) -> Result<(u64, Option<u32>), Error> {
     sched::with(|s| {
         let thread = s.current_thread().unwrap_or(0);
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
@@ -135,6 +139,7 @@ pub(super) fn call_local(endpoint: ResId, msg: Msg) -> Result<(u64, Option<u32>)
                         thread,
                     }),
                     msg,
+                    fnid,
                 });
                 Ok(receiver)
             });

@@ -95,6 +95,8 @@ pub enum Op {
         pid: Pid,
         completion: abi::ipc::Completion,
     },
+    /// Function ids: a change at the registry's home, or a push to a core's copy.
+    Fn(crate::fnid::FnOp),
 }
 
 /// What a reply carries.
@@ -110,6 +112,8 @@ pub enum Out {
     Status(Option<WaitStatus>),
     Pid(Pid),
     Snapshot(Box<Snapshot>),
+    /// Function ids: a core's served counts, (function id, requests) per slot.
+    Served(Vec<(u64, u64)>),
 }
 
 impl Out {
@@ -186,5 +190,6 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             crate::ipc::delivered(*pid, *completion);
             Ok(Out::Unit)
         }
+        Op::Fn(op) => crate::fnid::perform(op),
     }
 }

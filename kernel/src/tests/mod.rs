@@ -5,6 +5,7 @@
 
 mod family;
 mod faults;
+mod fnid;
 mod fuzz;
 mod heap;
 mod init;

@@ -13,7 +13,8 @@
 //! `res bind`. A job is known by the pid it was started with, which is also the pid `WAIT`
 //! for any child reports, however often the job moved to another core (by `migrate` or
 //! by itself); `jobs` lists the jobs and `wait [PID]` waits for them. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
-//! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`].
+//! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`], `fn ls`
+//! in [`fns`].
 //!
 //! `exit` ends the shell (refused while jobs run: they would outlive it with nobody allowed
 //! to kill them); the kernel then starts a new one (`kernel/src/init.rs`), as it does
@@ -31,6 +32,7 @@ extern crate alloc;
 
 mod cores;
 mod editor;
+mod fns;
 mod res;
 
 use alloc::format;
@@ -92,6 +94,9 @@ commands:
   su [USER]                       act as USER (a number) for the resource rights, or
                                   without USER as the user the shell started as
   whoami                          the user this shell acts as
+  fn ls                           registered functions (function ids): id, name,
+                                  server pid, core, server generation, requests served,
+                                  state ICA, up or down, user
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";
@@ -214,6 +219,7 @@ impl Shell {
             "res" => self.res(args),
             "su" => self.su(args),
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
+            "fn" => fns::command(args),
             "exit" => {
                 no_args(cmd)?;
                 // Its jobs would become the kernel's, which no later shell may kill.

@@ -1,0 +1,664 @@
+//! Function ids (P3's function identifiers, issue 14): the kernel's registry of the names
+//! under which user-mode servers offer a service, and the mapping of a function id to the
+//! server's endpoint on every request. The contract (calls 42-46, errors) is
+//! `abi::fnid`'s; this module keeps it.
+//!
+//! # Where the registry lives
+//! Musubi's per-core kernels share no tables (docs/design.md, principle 1), yet every core
+//! must map a function id on every `CALL`, `SEND` and `SUBMIT` without a message. So the
+//! registry has a *home*, core 0 ([`HOME`]), and every core keeps a *copy* of it in its
+//! per-core record (`percore::CoreLocal::fnid`, a [`FnTable`]); the home's copy is the
+//! registry itself.
+//!
+//! - Every change is made at home, one borrow of the home table at a time, so changes are
+//!   serialised: `FN_REGISTER`, `FN_UNREGISTER` and `FN_STATE` (set) from another core
+//!   travel there as RPCC requests (`Op::Fn`), performed by the home's agents under the
+//!   requester's flow (its user).
+//! - A change bumps its slot's *version* and the home pushes the whole slot record to every
+//!   other core (`FnOp::Apply`); a copy takes a record only if it is newer than the one it
+//!   has, so pushes that overtake each other (two agents of the home pushing at once)
+//!   cannot put an old record back. `FN_REGISTER`, `FN_UNREGISTER` and `FN_STATE` wait for
+//!   every core's answer before they return: once a server has its function id, every
+//!   core maps it.
+//! - A server's end (its process ends, or it closes the endpoint) is heard on the server's
+//!   core, which tells the home (`FnOp::Down`, a notice: teardown cannot wait); the home
+//!   marks the function down and pushes that without waiting. Until a core has heard, a
+//!   request there finds the endpoint gone, which is answered `Gone` as for a down function
+//!   ([`gone_if_via`]). A registration that finds its name served checks the endpoint
+//!   still exists before answering `AlreadyExists`, so a restart never waits for the news.
+//! - `FN_LOOKUP`, `FN_STATE` (ask) and `FN_LIST` read the caller's own copy; `FN_LIST`
+//!   gathers the `served` counts from every core (each counts the requests its servers
+//!   take, where they take them: [`note_served`]).
+//!
+//! In big-lock mode the same code runs: RPCC requests and notices are performed at once by
+//! the calling core acting as the target (`structure::directly`), so a push updates every
+//! core's copy before the call goes on.
+//!
+//! # Rules the contract leaves to the kernel
+//! - Resolution of an endpoint argument that has a function id's shape
+//!   ([`FnId::is_fnid`]): not a function id's shape, never issued: `NoSuchResource`;
+//!   unregistered: `StaleResource`; down: `Gone`; otherwise the endpoint, whose rights then
+//!   apply as if the caller had named it (a server opens its endpoint with a write right for
+//!   the users it serves). `RECV` and `REPLY_RECV` take a function id as well: the server
+//!   receives on its own endpoint (anyone else is `Denied`, as on the endpoint).
+//! - A name longer than [`FN_NAME_MAX`] is `TooLong` (refused before it is copied); any
+//!   other name outside the rules is `BadName`.
+//! - `FN_REGISTER`'s endpoint must be the caller's own (it receives on it): a function id
+//!   or another type is `WrongType`, somebody else's endpoint `Denied`.
+//! - The state ICA is a vregion id the registry only remembers: it is kept across server
+//!   ends and forgotten (not closed) by `FN_UNREGISTER`; the vregion stays its creator's,
+//!   whose rights say who may attach or close it.
+//! - The administrator (user 1) and the kernel may register again or unregister any
+//!   user's function.
+
+#![deny(unsafe_code)]
+
+use crate::percore::{self, current_core};
+use crate::rpcc::{self, Op, Out};
+use abi::fnid::{FnId, FnInfo, FN_DOWN, FN_NAME_MAX, FN_UP, MAX_FNIDS};
+use abi::res::{ResId, ResType, UserId};
+use abi::{Error, Pid};
+use alloc::vec::Vec;
+
+/// The core whose table is the registry: every change is made there.
+pub const HOME: usize = 0;
+
+/// A valid function name, as the registry stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Name {
+    bytes: [u8; FN_NAME_MAX],
+    len: u8,
+}
+
+impl Name {
+    /// `name` if it follows the rules (`abi::fnid::valid_name`), else `BadName`.
+    pub fn new(name: &[u8]) -> Result<Name, Error> {
+        if !abi::fnid::valid_name(name) {
+            return Err(Error::BadName);
+        }
+        let mut bytes = [0; FN_NAME_MAX];
+        bytes[..name.len()].copy_from_slice(name);
+        Ok(Name {
+            bytes,
+            len: name.len() as u8,
+        })
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// A registered function.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    name: Name,
+    /// The user that registered it (who may register it again or unregister it).
+    user: UserId,
+    /// Where its requests go now, and the process that receives there.
+    endpoint: ResId,
+    server: Pid,
+    /// 1 for the first server, one more for each that registered the name again.
+    server_generation: u64,
+    /// The state ICA (a vregion id), 0 if none.
+    state_ica: u64,
+    /// False once the server ended or closed its endpoint (requests get `Gone`).
+    up: bool,
+}
+
+/// One slot of the registry, as the home keeps it and pushes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    /// Changes made to this slot at home; a copy takes a pushed record only if newer.
+    version: u64,
+    /// Generation of the latest function id issued in this slot (0: never used).
+    generation: u32,
+    entry: Option<Entry>,
+}
+
+/// One core's copy of the registry (the home's is the registry), and the requests this
+/// core's servers took per function.
+pub struct FnTable {
+    slots: [Slot; MAX_FNIDS],
+    /// Per slot: the function id counted and the requests taken under it here.
+    served: [(u64, u64); MAX_FNIDS],
+}
+
+impl FnTable {
+    pub const fn new() -> Self {
+        FnTable {
+            slots: [Slot {
+                version: 0,
+                generation: 0,
+                entry: None,
+            }; MAX_FNIDS],
+            served: [(0, 0); MAX_FNIDS],
+        }
+    }
+
+    /// The slot index and entry of function id `raw`, or the error a request to it gets
+    /// before its state is looked at.
+    fn find(&self, raw: u64) -> Result<(usize, &Entry), Error> {
+        let i = self.index(raw)?;
+        match &self.slots[i].entry {
+            Some(e) => Ok((i, e)),
+            None => Err(Error::StaleResource),
+        }
+    }
+
+    fn find_mut(&mut self, raw: u64) -> Result<(usize, &mut Slot), Error> {
+        let i = self.index(raw)?;
+        let slot = &mut self.slots[i];
+        if slot.entry.is_none() {
+            return Err(Error::StaleResource);
+        }
+        Ok((i, slot))
+    }
+
+    /// The slot of function id `raw` if it is the slot's current id: `NoSuchResource` for
+    /// an id never issued (forged), `StaleResource` for an older one.
+    fn index(&self, raw: u64) -> Result<usize, Error> {
+        let id = FnId::from_raw(raw).ok_or(Error::NoSuchResource)?;
+        let i = id.slot() as usize;
+        let issued = self.slots[i].generation;
+        let g = id.generation();
+        if g == 0 || g > issued {
+            return Err(Error::NoSuchResource);
+        }
+        if g < issued {
+            return Err(Error::StaleResource);
+        }
+        Ok(i)
+    }
+
+    fn id_of(&self, i: usize) -> FnId {
+        FnId::new(i as u32, self.slots[i].generation)
+    }
+}
+
+impl Default for FnTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// What travels to the home, or from it to a copy (`Op::Fn`).
+pub enum FnOp {
+    /// At home: register `name` for `endpoint`, received by `server`.
+    Register {
+        name: Name,
+        endpoint: ResId,
+        server: Pid,
+    },
+    /// At home: unregister function id `0`.
+    Unregister(u64),
+    /// At home: `server` makes `vregion` the state ICA of `fnid`.
+    SetState {
+        fnid: u64,
+        vregion: u64,
+        server: Pid,
+    },
+    /// At home (a notice): `endpoint`, where `fnid`'s requests went, is gone.
+    Down { fnid: u64, endpoint: ResId },
+    /// At a copy: slot `slot` is now `record` (if newer than what the copy has).
+    Apply { slot: u32, record: Slot },
+    /// At a copy: the requests taken there per function (for `FN_LIST`).
+    Served,
+}
+
+/// Run `f` on this core's table.
+fn table<R>(f: impl FnOnce(&mut FnTable) -> R) -> R {
+    percore::this().fnid.with(f)
+}
+
+/// Perform `op` on this core (an RPCC agent under the requester's flow, or the caller on
+/// the home core itself).
+pub fn perform(op: &FnOp) -> Result<Out, Error> {
+    match *op {
+        FnOp::Register {
+            name,
+            endpoint,
+            server,
+        } => home_register(name, endpoint, server).map(|id| Out::Value(id.0)),
+        FnOp::Unregister(fnid) => home_unregister(fnid).map(|()| Out::Unit),
+        FnOp::SetState {
+            fnid,
+            vregion,
+            server,
+        } => home_set_state(fnid, vregion, server).map(Out::Value),
+        FnOp::Down { fnid, endpoint } => {
+            home_down(fnid, endpoint);
+            Ok(Out::Unit)
+        }
+        FnOp::Apply { slot, record } => {
+            apply(slot, record);
+            Ok(Out::Unit)
+        }
+        FnOp::Served => Ok(Out::Served(table(|t| t.served.to_vec()))),
+    }
+}
+
+/// Perform `op` at home: here if this is the home core, else through RPCC.
+fn at_home(op: FnOp) -> Result<Out, Error> {
+    if current_core() == HOME {
+        perform(&op)
+    } else {
+        rpcc::call(HOME, Op::Fn(op))
+    }
+}
+
+// ---- the home ------------------------------------------------------------------------------
+
+/// May `user` change a function `owner` registered?
+fn may_change(user: UserId, owner: UserId) -> bool {
+    user == owner || user == crate::proc::ADMIN || user == UserId::KERNEL
+}
+
+/// What a registration found under the home table's borrow.
+enum Found {
+    /// Registered (slot, id): push it.
+    Done(usize, FnId),
+    /// The name is served by `endpoint` as far as the home knows (at `version`): check
+    /// that it still exists.
+    Check {
+        slot: usize,
+        version: u64,
+        endpoint: ResId,
+    },
+}
+
+/// FN_REGISTER at home, for the flow's user.
+fn home_register(name: Name, endpoint: ResId, server: Pid) -> Result<FnId, Error> {
+    let user = crate::res::flow_user();
+    // A name found served is checked outside the borrow (its endpoint may be on another
+    // core); then the decision is made again. A few rounds at most: each either answers,
+    // or finds the endpoint gone and marks the function down.
+    for _ in 0..4 {
+        match table(|t| register_in(t, name, endpoint, server, user))? {
+            Found::Done(slot, id) => {
+                push(slot, true);
+                return Ok(id);
+            }
+            Found::Check {
+                slot,
+                version,
+                endpoint: old,
+            } => {
+                let alive = crate::res::info(old).is_ok();
+                let changed = table(|t| {
+                    let s = &mut t.slots[slot];
+                    if s.version != version {
+                        return true;
+                    }
+                    if !alive {
+                        if let Some(e) = s.entry.as_mut() {
+                            e.up = false;
+                            s.version += 1;
+                        }
+                    }
+                    false
+                });
+                if alive && !changed {
+                    return Err(Error::AlreadyExists);
+                }
+                if !alive && !changed {
+                    push(slot, false);
+                }
+            }
+        }
+    }
+    Err(Error::Busy)
+}
+
+fn register_in(
+    t: &mut FnTable,
+    name: Name,
+    endpoint: ResId,
+    server: Pid,
+    user: UserId,
+) -> Result<Found, Error> {
+    let existing = t
+        .slots
+        .iter()
+        .position(|s| s.entry.is_some_and(|e| e.name == name));
+    if let Some(i) = existing {
+        let slot = &mut t.slots[i];
+        let Some(e) = slot.entry.as_mut() else {
+            return Err(Error::Unknown);
+        };
+        if e.up {
+            return Ok(Found::Check {
+                slot: i,
+                version: slot.version,
+                endpoint: e.endpoint,
+            });
+        }
+        if !may_change(user, e.user) {
+            return Err(Error::Denied);
+        }
+        // Down: the next server takes over under the same id.
+        e.endpoint = endpoint;
+        e.server = server;
+        e.server_generation += 1;
+        e.up = true;
+        slot.version += 1;
+        return Ok(Found::Done(i, t.id_of(i)));
+    }
+    let i = t
+        .slots
+        .iter()
+        .position(|s| s.entry.is_none())
+        .ok_or(Error::Limit)?;
+    let slot = &mut t.slots[i];
+    // A new id: the next generation of the slot (an old id of it is stale from now on).
+    slot.generation = match (slot.generation + 1) & ResId::GENERATION_MASK {
+        0 => 1,
+        g => g,
+    };
+    slot.version += 1;
+    slot.entry = Some(Entry {
+        name,
+        user,
+        endpoint,
+        server,
+        server_generation: 1,
+        state_ica: 0,
+        up: true,
+    });
+    Ok(Found::Done(i, t.id_of(i)))
+}
+
+/// FN_UNREGISTER at home, for the flow's user.
+fn home_unregister(fnid: u64) -> Result<(), Error> {
+    let user = crate::res::flow_user();
+    let slot = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        let owner = slot.entry.map_or(UserId::KERNEL, |e| e.user);
+        if !may_change(user, owner) {
+            return Err(Error::Denied);
+        }
+        slot.entry = None;
+        slot.version += 1;
+        Ok(i)
+    })?;
+    push(slot, true);
+    Ok(())
+}
+
+/// FN_STATE (set) at home: `server` must be the function's server now.
+fn home_set_state(fnid: u64, vregion: u64, server: Pid) -> Result<u64, Error> {
+    let slot = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        if !e.up || e.server != server {
+            return Err(Error::Denied);
+        }
+        e.state_ica = vregion;
+        slot.version += 1;
+        Ok(i)
+    })?;
+    push(slot, true);
+    Ok(vregion)
+}
+
+/// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
+/// that endpoint still serves it). Pushed without waiting (teardown may be the caller).
+fn home_down(fnid: u64, endpoint: ResId) {
+    let slot = table(|t| {
+        let (i, slot) = t.find_mut(fnid).ok()?;
+        let e = slot.entry.as_mut()?;
+        if !e.up || e.endpoint != endpoint {
+            return None;
+        }
+        e.up = false;
+        slot.version += 1;
+        Some(i)
+    });
+    if let Some(slot) = slot {
+        push(slot, false);
+    }
+}
+
+/// Send slot `slot` of the home table to every other core; with `wait`, return once every
+/// core has it.
+fn push(slot: usize, wait: bool) {
+    let record = table(|t| t.slots[slot]);
+    let here = current_core();
+    for core in (0..crate::smp::cores_planned()).filter(|&c| c != here && rpcc::reachable(c)) {
+        let op = Op::Fn(FnOp::Apply {
+            slot: slot as u32,
+            record,
+        });
+        if wait {
+            if let Err(e) = rpcc::call(core, op) {
+                log::warn!("fnid: slot {slot} not pushed to core {core}: {e}");
+            }
+        } else {
+            rpcc::notice(core, op);
+        }
+    }
+}
+
+// ---- the copies ----------------------------------------------------------------------------
+
+/// A record pushed by the home: take it if it is newer than this core's.
+fn apply(slot: u32, record: Slot) {
+    let taken = table(|t| match t.slots.get_mut(slot as usize) {
+        Some(s) if record.version > s.version => {
+            *s = record;
+            true
+        }
+        _ => false,
+    });
+    // A server of this core that ended before this core heard of its registration (it was
+    // killed while registering) has nobody to report it: do it now. (In big-lock mode a
+    // registration is never interrupted.)
+    if !taken || !crate::structure::requests_travel() {
+        return;
+    }
+    if let Some(e) = record
+        .entry
+        .filter(|e| e.up && e.endpoint.core() == current_core())
+    {
+        if crate::res::local::info(e.endpoint).is_err() {
+            let id = FnId::new(slot, record.generation);
+            report_down(id.0, e.endpoint);
+        }
+    }
+}
+
+/// Tell the home that `endpoint`, where `fnid`'s requests went, is gone.
+fn report_down(fnid: u64, endpoint: ResId) {
+    if current_core() == HOME {
+        home_down(fnid, endpoint);
+    } else {
+        rpcc::notice(HOME, Op::Fn(FnOp::Down { fnid, endpoint }));
+    }
+}
+
+/// The functions this core's copy knows served by an endpoint `gone` picks.
+fn report_where(gone: impl Fn(&Entry) -> bool) {
+    let down: Vec<(u64, ResId)> = table(|t| {
+        (0..MAX_FNIDS)
+            .filter_map(|i| {
+                let e = t.slots[i].entry.filter(|e| e.up && gone(e))?;
+                Some((t.id_of(i).0, e.endpoint))
+            })
+            .collect()
+    });
+    for (fnid, endpoint) in down {
+        report_down(fnid, endpoint);
+    }
+}
+
+/// Process `pid` of this core ended (teardown, the scheduler borrowed): the functions it
+/// served are down.
+pub fn server_ended(pid: Pid) {
+    report_where(|e| e.server == pid);
+}
+
+/// Endpoint `endpoint` of this core was closed: the functions it served are down.
+pub fn endpoint_closed(endpoint: ResId) {
+    report_where(|e| e.endpoint == endpoint);
+}
+
+// ---- resolution (every request) -------------------------------------------------------------
+
+/// The endpoint a request's target stands for, and the function id it was named by:
+/// an endpoint stands for itself; a function id is mapped through this core's copy
+/// (module docs: `NoSuchResource`, `StaleResource`, `Gone`).
+#[inline]
+pub fn target(id: ResId) -> Result<(ResId, Option<FnId>), Error> {
+    if !FnId::is_fnid(id.0) {
+        return Ok((id, None));
+    }
+    resolve(id.0).map(|endpoint| (endpoint, Some(FnId(id.0))))
+}
+
+/// The endpoint function id `raw` maps to now, on this core.
+pub fn resolve(raw: u64) -> Result<ResId, Error> {
+    table(|t| {
+        let (_, e) = t.find(raw)?;
+        if e.up {
+            Ok(e.endpoint)
+        } else {
+            Err(Error::Gone)
+        }
+    })
+}
+
+/// A request named by a function id (`via`) failed with `e`: an endpoint that no longer
+/// exists is a server that ended before this core heard (`Gone`, as for a down function).
+pub fn gone_if_via(e: Error, via: Option<FnId>) -> Error {
+    match e {
+        Error::StaleResource | Error::NoSuchResource if via.is_some() => Error::Gone,
+        e => e,
+    }
+}
+
+/// A server of this core took a request sent to function `fnid` (`RECV`).
+pub fn note_served(fnid: FnId) {
+    table(|t| {
+        if let Some(s) = t.served.get_mut(fnid.slot() as usize) {
+            if s.0 != fnid.0 {
+                *s = (fnid.0, 0);
+            }
+            s.1 += 1;
+        }
+    });
+}
+
+// ---- the calls, on the caller's core ---------------------------------------------------------
+
+/// FN_REGISTER: offer `endpoint` (the caller's own) under `name`.
+pub fn register(name: &[u8], endpoint: ResId) -> Result<FnId, Error> {
+    let name = Name::new(name)?;
+    if FnId::is_fnid(endpoint.0) {
+        return Err(Error::WrongType);
+    }
+    let server = crate::res::flow_pid().ok_or(Error::NoSuchProcess)?;
+    // The caller receives on its own endpoints, which live on its core.
+    if endpoint.machine() != 0 || endpoint.core() != current_core() {
+        let info = crate::res::info(endpoint)?;
+        return Err(if info.kind == ResType::Endpoint as u8 {
+            Error::Denied
+        } else {
+            Error::WrongType
+        });
+    }
+    if crate::res::endpoint::owner(endpoint, false)? != server {
+        return Err(Error::Denied);
+    }
+    match at_home(FnOp::Register {
+        name,
+        endpoint,
+        server,
+    })? {
+        Out::Value(v) => Ok(FnId(v)),
+        _ => Err(Error::Unknown),
+    }
+}
+
+/// FN_LOOKUP: the function id registered under `name` (up or down), from this core's copy.
+pub fn lookup(name: &[u8]) -> Result<FnId, Error> {
+    let name = Name::new(name)?;
+    table(|t| {
+        (0..MAX_FNIDS)
+            .find(|&i| t.slots[i].entry.is_some_and(|e| e.name == name))
+            .map(|i| t.id_of(i))
+            .ok_or(Error::NoSuchResource)
+    })
+}
+
+/// FN_UNREGISTER: withdraw `fnid` (its registering user or the administrator).
+pub fn unregister(fnid: u64) -> Result<(), Error> {
+    at_home(FnOp::Unregister(fnid)).map(drop)
+}
+
+/// FN_STATE: with `vregion` 0, the state ICA of `fnid` (0: none); otherwise the function's
+/// server makes `vregion` its state ICA.
+pub fn state(fnid: u64, vregion: u64) -> Result<u64, Error> {
+    let (server, ica) = table(|t| {
+        t.find(fnid)
+            .map(|(_, e)| (e.up.then_some(e.server), e.state_ica))
+    })?;
+    if vregion == 0 {
+        return Ok(ica);
+    }
+    let me = crate::res::flow_pid().ok_or(Error::NoSuchProcess)?;
+    if server != Some(me) {
+        return Err(Error::Denied);
+    }
+    if ResId(vregion).kind() != Some(ResType::VRegion) {
+        return Err(Error::WrongType);
+    }
+    // It must exist (any error a lookup of it gives).
+    crate::res::info(ResId(vregion))?;
+    at_home(FnOp::SetState {
+        fnid,
+        vregion,
+        server: me,
+    })?
+    .value()
+}
+
+/// FN_LIST: every registered function as this core's copy has it, with the requests taken
+/// under it on every core.
+pub fn list() -> Result<Vec<FnInfo>, Error> {
+    let (mut infos, mut served) = table(|t| {
+        let infos: Vec<FnInfo> = (0..MAX_FNIDS)
+            .filter_map(|i| {
+                let e = t.slots[i].entry?;
+                let mut name = [0; FN_NAME_MAX];
+                name[..e.name.as_bytes().len()].copy_from_slice(e.name.as_bytes());
+                Some(FnInfo {
+                    fnid: t.id_of(i),
+                    name,
+                    name_len: u64::from(e.name.len),
+                    server: if e.up { e.server } else { Pid(0) },
+                    endpoint: if e.up { e.endpoint.0 } else { 0 },
+                    generation: e.server_generation,
+                    served: 0,
+                    state_ica: e.state_ica,
+                    user: u64::from(e.user.0),
+                    state: if e.up { FN_UP } else { FN_DOWN },
+                })
+            })
+            .collect();
+        (infos, t.served.to_vec())
+    });
+    let here = current_core();
+    for core in (0..crate::smp::cores_planned()).filter(|&c| c != here && rpcc::reachable(c)) {
+        if let Out::Served(v) = rpcc::call(core, Op::Fn(FnOp::Served))? {
+            served.extend(v);
+        }
+    }
+    for info in &mut infos {
+        info.served = served
+            .iter()
+            .filter(|&&(id, _)| id == info.fnid.0)
+            .map(|&(_, n)| n)
+            .sum();
+    }
+    Ok(infos)
+}
