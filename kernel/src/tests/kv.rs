@@ -2,7 +2,7 @@
 //! outside the server"): the table lives in the function's state ICA, so a server that is
 //! killed and started again finds every entry, and a server of a newer layout upgrades it.
 //!
-//! One test, in order: `kv 64K v1` (layout 1); `kvcli put`, `get`, `bad` (malformed
+//! One test, in order: `kv 256K v1` (layout 1); `kvcli put`, `get`, `bad` (malformed
 //! requests answered with their error, the server keeps serving), and `all` (`kvcli bench`
 //! on every core at once, every reply checked against a model); kv killed; a plain `kv`
 //! started: it finds the state ICA through `FN_STATE`, upgrades it to layout 2 and serves
@@ -19,8 +19,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// Size of the state ICA the first server opens (`kv 64K`).
-const STATE_BYTES: u64 = 64 << 10;
+/// Size of the state ICA the first server opens (`kv 256K`: room for the benches of four
+/// cores, 32 keys each).
+const STATE_BYTES: u64 = 256 << 10;
 
 /// Start `kv ARGS` on this core and wait until it answers (`kvcli wait`).
 fn start_kv(args: &[&str]) -> Result<Pid, String> {
@@ -63,7 +64,8 @@ ktest! {
     /// checked, and leaves no frame behind.
     fn kv_state_survives_its_server() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
-        let first = start_kv(&["64K", "v1"])?;
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv(&[&size, "v1"])?;
         kvcli(first, &["put", "alpha", "one"])?;
         kvcli(first, &["put", "beta", "two"])?;
         kvcli(first, &["get", "alpha", "one"])?;
