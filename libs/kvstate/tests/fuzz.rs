@@ -1,7 +1,7 @@
 //! Random and mutated bytes as the area: `open`, `upgrade` and every operation on whatever
 //! opens answer errors, never panic or reach outside the area.
 
-use kvstate::{HEADER_AREA, SLOT_SIZE};
+use kvstate::{FIRST_SLOT, SLOT_SIZE};
 
 struct Rng(u64);
 impl Rng {
@@ -37,7 +37,7 @@ fn poke(area: &mut [u8], rng: &mut Rng) {
 fn random_bytes_never_panic() {
     let mut rng = Rng(0x1234_5678);
     for _ in 0..3000 {
-        let len = rng.below(4 * SLOT_SIZE as u64) as usize;
+        let len = rng.below(FIRST_SLOT as u64 + 4 * SLOT_SIZE as u64) as usize;
         let mut area: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
         if len >= 8 && rng.below(2) == 0 {
             area[..8].copy_from_slice(&kvstate::MAGIC.to_le_bytes());
@@ -54,7 +54,7 @@ fn mutated_tables_never_panic() {
     let mut rng = Rng(0xfeed);
     for round in 0..400 {
         let slots = 1 + rng.below(6) as usize;
-        let mut area = vec![0u8; HEADER_AREA + slots * SLOT_SIZE + rng.below(100) as usize];
+        let mut area = vec![0u8; kvstate::area_for(slots) + rng.below(100) as usize];
         {
             let version = 1 + (round % 2) as u32;
             let mut t = kvstate::format_version(&mut area, version).unwrap();
@@ -65,9 +65,9 @@ fn mutated_tables_never_panic() {
         // Flip bytes in the header and in slot headers (where the meaning is).
         for _ in 0..1 + rng.below(4) {
             let at = if rng.below(2) == 0 {
-                rng.below(HEADER_AREA as u64) as usize
+                rng.below(FIRST_SLOT as u64) as usize
             } else {
-                HEADER_AREA + rng.below(slots as u64) as usize * SLOT_SIZE + rng.below(12) as usize
+                FIRST_SLOT + rng.below(slots as u64) as usize * SLOT_SIZE + rng.below(12) as usize
             };
             if at < area.len() {
                 area[at] = rng.next() as u8;

@@ -2,7 +2,7 @@
 //! version 1 -> 2 upgrade, and the request encoding.
 
 use kvstate::proto::{self, Request, StatsReply, Status};
-use kvstate::{Error, HEADER_AREA, KEY_MAX, SLOT_SIZE, VALUE_MAX, VERSION};
+use kvstate::{Error, FIRST_SLOT, HEADER_AREA, KEY_MAX, SLOT_SIZE, VALUE_MAX, VERSION};
 use std::collections::HashMap;
 
 /// A small deterministic generator (xorshift64*).
@@ -20,7 +20,7 @@ impl Rng {
 }
 
 fn area(slots: usize) -> Vec<u8> {
-    vec![0u8; HEADER_AREA + slots * SLOT_SIZE]
+    vec![0u8; kvstate::area_for(slots)]
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn open_refuses_what_is_not_a_table() {
     let mut tiny = vec![0u8; HEADER_AREA - 1];
     assert_eq!(kvstate::open(&mut tiny).err(), Some(Error::TooSmall));
     assert_eq!(kvstate::format(&mut tiny).err(), Some(Error::TooSmall));
-    let mut no_slot = vec![0u8; HEADER_AREA + SLOT_SIZE - 1];
+    let mut no_slot = vec![0u8; FIRST_SLOT + SLOT_SIZE - 1];
     assert_eq!(kvstate::format(&mut no_slot).err(), Some(Error::TooSmall));
     let mut zero = area(4);
     assert_eq!(kvstate::open(&mut zero).err(), Some(Error::BadMagic));
@@ -118,9 +118,12 @@ fn open_refuses_what_is_not_a_table() {
         kvstate::format_version(&mut b, 3).err(),
         Some(Error::BadVersion(3))
     );
-    // A header bit flipped: the checksum says so.
+    // A bit flipped in one header copy: the other one serves (a write a kill cut short).
     let mut b = a.clone();
     b[24] ^= 1; // count
+    assert!(kvstate::open(&mut b).is_ok());
+    // In both: the checksums say so.
+    b[HEADER_AREA + 24] ^= 1;
     assert_eq!(kvstate::open(&mut b).err(), Some(Error::Corrupt));
     // The area is shorter than the header's capacity (a smaller vregion).
     let mut short = a[..a.len() - 1].to_vec();
@@ -141,7 +144,7 @@ fn open_refuses_broken_slots() {
         t.put(b"beta", b"2").unwrap();
     }
     let used: Vec<usize> = (0..8)
-        .map(|i| HEADER_AREA + i * SLOT_SIZE)
+        .map(|i| FIRST_SLOT + i * SLOT_SIZE)
         .filter(|&at| a[at] == 1)
         .collect();
     assert_eq!(used.len(), 2);
@@ -161,7 +164,7 @@ fn open_refuses_broken_slots() {
     // An entry appearing without the count knowing.
     let mut b = a.clone();
     let free = (0..8)
-        .map(|i| HEADER_AREA + i * SLOT_SIZE)
+        .map(|i| FIRST_SLOT + i * SLOT_SIZE)
         .find(|at| b[*at] == 0)
         .unwrap();
     let copy = b[at..at + SLOT_SIZE].to_vec();
@@ -295,7 +298,7 @@ fn upgrade_refuses_without_room_and_changes_nothing() {
     assert_eq!(a, before);
     // A corrupt version-1 table is not upgraded either.
     let mut b = before.clone();
-    b[HEADER_AREA] = 2;
+    b[HEADER_AREA] = 2; // version 1's slot 0
     assert_eq!(kvstate::upgrade(&mut b), Err(Error::Corrupt));
 }
 

@@ -6,9 +6,10 @@
 //! ICA*, a vregion that outlives the server:
 //!
 //! - `FN_STATE(kv, 0)` names one (a server of `kv` ran before): it is attached at
-//!   [`STATE_AT`] and opened, which checks all of it; an older layout is upgraded in place
-//!   first (`kvstate::upgrade`); one that holds no table yet (zeroes) is formatted; a corrupt
-//!   one is refused (the server exits, the state is left for inspection).
+//!   [`STATE_AT`] and opened, which undoes or finishes a request that a kill of the last
+//!   server cut short and checks all of it; an older layout is upgraded in place first
+//!   (`kvstate::upgrade`); one that holds no table yet (zeroes) is formatted; a corrupt one
+//!   is refused (the server exits, the state is left for inspection).
 //! - Else a vregion of SIZE bytes (default 1 MiB; `4096`, `512K`, `1M`) is opened, attached,
 //!   formatted and made the state ICA with `FN_STATE(kv, vregion)`.
 //!
