@@ -9,8 +9,12 @@
 //! the entries put before; `all` again; kv killed; no frame lost on any core (the state
 //! ICA's still held); then `kvcli drop` (unregister) and the state ICA closed, if the
 //! registry kept it, and every frame back.
+//!
+//! A second test kills `kv` while benches on every core hammer it (so most likely in the
+//! middle of a change to its table): the next `kv` must open the state ICA (the table
+//! undoes or finishes the change cut short) and serve what was there.
 
-use super::{end_and_reap, frames_after, free_frames_per_core, run_program};
+use super::{end_and_reap, finish, frames_after, free_frames_per_core, run_program};
 use crate::proc::{self, TEST_PARENT};
 use crate::{kassert, ktest, percore};
 use abi::res::{ResType, UserId};
@@ -46,6 +50,23 @@ fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
         .ok()?
         .into_iter()
         .find(|r| r.kind == ResType::VRegion as u8 && r.name() == name)
+}
+
+/// Requests served under `kv` so far (every core's count).
+fn served() -> u64 {
+    crate::fnid::list()
+        .ok()
+        .and_then(|l| l.into_iter().find(|f| f.name() == "kv"))
+        .map_or(0, |f| f.served)
+}
+
+/// Unregister `kv` and close its state ICA (the registry forgets it, the vregion stays).
+fn drop_kv(first: Pid) -> crate::ktest::TestResult {
+    run_program("kvcli", &["drop"], 120)?;
+    if let Some(r) = state_ica(first) {
+        crate::res::close(r.id).map_err(|e| format!("close state ICA {}: {e}", r.id))?;
+    }
+    Ok(())
 }
 
 fn lost(before: &[u64], after: &[u64]) -> Vec<String> {
@@ -97,11 +118,8 @@ ktest! {
         let third = start_kv(&[])?;
         kvcli(third, &["get", "gamma", "three"])?;
         end_and_reap(third);
-        run_program("kvcli", &["drop"], 120)?;
-        let kept = state_ica(first);
-        if let Some(r) = kept {
-            crate::res::close(r.id).map_err(|e| format!("close state ICA {}: {e}", r.id))?;
-        }
+        let kept = state_ica(first).is_some();
+        drop_kv(first)?;
         let pages = STATE_BYTES / ::frames::FRAME_SIZE;
         let mut want = before.clone();
         want[percore::current_core()] += pages;
@@ -110,9 +128,46 @@ ktest! {
         kassert!(
             l.is_empty(),
             "frames after kv ended and the state ICA ({}) was freed: {}",
-            if kept.is_some() { "closed by the test" } else { "freed by FN_UNREGISTER" },
+            if kept { "closed by the test" } else { "freed by FN_UNREGISTER" },
             l.join(", ")
         );
         Ok(())
+    }
+}
+
+ktest! {
+    /// kv killed while benches on every core call it: the next kv opens the state ICA
+    /// (whatever change the kill cut short is undone or finished) and serves what was there.
+    fn kv_killed_while_serving_comes_back() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv(&[&size])?;
+        kvcli(first, &["put", "alpha", "one"])?;
+        let base = served();
+        let hammer = proc::spawn("kvcli", &["all", "400"], Priority::App, TEST_PARENT)
+            .map_err(|e| format!("spawn kvcli all: {e}"))?;
+        // Kill it once the benches are well under way (the event, not a time; 300 s only
+        // catches a hang).
+        let busy = crate::proc::sched::run_until(300_000_000_000, || {
+            served() >= base + 300 || proc::has_ended(hammer)
+        });
+        let during = !proc::has_ended(hammer);
+        end_and_reap(first);
+        if !busy || !during {
+            end_and_reap(hammer);
+            let _ = drop_kv(first);
+            kassert!(busy, "the benches did not get going within 300 s");
+            kassert!(during, "the benches ended before kv was killed");
+        }
+        // The benches see kv gone (mismatches, Gone) but end, each cleaning up.
+        finish(hammer, "kvcli all", 600)?;
+        let second = start_kv(&[]).inspect_err(|_| {
+            let _ = drop_kv(first);
+        })?;
+        kvcli(second, &["get", "alpha", "one"])?;
+        kvcli(second, &["stats"])?;
+        kvcli(second, &["all", "50"])?;
+        end_and_reap(second);
+        drop_kv(first)
     }
 }

@@ -177,6 +177,8 @@ pub struct Table<'a> {
     cap: usize,
     /// Bytes that may still be written before a simulated kill ([`Table::crash_after`]).
     budget: Option<usize>,
+    /// What `open` found in progress and undid or finished (`layout::op`'s kind; 0: none).
+    recovered: u64,
 }
 
 /// Format `area` as an empty table of the current layout.
@@ -207,6 +209,7 @@ pub fn format_version(area: &mut [u8], version: u32) -> Result<Table<'_>, Error>
         h,
         cap,
         budget: None,
+        recovered: 0,
     };
     // Both copies (version 2), so copy 0 holds the magic from the start.
     t.commit()?;
@@ -246,6 +249,7 @@ fn open_inner(area: &mut [u8], version: u32, budget: Option<usize>) -> Result<Ta
         lay,
         h,
         budget,
+        recovered: op::kind(h.op),
     };
     if t.h.op != op::NONE {
         t.recover()?;
@@ -300,6 +304,7 @@ pub fn upgrade(area: &mut [u8]) -> Result<u32, Error> {
         h: h2,
         cap,
         budget: None,
+        recovered: 0,
     };
     t.commit()?;
     t.commit()?;
@@ -323,6 +328,16 @@ impl<'a> Table<'a> {
             puts: self.h.puts,
             gets: self.h.gets,
             dels: self.h.dels,
+        }
+    }
+
+    /// What `open` found cut short by a kill and set right: `"put"` (undone), `"del"`
+    /// (finished), or `None`.
+    pub fn recovered(&self) -> Option<&'static str> {
+        match self.recovered {
+            op::PUT_NEW | op::PUT_OVER => Some("put"),
+            op::DEL => Some("del"),
+            _ => None,
         }
     }
 

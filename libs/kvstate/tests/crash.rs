@@ -65,6 +65,7 @@ fn a_kill_anywhere_leaves_the_state_before_or_after() {
     kvstate::format(&mut area).unwrap();
     let mut model = Model::new();
     let mut tried = 0;
+    let mut recovered = 0;
     for round in 0..60 {
         let key = keys[rng.below(keys.len() as u64) as usize].clone();
         let op = match rng.below(5) {
@@ -86,6 +87,11 @@ fn a_kill_anywhere_leaves_the_state_before_or_after() {
             tried += 1;
             match r {
                 Err(Error::Crashed) => {
+                    let set_right = kvstate::open(&mut a.clone()).unwrap().recovered();
+                    if matches!(op, Op::Get(_)) {
+                        assert_eq!(set_right, None, "a get changes nothing to set right");
+                    }
+                    recovered += usize::from(set_right.is_some());
                     let old = holds(&mut a.clone(), &model, &keys);
                     let new = holds(&mut a, &next, &keys);
                     assert!(
@@ -107,6 +113,10 @@ fn a_kill_anywhere_leaves_the_state_before_or_after() {
         model = next;
     }
     assert!(tried > 1000, "only {tried} kills tried");
+    assert!(
+        recovered > 500,
+        "only {recovered} of {tried} kills left a change to set right"
+    );
 }
 
 #[test]

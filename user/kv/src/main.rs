@@ -195,6 +195,11 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
         kvstate::open_version(area, o.version)
     }
     .map_err(|e| format!("state ICA {region}: {e}"))?;
+    if let Some(op) = t.recovered() {
+        println!(
+            "kv: the last server was killed during a {op}: set right (put undone, del finished)"
+        );
+    }
     Ok((t, format!("in state ICA {region} ({what})")))
 }
 
