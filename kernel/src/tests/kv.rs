@@ -16,6 +16,7 @@
 
 use super::{end_and_reap, finish, frames_after, free_frames_per_core, run_program};
 use crate::proc::{self, TEST_PARENT};
+use crate::rpcc::{self, Op, Out};
 use crate::{kassert, ktest, percore};
 use abi::res::{ResType, UserId};
 use abi::{Pid, Priority};
@@ -29,24 +30,67 @@ const STATE_BYTES: u64 = 256 << 10;
 
 /// Start `kv ARGS` on this core and wait until it answers (`kvcli wait`).
 fn start_kv(args: &[&str]) -> Result<Pid, String> {
-    let pid = proc::spawn("kv", args, Priority::Server, TEST_PARENT)
-        .map_err(|e| format!("spawn kv: {e}"))?;
+    start_kv_on(percore::current_core(), args)
+}
+
+/// Start `kv ARGS` on `core` (another core's through RPCC: a child of the tests there) and
+/// wait until it answers.
+fn start_kv_on(core: usize, args: &[&str]) -> Result<Pid, String> {
+    let pid = if core == percore::current_core() {
+        proc::spawn("kv", args, Priority::Server, TEST_PARENT)
+            .map_err(|e| format!("spawn kv: {e}"))?
+    } else {
+        let op = Op::Spawn {
+            name: "kv".into(),
+            args: args.iter().map(|a| String::from(*a)).collect(),
+            priority: Priority::Server,
+        };
+        match rpcc::call(core, op) {
+            Ok(Out::Pid(p)) => p,
+            Ok(_) => return Err(format!("spawn kv on core {core}: unexpected reply")),
+            Err(e) => return Err(format!("spawn kv on core {core}: {e:?}")),
+        }
+    };
     if let Err(e) = run_program("kvcli", &["wait", "120"], 300) {
-        end_and_reap(pid);
+        end_kv(pid);
         return Err(format!("kv {args:?} did not come up: {e}"));
     }
     Ok(pid)
 }
 
-/// `kvcli ARGS` must exit 0; ends `kv` if it does not.
-fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
-    run_program("kvcli", args, 600).inspect_err(|_| end_and_reap(kv))
+fn reaped_here(pid: u64) -> u64 {
+    u64::from(proc::take_status(Pid(pid)).is_some())
 }
 
-/// The state ICA the first server (`kv_pid`) opened on this core, if it is still there.
+/// End `kv` wherever it runs (another core's: killed at whatever it is doing, by that
+/// core's RPCC agent) and collect it (60 s only catches a hang).
+fn end_kv(pid: Pid) {
+    if pid.core() == percore::current_core() {
+        return end_and_reap(pid);
+    }
+    let _ = rpcc::call(
+        pid.core(),
+        Op::Kill {
+            pid,
+            descendants_only: false,
+        },
+    );
+    let mut taken = false;
+    crate::proc::sched::run_until(60_000_000_000, || {
+        taken = taken || super::rpcc::on(pid.core(), reaped_here, pid.0) == Ok(1);
+        taken
+    });
+}
+
+/// `kvcli ARGS` must exit 0; ends `kv` if it does not.
+fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
+    run_program("kvcli", args, 600).inspect_err(|_| end_kv(kv))
+}
+
+/// The state ICA the first server (`kv_pid`) opened on its core, if it is still there.
 fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
     let name = format!("kv-state-{}", kv_pid.serial());
-    crate::res::list(percore::current_core())
+    crate::res::list(kv_pid.core())
         .ok()?
         .into_iter()
         .find(|r| r.kind == ResType::VRegion as u8 && r.name() == name)
@@ -141,7 +185,10 @@ ktest! {
     fn kv_killed_while_serving_comes_back() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
         let size = format!("{STATE_BYTES}");
-        let first = start_kv(&[&size])?;
+        // On another core if there is one: the kill then comes from that core's RPCC agent
+        // while kv runs, at whatever instruction it is.
+        let core = super::rpcc::other_core().unwrap_or(percore::current_core());
+        let first = start_kv_on(core, &[&size])?;
         kvcli(first, &["put", "alpha", "one"])?;
         let base = served();
         let hammer = proc::spawn("kvcli", &["all", "400"], Priority::App, TEST_PARENT)
@@ -152,7 +199,7 @@ ktest! {
             served() >= base + 300 || proc::has_ended(hammer)
         });
         let during = !proc::has_ended(hammer);
-        end_and_reap(first);
+        end_kv(first);
         if !busy || !during {
             end_and_reap(hammer);
             let _ = drop_kv(first);
@@ -161,13 +208,13 @@ ktest! {
         }
         // The benches see kv gone (mismatches, Gone) but end, each cleaning up.
         finish(hammer, "kvcli all", 600)?;
-        let second = start_kv(&[]).inspect_err(|_| {
+        let second = start_kv_on(core, &[]).inspect_err(|_| {
             let _ = drop_kv(first);
         })?;
         kvcli(second, &["get", "alpha", "one"])?;
         kvcli(second, &["stats"])?;
         kvcli(second, &["all", "50"])?;
-        end_and_reap(second);
+        end_kv(second);
         drop_kv(first)
     }
 }
