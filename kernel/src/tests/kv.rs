@@ -12,7 +12,9 @@
 //!
 //! A second test kills `kv` while benches on every core hammer it (so most likely in the
 //! middle of a change to its table): the next `kv` must open the state ICA (the table
-//! undoes or finishes the change cut short) and serve what was there.
+//! undoes or finishes the change cut short) and serve what was there. A third runs `kv
+//! local` (the table in the heap, P3 Table 2's comparison): the same requests work, and the
+//! state goes with the server.
 
 use super::{end_and_reap, finish, frames_after, free_frames_per_core, run_program};
 use crate::proc::{self, TEST_PARENT};
@@ -216,5 +218,29 @@ ktest! {
         kvcli(second, &["all", "50"])?;
         end_kv(second);
         drop_kv(first)
+    }
+}
+
+ktest! {
+    /// `kv local` (P3 Table 2's "state in the process"): the same table in the heap serves
+    /// the same requests, and is gone with its server: a second `kv local` starts empty.
+    fn kv_with_its_state_in_the_process() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let first = start_kv(&["256K", "local"])?;
+        kvcli(first, &["put", "alpha", "one"])?;
+        kvcli(first, &["get", "alpha", "one"])?;
+        kvcli(first, &["all", "50"])?;
+        end_and_reap(first);
+        let second = start_kv(&["256K", "local"])?;
+        let s = super::run_to_end("kvcli", &["get", "alpha"], Priority::App, 600);
+        end_and_reap(second);
+        run_program("kvcli", &["drop"], 120)?;
+        let s = s?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 2,
+            "a new kv local found alpha (kvcli get ended with {s:?}): its state should have gone with the last server"
+        );
+        kassert!(state_ica(first).is_none(), "kv local made a state ICA");
+        Ok(())
     }
 }
