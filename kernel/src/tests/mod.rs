@@ -11,6 +11,7 @@ mod heap;
 mod init;
 mod interrupts;
 mod ipc;
+mod kv;
 mod limits;
 mod memory;
 mod modes;

@@ -1,0 +1,183 @@
+//! The clients' data areas: how values (up to 1 KiB, more than a message's six words) travel
+//! between `kvcli` and `kv` without a copy through the kernel.
+//!
+//! A client opens a small vregion on its own core named `kvc-CORE-SERIAL` after its own pid
+//! (`kvcli` opens 4 KiB), with read and write for others, attaches it, and sends its id in a
+//! `HELLO`. The server checks that it is a vregion of at most [`AREA_MAX`] bytes named after
+//! the sender's pid on the sender's core (the kernel vouches for the sender, and a name is
+//! unique per core, so a client cannot point the server at an area that another process
+//! made for itself under another name), and attaches it in its own window ([`CLIENTS_AT`] +
+//! slot x [`WINDOW`]). A `PUT` then names an offset in the area where the value is, a `GET`
+//! where the value should go. `BYE` detaches it (the client then detaches and closes it).
+//!
+//! At most [`MAX_CLIENTS`] clients at once; when all slots are taken, a `HELLO` first drops
+//! the areas of clients that have ended without `BYE` (their vregion stays theirs to close:
+//! the server can only unmap it), and answers `Busy` if none has.
+//!
+//! The client may change its area while the server reads it (another thread): every value
+//! is copied once, byte by byte with volatile accesses, and only the copy is used.
+
+use crate::{attach_here, detach_here};
+use alloc::format;
+use kvstate::proto::Status;
+use ulib::abi::res::{ResId, ResType};
+use ulib::abi::{Pid, ProcInfo, STATE_ZOMBIE};
+use ulib::{res, sys};
+
+/// The first client's window.
+pub const CLIENTS_AT: u64 = 0x0000_6100_0000_0000;
+/// Spacing of the windows.
+pub const WINDOW: u64 = 1 << 20;
+/// Largest data area.
+pub const AREA_MAX: u64 = 64 << 10;
+/// Most clients with an area at once.
+pub const MAX_CLIENTS: usize = 64;
+
+#[derive(Clone, Copy)]
+struct Client {
+    pid: Pid,
+    len: u64,
+}
+
+/// The clients that said `HELLO`, by window.
+pub struct Clients {
+    slots: [Option<Client>; MAX_CLIENTS],
+    /// The slot found last (a client usually sends several requests in a row).
+    last: usize,
+}
+
+/// One client's data area, as the server maps it.
+pub struct Area {
+    at: u64,
+    len: u64,
+}
+
+impl Area {
+    fn range(&self, offset: u64, n: usize) -> Result<u64, Status> {
+        match offset.checked_add(n as u64) {
+            Some(end) if end <= self.len => Ok(self.at + offset),
+            _ => Err(Status::BadArea),
+        }
+    }
+
+    /// Copy `out.len()` bytes from `offset`.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), Status> {
+        let base = self.range(offset, out.len())? as *const u8;
+        for (i, b) in out.iter_mut().enumerate() {
+            // SAFETY: `base + i` is inside the area (checked above), which is mapped at
+            // `at` for `len` bytes while the client is in the table; volatile because the
+            // client may write it at the same time (any byte is a valid `u8`).
+            *b = unsafe { core::ptr::read_volatile(base.add(i)) };
+        }
+        Ok(())
+    }
+
+    /// Copy `data` to `offset`.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), Status> {
+        let base = self.range(offset, data.len())? as *mut u8;
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: as in `read`; the area is attached writable.
+            unsafe { core::ptr::write_volatile(base.add(i), *b) };
+        }
+        Ok(())
+    }
+}
+
+fn window(slot: usize) -> u64 {
+    CLIENTS_AT + slot as u64 * WINDOW
+}
+
+impl Clients {
+    pub fn new() -> Clients {
+        Clients {
+            slots: [None; MAX_CLIENTS],
+            last: 0,
+        }
+    }
+
+    fn find(&mut self, pid: Pid) -> Option<usize> {
+        if self.slots[self.last].is_some_and(|c| c.pid == pid) {
+            return Some(self.last);
+        }
+        let i = self
+            .slots
+            .iter()
+            .position(|c| c.is_some_and(|c| c.pid == pid))?;
+        self.last = i;
+        Some(i)
+    }
+
+    /// The data area of `pid`.
+    pub fn area(&mut self, pid: Pid) -> Result<Area, Status> {
+        let i = self.find(pid).ok_or(Status::NoArea)?;
+        let len = self.slots[i].map_or(0, |c| c.len);
+        Ok(Area { at: window(i), len })
+    }
+
+    /// `pid` names its data area `region`.
+    pub fn hello(&mut self, pid: Pid, region: ResId) -> Result<(), Status> {
+        let info = res::info(region).map_err(|_| Status::BadArea)?;
+        let name = format!("kvc-{}-{}", pid.core(), pid.serial());
+        if info.kind != ResType::VRegion as u8
+            || region.core() != pid.core()
+            || info.name() != name
+            || info.size == 0
+            || info.size > AREA_MAX
+        {
+            return Err(Status::BadArea);
+        }
+        // A second HELLO replaces the first area.
+        if let Some(i) = self.find(pid) {
+            self.drop_slot(i);
+        }
+        let i = match self.free() {
+            Some(i) => i,
+            None => {
+                self.drop_ended();
+                self.free().ok_or(Status::Busy)?
+            }
+        };
+        attach_here(region, window(i)).map_err(|_| Status::BadArea)?;
+        self.slots[i] = Some(Client {
+            pid,
+            len: info.size,
+        });
+        self.last = i;
+        Ok(())
+    }
+
+    /// `pid` is done with its area.
+    pub fn bye(&mut self, pid: Pid) -> Result<(), Status> {
+        let i = self.find(pid).ok_or(Status::NoArea)?;
+        self.drop_slot(i);
+        Ok(())
+    }
+
+    fn free(&self) -> Option<usize> {
+        self.slots.iter().position(|c| c.is_none())
+    }
+
+    fn drop_slot(&mut self, i: usize) {
+        if self.slots[i].take().is_some() {
+            let _ = detach_here(window(i));
+        }
+    }
+
+    /// Drop the areas of clients that have ended (or are no longer listed).
+    fn drop_ended(&mut self) {
+        let mut buf = alloc::vec![ProcInfo::EMPTY; 1024];
+        let Ok(n) = sys::processes(&mut buf) else {
+            return;
+        };
+        let alive = |pid: Pid| {
+            buf[..n]
+                .iter()
+                .any(|p| p.pid == pid && p.state != STATE_ZOMBIE)
+        };
+        for i in 0..MAX_CLIENTS {
+            if self.slots[i].is_some_and(|c| !alive(c.pid)) {
+                self.drop_slot(i);
+            }
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! `kvcli bench` (every reply checked against a local model) and `kvcli bad` (malformed
+//! requests get their error status, and the server keeps serving).
+
+use crate::{Client, Fail, AREA_SIZE};
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use kvstate::proto::{self, Request, Status};
+use kvstate::VALUE_MAX;
+use ulib::abi::ipc::Msg;
+use ulib::abi::res::Rights;
+use ulib::abi::Priority;
+use ulib::{ipc, println, res, sys};
+
+/// Distinct keys a bench uses (few, so puts replace and gets and dels hit).
+const KEYS: u64 = 32;
+/// Mismatch lines printed at most.
+const SHOWN: u64 = 20;
+
+struct Rng(u64);
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    puts: u64,
+    gets: u64,
+    dels: u64,
+    full: u64,
+    mismatches: u64,
+}
+
+impl Counts {
+    fn mismatch(&mut self, what: String) {
+        self.mismatches += 1;
+        if self.mismatches <= SHOWN {
+            println!("kvcli: mismatch {what}");
+        }
+    }
+}
+
+/// `bench N SEED`: N put/get pairs and a del every 8th, on keys named after this process
+/// (so benches on every core at once do not disturb each other's models).
+pub fn run(c: &mut Client, n: &str, seed: &str) -> Result<i32, String> {
+    let n: u64 = n.parse().map_err(|_| format!("bench: bad N {n:?}"))?;
+    let seed: u64 = seed
+        .parse()
+        .map_err(|_| format!("bench: bad SEED {seed:?}"))?;
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let mut rng = Rng(seed ^ me.0.rotate_left(17) | 1);
+    let key = |k: u64| format!("b{}.{}.{k}", me.core(), me.serial()).into_bytes();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut cnt = Counts::default();
+    for i in 0..n {
+        let k = key(rng.below(KEYS));
+        let len = rng.below(VALUE_MAX as u64 + 1) as usize;
+        let v: Vec<u8> = (0..len)
+            .map(|j| (i as u8) ^ (j as u8) ^ seed as u8)
+            .collect();
+        cnt.puts += 1;
+        match c.put(&k, &v) {
+            Ok(new) if new != model.contains_key(&k) => {
+                model.insert(k, v);
+            }
+            Err(Fail::Status(Status::Full)) if !model.contains_key(&k) => cnt.full += 1,
+            r => cnt.mismatch(format!("put {} -> {r:?}", String::from_utf8_lossy(&k))),
+        }
+        let k = key(rng.below(KEYS));
+        cnt.gets += 1;
+        match (c.get(&k), model.get(&k)) {
+            (Ok(got), Some(want)) if got == *want => {}
+            (Err(Fail::Status(Status::NotFound)), None) => {}
+            (r, want) => cnt.mismatch(format!(
+                "get {} -> {:?} (model: {:?} bytes)",
+                String::from_utf8_lossy(&k),
+                r.map(|v| v.len()),
+                want.map(|v| v.len())
+            )),
+        }
+        if i % 8 == 7 {
+            let k = key(rng.below(KEYS));
+            cnt.dels += 1;
+            match c.del(&k) {
+                Ok(was) if was == model.contains_key(&k) => {
+                    model.remove(&k);
+                }
+                r => cnt.mismatch(format!("del {} -> {r:?}", String::from_utf8_lossy(&k))),
+            }
+        }
+    }
+    for k in model.keys() {
+        if c.del(k) != Ok(true) {
+            cnt.mismatch(format!("final del {}", String::from_utf8_lossy(k)));
+        }
+    }
+    println!(
+        "kvcli: bench pairs={n} puts={} gets={} dels={} full={} mismatches={}",
+        cnt.puts, cnt.gets, cnt.dels, cnt.full, cnt.mismatches
+    );
+    Ok(i32::from(cnt.mismatches != 0))
+}
+
+/// `bad`: malformed requests each get their status; good ones still work after them.
+pub fn bad(c: &mut Client) -> Result<i32, String> {
+    let mut fails = 0;
+    let mut expect = |what: &str, got: Result<(Status, [u64; 6]), Fail>, want: Status| {
+        if !matches!(got, Ok((s, _)) if s == want) {
+            println!("kvcli: bad FAIL {what}: got {got:?}, want {want:?}");
+            fails += 1;
+        }
+    };
+    let good = |op, key: &[u8], len, arg| {
+        Request::new(op, key, len, arg)
+            .map(|r| r.encode())
+            .unwrap_or_default()
+    };
+    let (_, words) = good(proto::GET, b"kvcli-bad", 0, 0);
+    expect("unknown operation", c.send_raw(99, words), Status::BadOp);
+    expect("operation 0", c.send_raw(0, words), Status::BadOp);
+    let mut w = words;
+    w[4] = 33;
+    expect("33-byte key", c.send_raw(proto::GET, w), Status::BadKey);
+    w[4] = 0;
+    expect("empty key", c.send_raw(proto::DEL, w), Status::BadKey);
+    w[4] = 1 | 2000 << 16;
+    expect(
+        "2000-byte value",
+        c.send_raw(proto::PUT, w),
+        Status::ValueTooLong,
+    );
+    w[4] = 1 | 1 << 48;
+    expect("length word", c.send_raw(proto::PUT, w), Status::BadOp);
+    // One-way garbage: no reply, nothing breaks.
+    let _ = ipc::send(
+        c.fnid.as_target(),
+        &Msg {
+            label: 12345,
+            words: [u64::MAX; 6],
+        },
+    );
+    // Offsets beyond our area.
+    c.put(b"kvcli-bad", b"value")
+        .map_err(|f| format!("put: {f}"))?;
+    let (label, words) = good(proto::PUT, b"kvcli-bad", 10, AREA_SIZE - 5);
+    expect(
+        "value beyond the area",
+        c.send_raw(label, words),
+        Status::BadArea,
+    );
+    let (label, words) = good(proto::GET, b"kvcli-bad", 0, AREA_SIZE);
+    expect(
+        "get beyond the area",
+        c.send_raw(label, words),
+        Status::BadArea,
+    );
+    let (label, words) = good(proto::PUT, b"kvcli-bad", 1, u64::MAX);
+    expect(
+        "offset overflowing",
+        c.send_raw(label, words),
+        Status::BadArea,
+    );
+    // Areas that are not ours, or not areas.
+    let (label, words) = good(proto::HELLO, b"", 0, 0x1234);
+    expect(
+        "hello with a forged id",
+        c.send_raw(label, words),
+        Status::BadArea,
+    );
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let other = res::open_vregion(
+        &format!("here/vregion/kvx-{}", me.serial()),
+        4096,
+        Rights(0x3f),
+    )
+    .map_err(|e| format!("open: {e}"))?;
+    let (label, words) = good(proto::HELLO, b"", 0, other.0);
+    expect(
+        "hello with a misnamed area",
+        c.send_raw(label, words),
+        Status::BadArea,
+    );
+    let _ = res::close(other);
+    let (label, words) = good(proto::HELLO, b"", 0, c.fnid.0);
+    expect(
+        "hello with a function id",
+        c.send_raw(label, words),
+        Status::BadArea,
+    );
+    // Without HELLO.
+    let (label, words) = good(proto::BYE, b"", 0, 0);
+    expect("bye", c.send_raw(label, words), Status::Ok);
+    expect("second bye", c.send_raw(label, words), Status::NoArea);
+    let (label, words) = good(proto::PUT, b"kvcli-bad", 1, 0);
+    expect(
+        "put without hello",
+        c.send_raw(label, words),
+        Status::NoArea,
+    );
+    let (label, words) = good(proto::HELLO, b"", 0, c.region.0);
+    expect("hello again", c.send_raw(label, words), Status::Ok);
+    // The server still serves, and the failed requests changed nothing.
+    match c.get(b"kvcli-bad") {
+        Ok(v) if v == b"value" => {}
+        r => {
+            println!("kvcli: bad FAIL get after the bad requests: {r:?}");
+            fails += 1;
+        }
+    }
+    if c.del(b"kvcli-bad") != Ok(true) {
+        println!("kvcli: bad FAIL del after the bad requests");
+        fails += 1;
+    }
+    if fails == 0 {
+        println!("kvcli: bad ok");
+    }
+    Ok(i32::from(fails != 0))
+}
+
+/// `all N`: `bench N` on every core at once, each with its own seed.
+pub fn all(n: &str) -> Result<i32, String> {
+    n.parse::<u64>().map_err(|_| format!("all: bad N {n:?}"))?;
+    let mut infos = alloc::vec![ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let cores = sys::cores(&mut infos).map_err(|e| format!("cores: {e}"))?;
+    let mut kids = Vec::new();
+    for info in infos[..cores].iter().filter(|i| i.online != 0) {
+        let core = info.core as usize;
+        let seed = format!("{}", 1 + core);
+        let pid = sys::spawn_on("kvcli", &["bench", n, &seed], Priority::App, core)
+            .map_err(|e| format!("spawn on core {core}: {e}"))?;
+        kids.push((core, pid));
+    }
+    let mut failed = 0;
+    for (core, pid) in kids {
+        match sys::wait(Some(pid)) {
+            Ok((_, s)) if s.how == ulib::abi::ENDED_EXIT && s.code == 0 => {}
+            r => {
+                println!("kvcli: all FAIL bench on core {core} ({pid}): {r:?}");
+                failed += 1;
+            }
+        }
+    }
+    if failed == 0 {
+        println!(
+            "kvcli: all {n} ok on {} cores",
+            infos[..cores].iter().filter(|i| i.online != 0).count()
+        );
+    }
+    Ok(i32::from(failed != 0))
+}

@@ -1,0 +1,282 @@
+//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | drop | wait [SECONDS]`:
+//! the client of the `kv` server (`user/kv`), which it finds by function id
+//! (`FN_LOOKUP("kv")`), never by pid.
+//!
+//! It opens a 4 KiB data area (`here/vregion/kvc-CORE-SERIAL`, read and write for others),
+//! attaches it at [`AREA_AT`] and names it to the server with `HELLO`; values go through it
+//! (`kvstate::proto`). Before it exits it says `BYE`, detaches and closes the area, so a
+//! finished `kvcli` leaves nothing behind. A server that answers `NoArea` (a new server that
+//! never saw our `HELLO`) is told again, once.
+//!
+//! | command | prints | exit |
+//! |---|---|---|
+//! | `put KEY VALUE` | `kvcli: put KEY (new\|replaced)` | 0 |
+//! | `get KEY [EXPECT]` | `kvcli: KEY = VALUE` / `kvcli: KEY not found` | 0 / 2 (3: the value is not EXPECT) |
+//! | `del KEY` | `kvcli: del KEY (deleted\|not found)` | 0 |
+//! | `stats` | `kvcli: stats entries=.. capacity=.. layout=.. generation=.. puts=.. gets=.. dels=..` | 0 |
+//! | `bench N [SEED]` | N put/get pairs (and a del every 8th) on keys of its own, each reply checked against a local model; one line per mismatch, then `kvcli: bench pairs=N puts=.. gets=.. dels=.. full=.. mismatches=M`; it deletes its keys at the end | 0 if M = 0 |
+//! | `bad` | malformed requests (unknown operation, key too long, empty key, value too long, no `HELLO`, a data area that is not ours, an offset beyond ours), each must get its error status, and a good request after them must work: `kvcli: bad ok` or one `kvcli: bad FAIL ...` line per failure | 0 / 1 |
+//! | `all N` | `kvcli bench N SEED` on every core at once (`SPAWN_ON`, SEED = 1 + core), waits for them: `kvcli: all N ok on C cores` or one `kvcli: all FAIL ...` line per bench that did not exit 0 | 0 / 1 |
+//! | `drop` | unregisters `kv` (`FN_UNREGISTER`; the registering user or the administrator): `kvcli: kv unregistered` | 0 |
+//! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
+//!
+//! Errors print `kvcli: ERROR` and exit 1.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod bench;
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use kvstate::proto::{self, Request, StatsReply, Status};
+use ulib::abi::fnid::FnId;
+use ulib::abi::ipc::Msg;
+use ulib::abi::res::{ResId, Rights};
+use ulib::{fnid, ipc, println, res, sys};
+
+ulib::main!(main);
+
+/// Where the data area is mapped.
+pub const AREA_AT: u64 = 0x0000_6200_0000_0000;
+/// Size of the data area.
+pub const AREA_SIZE: u64 = 4096;
+/// Creator everything, others read and write (the server attaches it writable).
+const AREA_RIGHTS: Rights = Rights(0x3f);
+
+fn main(args: &[&str]) -> i32 {
+    let r = match args.get(1..).unwrap_or(&[]) {
+        ["wait"] => wait(30),
+        ["wait", s] => match s.parse() {
+            Ok(secs) => wait(secs),
+            Err(_) => Err(String::from("wait SECONDS")),
+        },
+        ["all", n] => bench::all(n),
+        ["drop"] => fnid::lookup("kv")
+            .and_then(fnid::unregister)
+            .map(|()| {
+                println!("kvcli: kv unregistered");
+                0
+            })
+            .map_err(|e| format!("unregister kv: {e}")),
+        rest => with_client(|c| command(c, rest)),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            println!("kvcli: {e}");
+            1
+        }
+    }
+}
+
+fn command(c: &mut Client, args: &[&str]) -> Result<i32, String> {
+    match args {
+        ["put", key, value] => {
+            let new = c.put(key.as_bytes(), value.as_bytes()).map_err(|f| f.to_string())?;
+            println!("kvcli: put {key} ({})", if new { "new" } else { "replaced" });
+            Ok(0)
+        }
+        ["get", key] | ["get", key, _] => match c.get(key.as_bytes()) {
+            Ok(v) => {
+                println!("kvcli: {key} = {}", String::from_utf8_lossy(&v));
+                match args.get(2) {
+                    Some(want) if want.as_bytes() != v => {
+                        println!("kvcli: {key}: expected {want}");
+                        Ok(3)
+                    }
+                    _ => Ok(0),
+                }
+            }
+            Err(Fail::Status(Status::NotFound)) => {
+                println!("kvcli: {key} not found");
+                Ok(2)
+            }
+            Err(f) => Err(f.to_string()),
+        },
+        ["del", key] => {
+            let was = c.del(key.as_bytes()).map_err(|f| f.to_string())?;
+            println!(
+                "kvcli: del {key} ({})",
+                if was { "deleted" } else { "not found" }
+            );
+            Ok(0)
+        }
+        ["stats"] => {
+            let s = c.stats().map_err(|f| f.to_string())?;
+            println!(
+                "kvcli: stats entries={} capacity={} layout={} generation={} puts={} gets={} dels={}",
+                s.count, s.capacity, s.version, s.generation, s.puts, s.gets, s.dels
+            );
+            Ok(0)
+        }
+        ["bench", n] => bench::run(c, n, "1"),
+        ["bench", n, seed] => bench::run(c, n, seed),
+        ["bad"] => bench::bad(c),
+        _ => Err(String::from(
+            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | drop | wait [SECONDS]",
+        )),
+    }
+}
+
+/// `kv` registered and answering, within `seconds`.
+fn wait(seconds: u64) -> Result<i32, String> {
+    let t0 = sys::clock_ns().unwrap_or(0);
+    loop {
+        if let Ok(id) = fnid::lookup("kv") {
+            let (label, words) = Request::new(proto::STATS, b"", 0, 0)
+                .map_err(|f| f.to_string())?
+                .encode();
+            if let Ok((_, reply)) = ipc::call(id.as_target(), &Msg { label, words }) {
+                if reply.label == Status::Ok as u64 {
+                    println!("kvcli: kv is up");
+                    return Ok(0);
+                }
+            }
+        }
+        if sys::clock_ns().unwrap_or(0).saturating_sub(t0) > seconds * 1_000_000_000 {
+            return Err(format!("kv did not answer within {seconds} s"));
+        }
+        let _ = sys::sleep_ns(10_000_000);
+    }
+}
+
+/// A connection to `kv`: its function id and our data area.
+pub struct Client {
+    pub fnid: FnId,
+    pub region: ResId,
+}
+
+/// Open the data area, say `HELLO`, run `f`, and always clean up after it.
+fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32, String> {
+    let fnid = fnid::lookup("kv").map_err(|e| format!("lookup kv: {e}"))?;
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let name = format!("here/vregion/kvc-{}-{}", me.core(), me.serial());
+    let region = res::open_vregion(&name, AREA_SIZE, AREA_RIGHTS)
+        .map_err(|e| format!("open data area: {e}"))?;
+    let vs = res::open_vspace(
+        &format!("here/vspace/kvc-{}", me.serial()),
+        None,
+        Rights::OWNER_ALL,
+    );
+    let attached = vs.and_then(|vs| {
+        let r = res::attach(vs, region, AREA_AT, true);
+        let _ = res::close(vs);
+        r
+    });
+    if let Err(e) = attached {
+        let _ = res::close(region);
+        return Err(format!("attach data area: {e}"));
+    }
+    let mut c = Client { fnid, region };
+    let r = match c.hello() {
+        Ok(()) => f(&mut c),
+        Err(e) => Err(format!("hello: {e}")),
+    };
+    let _ = c.raw(proto::BYE, b"", 0, 0);
+    let detached = res::open_vspace(
+        &format!("here/vspace/kvc-{}", me.serial()),
+        None,
+        Rights::OWNER_ALL,
+    )
+    .and_then(|vs| {
+        let r = res::detach(vs, AREA_AT);
+        let _ = res::close(vs);
+        r
+    });
+    let closed = res::close(region);
+    match (r, detached, closed) {
+        (Err(e), _, _) => Err(e),
+        (Ok(_), Err(e), _) => Err(format!("detach data area: {e}")),
+        (Ok(_), _, Err(e)) => Err(format!("close data area: {e}")),
+        (Ok(code), Ok(()), Ok(())) => Ok(code),
+    }
+}
+
+/// Why a call failed: the kernel's error, or the server's status.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Fail {
+    Call(ulib::abi::Error),
+    Status(Status),
+}
+
+impl core::fmt::Display for Fail {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Fail::Call(e) => write!(f, "call kv: {e}"),
+            Fail::Status(s) => write!(f, "kv: {s}"),
+        }
+    }
+}
+
+impl Client {
+    fn area(&self) -> *mut u8 {
+        AREA_AT as *mut u8
+    }
+
+    /// Send a message as is; the reply's status and words.
+    pub fn send_raw(&self, label: u64, words: [u64; 6]) -> Result<(Status, [u64; 6]), Fail> {
+        let (_, reply) =
+            ipc::call(self.fnid.as_target(), &Msg { label, words }).map_err(Fail::Call)?;
+        let s = Status::from_code(reply.label).ok_or(Fail::Status(Status::BadOp))?;
+        Ok((s, reply.words))
+    }
+
+    /// One request; a `NoArea` answer (a server that has not seen our `HELLO`) is mended by
+    /// one more `HELLO` and the request again.
+    fn raw(&self, op: u64, key: &[u8], value_len: usize, arg: u64) -> Result<[u64; 6], Fail> {
+        let req = Request::new(op, key, value_len, arg).map_err(Fail::Status)?;
+        let (label, words) = req.encode();
+        let mut r = self.send_raw(label, words)?;
+        if r.0 == Status::NoArea && op != proto::HELLO && op != proto::BYE {
+            self.hello()?;
+            r = self.send_raw(label, words)?;
+        }
+        match r {
+            (Status::Ok, w) => Ok(w),
+            (s, _) => Err(Fail::Status(s)),
+        }
+    }
+
+    fn hello(&self) -> Result<(), Fail> {
+        let req = Request::new(proto::HELLO, b"", 0, self.region.0).map_err(Fail::Status)?;
+        let (label, words) = req.encode();
+        match self.send_raw(label, words)? {
+            (Status::Ok, _) => Ok(()),
+            (s, _) => Err(Fail::Status(s)),
+        }
+    }
+
+    /// Store `value` under `key`; true if the key was new.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<bool, Fail> {
+        if value.len() > kvstate::VALUE_MAX {
+            return Err(Fail::Status(Status::ValueTooLong));
+        }
+        for (i, b) in value.iter().enumerate() {
+            // SAFETY: the area is mapped writable at AREA_AT for AREA_SIZE (> VALUE_MAX)
+            // bytes while the client lives; volatile because the server reads it.
+            unsafe { core::ptr::write_volatile(self.area().add(i), *b) };
+        }
+        self.raw(proto::PUT, key, value.len(), 0).map(|w| w[0] == 1)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
+        let w = self.raw(proto::GET, key, 0, 0)?;
+        let len = (w[0] as usize).min(kvstate::VALUE_MAX);
+        Ok((0..len)
+            // SAFETY: as in `put`; `len` is at most VALUE_MAX.
+            .map(|i| unsafe { core::ptr::read_volatile(self.area().add(i)) })
+            .collect())
+    }
+
+    /// Remove `key`; true if it was there.
+    pub fn del(&self, key: &[u8]) -> Result<bool, Fail> {
+        self.raw(proto::DEL, key, 0, 0).map(|w| w[0] == 1)
+    }
+
+    pub fn stats(&self) -> Result<StatsReply, Fail> {
+        self.raw(proto::STATS, b"", 0, 0)
+            .map(|w| StatsReply::decode(&w))
+    }
+}
