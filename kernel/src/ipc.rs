@@ -27,6 +27,10 @@
 //! refused direct switch (a higher-priority thread ready, a stop pending) falls back to an
 //! ordinary wake with the same result.
 //!
+//! A request or reply may carry an ICA, a vregion passed without a copy ([`ica`]): it is
+//! mapped in the receiver when the request is queued ([`enqueue`], `fast::call_local`) or
+//! the answer reaches the caller (`complete_in_but`).
+//!
 //! If a target goes away
 //! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
 //! leaves when it ends (queued and unanswered requests, results, timers) goes with it.
@@ -34,6 +38,7 @@
 #![deny(unsafe_code)]
 
 mod fast;
+mod ica;
 
 use crate::percore::current_core;
 use crate::proc::sched;
@@ -43,6 +48,7 @@ use abi::res::ResId;
 use abi::{Error, Pid};
 use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
+pub use ica::Ica;
 
 /// Most requests one process may have in flight (submitted and not collected).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -60,7 +66,7 @@ pub struct Caller {
 }
 
 /// A request in an owner's request queue.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Incoming {
     pub endpoint: ResId,
     pub kind: u64,
@@ -69,6 +75,8 @@ pub struct Incoming {
     /// Whom to answer (`None` for a one-way send).
     pub caller: Option<Caller>,
     pub msg: Msg,
+    /// The ICA it carries (mapped in the owner once queued, at `msg`'s `ICA_AT_WORD`).
+    pub ica: Option<Ica>,
 }
 
 /// A finished request, and for a read its bytes (copied out at collect).
@@ -171,22 +179,39 @@ pub fn complete(pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
 }
 
 fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
-    complete_in_but(s, pid, completion, bytes, true);
+    complete_in_but(s, pid, completion, bytes, true, None);
 }
 
 /// Put a finished request in process `pid`'s result queue and, if `wake`, wake its threads
-/// waiting for it (not when the caller switches to the one that takes it). Returns whether
-/// the result was queued (`false`: the process or the request is gone).
+/// waiting for it (not when the caller switches to the one that takes it); the reply's
+/// `ica` is mapped in `pid` (if it cannot be, the reply comes without it and the vregion is
+/// attached nowhere). Returns whether the result was queued (`false`: the process or the
+/// request is gone).
 fn complete_in_but(
     s: &mut sched::Sched,
     pid: Pid,
-    completion: Completion,
+    mut completion: Completion,
     bytes: Option<Vec<u8>>,
     wake: bool,
+    ica: Option<Ica>,
 ) -> bool {
-    let Some(p) = s.processes.get_mut(&pid.serial()) else {
-        return false; // it ended: its answers go with it
+    let p = s
+        .processes
+        .get_mut(&pid.serial())
+        .filter(|p| p.ipc.pending.contains_key(&completion.ticket));
+    let Some(p) = p else {
+        // It ended (its answers go with it), or the request is gone.
+        if let Some(ica) = ica {
+            ica::lost(ica.region);
+        }
+        return false;
     };
+    if let Some(ica) = ica {
+        if ica::land(p.vspace.as_mut(), &ica, &mut completion.msg).is_err() {
+            completion.msg.label &= !api::MSG_ICA;
+            ica::lost(ica.region);
+        }
+    }
     let Some(dest) = p.ipc.pending.remove(&completion.ticket) else {
         return false;
     };
@@ -263,12 +288,14 @@ pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
 }
 
 /// Deliver a completion to `caller`, wherever it lives (`s`: this core's scheduler, if the
-/// caller holds it).
-fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion) {
+/// caller holds it), with the ICA its reply passes.
+fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion, ica: Option<Ica>) {
     if caller.pid.core() == current_core() {
         match s {
-            Some(s) => complete_in(s, caller.pid, completion, None),
-            None => complete(caller.pid, completion, None),
+            Some(s) => {
+                complete_in_but(s, caller.pid, completion, None, true, ica);
+            }
+            None => delivered(caller.pid, completion, ica),
         }
     } else if rpcc::reachable(caller.pid.core()) {
         rpcc::notice(
@@ -276,8 +303,11 @@ fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion)
             Op::Deliver {
                 pid: caller.pid,
                 completion,
+                ica,
             },
         );
+    } else if let Some(ica) = ica {
+        ica::lost(ica.region);
     }
 }
 
@@ -291,13 +321,15 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
             status: error as u64,
             ..Completion::default()
         },
+        None,
     );
 }
 
 // ---- endpoints: the owner's side -------------------------------------------------------------
 
-/// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
-pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
+/// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core), and
+/// map the ICA it carries in the owner.
+pub fn enqueue(mut incoming: Incoming) -> Result<(), Error> {
     let owner = crate::res::endpoint::owner(incoming.endpoint, true)?;
     sched::with(|s| {
         let p = s
@@ -307,6 +339,9 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
             .ok_or(Error::Gone)?;
         if p.ipc.requests.len() >= MAX_QUEUED {
             return Err(Error::Busy);
+        }
+        if let Some(ica) = &incoming.ica {
+            ica::land(p.vspace.as_mut(), ica, &mut incoming.msg)?;
         }
         p.ipc.requests.push_back(incoming);
         wake_waiting_threads(s, owner.serial());
@@ -432,10 +467,36 @@ fn receive(
     result
 }
 
-/// REPLY: answer request `handle` with `msg` and `value`.
+/// REPLY: answer request `handle` with `msg` and `value` (and the ICA `msg` may carry;
+/// an unknown handle is checked first, so it changes nothing).
 pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
-    let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
-    deliver(None, caller, answer(caller, msg, value));
+    let taken = if ica::carries(&msg) {
+        with_mine(|ipc, _| {
+            ipc.serving
+                .contains_key(&handle)
+                .then_some(())
+                .ok_or(Error::NoSuchResource)
+        })?;
+        ica::take(&msg)?
+    } else {
+        None
+    };
+    let caller = match with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))
+    {
+        Ok(caller) => caller,
+        Err(e) => {
+            if let Some(t) = taken {
+                ica::give_back(t);
+            }
+            return Err(e);
+        }
+    };
+    deliver(
+        None,
+        caller,
+        answer(caller, msg, value),
+        taken.map(|t| t.ica),
+    );
     Ok(())
 }
 
@@ -466,7 +527,26 @@ pub fn reply_recv(
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
-    let (owner, remote, direct, noted) = sched::with(|s| {
+    // An ICA moves only once the handle and the endpoint are known to be good.
+    let taken = if handle != 0 && ica::carries(&msg) {
+        sched::with(|s| {
+            let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+            let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+            if fast::owner_checked(&mut p.ipc, endpoint, false)? != p.pid {
+                return Err(Error::Denied);
+            }
+            p.ipc
+                .serving
+                .contains_key(&handle)
+                .then_some(())
+                .ok_or(Error::NoSuchResource)
+        })?;
+        ica::take(&msg)?
+    } else {
+        None
+    };
+    let mut ica = taken.as_ref().map(|t| t.ica.clone());
+    let answered = sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
@@ -495,11 +575,21 @@ pub fn reply_recv(
             answer(caller, msg, value),
             None,
             direct.is_none(),
+            ica.take(),
         );
         Ok((owner, None, direct.filter(|_| done), !queued))
-    })?;
+    });
+    let (owner, remote, direct, noted) = match answered {
+        Ok(answered) => answered,
+        Err(e) => {
+            if let Some(t) = taken {
+                ica::give_back(t);
+            }
+            return Err(e);
+        }
+    };
     if let Some(caller) = remote {
-        deliver(None, caller, answer(caller, msg, value));
+        deliver(None, caller, answer(caller, msg, value), ica.take());
     }
     receive(owner, endpoint, deadline, direct, noted)
 }
@@ -508,9 +598,9 @@ pub fn reply_recv(
 /// `Gone`.
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
     fast::endpoints_changed(endpoint.core());
-    let failed: Vec<Caller> = sched::with(|s| {
+    let (failed, unmapped): (Vec<Caller>, Vec<ResId>) = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let (gone, keep): (Vec<Incoming>, Vec<Incoming>) = p
             .ipc
@@ -518,8 +608,27 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
             .drain(..)
             .partition(|r| r.endpoint == endpoint);
         p.ipc.requests = keep.into();
-        gone.into_iter().filter_map(|r| r.caller).collect()
+        // The ICAs of requests nobody took go back: out of the owner, attached nowhere.
+        let mut unmapped = Vec::new();
+        if let Some(vs) = p.vspace.as_mut() {
+            for r in &gone {
+                let Some(ica) = &r.ica else { continue };
+                let at = r.msg.words[api::ICA_AT_WORD];
+                if vs
+                    .attachments()
+                    .iter()
+                    .any(|a| a.0 == at && a.2 == ica.region)
+                {
+                    unmapped.extend(vs.detach(at));
+                }
+            }
+        }
+        (
+            gone.into_iter().filter_map(|r| r.caller).collect(),
+            unmapped,
+        )
     });
+    crate::res::note_detached(unmapped.into_iter());
     for caller in failed {
         fail(None, caller, Error::Gone);
     }
@@ -557,7 +666,17 @@ pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let (ticket, receiver) = fast::call_local(endpoint, msg)?;
+    let taken = ica::take(&msg)?;
+    let ica = taken.as_ref().map(|t| t.ica.clone());
+    let (ticket, receiver) = match fast::call_local(endpoint, msg, ica) {
+        Ok(called) => called,
+        Err(e) => {
+            if let Some(t) = taken {
+                ica::give_back(t);
+            }
+            return Err(e);
+        }
+    };
     if let Some(receiver) = receiver {
         hand_over(receiver, u64::MAX);
         // Switched back, most often by the receiver's REPLY_RECV with the answer.
@@ -640,6 +759,8 @@ fn start(
         }),
         api::SUBMIT_CALL | api::SUBMIT_SEND => {
             let call = sub.kind == api::SUBMIT_CALL;
+            let core = route(target)?;
+            let taken = ica::take(&sub.msg)?;
             let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
             let incoming = Incoming {
                 endpoint: target,
@@ -652,12 +773,18 @@ fn start(
                     thread,
                 }),
                 msg: sub.msg,
+                ica: taken.as_ref().map(|t| t.ica.clone()),
             };
-            let core = route(target)?;
-            if core == current_core() {
-                enqueue(incoming)?;
+            let queued = if core == current_core() {
+                enqueue(incoming)
             } else {
-                rpcc::call(core, Op::Enqueue(incoming))?;
+                rpcc::call(core, Op::Enqueue(incoming)).map(drop)
+            };
+            if let Err(e) = queued {
+                if let Some(t) = taken {
+                    ica::give_back(t);
+                }
+                return Err(e);
             }
             if !call {
                 done(Ok(Out::Unit))?;
@@ -816,7 +943,12 @@ pub fn on_timer(s: &mut sched::Sched, now: u64) -> u64 {
     earliest
 }
 
-/// Send a completion that belongs to a process of this core (`Op::Deliver`).
-pub fn delivered(pid: Pid, completion: Completion) {
-    complete(pid, completion, None);
+/// Send a completion that belongs to a process of this core (`Op::Deliver`), with the ICA
+/// its reply passes.
+pub fn delivered(pid: Pid, completion: Completion, ica: Option<Ica>) {
+    if pid.core() == current_core() {
+        sched::with(|s| complete_in_but(s, pid, completion, None, true, ica));
+    } else if let Some(ica) = ica {
+        ica::lost(ica.region);
+    }
 }

@@ -247,6 +247,47 @@ impl VSpace {
         Some(region)
     }
 
+    /// Take the attachment of vregion `region` out (an ICA being passed): unmapped, with
+    /// its address, frames and writability; `None` if `region` is not attached here.
+    pub fn take_attachment(&mut self, region: abi::res::ResId) -> Option<(u64, Vec<u64>, bool)> {
+        let &(at, pages, _) = self.attached.iter().find(|a| a.2 == region)?;
+        let mut frames = Vec::with_capacity(pages as usize);
+        let mut writable = true;
+        for i in 0..pages {
+            let t = paging::translate(self.root, at + i * PAGE_SIZE)?;
+            writable &= t.writable;
+            frames.push(t.paddr);
+        }
+        self.detach(at)?;
+        Some((at, frames, writable))
+    }
+
+    /// Attach vregion `region`'s `frames` at the lowest slot of the ICA window
+    /// (`abi::ipc::ICA_WINDOW`) with nothing mapped in its range; the address.
+    pub fn attach_in_window(
+        &mut self,
+        frames: &[u64],
+        writable: bool,
+        region: abi::res::ResId,
+    ) -> Result<u64, Error> {
+        use abi::ipc::{ICA_SLOT, ICA_SLOTS, ICA_WINDOW};
+        if frames.len() as u64 * PAGE_SIZE > ICA_SLOT {
+            return Err(Error::InvalidArgument);
+        }
+        for slot in 0..ICA_SLOTS {
+            let at = ICA_WINDOW + slot * ICA_SLOT;
+            if self.attached.iter().any(|a| a.0 == at) {
+                continue;
+            }
+            match self.attach(at, frames, writable, region) {
+                Ok(()) => return Ok(at),
+                Err(Error::Busy) => continue, // something of the program's is there
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::NoMemory)
+    }
+
     /// The pages this address space owns (not attachments): (address, frame, writable,
     /// executable).
     pub fn own_pages(&self) -> Vec<(u64, u64, bool, bool)> {

@@ -357,3 +357,19 @@ pub fn note_detached(regions: impl Iterator<Item = ResId>) {
         }
     }
 }
+
+/// Vregion `region` (of any core) is being passed as an ICA, or a failed pass is undone
+/// (`vregion::pass`, on the vregion's core).
+pub fn pass_region(region: ResId, passed: bool, check: bool) -> Result<bool, Error> {
+    match route(region)? {
+        None => vregion::pass(region, passed, check),
+        Some(core) => {
+            let op = Op::RegionPass {
+                region,
+                passed,
+                check,
+            };
+            rpcc::call(core, op)?.value().map(|v| v != 0)
+        }
+    }
+}

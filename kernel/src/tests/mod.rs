@@ -7,6 +7,7 @@ mod family;
 mod faults;
 mod fuzz;
 mod heap;
+mod ica;
 mod init;
 mod interrupts;
 mod ipc;

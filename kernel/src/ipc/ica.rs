@@ -1,0 +1,124 @@
+//! ICAs on the request path (P3's "peel off and paste"; the contract is in `abi::ipc`): a
+//! request or a reply may carry one vregion its sender has attached, which moves from the
+//! sender's address space to the receiver's with the same frames, no copy.
+//!
+//! A pass has three steps, so that a failure leaves the sender as it was:
+//! 1. [`take`], in the sender's system call: its mapping is taken out of its address space
+//!    (`VSpace::take_attachment`), then the vregion's core marks it passed, which it refuses
+//!    unless that mapping was its only attachment (`res::vregion::pass`).
+//! 2. The request is queued, or the answer reaches the caller, on the receiver's core:
+//!    [`land`] maps the frames in the receiver's ICA window. The vregion's attachment count
+//!    is not touched on the way: the one attachment moves.
+//! 3. If the request cannot be queued, [`give_back`] maps it again where it was and undoes
+//!    the mark. If an answer cannot land (the caller ended, no room), [`lost`] counts the
+//!    attachment gone: the vregion is ordinary again, detached, for its creator to attach
+//!    or close (nothing leaks).
+//!
+//! The frames stay in the pool of the vregion's core, whichever cores sender and receiver
+//! live on: only the mark (one RPCC call when the vregion lives on another core than the
+//! sender) and the frame list (inside the request) travel.
+
+use crate::proc::vspace::VSpace;
+use abi::ipc::{Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA};
+use abi::res::{ResId, ResType};
+use abi::{Error, Pid};
+use alloc::vec::Vec;
+
+/// An ICA on its way: the vregion and its frames, and whether the receiver may write.
+#[derive(Clone, Debug)]
+pub struct Ica {
+    pub region: ResId,
+    frames: Vec<u64>,
+    writable: bool,
+}
+
+/// An ICA taken out of its sender, with what is needed to give it back.
+pub struct Taken {
+    pub ica: Ica,
+    from: Pid,
+    at: u64,
+    was_passed: bool,
+}
+
+/// Does `msg` carry an ICA?
+#[inline(always)]
+pub fn carries(msg: &Msg) -> bool {
+    msg.label & MSG_ICA != 0
+}
+
+/// Take the ICA `msg` carries (if any) out of the running process's address space and mark
+/// its vregion passed. Nothing changes on failure: `WrongType` (not a vregion id),
+/// `NoSuchResource`/`StaleResource`, `Busy` (attached elsewhere too, or held by another
+/// after a pass), `InvalidArgument` (not attached in the sender's address space).
+pub fn take(msg: &Msg) -> Result<Option<Taken>, Error> {
+    if !carries(msg) {
+        return Ok(None);
+    }
+    let region = ResId(msg.words[ICA_ID_WORD]);
+    if region.kind() != Some(ResType::VRegion) {
+        return Err(Error::WrongType);
+    }
+    let from = crate::proc::running_pid().ok_or(Error::NoSuchProcess)?;
+    let (at, frames, writable) = match crate::proc::take_attachment(from, region) {
+        Ok(taken) => taken,
+        Err(Error::InvalidArgument) => return Err(why_not_attached(region)),
+        Err(e) => return Err(e),
+    };
+    let ica = Ica {
+        region,
+        frames,
+        writable,
+    };
+    match crate::res::pass_region(region, true, true) {
+        Ok(was_passed) => Ok(Some(Taken {
+            ica,
+            from,
+            at,
+            was_passed,
+        })),
+        Err(e) => {
+            put_back(from, at, &ica);
+            Err(e)
+        }
+    }
+}
+
+/// Why vregion `region` is not attached in the sender's address space, as an error: it does
+/// not exist (any more), or is attached elsewhere (`Busy`: e.g. passed, and held by the
+/// receiver), or is attached nowhere (`InvalidArgument`).
+fn why_not_attached(region: ResId) -> Error {
+    match crate::res::info(region) {
+        Err(e) => e,
+        Ok(info) if info.kind != ResType::VRegion as u8 => Error::WrongType,
+        Ok(info) if info.detail > 0 => Error::Busy,
+        Ok(_) => Error::InvalidArgument,
+    }
+}
+
+/// Map `ica` again at `at` in `from` (its sender, on this core), where it was; if that
+/// fails (the program mapped something there meanwhile), it is attached nowhere.
+fn put_back(from: Pid, at: u64, ica: &Ica) {
+    if crate::proc::attach(from, at, &ica.frames, ica.writable, ica.region).is_err() {
+        lost(ica.region);
+    }
+}
+
+/// The request carrying `taken` was not queued: the sender keeps it, where it was.
+pub fn give_back(taken: Taken) {
+    let _ = crate::res::pass_region(taken.ica.region, taken.was_passed, false);
+    put_back(taken.from, taken.at, &taken.ica);
+}
+
+/// Map `ica` in `vs` (the receiver's address space, on this core) and tell the receiver
+/// where: `msg`'s `ICA_AT_WORD`.
+pub fn land(vs: Option<&mut VSpace>, ica: &Ica, msg: &mut Msg) -> Result<(), Error> {
+    let vs = vs.ok_or(Error::Gone)?;
+    msg.words[ICA_AT_WORD] = vs.attach_in_window(&ica.frames, ica.writable, ica.region)?;
+    Ok(())
+}
+
+/// A passed vregion is attached nowhere now (its answer found no one to map it): its owner
+/// counts the attachment gone, which ends the pass.
+pub fn lost(region: ResId) {
+    crate::res::note_detached(core::iter::once(region));
+}
