@@ -29,7 +29,7 @@
 //!
 //! A request or reply may carry an ICA, a vregion passed without a copy ([`ica`]): it is
 //! mapped in the receiver when the request is queued ([`enqueue`], `fast::call_local`) or
-//! the answer reaches the caller (`complete_in_but`).
+//! the answer reaches the caller (`complete_passing`).
 //!
 //! If a target goes away
 //! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
@@ -46,6 +46,7 @@ use crate::rpcc::{self, Op, Out};
 use abi::ipc::{self as api, Completion, Msg, Received, Submission};
 use abi::res::ResId;
 use abi::{Error, Pid};
+use alloc::boxed::Box;
 use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
 pub use ica::Ica;
@@ -76,7 +77,7 @@ pub struct Incoming {
     pub caller: Option<Caller>,
     pub msg: Msg,
     /// The ICA it carries (mapped in the owner once queued, at `msg`'s `ICA_AT_WORD`).
-    pub ica: Option<Ica>,
+    pub ica: Option<Box<Ica>>,
 }
 
 /// A finished request, and for a read its bytes (copied out at collect).
@@ -179,39 +180,57 @@ pub fn complete(pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
 }
 
 fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Option<Vec<u8>>) {
-    complete_in_but(s, pid, completion, bytes, true, None);
+    complete_in_but(s, pid, completion, bytes, true);
 }
 
-/// Put a finished request in process `pid`'s result queue and, if `wake`, wake its threads
-/// waiting for it (not when the caller switches to the one that takes it); the reply's
-/// `ica` is mapped in `pid` (if it cannot be, the reply comes without it and the vregion is
-/// attached nowhere). Returns whether the result was queued (`false`: the process or the
-/// request is gone).
-fn complete_in_but(
+/// [`complete_in_but`] for an answer that passes `ica` (if any): first mapped in `pid` (if it
+/// cannot be, the answer comes without it and the vregion is attached nowhere).
+#[inline]
+fn complete_passing(
     s: &mut sched::Sched,
     pid: Pid,
     mut completion: Completion,
-    bytes: Option<Vec<u8>>,
     wake: bool,
-    ica: Option<Ica>,
+    ica: Option<Box<Ica>>,
 ) -> bool {
+    if let Some(ica) = ica {
+        land_answer(s, pid, &mut completion, ica);
+    }
+    complete_in_but(s, pid, completion, None, wake)
+}
+
+/// Map the ICA an answer passes in `pid`, or else drop it from the answer: attached nowhere.
+#[cold]
+#[inline(never)]
+fn land_answer(s: &mut sched::Sched, pid: Pid, completion: &mut Completion, ica: Box<Ica>) {
     let p = s
         .processes
         .get_mut(&pid.serial())
         .filter(|p| p.ipc.pending.contains_key(&completion.ticket));
-    let Some(p) = p else {
-        // It ended (its answers go with it), or the request is gone.
-        if let Some(ica) = ica {
-            ica::lost(ica.region);
-        }
-        return false;
+    // Nobody to take it (the caller ended, or the request is gone): attached nowhere.
+    let landed = match p {
+        Some(p) => ica::land(p.vspace.as_mut(), &ica, &mut completion.msg).is_ok(),
+        None => false,
     };
-    if let Some(ica) = ica {
-        if ica::land(p.vspace.as_mut(), &ica, &mut completion.msg).is_err() {
-            completion.msg.label &= !api::MSG_ICA;
-            ica::lost(ica.region);
-        }
+    if !landed {
+        completion.msg.label &= !api::MSG_ICA;
+        ica::lost(ica.region);
     }
+}
+
+/// Put a finished request in process `pid`'s result queue and, if `wake`, wake its threads
+/// waiting for it (not when the caller switches to the one that takes it). Returns whether
+/// the result was queued (`false`: the process or the request is gone).
+fn complete_in_but(
+    s: &mut sched::Sched,
+    pid: Pid,
+    completion: Completion,
+    bytes: Option<Vec<u8>>,
+    wake: bool,
+) -> bool {
+    let Some(p) = s.processes.get_mut(&pid.serial()) else {
+        return false; // it ended: its answers go with it
+    };
     let Some(dest) = p.ipc.pending.remove(&completion.ticket) else {
         return false;
     };
@@ -289,11 +308,16 @@ pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
 
 /// Deliver a completion to `caller`, wherever it lives (`s`: this core's scheduler, if the
 /// caller holds it), with the ICA its reply passes.
-fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion, ica: Option<Ica>) {
+fn deliver(
+    s: Option<&mut sched::Sched>,
+    caller: Caller,
+    completion: Completion,
+    ica: Option<Box<Ica>>,
+) {
     if caller.pid.core() == current_core() {
         match s {
             Some(s) => {
-                complete_in_but(s, caller.pid, completion, None, true, ica);
+                complete_passing(s, caller.pid, completion, true, ica);
             }
             None => delivered(caller.pid, completion, ica),
         }
@@ -522,13 +546,30 @@ pub fn reply_recv(
     endpoint: ResId,
     timeout_ns: u64,
 ) -> Result<Received, Error> {
+    // Two copies: the one without an ICA has none of its code (the fast path's way back).
+    if handle != 0 && ica::carries(&msg) {
+        reply_recv_as::<true>(handle, msg, value, endpoint, timeout_ns)
+    } else {
+        reply_recv_as::<false>(handle, msg, value, endpoint, timeout_ns)
+    }
+}
+
+/// [`reply_recv`], passing the ICA `msg` carries if `PASS`.
+#[inline(always)]
+fn reply_recv_as<const PASS: bool>(
+    handle: u64,
+    msg: Msg,
+    value: u64,
+    endpoint: ResId,
+    timeout_ns: u64,
+) -> Result<Received, Error> {
     let here = current_core();
     if endpoint.core() != here {
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     // An ICA moves only once the handle and the endpoint are known to be good.
-    let taken = if handle != 0 && ica::carries(&msg) {
+    let taken = if PASS {
         sched::with(|s| {
             let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
             let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
@@ -569,14 +610,22 @@ pub fn reply_recv(
         }
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
-        let done = complete_in_but(
-            s,
-            caller.pid,
-            answer(caller, msg, value),
-            None,
-            direct.is_none(),
-            ica.take(),
-        );
+        let done = match ica.take() {
+            None => complete_in_but(
+                s,
+                caller.pid,
+                answer(caller, msg, value),
+                None,
+                direct.is_none(),
+            ),
+            passed => complete_passing(
+                s,
+                caller.pid,
+                answer(caller, msg, value),
+                direct.is_none(),
+                passed,
+            ),
+        };
         Ok((owner, None, direct.filter(|_| done), !queued))
     });
     let (owner, remote, direct, noted) = match answered {
@@ -655,6 +704,17 @@ pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
 /// straight to it (the fast path: no run-queue round trip); otherwise the request takes
 /// the ordinary way (queued, or through RPCC) and the caller waits in COLLECT.
 pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
+    // Two copies: the one without an ICA has none of its code (the fast path).
+    if ica::carries(&msg) {
+        call_as::<true>(endpoint, msg)
+    } else {
+        call_as::<false>(endpoint, msg)
+    }
+}
+
+/// [`call`], passing the ICA `msg` carries if `PASS`.
+#[inline(always)]
+fn call_as<const PASS: bool>(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
     let core = route(endpoint)?;
     if core != current_core() {
         let sub = Submission {
@@ -666,7 +726,7 @@ pub fn call(endpoint: ResId, msg: Msg) -> Result<Completion, Error> {
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let taken = ica::take(&msg)?;
+    let taken = if PASS { ica::take(&msg)? } else { None };
     let ica = taken.as_ref().map(|t| t.ica.clone());
     let (ticket, receiver) = match fast::call_local(endpoint, msg, ica) {
         Ok(called) => called,
@@ -945,9 +1005,9 @@ pub fn on_timer(s: &mut sched::Sched, now: u64) -> u64 {
 
 /// Send a completion that belongs to a process of this core (`Op::Deliver`), with the ICA
 /// its reply passes.
-pub fn delivered(pid: Pid, completion: Completion, ica: Option<Ica>) {
+pub fn delivered(pid: Pid, completion: Completion, ica: Option<Box<Ica>>) {
     if pid.core() == current_core() {
-        sched::with(|s| complete_in_but(s, pid, completion, None, true, ica));
+        sched::with(|s| complete_passing(s, pid, completion, true, ica));
     } else if let Some(ica) = ica {
         ica::lost(ica.region);
     }

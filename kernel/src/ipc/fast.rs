@@ -98,7 +98,7 @@ pub(super) fn first_answer(ticket: u64) -> Option<Completion> {
 pub(super) fn call_local(
     endpoint: ResId,
     mut msg: Msg,
-    ica: Option<super::Ica>,
+    ica: Option<alloc::boxed::Box<super::Ica>>,
 ) -> Result<(u64, Option<u32>), Error> {
     sched::with(|s| {
         let thread = s.current_thread().unwrap_or(0);

@@ -22,6 +22,7 @@ use crate::proc::vspace::VSpace;
 use abi::ipc::{Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA};
 use abi::res::{ResId, ResType};
 use abi::{Error, Pid};
+use alloc::boxed::Box;
 use alloc::vec::Vec;
 
 /// An ICA on its way: the vregion and its frames, and whether the receiver may write.
@@ -32,9 +33,10 @@ pub struct Ica {
     writable: bool,
 }
 
-/// An ICA taken out of its sender, with what is needed to give it back.
+/// An ICA taken out of its sender, with what is needed to give it back. The [`Ica`] is
+/// boxed, as in a request or an answer: a message without one pays one word for it.
 pub struct Taken {
-    pub ica: Ica,
+    pub ica: Box<Ica>,
     from: Pid,
     at: u64,
     was_passed: bool,
@@ -50,10 +52,17 @@ pub fn carries(msg: &Msg) -> bool {
 /// its vregion passed. Nothing changes on failure: `WrongType` (not a vregion id),
 /// `NoSuchResource`/`StaleResource`, `Busy` (attached elsewhere too, or held by another
 /// after a pass), `InvalidArgument` (not attached in the sender's address space).
+#[inline(always)]
 pub fn take(msg: &Msg) -> Result<Option<Taken>, Error> {
     if !carries(msg) {
         return Ok(None);
     }
+    take_carried(msg).map(Some)
+}
+
+#[cold]
+#[inline(never)]
+fn take_carried(msg: &Msg) -> Result<Taken, Error> {
     let region = ResId(msg.words[ICA_ID_WORD]);
     if region.kind() != Some(ResType::VRegion) {
         return Err(Error::WrongType);
@@ -64,18 +73,18 @@ pub fn take(msg: &Msg) -> Result<Option<Taken>, Error> {
         Err(Error::InvalidArgument) => return Err(why_not_attached(region)),
         Err(e) => return Err(e),
     };
-    let ica = Ica {
+    let ica = Box::new(Ica {
         region,
         frames,
         writable,
-    };
+    });
     match crate::res::pass_region(region, true, true) {
-        Ok(was_passed) => Ok(Some(Taken {
+        Ok(was_passed) => Ok(Taken {
             ica,
             from,
             at,
             was_passed,
-        })),
+        }),
         Err(e) => {
             put_back(from, at, &ica);
             Err(e)
@@ -104,6 +113,7 @@ fn put_back(from: Pid, at: u64, ica: &Ica) {
 }
 
 /// The request carrying `taken` was not queued: the sender keeps it, where it was.
+#[cold]
 pub fn give_back(taken: Taken) {
     let _ = crate::res::pass_region(taken.ica.region, taken.was_passed, false);
     put_back(taken.from, taken.at, &taken.ica);
@@ -111,6 +121,7 @@ pub fn give_back(taken: Taken) {
 
 /// Map `ica` in `vs` (the receiver's address space, on this core) and tell the receiver
 /// where: `msg`'s `ICA_AT_WORD`.
+#[cold]
 pub fn land(vs: Option<&mut VSpace>, ica: &Ica, msg: &mut Msg) -> Result<(), Error> {
     let vs = vs.ok_or(Error::Gone)?;
     msg.words[ICA_AT_WORD] = vs.attach_in_window(&ica.frames, ica.writable, ica.region)?;
@@ -119,6 +130,7 @@ pub fn land(vs: Option<&mut VSpace>, ica: &Ica, msg: &mut Msg) -> Result<(), Err
 
 /// A passed vregion is attached nowhere now (its answer found no one to map it): its owner
 /// counts the attachment gone, which ends the pass.
+#[cold]
 pub fn lost(region: ResId) {
     crate::res::note_detached(core::iter::once(region));
 }

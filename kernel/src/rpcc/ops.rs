@@ -102,7 +102,7 @@ pub enum Op {
     Deliver {
         pid: Pid,
         completion: abi::ipc::Completion,
-        ica: Option<crate::ipc::Ica>,
+        ica: Option<Box<crate::ipc::Ica>>,
     },
 }
 
