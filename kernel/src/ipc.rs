@@ -315,11 +315,13 @@ fn deliver(
     ica: Option<Box<Ica>>,
 ) {
     if caller.pid.core() == current_core() {
-        match s {
-            Some(s) => {
+        match (s, ica) {
+            (Some(s), None) => complete_in(s, caller.pid, completion, None),
+            (None, None) => complete(caller.pid, completion, None),
+            (Some(s), ica) => {
                 complete_passing(s, caller.pid, completion, true, ica);
             }
-            None => delivered(caller.pid, completion, ica),
+            (None, ica) => delivered(caller.pid, completion, ica),
         }
     } else if rpcc::reachable(caller.pid.core()) {
         rpcc::notice(
@@ -494,17 +496,25 @@ fn receive(
 /// REPLY: answer request `handle` with `msg` and `value` (and the ICA `msg` may carry;
 /// an unknown handle is checked first, so it changes nothing).
 pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
-    let taken = if ica::carries(&msg) {
-        with_mine(|ipc, _| {
-            ipc.serving
-                .contains_key(&handle)
-                .then_some(())
-                .ok_or(Error::NoSuchResource)
-        })?;
-        ica::take(&msg)?
-    } else {
-        None
-    };
+    if ica::carries(&msg) {
+        return reply_passing(handle, msg, value);
+    }
+    let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
+    deliver(None, caller, answer(caller, msg, value), None);
+    Ok(())
+}
+
+/// [`reply`] with the ICA `msg` carries.
+#[cold]
+#[inline(never)]
+fn reply_passing(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
+    with_mine(|ipc, _| {
+        ipc.serving
+            .contains_key(&handle)
+            .then_some(())
+            .ok_or(Error::NoSuchResource)
+    })?;
+    let (taken, ica) = ica::take(&msg)?.unzip();
     let caller = match with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))
     {
         Ok(caller) => caller,
@@ -515,12 +525,7 @@ pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
             return Err(e);
         }
     };
-    deliver(
-        None,
-        caller,
-        answer(caller, msg, value),
-        taken.map(|t| t.ica),
-    );
+    deliver(None, caller, answer(caller, msg, value), ica);
     Ok(())
 }
 
@@ -586,7 +591,7 @@ fn reply_recv_as<const PASS: bool>(
     } else {
         None
     };
-    let mut ica = taken.as_ref().map(|t| t.ica.clone());
+    let (taken, mut ica) = taken.unzip();
     let answered = sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
@@ -610,7 +615,7 @@ fn reply_recv_as<const PASS: bool>(
         }
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
-        let done = match ica.take() {
+        let done = match if PASS { ica.take() } else { None } {
             None => complete_in_but(
                 s,
                 caller.pid,
@@ -638,7 +643,12 @@ fn reply_recv_as<const PASS: bool>(
         }
     };
     if let Some(caller) = remote {
-        deliver(None, caller, answer(caller, msg, value), ica.take());
+        deliver(
+            None,
+            caller,
+            answer(caller, msg, value),
+            if PASS { ica.take() } else { None },
+        );
     }
     receive(owner, endpoint, deadline, direct, noted)
 }
@@ -727,7 +737,7 @@ fn call_as<const PASS: bool>(endpoint: ResId, msg: Msg) -> Result<Completion, Er
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
     let taken = if PASS { ica::take(&msg)? } else { None };
-    let ica = taken.as_ref().map(|t| t.ica.clone());
+    let (taken, ica) = taken.unzip();
     let (ticket, receiver) = match fast::call_local(endpoint, msg, ica) {
         Ok(called) => called,
         Err(e) => {
@@ -820,7 +830,7 @@ fn start(
         api::SUBMIT_CALL | api::SUBMIT_SEND => {
             let call = sub.kind == api::SUBMIT_CALL;
             let core = route(target)?;
-            let taken = ica::take(&sub.msg)?;
+            let (taken, ica) = ica::take(&sub.msg)?.unzip();
             let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
             let incoming = Incoming {
                 endpoint: target,
@@ -833,7 +843,7 @@ fn start(
                     thread,
                 }),
                 msg: sub.msg,
-                ica: taken.as_ref().map(|t| t.ica.clone()),
+                ica,
             };
             let queued = if core == current_core() {
                 enqueue(incoming)

@@ -9,7 +9,8 @@
 //! 2. The request is queued, or the answer reaches the caller, on the receiver's core:
 //!    [`land`] maps the frames in the receiver's ICA window. The vregion's attachment count
 //!    is not touched on the way: the one attachment moves.
-//! 3. If the request cannot be queued, [`give_back`] maps it again where it was and undoes
+//! 3. If the request cannot be queued, [`give_back`] maps it again where it was (its frames
+//!    asked again from the vregion's core: the rare path pays, not every pass) and undoes
 //!    the mark. If an answer cannot land (the caller ended, no room), [`lost`] counts the
 //!    attachment gone: the vregion is ordinary again, detached, for its creator to attach
 //!    or close (nothing leaks).
@@ -33,12 +34,14 @@ pub struct Ica {
     writable: bool,
 }
 
-/// An ICA taken out of its sender, with what is needed to give it back. The [`Ica`] is
-/// boxed, as in a request or an answer: a message without one pays one word for it.
+/// An ICA taken out of its sender: what is needed to give it back. (The [`Ica`] itself goes
+/// in the request or answer, boxed: a message without one pays one word for it.)
+#[derive(Clone, Copy)]
 pub struct Taken {
-    pub ica: Box<Ica>,
+    region: ResId,
     from: Pid,
     at: u64,
+    writable: bool,
     was_passed: bool,
 }
 
@@ -53,7 +56,7 @@ pub fn carries(msg: &Msg) -> bool {
 /// `NoSuchResource`/`StaleResource`, `Busy` (attached elsewhere too, or held by another
 /// after a pass), `InvalidArgument` (not attached in the sender's address space).
 #[inline(always)]
-pub fn take(msg: &Msg) -> Result<Option<Taken>, Error> {
+pub fn take(msg: &Msg) -> Result<Option<(Taken, Box<Ica>)>, Error> {
     if !carries(msg) {
         return Ok(None);
     }
@@ -62,7 +65,7 @@ pub fn take(msg: &Msg) -> Result<Option<Taken>, Error> {
 
 #[cold]
 #[inline(never)]
-fn take_carried(msg: &Msg) -> Result<Taken, Error> {
+fn take_carried(msg: &Msg) -> Result<(Taken, Box<Ica>), Error> {
     let region = ResId(msg.words[ICA_ID_WORD]);
     if region.kind() != Some(ResType::VRegion) {
         return Err(Error::WrongType);
@@ -79,14 +82,18 @@ fn take_carried(msg: &Msg) -> Result<Taken, Error> {
         writable,
     });
     match crate::res::pass_region(region, true, true) {
-        Ok(was_passed) => Ok(Taken {
+        Ok(was_passed) => Ok((
+            Taken {
+                region,
+                from,
+                at,
+                writable,
+                was_passed,
+            },
             ica,
-            from,
-            at,
-            was_passed,
-        }),
+        )),
         Err(e) => {
-            put_back(from, at, &ica);
+            put_back(from, at, &ica.frames, writable, region);
             Err(e)
         }
     }
@@ -104,19 +111,25 @@ fn why_not_attached(region: ResId) -> Error {
     }
 }
 
-/// Map `ica` again at `at` in `from` (its sender, on this core), where it was; if that
-/// fails (the program mapped something there meanwhile), it is attached nowhere.
-fn put_back(from: Pid, at: u64, ica: &Ica) {
-    if crate::proc::attach(from, at, &ica.frames, ica.writable, ica.region).is_err() {
-        lost(ica.region);
+/// Map vregion `region`'s `frames` again at `at` in `from` (its sender, on this core), where
+/// it was; if that fails (the program mapped something there meanwhile), it is attached
+/// nowhere.
+fn put_back(from: Pid, at: u64, frames: &[u64], writable: bool, region: ResId) {
+    if crate::proc::attach(from, at, frames, writable, region).is_err() {
+        lost(region);
     }
 }
 
-/// The request carrying `taken` was not queued: the sender keeps it, where it was.
+/// The request that carried `taken` was not queued: the sender keeps it, where it was.
 #[cold]
+#[inline(never)]
 pub fn give_back(taken: Taken) {
-    let _ = crate::res::pass_region(taken.ica.region, taken.was_passed, false);
-    put_back(taken.from, taken.at, &taken.ica);
+    let region = taken.region;
+    let _ = crate::res::pass_region(region, taken.was_passed, false);
+    match crate::res::region_frames(region) {
+        Ok(frames) => put_back(taken.from, taken.at, &frames, taken.writable, region),
+        Err(_) => lost(region),
+    }
 }
 
 /// Map `ica` in `vs` (the receiver's address space, on this core) and tell the receiver

@@ -208,7 +208,8 @@ pub fn pass(region: ResId, passed: bool, check: bool) -> Result<bool, Error> {
     })
 }
 
-/// The frames of vregion `region` (of this core), for tests that compare address spaces.
+/// The frames of vregion `region` (of this core): to map it again where it was when a pass
+/// fails, and for tests that compare address spaces.
 pub fn frames_of(region: ResId) -> Result<Vec<u64>, Error> {
     local::with_state(region, &[], |v: &mut VRegion| Ok(v.frames.clone()))
 }

@@ -87,6 +87,7 @@ pub fn is_short(op: &super::Op) -> bool {
         | Op::RegionAttach { .. }
         | Op::RegionDetached(_)
         | Op::RegionPass { .. }
+        | Op::RegionFrames(_)
         | Op::Processes
         | Op::Enqueue(_)
         | Op::Deliver { .. } => true,

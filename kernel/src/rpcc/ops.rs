@@ -57,6 +57,8 @@ pub enum Op {
         passed: bool,
         check: bool,
     },
+    /// A pass of a vregion of this core failed: its frames, to map it back in its sender.
+    RegionFrames(ResId),
     // Processes, on the process's core.
     Spawn {
         name: String,
@@ -160,6 +162,7 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             passed,
             check,
         } => res::vregion::pass(*region, *passed, *check).map(|was| Out::Value(u64::from(was))),
+        Op::RegionFrames(region) => res::vregion::frames_of(*region).map(Out::Frames),
         Op::Spawn {
             name,
             args,
