@@ -5,7 +5,10 @@
 //! A pass has three steps, so that a failure leaves the sender as it was:
 //! 1. [`take`], in the sender's system call: its mapping is taken out of its address space
 //!    (`VSpace::take_attachment`), then the vregion's core marks it passed, which it refuses
-//!    unless that mapping was its only attachment (`res::vregion::pass`).
+//!    unless that mapping was its only attachment (`res::vregion::pass`). A mapping that
+//!    came as an ICA needs no mark: its vregion is passed already, and while passed nobody
+//!    can attach it, so that mapping is its only one. A holder passing it on or back does
+//!    not ask the vregion's core (one RPCC call saved when that core is another).
 //! 2. The request is queued, or the answer reaches the caller, on the receiver's core:
 //!    [`land`] maps the frames in the receiver's ICA window. The vregion's attachment count
 //!    is not touched on the way: the one attachment moves.
@@ -42,6 +45,9 @@ pub struct Taken {
     from: Pid,
     at: u64,
     writable: bool,
+    /// Whether the pass marked the vregion (else it was passed already), and whether it was
+    /// passed before.
+    marked: bool,
     was_passed: bool,
 }
 
@@ -71,7 +77,7 @@ fn take_carried(msg: &Msg) -> Result<(Taken, Box<Ica>), Error> {
         return Err(Error::WrongType);
     }
     let from = crate::proc::running_pid().ok_or(Error::NoSuchProcess)?;
-    let (at, frames, writable) = match crate::proc::take_attachment(from, region) {
+    let (at, frames, writable, landed) = match crate::proc::take_attachment(from, region) {
         Ok(taken) => taken,
         Err(Error::InvalidArgument) => return Err(why_not_attached(region)),
         Err(e) => return Err(e),
@@ -81,17 +87,19 @@ fn take_carried(msg: &Msg) -> Result<(Taken, Box<Ica>), Error> {
         frames,
         writable,
     });
+    let taken = |marked, was_passed| Taken {
+        region,
+        from,
+        at,
+        writable,
+        marked,
+        was_passed,
+    };
+    if landed {
+        return Ok((taken(false, true), ica));
+    }
     match crate::res::pass_region(region, true, true) {
-        Ok(was_passed) => Ok((
-            Taken {
-                region,
-                from,
-                at,
-                writable,
-                was_passed,
-            },
-            ica,
-        )),
+        Ok(was_passed) => Ok((taken(true, was_passed), ica)),
         Err(e) => {
             put_back(from, at, &ica.frames, writable, region);
             Err(e)
@@ -125,7 +133,9 @@ fn put_back(from: Pid, at: u64, frames: &[u64], writable: bool, region: ResId) {
 #[inline(never)]
 pub fn give_back(taken: Taken) {
     let region = taken.region;
-    let _ = crate::res::pass_region(region, taken.was_passed, false);
+    if taken.marked {
+        let _ = crate::res::pass_region(region, taken.was_passed, false);
+    }
     match crate::res::region_frames(region) {
         Ok(frames) => put_back(taken.from, taken.at, &frames, taken.writable, region),
         Err(_) => lost(region),

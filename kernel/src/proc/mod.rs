@@ -281,8 +281,12 @@ pub fn detach(pid: Pid, addr: u64) -> Result<abi::res::ResId, Error> {
 }
 
 /// Take vregion `region`'s attachment out of `pid`'s address space (an ICA being passed):
-/// its address, frames and writability; `InvalidArgument` if it is not attached there.
-pub fn take_attachment(pid: Pid, region: abi::res::ResId) -> Result<(u64, Vec<u64>, bool), Error> {
+/// its address, frames, writability and whether it came as an ICA; `InvalidArgument` if it
+/// is not attached there.
+pub fn take_attachment(
+    pid: Pid,
+    region: abi::res::ResId,
+) -> Result<(u64, Vec<u64>, bool, bool), Error> {
     with_vspace_of(pid, |vs| {
         vs.take_attachment(region).ok_or(Error::InvalidArgument)
     })
