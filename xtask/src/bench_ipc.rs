@@ -343,8 +343,10 @@ fn build_report(
              in the other's ICA window, both ways, no copy) costs {ica_same:.0} instructions on \
              one core ({:+.0} against the plain round trip: {:.0} per pass) and {ica_two:.0} \
              across two cores with P4's agents ({:+.0} against the plain two-core round trip); \
-             the vregion's frames stay in its own core's pool, and its owner marks each pass \
-             (an RPCC call when the vregion lives on another core than its sender).",
+             the vregion's frames stay in its own core's pool (here the caller's). The first \
+             pass of a vregion asks its core to mark it passed (an RPCC call if that core is \
+             another); a holder passing on a mapping that came as an ICA does not ask, so \
+             across cores only the frame list travels, inside the request and the answer.",
             ica_same - same,
             (ica_same - same) / 2.0,
             ica_two - two

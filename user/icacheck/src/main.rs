@@ -5,7 +5,7 @@
 //! | part | what |
 //! |---|---|
 //! | (a) | bad input changes nothing and the sender keeps its mapping: not a vregion, unknown and closed ids, not attached, attached twice, a full queue, an unknown reply handle, a bad endpoint; a SEND to its own endpoint maps it in its own ICA window, and a DETACH there ends the pass |
-//! | (b) | 20 round trips by CALL and REPLY_RECV: the server reads what the caller wrote, the caller what the server wrote, at a window address; the same by SUBMIT_CALL and COLLECT, and by SEND then a later reply |
+//! | (b) | 20 round trips by CALL and REPLY_RECV: the server reads what the caller wrote, the caller what the server wrote, at a window address; the same by SUBMIT_CALL and COLLECT, by a ring's SUBMIT_CALL, and by SEND then a later reply |
 //! | (c) | while the server holds it, its sender's ATTACH, READ, WRITE, CLOSE and a second pass are `Busy`; once back and detached, READ works again |
 //! | (d) | a sender that touches the area after passing it ends at a page fault (child `toucher`), and its vregion comes back through the server's reply |
 //! | (e) | a server that exits holding it, one killed before taking the request, one that closes its endpoint with the request queued: the vregion comes back detached, and its creator attaches it by id |
@@ -333,6 +333,21 @@ fn round_trips(vs: ResId, v: ResId, sep: ResId) -> Check {
         return fail("(b) submitted call", c);
     }
     at = returned("(b) submitted echo", &c.msg, v, 0x301)?;
+    // A ring's SUBMIT_CALL: the completion carries the answer's ICA.
+    fill(at, 0x500);
+    let mut ring =
+        ulib::ring::Ring::setup(ulib::ring::DEFAULT_ADDRESS, 8).map_err(e("(b) ring setup"))?;
+    sub.msg = ipc::with_ica(cmd(ECHO, 0x500, 0x501), v);
+    if !ring.push(7, &sub) {
+        return fail("(b) ring push", "full");
+    }
+    let n = ring.enter(1, 1, IDLE_NS).map_err(e("(b) ring enter"))?;
+    match ring.pop() {
+        Some(cqe) if n == 1 && cqe.user_data == 7 && cqe.status == 0 && cqe.value == 0 => {
+            at = returned("(b) ring echo", &cqe.msg, v, 0x501)?;
+        }
+        other => return fail("(b) ring completion", (n, other)),
+    }
     // (c) SEND: the server keeps it; meanwhile the sender may not touch it by id.
     fill(at, 0x400);
     ipc::send(sep, &ipc::with_ica(cmd(KEEP, 0x400, 0x401), v)).map_err(e("(b) send"))?;
