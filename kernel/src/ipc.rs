@@ -194,28 +194,9 @@ fn complete_passing(
     ica: Option<Box<Ica>>,
 ) -> bool {
     if let Some(ica) = ica {
-        land_answer(s, pid, &mut completion, ica);
+        ica::land_answer(s, pid, &mut completion, ica);
     }
     complete_in_but(s, pid, completion, None, wake)
-}
-
-/// Map the ICA an answer passes in `pid`, or else drop it from the answer: attached nowhere.
-#[cold]
-#[inline(never)]
-fn land_answer(s: &mut sched::Sched, pid: Pid, completion: &mut Completion, ica: Box<Ica>) {
-    let p = s
-        .processes
-        .get_mut(&pid.serial())
-        .filter(|p| p.ipc.pending.contains_key(&completion.ticket));
-    // Nobody to take it (the caller ended, or the request is gone): attached nowhere.
-    let landed = match p {
-        Some(p) => ica::land(p.vspace.as_mut(), &ica, &mut completion.msg).is_ok(),
-        None => false,
-    };
-    if !landed {
-        completion.msg.label &= !api::MSG_ICA;
-        ica::lost(ica.region);
-    }
 }
 
 /// Put a finished request in process `pid`'s result queue and, if `wake`, wake its threads
@@ -497,35 +478,10 @@ fn receive(
 /// an unknown handle is checked first, so it changes nothing).
 pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
     if ica::carries(&msg) {
-        return reply_passing(handle, msg, value);
+        return ica::reply(handle, msg, value);
     }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
     deliver(None, caller, answer(caller, msg, value), None);
-    Ok(())
-}
-
-/// [`reply`] with the ICA `msg` carries.
-#[cold]
-#[inline(never)]
-fn reply_passing(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
-    with_mine(|ipc, _| {
-        ipc.serving
-            .contains_key(&handle)
-            .then_some(())
-            .ok_or(Error::NoSuchResource)
-    })?;
-    let (taken, ica) = ica::take(&msg)?.unzip();
-    let caller = match with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))
-    {
-        Ok(caller) => caller,
-        Err(e) => {
-            if let Some(t) = taken {
-                ica::give_back(t);
-            }
-            return Err(e);
-        }
-    };
-    deliver(None, caller, answer(caller, msg, value), ica);
     Ok(())
 }
 
@@ -667,21 +623,7 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
             .drain(..)
             .partition(|r| r.endpoint == endpoint);
         p.ipc.requests = keep.into();
-        // The ICAs of requests nobody took go back: out of the owner, attached nowhere.
-        let mut unmapped = Vec::new();
-        if let Some(vs) = p.vspace.as_mut() {
-            for r in &gone {
-                let Some(ica) = &r.ica else { continue };
-                let at = r.msg.words[api::ICA_AT_WORD];
-                if vs
-                    .attachments()
-                    .iter()
-                    .any(|a| a.0 == at && a.2 == ica.region)
-                {
-                    unmapped.extend(vs.detach(at));
-                }
-            }
-        }
+        let unmapped = ica::unmap_untaken(p.vspace.as_mut(), &gone);
         (
             gone.into_iter().filter_map(|r| r.caller).collect(),
             unmapped,

@@ -18,12 +18,17 @@
 //!    attachment gone: the vregion is ordinary again, detached, for its creator to attach
 //!    or close (nothing leaks).
 //!
+//! Besides, the ICA-carrying cases of the request path live here, out of its hot code: a
+//! `REPLY` passing one ([`reply`]), an answer's landing ([`land_answer`]), and the requests
+//! of a closed endpoint ([`unmap_untaken`]).
+//!
 //! The frames stay in the pool of the vregion's core, whichever cores sender and receiver
 //! live on: only the mark (one RPCC call when the vregion lives on another core than the
 //! sender) and the frame list (inside the request) travel.
 
-use crate::proc::vspace::VSpace;
-use abi::ipc::{Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA};
+use super::{answer, deliver, with_mine, Incoming};
+use crate::proc::{sched, vspace::VSpace};
+use abi::ipc::{Completion, Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA};
 use abi::res::{ResId, ResType};
 use abi::{Error, Pid};
 use alloc::boxed::Box;
@@ -156,4 +161,73 @@ pub fn land(vs: Option<&mut VSpace>, ica: &Ica, msg: &mut Msg) -> Result<(), Err
 #[cold]
 pub fn lost(region: ResId) {
     crate::res::note_detached(core::iter::once(region));
+}
+
+/// Map the ICA an answer passes in `pid` (its caller, on this core), or else drop it from
+/// the answer: attached nowhere (the caller ended, the request is gone, or no room).
+#[cold]
+#[inline(never)]
+pub(super) fn land_answer(
+    s: &mut sched::Sched,
+    pid: Pid,
+    completion: &mut Completion,
+    ica: Box<Ica>,
+) {
+    let p = s
+        .processes
+        .get_mut(&pid.serial())
+        .filter(|p| p.ipc.pending.contains_key(&completion.ticket));
+    let landed = match p {
+        Some(p) => land(p.vspace.as_mut(), &ica, &mut completion.msg).is_ok(),
+        None => false,
+    };
+    if !landed {
+        completion.msg.label &= !MSG_ICA;
+        lost(ica.region);
+    }
+}
+
+/// REPLY with the ICA `msg` carries: the handle is checked before the ICA moves.
+#[cold]
+#[inline(never)]
+pub(super) fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
+    with_mine(|ipc, _| {
+        ipc.serving
+            .contains_key(&handle)
+            .then_some(())
+            .ok_or(Error::NoSuchResource)
+    })?;
+    let (taken, ica) = take(&msg)?.unzip();
+    let caller = match with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))
+    {
+        Ok(caller) => caller,
+        Err(e) => {
+            if let Some(t) = taken {
+                give_back(t);
+            }
+            return Err(e);
+        }
+    };
+    deliver(None, caller, answer(caller, msg, value), ica);
+    Ok(())
+}
+
+/// Requests `gone` (of an endpoint just closed) were never taken: the ICAs they carried
+/// come out of the owner's address space `vs` (if it still maps them where they landed).
+/// Returns their vregions, for the caller to count as attached nowhere.
+pub(super) fn unmap_untaken(vs: Option<&mut VSpace>, gone: &[Incoming]) -> Vec<ResId> {
+    let mut unmapped = Vec::new();
+    let Some(vs) = vs else { return unmapped };
+    for r in gone {
+        let Some(ica) = &r.ica else { continue };
+        let at = r.msg.words[ICA_AT_WORD];
+        if vs
+            .attachments()
+            .iter()
+            .any(|a| a.0 == at && a.2 == ica.region)
+        {
+            unmapped.extend(vs.detach(at));
+        }
+    }
+    unmapped
 }
