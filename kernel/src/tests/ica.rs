@@ -4,7 +4,7 @@
 //! bad input, a sender that touches what it passed, receivers that go away; afterwards
 //! every core has the memory it had.
 
-use super::{finish, frames_after, free_frames_per_core, run_program};
+use super::{end_and_reap, finish, frames_after, free_frames_per_core, run_program};
 use crate::arch::x86_64::paging::{self, PAGE_SIZE};
 use crate::proc::{self, sched, TEST_PARENT};
 use crate::{kassert, ktest, percore, smp};
@@ -147,8 +147,12 @@ fn frames_with_server_on(core: usize) -> crate::ktest::TestResult {
         .map_err(|e| format!("wake: {e}"))?;
         Ok::<(), String>(())
     })();
+    if r.is_err() {
+        // Not woken: end it now rather than at its own timeout.
+        end_and_reap(pid);
+        return r;
+    }
     let status = finish(pid, "icacheck frames", 300)?;
-    r?;
     kassert!(
         status.how == abi::ENDED_EXIT && status.code == 0,
         "icacheck frames {core} ended with {status:?} (its console lines say why)"
