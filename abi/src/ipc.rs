@@ -27,6 +27,37 @@
 //! was held is not an error: the answer goes nowhere, as with `REPLY`. A timeout (after the
 //! answer went) is `TimedOut`.
 //!
+//! **ICAs** (P3's "peel off and paste"): a request (`CALL`, `SEND`, `SUBMIT_CALL`,
+//! `SUBMIT_SEND`, a ring's submissions of those kinds) or a reply (`REPLY`, `REPLY_RECV`)
+//! may carry one vregion the sender has attached in its own address space, with no copy:
+//!
+//! | word | the sender writes | the receiver reads |
+//! |---|---|---|
+//! | `label` | its label with [`MSG_ICA`] set | the same (`MSG_ICA` cleared if the ICA could not be mapped, see below) |
+//! | `words[ICA_ID_WORD]` (5) | the vregion's id | the same |
+//! | `words[ICA_AT_WORD]` (4) | anything (overwritten) | where the vregion is mapped in the receiver |
+//!
+//! Passing it unmaps it from the sender and maps the same frames in the receiver, at a
+//! kernel-chosen address in the receiver's ICA window ([`ICA_WINDOW`]: the lowest free
+//! [`ICA_SLOT`]-sized slot), writable if the sender's mapping was. A request's ICA is mapped
+//! when the request is queued for the endpoint's owner (before its `RECV`); a reply's when
+//! the answer reaches the caller. The sender must be its only mapper (a vregion attached
+//! twice, or also elsewhere, is `Busy`); the frames stay in the pool of the vregion's core.
+//! Checked before anything moves, and on any failure the sender keeps it where it was:
+//! `WrongType` (not a vregion id), `NoSuchResource` / `StaleResource` (unknown or closed),
+//! `Busy` (attached elsewhere, e.g. passed already and held by another), `InvalidArgument`
+//! (not attached in the sender's address space), and the request's own errors (a full
+//! queue is `Busy`, an ended owner `Gone`, no room in the receiver's window `NoMemory`).
+//!
+//! From its first pass until it is attached nowhere, the vregion is *passed*: `ATTACH`,
+//! `READ` and `WRITE` on it are `Busy` for everyone, so only the process that maps it can
+//! touch it (the sender's old address faults). The holder passes it on or back the same way.
+//! It comes back when it is attached nowhere: the holder `DETACH`es it, ends (with it
+//! mapped, or before taking the request that carried it), the endpoint is closed with the
+//! request queued, or a reply carrying it finds its caller gone or with no room (then the
+//! reply arrives with `MSG_ICA` cleared). It is then an ordinary vregion again, detached,
+//! and its creator attaches it by id or closes it: nothing is freed or leaked by the pass.
+//!
 //! The fast path (seL4's idea): a `CALL` to an endpoint whose owner waits in `RECV` or
 //! `REPLY_RECV` on the same core hands the message and the core straight to the receiver
 //! (no run-queue round trip), and a `REPLY_RECV` whose caller waits on the same core, with
@@ -47,6 +78,19 @@ pub struct Msg {
     pub label: u64,
     pub words: [u64; MSG_WORDS],
 }
+
+/// A message's label flag: it carries an ICA (the vregion id in `words[ICA_ID_WORD]`).
+pub const MSG_ICA: u64 = 1 << 63;
+/// The word of an ICA-carrying message that names the vregion.
+pub const ICA_ID_WORD: usize = 5;
+/// The word the kernel sets, in the message the receiver gets, to where the ICA is mapped.
+pub const ICA_AT_WORD: usize = 4;
+/// The receiver's ICA window: passed vregions are mapped at the lowest free slot in it.
+pub const ICA_WINDOW: u64 = 0x0000_6000_0000_0000;
+/// One slot of the ICA window: the largest vregion (16 MiB).
+pub const ICA_SLOT: u64 = 16 << 20;
+/// Slots in the ICA window (as many as attachments one address space may have).
+pub const ICA_SLOTS: u64 = 64;
 
 /// What `SUBMIT` asks for.
 #[repr(C)]

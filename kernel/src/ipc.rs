@@ -28,6 +28,10 @@
 //! refused direct switch (a higher-priority thread ready, a stop pending) falls back to an
 //! ordinary wake with the same result.
 //!
+//! A request or reply may carry an ICA, a vregion passed without a copy ([`ica`]): it is
+//! mapped in the receiver when the request is queued ([`enqueue`], `fast::call_local`) or
+//! the answer reaches the caller (`complete_passing`).
+//!
 //! If a target goes away
 //! (the owner ends, the endpoint is closed) its callers get `Error::Gone`. What a process
 //! leaves when it ends (queued and unanswered requests, results, timers) goes with it.
@@ -35,6 +39,7 @@
 #![deny(unsafe_code)]
 
 mod fast;
+mod ica;
 
 use crate::percore::current_core;
 use crate::proc::sched;
@@ -42,8 +47,10 @@ use crate::rpcc::{self, Op, Out};
 use abi::ipc::{self as api, Completion, Msg, Received, Submission};
 use abi::res::ResId;
 use abi::{Error, Pid};
+use alloc::boxed::Box;
 use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
+pub use ica::Ica;
 
 /// Most requests one process may have in flight (submitted and not collected).
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -61,7 +68,7 @@ pub struct Caller {
 }
 
 /// A request in an owner's request queue.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Incoming {
     pub endpoint: ResId,
     pub kind: u64,
@@ -73,6 +80,8 @@ pub struct Incoming {
     /// What the sender named: the endpoint, or a function id (counted when taken). Kept in
     /// 32 bits, beside `sender_thread`: the record does not grow.
     pub via: crate::fnid::Via,
+    /// The ICA it carries (mapped in the owner once queued, at `msg`'s `ICA_AT_WORD`).
+    pub ica: Option<Box<Ica>>,
 }
 
 /// A finished request, and for a read its bytes (copied out at collect).
@@ -178,6 +187,22 @@ fn complete_in(s: &mut sched::Sched, pid: Pid, completion: Completion, bytes: Op
     complete_in_but(s, pid, completion, bytes, true);
 }
 
+/// [`complete_in_but`] for an answer that passes `ica` (if any): first mapped in `pid` (if it
+/// cannot be, the answer comes without it and the vregion is attached nowhere).
+#[inline]
+fn complete_passing(
+    s: &mut sched::Sched,
+    pid: Pid,
+    mut completion: Completion,
+    wake: bool,
+    ica: Option<Box<Ica>>,
+) -> bool {
+    if let Some(ica) = ica {
+        ica::land_answer(s, pid, &mut completion, ica);
+    }
+    complete_in_but(s, pid, completion, None, wake)
+}
+
 /// Put a finished request in process `pid`'s result queue and, if `wake`, wake its threads
 /// waiting for it (not when the caller switches to the one that takes it). Returns whether
 /// the result was queued (`false`: the process or the request is gone).
@@ -267,12 +292,21 @@ pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
 }
 
 /// Deliver a completion to `caller`, wherever it lives (`s`: this core's scheduler, if the
-/// caller holds it).
-fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion) {
+/// caller holds it), with the ICA its reply passes.
+fn deliver(
+    s: Option<&mut sched::Sched>,
+    caller: Caller,
+    completion: Completion,
+    ica: Option<Box<Ica>>,
+) {
     if caller.pid.core() == current_core() {
-        match s {
-            Some(s) => complete_in(s, caller.pid, completion, None),
-            None => complete(caller.pid, completion, None),
+        match (s, ica) {
+            (Some(s), None) => complete_in(s, caller.pid, completion, None),
+            (None, None) => complete(caller.pid, completion, None),
+            (Some(s), ica) => {
+                complete_passing(s, caller.pid, completion, true, ica);
+            }
+            (None, ica) => delivered(caller.pid, completion, ica),
         }
     } else if rpcc::reachable(caller.pid.core()) {
         rpcc::notice(
@@ -280,8 +314,11 @@ fn deliver(s: Option<&mut sched::Sched>, caller: Caller, completion: Completion)
             Op::Deliver {
                 pid: caller.pid,
                 completion,
+                ica,
             },
         );
+    } else if let Some(ica) = ica {
+        ica::lost(ica.region);
     }
 }
 
@@ -295,13 +332,15 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
             status: error as u64,
             ..Completion::default()
         },
+        None,
     );
 }
 
 // ---- endpoints: the owner's side -------------------------------------------------------------
 
-/// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core).
-pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
+/// Put `incoming` in the request queue of endpoint `endpoint`'s owner (on this core), and
+/// map the ICA it carries in the owner.
+pub fn enqueue(mut incoming: Incoming) -> Result<(), Error> {
     let owner = crate::res::endpoint::owner(incoming.endpoint, true)?;
     sched::with(|s| {
         let p = s
@@ -311,6 +350,9 @@ pub fn enqueue(incoming: Incoming) -> Result<(), Error> {
             .ok_or(Error::Gone)?;
         if p.ipc.requests.len() >= MAX_QUEUED {
             return Err(Error::Busy);
+        }
+        if let Some(ica) = &incoming.ica {
+            ica::land(p.vspace.as_mut(), ica, &mut incoming.msg)?;
         }
         p.ipc.requests.push_back(incoming);
         wake_waiting_threads(s, owner.serial());
@@ -441,10 +483,14 @@ fn receive(
     result
 }
 
-/// REPLY: answer request `handle` with `msg` and `value`.
+/// REPLY: answer request `handle` with `msg` and `value` (and the ICA `msg` may carry;
+/// an unknown handle is checked first, so it changes nothing).
 pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
+    if ica::carries(&msg) {
+        return ica::reply(handle, msg, value);
+    }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
-    deliver(None, caller, answer(caller, msg, value));
+    deliver(None, caller, answer(caller, msg, value), None);
     Ok(())
 }
 
@@ -470,13 +516,49 @@ pub fn reply_recv(
     endpoint: ResId,
     timeout_ns: u64,
 ) -> Result<Received, Error> {
+    // Two copies: the one without an ICA has none of its code (the fast path's way back).
+    if handle != 0 && ica::carries(&msg) {
+        reply_recv_as::<true>(handle, msg, value, endpoint, timeout_ns)
+    } else {
+        reply_recv_as::<false>(handle, msg, value, endpoint, timeout_ns)
+    }
+}
+
+/// [`reply_recv`], passing the ICA `msg` carries if `PASS`.
+#[inline(always)]
+fn reply_recv_as<const PASS: bool>(
+    handle: u64,
+    msg: Msg,
+    value: u64,
+    endpoint: ResId,
+    timeout_ns: u64,
+) -> Result<Received, Error> {
     let here = current_core();
     let (endpoint, _) = crate::fnid::target(endpoint)?;
     if endpoint.core() != here {
         return recv(endpoint, timeout_ns); // the stranger's answer, as RECV gives it
     }
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
-    let (owner, remote, direct, noted) = sched::with(|s| {
+    // An ICA moves only once the handle and the endpoint are known to be good.
+    let taken = if PASS {
+        sched::with(|s| {
+            let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
+            let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
+            if fast::owner_checked(&mut p.ipc, endpoint, false)? != p.pid {
+                return Err(Error::Denied);
+            }
+            p.ipc
+                .serving
+                .contains_key(&handle)
+                .then_some(())
+                .ok_or(Error::NoSuchResource)
+        })?;
+        ica::take(&msg)?
+    } else {
+        None
+    };
+    let (taken, mut ica) = taken.unzip();
+    let answered = sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
@@ -499,17 +581,40 @@ pub fn reply_recv(
         }
         // On this core: queue the answer; the caller's thread is woken below or switched to.
         let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
-        let done = complete_in_but(
-            s,
-            caller.pid,
-            answer(caller, msg, value),
-            None,
-            direct.is_none(),
-        );
+        let done = match if PASS { ica.take() } else { None } {
+            None => complete_in_but(
+                s,
+                caller.pid,
+                answer(caller, msg, value),
+                None,
+                direct.is_none(),
+            ),
+            passed => complete_passing(
+                s,
+                caller.pid,
+                answer(caller, msg, value),
+                direct.is_none(),
+                passed,
+            ),
+        };
         Ok((owner, None, direct.filter(|_| done), !queued))
-    })?;
+    });
+    let (owner, remote, direct, noted) = match answered {
+        Ok(answered) => answered,
+        Err(e) => {
+            if let Some(t) = taken {
+                ica::give_back(t);
+            }
+            return Err(e);
+        }
+    };
     if let Some(caller) = remote {
-        deliver(None, caller, answer(caller, msg, value));
+        deliver(
+            None,
+            caller,
+            answer(caller, msg, value),
+            if PASS { ica.take() } else { None },
+        );
     }
     receive(owner, endpoint, deadline, direct, noted)
 }
@@ -519,9 +624,9 @@ pub fn reply_recv(
 pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
     fast::endpoints_changed(endpoint.core());
     crate::fnid::endpoint_closed(endpoint);
-    let failed: Vec<Caller> = sched::with(|s| {
+    let (failed, unmapped): (Vec<Caller>, Vec<ResId>) = sched::with(|s| {
         let Some(p) = s.processes.get_mut(&owner.serial()) else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let (gone, keep): (Vec<Incoming>, Vec<Incoming>) = p
             .ipc
@@ -529,8 +634,13 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
             .drain(..)
             .partition(|r| r.endpoint == endpoint);
         p.ipc.requests = keep.into();
-        gone.into_iter().filter_map(|r| r.caller).collect()
+        let unmapped = ica::unmap_untaken(p.vspace.as_mut(), &gone);
+        (
+            gone.into_iter().filter_map(|r| r.caller).collect(),
+            unmapped,
+        )
     });
+    crate::res::note_detached(unmapped.into_iter());
     for caller in failed {
         fail(None, caller, Error::Gone);
     }
@@ -560,6 +670,22 @@ pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
 pub fn call(target: ResId, msg: Msg) -> Result<Completion, Error> {
     // A function id stands for its server's endpoint now.
     let (endpoint, via) = crate::fnid::target(target)?;
+    // Two copies: the one without an ICA has none of its code (the fast path).
+    if ica::carries(&msg) {
+        call_as::<true>(target, endpoint, via, msg)
+    } else {
+        call_as::<false>(target, endpoint, via, msg)
+    }
+}
+
+/// [`call`], passing the ICA `msg` carries if `PASS`.
+#[inline(always)]
+fn call_as<const PASS: bool>(
+    target: ResId,
+    endpoint: ResId,
+    via: crate::fnid::Via,
+    msg: Msg,
+) -> Result<Completion, Error> {
     let core = route(endpoint)?;
     if core != current_core() {
         let sub = Submission {
@@ -571,8 +697,17 @@ pub fn call(target: ResId, msg: Msg) -> Result<Completion, Error> {
         let ticket = submit(&sub, None)?;
         return collect(ticket, u64::MAX).map(|(c, _)| c);
     }
-    let (ticket, receiver) =
-        fast::call_local(endpoint, msg, via).map_err(|e| crate::fnid::gone_if_via(e, via))?;
+    let taken = if PASS { ica::take(&msg)? } else { None };
+    let (taken, ica) = taken.unzip();
+    let (ticket, receiver) = match fast::call_local(endpoint, msg, via, ica) {
+        Ok(called) => called,
+        Err(e) => {
+            if let Some(t) = taken {
+                ica::give_back(t);
+            }
+            return Err(crate::fnid::gone_if_via(e, via));
+        }
+    };
     if let Some(receiver) = receiver {
         hand_over(receiver, u64::MAX);
         // Switched back, most often by the receiver's REPLY_RECV with the answer.
@@ -657,6 +792,8 @@ fn start(
             let call = sub.kind == api::SUBMIT_CALL;
             // A function id stands for its server's endpoint now.
             let (target, via) = crate::fnid::target(target)?;
+            let core = route(target)?;
+            let (taken, ica) = ica::take(&sub.msg)?.unzip();
             let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
             let incoming = Incoming {
                 endpoint: target,
@@ -670,14 +807,19 @@ fn start(
                 }),
                 msg: sub.msg,
                 via,
+                ica,
             };
-            let core = route(target)?;
-            if core == current_core() {
+            let queued = if core == current_core() {
                 enqueue(incoming)
             } else {
                 rpcc::call(core, Op::Enqueue(incoming)).map(drop)
+            };
+            if let Err(e) = queued {
+                if let Some(t) = taken {
+                    ica::give_back(t);
+                }
+                return Err(crate::fnid::gone_if_via(e, via));
             }
-            .map_err(|e| crate::fnid::gone_if_via(e, via))?;
             if !call {
                 done(Ok(Out::Unit))?;
             }
@@ -835,7 +977,12 @@ pub fn on_timer(s: &mut sched::Sched, now: u64) -> u64 {
     earliest
 }
 
-/// Send a completion that belongs to a process of this core (`Op::Deliver`).
-pub fn delivered(pid: Pid, completion: Completion) {
-    complete(pid, completion, None);
+/// Send a completion that belongs to a process of this core (`Op::Deliver`), with the ICA
+/// its reply passes.
+pub fn delivered(pid: Pid, completion: Completion, ica: Option<Box<Ica>>) {
+    if pid.core() == current_core() {
+        sched::with(|s| complete_passing(s, pid, completion, true, ica));
+    } else if let Some(ica) = ica {
+        ica::lost(ica.region);
+    }
 }

@@ -37,6 +37,9 @@ const SAME_CORE_OLD: &str = "rendezvous round trip, same core, RECV+REPLY";
 const TWO_CORES: &str = "rendezvous round trip, two cores";
 /// The two-core case from the second boot, with RPCC's fast design.
 const TWO_CORES_FAST: &str = "rendezvous round trip, two cores, fast RPCC";
+/// The round trips whose call passes a one-page ICA and whose answer passes it back (P3).
+const ICA_SAME_CORE: &str = "rendezvous round trip with a 4 KiB ICA both ways, same core";
+const ICA_TWO_CORES: &str = "rendezvous round trip with a 4 KiB ICA both ways, two cores";
 /// The second boot's options: RPCC's fast design (issue 13), IPIs as in the first boot.
 const FAST_RPCC: &str = "rpcc.agents=inline rpcc.wait=halt";
 const BATCHES: [u64; 3] = [1, 8, 64];
@@ -72,6 +75,8 @@ fn musubi_cases() -> Vec<String> {
         SAME_CORE_OLD.to_string(),
         TWO_CORES.to_string(),
         TWO_CORES_FAST.to_string(),
+        ICA_SAME_CORE.to_string(),
+        ICA_TWO_CORES.to_string(),
     ];
     v.extend(BATCHES.iter().map(|&k| batch_case(k)));
     v.extend(BATCHES.iter().map(|&k| ring_case(k)));
@@ -172,6 +177,8 @@ fn build_report(
     let same_old = med(&mine, SAME_CORE_OLD).unwrap_or(f64::NAN);
     let two = med(&mine, TWO_CORES).unwrap_or(f64::NAN);
     let two_fast = med(&mine, TWO_CORES_FAST).unwrap_or(f64::NAN);
+    let ica_same = med(&mine, ICA_SAME_CORE).unwrap_or(f64::NAN);
+    let ica_two = med(&mine, ICA_TWO_CORES).unwrap_or(f64::NAN);
 
     let mut checks = vec![Check {
         name: "rendezvous round trip, same core (median instructions)".into(),
@@ -330,6 +337,20 @@ fn build_report(
             ring(8),
             ring(64)
         ),
+        format!(
+            "ICAs (P3's \"peel off and paste\"): a round trip whose call passes a one-page \
+             vregion and whose answer passes it back (unmapped from one address space, mapped \
+             in the other's ICA window, both ways, no copy) costs {ica_same:.0} instructions on \
+             one core ({:+.0} against the plain round trip: {:.0} per pass) and {ica_two:.0} \
+             across two cores with P4's agents ({:+.0} against the plain two-core round trip); \
+             the vregion's frames stay in its own core's pool (here the caller's). The first \
+             pass of a vregion asks its core to mark it passed (an RPCC call if that core is \
+             another); a holder passing on a mapping that came as an ICA does not ask, so \
+             across cores only the frame list travels, inside the request and the answer.",
+            ica_same - same,
+            (ica_same - same) / 2.0,
+            ica_two - two
+        ),
         moonshot,
         verdict,
         if peer_cmd.is_empty() {
@@ -371,6 +392,8 @@ mod tests {
             (SAME_CORE_OLD, 1800.0),
             (TWO_CORES, 12000.0),
             (TWO_CORES_FAST, 8000.0),
+            (ICA_SAME_CORE, 2000.0),
+            (ICA_TWO_CORES, 20000.0),
             ("submit+collect NOP, batch 1", 500.0),
             ("submit+collect NOP, batch 8", 300.0),
             ("submit+collect NOP, batch 64", 300.0),
@@ -395,7 +418,7 @@ mod tests {
     #[test]
     fn checks_are_computed_from_the_rows() {
         let r = build_report(3, &musubi(), &linux(), "qemu -smp 2 x", "qemu linux").unwrap();
-        assert_eq!(r.rows.len(), 18);
+        assert_eq!(r.rows.len(), 20);
         let names: Vec<(&str, f64, bool)> = r
             .checks
             .iter()
@@ -437,6 +460,11 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("accounts for 400 of the 900"), "{md}");
+        assert!(
+            md.contains("costs 2000 instructions on one core (+1100"),
+            "{md}"
+        );
+        assert!(md.contains("550 per pass"), "{md}");
         // submit+collect is compared without a target; the moonshot is reported.
         assert!(
             md.contains(
@@ -450,7 +478,7 @@ mod tests {
     #[test]
     fn without_a_peer_only_the_instruction_target_is_checked() {
         let r = build_report(1, &musubi(), &[], "q", "").unwrap();
-        assert_eq!(r.rows.len(), 11);
+        assert_eq!(r.rows.len(), 13);
         assert_eq!(r.checks.len(), 1);
         assert!(r.markdown().contains("Every target holds."));
         assert!(r.markdown().contains("No peer in this run."));

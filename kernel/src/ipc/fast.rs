@@ -92,12 +92,14 @@ pub(super) fn first_answer(ticket: u64) -> Option<Completion> {
 
 /// A same-core `CALL`'s request: take a ticket and queue the request for the endpoint's
 /// owner in one visit to the scheduler's tables (as `submit` then `enqueue` would,
-/// with the same errors in the same order). Returns the ticket and the receiver waiting on
+/// with the same errors in the same order), mapping the `ica` it carries in the owner.
+/// Returns the ticket and the receiver waiting on
 /// the endpoint, not woken (the caller hands it the core).
 pub(super) fn call_local(
     endpoint: ResId,
-    msg: Msg,
+    mut msg: Msg,
     via: crate::fnid::Via,
+    ica: Option<alloc::boxed::Box<super::Ica>>,
 ) -> Result<(u64, Option<u32>), Error> {
     sched::with(|s| {
         let thread = s.current_thread().unwrap_or(0);
@@ -121,6 +123,9 @@ pub(super) fn call_local(
                 if target.ipc.requests.len() >= MAX_QUEUED {
                     return Err(Error::Busy);
                 }
+                if let Some(ica) = &ica {
+                    super::ica::land(target.vspace.as_mut(), ica, &mut msg)?;
+                }
                 let receiver = match target.ipc.receiver {
                     Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
                         target.ipc.receiver = None;
@@ -140,6 +145,7 @@ pub(super) fn call_local(
                     }),
                     msg,
                     via,
+                    ica,
                 });
                 Ok(receiver)
             });

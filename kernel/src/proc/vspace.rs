@@ -34,6 +34,9 @@ pub struct VSpace {
     /// Vregions attached (shared memory): address, pages, and the region's resource id.
     /// Their frames belong to the vregion, not to this address space.
     attached: Vec<(u64, u64, abi::res::ResId)>,
+    /// The addresses of the attachments that came as ICAs (`attach_in_window`): their
+    /// vregions are passed, so this address space is their one mapper (`take_attachment`).
+    landed: Vec<u64>,
     /// Kernel-owned frames mapped for the program (a request ring): address, pages. Like
     /// attachments, unmapped without being freed: their owner frees them.
     pinned: Vec<(u64, u64)>,
@@ -56,6 +59,7 @@ impl VSpace {
             user,
             charged: 0,
             attached: Vec::new(),
+            landed: Vec::new(),
             pinned: Vec::new(),
         })
     }
@@ -242,9 +246,59 @@ impl VSpace {
     pub fn detach(&mut self, vaddr: u64) -> Option<abi::res::ResId> {
         let i = self.attached.iter().position(|a| a.0 == vaddr)?;
         let (at, pages, region) = self.attached.remove(i);
+        self.landed.retain(|&a| a != at);
         self.unmap_shared(at, pages);
         self.pages -= pages;
         Some(region)
+    }
+
+    /// Take the attachment of vregion `region` out (an ICA being passed): unmapped, with
+    /// its address, frames, writability, and whether it came as an ICA (then its vregion is
+    /// still passed, and this was its one mapping); `None` if `region` is not attached here.
+    pub fn take_attachment(
+        &mut self,
+        region: abi::res::ResId,
+    ) -> Option<(u64, Vec<u64>, bool, bool)> {
+        let &(at, pages, _) = self.attached.iter().find(|a| a.2 == region)?;
+        let mut frames = Vec::with_capacity(pages as usize);
+        let mut writable = true;
+        for i in 0..pages {
+            let t = paging::translate(self.root, at + i * PAGE_SIZE)?;
+            writable &= t.writable;
+            frames.push(t.paddr);
+        }
+        let landed = self.landed.contains(&at);
+        self.detach(at)?;
+        Some((at, frames, writable, landed))
+    }
+
+    /// Attach vregion `region`'s `frames` at the lowest slot of the ICA window
+    /// (`abi::ipc::ICA_WINDOW`) with nothing mapped in its range; the address.
+    pub fn attach_in_window(
+        &mut self,
+        frames: &[u64],
+        writable: bool,
+        region: abi::res::ResId,
+    ) -> Result<u64, Error> {
+        use abi::ipc::{ICA_SLOT, ICA_SLOTS, ICA_WINDOW};
+        if frames.len() as u64 * PAGE_SIZE > ICA_SLOT {
+            return Err(Error::InvalidArgument);
+        }
+        for slot in 0..ICA_SLOTS {
+            let at = ICA_WINDOW + slot * ICA_SLOT;
+            if self.attached.iter().any(|a| a.0 == at) {
+                continue;
+            }
+            match self.attach(at, frames, writable, region) {
+                Ok(()) => {
+                    self.landed.push(at);
+                    return Ok(at);
+                }
+                Err(Error::Busy) => continue, // something of the program's is there
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::NoMemory)
     }
 
     /// The pages this address space owns (not attachments): (address, frame, writable,

@@ -357,3 +357,31 @@ pub fn note_detached(regions: impl Iterator<Item = ResId>) {
         }
     }
 }
+
+/// The frames of vregion `region` (of any core), for mapping it again where it was when its
+/// pass failed (no right needed, as for the pass itself).
+pub fn region_frames(region: ResId) -> Result<Vec<u64>, Error> {
+    match route(region)? {
+        None => vregion::frames_of(region),
+        Some(core) => match rpcc::call(core, Op::RegionFrames(region))? {
+            Out::Frames(f) => Ok(f),
+            _ => Err(Error::Unknown),
+        },
+    }
+}
+
+/// Vregion `region` (of any core) is being passed as an ICA, or a failed pass is undone
+/// (`vregion::pass`, on the vregion's core).
+pub fn pass_region(region: ResId, passed: bool, check: bool) -> Result<bool, Error> {
+    match route(region)? {
+        None => vregion::pass(region, passed, check),
+        Some(core) => {
+            let op = Op::RegionPass {
+                region,
+                passed,
+                check,
+            };
+            rpcc::call(core, op)?.value().map(|v| v != 0)
+        }
+    }
+}

@@ -2,6 +2,11 @@
 //! written by copying, and mapped into address spaces by a `vspace`'s `ATTACH` (shared
 //! memory when attached to two, P3's ICA). Its owner counts the attachments, also those on
 //! other cores (`attach`, `note_detached`): a vregion cannot be closed while attached.
+//!
+//! A vregion passed as an ICA on a request or reply (`ipc/ica.rs`) is *passed* from its
+//! first pass until it is attached nowhere: meanwhile `ATTACH`, `READ` and `WRITE` are
+//! `Busy` for everyone, so only the one address space that maps it can touch it
+//! ([`pass`], [`note_detached`]).
 
 use super::kind::{u64_arg, Resource, Step};
 use super::local;
@@ -23,6 +28,8 @@ pub struct VRegion {
     frames: Vec<u64>,
     size: u64,
     attached: u32,
+    /// Passed as an ICA and still attached somewhere (`pass`): only its mapper touches it.
+    passed: bool,
     /// The user its frames are charged to (its creator; `res/quota.rs`).
     charged: abi::res::UserId,
 }
@@ -62,6 +69,7 @@ impl Resource for VRegion {
             frames,
             size,
             attached: 0,
+            passed: false,
             charged,
         })
     }
@@ -82,6 +90,9 @@ impl Resource for VRegion {
 
     /// Copy `len` bytes at offset `arg`.
     fn read(&mut self, len: u64, arg: u64) -> Result<Step<ReadOut, Infallible>, Error> {
+        if self.passed {
+            return Err(Error::Busy);
+        }
         let end = arg
             .checked_add(len)
             .filter(|&end| end <= self.size)
@@ -95,6 +106,9 @@ impl Resource for VRegion {
 
     /// Copy `data` to offset `arg`.
     fn write(&mut self, data: &[u8], arg: u64) -> Result<Step<u64, Infallible>, Error> {
+        if self.passed {
+            return Err(Error::Busy);
+        }
         let end = arg
             .checked_add(data.len() as u64)
             .filter(|&end| end <= self.size)
@@ -157,6 +171,9 @@ pub fn attach(region: ResId, writable: bool) -> Result<Vec<u64>, Error> {
         &[Op::Read]
     };
     local::with_state(region, need, |v: &mut VRegion| {
+        if v.passed {
+            return Err(Error::Busy);
+        }
         v.attached += 1;
         Ok(v.frames.clone())
     })
@@ -171,5 +188,28 @@ pub fn note_detached(regions: impl Iterator<Item = ResId>) {
     }
     local::for_each_state(&regions, |v: &mut VRegion| {
         v.attached = v.attached.saturating_sub(1);
+        // Attached nowhere: a pass ends here (the vregion is ordinary again).
+        if v.attached == 0 {
+            v.passed = false;
+        }
     });
+}
+
+/// Vregion `region` (of this core) is being passed as an ICA (`passed`: true), or a pass
+/// that failed is undone (`passed`: what it was before). With `check`, it must be attached
+/// exactly once (the sender's mapping, which the caller has just taken out): else `Busy`.
+/// No right is needed: mapping it is the sender's title. Returns whether it was passed.
+pub fn pass(region: ResId, passed: bool, check: bool) -> Result<bool, Error> {
+    local::with_state(region, &[], |v: &mut VRegion| {
+        if check && v.attached != 1 {
+            return Err(Error::Busy);
+        }
+        Ok(core::mem::replace(&mut v.passed, passed))
+    })
+}
+
+/// The frames of vregion `region` (of this core): to map it again where it was when a pass
+/// fails, and for tests that compare address spaces.
+pub fn frames_of(region: ResId) -> Result<Vec<u64>, Error> {
+    local::with_state(region, &[], |v: &mut VRegion| Ok(v.frames.clone()))
 }

@@ -86,6 +86,8 @@ pub fn is_short(op: &super::Op) -> bool {
         Op::ResList
         | Op::RegionAttach { .. }
         | Op::RegionDetached(_)
+        | Op::RegionPass { .. }
+        | Op::RegionFrames(_)
         | Op::Processes
         | Op::Enqueue(_)
         | Op::Deliver { .. } => true,

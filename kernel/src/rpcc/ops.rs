@@ -50,6 +50,15 @@ pub enum Op {
     },
     /// A vregion of this core was detached somewhere (a notice).
     RegionDetached(ResId),
+    /// A vregion of this core is being passed as an ICA, or a failed pass is undone
+    /// (`res::vregion::pass`); the answer is whether it was passed.
+    RegionPass {
+        region: ResId,
+        passed: bool,
+        check: bool,
+    },
+    /// A pass of a vregion of this core failed: its frames, to map it back in its sender.
+    RegionFrames(ResId),
     // Processes, on the process's core.
     Spawn {
         name: String,
@@ -90,10 +99,12 @@ pub enum Op {
     MigrateAbort(Pid),
     /// The request path: put a request in an endpoint's owner's queue (this core).
     Enqueue(crate::ipc::Incoming),
-    /// The request path: a finished request for process `pid` (this core).
+    /// The request path: a finished request for process `pid` (this core), and the ICA
+    /// its reply passes (mapped into `pid` here).
     Deliver {
         pid: Pid,
         completion: abi::ipc::Completion,
+        ica: Option<Box<crate::ipc::Ica>>,
     },
     /// Function ids: a change at the registry's home, or a push to a core's copy.
     Fn(crate::fnid::FnOp),
@@ -150,6 +161,12 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             res::vregion::note_detached(core::iter::once(*region));
             Ok(Out::Unit)
         }
+        Op::RegionPass {
+            region,
+            passed,
+            check,
+        } => res::vregion::pass(*region, *passed, *check).map(|was| Out::Value(u64::from(was))),
+        Op::RegionFrames(region) => res::vregion::frames_of(*region).map(Out::Frames),
         Op::Spawn {
             name,
             args,
@@ -185,9 +202,13 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
         Op::MigrateIn(snapshot) => proc::migrate::bring_in(snapshot).map(Out::Pid),
         Op::MigrateCommit { pid, new } => proc::migrate::commit(*pid, *new).map(|()| Out::Unit),
         Op::MigrateAbort(pid) => proc::migrate::abort(*pid).map(|()| Out::Unit),
-        Op::Enqueue(incoming) => crate::ipc::enqueue(*incoming).map(|()| Out::Unit),
-        Op::Deliver { pid, completion } => {
-            crate::ipc::delivered(*pid, *completion);
+        Op::Enqueue(incoming) => crate::ipc::enqueue(incoming.clone()).map(|()| Out::Unit),
+        Op::Deliver {
+            pid,
+            completion,
+            ica,
+        } => {
+            crate::ipc::delivered(*pid, *completion, ica.clone());
             Ok(Out::Unit)
         }
         Op::Fn(op) => crate::fnid::perform(op),

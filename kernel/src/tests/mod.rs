@@ -8,6 +8,7 @@ mod faults;
 mod fnid;
 mod fuzz;
 mod heap;
+mod ica;
 mod init;
 mod interrupts;
 mod ipc;

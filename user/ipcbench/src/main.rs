@@ -13,6 +13,8 @@
 //! | `rendezvous round trip, same core` | a child on this core `CALL`s this process's endpoint; this process answers and waits for the next with one `REPLY_RECV` (the fast path: direct switches both ways) | 1000 |
 //! | `rendezvous round trip, same core, RECV+REPLY` | the same served the old way: `RECV`, then `REPLY` (three system calls per round trip) | 1000 |
 //! | `rendezvous round trip, two cores` | `REPLY_RECV` with the child on core 1 (the calls travel by RPCC) | 200 |
+//! | `rendezvous round trip with a 4 KiB ICA both ways, same core` | the same-core round trip, the call passing a one-page vregion (P3's ICA) and the answer passing it back | 1000 |
+//! | `rendezvous round trip with a 4 KiB ICA both ways, two cores` | the same with the child on core 1 (the vregion is the child's, of core 1's pool) | 200 |
 //! | `submit+collect NOP, batch K` (K = 1, 8, 64) | per request: K `SUBMIT(NOP)`s, then K `COLLECT(ANY)`s | 1024 requests |
 //! | `ring NOP, batch K` (K = 1, 8, 64) | per request: K no-ops written to the submission ring, one `ENTER(K, K)`, K completions read from the completion ring (io_uring's shape) | 1024 requests |
 //!
@@ -49,6 +51,11 @@ const RING_ENTRIES: u64 = 64;
 const ECHO: u64 = 1;
 /// Label of the one-way message that ends the server's loop.
 const STOP: u64 = 2;
+/// The round trips whose calls pass an ICA (the server passes it back).
+const ICA_SAME_CORE: &str = "rendezvous round trip with a 4 KiB ICA both ways, same core";
+const ICA_TWO_CORES: &str = "rendezvous round trip with a 4 KiB ICA both ways, two cores";
+/// Where the client attaches its ICA first.
+const ICA_AT: u64 = 0x0000_5200_0000_0000;
 
 fn main(args: &[&str]) -> i32 {
     if args.get(1) == Some(&"client") {
@@ -114,6 +121,24 @@ fn parent(samples: usize) -> Result<(), &'static str> {
         rendezvous(
             ep,
             "rendezvous round trip, two cores",
+            (here + 1) % online,
+            samples,
+            TWO_CORE_CALLS,
+            Serve::ReplyRecv,
+        )?;
+    }
+    rendezvous(
+        ep,
+        ICA_SAME_CORE,
+        here,
+        samples,
+        SAME_CORE_CALLS,
+        Serve::ReplyRecv,
+    )?;
+    if online >= 2 {
+        rendezvous(
+            ep,
+            ICA_TWO_CORES,
             (here + 1) % online,
             samples,
             TWO_CORE_CALLS,
@@ -194,12 +219,16 @@ fn rendezvous(
                 .map_err(|_| "reply_recv failed")?,
             Serve::RecvThenReply => ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?,
         };
-        match r.msg.label {
+        match r.msg.label & !api::MSG_ICA {
             ECHO => {
-                let reply = Msg {
+                let mut reply = Msg {
                     label: ECHO,
                     words: [r.msg.words[0] + 1, 0, 0, 0, 0, 0],
                 };
+                // An ICA goes back with the answer.
+                if let Some((region, _)) = ipc::ica_at(&r.msg) {
+                    reply = ipc::with_ica(reply, region);
+                }
                 answer = (r.request, r.msg.words[0] + 1, reply);
                 if serve == Serve::RecvThenReply {
                     ipc::reply(answer.0, answer.1, &answer.2).map_err(|_| "reply failed")?;
@@ -232,21 +261,53 @@ fn client(args: &[&str]) -> Result<(), &'static str> {
         .get(5)
         .and_then(|a| a.parse().ok())
         .ok_or("missing ops")?;
+    // The ICA cases pass a one-page vregion with every call; it comes back with the answer.
+    let ica = if case.contains("ICA") {
+        let me = sys::getpid().map_err(|_| "getpid failed")?;
+        let vs = res::open_vspace(
+            &format!("here/vspace/ipcb{}", me.0),
+            None,
+            Rights::OWNER_ALL,
+        )
+        .map_err(|_| "opening the vspace failed")?;
+        let v = res::open_vregion(
+            &format!("here/vregion/ipcb{}", me.0),
+            4096,
+            Rights::OWNER_ALL,
+        )
+        .map_err(|_| "opening the vregion failed")?;
+        res::attach(vs, v, ICA_AT, true).map_err(|_| "attaching failed")?;
+        Some((vs, v))
+    } else {
+        None
+    };
+    let mut at = ICA_AT;
     let r = bench::samples(case, samples, ops, |n| {
         let mut msg = Msg {
             label: ECHO,
             ..Msg::default()
         };
+        if let Some((_, v)) = ica {
+            msg = ipc::with_ica(msg, v);
+        }
         let start = rdtsc();
         for i in 0..n {
             msg.words[0] = i;
-            let (v, _) = ipc::call(ep, &msg).map_err(|_| "call failed")?;
+            let (v, reply) = ipc::call(ep, &msg).map_err(|_| "call failed")?;
             if v != i + 1 {
                 return Err("wrong reply");
+            }
+            if ica.is_some() {
+                at = ipc::ica_at(&reply).ok_or("the ICA did not come back")?.1;
             }
         }
         Ok(rdtsc() - start)
     });
+    if let Some((vs, v)) = ica {
+        res::detach(vs, at).map_err(|_| "detaching failed")?;
+        res::close(v).map_err(|_| "closing the vregion failed")?;
+        res::close(vs).map_err(|_| "closing the vspace failed")?;
+    }
     let stop = Msg {
         label: STOP,
         ..Msg::default()

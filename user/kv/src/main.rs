@@ -45,7 +45,7 @@ use ulib::{fnid, ipc, println, res, sys};
 ulib::main!(main);
 
 /// Where the state ICA is mapped: a fixed address, the same in every server of `kv`.
-pub const STATE_AT: u64 = 0x0000_6000_0000_0000;
+pub const STATE_AT: u64 = 0x0000_5f00_0000_0000;
 /// Default size of a new state ICA.
 const DEFAULT_SIZE: u64 = 1 << 20;
 /// An endpoint others may send to (write) and only its owner receives on.

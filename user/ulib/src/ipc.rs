@@ -103,6 +103,25 @@ pub fn reply_recv(
     Ok(r)
 }
 
+/// `msg` carrying vregion `region` as an ICA (`abi::ipc` has the contract): the kernel
+/// moves it from the sender's address space to the receiver's, which reads where it went
+/// with [`ica_at`].
+pub fn with_ica(mut msg: Msg, region: ResId) -> Msg {
+    msg.label |= api::MSG_ICA;
+    msg.words[api::ICA_ID_WORD] = region.0;
+    msg
+}
+
+/// The ICA a received message (or reply) carries: its vregion and where it is mapped.
+pub fn ica_at(msg: &Msg) -> Option<(ResId, u64)> {
+    (msg.label & api::MSG_ICA != 0).then(|| {
+        (
+            ResId(msg.words[api::ICA_ID_WORD]),
+            msg.words[api::ICA_AT_WORD],
+        )
+    })
+}
+
 /// A submission of kind `kind` on `target` with `args`.
 pub fn op(kind: u64, target: u64, args: [u64; 4]) -> Submission {
     Submission {
