@@ -5,18 +5,9 @@
 
 use kvstate::Error;
 use std::collections::BTreeMap;
+use xorshift::Rng;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {

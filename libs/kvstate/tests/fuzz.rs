@@ -2,19 +2,7 @@
 //! opens answer errors, never panic or reach outside the area.
 
 use kvstate::{FIRST_SLOT, SLOT_SIZE};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use xorshift::Rng;
 
 /// Whatever `area` holds: try everything on it.
 fn poke(area: &mut [u8], rng: &mut Rng) {
@@ -38,7 +26,7 @@ fn random_bytes_never_panic() {
     let mut rng = Rng(0x1234_5678);
     for _ in 0..3000 {
         let len = rng.below(FIRST_SLOT as u64 + 4 * SLOT_SIZE as u64) as usize;
-        let mut area: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let mut area: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
         if len >= 8 && rng.below(2) == 0 {
             area[..8].copy_from_slice(&kvstate::MAGIC.to_le_bytes());
             if len >= 12 {
@@ -70,7 +58,7 @@ fn mutated_tables_never_panic() {
                 FIRST_SLOT + rng.below(slots as u64) as usize * SLOT_SIZE + rng.below(12) as usize
             };
             if at < area.len() {
-                area[at] = rng.next() as u8;
+                area[at] = rng.next_u64() as u8;
             }
         }
         poke(&mut area, &mut rng);

@@ -4,20 +4,7 @@
 use kvstate::proto::{self, Request, StatsReply, Status};
 use kvstate::{Error, FIRST_SLOT, HEADER_AREA, KEY_MAX, SLOT_SIZE, VALUE_MAX, VERSION};
 use std::collections::HashMap;
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use xorshift::Rng;
 
 fn area(slots: usize) -> Vec<u8> {
     vec![0u8; kvstate::area_for(slots)]
@@ -365,7 +352,7 @@ fn requests_round_trip_and_malformed_ones_are_statuses() {
     assert_eq!(Request::decode(proto::PUT, &w), Err(Status::BadOp));
     let mut rng = Rng(99);
     for _ in 0..100_000 {
-        let w: [u64; 6] = core::array::from_fn(|_| rng.next() >> rng.below(64));
+        let w: [u64; 6] = core::array::from_fn(|_| rng.next_u64() >> rng.below(64));
         let _ = Request::decode(rng.below(8), &w);
     }
 

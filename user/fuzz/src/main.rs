@@ -43,6 +43,7 @@ use ulib::abi::res::{ResId, ResType, Rights};
 use ulib::abi::{ipc, ring, syscall as nr, Pid};
 use ulib::sys::raw;
 use ulib::{fnid, println, res, sys};
+use xorshift::Rng;
 
 ulib::main!(main);
 
@@ -60,24 +61,6 @@ fn fuzz_user(core: usize) -> ulib::abi::res::UserId {
 }
 /// The most recently returned values kept as candidate ids, pids and tickets.
 const POOL: usize = 64;
-
-/// xorshift64*: small, fast, and repeatable from the seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, one_in: u64) -> bool {
-        self.below(one_in) == 0
-    }
-}
 
 struct Fuzzer {
     rng: Rng,
@@ -131,7 +114,7 @@ impl Fuzzer {
             4 => 0x0000_8000_0000_0000 + self.rng.below(1 << 46), // non-canonical
             5 => 0x0000_7fff_ffff_f000 + self.rng.below(0x2000), // straddling the user top
             6 => u64::MAX - self.rng.below(64), // wraps on adding a length
-            _ => self.rng.next(),
+            _ => self.rng.next_u64(),
         }
     }
 
@@ -150,7 +133,7 @@ impl Fuzzer {
             2 => self.rng.below(SCRATCH_BYTES + 8192),
             3 => u64::MAX - self.rng.below(16),
             4 => 1 << self.rng.below(64),
-            _ => self.rng.next(),
+            _ => self.rng.next_u64(),
         }
     }
 
@@ -165,7 +148,7 @@ impl Fuzzer {
             }
             1 => self.pooled(),
             2 => 0,
-            _ => self.rng.next(),
+            _ => self.rng.next_u64(),
         }
     }
 
@@ -185,13 +168,13 @@ impl Fuzzer {
                 )
                 .0
             }
-            _ => self.rng.next(),
+            _ => self.rng.next_u64(),
         }
     }
 
     fn pooled(&mut self) -> u64 {
         if self.pool.is_empty() {
-            return self.rng.next();
+            return self.rng.next_u64();
         }
         let v = self.pool[self.rng.below(self.pool.len() as u64) as usize];
         // Sometimes a neighbour: the same slot in another generation, another slot.
@@ -210,7 +193,7 @@ impl Fuzzer {
             4 => self.id(),
             5 => self.pid(),
             6 => self.length(),
-            _ => self.rng.next(),
+            _ => self.rng.next_u64(),
         }
     }
 
@@ -248,7 +231,7 @@ impl Fuzzer {
             self.scribble();
         }
         let n = if self.rng.chance(32) {
-            self.rng.next()
+            self.rng.next_u64()
         } else {
             self.rng.below(nr::COUNT + 4)
         };
@@ -399,7 +382,7 @@ impl Fuzzer {
         let n = self.rng.below(u64::from(layout.sq_entries) + 2) as u32;
         for i in 0..n {
             let sqe = ring::RingSqe {
-                user_data: self.rng.next(),
+                user_data: self.rng.next_u64(),
                 sub: self.random_submission(),
                 _pad: [0; 2],
             };
@@ -413,7 +396,7 @@ impl Fuzzer {
         unsafe {
             words.add(1).write_volatile(h.sq_head.wrapping_add(n));
             if self.rng.chance(8) {
-                words.add(2).write_volatile(self.rng.next() as u32);
+                words.add(2).write_volatile(self.rng.next_u64() as u32);
             } else {
                 words.add(2).write_volatile(h.cq_tail);
             }

@@ -12,21 +12,12 @@ use ulib::abi::ipc::Msg;
 use ulib::abi::res::Rights;
 use ulib::abi::Priority;
 use ulib::{ipc, println, res, sys};
+use xorshift::Rng;
 
 /// Distinct keys a bench uses (few, so puts replace and gets and dels hit).
 const KEYS: u64 = 32;
 /// Mismatch lines printed at most.
 const SHOWN: u64 = 20;
-
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
-    }
-}
 
 #[derive(Default)]
 struct Counts {
