@@ -140,18 +140,8 @@ fn returned(what: &str, reply: &Msg, region: ResId, value: u64) -> Result<u64, S
 }
 
 fn find_endpoint(core: usize, name: &str) -> Result<ResId, String> {
-    for _ in 0..2000 {
-        if let Ok(list) = res::list_all(core) {
-            if let Some(r) = list
-                .iter()
-                .find(|r| r.name() == name && r.kind == ResType::Endpoint as u8)
-            {
-                return Ok(r.id);
-            }
-        }
-        let _ = sys::sleep_ns(5_000_000);
-    }
-    Err(format!("no endpoint '{name}' on core {core}"))
+    res::wait_for_named(core, name, ResType::Endpoint, 2000)
+        .map_err(|_| format!("no endpoint '{name}' on core {core}"))
 }
 
 fn expect_exit(pid: Pid, what: &str) -> Check {

@@ -33,7 +33,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::ipc::{self as api, Msg};
-use ulib::abi::res::{ResId, Rights};
+use ulib::abi::res::{ResId, ResType, Rights};
 use ulib::abi::{Error, Pid, Priority};
 use ulib::{ipc, println, res, sys};
 
@@ -298,15 +298,8 @@ fn bad_record_pointers() -> Check {
 }
 
 fn find_endpoint(core: usize, name: &str) -> Result<ResId, String> {
-    for _ in 0..200 {
-        if let Ok(list) = res::list_all(core) {
-            if let Some(r) = list.iter().find(|r| r.name() == name && r.kind == 5) {
-                return Ok(r.id);
-            }
-        }
-        let _ = sys::sleep_ns(5_000_000);
-    }
-    Err(format!("no endpoint '{name}' on core {core}"))
+    res::wait_for_named(core, name, ResType::Endpoint, 200)
+        .map_err(|_| format!("no endpoint '{name}' on core {core}"))
 }
 
 fn expect_exit(pid: Pid, what: &str) -> Check {

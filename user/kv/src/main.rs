@@ -94,30 +94,27 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-/// Map `region` writable at `at` in this process (a vspace handle only for the call).
-pub fn attach_here(region: ResId, at: u64) -> Result<(), Error> {
+/// Run `f` on a handle to this process's own vspace (open only for the call).
+fn with_own_vspace(f: impl FnOnce(ResId) -> Result<(), Error>) -> Result<(), Error> {
     let me = sys::getpid()?;
     let vs = res::open_vspace(
         &format!("here/vspace/kv-{}", me.serial()),
         None,
         Rights::OWNER_ALL,
     )?;
-    let r = res::attach(vs, region, at, true);
+    let r = f(vs);
     let _ = res::close(vs);
     r
 }
 
+/// Map `region` writable at `at` in this process.
+pub fn attach_here(region: ResId, at: u64) -> Result<(), Error> {
+    with_own_vspace(|vs| res::attach(vs, region, at, true))
+}
+
 /// Unmap what is at `at` in this process.
 pub fn detach_here(at: u64) -> Result<(), Error> {
-    let me = sys::getpid()?;
-    let vs = res::open_vspace(
-        &format!("here/vspace/kv-{}", me.serial()),
-        None,
-        Rights::OWNER_ALL,
-    )?;
-    let r = res::detach(vs, at);
-    let _ = res::close(vs);
-    r
+    with_own_vspace(|vs| res::detach(vs, at))
 }
 
 fn run(o: &Options) -> Result<(), String> {

@@ -350,3 +350,20 @@ pub fn procstop(compute: ResId) -> Result<(), Error> {
     unbind(compute)?;
     close(compute)
 }
+
+/// The resource of type `kind` named `name` on core `core`, looked for `tries` times 5 ms
+/// apart while another process is still opening it (`TimedOut` if it never appears).
+pub fn wait_for_named(core: usize, name: &str, kind: ResType, tries: u32) -> Result<ResId, Error> {
+    for _ in 0..tries {
+        if let Ok(list) = list_all(core) {
+            if let Some(r) = list
+                .iter()
+                .find(|r| r.name() == name && r.kind == kind as u8)
+            {
+                return Ok(r.id);
+            }
+        }
+        let _ = crate::sys::sleep_ns(5_000_000);
+    }
+    Err(Error::TimedOut)
+}
