@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 mod bench;
+mod bench_ant;
 mod bench_diros;
 mod bench_ipc;
 mod bench_resources;
@@ -98,7 +99,8 @@ enum Cmd {
     Trace(trace::Args),
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
-        /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers.
+        /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
+        /// ant.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -218,10 +220,11 @@ fn run(cli: Cli) -> Result<()> {
                 ("ipc", peer) => bench_ipc::ipc(runs.max(1), peer)?,
                 ("diros", None) => bench_diros::diros(runs.max(1))?,
                 ("timers", None) => bench_timers::timers(runs.max(1))?,
+                ("ant", None) => bench_ant::ant(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
-                         resources, urpc, tender, symmetry, ipc, diros, timers"
+                         resources, urpc, tender, symmetry, ipc, diros, timers, ant"
                     )
                 }
             }

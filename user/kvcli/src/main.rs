@@ -1,4 +1,4 @@
-//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | drop | wait [SECONDS]`:
+//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | drop | table2 SAMPLES OPS | wait [SECONDS]`:
 //! the client of the `kv` server (`user/kv`), which it finds by function id
 //! (`FN_LOOKUP("kv")`), never by pid.
 //!
@@ -18,6 +18,7 @@
 //! | `bad` | malformed requests (unknown operation, key too long, empty key, value too long, no `HELLO`, a data area that is not ours, an offset beyond ours), each must get its error status, and a good request after them must work: `kvcli: bad ok` or one `kvcli: bad FAIL ...` line per failure | 0 / 1 |
 //! | `all N` | `kvcli bench N SEED` on every core at once (`SPAWN_ON`, SEED = 1 + core), waits for them: `kvcli: all N ok on C cores` or one `kvcli: all FAIL ...` line per bench that did not exit 0 | 0 / 1 |
 //! | `drop` | unregisters `kv` (`FN_UNREGISTER`; the registering user or the administrator): `kvcli: kv unregistered` | 0 |
+//! | `table2 SAMPLES OPS` | P3 Table 2 on our platform (`cargo xtask bench ant`): starts `kv` with its state in the state ICA, then in the process, and prints `BENCH` samples of OPS 1 KiB PUT+GET pairs against each (`table2.rs`) | 0 |
 //! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
 //!
 //! Errors print `kvcli: ERROR` and exit 1.
@@ -27,6 +28,7 @@
 extern crate alloc;
 
 mod bench;
+mod table2;
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -53,6 +55,7 @@ fn main(args: &[&str]) -> i32 {
             Err(_) => Err(String::from("wait SECONDS")),
         },
         ["all", n] => bench::all(n),
+        ["table2", samples, ops] => table2::run(samples, ops),
         ["drop"] => fnid::lookup("kv")
             .and_then(fnid::unregister)
             .map(|()| {
