@@ -248,6 +248,28 @@ pub enum FnOp {
     Apply { slot: u32, record: Slot },
     /// At a copy: the requests taken there per function (for `FN_LIST`).
     Served,
+    /// At home (`FN_TAKEOVER`): may `server` take `fnid` over from `old` with `new`? 0: yes,
+    /// retire the old server; else it was down and is taken over (the new generation).
+    Takeover {
+        fnid: u64,
+        old: ResId,
+        new: ResId,
+        server: Pid,
+    },
+    /// At home: the old server of `fnid` handed over: switch it from `old` to `new`.
+    Switch {
+        fnid: u64,
+        old: ResId,
+        new: ResId,
+        server: Pid,
+    },
+    /// At the old server's core: retire it (`ipc::takeover::ask`).
+    Retire(crate::ipc::takeover::Retire),
+    /// At the old server's core: the takeover `waiter` gave up (1 if it was under way).
+    Cancel {
+        server: Pid,
+        waiter: crate::ipc::Caller,
+    },
 }
 
 /// Run `f` on this core's table.
@@ -279,6 +301,25 @@ pub fn perform(op: &FnOp) -> Result<Out, Error> {
             Ok(Out::Unit)
         }
         FnOp::Served => Ok(Out::Served(table(|t| t.served.to_vec()))),
+        FnOp::Takeover {
+            fnid,
+            old,
+            new,
+            server,
+        } => home_takeover(fnid, old, new, server).map(Out::Value),
+        FnOp::Switch {
+            fnid,
+            old,
+            new,
+            server,
+        } => home_switch(fnid, old, new, server).map(Out::Value),
+        FnOp::Retire(r) => crate::ipc::takeover::ask(r).map(|()| Out::Unit),
+        FnOp::Cancel { server, waiter } => Ok(Out::Value(
+            match crate::ipc::takeover::cancel(server, waiter) {
+                crate::ipc::takeover::Cancelled::Yes => 0,
+                crate::ipc::takeover::Cancelled::UnderWay => 1,
+            },
+        )),
     }
 }
 
@@ -444,6 +485,67 @@ fn home_set_state(fnid: u64, vregion: u64, server: Pid) -> Result<u64, Error> {
     })?;
     push(slot, true);
     Ok(vregion)
+}
+
+/// FN_TAKEOVER at home, for the flow's user: the rights (as for registering again), then
+/// 0 if `old` serves `fnid` (the caller retires it), or the new generation if the function
+/// was down or its endpoint gone (taken over at once, pushed).
+fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    let user = crate::res::flow_user();
+    let (up, endpoint, version) = table(|t| {
+        let (_, slot) = t.find_mut(fnid)?;
+        let e = slot.entry.ok_or(Error::StaleResource)?;
+        if !may_change(user, e.user) {
+            return Err(Error::Denied);
+        }
+        Ok((e.up, e.endpoint, slot.version))
+    })?;
+    if up && endpoint == new {
+        return Err(Error::AlreadyExists);
+    }
+    if up && endpoint != old {
+        return Err(Error::Busy); // the caller's copy was behind: it tries again
+    }
+    if up && crate::res::info(old).is_ok() {
+        return Ok(0);
+    }
+    // Down, or its endpoint gone before the news came: as registering again.
+    let (slot, generation) = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        if slot.version != version {
+            return Err(Error::Busy);
+        }
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        e.endpoint = new;
+        e.server = server;
+        e.server_generation += 1;
+        e.up = true;
+        slot.version += 1;
+        Ok((i, e.server_generation))
+    })?;
+    push(slot, true);
+    Ok(generation)
+}
+
+/// At home: the old server of `fnid` handed its requests over from `old` to `new`
+/// (`server`'s): the function is switched, on every core before this returns. Returns the
+/// new server generation; `Busy` if the function changed meanwhile (served elsewhere).
+pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    let (slot, generation) = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        if e.up && e.endpoint != old {
+            return Err(Error::Busy);
+        }
+        e.endpoint = new;
+        e.server = server;
+        e.server_generation += 1;
+        e.up = true;
+        slot.version += 1;
+        Ok((i, e.server_generation))
+    })?;
+    push(slot, true);
+    Ok(generation)
 }
 
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
@@ -620,6 +722,69 @@ pub fn note_served(via: Via) {
 /// FN_REGISTER: offer `endpoint` (the caller's own) under `name`.
 pub fn register(name: &[u8], endpoint: ResId) -> Result<FnId, Error> {
     let name = Name::new(name)?;
+    let server = own_endpoint(endpoint)?;
+    match at_home(FnOp::Register {
+        name,
+        endpoint,
+        server,
+    })? {
+        Out::Value(v) => Ok(FnId(v)),
+        _ => Err(Error::Unknown),
+    }
+}
+
+/// FN_TAKEOVER: the caller, with `endpoint` (its own), takes `fnid` over from its server
+/// (`abi::fnid`; the old server's side is `ipc::takeover`). Returns the new generation.
+pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
+    let server = own_endpoint(endpoint)?;
+    // A few rounds at most: another is needed only if the old server ended meanwhile (then
+    // the function is down and is taken over at once) or this core's copy was behind.
+    for _ in 0..4 {
+        let (old, old_server) = table(|t| t.find(fnid).map(|(_, e)| (e.endpoint, e.server)))?;
+        let op = FnOp::Takeover {
+            fnid,
+            old,
+            new: endpoint,
+            server,
+        };
+        let g = at_home(op)?.value()?;
+        if g != 0 {
+            return Ok(g);
+        }
+        let r = crate::ipc::takeover::Retire {
+            fnid,
+            old,
+            new: endpoint,
+            server: old_server,
+            successor: server,
+            waiter: crate::ipc::Caller {
+                pid: server,
+                ticket: 0,
+                thread: 0,
+            },
+        };
+        match crate::ipc::takeover::wait(r, timeout_ns) {
+            // The old server ended first: the home finds its endpoint gone (next round).
+            Err(Error::Gone) => {}
+            r => return r,
+        }
+    }
+    Err(Error::Busy)
+}
+
+/// At the old server's end of a takeover: switch `fnid` from `old` to `new` at home.
+pub(crate) fn switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    at_home(FnOp::Switch {
+        fnid,
+        old,
+        new,
+        server,
+    })?
+    .value()
+}
+
+/// `endpoint` must be the caller's own (it receives there): the caller.
+fn own_endpoint(endpoint: ResId) -> Result<Pid, Error> {
     if FnId::is_fnid(endpoint.0) {
         return Err(Error::WrongType);
     }
@@ -636,14 +801,7 @@ pub fn register(name: &[u8], endpoint: ResId) -> Result<FnId, Error> {
     if crate::res::endpoint::owner(endpoint, false)? != server {
         return Err(Error::Denied);
     }
-    match at_home(FnOp::Register {
-        name,
-        endpoint,
-        server,
-    })? {
-        Out::Value(v) => Ok(FnId(v)),
-        _ => Err(Error::Unknown),
-    }
+    Ok(server)
 }
 
 /// FN_LOOKUP: the function id registered under `name` (up or down), from this core's copy.
