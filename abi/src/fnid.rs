@@ -48,7 +48,10 @@
 //! forwarded, and the old server ends. The call returns once the old server has ended, so
 //! the new one may then attach the state ICA. If the old server holds a request or does not
 //! look for the next one within the timeout: `TimedOut`, nothing changed (it serves on). A
-//! function that is down is taken over at once (as registering again).
+//! function that is down is taken over at once (as registering again). The function id
+//! must be the current one (`NoSuchResource`, `StaleResource` as for every call); the
+//! endpoint already serving it is `AlreadyExists`; a function changed meanwhile (or a
+//! second takeover of the same server at once) is `Busy`.
 
 use crate::res::ResId;
 use crate::Pid;

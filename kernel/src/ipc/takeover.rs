@@ -22,6 +22,9 @@
 //! `FN_TAKEOVER` ([`ended`]): only then may the new server attach the state ICA, which the
 //! old one mapped until its address space went.
 //!
+//! If the switch fails (the function was unregistered or changed meanwhile), the old server
+//! still ends and `FN_TAKEOVER` fails with the switch's error.
+//!
 //! Left open: a request resolved from a copy before the switch and still in transit to
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
@@ -333,7 +336,7 @@ pub fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
                     server: r.server,
                     waiter: r.waiter,
                 });
-                rpcc::call(r.server.core(), op).and_then(|o| o.value()) == Ok(1)
+                rpcc::call(r.server.core(), op).and_then(|o| o.value()) == Ok(0)
             };
             if c {
                 forget();

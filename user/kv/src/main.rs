@@ -28,7 +28,7 @@
 //! the state is a vregion of a size it can serve), and takes `kv` over from the server
 //! serving it, which finishes its request step and ends; the requests queued for it come
 //! to this one. Only then does it attach the state ICA (the old server mapped it until it
-//! ended) and serve; a client that said `HELLO` to the old server is known by its data
+//! ended) and serve; a client that said `HELLO` to an earlier server is known by its data
 //! area's name (`clients`). `takeover fail` fails its start-up check on purpose, before the switch:
 //! it exits 1 and the old server serves on (rollback).
 //!
@@ -265,6 +265,32 @@ fn probe(id: FnId, ep: ResId) -> Result<(), String> {
             bad += 1;
         }
     }
+    // A server that never looks for a request (this process, serving `kv-probe` on an
+    // endpoint it never receives on): `TimedOut`, nothing changed; once its endpoint is
+    // closed (down), taken over at once.
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let ep2 = ipc::open_endpoint(
+        &format!("here/endpoint/kvp-{}", me.serial()),
+        ENDPOINT_RIGHTS,
+    )
+    .map_err(|e| format!("endpoint: {e}"))?;
+    let pid = fnid::register("kv-probe", ep2).map_err(|e| format!("register kv-probe: {e}"))?;
+    let got = fnid::takeover(pid, ep, 1_000_000);
+    let now = fnid::list()
+        .map_err(|e| format!("FN_LIST: {e}"))?
+        .into_iter()
+        .find(|f| f.fnid == pid);
+    if got != Err(Error::TimedOut) || now.map(|f| (f.endpoint, f.generation)) != Some((ep2.0, 1)) {
+        println!("kv: probe: FN_TAKEOVER from a server that never receives: {got:?}, then {now:?}");
+        bad += 1;
+    }
+    let _ = res::close(ep2);
+    let got = fnid::takeover(pid, ep, 1_000_000);
+    if got != Ok(2) {
+        println!("kv: probe: FN_TAKEOVER of a function that is down: {got:?}, want Ok(2)");
+        bad += 1;
+    }
+    fnid::unregister(pid).map_err(|e| format!("unregister kv-probe: {e}"))?;
     // Another user may not take it over.
     res::setuser(ulib::abi::res::UserId(4242)).map_err(|e| format!("setuser: {e}"))?;
     let got = fnid::takeover(id, ep, 1_000_000);
