@@ -1,7 +1,7 @@
 //! Function ids (P3's function identifiers, issue 14): the kernel's registry of the names
 //! under which user-mode servers offer a service, and the mapping of a function id to the
-//! server's endpoint on every request. The contract (calls 42-46, errors) is
-//! `abi::fnid`'s; this module keeps it.
+//! server's endpoint on every request. The contract (calls 42-47, errors) is
+//! `abi::fnid`'s; this module keeps it (`FN_TAKEOVER`'s request queues: `ipc::takeover`).
 //!
 //! # Where the registry lives
 //! Musubi's per-core kernels share no tables (docs/design.md, principle 1), yet every core
@@ -263,13 +263,6 @@ pub enum FnOp {
         new: ResId,
         server: Pid,
     },
-    /// At the old server's core: retire it (`ipc::takeover::ask`).
-    Retire(crate::ipc::takeover::Retire),
-    /// At the old server's core: the takeover `waiter` gave up (1 if it was under way).
-    Cancel {
-        server: Pid,
-        waiter: crate::ipc::Caller,
-    },
 }
 
 /// Run `f` on this core's table.
@@ -313,13 +306,6 @@ pub fn perform(op: &FnOp) -> Result<Out, Error> {
             new,
             server,
         } => home_switch(fnid, old, new, server).map(Out::Value),
-        FnOp::Retire(r) => crate::ipc::takeover::ask(r).map(|()| Out::Unit),
-        FnOp::Cancel { server, waiter } => Ok(Out::Value(
-            match crate::ipc::takeover::cancel(server, waiter) {
-                crate::ipc::takeover::Cancelled::Yes => 0,
-                crate::ipc::takeover::Cancelled::UnderWay => 1,
-            },
-        )),
     }
 }
 
@@ -733,43 +719,23 @@ pub fn register(name: &[u8], endpoint: ResId) -> Result<FnId, Error> {
     }
 }
 
-/// FN_TAKEOVER: the caller, with `endpoint` (its own), takes `fnid` over from its server
-/// (`abi::fnid`; the old server's side is `ipc::takeover`). Returns the new generation.
-pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
-    let server = own_endpoint(endpoint)?;
-    // A few rounds at most: another is needed only if the old server ended meanwhile (then
-    // the function is down and is taken over at once) or this core's copy was behind.
-    for _ in 0..4 {
-        let (old, old_server) = table(|t| t.find(fnid).map(|(_, e)| (e.endpoint, e.server)))?;
-        let op = FnOp::Takeover {
-            fnid,
-            old,
-            new: endpoint,
-            server,
-        };
-        let g = at_home(op)?.value()?;
-        if g != 0 {
-            return Ok(g);
-        }
-        let r = crate::ipc::takeover::Retire {
-            fnid,
-            old,
-            new: endpoint,
-            server: old_server,
-            successor: server,
-            waiter: crate::ipc::Caller {
-                pid: server,
-                ticket: 0,
-                thread: 0,
-            },
-        };
-        match crate::ipc::takeover::wait(r, timeout_ns) {
-            // The old server ended first: the home finds its endpoint gone (next round).
-            Err(Error::Gone) => {}
-            r => return r,
-        }
-    }
-    Err(Error::Busy)
+/// FN_TAKEOVER's first step (`ipc::takeover::takeover` has the rest): where `fnid`'s
+/// requests go now and the server receiving there, in this core's copy.
+pub fn serving(fnid: u64) -> Result<(ResId, Pid), Error> {
+    table(|t| t.find(fnid).map(|(_, e)| (e.endpoint, e.server)))
+}
+
+/// FN_TAKEOVER at home: may the flow's user (as `server`, with `new`) take `fnid` over from
+/// `old`? 0: yes, the old server is to be retired; else the function was down (or its
+/// endpoint gone) and is taken over already: the new server generation.
+pub fn takeover_check(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    at_home(FnOp::Takeover {
+        fnid,
+        old,
+        new,
+        server,
+    })?
+    .value()
 }
 
 /// At the old server's end of a takeover: switch `fnid` from `old` to `new` at home.
@@ -784,7 +750,7 @@ pub(crate) fn switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u
 }
 
 /// `endpoint` must be the caller's own (it receives there): the caller.
-fn own_endpoint(endpoint: ResId) -> Result<Pid, Error> {
+pub fn own_endpoint(endpoint: ResId) -> Result<Pid, Error> {
     if FnId::is_fnid(endpoint.0) {
         return Err(Error::WrongType);
     }

@@ -197,7 +197,7 @@ fn fn_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
         nr::FN_UNREGISTER => crate::fnid::unregister(a[0]).map(|()| 0),
         nr::FN_LIST => fn_list(a[0], a[1]),
         nr::FN_STATE => crate::fnid::state(a[0], a[1]),
-        nr::FN_TAKEOVER => crate::fnid::takeover(a[0], ResId(a[1]), a[2]),
+        nr::FN_TAKEOVER => crate::ipc::takeover::takeover(a[0], ResId(a[1]), a[2]),
         _ => Err(Error::NoSuchCall),
     }
 }

@@ -297,9 +297,42 @@ pub(super) fn ended(s: &mut sched::Sched, state: State) {
     super::deliver(Some(s), r.waiter, completion, None);
 }
 
+/// FN_TAKEOVER: the caller, with `endpoint` (its own), takes `fnid` over from its server
+/// (`abi::fnid`). Returns the new server generation.
+pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
+    let server = crate::fnid::own_endpoint(endpoint)?;
+    // A few rounds at most: another is needed only if the old server ended meanwhile (then
+    // the function is down and is taken over at once) or this core's copy was behind.
+    for _ in 0..4 {
+        let (old, old_server) = crate::fnid::serving(fnid)?;
+        let g = crate::fnid::takeover_check(fnid, old, endpoint, server)?;
+        if g != 0 {
+            return Ok(g);
+        }
+        let r = Retire {
+            fnid,
+            old,
+            new: endpoint,
+            server: old_server,
+            successor: server,
+            waiter: Caller {
+                pid: server,
+                ticket: 0,
+                thread: 0,
+            },
+        };
+        match wait(r, timeout_ns) {
+            // The old server ended first: the home finds its endpoint gone (next round).
+            Err(Error::Gone) => {}
+            r => return r,
+        }
+    }
+    Err(Error::Busy)
+}
+
 /// On the new server's core: ask for `r` (its `waiter` filled in here) and wait at most
 /// `timeout_ns` for the old server to end; the new generation.
-pub fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
+fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
     let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
     let (ticket, me) = super::with_mine(|ipc, me| {
         ipc.next_ticket += 1;
@@ -321,7 +354,7 @@ pub fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
     let asked = if r.server.core() == crate::percore::current_core() {
         ask(r)
     } else {
-        rpcc::call(r.server.core(), Op::Fn(crate::fnid::FnOp::Retire(r))).map(drop)
+        rpcc::call(r.server.core(), Op::Retire(r)).map(drop)
     };
     if let Err(e) = asked {
         forget();
@@ -332,10 +365,10 @@ pub fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
             let c = if r.server.core() == crate::percore::current_core() {
                 matches!(cancel(r.server, r.waiter), Cancelled::Yes)
             } else {
-                let op = Op::Fn(crate::fnid::FnOp::Cancel {
+                let op = Op::RetireCancel {
                     server: r.server,
                     waiter: r.waiter,
-                });
+                };
                 rpcc::call(r.server.core(), op).and_then(|o| o.value()) == Ok(0)
             };
             if c {
