@@ -1,7 +1,9 @@
 //! Live replacement, the request queues' side (issue 14, P3's replacement; the contract is
-//! `abi::fnid`'s `FN_TAKEOVER`, the registry's side `fnid::takeover`).
+//! `abi::fnid`'s `FN_TAKEOVER`, entered at [`takeover`]; the registry's side is
+//! `fnid::takeover_check` and `fnid::switch`, made at the registry's home).
 //!
-//! P3 replaces a server between two of its steps, with its request queue kept in the
+//! The rights are checked at the home first (as for registering again); a function that is
+//! down is taken over there at once. P3 replaces a server between two of its steps, with its request queue kept in the
 //! kernel. Here the steps are the old server's `RECV`/`REPLY_RECV`s: the new server's core
 //! asks the old server's core to retire it ([`ask`]); the old process is marked, and the
 //! next time it looks for a request holding none ([`begin`], from `take_request`) it is not
@@ -29,7 +31,9 @@
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
 //! several threads receiving at once is retired by the first that looks; the others get
-//! `Gone` from their `RECV`.
+//! `Gone` from their `RECV`. A timeout (the old server holds a request, or does not look
+//! for the next, within it) withdraws the ask at the old core if nothing started
+//! ([`cancel`]): `TimedOut`, nothing changed; once started, the answer is waited for.
 
 use super::{fail, wake_waiting_threads, Caller, Incoming, ProcIpc};
 use crate::proc::sched;
