@@ -163,6 +163,28 @@ pub(super) fn accept(ipc: &mut ProcIpc, incoming: Incoming) -> Option<Incoming> 
     }
 }
 
+/// A same-core `CALL`'s request (`fast::call_local`) reaches a process being retired
+/// (`target`): kept to be forwarded, or else queued as `enqueue` queues it (the receiver is
+/// woken by the caller, not switched to).
+#[cold]
+#[inline(never)]
+pub(super) fn accept_or_queue(
+    target: &mut crate::proc::Process,
+    incoming: Incoming,
+) -> Result<(), Error> {
+    let Some(mut incoming) = accept(&mut target.ipc, incoming) else {
+        return Ok(());
+    };
+    if target.ipc.requests.len() >= super::MAX_QUEUED {
+        return Err(Error::Busy);
+    }
+    if let Some(ica) = &incoming.ica {
+        super::ica::land(target.vspace.as_mut(), ica, &mut incoming.msg)?;
+    }
+    target.ipc.requests.push_back(incoming);
+    Ok(())
+}
+
 /// The receiving loop found the running process being retired: if its handing over has
 /// not started, this thread does it and the process ends (no return); else back.
 #[cold]

@@ -99,49 +99,47 @@ fn passed(hammer: Pid) -> crate::ktest::TestResult {
     Ok(())
 }
 
-/// Warm-up (heaps and agents reach their working size), then the free frames per core.
-fn baseline(here: usize) -> Result<Vec<u64>, String> {
+/// kv started here, `kvcli all` on every core, kv replaced on this core and then on
+/// `other` while it runs; every reply right, the data still there; everything ended and
+/// the function and its state dropped.
+fn benched_replacements(here: usize, other: usize) -> crate::ktest::TestResult {
     let size = format!("{STATE_BYTES}");
-    let warm = start_kv_on(here, &[&size])?;
-    kvcli(warm, &["all", "20"])?;
-    let next = replace_on(here, warm)?;
-    end_kv(next);
-    drop_kv(warm)?;
-    free_frames_per_core()
+    let first = start_kv_on(here, &[&size])?;
+    kvcli(first, &["put", "alpha", "one"])?;
+    let base = served();
+    let h = hammer("300").inspect_err(|_| end_kv(first))?;
+    crate::proc::sched::run_until(300_000_000_000, || {
+        served() >= base + 100 || proc::has_ended(h)
+    });
+    let second = replace_on(here, first).inspect_err(|_| {
+        super::end_and_reap(h);
+        end_kv(first);
+        let _ = drop_kv(first);
+    })?;
+    let third = replace_on(other, second).inspect_err(|_| {
+        super::end_and_reap(h);
+        end_kv(second);
+        let _ = drop_kv(first);
+    })?;
+    let r = passed(h)
+        .and_then(|()| kvcli(third, &["get", "alpha", "one"]))
+        .and_then(|()| kvcli(third, &["all", "30"]));
+    end_kv(third);
+    drop_kv(first)?;
+    r
 }
 
 ktest! {
     /// kv replaced on this core and on another while benches on every core call it: every
-    /// reply right, the data still there, every frame back at the end.
+    /// reply right, the data still there; a second run (the first warms heaps, stacks and
+    /// agents up) leaves every core's free frames where they were.
     fn replace_kv_while_benched_on_every_core() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
         let here = percore::current_core();
         let other = super::rpcc::other_core().unwrap_or(here);
-        let before = baseline(here)?;
-        let size = format!("{STATE_BYTES}");
-        let first = start_kv_on(here, &[&size])?;
-        kvcli(first, &["put", "alpha", "one"])?;
-        let base = served();
-        let h = hammer("300").inspect_err(|_| end_kv(first))?;
-        crate::proc::sched::run_until(300_000_000_000, || {
-            served() >= base + 100 || proc::has_ended(h)
-        });
-        let second = replace_on(here, first).inspect_err(|_| {
-            super::end_and_reap(h);
-            end_kv(first);
-            let _ = drop_kv(first);
-        })?;
-        let third = replace_on(other, second).inspect_err(|_| {
-            super::end_and_reap(h);
-            end_kv(second);
-            let _ = drop_kv(first);
-        })?;
-        let r = passed(h)
-            .and_then(|()| kvcli(third, &["get", "alpha", "one"]))
-            .and_then(|()| kvcli(third, &["all", "30"]));
-        end_kv(third);
-        drop_kv(first)?;
-        r?;
+        benched_replacements(here, other)?;
+        let before = free_frames_per_core()?;
+        benched_replacements(here, other)?;
         let after = frames_after(&before)?;
         kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
         Ok(())
