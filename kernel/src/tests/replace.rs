@@ -4,7 +4,8 @@
 //! - `kv` replaced on this core and then on another while `kvcli all` (a bench on every
 //!   core, every reply checked against its model) calls it: the benches end clean (no
 //!   request lost, none answered twice or wrongly), the data put before is still there, and
-//!   every frame comes back once the function and its state go;
+//!   (over a second run, the first warming up) every frame comes back once the function
+//!   and its state go;
 //! - replace-while-hammering: two `kvcli all` (a client process per core each: four on two
 //!   cores) while kv is replaced 20 times, alternating cores (restart after a crash is not
 //!   built yet: not in this test);
