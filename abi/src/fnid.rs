@@ -14,6 +14,7 @@
 //! | 44 | `FN_UNREGISTER` | function id | 0 |
 //! | 45 | `FN_LIST` | `*mut FnInfo`, capacity | number of records written |
 //! | 46 | `FN_STATE` | function id, vregion (0: only ask) | the function's state ICA (0: none) |
+//! | 47 | `FN_TAKEOVER` | function id, endpoint (the caller's own), timeout ns | the function's new server generation |
 //!
 //! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`; longer
 //! than [`FN_NAME_MAX`] is `TooLong`). The endpoint registered must be the caller's own (a
@@ -36,6 +37,21 @@
 //! function is unregistered, which forgets the id without closing the vregion (it stays its
 //! creator's). Setting it from a process that is not the function's server
 //! is `Denied`; a resource that is not a vregion is `WrongType`.
+//!
+//! Live replacement (P3): `FN_TAKEOVER`, by a new server already holding its own open
+//! endpoint, takes the function over from the server serving it (rights as for registering
+//! again: the same user or the administrator, else `Denied`; the endpoint's rules as for
+//! `FN_REGISTER`). The old server finishes the request it holds; when it next looks for one
+//! (`RECV`, `REPLY_RECV`) it is not given one: the requests still queued for it move to the
+//! new endpoint in order (with their ICAs), the function is switched to the new endpoint
+//! (server generation + 1) on every core, requests that still reach the old endpoint are
+//! forwarded, and the old server ends. The call returns once the old server has ended, so
+//! the new one may then attach the state ICA. If the old server holds a request or does not
+//! look for the next one within the timeout: `TimedOut`, nothing changed (it serves on). A
+//! function that is down is taken over at once (as registering again). The function id
+//! must be the current one (`NoSuchResource`, `StaleResource` as for every call); the
+//! endpoint already serving it is `AlreadyExists`; a function changed meanwhile (or a
+//! second takeover of the same server at once) is `Busy`.
 
 use crate::res::ResId;
 use crate::Pid;

@@ -45,7 +45,7 @@
 //! | 39 | `REPLY_RECV` | request handle (0: none), `*const Msg`, value, endpoint, `*mut Received`, timeout ns | the next request's handle (`REPLY` then `RECV` in one entry; see [`crate::ipc`]) |
 //! | 40 | `ENTER` | submissions to take, completions to wait for, timeout ns | submissions taken (see [`crate::ring`]) |
 //! | 41 | `RING_SETUP` | address, submission entries | bytes mapped (see [`crate::ring`]) |
-//! | 42–46 | `FN_REGISTER`, `FN_LOOKUP`, `FN_UNREGISTER`, `FN_LIST`, `FN_STATE` | see [`crate::fnid`] | |
+//! | 42–47 | `FN_REGISTER`, `FN_LOOKUP`, `FN_UNREGISTER`, `FN_LIST`, `FN_STATE`, `FN_TAKEOVER` | see [`crate::fnid`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -113,9 +113,10 @@ pub const FN_LOOKUP: u64 = 43;
 pub const FN_UNREGISTER: u64 = 44;
 pub const FN_LIST: u64 = 45;
 pub const FN_STATE: u64 = 46;
+pub const FN_TAKEOVER: u64 = 47;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 47;
+pub const COUNT: u64 = 48;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -190,6 +191,7 @@ pub fn name(number: u64) -> &'static str {
         "fn_unregister",
         "fn_list",
         "fn_state",
+        "fn_takeover",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

@@ -1,7 +1,7 @@
 //! Function ids (P3's function identifiers, issue 14): the kernel's registry of the names
 //! under which user-mode servers offer a service, and the mapping of a function id to the
-//! server's endpoint on every request. The contract (calls 42-46, errors) is
-//! `abi::fnid`'s; this module keeps it.
+//! server's endpoint on every request. The contract (calls 42-47, errors) is
+//! `abi::fnid`'s; this module keeps it (`FN_TAKEOVER`'s request queues: `ipc::takeover`).
 //!
 //! # Where the registry lives
 //! Musubi's per-core kernels share no tables (docs/design.md, principle 1), yet every core
@@ -248,6 +248,21 @@ pub enum FnOp {
     Apply { slot: u32, record: Slot },
     /// At a copy: the requests taken there per function (for `FN_LIST`).
     Served,
+    /// At home (`FN_TAKEOVER`): may `server` take `fnid` over from `old` with `new`? 0: yes,
+    /// retire the old server; else it was down and is taken over (the new generation).
+    Takeover {
+        fnid: u64,
+        old: ResId,
+        new: ResId,
+        server: Pid,
+    },
+    /// At home: the old server of `fnid` handed over: switch it from `old` to `new`.
+    Switch {
+        fnid: u64,
+        old: ResId,
+        new: ResId,
+        server: Pid,
+    },
 }
 
 /// Run `f` on this core's table.
@@ -279,6 +294,18 @@ pub fn perform(op: &FnOp) -> Result<Out, Error> {
             Ok(Out::Unit)
         }
         FnOp::Served => Ok(Out::Served(table(|t| t.served.to_vec()))),
+        FnOp::Takeover {
+            fnid,
+            old,
+            new,
+            server,
+        } => home_takeover(fnid, old, new, server).map(Out::Value),
+        FnOp::Switch {
+            fnid,
+            old,
+            new,
+            server,
+        } => home_switch(fnid, old, new, server).map(Out::Value),
     }
 }
 
@@ -444,6 +471,67 @@ fn home_set_state(fnid: u64, vregion: u64, server: Pid) -> Result<u64, Error> {
     })?;
     push(slot, true);
     Ok(vregion)
+}
+
+/// FN_TAKEOVER at home, for the flow's user: the rights (as for registering again), then
+/// 0 if `old` serves `fnid` (the caller retires it), or the new generation if the function
+/// was down or its endpoint gone (taken over at once, pushed).
+fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    let user = crate::res::flow_user();
+    let (up, endpoint, version) = table(|t| {
+        let (_, slot) = t.find_mut(fnid)?;
+        let e = slot.entry.ok_or(Error::StaleResource)?;
+        if !may_change(user, e.user) {
+            return Err(Error::Denied);
+        }
+        Ok((e.up, e.endpoint, slot.version))
+    })?;
+    if up && endpoint == new {
+        return Err(Error::AlreadyExists);
+    }
+    if up && endpoint != old {
+        return Err(Error::Busy); // the caller's copy was behind: it tries again
+    }
+    if up && crate::res::info(old).is_ok() {
+        return Ok(0);
+    }
+    // Down, or its endpoint gone before the news came: as registering again.
+    let (slot, generation) = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        if slot.version != version {
+            return Err(Error::Busy);
+        }
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        e.endpoint = new;
+        e.server = server;
+        e.server_generation += 1;
+        e.up = true;
+        slot.version += 1;
+        Ok((i, e.server_generation))
+    })?;
+    push(slot, true);
+    Ok(generation)
+}
+
+/// At home: the old server of `fnid` handed its requests over from `old` to `new`
+/// (`server`'s): the function is switched, on every core before this returns. Returns the
+/// new server generation; `Busy` if the function changed meanwhile (served elsewhere).
+pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    let (slot, generation) = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        if e.up && e.endpoint != old {
+            return Err(Error::Busy);
+        }
+        e.endpoint = new;
+        e.server = server;
+        e.server_generation += 1;
+        e.up = true;
+        slot.version += 1;
+        Ok((i, e.server_generation))
+    })?;
+    push(slot, true);
+    Ok(generation)
 }
 
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
@@ -620,6 +708,49 @@ pub fn note_served(via: Via) {
 /// FN_REGISTER: offer `endpoint` (the caller's own) under `name`.
 pub fn register(name: &[u8], endpoint: ResId) -> Result<FnId, Error> {
     let name = Name::new(name)?;
+    let server = own_endpoint(endpoint)?;
+    match at_home(FnOp::Register {
+        name,
+        endpoint,
+        server,
+    })? {
+        Out::Value(v) => Ok(FnId(v)),
+        _ => Err(Error::Unknown),
+    }
+}
+
+/// FN_TAKEOVER's first step (`ipc::takeover::takeover` has the rest): where `fnid`'s
+/// requests go now and the server receiving there, in this core's copy.
+pub fn serving(fnid: u64) -> Result<(ResId, Pid), Error> {
+    table(|t| t.find(fnid).map(|(_, e)| (e.endpoint, e.server)))
+}
+
+/// FN_TAKEOVER at home: may the flow's user (as `server`, with `new`) take `fnid` over from
+/// `old`? 0: yes, the old server is to be retired; else the function was down (or its
+/// endpoint gone) and is taken over already: the new server generation.
+pub fn takeover_check(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    at_home(FnOp::Takeover {
+        fnid,
+        old,
+        new,
+        server,
+    })?
+    .value()
+}
+
+/// At the old server's end of a takeover: switch `fnid` from `old` to `new` at home.
+pub(crate) fn switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    at_home(FnOp::Switch {
+        fnid,
+        old,
+        new,
+        server,
+    })?
+    .value()
+}
+
+/// `endpoint` must be the caller's own (it receives there): the caller.
+pub fn own_endpoint(endpoint: ResId) -> Result<Pid, Error> {
     if FnId::is_fnid(endpoint.0) {
         return Err(Error::WrongType);
     }
@@ -636,14 +767,7 @@ pub fn register(name: &[u8], endpoint: ResId) -> Result<FnId, Error> {
     if crate::res::endpoint::owner(endpoint, false)? != server {
         return Err(Error::Denied);
     }
-    match at_home(FnOp::Register {
-        name,
-        endpoint,
-        server,
-    })? {
-        Out::Value(v) => Ok(FnId(v)),
-        _ => Err(Error::Unknown),
-    }
+    Ok(server)
 }
 
 /// FN_LOOKUP: the function id registered under `name` (up or down), from this core's copy.

@@ -40,6 +40,7 @@
 
 mod fast;
 mod ica;
+pub mod takeover;
 
 use crate::percore::current_core;
 use crate::proc::sched;
@@ -141,6 +142,8 @@ pub struct ProcIpc {
     /// The last endpoint check passed to receive (`[0]`) and to send (`[1]`): the fast
     /// path's calls skip the resource lookup while it holds (`fast::owner_checked`).
     checks: [Option<fast::EndpointCheck>; 2],
+    /// Set while the process is being retired by a live replacement (`takeover`).
+    takeover: Option<Box<takeover::State>>,
 }
 
 impl ProcIpc {
@@ -348,6 +351,13 @@ pub fn enqueue(mut incoming: Incoming) -> Result<(), Error> {
             .get_mut(&owner.serial())
             .filter(|p| p.ended.is_none())
             .ok_or(Error::Gone)?;
+        if p.ipc.takeover.is_some() {
+            // Being retired: kept to be forwarded behind the requests moved.
+            match takeover::accept(&mut p.ipc, incoming) {
+                Some(i) => incoming = i,
+                None => return Ok(()),
+            }
+        }
         if p.ipc.requests.len() >= MAX_QUEUED {
             return Err(Error::Busy);
         }
@@ -402,6 +412,9 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
         let p = s.processes.get_mut(&serial).ok_or(Error::NoSuchProcess)?;
         if owner != p.pid {
             return Err(Error::Denied);
+        }
+        if p.ipc.takeover.is_some() && takeover::begin(&mut p.ipc, p.vspace.as_mut(), endpoint) {
+            return Err(Error::Gone);
         }
         let ipc = &mut p.ipc;
         let Some(i) = ipc.requests.iter().position(|r| r.endpoint == endpoint) else {
@@ -469,6 +482,10 @@ fn receive(
     }
     if result.is_ok() {
         return result;
+    }
+    if matches!(result, Err(Error::Gone)) {
+        // Retired by a live replacement: this thread hands over and the process ends.
+        takeover::finish_if_handing();
     }
     // No longer waiting here (timed out, or the endpoint went).
     sched::with(|s| {
@@ -573,7 +590,9 @@ fn reply_recv_as<const PASS: bool>(
         if caller.pid.core() != here {
             return Ok((owner, Some(caller), None, false));
         }
-        let queued = p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
+        // (A process being retired looks at its queue, where it is retired.)
+        let queued =
+            p.ipc.takeover.is_some() || p.ipc.requests.iter().any(|r| r.endpoint == endpoint);
         // Nothing queued: this thread is the receiver from now on (the receiving loop's
         // first look, done here).
         if !queued {
@@ -647,9 +666,12 @@ pub fn endpoint_closed(owner: Pid, endpoint: ResId) {
 }
 
 /// A process ended: everything waiting for it gets `Gone`; what it held goes.
-pub fn process_ended(s: &mut sched::Sched, ipc: ProcIpc) {
+pub fn process_ended(s: &mut sched::Sched, mut ipc: ProcIpc) {
     // Its endpoints go (unless it moved): remembered checks may name them.
     fast::endpoints_changed(current_core());
+    if let Some(t) = ipc.takeover.take() {
+        takeover::ended(s, *t);
+    }
     let callers = ipc
         .requests
         .into_iter()

@@ -104,7 +104,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .and_then(|u| proc::set_current_user(UserId(u)))
             .map(|()| 0),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
-        nr::FN_REGISTER..=nr::FN_STATE => fn_call(frame.rax, a),
+        nr::FN_REGISTER..=nr::FN_TAKEOVER => fn_call(frame.rax, a),
         _ => Err(Error::NoSuchCall),
     };
     crate::res::end_flow();
@@ -197,6 +197,7 @@ fn fn_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
         nr::FN_UNREGISTER => crate::fnid::unregister(a[0]).map(|()| 0),
         nr::FN_LIST => fn_list(a[0], a[1]),
         nr::FN_STATE => crate::fnid::state(a[0], a[1]),
+        nr::FN_TAKEOVER => crate::ipc::takeover::takeover(a[0], ResId(a[1]), a[2]),
         _ => Err(Error::NoSuchCall),
     }
 }

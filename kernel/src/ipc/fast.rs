@@ -120,6 +120,25 @@ pub(super) fn call_local(
             .filter(|p| p.ended.is_none())
             .ok_or(Error::Gone)
             .and_then(|target| {
+                let caller = Some(Caller {
+                    pid: me,
+                    ticket,
+                    thread,
+                });
+                if target.ipc.takeover.is_some() {
+                    // Being retired (rare): the general path's rule, `enqueue`'s.
+                    let incoming = Incoming {
+                        endpoint,
+                        kind: api::SUBMIT_CALL,
+                        sender: me,
+                        sender_thread: thread,
+                        caller,
+                        msg,
+                        via,
+                        ica,
+                    };
+                    return super::takeover::accept_or_queue(target, incoming).map(|()| None);
+                }
                 if target.ipc.requests.len() >= MAX_QUEUED {
                     return Err(Error::Busy);
                 }
@@ -138,11 +157,7 @@ pub(super) fn call_local(
                     kind: api::SUBMIT_CALL,
                     sender: me,
                     sender_thread: thread,
-                    caller: Some(Caller {
-                        pid: me,
-                        ticket,
-                        thread,
-                    }),
+                    caller,
                     msg,
                     via,
                     ica,

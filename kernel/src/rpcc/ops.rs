@@ -108,6 +108,14 @@ pub enum Op {
     },
     /// Function ids: a change at the registry's home, or a push to a core's copy.
     Fn(crate::fnid::FnOp),
+    /// Live replacement, at the old server's core: retire it (`ipc::takeover::ask`).
+    Retire(crate::ipc::takeover::Retire),
+    /// Live replacement, at the old server's core: the takeover `waiter` gave up; the
+    /// answer is 0 if nothing had started (cancelled), 1 if it is under way.
+    RetireCancel {
+        server: Pid,
+        waiter: crate::ipc::Caller,
+    },
 }
 
 /// What a reply carries.
@@ -212,5 +220,12 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             Ok(Out::Unit)
         }
         Op::Fn(op) => crate::fnid::perform(op),
+        Op::Retire(r) => crate::ipc::takeover::ask(*r).map(|()| Out::Unit),
+        Op::RetireCancel { server, waiter } => Ok(Out::Value(
+            match crate::ipc::takeover::cancel(*server, *waiter) {
+                crate::ipc::takeover::Cancelled::Yes => 0,
+                crate::ipc::takeover::Cancelled::UnderWay => 1,
+            },
+        )),
     }
 }

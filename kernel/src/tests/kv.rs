@@ -28,7 +28,7 @@ use alloc::vec::Vec;
 
 /// Size of the state ICA the first server opens (`kv 256K`: room for the benches of four
 /// cores, 32 keys each).
-const STATE_BYTES: u64 = 256 << 10;
+pub(super) const STATE_BYTES: u64 = 256 << 10;
 
 /// Start `kv ARGS` on this core and wait until it answers (`kvcli wait`).
 fn start_kv(args: &[&str]) -> Result<Pid, String> {
@@ -37,7 +37,7 @@ fn start_kv(args: &[&str]) -> Result<Pid, String> {
 
 /// Start `kv ARGS` on `core` (another core's through RPCC: a child of the tests there) and
 /// wait until it answers.
-fn start_kv_on(core: usize, args: &[&str]) -> Result<Pid, String> {
+pub(super) fn start_kv_on(core: usize, args: &[&str]) -> Result<Pid, String> {
     let pid = if core == percore::current_core() {
         proc::spawn("kv", args, Priority::Server, TEST_PARENT)
             .map_err(|e| format!("spawn kv: {e}"))?
@@ -66,7 +66,7 @@ fn reaped_here(pid: u64) -> u64 {
 
 /// End `kv` wherever it runs (another core's: killed at whatever it is doing, by that
 /// core's RPCC agent) and collect it (60 s only catches a hang).
-fn end_kv(pid: Pid) {
+pub(super) fn end_kv(pid: Pid) {
     if pid.core() == percore::current_core() {
         return end_and_reap(pid);
     }
@@ -85,12 +85,12 @@ fn end_kv(pid: Pid) {
 }
 
 /// `kvcli ARGS` must exit 0; ends `kv` if it does not.
-fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
+pub(super) fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
     run_program("kvcli", args, 600).inspect_err(|_| end_kv(kv))
 }
 
 /// The state ICA the first server (`kv_pid`) opened on its core, if it is still there.
-fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
+pub(super) fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
     let name = format!("kv-state-{}", kv_pid.serial());
     crate::res::list(kv_pid.core())
         .ok()?
@@ -99,7 +99,7 @@ fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
 }
 
 /// Requests served under `kv` so far (every core's count).
-fn served() -> u64 {
+pub(super) fn served() -> u64 {
     crate::fnid::list()
         .ok()
         .and_then(|l| l.into_iter().find(|f| f.name() == "kv"))
@@ -107,7 +107,7 @@ fn served() -> u64 {
 }
 
 /// Unregister `kv` and close its state ICA (the registry forgets it, the vregion stays).
-fn drop_kv(first: Pid) -> crate::ktest::TestResult {
+pub(super) fn drop_kv(first: Pid) -> crate::ktest::TestResult {
     run_program("kvcli", &["drop"], 120)?;
     if let Some(r) = state_ica(first) {
         crate::res::close(r.id).map_err(|e| format!("close state ICA {}: {e}", r.id))?;

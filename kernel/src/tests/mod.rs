@@ -19,6 +19,7 @@ mod modes;
 mod platform;
 mod privilege;
 mod process;
+mod replace;
 mod resources;
 mod ring;
 mod rpcc;

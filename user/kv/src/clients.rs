@@ -44,6 +44,9 @@ pub struct Clients {
     slots: [Option<Client>; MAX_CLIENTS],
     /// The slot found last (a client usually sends several requests in a row).
     last: usize,
+    /// This server took over from another (live replacement): clients may have said
+    /// `HELLO` to that one.
+    inherited: bool,
 }
 
 /// One client's data area, as the server maps it.
@@ -88,10 +91,12 @@ fn window(slot: usize) -> u64 {
 }
 
 impl Clients {
-    pub fn new() -> Clients {
+    /// `inherited`: the server took over from another, whose clients keep calling.
+    pub fn new(inherited: bool) -> Clients {
         Clients {
             slots: [None; MAX_CLIENTS],
             last: 0,
+            inherited,
         }
     }
 
@@ -107,9 +112,15 @@ impl Clients {
         Some(i)
     }
 
-    /// The data area of `pid`.
+    /// The data area of `pid`: a client not in the table may have said `HELLO` to the
+    /// server this one took over from (live replacement): its area, found by its name, is
+    /// taken as if it said it again.
     pub fn area(&mut self, pid: Pid) -> Result<Area, Status> {
-        let i = self.find(pid).ok_or(Status::NoArea)?;
+        let i = match self.find(pid) {
+            Some(i) => i,
+            None if self.inherited => self.rediscover(pid)?,
+            None => return Err(Status::NoArea),
+        };
         let len = self.slots[i].map_or(0, |c| c.len);
         Ok(Area { at: window(i), len })
     }
@@ -146,9 +157,36 @@ impl Clients {
         Ok(())
     }
 
+    /// The slot of `pid`'s area, found by its name (`kvc-CORE-SERIAL` on its core).
+    fn rediscover(&mut self, pid: Pid) -> Result<usize, Status> {
+        let name = format!(
+            "c{}/vregion/kvc-{}-{}",
+            pid.core(),
+            pid.core(),
+            pid.serial()
+        );
+        let info = res::find(&name).map_err(|_| Status::NoArea)?;
+        // The old server may still be unmapping it: a few tries (attached elsewhere: Busy).
+        let mut tries = 0;
+        loop {
+            match self.hello(pid, info.id) {
+                Err(Status::BadArea) if tries < 100 => {
+                    tries += 1;
+                    let _ = sys::sleep_ns(100_000);
+                }
+                r => break r?,
+            }
+        }
+        self.find(pid).ok_or(Status::NoArea)
+    }
+
     /// `pid` is done with its area.
     pub fn bye(&mut self, pid: Pid) -> Result<(), Status> {
-        let i = self.find(pid).ok_or(Status::NoArea)?;
+        let i = match self.find(pid) {
+            Some(i) => i,
+            None if self.inherited => self.rediscover(pid)?,
+            None => return Err(Status::NoArea),
+        };
         self.drop_slot(i);
         Ok(())
     }

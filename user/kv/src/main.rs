@@ -1,4 +1,5 @@
-//! `kv [SIZE] [local] [v1]`: the key-value server of issue 14 ("State outside the server").
+//! `kv [SIZE] [local] [v1] [takeover [fail|probe]]`: the key-value server of issue 14 ("State
+//! outside the server", "Live replacement").
 //!
 //! It opens an endpoint and registers it under the function id `kv` (`ulib::fnid`), so
 //! clients (`kvcli`) reach it by name, whatever process or core serves it. Its whole table
@@ -21,6 +22,15 @@
 //! Requests (`kvstate::proto`): `HELLO`, `PUT`, `GET`, `DEL`, `STATS`, `BYE`, served one at a
 //! time with `REPLY_RECV`; values travel through each client's data area ([`clients`]). A
 //! malformed request gets an error status in its reply, and the server keeps serving.
+//!
+//! `takeover` (live replacement, `FN_TAKEOVER`): instead of registering, it opens its
+//! endpoint, checks what it can before the switch (the function and its state ICA exist,
+//! the state is a vregion of a size it can serve), and takes `kv` over from the server
+//! serving it, which finishes its request step and ends; the requests queued for it come
+//! to this one. Only then does it attach the state ICA (the old server mapped it until it
+//! ended) and serve; a client that said `HELLO` to an earlier server is known by its data
+//! area's name (`clients`). `takeover fail` fails its start-up check on purpose, before the switch:
+//! it exits 1 and the old server serves on (rollback).
 //!
 //! Prints `kv: serving fnN.G ...` once it serves; exits 1 with `kv: ERROR` if it cannot
 //! start (the name is served already, the state ICA is corrupt or not a vregion it may map).
@@ -55,7 +65,15 @@ struct Options {
     size: u64,
     local: bool,
     version: u32,
+    /// Take `kv` over from its server (`takeover`), or fail the check first (`fail`), or
+    /// only try `FN_TAKEOVER`'s refusals (`probe`).
+    takeover: bool,
+    fail: bool,
+    probe: bool,
 }
+
+/// How long a takeover waits for the old server to finish its request step.
+const TAKEOVER_TIMEOUT_NS: u64 = 2_000_000_000;
 
 fn parse_size(s: &str) -> Option<u64> {
     let (digits, unit) = match s.as_bytes().last()? {
@@ -71,15 +89,21 @@ fn main(args: &[&str]) -> i32 {
         size: DEFAULT_SIZE,
         local: false,
         version: kvstate::VERSION,
+        takeover: false,
+        fail: false,
+        probe: false,
     };
     for a in &args[1..] {
         match *a {
             "local" => o.local = true,
             "v1" => o.version = 1,
+            "takeover" => o.takeover = true,
+            "fail" => o.fail = true,
+            "probe" => o.probe = true,
             s => match parse_size(s) {
                 Some(n) => o.size = n,
                 None => {
-                    println!("kv: usage: kv [SIZE] [local] [v1]");
+                    println!("kv: usage: kv [SIZE] [local] [v1] [takeover [fail|probe]]");
                     return 2;
                 }
             },
@@ -124,6 +148,9 @@ fn run(o: &Options) -> Result<(), String> {
         ENDPOINT_RIGHTS,
     )
     .map_err(|e| format!("endpoint: {e}"))?;
+    if o.takeover {
+        return take_over(ep, o);
+    }
     let id = fnid::register("kv", ep).map_err(|e| format!("register kv: {e}"))?;
     let (table, where_) = if o.local {
         let area = alloc::vec![0u8; o.size as usize].leak();
@@ -137,7 +164,142 @@ fn run(o: &Options) -> Result<(), String> {
         "kv: serving {id} as {me}, table {where_}: layout {}, {} slots, {} entries, generation {}",
         s.version, s.capacity, s.count, s.generation
     );
-    serve(ep, table)
+    serve(ep, table, false)
+}
+
+/// `kv takeover`: check, take `kv` over, then attach its state and serve.
+fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let id = fnid::lookup("kv").map_err(|e| format!("takeover: no kv to take over: {e}"))?;
+    // The start-up check, before the switch: a state ICA this server can open.
+    let region = fnid::state(id, None)
+        .map_err(|e| format!("takeover: FN_STATE: {e}"))?
+        .ok_or_else(|| String::from("takeover: kv has no state ICA"))?;
+    let info = res::info(region).map_err(|e| format!("takeover: state ICA {region}: {e}"))?;
+    if info.kind != ulib::abi::res::ResType::VRegion as u8 || info.size < 4096 {
+        return Err(format!(
+            "takeover: state ICA {region} is not a table's vregion"
+        ));
+    }
+    if o.probe {
+        return probe(id, ep);
+    }
+    if o.fail || o.local {
+        return Err(format!(
+            "takeover: start-up check failed{}: not taking over, the old server serves on",
+            if o.fail {
+                " (on purpose)"
+            } else {
+                " (local keeps no shared state)"
+            }
+        ));
+    }
+    let generation = fnid::takeover(id, ep, TAKEOVER_TIMEOUT_NS)
+        .map_err(|e| format!("takeover of {id}: {e}"))?;
+    // The old server has ended; its core may still be telling the vregion's core that it
+    // unmapped the state ICA: a few tries.
+    let mut tries = 0;
+    loop {
+        match attach_here(region, STATE_AT) {
+            Ok(()) => break,
+            Err(Error::Busy) if tries < 1000 => {
+                tries += 1;
+                let _ = sys::sleep_ns(100_000);
+            }
+            Err(e) => return Err(format!("attach state ICA {region} after takeover: {e}")),
+        }
+    }
+    let (table, what) = open_state(region, info.size, o)?;
+    let s = table.stats();
+    println!(
+        "kv: took over {id} (server generation {generation}) as {me}, table in state ICA {region} ({what}): layout {}, {} slots, {} entries",
+        s.version, s.capacity, s.count
+    );
+    serve(ep, table, true)
+}
+
+/// `kv takeover probe`: `FN_TAKEOVER`'s refusals, none of which changes anything (the
+/// caller checks that the old server serves on). Never takes over.
+fn probe(id: FnId, ep: ResId) -> Result<(), String> {
+    let old_ep = fnid::list()
+        .map_err(|e| format!("FN_LIST: {e}"))?
+        .into_iter()
+        .find(|f| f.fnid == id)
+        .map(|f| ResId(f.endpoint))
+        .ok_or_else(|| String::from("probe: kv not listed"))?;
+    let stale = FnId::new(id.slot(), id.generation().wrapping_sub(1));
+    let cases: [(&str, FnId, ResId, Error); 5] = [
+        (
+            "a forged id",
+            FnId::new(id.slot(), id.generation() + 1),
+            ep,
+            Error::NoSuchResource,
+        ),
+        ("not a function id", FnId(ep.0), ep, Error::NoSuchResource),
+        (
+            "the function id as endpoint",
+            id,
+            id.as_target(),
+            Error::WrongType,
+        ),
+        ("the old server's endpoint", id, old_ep, Error::Denied),
+        (
+            "a stale id",
+            stale,
+            ep,
+            if stale.generation() == 0 {
+                Error::NoSuchResource
+            } else {
+                Error::StaleResource
+            },
+        ),
+    ];
+    let mut bad = 0;
+    for (what, f, e, want) in cases {
+        let got = fnid::takeover(f, e, 1_000_000);
+        if got != Err(want) {
+            println!("kv: probe: FN_TAKEOVER with {what}: {got:?}, want Err({want:?})");
+            bad += 1;
+        }
+    }
+    // A server that never looks for a request (this process, serving `kv-probe` on an
+    // endpoint it never receives on): `TimedOut`, nothing changed; once its endpoint is
+    // closed (down), taken over at once.
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let ep2 = ipc::open_endpoint(
+        &format!("here/endpoint/kvp-{}", me.serial()),
+        ENDPOINT_RIGHTS,
+    )
+    .map_err(|e| format!("endpoint: {e}"))?;
+    let pid = fnid::register("kv-probe", ep2).map_err(|e| format!("register kv-probe: {e}"))?;
+    let got = fnid::takeover(pid, ep, 1_000_000);
+    let now = fnid::list()
+        .map_err(|e| format!("FN_LIST: {e}"))?
+        .into_iter()
+        .find(|f| f.fnid == pid);
+    if got != Err(Error::TimedOut) || now.map(|f| (f.endpoint, f.generation)) != Some((ep2.0, 1)) {
+        println!("kv: probe: FN_TAKEOVER from a server that never receives: {got:?}, then {now:?}");
+        bad += 1;
+    }
+    let _ = res::close(ep2);
+    let got = fnid::takeover(pid, ep, 1_000_000);
+    if got != Ok(2) {
+        println!("kv: probe: FN_TAKEOVER of a function that is down: {got:?}, want Ok(2)");
+        bad += 1;
+    }
+    fnid::unregister(pid).map_err(|e| format!("unregister kv-probe: {e}"))?;
+    // Another user may not take it over.
+    res::setuser(ulib::abi::res::UserId(4242)).map_err(|e| format!("setuser: {e}"))?;
+    let got = fnid::takeover(id, ep, 1_000_000);
+    if got != Err(Error::Denied) {
+        println!("kv: probe: FN_TAKEOVER by another user: {got:?}, want Err(Denied)");
+        bad += 1;
+    }
+    if bad > 0 {
+        return Err(format!("probe: {bad} answers wrong"));
+    }
+    println!("kv: probe: FN_TAKEOVER's refusals as documented");
+    Ok(())
 }
 
 /// The table in the function's state ICA: found (and upgraded) or made.
@@ -161,17 +323,35 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
         }
         return Err(format!("attach state ICA {region}: {e}"));
     }
+    if found {
+        let (t, what) = open_state(region, len, o)?;
+        return Ok((t, format!("in state ICA {region} ({what})")));
+    }
     // SAFETY: `region` (`len` bytes) is mapped writable at STATE_AT for the rest of this
     // process's life (it is never detached), and nothing else in this process uses that
     // range: the slice is the only way to it.
     let area: &'static mut [u8] =
         unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, len as usize) };
-    let what = if !found {
-        // Format before handing it to the registry: it then always holds a table.
-        kvstate::format_version(area, o.version).map_err(|e| format!("format: {e}"))?;
-        fnid::state(id, Some(region)).map_err(|e| format!("FN_STATE set {region}: {e}"))?;
-        "new"
-    } else if area.get(..8).is_some_and(|m| m == [0; 8]) {
+    // Format before handing it to the registry: it then always holds a table.
+    kvstate::format_version(area, o.version).map_err(|e| format!("format: {e}"))?;
+    fnid::state(id, Some(region)).map_err(|e| format!("FN_STATE set {region}: {e}"))?;
+    let t = open_area(area, o.version).map_err(|e| format!("state ICA {region}: {e}"))?;
+    Ok((t, format!("in state ICA {region} (new)")))
+}
+
+/// The table in the state ICA `region` (`len` bytes) found mapped at [`STATE_AT`]: opened,
+/// formatted if it holds zeroes, upgraded if older; what was done.
+fn open_state(
+    region: ResId,
+    len: u64,
+    o: &Options,
+) -> Result<(Table<'static>, &'static str), String> {
+    // SAFETY: `region` (`len` bytes) is mapped writable at STATE_AT for the rest of this
+    // process's life (it is never detached), and nothing else in this process uses that
+    // range: the slice is the only way to it.
+    let area: &'static mut [u8] =
+        unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, len as usize) };
+    let what = if area.get(..8).is_some_and(|m| m == [0; 8]) {
         // Zeroes: a state ICA set but never formatted (a server that ended before).
         kvstate::format_version(area, o.version).map_err(|e| format!("format: {e}"))?;
         "formatted"
@@ -186,23 +366,27 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
     } else {
         "found"
     };
-    let t = if o.version == kvstate::VERSION {
-        kvstate::open(area)
-    } else {
-        kvstate::open_version(area, o.version)
-    }
-    .map_err(|e| format!("state ICA {region}: {e}"))?;
+    let t = open_area(area, o.version).map_err(|e| format!("state ICA {region}: {e}"))?;
     if let Some(op) = t.recovered() {
         println!(
             "kv: the last server was killed during a {op}: set right (put undone, del finished)"
         );
     }
-    Ok((t, format!("in state ICA {region} ({what})")))
+    Ok((t, what))
+}
+
+/// Open the table in `area` as layout `version`.
+fn open_area(area: &'static mut [u8], version: u32) -> Result<Table<'static>, kvstate::Error> {
+    if version == kvstate::VERSION {
+        kvstate::open(area)
+    } else {
+        kvstate::open_version(area, version)
+    }
 }
 
 /// Answer requests forever, one `REPLY_RECV` per request.
-fn serve(ep: ResId, mut table: Table<'static>) -> Result<(), String> {
-    let mut clients = Clients::new();
+fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), String> {
+    let mut clients = Clients::new(inherited);
     let mut handle = 0;
     let mut out = Msg::default();
     loop {

@@ -1,4 +1,4 @@
-//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | drop | table2 SAMPLES OPS | wait [SECONDS]`:
+//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS]`:
 //! the client of the `kv` server (`user/kv`), which it finds by function id
 //! (`FN_LOOKUP("kv")`), never by pid.
 //!
@@ -17,6 +17,7 @@
 //! | `bench N [SEED]` | N put/get pairs (and a del every 8th) on keys of its own, each reply checked against a local model; one line per mismatch, then `kvcli: bench pairs=N puts=.. gets=.. dels=.. full=.. mismatches=M`; it deletes its keys at the end | 0 if M = 0 |
 //! | `bad` | malformed requests (unknown operation, key too long, empty key, value too long, no `HELLO`, a data area that is not ours, an offset beyond ours), each must get its error status, and a good request after them must work: `kvcli: bad ok` or one `kvcli: bad FAIL ...` line per failure | 0 / 1 |
 //! | `all N` | `kvcli bench N SEED` on every core at once (`SPAWN_ON`, SEED = 1 + core), waits for them: `kvcli: all N ok on C cores` or one `kvcli: all FAIL ...` line per bench that did not exit 0 | 0 / 1 |
+//! | `gap N` | N `GET`s of a key of its own, one after another, each timed (`CLOCK`): `kvcli: gap calls=N median=.. ns max=.. ns gap=.. ns` (gap: the longest beyond the median, e.g. across a live replacement) | 0 if every value is right |
 //! | `drop` | unregisters `kv` (`FN_UNREGISTER`; the registering user or the administrator): `kvcli: kv unregistered` | 0 |
 //! | `table2 SAMPLES OPS` | P3 Table 2 on our platform (`cargo xtask bench ant`): starts `kv` with its state in the state ICA, then in the process, and prints `BENCH` samples of OPS 1 KiB PUT+GET pairs against each (`table2.rs`) | 0 |
 //! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
@@ -117,10 +118,36 @@ fn command(c: &mut Client, args: &[&str]) -> Result<i32, String> {
         ["bench", n] => bench::run(c, n, "1"),
         ["bench", n, seed] => bench::run(c, n, seed),
         ["bad"] => bench::bad(c),
+        ["gap", n] => gap(c, n),
         _ => Err(String::from(
-            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | drop | wait [SECONDS]",
+            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS]",
         )),
     }
+}
+
+/// `gap N`: the service gap seen by one client (module docs).
+fn gap(c: &mut Client, n: &str) -> Result<i32, String> {
+    let n: usize = n.parse().map_err(|_| String::from("gap N"))?;
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let key = format!("gap-{}-{}", me.core(), me.serial());
+    c.put(key.as_bytes(), b"v").map_err(|f| f.to_string())?;
+    let mut times = alloc::vec::Vec::with_capacity(n);
+    let mut wrong = 0;
+    for _ in 0..n {
+        let t0 = sys::clock_ns().unwrap_or(0);
+        let v = c.get(key.as_bytes()).map_err(|f| f.to_string())?;
+        times.push(sys::clock_ns().unwrap_or(0).saturating_sub(t0));
+        wrong += usize::from(v != b"v");
+    }
+    let _ = c.del(key.as_bytes());
+    times.sort_unstable();
+    let median = times.get(n / 2).copied().unwrap_or(0);
+    let max = times.last().copied().unwrap_or(0);
+    println!(
+        "kvcli: gap calls={n} median={median} ns max={max} ns gap={} ns wrong={wrong}",
+        max - median
+    );
+    Ok(i32::from(wrong != 0))
 }
 
 /// `kv` registered and answering, within `seconds`.

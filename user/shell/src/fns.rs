@@ -1,13 +1,93 @@
 //! The function-id command: `fn ls` lists every registered function (`FN_LIST`, as this
 //! core's copy of the kernel's registry has it): its id, name, the serving process and its
 //! core, the server's generation, the requests served under the id, the state ICA, up or
-//! down, and the user that registered it.
+//! down, and the user that registered it. `replace NAME PROG [ARGS] [-c CORE]` replaces a
+//! function's server while it serves (`FN_TAKEOVER`, done by `PROG takeover ARGS`).
 
 use alloc::format;
 use alloc::string::String;
+use ulib::abi::fnid::FnInfo;
 use ulib::abi::fnid::FN_UP;
 use ulib::abi::res::ResId;
-use ulib::{fnid, println};
+use ulib::abi::{Pid, Priority};
+use ulib::{fnid, println, sys};
+
+/// How long `replace` waits for the new server to take over (it then ends it).
+const REPLACE_WAIT_NS: u64 = 10_000_000_000;
+/// Between two looks at the registry.
+const REPLACE_POLL_NS: u64 = 1_000_000;
+
+/// The record of function `name`.
+fn info(name: &str) -> Result<FnInfo, String> {
+    let id = fnid::lookup(name).map_err(|e| format!("replace: no function '{name}': {e}"))?;
+    fnid::list()
+        .map_err(|e| format!("replace: {e}"))?
+        .into_iter()
+        .find(|i| i.fnid == id)
+        .ok_or_else(|| format!("replace: '{name}' not listed"))
+}
+
+/// `replace NAME PROG [ARGS] [-c CORE]`: start `PROG takeover ARGS` (on CORE) and wait until
+/// it serves `NAME` (its generation changes) or ends. Returns the new server, for the shell
+/// to keep as a job; a new server that does not take over in time is ended (the old one
+/// serves on).
+pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
+    const USAGE: &str = "replace: usage: replace NAME PROG [ARGS] [-c CORE]";
+    let mut args: alloc::vec::Vec<&str> = args.to_vec();
+    let mut core = None;
+    if let Some(at) = args.iter().position(|a| *a == "-c") {
+        let value = args.get(at + 1).ok_or(USAGE)?;
+        core = Some(
+            crate::cores::parse_core(value)
+                .ok_or_else(|| format!("replace: bad core '{value}' (a number, e.g. 1)"))?,
+        );
+        args.drain(at..at + 2);
+    }
+    let [name, prog, rest @ ..] = args.as_slice() else {
+        return Err(USAGE.into());
+    };
+    let before = info(name)?;
+    let mut prog_args = alloc::vec!["takeover"];
+    prog_args.extend_from_slice(rest);
+    let new = match core {
+        None => sys::spawn(prog, &prog_args, Priority::Server),
+        Some(c) => sys::spawn_on(prog, &prog_args, Priority::Server, c),
+    }
+    .map_err(|e| format!("replace: {e}: {prog}"))?;
+    let start = sys::clock_ns().unwrap_or(0);
+    loop {
+        let now = info(name).ok();
+        if let Some(i) = now.filter(|i| i.generation != before.generation && i.server == new) {
+            let old = if before.state == FN_UP {
+                format!("{}", before.server)
+            } else {
+                String::from("- (down)")
+            };
+            println!(
+                "replaced {}: pid {old} -> pid {new} (core {}), server generation {}",
+                i.fnid,
+                new.core(),
+                i.generation
+            );
+            return Ok(new);
+        }
+        // Ended without taking over (its start-up check failed, or FN_TAKEOVER did).
+        if let Ok((_, status)) = sys::wait_timeout(Some(new), 0) {
+            return Err(format!(
+                "replace: {prog} ({new}) ended (how {}, code {}) without taking over {name}; the old server serves on",
+                status.how, status.code
+            ));
+        }
+        if sys::clock_ns().unwrap_or(u64::MAX).saturating_sub(start) > REPLACE_WAIT_NS {
+            let _ = sys::kill(new);
+            let _ = sys::wait_timeout(Some(new), REPLACE_WAIT_NS);
+            return Err(format!(
+                "replace: {prog} ({new}) did not take over {name} in time: ended; the old server serves on"
+            ));
+        }
+        let _ = sys::sleep_ns(REPLACE_POLL_NS);
+    }
+}
 
 /// `fn ARGS`.
 pub(crate) fn command(args: &[&str]) -> Result<(), String> {

@@ -14,7 +14,7 @@
 //! for any child reports, however often the job moved to another core (by `migrate` or
 //! by itself); `jobs` lists the jobs and `wait [PID]` waits for them. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
 //! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`], `fn ls`
-//! in [`fns`].
+//! and `replace` in [`fns`].
 //!
 //! `exit` ends the shell (refused while jobs run: they would outlive it with nobody allowed
 //! to kill them); the kernel then starts a new one (`kernel/src/init.rs`), as it does
@@ -97,6 +97,9 @@ commands:
   fn ls                           registered functions (function ids): id, name,
                                   server pid, core, server generation, requests served,
                                   state ICA, up or down, user
+  replace NAME PROG [ARGS] [-c CORE]
+                                  replace NAME's server while it serves: starts
+                                  PROG takeover ARGS (a job), reports the switch
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";
@@ -220,6 +223,12 @@ impl Shell {
             "su" => self.su(args),
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
             "fn" => fns::command(args),
+            "replace" => {
+                let pid = fns::replace(args)?;
+                self.jobs
+                    .push(Job::new(pid, args.get(1).copied().unwrap_or("?")));
+                Ok(())
+            }
             "exit" => {
                 no_args(cmd)?;
                 // Its jobs would become the kernel's, which no later shell may kill.

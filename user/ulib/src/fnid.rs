@@ -54,3 +54,11 @@ pub fn state(fnid: FnId, vregion: Option<ResId>) -> Result<Option<ResId>, Error>
     let v = decode(unsafe { raw::syscall2(nr::FN_STATE, fnid.0, set) })?;
     Ok((v != 0).then_some(ResId(v)))
 }
+
+/// FN_TAKEOVER: take function `fnid` over with `endpoint` (the caller's own), waiting at most
+/// `timeout_ns` for the old server to finish its request step; the new server generation.
+/// Attach the state ICA only after it returns (the old server has ended then).
+pub fn takeover(fnid: FnId, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
+    // SAFETY: no memory is passed.
+    decode(unsafe { raw::syscall3(nr::FN_TAKEOVER, fnid.0, endpoint.0, timeout_ns) })
+}

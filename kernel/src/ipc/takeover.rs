@@ -1,0 +1,414 @@
+//! Live replacement, the request queues' side (issue 14, P3's replacement; the contract is
+//! `abi::fnid`'s `FN_TAKEOVER`, entered at [`takeover`]; the registry's side is
+//! `fnid::takeover_check` and `fnid::switch`, made at the registry's home).
+//!
+//! The rights are checked at the home first (as for registering again); a function that is
+//! down is taken over there at once. P3 replaces a server between two of its steps, with its request queue kept in the
+//! kernel. Here the steps are the old server's `RECV`/`REPLY_RECV`s: the new server's core
+//! asks the old server's core to retire it ([`ask`]); the old process is marked, and the
+//! next time it looks for a request holding none ([`begin`], from `take_request`) it is not
+//! given one. Instead its own thread, in the kernel ([`finish_if_handing`]):
+//!
+//! 1. takes the requests queued for the old endpoint out of its queue (their ICAs unmapped
+//!    from it) and sends them, in order, to the new endpoint (its core's queue, through RPCC
+//!    if another core);
+//! 2. has the home switch the function to the new endpoint (server generation + 1), which
+//!    returns once every core's copy maps the new endpoint;
+//! 3. ends the process, in the same visit to the scheduler's tables that finds nothing more
+//!    to forward.
+//!
+//! Requests that reach the old endpoint while this goes on (resolved before a core took
+//! the switch) are not queued for the old server but appended behind the moved ones
+//! ([`accept`]) and sent the same way, so nothing is answered `Gone` or twice, and each
+//! request is answered by exactly one server. The old server's end answers the waiting
+//! `FN_TAKEOVER` ([`ended`]): only then may the new server attach the state ICA, which the
+//! old one mapped until its address space went.
+//!
+//! If the switch fails (the function was unregistered or changed meanwhile), the old server
+//! still ends and `FN_TAKEOVER` fails with the switch's error.
+//!
+//! Left open: a request resolved from a copy before the switch and still in transit to
+//! the old core after the old process ended is answered `Gone` (every core has taken the
+//! switch by then, so only a request already in an RPCC ring can be late). A server with
+//! several threads receiving at once is retired by the first that looks; the others get
+//! `Gone` from their `RECV`. A timeout (the old server holds a request, or does not look
+//! for the next, within it) withdraws the ask at the old core if nothing started
+//! ([`cancel`]): `TimedOut`, nothing changed; once started, the answer is waited for.
+
+use super::{fail, wake_waiting_threads, Caller, Incoming, ProcIpc};
+use crate::proc::sched;
+use crate::rpcc::{self, Op};
+use abi::ipc::Completion;
+use abi::res::ResId;
+use abi::{Error, Pid};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+
+/// What the new server asks of the old one's core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retire {
+    /// The function, and where its requests go now and will go.
+    pub fnid: u64,
+    pub old: ResId,
+    pub new: ResId,
+    /// The old server, and the new one.
+    pub server: Pid,
+    pub successor: Pid,
+    /// The new server's `FN_TAKEOVER`, answered when the old server ends.
+    pub waiter: Caller,
+}
+
+/// A process being retired (`ProcIpc::takeover`).
+pub enum State {
+    /// Asked: it is retired when it next looks for a request holding none.
+    Asked(Retire),
+    /// Handing over: `queue` (the old endpoint's requests, in order) goes to the new
+    /// endpoint; `started` once its thread does it; `switched` the new generation once the
+    /// function is switched (or the error that stopped it).
+    Handing {
+        retire: Retire,
+        queue: VecDeque<Incoming>,
+        started: bool,
+        switched: Option<Result<u64, Error>>,
+    },
+}
+
+/// On the old server's core: mark it to be retired and wake it if it waits for a request.
+pub fn ask(r: Retire) -> Result<(), Error> {
+    sched::with(|s| {
+        let serial = r.server.serial();
+        let p = s
+            .processes
+            .get_mut(&serial)
+            .filter(|p| p.ended.is_none() && p.pid == r.server)
+            .ok_or(Error::Gone)?;
+        if p.ipc.takeover.is_some() {
+            return Err(Error::Busy);
+        }
+        p.ipc.takeover = Some(Box::new(State::Asked(r)));
+        wake_waiting_threads(s, serial);
+        Ok(())
+    })
+}
+
+/// What [`cancel`] found.
+pub enum Cancelled {
+    /// Not started: nothing changed.
+    Yes,
+    /// Under way (or the old server ended): the answer comes.
+    UnderWay,
+}
+
+/// On the old server's core: the new server stops waiting for `waiter`'s takeover.
+pub fn cancel(server: Pid, waiter: Caller) -> Cancelled {
+    sched::with(|s| {
+        let Some(p) = s
+            .processes
+            .get_mut(&server.serial())
+            .filter(|p| p.pid == server && p.ended.is_none())
+        else {
+            return Cancelled::UnderWay;
+        };
+        match p.ipc.takeover.as_deref() {
+            Some(State::Asked(r)) if r.waiter == waiter => {
+                p.ipc.takeover = None;
+                Cancelled::Yes
+            }
+            _ => Cancelled::UnderWay,
+        }
+    })
+}
+
+/// From `take_request` (the owner looks for a request on `endpoint`, `ipc` is its queues,
+/// `vs` its address space): if it is asked to retire and holds no request, start handing
+/// over. True if it must not be given a request (it is being retired).
+#[cold]
+#[inline(never)]
+pub(super) fn begin(
+    ipc: &mut ProcIpc,
+    vs: Option<&mut crate::proc::vspace::VSpace>,
+    endpoint: ResId,
+) -> bool {
+    let r = match ipc.takeover.as_deref() {
+        Some(State::Asked(r)) if r.old == endpoint && ipc.serving.len() == 0 => *r,
+        Some(State::Handing { .. }) => return true,
+        _ => return false,
+    };
+    let (queue, keep): (VecDeque<Incoming>, VecDeque<Incoming>) =
+        ipc.requests.drain(..).partition(|i| i.endpoint == r.old);
+    ipc.requests = keep;
+    // The ICAs they carry are mapped again where they go: out of this address space.
+    let slice: alloc::vec::Vec<Incoming> = queue.iter().cloned().collect();
+    let _ = super::ica::unmap_untaken(vs, &slice);
+    ipc.takeover = Some(Box::new(State::Handing {
+        retire: r,
+        queue,
+        started: false,
+        switched: None,
+    }));
+    true
+}
+
+/// A request for `incoming.endpoint` reaches a process being retired (`ipc`): returned to be
+/// queued as usual, or `None` if it is to be forwarded (kept behind the moved ones).
+#[cold]
+#[inline(never)]
+pub(super) fn accept(ipc: &mut ProcIpc, incoming: Incoming) -> Option<Incoming> {
+    match ipc.takeover.as_deref_mut() {
+        Some(State::Handing { retire, queue, .. }) if incoming.endpoint == retire.old => {
+            queue.push_back(incoming);
+            None
+        }
+        _ => Some(incoming),
+    }
+}
+
+/// A same-core `CALL`'s request (`fast::call_local`) reaches a process being retired
+/// (`target`): kept to be forwarded, or else queued as `enqueue` queues it (the receiver is
+/// woken by the caller, not switched to).
+#[cold]
+#[inline(never)]
+pub(super) fn accept_or_queue(
+    target: &mut crate::proc::Process,
+    incoming: Incoming,
+) -> Result<(), Error> {
+    let Some(mut incoming) = accept(&mut target.ipc, incoming) else {
+        return Ok(());
+    };
+    if target.ipc.requests.len() >= super::MAX_QUEUED {
+        return Err(Error::Busy);
+    }
+    if let Some(ica) = &incoming.ica {
+        super::ica::land(target.vspace.as_mut(), ica, &mut incoming.msg)?;
+    }
+    target.ipc.requests.push_back(incoming);
+    Ok(())
+}
+
+/// The receiving loop found the running process being retired: if its handing over has
+/// not started, this thread does it and the process ends (no return); else back.
+#[cold]
+#[inline(never)]
+pub(super) fn finish_if_handing() {
+    let r = sched::with(|s| {
+        let p = s.processes.get_mut(&s.current_process()?)?;
+        match p.ipc.takeover.as_deref_mut() {
+            Some(State::Handing {
+                retire, started, ..
+            }) if !*started => {
+                *started = true;
+                Some(*retire)
+            }
+            _ => None,
+        }
+    });
+    if let Some(r) = r {
+        hand_over(r);
+    }
+}
+
+/// What the handing thread does next.
+enum Next {
+    Forward(Incoming),
+    Switch,
+    Ended,
+}
+
+/// Send the queue on, switch the function, end the process (module docs).
+fn hand_over(r: Retire) -> ! {
+    loop {
+        let next = sched::with(|s| {
+            let Some(serial) = s.current_process() else {
+                return Next::Ended;
+            };
+            let Some(p) = s.processes.get_mut(&serial) else {
+                return Next::Ended;
+            };
+            if let Some(State::Handing {
+                queue, switched, ..
+            }) = p.ipc.takeover.as_deref_mut()
+            {
+                if let Some(i) = queue.pop_front() {
+                    return Next::Forward(i);
+                }
+                if switched.is_none() {
+                    return Next::Switch;
+                }
+            }
+            // Nothing more to send: the process ends in this same visit, so nothing more
+            // can be queued for it.
+            crate::proc::end_process(s, serial, abi::WaitStatus::default());
+            Next::Ended
+        });
+        match next {
+            Next::Forward(i) => forward(i, r.new),
+            Next::Switch => {
+                let result = crate::fnid::switch(r.fnid, r.old, r.new, r.successor);
+                sched::with(|s| {
+                    let p = s
+                        .current_process()
+                        .and_then(|serial| s.processes.get_mut(&serial));
+                    if let Some(State::Handing { switched, .. }) =
+                        p.and_then(|p| p.ipc.takeover.as_deref_mut())
+                    {
+                        *switched = Some(result);
+                    }
+                });
+            }
+            Next::Ended => sched::exit_current(),
+        }
+    }
+}
+
+/// Times a full queue at the new endpoint is tried again, and the wait between tries.
+const BUSY_TRIES: u32 = 1000;
+const BUSY_WAIT_NS: u64 = 20_000;
+
+/// Queue `incoming` (for the old endpoint) at endpoint `new`; if it cannot be, its caller
+/// gets the error (never silence).
+fn forward(mut incoming: Incoming, new: ResId) {
+    incoming.endpoint = new;
+    let mut tries = 0;
+    let e = loop {
+        let r = if new.core() == crate::percore::current_core() {
+            super::enqueue(incoming.clone())
+        } else {
+            rpcc::call(new.core(), Op::Enqueue(incoming.clone())).map(drop)
+        };
+        match r {
+            Ok(()) => return,
+            Err(Error::Busy) if tries < BUSY_TRIES => {
+                tries += 1;
+                let at = crate::time::now_ns().saturating_add(BUSY_WAIT_NS);
+                sched::block(sched::Block::Ipc(at));
+            }
+            Err(e) => break e,
+        }
+    };
+    if let Some(ica) = incoming.ica {
+        super::ica::lost(ica.region);
+    }
+    if let Some(caller) = incoming.caller {
+        fail(None, caller, e);
+    }
+}
+
+/// A process being retired ended (`ipc::process_ended`): the new server's `FN_TAKEOVER`
+/// gets its answer; what was left to forward gets `Gone`.
+pub(super) fn ended(s: &mut sched::Sched, state: State) {
+    let (r, answer, left) = match state {
+        State::Asked(r) => (r, Err(Error::Gone), VecDeque::new()),
+        State::Handing {
+            retire,
+            queue,
+            switched,
+            ..
+        } => (retire, switched.unwrap_or(Err(Error::Gone)), queue),
+    };
+    for caller in left.into_iter().filter_map(|i| i.caller) {
+        fail(Some(&mut *s), caller, Error::Gone);
+    }
+    let completion = match answer {
+        Ok(generation) => Completion {
+            ticket: r.waiter.ticket,
+            value: generation,
+            ..Completion::default()
+        },
+        Err(e) => Completion {
+            ticket: r.waiter.ticket,
+            status: e as u64,
+            ..Completion::default()
+        },
+    };
+    super::deliver(Some(s), r.waiter, completion, None);
+}
+
+/// FN_TAKEOVER: the caller, with `endpoint` (its own), takes `fnid` over from its server
+/// (`abi::fnid`). Returns the new server generation.
+pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
+    let server = crate::fnid::own_endpoint(endpoint)?;
+    // A few rounds at most: another is needed only if the old server ended meanwhile (then
+    // the function is down and is taken over at once) or this core's copy was behind.
+    for _ in 0..4 {
+        let (old, old_server) = crate::fnid::serving(fnid)?;
+        let g = crate::fnid::takeover_check(fnid, old, endpoint, server)?;
+        if g != 0 {
+            return Ok(g);
+        }
+        let r = Retire {
+            fnid,
+            old,
+            new: endpoint,
+            server: old_server,
+            successor: server,
+            waiter: Caller {
+                pid: server,
+                ticket: 0,
+                thread: 0,
+            },
+        };
+        match wait(r, timeout_ns) {
+            // The old server ended first: the home finds its endpoint gone (next round).
+            Err(Error::Gone) => {}
+            r => return r,
+        }
+    }
+    Err(Error::Busy)
+}
+
+/// On the new server's core: ask for `r` (its `waiter` filled in here) and wait at most
+/// `timeout_ns` for the old server to end; the new generation.
+fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
+    let thread = sched::with(|s| s.current_thread()).unwrap_or(0);
+    let (ticket, me) = super::with_mine(|ipc, me| {
+        ipc.next_ticket += 1;
+        let ticket = ipc.next_ticket;
+        ipc.pending.insert(ticket, None);
+        Ok((ticket, me))
+    })?;
+    r.waiter = Caller {
+        pid: me,
+        ticket,
+        thread,
+    };
+    let forget = || {
+        let _ = super::with_mine(|ipc, _| {
+            ipc.pending.remove(&ticket);
+            Ok(())
+        });
+    };
+    let asked = if r.server.core() == crate::percore::current_core() {
+        ask(r)
+    } else {
+        rpcc::call(r.server.core(), Op::Retire(r)).map(drop)
+    };
+    if let Err(e) = asked {
+        forget();
+        return Err(e);
+    }
+    let got = match super::collect(ticket, timeout_ns) {
+        Err(Error::TimedOut) => {
+            let c = if r.server.core() == crate::percore::current_core() {
+                matches!(cancel(r.server, r.waiter), Cancelled::Yes)
+            } else {
+                let op = Op::RetireCancel {
+                    server: r.server,
+                    waiter: r.waiter,
+                };
+                rpcc::call(r.server.core(), op).and_then(|o| o.value()) == Ok(0)
+            };
+            if c {
+                forget();
+                return Err(Error::TimedOut);
+            }
+            // Under way: the old server's end answers soon.
+            super::collect(ticket, u64::MAX)
+        }
+        got => got,
+    };
+    let (c, _) = got?;
+    match c.status {
+        0 => Ok(c.value),
+        s => Err(Error::from_code(s)),
+    }
+}

@@ -1,0 +1,265 @@
+//! Live replacement (issue 14, `FN_TAKEOVER`; `ipc::takeover`, `fnid::takeover`) with the
+//! real server, `kv`, and its client `kvcli`:
+//!
+//! - `kv` replaced on this core and then on another while `kvcli all` (a bench on every
+//!   core, every reply checked against its model) calls it: the benches end clean (no
+//!   request lost, none answered twice or wrongly), the data put before is still there, and
+//!   (over a second run, the first warming up) every frame comes back once the function
+//!   and its state go;
+//! - replace-while-hammering: two `kvcli all` (a client process per core each: four on two
+//!   cores) while kv is replaced 20 times, alternating cores (restart after a crash is not
+//!   built yet: not in this test);
+//! - rollback and refusals: `kv takeover fail` fails its start-up check before the switch
+//!   and the old server serves on; `kv takeover probe` gets `FN_TAKEOVER`'s refusals
+//!   (another user, forged and stale ids, an endpoint not the caller's) with nothing
+//!   changed;
+//! - the service gap one client sees across a replacement (`kvcli gap`), printed.
+
+use super::kv::{drop_kv, end_kv, kvcli, served, start_kv_on, STATE_BYTES};
+use super::{finish, frames_after, free_frames_per_core, run_to_end};
+use crate::proc::{self, TEST_PARENT};
+use crate::rpcc::{self, Op, Out};
+use crate::{kassert, ktest, percore};
+use abi::res::UserId;
+use abi::{Pid, Priority};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// `kv`'s server generation and server, as this core's copy has them.
+fn kv_now() -> (u64, Pid) {
+    crate::fnid::list()
+        .ok()
+        .and_then(|l| l.into_iter().find(|f| f.name() == "kv"))
+        .map_or((0, Pid(0)), |f| (f.generation, f.server))
+}
+
+fn ended_here(pid: u64) -> u64 {
+    u64::from(proc::has_ended(Pid(pid)))
+}
+
+/// Has `pid` (of any core) ended?
+fn ended(pid: Pid) -> bool {
+    if pid.core() == percore::current_core() {
+        return proc::has_ended(pid);
+    }
+    super::rpcc::on(pid.core(), ended_here, pid.0) == Ok(1)
+}
+
+/// Spawn `name ARGS` on `core` (a child of the tests there).
+fn spawn_on(core: usize, name: &str, args: &[&str]) -> Result<Pid, String> {
+    if core == percore::current_core() {
+        return proc::spawn(name, args, Priority::Server, TEST_PARENT)
+            .map_err(|e| format!("spawn {name}: {e}"));
+    }
+    let op = Op::Spawn {
+        name: name.into(),
+        args: args.iter().map(|a| String::from(*a)).collect(),
+        priority: Priority::Server,
+    };
+    match rpcc::call(core, op) {
+        Ok(Out::Pid(p)) => Ok(p),
+        Ok(_) => Err(format!("spawn {name} on core {core}: unexpected reply")),
+        Err(e) => Err(format!("spawn {name} on core {core}: {e:?}")),
+    }
+}
+
+/// Replace `kv` (served by `old`) with `kv takeover` on `core`: waits (300 s: a hang guard
+/// only) for the function's generation to change and `old` to end; the new server.
+fn replace_on(core: usize, old: Pid) -> Result<Pid, String> {
+    let (g0, _) = kv_now();
+    let new = spawn_on(core, "kv", &["takeover"])?;
+    crate::proc::sched::run_until(300_000_000_000, || {
+        (kv_now().0 > g0 && ended(old)) || ended(new)
+    });
+    let (g, server) = kv_now();
+    if g <= g0 || server != new || !ended(old) {
+        end_kv(new);
+        return Err(format!(
+            "kv takeover on core {core} (pid {new}): generation {g0} -> {g}, server {server}, old {old} ended: {}",
+            ended(old)
+        ));
+    }
+    end_kv(old); // collects it (it ended)
+    Ok(new)
+}
+
+/// A `kvcli all N` hammer, spawned here.
+fn hammer(n: &str) -> Result<Pid, String> {
+    proc::spawn("kvcli", &["all", n], Priority::App, TEST_PARENT)
+        .map_err(|e| format!("spawn kvcli all: {e}"))
+}
+
+/// Wait for `hammer` to end and check that it passed (every reply as its model says).
+fn passed(hammer: Pid) -> crate::ktest::TestResult {
+    let s = finish(hammer, "kvcli all", 900)?;
+    kassert!(
+        s.how == abi::ENDED_EXIT && s.code == 0,
+        "kvcli all across the replacements ended with {s:?} (its console lines say which reply)"
+    );
+    Ok(())
+}
+
+/// kv started here, `kvcli all` on every core, kv replaced on this core and then on
+/// `other` while it runs; every reply right, the data still there; everything ended and
+/// the function and its state dropped.
+fn benched_replacements(here: usize, other: usize) -> crate::ktest::TestResult {
+    let size = format!("{STATE_BYTES}");
+    let first = start_kv_on(here, &[&size])?;
+    kvcli(first, &["put", "alpha", "one"])?;
+    let base = served();
+    let h = hammer("300").inspect_err(|_| end_kv(first))?;
+    crate::proc::sched::run_until(300_000_000_000, || {
+        served() >= base + 100 || proc::has_ended(h)
+    });
+    let second = replace_on(here, first).inspect_err(|_| {
+        super::end_and_reap(h);
+        end_kv(first);
+        let _ = drop_kv(first);
+    })?;
+    let third = replace_on(other, second).inspect_err(|_| {
+        super::end_and_reap(h);
+        end_kv(second);
+        let _ = drop_kv(first);
+    })?;
+    let r = passed(h)
+        .and_then(|()| kvcli(third, &["get", "alpha", "one"]))
+        .and_then(|()| kvcli(third, &["all", "30"]));
+    end_kv(third);
+    drop_kv(first)?;
+    r
+}
+
+ktest! {
+    /// kv replaced on this core and on another while benches on every core call it: every
+    /// reply right, the data still there; a second run (the first warms heaps, stacks and
+    /// agents up) leaves every core's free frames where they were.
+    fn replace_kv_while_benched_on_every_core() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let other = super::rpcc::other_core().unwrap_or(here);
+        benched_replacements(here, other)?;
+        let before = free_frames_per_core()?;
+        benched_replacements(here, other)?;
+        let after = frames_after(&before)?;
+        kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// Replace-while-hammering: four client processes (two `kvcli all`) on every core while
+    /// kv is replaced 20 times, alternating cores; every reply checked.
+    fn replace_kv_twenty_times_while_hammered() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let other = super::rpcc::other_core().unwrap_or(here);
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv_on(here, &[&size])?;
+        kvcli(first, &["put", "alpha", "one"])?;
+        let hammers = [hammer("400"), hammer("400")];
+        let mut server = first;
+        let mut failed = None;
+        for i in 0..20 {
+            let core = if i % 2 == 0 { other } else { here };
+            match replace_on(core, server) {
+                Ok(next) => server = next,
+                Err(e) => {
+                    failed = Some(format!("replacement {}: {e}", i + 1));
+                    break;
+                }
+            }
+        }
+        let mut results = Vec::new();
+        for h in hammers.into_iter().flatten() {
+            if failed.is_some() {
+                super::end_and_reap(h);
+            } else {
+                results.push(passed(h));
+            }
+        }
+        let r = kvcli(server, &["get", "alpha", "one"]);
+        end_kv(server);
+        drop_kv(first)?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        for r in results {
+            r?;
+        }
+        r
+    }
+}
+
+ktest! {
+    /// Rollback and refusals: a takeover that fails its start-up check, and FN_TAKEOVER's
+    /// refusals, leave the old server serving under the same generation.
+    fn replace_kv_rollback_and_refusals() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv_on(here, &[&size])?;
+        let r = (|| {
+            kvcli(first, &["put", "alpha", "one"])?;
+            let (g0, s0) = kv_now();
+            let s = run_to_end("kv", &["takeover", "fail"], Priority::Server, 300)?;
+            kassert!(
+                s.how == abi::ENDED_EXIT && s.code == 1,
+                "kv takeover fail ended with {s:?}, not exit 1"
+            );
+            let s = run_to_end("kv", &["takeover", "probe"], Priority::Server, 300)?;
+            kassert!(
+                s.how == abi::ENDED_EXIT && s.code == 0,
+                "kv takeover probe ended with {s:?} (its console lines say which answer)"
+            );
+            kassert!(kv_now() == (g0, s0), "kv changed: {:?} -> {:?}", (g0, s0), kv_now());
+            kassert!(!proc::has_ended(first), "the old kv ended");
+            kvcli(first, &["get", "alpha", "one"])
+        })();
+        end_kv(first);
+        drop_kv(first)?;
+        r
+    }
+}
+
+ktest! {
+    /// The service gap (issue 14's target: under 1 ms): `kvcli gap` times one client's
+    /// calls, first with nothing happening, then across one replacement on another core;
+    /// every reply must be right. The figures are printed (not decided on: the clock here
+    /// is not deterministic).
+    fn replace_kv_service_gap() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let other = super::rpcc::other_core().unwrap_or(here);
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv_on(here, &[&size])?;
+        let quiet = kvcli(first, &["gap", "2000"]);
+        let base = served();
+        let client = quiet.and_then(|()| {
+            proc::spawn("kvcli", &["gap", "4000"], Priority::App, TEST_PARENT)
+                .map_err(|e| format!("spawn kvcli gap: {e}"))
+        });
+        let mut server = first;
+        let r = client.and_then(|client| {
+            crate::proc::sched::run_until(300_000_000_000, || {
+                served() >= base + 500 || proc::has_ended(client)
+            });
+            let during = !proc::has_ended(client);
+            let replaced = replace_on(other, first);
+            if let Ok(next) = &replaced {
+                server = *next;
+            }
+            let s = finish(client, "kvcli gap", 600)?;
+            replaced?;
+            kassert!(during, "kvcli gap ended before the replacement began");
+            kassert!(
+                s.how == abi::ENDED_EXIT && s.code == 0,
+                "kvcli gap across the replacement ended with {s:?}"
+            );
+            Ok(())
+        });
+        end_kv(server);
+        drop_kv(first)?;
+        r
+    }
+}
