@@ -1,0 +1,165 @@
+//! The registry's table: the records of its slots ([`Slot`]: a function's [`Entry`] and
+//! the version a copy compares) and the rules every change obeys ([`FnTable`]), kept apart
+//! from where the table lives and how changes travel (the parent module), so the rules
+//! can be read, and tested, on their own.
+
+#![deny(unsafe_code)]
+
+use super::*;
+/// A valid function name, as the registry stores it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Name {
+    pub(super) bytes: [u8; FN_NAME_MAX],
+    pub(super) len: u8,
+}
+
+impl Name {
+    /// `name` if it follows the rules (`abi::fnid::valid_name`), else `BadName`.
+    pub fn new(name: &[u8]) -> Result<Name, Error> {
+        if !abi::fnid::valid_name(name) {
+            return Err(Error::BadName);
+        }
+        let mut bytes = [0; FN_NAME_MAX];
+        bytes[..name.len()].copy_from_slice(name);
+        Ok(Name {
+            bytes,
+            len: name.len() as u8,
+        })
+    }
+
+    pub(super) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+/// A registered function.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    pub(super) name: Name,
+    /// The user that registered it (who may register it again or unregister it).
+    pub(super) user: UserId,
+    /// Where its requests go now, and the process that receives there.
+    pub(super) endpoint: ResId,
+    pub(super) server: Pid,
+    /// 1 for the first server, one more for each that registered the name again.
+    pub(super) server_generation: u64,
+    /// The state ICA (a vregion id), 0 if none.
+    pub(super) state_ica: u64,
+    /// False once the server ended or closed its endpoint (requests get `Gone`).
+    pub(super) up: bool,
+}
+
+/// One slot of the registry, as the home keeps it and pushes it.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot {
+    /// Changes made to this slot at home; a copy takes a pushed record only if newer.
+    pub(super) version: u64,
+    /// Generation of the latest function id issued in this slot (0: never used).
+    pub(super) generation: u32,
+    pub(super) entry: Option<Entry>,
+}
+
+/// One core's copy of the registry (the home's is the registry), and the requests this
+/// core's servers took per function.
+pub struct FnTable {
+    pub(super) slots: [Slot; MAX_FNIDS],
+    /// Per slot: the function id counted and the requests taken under it here.
+    pub(super) served: [(u64, u64); MAX_FNIDS],
+}
+
+impl FnTable {
+    pub const fn new() -> Self {
+        FnTable {
+            slots: [Slot {
+                version: 0,
+                generation: 0,
+                entry: None,
+            }; MAX_FNIDS],
+            served: [(0, 0); MAX_FNIDS],
+        }
+    }
+
+    /// The slot index and entry of function id `raw`, or the error a request to it gets
+    /// before its state is looked at.
+    pub(super) fn find(&self, raw: u64) -> Result<(usize, &Entry), Error> {
+        let i = self.index(raw)?;
+        match &self.slots[i].entry {
+            Some(e) => Ok((i, e)),
+            None => Err(Error::StaleResource),
+        }
+    }
+
+    pub(super) fn find_mut(&mut self, raw: u64) -> Result<(usize, &mut Slot), Error> {
+        let i = self.index(raw)?;
+        let slot = &mut self.slots[i];
+        if slot.entry.is_none() {
+            return Err(Error::StaleResource);
+        }
+        Ok((i, slot))
+    }
+
+    /// The slot of function id `raw` if it is the slot's current id: `NoSuchResource` for
+    /// an id never issued (forged), `StaleResource` for an older one.
+    pub(super) fn index(&self, raw: u64) -> Result<usize, Error> {
+        let id = FnId::from_raw(raw).ok_or(Error::NoSuchResource)?;
+        let i = id.slot() as usize;
+        let issued = self.slots[i].generation;
+        let g = id.generation();
+        if g == 0 || g > issued {
+            return Err(Error::NoSuchResource);
+        }
+        if g < issued {
+            return Err(Error::StaleResource);
+        }
+        Ok(i)
+    }
+
+    pub(super) fn id_of(&self, i: usize) -> FnId {
+        FnId::new(i as u32, self.slots[i].generation)
+    }
+
+    /// Slot `slot`, as the home pushes it.
+    pub(crate) fn record(&self, slot: usize) -> Slot {
+        self.slots[slot]
+    }
+
+    /// A copy's rule: take `record` for slot `slot` if it is newer than the one held.
+    pub(crate) fn take(&mut self, slot: u32, record: Slot) -> bool {
+        match self.slots.get_mut(slot as usize) {
+            Some(s) if record.version > s.version => {
+                *s = record;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The endpoint function id `raw` maps to in this table.
+    pub(crate) fn resolve(&self, raw: u64) -> Result<ResId, Error> {
+        let (_, e) = self.find(raw)?;
+        if e.up {
+            Ok(e.endpoint)
+        } else {
+            Err(Error::Gone)
+        }
+    }
+
+    /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down if
+    /// that endpoint still serves it. Returns the slot changed.
+    pub(crate) fn mark_down(&mut self, fnid: u64, endpoint: ResId) -> Option<usize> {
+        let (i, slot) = self.find_mut(fnid).ok()?;
+        let e = slot.entry.as_mut()?;
+        if !e.up || e.endpoint != endpoint {
+            return None;
+        }
+        e.up = false;
+        slot.version += 1;
+        Some(i)
+    }
+}
+
+impl Default for FnTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
