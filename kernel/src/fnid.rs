@@ -255,11 +255,7 @@ pub(crate) fn register_in(
             return Err(Error::Denied);
         }
         // Down: the next server takes over under the same id.
-        e.endpoint = endpoint;
-        e.server = server;
-        e.server_generation += 1;
-        e.up = true;
-        slot.version += 1;
+        slot.serve(endpoint, server)?;
         return Ok(Found::Done(i, t.id_of(i)));
     }
     let i = t
@@ -347,13 +343,7 @@ fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, 
         if slot.version != version {
             return Err(Error::Busy);
         }
-        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
-        e.endpoint = new;
-        e.server = server;
-        e.server_generation += 1;
-        e.up = true;
-        slot.version += 1;
-        Ok((i, e.server_generation))
+        slot.serve(new, server).map(|g| (i, g))
     })?;
     push(slot, true);
     Ok(generation)
@@ -365,16 +355,11 @@ fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, 
 pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
     let (slot, generation) = table(|t| {
         let (i, slot) = t.find_mut(fnid)?;
-        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        let e = slot.entry.as_ref().ok_or(Error::StaleResource)?;
         if e.up && e.endpoint != old {
             return Err(Error::Busy);
         }
-        e.endpoint = new;
-        e.server = server;
-        e.server_generation += 1;
-        e.up = true;
-        slot.version += 1;
-        Ok((i, e.server_generation))
+        slot.serve(new, server).map(|g| (i, g))
     })?;
     push(slot, true);
     Ok(generation)

@@ -222,17 +222,27 @@ pub(crate) fn bench_samples(lines: &[String], peer: &str) -> Result<Vec<(String,
 
 /// `basics`: null call, yield ping-pong, spawn+wait and 4 KiB heap growth on one core, in
 /// deterministic mode, against Linux in the same QEMU configuration.
-pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
+/// A one-core guest in deterministic mode that runs `start` (`PROG,ARG,...`) at boot and
+/// powers off: the kernel and boot archive built, QEMU checked.
+pub fn deterministic_program(start: &str) -> Result<Guest> {
     crate::qemu::ensure()?;
     let kernel = crate::build::kernel()?;
     let archive = crate::user::build_archive()?;
-    let mut g = Guest::new(
-        &kernel,
-        1,
-        &format!("noshell poweroff start=0:basics,{runs}"),
-    );
+    let mut g = Guest::new(&kernel, 1, &format!("noshell poweroff start=0:{start}"));
     g.initrd = Some(archive);
     g.mode = Mode::Deterministic;
+    Ok(g)
+}
+
+/// A report's QEMU line: `qemu`'s command line from `-smp` on (the kernel and its
+/// arguments are said elsewhere).
+pub fn qemu_from_smp(qemu: &str) -> String {
+    qemu.split_once(" -smp ")
+        .map_or(qemu.to_string(), |(_, rest)| format!("-smp {rest}"))
+}
+
+pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
+    let g = deterministic_program(&format!("basics,{runs}"))?;
     eprintln!("xtask: bench basics: Musubi, {runs} samples per case");
     let c = finished_run(&g, "Musubi basics", Duration::from_secs(900))?;
     let ours = bench_samples(&c.lines, "musubi")?;

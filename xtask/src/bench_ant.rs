@@ -9,7 +9,7 @@
 //! (live replacement is built; `kvcli gap` measures one client's gap by hand).
 
 use crate::bench::{bench_samples, finished_run};
-use crate::qemu::{Guest, Mode};
+use crate::qemu::Mode;
 use crate::results::{Check, Report, Row};
 use anyhow::{bail, Result};
 use std::time::Duration;
@@ -24,16 +24,7 @@ const TARGET_PCT: f64 = 1.0;
 const OPS: u64 = 200;
 
 pub fn ant(runs: usize) -> Result<()> {
-    crate::qemu::ensure()?;
-    let kernel = crate::build::kernel()?;
-    let archive = crate::user::build_archive()?;
-    let mut g = Guest::new(
-        &kernel,
-        1,
-        &format!("noshell poweroff start=0:kvcli,table2,{runs},{OPS}"),
-    );
-    g.initrd = Some(archive);
-    g.mode = Mode::Deterministic;
+    let g = crate::bench::deterministic_program(&format!("kvcli,table2,{runs},{OPS}"))?;
     eprintln!("xtask: bench ant: Musubi, P3 Table 2 ({runs} samples of {OPS} pairs each way)");
     let c = finished_run(&g, "Musubi kvcli table2", Duration::from_secs(900))?;
     let ours = bench_samples(&c.lines, "musubi")?;
@@ -56,9 +47,7 @@ pub fn ant(runs: usize) -> Result<()> {
     let report = Report {
         bench: "ant".into(),
         mode: Mode::Deterministic.name().into(),
-        qemu: qemu
-            .split_once(" -smp ")
-            .map_or(qemu.to_string(), |(_, rest)| format!("-smp {rest}")),
+        qemu: crate::bench::qemu_from_smp(&qemu),
         musubi_commit: crate::results::commit(),
         runs,
         unit: "instructions per PUT+GET pair".into(),

@@ -17,7 +17,7 @@
 //! stops); past about 9 (T_A : T_B = 1 : 9): flat, A always running; async ahead.
 
 use crate::bench::{bench_samples, finished_run};
-use crate::qemu::{Guest, Mode};
+use crate::qemu::Mode;
 use crate::results::{Check, Report, Row};
 use anyhow::{bail, Context, Result};
 use plotters::prelude::*;
@@ -60,16 +60,9 @@ fn case(way: &str, n: u64) -> String {
 }
 
 pub fn diros(runs: usize) -> Result<()> {
-    crate::qemu::ensure()?;
-    let kernel = crate::build::kernel()?;
-    let archive = crate::user::build_archive()?;
-    let mut g = Guest::new(
-        &kernel,
-        1,
-        &format!("noshell poweroff start=0:diros,{runs},{ITEMS},{TA_MS},{TB_MS},{NMAX}"),
-    );
-    g.initrd = Some(archive);
-    g.mode = Mode::Deterministic;
+    let g = crate::bench::deterministic_program(&format!(
+        "diros,{runs},{ITEMS},{TA_MS},{TB_MS},{NMAX}"
+    ))?;
     eprintln!(
         "xtask: bench diros: Musubi, {runs} runs of n = 1..{NMAX}, both ways (about 25 s of \
          wall time per run)"
@@ -349,9 +342,7 @@ fn build_report(runs: usize, samples: &[(String, Vec<f64>)], qemu: &str) -> Resu
     Ok(Report {
         bench: "diros".into(),
         mode: Mode::Deterministic.name().into(),
-        qemu: qemu
-            .split_once(" -smp ")
-            .map_or(qemu.to_string(), |(_, rest)| format!("-smp {rest}")),
+        qemu: crate::bench::qemu_from_smp(qemu),
         musubi_commit: String::new(),
         runs,
         unit: format!("virtual ms for {ITEMS} items"),

@@ -362,9 +362,7 @@ fn build_report(
     Ok(Report {
         bench: "ipc".into(),
         mode: Mode::Deterministic.name().into(),
-        qemu: qemu
-            .split_once(" -smp ")
-            .map_or(qemu.to_string(), |(_, rest)| format!("-smp {rest}")),
+        qemu: crate::bench::qemu_from_smp(qemu),
         musubi_commit: String::new(),
         runs,
         unit: "instructions per operation".into(),

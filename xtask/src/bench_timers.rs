@@ -11,7 +11,7 @@
 //! and the largest error over every row under 50 us, and no wait ending early.
 
 use crate::bench::{bench_samples, finished_run};
-use crate::qemu::{Guest, Mode};
+use crate::qemu::Mode;
 use crate::results::{Check, Report, Row};
 use anyhow::{bail, Result};
 use std::time::Duration;
@@ -24,17 +24,8 @@ const LENGTHS: [&str; 4] = ["0.1 ms", "1 ms", "3 ms", "15 ms"];
 const SAMPLES_PER_RUN: usize = 4;
 
 pub fn timers(runs: usize) -> Result<()> {
-    crate::qemu::ensure()?;
-    let kernel = crate::build::kernel()?;
-    let archive = crate::user::build_archive()?;
     let samples = runs * SAMPLES_PER_RUN;
-    let mut g = Guest::new(
-        &kernel,
-        1,
-        &format!("noshell poweroff start=0:timers,bench,{samples}"),
-    );
-    g.initrd = Some(archive);
-    g.mode = Mode::Deterministic;
+    let g = crate::bench::deterministic_program(&format!("timers,bench,{samples}"))?;
     eprintln!("xtask: bench timers: Musubi, {samples} waits per kind and length");
     let c = finished_run(&g, "Musubi timers", Duration::from_secs(600))?;
     let ours = bench_samples(&c.lines, "musubi")?;
@@ -77,9 +68,7 @@ pub fn timers(runs: usize) -> Result<()> {
     let report = Report {
         bench: "timers".into(),
         mode: Mode::Deterministic.name().into(),
-        qemu: qemu
-            .split_once(" -smp ")
-            .map_or(qemu.to_string(), |(_, rest)| format!("-smp {rest}")),
+        qemu: crate::bench::qemu_from_smp(&qemu),
         musubi_commit: crate::results::commit(),
         runs,
         unit: "us late (wake - deadline)".into(),

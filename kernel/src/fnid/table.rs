@@ -163,3 +163,17 @@ impl Default for FnTable {
         Self::new()
     }
 }
+
+impl Slot {
+    /// The function is served from `endpoint` by `server` from now on: up, the next server
+    /// generation (returned), a new version for the copies.
+    pub(super) fn serve(&mut self, endpoint: ResId, server: Pid) -> Result<u64, Error> {
+        let e = self.entry.as_mut().ok_or(Error::StaleResource)?;
+        e.endpoint = endpoint;
+        e.server = server;
+        e.server_generation += 1;
+        e.up = true;
+        self.version += 1;
+        Ok(e.server_generation)
+    }
+}
