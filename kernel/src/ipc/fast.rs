@@ -97,7 +97,7 @@ pub(super) fn first_answer(ticket: u64) -> Option<Completion> {
 /// the endpoint, not woken (the caller hands it the core).
 pub(super) fn call_local(
     endpoint: ResId,
-    msg: Msg,
+    mut msg: Msg,
     via: crate::fnid::Via,
     ica: Option<alloc::boxed::Box<super::Ica>>,
 ) -> Result<(u64, Option<u32>), Error> {
@@ -125,25 +125,25 @@ pub(super) fn call_local(
                     ticket,
                     thread,
                 });
-                let mut incoming = Incoming {
-                    endpoint,
-                    kind: api::SUBMIT_CALL,
-                    sender: me,
-                    sender_thread: thread,
-                    caller,
-                    msg,
-                    via,
-                    ica,
-                };
                 if target.ipc.takeover.is_some() {
                     // Being retired (rare): the general path's rule, `enqueue`'s.
+                    let incoming = Incoming {
+                        endpoint,
+                        kind: api::SUBMIT_CALL,
+                        sender: me,
+                        sender_thread: thread,
+                        caller,
+                        msg,
+                        via,
+                        ica,
+                    };
                     return super::takeover::accept_or_queue(target, incoming).map(|()| None);
                 }
                 if target.ipc.requests.len() >= MAX_QUEUED {
                     return Err(Error::Busy);
                 }
-                if let Some(ica) = &incoming.ica {
-                    super::ica::land(target.vspace.as_mut(), ica, &mut incoming.msg)?;
+                if let Some(ica) = &ica {
+                    super::ica::land(target.vspace.as_mut(), ica, &mut msg)?;
                 }
                 let receiver = match target.ipc.receiver {
                     Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {
@@ -152,7 +152,16 @@ pub(super) fn call_local(
                     }
                     _ => None,
                 };
-                target.ipc.requests.push_back(incoming);
+                target.ipc.requests.push_back(Incoming {
+                    endpoint,
+                    kind: api::SUBMIT_CALL,
+                    sender: me,
+                    sender_thread: thread,
+                    caller,
+                    msg,
+                    via,
+                    ica,
+                });
                 Ok(receiver)
             });
         let receiver = match queued {
