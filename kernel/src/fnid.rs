@@ -256,6 +256,7 @@ pub(crate) fn register_in(
         }
         // Down: the next server takes over under the same id.
         slot.serve(endpoint, server)?;
+        slot.version += 1;
         return Ok(Found::Done(i, t.id_of(i)));
     }
     let i = t
@@ -285,34 +286,26 @@ pub(crate) fn register_in(
 /// FN_UNREGISTER at home, for the flow's user.
 fn home_unregister(fnid: u64) -> Result<(), Error> {
     let user = crate::res::flow_user();
-    let slot = table(|t| {
-        let (i, slot) = t.find_mut(fnid)?;
+    change(fnid, |slot| {
         let owner = slot.entry.map_or(UserId::KERNEL, |e| e.user);
         if !may_change(user, owner) {
             return Err(Error::Denied);
         }
         slot.entry = None;
-        slot.version += 1;
-        Ok(i)
-    })?;
-    push(slot, true);
-    Ok(())
+        Ok(())
+    })
 }
 
 /// FN_STATE (set) at home: `server` must be the function's server now.
 fn home_set_state(fnid: u64, vregion: u64, server: Pid) -> Result<u64, Error> {
-    let slot = table(|t| {
-        let (i, slot) = t.find_mut(fnid)?;
+    change(fnid, |slot| {
         let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
         if !e.up || e.server != server {
             return Err(Error::Denied);
         }
         e.state_ica = vregion;
-        slot.version += 1;
-        Ok(i)
-    })?;
-    push(slot, true);
-    Ok(vregion)
+        Ok(vregion)
+    })
 }
 
 /// FN_TAKEOVER at home, for the flow's user: the rights (as for registering again), then
@@ -338,31 +331,25 @@ fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, 
         return Ok(0);
     }
     // Down, or its endpoint gone before the news came: as registering again.
-    let (slot, generation) = table(|t| {
-        let (i, slot) = t.find_mut(fnid)?;
+    change(fnid, |slot| {
         if slot.version != version {
             return Err(Error::Busy);
         }
-        slot.serve(new, server).map(|g| (i, g))
-    })?;
-    push(slot, true);
-    Ok(generation)
+        slot.serve(new, server)
+    })
 }
 
 /// At home: the old server of `fnid` handed its requests over from `old` to `new`
 /// (`server`'s): the function is switched, on every core before this returns. Returns the
 /// new server generation; `Busy` if the function changed meanwhile (served elsewhere).
 pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
-    let (slot, generation) = table(|t| {
-        let (i, slot) = t.find_mut(fnid)?;
+    change(fnid, |slot| {
         let e = slot.entry.as_ref().ok_or(Error::StaleResource)?;
         if e.up && e.endpoint != old {
             return Err(Error::Busy);
         }
-        slot.serve(new, server).map(|g| (i, g))
-    })?;
-    push(slot, true);
-    Ok(generation)
+        slot.serve(new, server)
+    })
 }
 
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
@@ -372,6 +359,19 @@ fn home_down(fnid: u64, endpoint: ResId) {
     if let Some(slot) = slot {
         push(slot, false);
     }
+}
+
+/// At home: change `fnid`'s slot with `f`; if `f` succeeds, the slot gets a new version and
+/// is pushed to every core before this returns `f`'s value.
+fn change<R>(fnid: u64, f: impl FnOnce(&mut Slot) -> Result<R, Error>) -> Result<R, Error> {
+    let (slot, r) = table(|t| {
+        let (i, slot) = t.find_mut(fnid)?;
+        let r = f(slot)?;
+        slot.version += 1;
+        Ok((i, r))
+    })?;
+    push(slot, true);
+    Ok(r)
 }
 
 /// Send slot `slot` of the home table to every other core; with `wait`, return once every

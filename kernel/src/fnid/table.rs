@@ -166,14 +166,13 @@ impl Default for FnTable {
 
 impl Slot {
     /// The function is served from `endpoint` by `server` from now on: up, the next server
-    /// generation (returned), a new version for the copies.
+    /// generation (returned). The caller gives the slot its new version.
     pub(super) fn serve(&mut self, endpoint: ResId, server: Pid) -> Result<u64, Error> {
         let e = self.entry.as_mut().ok_or(Error::StaleResource)?;
         e.endpoint = endpoint;
         e.server = server;
         e.server_generation += 1;
         e.up = true;
-        self.version += 1;
         Ok(e.server_generation)
     }
 }
