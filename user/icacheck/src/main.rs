@@ -386,15 +386,7 @@ fn toucher_faults(sep: ResId) -> Check {
         return fail("(d) no ICA given back", reply);
     };
     let at = returned("(d) the toucher's area", &reply, tv, 0x71)?;
-    let me = sys::getpid().map_err(e("getpid"))?;
-    let vs = res::open_vspace(
-        &format!("here/vspace/icad{}", me.0),
-        None,
-        Rights::OWNER_ALL,
-    )
-    .map_err(e("(d) vspace"))?;
-    res::detach(vs, at).map_err(e("(d) detach"))?;
-    res::close(vs).map_err(e("(d) close the vspace"))?;
+    res::detach_here(at).map_err(e("(d) detach"))?;
     res::close(tv).map_err(e("(d) close the toucher's vregion"))
 }
 

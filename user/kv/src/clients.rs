@@ -17,7 +17,6 @@
 //! The client may change its area while the server reads it (another thread): every value
 //! is copied once, byte by byte with volatile accesses, and only the copy is used.
 
-use crate::{attach_here, detach_here};
 use alloc::format;
 use kvstate::proto::Status;
 use ulib::abi::res::{ResId, ResType};
@@ -148,7 +147,7 @@ impl Clients {
                 self.free().ok_or(Status::Busy)?
             }
         };
-        attach_here(region, window(i)).map_err(|_| Status::BadArea)?;
+        res::attach_here(region, window(i), true).map_err(|_| Status::BadArea)?;
         self.slots[i] = Some(Client {
             pid,
             len: info.size,
@@ -197,7 +196,7 @@ impl Clients {
 
     fn drop_slot(&mut self, i: usize) {
         if self.slots[i].take().is_some() {
-            let _ = detach_here(window(i));
+            let _ = res::detach_here(window(i));
         }
     }
 

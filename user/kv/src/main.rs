@@ -118,29 +118,6 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-/// Run `f` on a handle to this process's own vspace (open only for the call).
-fn with_own_vspace(f: impl FnOnce(ResId) -> Result<(), Error>) -> Result<(), Error> {
-    let me = sys::getpid()?;
-    let vs = res::open_vspace(
-        &format!("here/vspace/kv-{}", me.serial()),
-        None,
-        Rights::OWNER_ALL,
-    )?;
-    let r = f(vs);
-    let _ = res::close(vs);
-    r
-}
-
-/// Map `region` writable at `at` in this process.
-pub fn attach_here(region: ResId, at: u64) -> Result<(), Error> {
-    with_own_vspace(|vs| res::attach(vs, region, at, true))
-}
-
-/// Unmap what is at `at` in this process.
-pub fn detach_here(at: u64) -> Result<(), Error> {
-    with_own_vspace(|vs| res::detach(vs, at))
-}
-
 fn run(o: &Options) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint(
@@ -200,7 +177,7 @@ fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
     // unmapped the state ICA: a few tries.
     let mut tries = 0;
     loop {
-        match attach_here(region, STATE_AT) {
+        match res::attach_here(region, STATE_AT, true) {
             Ok(()) => break,
             Err(Error::Busy) if tries < 1000 => {
                 tries += 1;
@@ -317,7 +294,7 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
             (region, o.size, false)
         }
     };
-    if let Err(e) = attach_here(region, STATE_AT) {
+    if let Err(e) = res::attach_here(region, STATE_AT, true) {
         if !found {
             let _ = res::close(region);
         }

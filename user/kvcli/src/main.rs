@@ -185,17 +185,7 @@ fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32
     let name = format!("here/vregion/kvc-{}-{}", me.core(), me.serial());
     let region = res::open_vregion(&name, AREA_SIZE, AREA_RIGHTS)
         .map_err(|e| format!("open data area: {e}"))?;
-    let vs = res::open_vspace(
-        &format!("here/vspace/kvc-{}", me.serial()),
-        None,
-        Rights::OWNER_ALL,
-    );
-    let attached = vs.and_then(|vs| {
-        let r = res::attach(vs, region, AREA_AT, true);
-        let _ = res::close(vs);
-        r
-    });
-    if let Err(e) = attached {
+    if let Err(e) = res::attach_here(region, AREA_AT, true) {
         let _ = res::close(region);
         return Err(format!("attach data area: {e}"));
     }
@@ -205,16 +195,7 @@ fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32
         Err(e) => Err(format!("hello: {e}")),
     };
     let _ = c.raw(proto::BYE, b"", 0, 0);
-    let detached = res::open_vspace(
-        &format!("here/vspace/kvc-{}", me.serial()),
-        None,
-        Rights::OWNER_ALL,
-    )
-    .and_then(|vs| {
-        let r = res::detach(vs, AREA_AT);
-        let _ = res::close(vs);
-        r
-    });
+    let detached = res::detach_here(AREA_AT);
     let closed = res::close(region);
     match (r, detached, closed) {
         (Err(e), _, _) => Err(e),

@@ -195,6 +195,29 @@ pub fn detach(vspace: ResId, address: u64) -> Result<(), Error> {
     control(vspace, cmd::DETACH, address, 0).map(drop)
 }
 
+/// Run `f` on a handle to the calling process's own vspace, open only for the call.
+fn with_own_vspace(f: impl FnOnce(ResId) -> Result<(), Error>) -> Result<(), Error> {
+    let me = crate::sys::getpid()?;
+    let vs = open_vspace(
+        &alloc::format!("here/vspace/own-{}", me.serial()),
+        None,
+        Rights::OWNER_ALL,
+    )?;
+    let r = f(vs);
+    let _ = close(vs);
+    r
+}
+
+/// ATTACH `vregion` at `address` in the calling process itself.
+pub fn attach_here(vregion: ResId, address: u64, writable: bool) -> Result<(), Error> {
+    with_own_vspace(|vs| attach(vs, vregion, address, writable))
+}
+
+/// DETACH what is at `address` in the calling process itself.
+pub fn detach_here(address: u64) -> Result<(), Error> {
+    with_own_vspace(|vs| detach(vs, address))
+}
+
 /// The attachments of `vspace` as (address, vregion) pairs in `buf`; returns how many.
 pub fn attachments(vspace: ResId, buf: &mut [[u64; 2]]) -> Result<usize, Error> {
     // SAFETY: `buf` is valid for writing `size_of_val(buf)` bytes, and any bytes are valid
