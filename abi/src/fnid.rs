@@ -162,6 +162,15 @@ impl FnInfo {
     }
 }
 
+/// The label of the *retire notice*: when a server that holds requests (answers it has not
+/// given yet, e.g. a receive waiting for data) is asked to retire (`FN_TAKEOVER`), its next
+/// `RECV`/`REPLY_RECV` returns this message instead of a request, once, with request
+/// handle 0 (nothing to answer). The server answers each request it holds with
+/// [`crate::Error::Again`] (client libraries send it again, and it reaches the new server),
+/// then receives again holding none, and is retired there. A server that holds nothing is
+/// never sent the notice.
+pub const RETIRE_NOTICE: u64 = 0x7e7e_0000_0000_0001;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,3 +200,4 @@ mod tests {
         }
     }
 }
+

@@ -29,6 +29,7 @@
 pub mod bench;
 pub mod fnid;
 pub mod ipc;
+pub mod net;
 pub mod res;
 pub mod ring;
 pub mod syscall;

@@ -60,10 +60,13 @@ pub enum Error {
     /// A limit of this user or process was reached (children not yet waited for,
     /// processes, resources or memory on a core; see docs/resources.md "Limits").
     Limit = 22,
+    /// The server is being replaced and gave the request back unanswered: send it again
+    /// (it reaches the new server). Client libraries re-issue it themselves.
+    Again = 23,
 }
 
 impl Error {
-    pub const ALL: [Error; 21] = [
+    pub const ALL: [Error; 22] = [
         Error::NoSuchCall,
         Error::InvalidArgument,
         Error::BadAddress,
@@ -85,6 +88,7 @@ impl Error {
         Error::NoSuchCore,
         Error::Gone,
         Error::Limit,
+        Error::Again,
     ];
 
     pub fn from_code(code: u64) -> Error {
@@ -118,6 +122,7 @@ impl Error {
             Error::NoSuchCore => "no such core (or it is not online)",
             Error::Gone => "the target went away before answering",
             Error::Limit => "a limit of this user or process was reached",
+            Error::Again => "the server is being replaced: send the request again",
         }
     }
 }

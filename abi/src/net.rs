@@ -1,0 +1,39 @@
+//! The network's messages (issue 15; P3's NIC driver process and communication control
+//! server). The driver, `netdrv`, serves the function [`FN_DRV`]; the UDP/IP server, `netd`,
+//! serves [`FN_UDP`]. Neither names the other's process or core: both reach each other by
+//! function id, so either can be replaced or restarted while the other runs.
+//!
+//! Frames travel in ICAs, one frame per ICA: a vregion of [`FRAME_ICA_SIZE`] bytes holding
+//! the Ethernet frame (no FCS) at offset 0, its length in `words[0]`.
+//!
+//! - Transmit: `netd` submits `SUBMIT_CALL` requests with label [`DRV_TX`] `| MSG_ICA` to
+//!   `net.drv`; the driver copies the frame to the device and replies with the ICA back
+//!   (value 0, or an error: `InvalidArgument` for a bad length, `Busy` when its queue is full
+//!   and the frame was dropped).
+//! - Receive: the driver submits each received frame as a `SUBMIT_CALL` request with label
+//!   [`UDP_FRAME_IN`] `| MSG_ICA` to `net.udp`; `netd` replies with the ICA back. Requests
+//!   wait in the kernel's queue for `net.udp`, so frames that arrive while `netd` is being
+//!   replaced reach the new server. `netd` accepts `UDP_FRAME_IN` only from the process
+//!   serving `net.drv`.
+//!
+//! Both sides block only in `RECV` and take their completions with `COLLECT` and timeout 0.
+//! The driver's interrupt arrives on its endpoint as a message from the kernel
+//! (`abi::res` device resources).
+
+/// The NIC driver's function name.
+pub const FN_DRV: &str = "net.drv";
+/// The UDP/IP server's function name.
+pub const FN_UDP: &str = "net.udp";
+/// Size of one frame ICA (one page).
+pub const FRAME_ICA_SIZE: u64 = 4096;
+/// Longest Ethernet frame carried (1,500-byte MTU plus the 14-byte header).
+pub const FRAME_MAX: usize = 1514;
+
+/// To `net.drv`: the device's MAC address in `words[0]` (low 48 bits, first byte lowest),
+/// link state in `words[1]` (1 up), frames sent and received in `words[2]` and `words[3]`,
+/// drops in `words[4]`.
+pub const DRV_INFO: u64 = 1;
+/// To `net.drv`, with an ICA: send the frame of `words[0]` bytes.
+pub const DRV_TX: u64 = 2;
+/// To `net.udp`, from the driver, with an ICA: a received frame of `words[0]` bytes.
+pub const UDP_FRAME_IN: u64 = 0x100;
