@@ -5,8 +5,12 @@
 //! through a pointer). Here `kvcli table2` (`user/kvcli/src/table2.rs`) runs the `kv` server
 //! with its table in the function's state ICA and then in its own heap, and times the same
 //! client work against each: 1 KiB PUT+GET pairs. Target (issue 14): under 1% overhead.
-//! Figures 3-5 and 8 (replacement time and the service gap) are not in this report yet
-//! (live replacement is built; `kvcli gap` measures one client's gap by hand).
+//!
+//! Figures 3-5 and the Figure 8 analogue are in [`crate::bench_ant_figs`]: `kvcli antfig`
+//! (`user/kvcli/src/antfig.rs`) on a two-core guest, replacement time against P3's axes,
+//! and the service gap of one replacement in `kernel=percore` and `kernel=biglock`, the new
+//! server on the same core and on the other. All in one report: Table 2's rows in
+//! instructions per pair, the figures' in virtual µs.
 
 use crate::bench::{bench_samples, finished_run};
 use crate::qemu::Mode;
@@ -36,47 +40,50 @@ pub fn ant(runs: usize) -> Result<()> {
         rows.push(Row::from_samples(case, s));
     }
     let overhead = (rows[0].median / rows[1].median - 1.0) * 100.0;
-    let checks = vec![Check {
-        name: "state in the state ICA vs in the process: overhead (%, medians)".into(),
+    let mut checks = vec![Check {
+        name: "Table 2: state in the state ICA vs in the process: overhead (%, medians)".into(),
         value: (overhead * 1000.0).round() / 1000.0,
         target: format!("< {TARGET_PCT}"),
         paper: Some(PAPER_OVERHEAD_PCT),
         holds: overhead < TARGET_PCT,
     }];
     let qemu = g.shown_command_line();
+    let figs = crate::bench_ant_figs::figures(runs)?;
+    rows.extend(figs.rows);
+    checks.extend(figs.checks);
+    let mut notes = vec![
+        format!(
+            "P3 Table 2 on our platform: `kvcli table2 {runs} {OPS}` on one core starts \
+             `kv 256K` (its hash table in the function's state ICA, a vregion mapped at a \
+             fixed address that outlives the server), fills 32 keys with 1 KiB values, and \
+             times {OPS} pairs of a 1 KiB PUT and the GET that reads it back (each checked) \
+             per sample, after one warm-up sample; then the same against `kv 256K local` \
+             (the same table code over a heap buffer). Equal work: the same requests, \
+             replies and table operations; only where the table lives differs. Under \
+             `-icount shift=0` one virtual ns is one instruction, so the figures repeat."
+        ),
+        format!(
+            "Paper beside ours: AnT's state ICA cost {PAPER_OVERHEAD_PCT}% (14.95 -> 15.56 \
+             ms for 100 x 1,024-byte UDP datagrams), from indirect access through a \
+             pointer. Our table is reached through one slice either way, so the state \
+             ICA should cost nothing per request; what a state ICA costs is paid once, \
+             when a server attaches it."
+        ),
+        format!("Table 2 QEMU: `{qemu}`"),
+    ];
+    notes.extend(figs.notes);
     let report = Report {
         bench: "ant".into(),
         mode: Mode::Deterministic.name().into(),
         qemu: crate::bench::qemu_from_smp(&qemu),
         musubi_commit: crate::results::commit(),
         runs,
-        unit: "instructions per PUT+GET pair".into(),
+        unit: "Table 2: instructions per PUT+GET pair; Figures 3-5 and 8: virtual us \
+               (1 us = 1,000 instructions)"
+            .into(),
         rows,
         checks,
-        notes: vec![
-            format!(
-                "P3 Table 2 on our platform: `kvcli table2 {runs} {OPS}` on one core starts \
-                 `kv 256K` (its hash table in the function's state ICA, a vregion mapped at a \
-                 fixed address that outlives the server), fills 32 keys with 1 KiB values, and \
-                 times {OPS} pairs of a 1 KiB PUT and the GET that reads it back (each checked) \
-                 per sample, after one warm-up sample; then the same against `kv 256K local` \
-                 (the same table code over a heap buffer). Equal work: the same requests, \
-                 replies and table operations; only where the table lives differs. Under \
-                 `-icount shift=0` one virtual ns is one instruction, so the figures repeat."
-            ),
-            format!(
-                "Paper beside ours: AnT's state ICA cost {PAPER_OVERHEAD_PCT}% (14.95 -> 15.56 \
-                 ms for 100 x 1,024-byte UDP datagrams), from indirect access through a \
-                 pointer. Our table is reached through one slice either way, so the state \
-                 ICA should cost nothing per request; what a state ICA costs is paid once, \
-                 when a server attaches it."
-            ),
-            "Not in this report yet: P3 Figures 3-5 (replacement time against the server's \
-             CPU time, wait time, the clients' work and their number) and Figure 8 (the \
-             service gap of one replacement)."
-                .into(),
-            format!("QEMU: `{qemu}`"),
-        ],
+        notes,
     };
     let md = report.write()?;
     println!("{}", report.markdown());
@@ -88,6 +95,9 @@ pub fn ant(runs: usize) -> Result<()> {
     println!(
         "xtask: P3 Table 2: state ICA overhead {overhead:.2}% (paper {PAPER_OVERHEAD_PCT}%, target < {TARGET_PCT}%): {shape}"
     );
+    for line in &figs.shapes {
+        println!("xtask: {line}");
+    }
     println!("xtask: wrote {}", md.display());
     Ok(())
 }

@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 mod bench;
 mod bench_ant;
+mod bench_ant_figs;
 mod bench_diros;
 mod bench_ipc;
 mod bench_resources;

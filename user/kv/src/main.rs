@@ -1,4 +1,4 @@
-//! `kv [SIZE] [local] [v1] [takeover [fail|probe]]`: the key-value server of issue 14 ("State
+//! `kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [takeover [fail|probe]]`: the key-value server of issue 14 ("State
 //! outside the server", "Live replacement").
 //!
 //! It opens an endpoint and registers it under the function id `kv` (`ulib::fnid`), so
@@ -31,6 +31,12 @@
 //! ended) and serve; a client that said `HELLO` to an earlier server is known by its data
 //! area's name (`clients`). `takeover fail` fails its start-up check on purpose, before the switch:
 //! it exits 1 and the old server serves on (rollback).
+//!
+//! `cpu=NS` and `wait=NS` make every request step longer, for `cargo xtask bench ant` (P3
+//! Figures 3-5: replacement time against the server's CPU time and wait time per request):
+//! before answering, the step spins on the time-stamp counter for NS ns (CPU time; under
+//! `-icount shift=0` NS instructions) and then sleeps NS ns (`SLEEP`, a wait inside the step,
+//! as AnT's driver waited for its device). A takeover server is given the same knobs.
 //!
 //! Prints `kv: serving fnN.G ...` once it serves; exits 1 with `kv: ERROR` if it cannot
 //! start (the name is served already, the state ICA is corrupt or not a vregion it may map).
@@ -70,6 +76,29 @@ struct Options {
     takeover: bool,
     fail: bool,
     probe: bool,
+    /// Extra work in every request step (`cpu=NS`, `wait=NS`).
+    load: Load,
+}
+
+/// Extra work in every request step: `cpu` ns spinning, then `wait` ns asleep.
+#[derive(Clone, Copy, Default)]
+struct Load {
+    cpu: u64,
+    wait: u64,
+}
+
+impl Load {
+    fn apply(&self) {
+        if self.cpu > 0 {
+            let t0 = ulib::bench::rdtsc();
+            while ulib::bench::rdtsc().wrapping_sub(t0) < self.cpu {
+                core::hint::spin_loop();
+            }
+        }
+        if self.wait > 0 {
+            let _ = sys::sleep_ns(self.wait);
+        }
+    }
 }
 
 /// How long a takeover waits for the old server to finish its request step.
@@ -92,6 +121,7 @@ fn main(args: &[&str]) -> i32 {
         takeover: false,
         fail: false,
         probe: false,
+        load: Load::default(),
     };
     for a in &args[1..] {
         match *a {
@@ -100,10 +130,24 @@ fn main(args: &[&str]) -> i32 {
             "takeover" => o.takeover = true,
             "fail" => o.fail = true,
             "probe" => o.probe = true,
+            s if s.starts_with("cpu=") || s.starts_with("wait=") => {
+                let (knob, v) = s.split_once('=').unwrap_or_default();
+                let Ok(ns) = v.parse::<u64>() else {
+                    println!("kv: {knob}=NS takes a number of ns, not {v:?}");
+                    return 2;
+                };
+                if knob == "cpu" {
+                    o.load.cpu = ns;
+                } else {
+                    o.load.wait = ns;
+                }
+            }
             s => match parse_size(s) {
                 Some(n) => o.size = n,
                 None => {
-                    println!("kv: usage: kv [SIZE] [local] [v1] [takeover [fail|probe]]");
+                    println!(
+                        "kv: usage: kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [takeover [fail|probe]]"
+                    );
                     return 2;
                 }
             },
@@ -141,7 +185,7 @@ fn run(o: &Options) -> Result<(), String> {
         "kv: serving {id} as {me}, table {where_}: layout {}, {} slots, {} entries, generation {}",
         s.version, s.capacity, s.count, s.generation
     );
-    serve(ep, table, false)
+    serve(ep, table, false, o.load)
 }
 
 /// `kv takeover`: check, take `kv` over, then attach its state and serve.
@@ -192,7 +236,7 @@ fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
         "kv: took over {id} (server generation {generation}) as {me}, table in state ICA {region} ({what}): layout {}, {} slots, {} entries",
         s.version, s.capacity, s.count
     );
-    serve(ep, table, true)
+    serve(ep, table, true, o.load)
 }
 
 /// `kv takeover probe`: `FN_TAKEOVER`'s refusals, none of which changes anything (the
@@ -362,7 +406,7 @@ fn open_area(area: &'static mut [u8], version: u32) -> Result<Table<'static>, kv
 }
 
 /// Answer requests forever, one `REPLY_RECV` per request.
-fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), String> {
+fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> Result<(), String> {
     let mut clients = Clients::new(inherited);
     let mut handle = 0;
     let mut out = Msg::default();
@@ -380,6 +424,7 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), St
             }
             Err(e) => return Err(format!("receive: {e}")),
         };
+        load.apply();
         let (status, words) = match Request::decode(r.msg.label, &r.msg.words) {
             Ok(req) => match step(&mut table, &mut clients, r.sender, &req) {
                 Ok(words) => (Status::Ok, words),

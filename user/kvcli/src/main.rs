@@ -1,4 +1,4 @@
-//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS]`:
+//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | antfig figs|gap REPS | load pu|wait NS | gapc N PACE LABEL | wait [SECONDS]`:
 //! the client of the `kv` server (`user/kv`), which it finds by function id
 //! (`FN_LOOKUP("kv")`), never by pid.
 //!
@@ -20,6 +20,9 @@
 //! | `gap N` | N `GET`s of a key of its own, one after another, each timed (`CLOCK`): `kvcli: gap calls=N median=.. ns max=.. ns gap=.. ns` (gap: the longest beyond the median, e.g. across a live replacement) | 0 if every value is right |
 //! | `drop` | unregisters `kv` (`FN_UNREGISTER`; the registering user or the administrator): `kvcli: kv unregistered` | 0 |
 //! | `table2 SAMPLES OPS` | P3 Table 2 on our platform (`cargo xtask bench ant`): starts `kv` with its state in the state ICA, then in the process, and prints `BENCH` samples of OPS 1 KiB PUT+GET pairs against each (`table2.rs`) | 0 |
+//! | `antfig figs\|gap REPS` | P3 Figures 3-5 (replacement time against the server's CPU and wait time per request, the clients' work and their number) or the Figure 8 analogue (the service gap of one replacement), as `BENCH` samples for `cargo xtask bench ant` (`antfig.rs`) | 0 |
+//! | `load pu\|wait NS` | `antfig`'s load: `GET`s with NS ns of spinning or sleeping between them, until `antfig` puts its stop key | 0 |
+//! | `gapc N PACE LABEL` | `antfig`'s Figure 8 client: N timed `PUT`s, N more across a replacement; `BENCH` samples of the gap, lost, twice, wrong | 0 |
 //! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
 //!
 //! Errors print `kvcli: ERROR` and exit 1.
@@ -28,6 +31,7 @@
 
 extern crate alloc;
 
+mod antfig;
 mod bench;
 mod table2;
 
@@ -57,6 +61,7 @@ fn main(args: &[&str]) -> i32 {
         },
         ["all", n] => bench::all(n),
         ["table2", samples, ops] => table2::run(samples, ops),
+        ["antfig", what, reps] => antfig::run(what, reps),
         ["drop"] => fnid::lookup("kv")
             .and_then(fnid::unregister)
             .map(|()| {
@@ -119,8 +124,10 @@ fn command(c: &mut Client, args: &[&str]) -> Result<i32, String> {
         ["bench", n, seed] => bench::run(c, n, seed),
         ["bad"] => bench::bad(c),
         ["gap", n] => gap(c, n),
+        ["load", kind, ns] => antfig::load(c, kind, ns),
+        ["gapc", n, pace, label] => antfig::gapc(c, n, pace, label),
         _ => Err(String::from(
-            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS]",
+            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | antfig figs|gap REPS | load pu|wait NS | gapc N PACE LABEL | wait [SECONDS]",
         )),
     }
 }
