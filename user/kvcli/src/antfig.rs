@@ -92,7 +92,7 @@ fn points() -> Vec<Point> {
     for cpu in [0, 25_000, 50_000, 100_000, 150_000] {
         let what = format!("server CPU {} us/request", us(cpu));
         v.push(point(
-            "fig3",
+            "fig3a",
             what,
             cpu,
             WAIT_NS,
@@ -103,7 +103,7 @@ fn points() -> Vec<Point> {
     for wait in [0, 250_000, 500_000, 1_000_000, 1_500_000] {
         let what = format!("server wait {} us/request", us(wait));
         v.push(point(
-            "fig4",
+            "fig3b",
             what,
             CPU_NS,
             wait,
@@ -113,16 +113,16 @@ fn points() -> Vec<Point> {
     }
     for work in [0, 50_000, 100_000, 150_000] {
         let what = format!("client CPU {} us/request", us(work));
-        v.push(point("fig5a", what, CPU_NS, WAIT_NS, 1, ("pu", work)));
+        v.push(point("fig4a", what, CPU_NS, WAIT_NS, 1, ("pu", work)));
     }
     for work in [250_000, 500_000, 1_000_000, 1_500_000] {
         let what = format!("client wait {} us/request", us(work));
-        v.push(point("fig5b", what, CPU_NS, WAIT_NS, 1, ("wait", work)));
+        v.push(point("fig4b", what, CPU_NS, WAIT_NS, 1, ("wait", work)));
     }
     for n in 1..=8 {
         let what = format!("{n} clients");
         v.push(point(
-            "fig5c",
+            "fig5",
             what,
             CPU_NS,
             WAIT_NS,
