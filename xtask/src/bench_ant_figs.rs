@@ -205,7 +205,7 @@ fn figure_checks(f: &mut Figs) -> Result<()> {
             "no effect",
             "server wait time per request, longest vs none",
             "here the wait is inside the server's request step (kv sleeps before it \
-             answers), and a replacement waits for the step in progress and for every \
+             answers), and a replacement waits for the step in progress and for any \
              request queued ahead of the probe, each as long as the wait; in AnT the wait was \
              the driver's, outside the server's step",
         ),
@@ -223,8 +223,9 @@ fn figure_checks(f: &mut Figs) -> Result<()> {
             "Fig. 4B",
             "no effect",
             "clients' wait between requests, longest vs shortest",
-            "the replacement's start falls at another phase of the server's 550 us request \
-             step (one sample per run): see the rows",
+            "the probe that ends a replacement waits behind the client's request when one is \
+             queued, and a client that waits less has one queued more often (the server's \
+             step is 550 us): our replacement time falls a little as the clients wait longer",
         ),
     ];
     for (prefix, fig, paper, what, why_not) in series {
@@ -323,4 +324,88 @@ fn gap_rows(f: &mut Figs, kernel: &str, samples: &[(String, Vec<f64>)]) -> Resul
         }
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn empty() -> Figs {
+        Figs {
+            rows: Vec::new(),
+            checks: Vec::new(),
+            notes: Vec::new(),
+            shapes: Vec::new(),
+        }
+    }
+
+    fn check<'a>(f: &'a Figs, name: &str) -> &'a Check {
+        f.checks
+            .iter()
+            .find(|c| c.name.contains(name))
+            .unwrap_or_else(|| panic!("no check {name}"))
+    }
+
+    #[test]
+    fn figure_8_sums_the_counts_and_checks_the_longest_gap() {
+        let case =
+            |what: &str, s: &[f64]| (format!("fig8 100 requests, same core: {what}"), s.to_vec());
+        let samples = vec![
+            case("service gap", &[50_000.0, 1_200_000.0]),
+            case("replacement time", &[200_000.0, 210_000.0]),
+            case("requests lost", &[0.0, 1.0]),
+            case("requests answered twice", &[0.0, 0.0]),
+            case("wrong values", &[0.0, 0.0]),
+            case("replacements outside the requests", &[0.0, 0.0]),
+        ];
+        let mut f = empty();
+        gap_rows(&mut f, "percore", &samples).unwrap();
+        let gap = check(&f, "service gap, longest");
+        assert_eq!((gap.value, gap.holds), (1200.0, false));
+        let lost = check(&f, "requests lost");
+        assert_eq!((lost.value, lost.holds), (1.0, false));
+        assert!(check(&f, "answered twice").holds);
+        // Counts are checks, not rows; times are rows in µs.
+        assert_eq!(f.rows.len(), 2);
+        assert_eq!(f.rows[1].median, 205.0);
+        assert!(
+            f.shapes[0].ends_with("target does not hold"),
+            "{}",
+            f.shapes[0]
+        );
+        assert!(gap_rows(&mut empty(), "biglock", &[]).is_err());
+    }
+
+    #[test]
+    fn the_shapes_are_computed_from_the_rows() {
+        let mut f = empty();
+        let mut add = |case: String, v: f64| f.rows.push(Row::from_samples(&case, &[v]));
+        for (prefix, first, last) in [
+            ("fig3a", 100.0, 200.0),
+            ("fig3b", 100.0, 105.0),
+            ("fig4a", 100.0, 150.0),
+            ("fig4b", 100.0, 100.0),
+        ] {
+            add(format!("{prefix}: first"), first);
+            add(format!("{prefix}: middle"), 1000.0);
+            add(format!("{prefix}: last"), last);
+        }
+        for n in 1..=8 {
+            add(format!("fig5: {n} clients"), 100.0 * f64::from(n));
+        }
+        figure_checks(&mut f).unwrap();
+        let holds: Vec<bool> = f.checks.iter().map(|c| c.holds).collect();
+        assert_eq!(holds, [true, true, false, true, true, false]);
+        assert_eq!(check(&f, "5 clients vs 1").value, 5.0);
+        assert_eq!(check(&f, "8 clients vs 5").value, 1.6);
+        assert!(f.shapes[2].contains("does not hold"), "{}", f.shapes[2]);
+        assert!(f.shapes[0].ends_with("holds"), "{}", f.shapes[0]);
+    }
+
+    #[test]
+    fn a_figure_with_one_point_is_an_error() {
+        let mut f = empty();
+        f.rows.push(Row::from_samples("fig3a: only", &[1.0]));
+        assert!(figure_checks(&mut f).is_err());
+    }
 }

@@ -11,8 +11,11 @@
 //! (`WAIT` on it, this program started it), nothing polls.
 //!
 //! `figs REPS`: for each point of each figure, a fresh `kv 64K cpu=.. wait=..` on this core,
-//! CLIENTS `kvcli load` processes beside it, 2 ms to settle, then REPS replacements on this
-//! core, one `BENCH` sample each; then the clients are told to stop (a key they look for)
+//! CLIENTS `kvcli load` processes beside it, 2 ms to settle, then [`PER_REP`] x REPS
+//! replacements on this core, one `BENCH` sample each, each requested after a pause drawn
+//! from 0..[`PHASE_NS`] (a fixed seed): a replacement's time depends on where in the
+//! server's and the clients' cycle it is requested (P3 says so too), and in deterministic
+//! mode back-to-back replacements would all fall at the same phase; then the clients are told to stop (a key they look for)
 //! and the server ends and its function id and state ICA go. The baseline follows P3's
 //! (0.5 ms CPU + 5 ms wait in the driver per request, clients waiting 5 ms between requests,
 //! one client), scaled down by ten: `cpu=50000 wait=500000`, clients waiting 500 µs.
@@ -21,7 +24,7 @@
 //! P3's 100 datagrams took 15.6 ms) and for 10,000 (back to back), and for the new server on
 //! the same core as the old one and on the other core: `kvcli gapc` makes N `PUT`s timed one
 //! by one (the baseline) and N more while the server is replaced once (started after a tenth
-//! of them), and prints the service gap (the longest request beyond the baseline's median),
+//! of them, and a pause drawn from 0..200 µs), and prints the service gap (the longest request beyond the baseline's median),
 //! the requests lost (an error answer), answered twice (the server's `PUT` count grew by
 //! more than the answers) and wrong (a key's value at the end is not its last `PUT`). Then
 //! REPS idle replacements per core placement. A replacement that ends after the client's last
@@ -35,6 +38,7 @@ use kvstate::proto::Status;
 use ulib::abi::{Pid, Priority};
 use ulib::bench::rdtsc;
 use ulib::{bench, fnid, println, res, sys};
+use xorshift::Rng;
 
 /// The key that tells `load` clients to stop.
 const STOP: &[u8] = b"antfig-stop";
@@ -46,6 +50,11 @@ const WAIT_NS: u64 = 500_000;
 const CLIENT_WAIT_NS: u64 = 500_000;
 /// Settling time after the clients start.
 const SETTLE_NS: u64 = 2_000_000;
+/// Replacements per point and REPS (Figures 3-5).
+const PER_REP: usize = 4;
+/// The pauses before them are drawn from 0..PHASE_NS: longer than the server's longest
+/// cycle (8 clients served once each, 8 x 550 µs).
+const PHASE_NS: u64 = 5_000_000;
 /// Figure 8: the pace of the 100-request run.
 const PACE_NS: u64 = 100_000;
 /// Keys a `gapc` cycles through.
@@ -221,7 +230,9 @@ fn figure_point(p: &Point, reps: usize) -> Result<(), String> {
         }
         let _ = sys::sleep_ns(SETTLE_NS);
         let mut r = Ok(0);
-        for _ in 0..reps {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        for _ in 0..reps * PER_REP {
+            let _ = sys::sleep_ns(rng.below(PHASE_NS));
             match replace(c, &mut server, &knobs, core) {
                 Ok(ns) => sample(&p.case, ns),
                 Err(e) => {
@@ -298,6 +309,7 @@ fn gap(reps: usize) -> Result<(), String> {
         .filter(|i| i.online != 0)
         .map(|i| i.core as usize)
         .collect();
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
     let r = with_client(|c| {
         for (place, other) in [("same core", false), ("other core", true)] {
             if other && online.len() < 2 {
@@ -308,7 +320,7 @@ fn gap(reps: usize) -> Result<(), String> {
                 for _ in 0..reps {
                     let label = format!("fig8 {n} requests, {place}");
                     let core = target(server, other, &online);
-                    gap_run(c, &mut server, &knobs, core, n, pace, &label)?;
+                    gap_run(c, &mut server, &knobs, core, (n, pace, &label), &mut rng)?;
                 }
             }
             for _ in 0..reps {
@@ -338,9 +350,8 @@ fn gap_run(
     server: &mut Pid,
     knobs: &[String; 2],
     core: usize,
-    n: u64,
-    pace: u64,
-    label: &str,
+    (n, pace, label): (u64, u64, &str),
+    rng: &mut Rng,
 ) -> Result<(), String> {
     let id = fnid::lookup("kv").map_err(|e| format!("lookup kv: {e}"))?;
     let served = || -> u64 {
@@ -361,6 +372,8 @@ fn gap_run(
         }
         let _ = sys::sleep_ns(20_000);
     }
+    // At a phase drawn from two pace periods (module docs of `figs`).
+    let _ = sys::sleep_ns(rng.below(2 * PACE_NS));
     let r = replace(c, server, knobs, core);
     let outside = sys::wait_timeout(Some(client), 0).is_ok();
     let status = if outside {
