@@ -59,8 +59,11 @@ fn guest(start: &str, kernel: &str) -> Result<Guest> {
     Ok(g)
 }
 
-/// Run `start` under `kernel`: its samples, in the order printed.
-fn samples(start: &str, kernel: &str) -> Result<(Vec<(String, Vec<f64>)>, String)> {
+/// Samples per case, in the order printed (`bench_samples`).
+type Samples = Vec<(String, Vec<f64>)>;
+
+/// Run `start` under `kernel`: its samples and the QEMU line.
+fn samples(start: &str, kernel: &str) -> Result<(Samples, String)> {
     let g = guest(start, kernel)?;
     let what = format!("Musubi {} ({kernel})", start.replace(',', " "));
     eprintln!("xtask: bench ant: {what}");

@@ -244,3 +244,36 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// `kv cpu=NS wait=NS` (`cargo xtask bench ant`'s knobs): a value that is not a number
+    /// is refused before kv registers (exit 2, nothing registered); with `wait=`, every
+    /// request step sleeps that long before it answers, so `kvcli put` (HELLO, PUT, BYE)
+    /// takes at least three waits.
+    fn kv_load_knobs() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let s = super::run_to_end("kv", &["cpu=abc"], Priority::App, 60)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 2,
+            "kv cpu=abc ended with {s:?}, want exit 2"
+        );
+        let registered = crate::fnid::list()
+            .map_err(|e| format!("FN_LIST: {e:?}"))?
+            .iter()
+            .any(|f| f.name() == "kv");
+        kassert!(!registered, "kv cpu=abc registered kv");
+        const WAIT_NS: u64 = 100_000_000;
+        let kv = start_kv(&["64K", "cpu=1000", "wait=100000000"])?;
+        let t0 = crate::time::now_ns();
+        let r = kvcli(kv, &["put", "knob", "v"]);
+        let took = crate::time::now_ns().saturating_sub(t0);
+        end_and_reap(kv);
+        drop_kv(kv)?;
+        r?;
+        kassert!(
+            took >= 3 * WAIT_NS,
+            "kvcli put against kv wait={WAIT_NS} took {took} ns: the steps did not wait"
+        );
+        Ok(())
+    }
+}

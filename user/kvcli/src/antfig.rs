@@ -426,7 +426,7 @@ pub fn gapc(c: &mut Client, n: &str, pace: &str, label: &str) -> Result<i32, Str
     let executed = c.stats().map_err(|e| e.to_string())?.puts - before;
     let mut wrong = 0u64;
     for k in 0..GAP_KEYS.min(n) {
-        let last = (k..n).step_by(GAP_KEYS).last().unwrap_or(k);
+        let last = (k..n).step_by(GAP_KEYS).next_back().unwrap_or(k);
         let want = format!("1.{last}");
         match c.get(key(k).as_bytes()) {
             Ok(v) if v == want.as_bytes() => {}
