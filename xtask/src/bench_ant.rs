@@ -1,6 +1,6 @@
-//! `cargo xtask bench ant`: P3 (AnT) on our platform, in deterministic mode on one core.
+//! `cargo xtask bench ant`: P3 (AnT) on our platform, in deterministic mode.
 //!
-//! Built so far: Table 2's analogue. AnT measured what keeping its server's state in a
+//! Table 2's analogue, on one core: AnT measured what keeping its server's state in a
 //! state ICA costs (14.95 -> 15.56 ms for 100 x 1,024-byte datagrams: 4.1%, indirect access
 //! through a pointer). Here `kvcli table2` (`user/kvcli/src/table2.rs`) runs the `kv` server
 //! with its table in the function's state ICA and then in its own heap, and times the same
