@@ -225,7 +225,9 @@ fn dev_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
         nr::DEV_MAP_BAR => {
             let (phys, size) = device::memory_bar(ResId(a[0]), a[1])?;
             let pages = size.div_ceil(PAGE_SIZE);
-            proc::with_vspace_of(me()?, |vs| vs.map_device(a[2], phys & !(PAGE_SIZE - 1), pages))?;
+            proc::with_vspace_of(me()?, |vs| {
+                vs.map_device(a[2], phys & !(PAGE_SIZE - 1), pages)
+            })?;
             Ok(pages * PAGE_SIZE)
         }
         nr::DMA_ALLOC => {

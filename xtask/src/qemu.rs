@@ -78,7 +78,10 @@ impl NetCfg {
             "-netdev".into(),
             netdev,
             "-device".into(),
-            format!("virtio-net-pci,netdev=n0,mac={},disable-legacy=on", self.mac),
+            format!(
+                "virtio-net-pci,netdev=n0,mac={},disable-legacy=on",
+                self.mac
+            ),
         ]
     }
 }

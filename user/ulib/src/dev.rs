@@ -14,9 +14,8 @@ use bytemuck::Zeroable;
 pub fn list() -> Result<Vec<PciInfo>, Error> {
     let mut buf = alloc::vec![PciInfo::zeroed(); abi::dev::MAX_FUNCTIONS];
     // SAFETY: `buf` is valid for writing `buf.len()` records.
-    let n = decode(unsafe {
-        raw::syscall2(nr::DEV_LIST, buf.as_mut_ptr() as u64, buf.len() as u64)
-    })?;
+    let n =
+        decode(unsafe { raw::syscall2(nr::DEV_LIST, buf.as_mut_ptr() as u64, buf.len() as u64) })?;
     buf.truncate(n as usize);
     Ok(buf)
 }
@@ -39,7 +38,13 @@ pub fn claim(dev: ResId) -> Result<(), Error> {
 pub fn config_read(dev: ResId, offset: u16, width: u8) -> Result<u32, Error> {
     // SAFETY: numbers only.
     decode(unsafe {
-        raw::syscall4(nr::DEV_CONFIG, dev.0, u64::from(offset), u64::from(width), 0)
+        raw::syscall4(
+            nr::DEV_CONFIG,
+            dev.0,
+            u64::from(offset),
+            u64::from(width),
+            0,
+        )
     })
     .map(|v| v as u32)
 }
@@ -49,7 +54,13 @@ pub fn config_write(dev: ResId, offset: u16, width: u8, value: u32) -> Result<()
     let w = u64::from(width) | abi::dev::CONFIG_WRITE;
     // SAFETY: numbers only.
     decode(unsafe {
-        raw::syscall4(nr::DEV_CONFIG, dev.0, u64::from(offset), w, u64::from(value))
+        raw::syscall4(
+            nr::DEV_CONFIG,
+            dev.0,
+            u64::from(offset),
+            w,
+            u64::from(value),
+        )
     })
     .map(drop)
 }
