@@ -29,8 +29,10 @@ pub struct Device {
     holder: Option<Pid>,
     /// Where its interrupt goes (an endpoint of the holder), and whether the line is masked
     /// waiting for the holder's acknowledgement.
-    pub(crate) irq_to: Option<ResId>,
-    pub(crate) irq_masked: bool,
+    irq_to: Option<ResId>,
+    irq_masked: bool,
+    /// Interrupt messages delivered (for tests and `pci`).
+    irqs: u64,
 }
 
 impl Resource for Device {
@@ -54,6 +56,7 @@ impl Resource for Device {
             holder: None,
             irq_to: None,
             irq_masked: false,
+            irqs: 0,
         })
     }
 
@@ -320,6 +323,7 @@ pub fn on_interrupt(gsi: u32) {
                 line = Some(d.func.irq_line);
                 if let Some(ep) = d.irq_to.filter(|_| d.holder.is_some_and(|h| !crate::proc::has_ended(h))) {
                     d.irq_masked = true;
+                    d.irqs += 1;
                     to.push((ep, d.func.bdf.packed()));
                 }
             }
@@ -336,16 +340,7 @@ pub fn on_interrupt(gsi: u32) {
             label: abi::dev::IRQ_LABEL,
             words: [u64::from(bdf), 0, 0, 0, 0, 0],
         };
-        let _ = crate::ipc::enqueue(crate::ipc::Incoming {
-            endpoint: ep,
-            kind: abi::ipc::SUBMIT_SEND,
-            sender: Pid(0),
-            sender_thread: 0,
-            caller: None,
-            msg,
-            via: crate::fnid::Via::NONE,
-            ica: None,
-        });
+        let _ = crate::ipc::kernel_send(ep, msg);
     }
     super::put_back_flow(&saved);
 }
@@ -356,4 +351,9 @@ pub fn holds_any(pid: Pid) -> bool {
         && devices().into_iter().any(|id| {
             local::with_state(id, &[], |d: &mut Device| Ok(d.holder == Some(pid))).unwrap_or(false)
         })
+}
+
+/// Interrupt messages delivered for device `id` so far (0 for anything else).
+pub fn irqs_of(id: ResId) -> u64 {
+    local::with_state(id, &[], |d: &mut Device| Ok(d.irqs)).unwrap_or(0)
 }

@@ -119,6 +119,12 @@ fn close_netdrv_leftovers() {
 
 /// Start `netdrv` at driver priority, run `netprobe` against it, end the driver.
 fn driver_round() -> crate::ktest::TestResult {
+    let nic = pci::functions()
+        .iter()
+        .find(|f| f.vendor == 0x1af4 && f.device == 0x1041)
+        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
+        .ok_or("no virtio-net resource")?;
+    let irqs = crate::res::device::irqs_of(nic);
     let drv = crate::proc::spawn("netdrv", &[], Priority::Driver, crate::proc::TEST_PARENT)
         .map_err(|e| format!("spawn netdrv: {e}"))?;
     let r = (|| {
@@ -131,6 +137,9 @@ fn driver_round() -> crate::ktest::TestResult {
             !crate::proc::has_ended(drv),
             "netdrv ended (its console lines say why)"
         );
+        // The reply came in by the device's interrupt, delivered as a message.
+        let more = crate::res::device::irqs_of(nic) - irqs;
+        kassert!(more > 0, "no interrupt message was delivered to netdrv");
         Ok(())
     })();
     end_and_reap(drv);
