@@ -25,7 +25,8 @@ const PROTECTED: [core::ops::Range<u16>; 2] = [0x10..0x28, 0x30..0x34];
 
 /// A PCI function and its holder.
 pub struct Device {
-    func: Function,
+    /// The function as enumerated at boot (that list lives as long as the kernel).
+    func: &'static Function,
     holder: Option<Pid>,
     /// Where its interrupt goes (an endpoint of the holder), and whether the line is masked
     /// waiting for the holder's acknowledgement.
@@ -47,7 +48,7 @@ impl Resource for Device {
             return Err(Error::Denied);
         }
         let packed = u16::try_from(u64_arg(args)?).map_err(|_| Error::InvalidArgument)?;
-        let func = *pci::functions()
+        let func = pci::functions()
             .iter()
             .find(|f| f.bdf.packed() == packed)
             .ok_or(Error::InvalidArgument)?;
@@ -68,14 +69,14 @@ impl Resource for Device {
     /// `INFO`: vendor << 16 | device id.
     fn control(&mut self, cmd: u64, _: u64, _: u64) -> Result<Step<u64, Infallible>, Error> {
         match cmd {
-            control::INFO => Ok(Step::Done(ids(&self.func))),
+            control::INFO => Ok(Step::Done(ids(self.func))),
             _ => Err(Error::NotSupported),
         }
     }
 
     /// Vendor << 16 | device id, and the class.
     fn info(&self) -> Step<(u64, u64), Infallible> {
-        Step::Done((ids(&self.func), u64::from(self.func.class)))
+        Step::Done((ids(self.func), u64::from(self.func.class)))
     }
 }
 
@@ -172,7 +173,7 @@ impl Device {
 pub fn config(id: ResId, offset: u64, width: u64, value: u64) -> Result<u64, Error> {
     let write = width & abi::dev::CONFIG_WRITE != 0;
     let width = width & !abi::dev::CONFIG_WRITE;
-    if !matches!(width, 1 | 2 | 4) || offset >= 256 || offset % width != 0 {
+    if !matches!(width, 1 | 2 | 4) || offset >= 256 || !offset.is_multiple_of(width) {
         return Err(Error::InvalidArgument);
     }
     let offset = offset as u16;
