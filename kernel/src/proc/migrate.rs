@@ -20,6 +20,10 @@
 //! A process migrating itself (`MIGRATE(0, core)`) is described from its own system-call
 //! frame, with the call's result (the new pid) already in it, and ends on A once B has it.
 //!
+//! Never moved: a process with DMA memory or a device's BAR mapped (`Denied`, for good: a
+//! copy of its DMA pages would leave the device writing the old frames, and its BARs and
+//! its device live on core 0), and a process holding a device at all.
+//!
 //! Left out: a process with children does not move (`Busy`): their parent links name the old
 //! pid. Resource handles that name the process (its process, vspace or compute resource)
 //! stay on A and then name an ended process.
@@ -220,7 +224,22 @@ fn describe(
     }))
 }
 
+/// Does `pid` (of this core) hold a device or device memory? Such a process never moves:
+/// its DMA pages would be copied to new frames while the device still writes the old ones,
+/// its BAR mappings would be dropped, and devices live on core 0 (`res/device.rs`).
+fn pinned_by_device(pid: Pid) -> Result<bool, Error> {
+    let memory = sched::with(|s| {
+        let p = super::live(s, pid)?;
+        Ok::<_, Error>(p.vspace.as_ref().is_some_and(|v| v.holds_device_memory()))
+    })?;
+    Ok(memory || crate::res::device::holds_any(pid))
+}
+
 fn describe_self() -> Result<Box<Snapshot>, Error> {
+    let me = super::running_pid().ok_or(Error::NoSuchProcess)?;
+    if pinned_by_device(me)? {
+        return Err(Error::Denied);
+    }
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get(&serial).ok_or(Error::NoSuchProcess)?;
@@ -234,6 +253,9 @@ fn describe_self() -> Result<Box<Snapshot>, Error> {
 /// Step 1 (on the process's core): stop process `pid` and describe it. `Busy` while it is
 /// still on its way to stopping.
 pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
+    if pinned_by_device(pid)? {
+        return Err(Error::Denied);
+    }
     sched::with(|s| {
         let p = super::live(s, pid)?;
         may_move(s, p)?;

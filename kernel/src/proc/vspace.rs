@@ -43,6 +43,9 @@ pub struct VSpace {
     /// DMA memory (`DMA_ALLOC`): address, pages. Own pages (freed with the rest), kept
     /// here so `DMA_FREE` gives back exactly what was allocated.
     dma: Vec<(u64, u64)>,
+    /// Pages of device memory (BARs, `map_device`) mapped: with `dma`, what pins this
+    /// address space to its frames (a device reaches them by physical address).
+    bar_pages: u64,
 }
 
 impl VSpace {
@@ -65,6 +68,7 @@ impl VSpace {
             landed: Vec::new(),
             pinned: Vec::new(),
             dma: Vec::new(),
+            bar_pages: 0,
         })
     }
 
@@ -263,7 +267,16 @@ impl VSpace {
         let pages = unsafe { self.map_frames(vaddr, &frames, flags)? };
         self.pinned.push((vaddr, pages));
         self.pages += pages;
+        self.bar_pages += pages;
         Ok(())
+    }
+
+    /// Does a device reach this address space by physical address (DMA memory mapped) or
+    /// does it map a device's registers (a BAR)? Then it must never be copied to other
+    /// frames (a device would go on writing the old ones) nor rebuilt elsewhere (the BAR
+    /// mappings would be lost): migration refuses it.
+    pub fn holds_device_memory(&self) -> bool {
+        !self.dma.is_empty() || self.bar_pages > 0
     }
 
     /// DMA memory: `pages` physically contiguous zeroed frames of this core, mapped

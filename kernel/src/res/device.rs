@@ -32,8 +32,9 @@ pub struct Device {
     /// waiting for the holder's acknowledgement.
     irq_to: Option<ResId>,
     irq_masked: bool,
-    /// Interrupt messages delivered (for tests and `pci`).
+    /// Interrupt messages delivered, and acknowledgements that unmasked (for tests).
     irqs: u64,
+    acks: u64,
 }
 
 impl Resource for Device {
@@ -58,6 +59,7 @@ impl Resource for Device {
             irq_to: None,
             irq_masked: false,
             irqs: 0,
+            acks: 0,
         })
     }
 
@@ -140,6 +142,7 @@ pub fn claim(id: ResId) -> Result<(), Error> {
     local::with_state(id, &[], |d: &mut Device| {
         d.holder = Some(me);
         d.irq_to = None;
+        d.irq_masked = false;
         Ok(())
     })?;
     // A new holder starts with its interrupt off until it asks (DEV_IRQ).
@@ -235,13 +238,20 @@ pub fn list() -> alloc::vec::Vec<abi::dev::PciInfo> {
         .collect()
 }
 
+impl Device {
+    /// Is its interrupt routed to a holder that is still alive?
+    fn routed(&self) -> bool {
+        self.irq_to.is_some() && self.holder.is_some_and(|h| !crate::proc::has_ended(h))
+    }
+}
+
 /// Is legacy line `line` wanted by a device other than `except` (an interrupt routed to a
-/// holder)? Lines may be shared.
+/// live holder)? Lines may be shared (QEMU's `pc` machine puts several functions on one).
 fn line_in_use(line: u8, except: Option<ResId>) -> bool {
     devices().into_iter().any(|id| {
         Some(id) != except
             && local::with_state(id, &[], |d: &mut Device| {
-                Ok(d.func.irq_line == line && d.irq_to.is_some())
+                Ok(d.func.irq_line == line && d.routed())
             })
             .unwrap_or(false)
     })
@@ -263,9 +273,13 @@ pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
     if endpoint == 0 {
         with_held(id, |d| {
             d.irq_to = None;
+            d.irq_masked = false;
             Ok(())
         })?;
-        if !line_in_use(line, Some(id)) {
+        if line_in_use(line, Some(id)) {
+            // Shared: the others may have been waiting for this one's acknowledgement.
+            unmask_unless_pending(line, id);
+        } else {
             let _ = pci_irq::set(line, true);
         }
         return Ok(0);
@@ -286,35 +300,49 @@ pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
         d.irq_masked = false;
         Ok(())
     })?;
-    pci_irq::set(line, false).ok_or(Error::NotSupported)?;
+    unmask_unless_pending(line, id);
     Ok(0)
 }
 
-/// DEV_IRQ_ACK: the holder has served its device; unmask the line.
+/// DEV_IRQ_ACK: the holder has served its device; unmask the line unless another live
+/// holder on the same (shared) line has not acknowledged its message yet.
 pub fn irq_ack(id: ResId) -> Result<u64, Error> {
     let line = with_held(id, |d| {
         if d.irq_to.is_none() {
             return Err(Error::InvalidArgument);
         }
+        if d.irq_masked {
+            d.acks += 1;
+        }
         d.irq_masked = false;
         Ok(d.func.irq_line)
     })?;
-    // A shared line stays masked while another holder has not acknowledged.
+    unmask_unless_pending(line, id);
+    Ok(0)
+}
+
+/// Unmask line `line` unless a live holder of a device on it other than `id` has not
+/// acknowledged its last message (a shared line: unmasked once all have acknowledged).
+fn unmask_unless_pending(line: u8, id: ResId) {
+    // A holder that ended has nothing to acknowledge.
     let others_pending = devices().into_iter().any(|o| {
         o != id
             && local::with_state(o, &[], |d: &mut Device| {
-                Ok(d.func.irq_line == line && d.irq_to.is_some() && d.irq_masked)
+                Ok(d.func.irq_line == line && d.routed() && d.irq_masked)
             })
             .unwrap_or(false)
     });
     if !others_pending {
         let _ = pci_irq::set(line, false);
     }
-    Ok(0)
 }
 
 /// An interrupt on GSI `gsi` (core 0, from the entry; the line is masked first and stays
-/// so until acknowledged): a one-way message, as the kernel, to every holder on that line.
+/// so until acknowledged): a one-way message, as the kernel, to every live holder on that
+/// line that has acknowledged its last one (a line may be shared: each of its holders
+/// hears it, and it is unmasked once all have acknowledged). A holder that ended is
+/// unrouted here: no message to its dead endpoint, and the line stays masked unless a live
+/// holder shares it.
 pub fn on_interrupt(gsi: u32) {
     let mut to = alloc::vec::Vec::new();
     let mut line = None;
@@ -322,7 +350,10 @@ pub fn on_interrupt(gsi: u32) {
         let _ = local::with_state(id, &[], |d: &mut Device| {
             if pci_irq::gsi_of(d.func.irq_line) == Some(gsi) {
                 line = Some(d.func.irq_line);
-                if let Some(ep) = d.irq_to.filter(|_| d.holder.is_some_and(|h| !crate::proc::has_ended(h))) {
+                if !d.routed() {
+                    d.irq_to = None;
+                    d.irq_masked = false;
+                } else if let Some(ep) = d.irq_to.filter(|_| !d.irq_masked) {
                     d.irq_masked = true;
                     d.irqs += 1;
                     to.push((ep, d.func.bdf.packed()));
@@ -358,3 +389,14 @@ pub fn holds_any(pid: Pid) -> bool {
 pub fn irqs_of(id: ResId) -> u64 {
     local::with_state(id, &[], |d: &mut Device| Ok(d.irqs)).unwrap_or(0)
 }
+
+/// For tests: device `id`'s interrupt messages delivered, acknowledgements that unmasked,
+/// whether a message waits for its acknowledgement, and whether it is routed to a live
+/// holder.
+pub fn irq_state(id: ResId) -> Option<(u64, u64, bool, bool)> {
+    local::with_state(id, &[], |d: &mut Device| {
+        Ok((d.irqs, d.acks, d.irq_masked, d.routed()))
+    })
+    .ok()
+}
+

@@ -14,6 +14,11 @@
 //! line. Started again after a crash, it claims the device (the dead holder is replaced),
 //! resets it (the transport's initialisation does) and closes the frame vregions its
 //! predecessor left (`netdrv-*` on this core).
+//!
+//! `netdrv lateack` (for the kernel's tests, `dev::irq_masked_until_ack`): it serves the
+//! interrupt's message at once but acknowledges it to the kernel only at the next
+//! `DRV_INFO` request, so a test can see that no second interrupt comes before the
+//! acknowledgement (frames still arrive: the receive queue is polled every 100 ms).
 #![no_std]
 #![no_main]
 
@@ -55,10 +60,13 @@ struct Driver {
     in_flight: BTreeMap<u64, ResId>,
     udp: Option<u64>,
     next_at: u64,
+    /// `lateack`: acknowledge interrupts at the next `DRV_INFO`; and whether one is due.
+    late_ack: bool,
+    ack_due: bool,
 }
 
-fn main(_args: &[&str]) -> i32 {
-    match run() {
+fn main(args: &[&str]) -> i32 {
+    match run(args.get(1) == Some(&"lateack")) {
         Ok(()) => 0,
         Err(e) => {
             println!("netdrv: {e}");
@@ -67,7 +75,7 @@ fn main(_args: &[&str]) -> i32 {
     }
 }
 
-fn run() -> Result<(), alloc::string::String> {
+fn run(late_ack: bool) -> Result<(), alloc::string::String> {
     use alloc::format;
     close_leftovers();
     let held = drvlib::Held::claim(0x1af4, 0x1041).map_err(|e| format!("claim: {e}"))?;
@@ -96,6 +104,8 @@ fn run() -> Result<(), alloc::string::String> {
         in_flight: BTreeMap::new(),
         udp: None,
         next_at: POOL_AT,
+        late_ack,
+        ack_due: false,
     };
     for i in 0..POOL {
         let name = format!("here/vregion/netdrv-{i}");
@@ -138,11 +148,18 @@ impl Driver {
             // From the kernel: the line is masked until we acknowledge.
             let _ = self.net.ack_interrupt();
             self.receive();
-            let _ = ulib::dev::irq_ack(self.id);
+            if self.late_ack {
+                self.ack_due = true;
+            } else {
+                let _ = ulib::dev::irq_ack(self.id);
+            }
             return;
         }
         match label {
             DRV_INFO => {
+                if core::mem::take(&mut self.ack_due) {
+                    let _ = ulib::dev::irq_ack(self.id);
+                }
                 let msg = Msg {
                     label: DRV_INFO,
                     words: [self.mac, 1, self.tx, self.rx, self.drops, 0],

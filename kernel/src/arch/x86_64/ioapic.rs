@@ -60,6 +60,11 @@ impl IoApic {
         self.route_masked(gsi, vector, dest, active_low, level, false);
     }
 
+    /// Is input `gsi` (one this IOAPIC serves) masked?
+    pub fn is_masked(&self, gsi: u32) -> bool {
+        self.read(REDIRECTION_BASE + 2 * (gsi - self.gsi_base)) & MASKED != 0
+    }
+
     /// As [`route`](Self::route), with the input masked or not.
     pub fn route_masked(
         &self,

@@ -76,3 +76,13 @@ pub fn gsi_of(line: u8) -> Option<u32> {
     let r = ROUTING.get()?;
     Some(resolve(r, line).gsi).filter(|&g| g < LINES)
 }
+
+/// Is legacy line `line` masked at its IOAPIC now (`None` if no IOAPIC serves it)? For
+/// tests: the hardware's own word, not the device resource's record.
+pub fn is_masked(line: u8) -> Option<bool> {
+    let r = ROUTING.get()?;
+    let gsi = gsi_of(line)?;
+    let io = r.ioapics.iter().find(|io| io.serves(gsi))?;
+    let _g = LOCK.lock();
+    Some(io.is_masked(gsi))
+}
