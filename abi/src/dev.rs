@@ -41,7 +41,14 @@
 //!
 //! **Interrupts** (`DEV_IRQ`): the device's interrupt (its IOAPIC line) arrives as a one-way
 //! message with label [`IRQ_LABEL`] and `words[0]` = the device's packed bus/device/function
-//! on the endpoint given (the caller's own); the line is then masked until `DEV_IRQ_ACK`.
+//! on the endpoint given (the caller's own); the line is then masked until `DEV_IRQ_ACK`,
+//! and no second message comes before it. A line several functions share goes to each of
+//! their live holders and is unmasked once all have acknowledged; a holder that ended is
+//! unrouted (its line stays masked unless a live holder shares it).
+//!
+//! **No moving.** A process holding a device, DMA memory or a BAR mapping never migrates:
+//! `MIGRATE` of it is `Denied` (its DMA pages copied to new frames would leave the device
+//! writing the old ones; its BAR mappings and its device stay on core 0).
 
 use bytemuck::{Pod, Zeroable};
 

@@ -34,7 +34,7 @@
 //! | 22 | `SETUSER` | user id | 0 (the caller's user changes: the shell's `su`; `Denied` unless the caller was created by the administrator, user 1, or the kernel, or it names the caller's own user; never the kernel, 0) |
 //! | 23 | `GETUSER` | | the caller's user id |
 //! | 24 | `SPAWN_ON` | name ptr, name len, args ptr, args len, priority, core | pid of the child (it lives on `core`) |
-//! | 25 | `MIGRATE` | pid (0 = the caller), core | the process's new pid on `core` |
+//! | 25 | `MIGRATE` | pid (0 = the caller), core | the process's new pid on `core` (`Denied` for a process holding a device, DMA memory or a BAR mapping: see [`crate::dev`]) |
 //! | 26 | `RPCC_STATS` | `*mut RpccInfo`, capacity | number of records written (one per core) |
 //! | 27 | `MODES` | `*mut ModeInfo`, capacity | number of records written (one per core): where each core's time went |
 //! | 29–34 | `SUBMIT`, `COLLECT`, `CALL`, `SEND`, `RECV`, `REPLY` | see [`crate::ipc`] | |
