@@ -265,6 +265,18 @@ fn driver(c: &mut Checks, net: ResId) {
     );
     // Left for the exit to free (the kernel test counts the frames).
     c.ok("DMA left mapped", dev::dma_alloc(DMA_AT, 2).is_ok());
+    // A device holder with DMA memory and a BAR never moves (abi::dev "No moving").
+    let mut cores = [ulib::abi::CoreInfo::default(); 2];
+    let core1 = ulib::sys::cores(&mut cores).is_ok_and(|n| n > 1 && cores[1].online != 0);
+    c.eq(
+        "migrate itself",
+        ulib::sys::migrate(None, 1).map(drop),
+        Err(if core1 {
+            Error::Denied
+        } else {
+            Error::NoSuchCore
+        }),
+    );
     // The interrupt: to its own endpoint only.
     c.eq(
         "irq ack before routing",
