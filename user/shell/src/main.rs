@@ -33,6 +33,7 @@ extern crate alloc;
 mod cores;
 mod editor;
 mod fns;
+mod net;
 mod res;
 
 use alloc::format;
@@ -100,6 +101,10 @@ commands:
   replace NAME PROG [ARGS] [-c CORE]
                                   replace NAME's server while it serves: starts
                                   PROG takeover ARGS (a job), reports the switch
+  net                             netd's address, MAC and counters (frames, datagrams,
+                                  drops, errors)
+  net up [ADDR/PREFIX GATEWAY]    start netdrv and netd (DHCP, or the address given) as
+                                  jobs and wait for an address
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";
@@ -223,6 +228,18 @@ impl Shell {
             "su" => self.su(args),
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
             "fn" => fns::command(args),
+            "net" => match args.first() {
+                None => net::show(),
+                Some(&"up") => {
+                    let mut started = Vec::new();
+                    let r = net::up(&args[1..], &mut started);
+                    for (pid, name) in started {
+                        self.jobs.push(Job::new(pid, name));
+                    }
+                    r
+                }
+                Some(_) => Err(String::from("net: usage: net [up [ADDR/PREFIX GATEWAY]]")),
+            },
             "replace" => {
                 let pid = fns::replace(args)?;
                 self.jobs
