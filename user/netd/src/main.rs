@@ -113,6 +113,9 @@ fn run(o: &Options) -> Result<(), String> {
     )
     .map_err(|e| format!("endpoint: {e}"))?;
     let mut dev = NetDev::new(me.serial())?;
+    // The driver first: a server that cannot reach it does not take the name.
+    let mac =
+        dev::driver_mac(DRIVER_TRIES).map_err(|e| format!("no driver ({FN_DRV_NAME}): {e}"))?;
     let (id, net, how) = if o.takeover {
         take_over(ep)?
     } else {
@@ -123,7 +126,6 @@ fn run(o: &Options) -> Result<(), String> {
         let (net, how) = state(id)?;
         (id, net, how)
     };
-    let mac = dev::driver_mac(DRIVER_TRIES).map_err(|e| format!("no driver ({FN_DRV_NAME}): {e}"))?;
     let mut cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
     cfg.random_seed = sys::clock_ns().unwrap_or(1) ^ me.0;
     let iface = Interface::new(cfg, &mut dev, serve::now());
@@ -208,8 +210,6 @@ fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String), String
     {
         return Err(format!("takeover: state ICA {region} is not a netd state"));
     }
-    // The driver must answer before the switch: no point replacing a server we cannot be.
-    dev::driver_mac(DRIVER_TRIES).map_err(|e| format!("takeover: no driver: {e}"))?;
     let generation = fnid::takeover(id, ep, TAKEOVER_TIMEOUT_NS)
         .map_err(|e| format!("takeover of {id}: {e}"))?;
     // The old server has ended; its core may still be unmapping the state: a few tries.

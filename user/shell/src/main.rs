@@ -103,8 +103,9 @@ commands:
                                   PROG takeover ARGS (a job), reports the switch
   net                             netd's address, MAC and counters (frames, datagrams,
                                   drops, errors)
-  net up [ADDR/PREFIX GATEWAY]    start netdrv and netd (DHCP, or the address given) as
-                                  jobs and wait for an address
+  net up [ADDR/PREFIX GATEWAY] [-c DRVCORE,NETDCORE]
+                                  start netdrv and netd (DHCP, or the address given) as
+                                  jobs (on those cores) and wait for an address
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";

@@ -1,7 +1,7 @@
 //! The network commands (issue 15): `net` shows `netd`'s address config and counters (by
 //! asking `net.udp`, `ulib::net`); `net up [ARGS]` starts the driver `netdrv` (driver
-//! priority) and then `netd ARGS` (server priority) as jobs and waits until `netd` serves
-//! `net.udp` with an address.
+//! priority) and then `netd ARGS` (server priority) as jobs (`-c DRVCORE,NETDCORE` puts them on
+//! those cores) and waits until `netd` serves `net.udp` with an address.
 
 use alloc::format;
 use alloc::string::String;
@@ -41,6 +41,22 @@ pub(crate) fn show() -> Result<(), String> {
         "frames in {} out {}, datagrams in {} out {}, drops {}, errors {}",
         c[0], c[1], c[2], c[3], c[4], c[5]
     );
+    // The driver's own counts (DRV_INFO), if it answers.
+    if let Ok(drv) = ulib::fnid::lookup(ulib::abi::net::FN_DRV) {
+        let ask = ulib::abi::ipc::Msg {
+            label: ulib::abi::net::DRV_INFO,
+            ..Default::default()
+        };
+        if let Ok((_, r)) = ulib::ipc::call(drv.as_target(), &ask) {
+            println!(
+                "driver: link {}, frames sent {} received {}, drops {}",
+                if r.words[1] == 1 { "up" } else { "down" },
+                r.words[2],
+                r.words[3],
+                r.words[4]
+            );
+        }
+    }
     Ok(())
 }
 
@@ -50,12 +66,29 @@ pub(crate) fn up(args: &[&str], jobs: &mut Vec<(Pid, &'static str)>) -> Result<(
     if net::server().is_ok() {
         return Err(String::from("net up: netd serves already"));
     }
+    // `-c DRVCORE,NETDCORE`: where the two run (default: this core).
+    let mut args: Vec<&str> = args.to_vec();
+    let mut cores = (None, None);
+    if let Some(at) = args.iter().position(|a| *a == "-c") {
+        let bad = || String::from("net up: -c takes DRVCORE,NETDCORE (e.g. -c 1,2)");
+        let v = args.get(at + 1).ok_or_else(bad)?;
+        let (a, b) = v.split_once(',').ok_or_else(bad)?;
+        cores = (
+            Some(a.parse::<usize>().map_err(|_| bad())?),
+            Some(b.parse::<usize>().map_err(|_| bad())?),
+        );
+        args.drain(at..at + 2);
+    }
+    let start_on = |prog: &str, a: &[&str], p: Priority, core: Option<usize>| match core {
+        Some(c) => sys::spawn_on(prog, a, p, c),
+        None => sys::spawn(prog, a, p),
+    };
     if ulib::fnid::lookup(ulib::abi::net::FN_DRV).is_err() {
-        let drv = sys::spawn("netdrv", &[], Priority::Driver)
+        let drv = start_on("netdrv", &[], Priority::Driver, cores.0)
             .map_err(|e| format!("net up: start netdrv: {e}"))?;
         jobs.push((drv, "netdrv"));
     }
-    let netd = sys::spawn("netd", args, Priority::Server)
+    let netd = start_on("netd", &args, Priority::Server, cores.1)
         .map_err(|e| format!("net up: start netd: {e}"))?;
     jobs.push((netd, "netd"));
     let start = sys::clock_ns().unwrap_or(0);
