@@ -178,7 +178,12 @@ fn state(id: FnId) -> Result<(netstate::Net<'static>, String), String> {
         let info = res::info(region).map_err(|e| format!("state ICA {region}: {e}"))?;
         res::attach_here(region, STATE_AT, true)
             .map_err(|e| format!("attach state ICA {region}: {e}"))?;
-        return open_found(region, info.size);
+        let (mut n, how) = open_found(region, info.size)?;
+        // The last server ended (a crash, a kill): the ports of programs that ended since
+        // are free again.
+        let alive = serve::alive_pids();
+        let freed = n.unbind_ended(|o| alive.contains(&o));
+        return Ok((n, format!("{how}, {freed} ports of ended programs closed")));
     }
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let size = state_size();

@@ -526,7 +526,7 @@ impl Server {
 }
 
 /// The pids of processes that have not ended.
-fn alive_pids() -> Vec<u64> {
+pub fn alive_pids() -> Vec<u64> {
     let mut buf = alloc::vec![ProcInfo::EMPTY; 1024];
     let n = sys::processes(&mut buf).unwrap_or(0);
     buf[..n]
