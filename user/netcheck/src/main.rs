@@ -56,7 +56,8 @@ fn main(args: &[&str]) -> i32 {
     };
     let mut fails = Vec::new();
     let mut children = Vec::new();
-    let r = run(cores, &mut fails, &mut children);
+    let mut peer = None;
+    let r = run(cores, &mut fails, &mut children, &mut peer);
     for pid in children {
         let _ = sys::kill(pid);
         let _ = sys::wait(Some(pid));
@@ -66,6 +67,8 @@ fn main(args: &[&str]) -> i32 {
             let _ = fnid::unregister(id);
         }
     }
+    // Its pages and endpoint closed, once netd has ended.
+    drop(peer);
     if let Err(e) = r {
         fails.push(e);
     }
@@ -103,12 +106,13 @@ fn run(
     cores: Option<(usize, usize)>,
     fails: &mut Vec<String>,
     children: &mut Vec<Pid>,
+    slot: &mut Option<Peer>,
 ) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint(&format!("here/endpoint/nc-{}", me.serial()), Rights(0x2f))
         .map_err(|e| format!("endpoint: {e}"))?;
     fnid::register(FN_DRV, ep).map_err(|e| format!("register {FN_DRV} (a driver runs?): {e}"))?;
-    let mut p = Peer::new(ep)?;
+    let p = slot.insert(Peer::new(ep)?);
     let netd = start_program("netd", &["10.0.2.15/24", "10.0.2.2"], cores.map(|c| c.0))?;
     children.push(netd);
     // Serve the driver's side until netd serves net.udp.

@@ -235,6 +235,21 @@ impl Peer {
     }
 }
 
+impl Drop for Peer {
+    /// Its pages are closed (vregions outlive their creator); one still with `netd` (which
+    /// ended by now) has come back detached.
+    fn drop(&mut self) {
+        self.reap(10_000_000);
+        for p in &self.pages {
+            if p.at != 0 {
+                let _ = res::detach_here(p.at);
+            }
+            let _ = res::close(p.region);
+        }
+        let _ = res::close(self.ep);
+    }
+}
+
 fn err(e: Error) -> Msg {
     Msg {
         label: e as u64,

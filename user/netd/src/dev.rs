@@ -223,6 +223,27 @@ impl Tx {
         r
     }
 
+    /// Close the transmit pages (a retiring server: its vregions would outlive it). Frames
+    /// still with the driver are waited for (a bounded wait); a page that does not come
+    /// back is left to its fate (it comes back detached to this ended creator).
+    pub fn close_pages(&mut self) {
+        for _ in 0..50 {
+            if self.in_flight() == 0 {
+                break;
+            }
+            self.reap(TX_WAIT_NS);
+        }
+        for p in core::mem::take(&mut self.pages) {
+            if p.ticket.is_some() {
+                continue;
+            }
+            if p.at != 0 {
+                let _ = res::detach_here(p.at);
+            }
+            let _ = res::close(p.region);
+        }
+    }
+
     /// Frames still with the driver.
     pub fn in_flight(&self) -> usize {
         self.pages.iter().filter(|p| p.ticket.is_some()).count()
