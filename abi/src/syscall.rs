@@ -46,6 +46,7 @@
 //! | 40 | `ENTER` | submissions to take, completions to wait for, timeout ns | submissions taken (see [`crate::ring`]) |
 //! | 41 | `RING_SETUP` | address, submission entries | bytes mapped (see [`crate::ring`]) |
 //! | 42–47 | `FN_REGISTER`, `FN_LOOKUP`, `FN_UNREGISTER`, `FN_LIST`, `FN_STATE`, `FN_TAKEOVER` | see [`crate::fnid`] | |
+//! | 48–55 | `DEV_LIST`, `DEV_CLAIM`, `DEV_CONFIG`, `DEV_MAP_BAR`, `DMA_ALLOC`, `DMA_FREE`, `DEV_IRQ`, `DEV_IRQ_ACK` | see [`crate::dev`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
@@ -114,9 +115,17 @@ pub const FN_UNREGISTER: u64 = 44;
 pub const FN_LIST: u64 = 45;
 pub const FN_STATE: u64 = 46;
 pub const FN_TAKEOVER: u64 = 47;
+pub const DEV_LIST: u64 = 48;
+pub const DEV_CLAIM: u64 = 49;
+pub const DEV_CONFIG: u64 = 50;
+pub const DEV_MAP_BAR: u64 = 51;
+pub const DMA_ALLOC: u64 = 52;
+pub const DMA_FREE: u64 = 53;
+pub const DEV_IRQ: u64 = 54;
+pub const DEV_IRQ_ACK: u64 = 55;
 
 /// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 48;
+pub const COUNT: u64 = 56;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -192,6 +201,14 @@ pub fn name(number: u64) -> &'static str {
         "fn_list",
         "fn_state",
         "fn_takeover",
+        "dev_list",
+        "dev_claim",
+        "dev_config",
+        "dev_map_bar",
+        "dma_alloc",
+        "dma_free",
+        "dev_irq",
+        "dev_irq_ack",
     ];
     NAMES.get(number as usize).copied().unwrap_or("unknown")
 }

@@ -57,6 +57,22 @@ use alloc::collections::{BTreeSet, VecDeque};
 use alloc::vec::Vec;
 pub use ica::Ica;
 
+/// A one-way message from the kernel itself (sender pid 0) to `endpoint` of this core: a
+/// device's interrupt for its user-mode driver (`res/device.rs`). `Busy` if the owner's
+/// queue is full, `Gone` if it ended.
+pub fn kernel_send(endpoint: ResId, msg: Msg) -> Result<(), Error> {
+    enqueue(Incoming {
+        endpoint,
+        kind: api::SUBMIT_SEND,
+        sender: Pid(0),
+        sender_thread: 0,
+        caller: None,
+        msg,
+        via: crate::fnid::Via::NONE,
+        ica: None,
+    })
+}
+
 /// Most requests one process may have in flight (submitted and not collected).
 pub const MAX_IN_FLIGHT: usize = 256;
 /// Most requests waiting in one process's request queue.

@@ -310,6 +310,14 @@ extern "C" fn bsp_main() -> ! {
         ),
     }
 
+    // PCI: enumerate, and make each function a device resource for user-mode drivers.
+    arch::x86_64::pci_irq::init(
+        &state.platform.ioapics,
+        &state.platform.overrides,
+        apic::id(),
+    );
+    res::device::create_all();
+
     rpcc::init_this_core();
     trace::init_this_core();
     smp::mark_online();

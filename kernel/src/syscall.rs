@@ -9,6 +9,7 @@
 #![deny(unsafe_code)]
 
 use crate::arch::x86_64::idt::TrapFrame;
+use crate::arch::x86_64::paging::PAGE_SIZE;
 use crate::mm::user::{UserPtrMut, UserSlice, UserSliceMut};
 use crate::percore::{self, current_core};
 use crate::proc::{self, sched};
@@ -105,6 +106,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .map(|()| 0),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
         nr::FN_REGISTER..=nr::FN_TAKEOVER => fn_call(frame.rax, a),
+        nr::DEV_LIST..=nr::DEV_IRQ_ACK => dev_call(frame.rax, a),
         _ => Err(Error::NoSuchCall),
     };
     crate::res::end_flow();
@@ -198,6 +200,46 @@ fn fn_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
         nr::FN_LIST => fn_list(a[0], a[1]),
         nr::FN_STATE => crate::fnid::state(a[0], a[1]),
         nr::FN_TAKEOVER => crate::ipc::takeover::takeover(a[0], ResId(a[1]), a[2]),
+        _ => Err(Error::NoSuchCall),
+    }
+}
+
+/// The device calls for user-mode drivers (`abi::dev`; `res/device.rs`).
+#[inline(never)]
+fn dev_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
+    use crate::res::device;
+    let me = || proc::running_pid().ok_or(Error::NoSuchProcess);
+    match number {
+        nr::DEV_LIST => {
+            let room = a[1].min(abi::dev::MAX_FUNCTIONS as u64) as usize;
+            let out = UserSliceMut::<abi::dev::PciInfo>::new(a[0], room);
+            proc::with_current_vspace(|vs| out.check(vs))?;
+            if current_core() != 0 {
+                return Err(Error::NotSupported);
+            }
+            let infos = device::list();
+            write_records(a[0], &infos[..infos.len().min(room)])
+        }
+        nr::DEV_CLAIM => device::claim(ResId(a[0])).map(|()| 0),
+        nr::DEV_CONFIG => device::config(ResId(a[0]), a[1], a[2], a[3]),
+        nr::DEV_MAP_BAR => {
+            let (phys, size) = device::memory_bar(ResId(a[0]), a[1])?;
+            let pages = size.div_ceil(PAGE_SIZE);
+            proc::with_vspace_of(me()?, |vs| {
+                vs.map_device(a[2], phys & !(PAGE_SIZE - 1), pages)
+            })?;
+            Ok(pages * PAGE_SIZE)
+        }
+        nr::DMA_ALLOC => {
+            // DMA memory is for drivers: a caller must hold a device.
+            if !device::holds_any(me()?) {
+                return Err(Error::Denied);
+            }
+            proc::with_vspace_of(me()?, |vs| vs.map_dma(a[0], a[1]))
+        }
+        nr::DMA_FREE => proc::with_vspace_of(me()?, |vs| vs.free_dma(a[0], a[1])).map(|()| 0),
+        nr::DEV_IRQ => device::irq(ResId(a[0]), a[1]),
+        nr::DEV_IRQ_ACK => device::irq_ack(ResId(a[0])),
         _ => Err(Error::NoSuchCall),
     }
 }

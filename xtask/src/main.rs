@@ -72,6 +72,10 @@ enum Cmd {
         /// kernel stopped with FATAL, or QEMU did not exit cleanly.
         #[arg(long, value_name = "FILE", conflicts_with = "gdb")]
         script: Option<std::path::PathBuf>,
+        /// Boot with a virtio-net device on QEMU's user network (restrict=on, MAC
+        /// 52:54:00:12:34:56), for the user-mode network driver.
+        #[arg(long)]
+        net: bool,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
@@ -138,6 +142,7 @@ fn run(cli: Cli) -> Result<()> {
             mode,
             gdb,
             script,
+            net,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
@@ -152,6 +157,9 @@ fn run(cli: Cli) -> Result<()> {
             g.initrd = Some(user::build_archive()?);
             g.mem_mib = mem;
             g.gdb = gdb;
+            if net {
+                g.net = Some(qemu::NetCfg::test());
+            }
             if deterministic {
                 g.mode = Mode::Deterministic;
             }

@@ -43,6 +43,47 @@ pub struct Guest {
     /// A person at a terminal: Ctrl-C goes to the guest (the shell interrupts its
     /// foreground program) and Ctrl-A X quits QEMU (its monitor shares the console).
     pub interactive: bool,
+    /// A virtio-net device (modern PCI transport) on QEMU's user network, if any.
+    pub net: Option<NetCfg>,
+}
+
+/// A virtio-net device on QEMU's user network, closed to the outside (`restrict=on`): the
+/// guest reaches only QEMU's own gateway (10.0.2.2) and the forwarded host ports.
+#[derive(Clone, Debug)]
+pub struct NetCfg {
+    /// The device's MAC address, `52:54:00:..`.
+    pub mac: String,
+    /// UDP ports forwarded from the host's 127.0.0.1: (host port, guest port).
+    pub udp_forwards: Vec<(u16, u16)>,
+}
+
+impl NetCfg {
+    /// The MAC the tests give the device (`abi::dev` tests compare DRV_INFO with it).
+    pub const TEST_MAC: &'static str = "52:54:00:12:34:56";
+
+    /// The device the test boots get: no forwarded port.
+    pub fn test() -> NetCfg {
+        NetCfg {
+            mac: Self::TEST_MAC.into(),
+            udp_forwards: Vec::new(),
+        }
+    }
+
+    fn args(&self) -> [String; 4] {
+        let mut netdev = String::from("user,id=n0,restrict=on");
+        for (host, guest) in &self.udp_forwards {
+            netdev.push_str(&format!(",hostfwd=udp:127.0.0.1:{host}-:{guest}"));
+        }
+        [
+            "-netdev".into(),
+            netdev,
+            "-device".into(),
+            format!(
+                "virtio-net-pci,netdev=n0,mac={},disable-legacy=on",
+                self.mac
+            ),
+        ]
+    }
 }
 
 impl Guest {
@@ -57,6 +98,7 @@ impl Guest {
             cpu_flags: String::new(),
             gdb: false,
             interactive: false,
+            net: None,
         }
     }
 
@@ -95,6 +137,9 @@ impl Guest {
                 "-mon".into(),
                 "chardev=console".into(),
             ]);
+        }
+        if let Some(net) = &self.net {
+            a.extend(net.args());
         }
         if let Some(initrd) = &self.initrd {
             a.extend(["-initrd".into(), initrd.display().to_string()]);

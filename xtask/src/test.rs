@@ -85,6 +85,8 @@ pub fn run(opts: &Options) -> Result<bool> {
         ] {
             let mut g = guest(smp, &format!("ktest={}{structure}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
+            // A virtio-net device for the `dev::*` tests (user-mode drivers).
+            g.net = Some(crate::qemu::NetCfg::test());
             let found = kernel_suite(&mut t, &g, &opts.filter, label, &kernel, opts.verbose)?;
             if fault_tests.is_empty() {
                 fault_tests = found;

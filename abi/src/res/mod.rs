@@ -50,16 +50,19 @@ pub enum ResType {
     Endpoint = 5,
     /// A counting semaphore (open with its count; control `SEM_P` and `SEM_V`).
     Sem = 6,
+    /// A PCI function, made by the kernel at boot (`crate::dev`): what a driver holds.
+    Device = 7,
 }
 
 impl ResType {
-    pub const ALL: [ResType; 6] = [
+    pub const ALL: [ResType; 7] = [
         ResType::VRegion,
         ResType::VSpace,
         ResType::Process,
         ResType::Compute,
         ResType::Endpoint,
         ResType::Sem,
+        ResType::Device,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +73,7 @@ impl ResType {
             ResType::Compute => "compute",
             ResType::Endpoint => "endpoint",
             ResType::Sem => "sem",
+            ResType::Device => "device",
         }
     }
 

@@ -45,7 +45,7 @@ use crate::arch::x86_64::idt::TrapFrame;
 use crate::arch::x86_64::trap::{
     self, VEC_IPI, VEC_PIC_BASE, VEC_SERIAL, VEC_SPURIOUS, VEC_SYSCALL, VEC_TIMER,
 };
-use crate::arch::x86_64::{apic, cpu};
+use crate::arch::x86_64::{apic, cpu, pci_irq};
 use crate::modes::{self, Mode};
 use crate::{biglock, percore, proc, trace};
 
@@ -98,6 +98,13 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
                 .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
             crate::console::on_serial_interrupt();
             proc::sched::with(|s| s.wake_all(|b| b == proc::sched::Block::Console));
+            apic::eoi();
+        }
+        v if (pci_irq::VEC_DEV_BASE..pci_irq::VEC_DEV_BASE + u64::from(pci_irq::LINES))
+            .contains(&v) =>
+        {
+            // A device's line, for its user-mode driver: masked, then a message.
+            crate::res::device::on_interrupt((v - pci_irq::VEC_DEV_BASE) as u32);
             apic::eoi();
         }
         VEC_SPURIOUS => {}

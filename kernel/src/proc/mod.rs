@@ -248,7 +248,8 @@ pub fn set_args(pid: Pid, args: &[&str]) -> Result<(), Error> {
     })
 }
 
-fn with_vspace_of<R>(
+/// Run `f` on process `pid`'s address space (a process of this core).
+pub fn with_vspace_of<R>(
     pid: Pid,
     f: impl FnOnce(&mut VSpace) -> Result<R, Error>,
 ) -> Result<R, Error> {

@@ -40,6 +40,9 @@ pub struct VSpace {
     /// Kernel-owned frames mapped for the program (a request ring): address, pages. Like
     /// attachments, unmapped without being freed: their owner frees them.
     pinned: Vec<(u64, u64)>,
+    /// DMA memory (`DMA_ALLOC`): address, pages. Own pages (freed with the rest), kept
+    /// here so `DMA_FREE` gives back exactly what was allocated.
+    dma: Vec<(u64, u64)>,
 }
 
 impl VSpace {
@@ -61,6 +64,7 @@ impl VSpace {
             attached: Vec::new(),
             landed: Vec::new(),
             pinned: Vec::new(),
+            dma: Vec::new(),
         })
     }
 
@@ -239,6 +243,79 @@ impl VSpace {
         let pages = unsafe { self.map_frames(vaddr, frames, flags)? };
         self.pinned.push((vaddr, pages));
         self.pages += pages;
+        Ok(())
+    }
+
+    /// Map `pages` pages of device memory at physical `phys` (a BAR the caller checked)
+    /// uncached, writable, at `vaddr`. Not RAM: nothing is freed when it goes.
+    pub fn map_device(&mut self, vaddr: u64, phys: u64, pages: u64) -> Result<(), Error> {
+        if pages == 0 || pages > MAX_USER_PAGES || !phys.is_multiple_of(PAGE_SIZE) {
+            return Err(Error::InvalidArgument);
+        }
+        let frames: Vec<u64> = (0..pages).map(|i| phys + i * PAGE_SIZE).collect();
+        let flags = Flags::USER_ACCESSIBLE
+            | Flags::NO_EXECUTE
+            | Flags::WRITABLE
+            | Flags::NO_CACHE
+            | Flags::WRITE_THROUGH;
+        // SAFETY: device memory (a BAR found at boot, which no driver may move), not a frame
+        // of any pool: nothing reuses it while mapped.
+        let pages = unsafe { self.map_frames(vaddr, &frames, flags)? };
+        self.pinned.push((vaddr, pages));
+        self.pages += pages;
+        Ok(())
+    }
+
+    /// DMA memory: `pages` physically contiguous zeroed frames of this core, mapped
+    /// writable at `vaddr` as this address space's own pages (charged, freed with it or by
+    /// [`free_dma`](Self::free_dma)); the physical address of the first.
+    pub fn map_dma(&mut self, vaddr: u64, pages: u64) -> Result<u64, Error> {
+        if pages == 0 || pages > abi::dev::DMA_MAX_PAGES {
+            return Err(Error::InvalidArgument);
+        }
+        if self.pages + pages > MAX_USER_PAGES {
+            return Err(Error::NoMemory);
+        }
+        quota::charge_frames(self.user, pages)?;
+        // Keep the kernel's reserve, as `alloc_user` does.
+        let core = crate::percore::current_core();
+        let (free, _) = frames::counts(core);
+        let phys = if free < frames::kernel_reserve(core) + pages {
+            None
+        } else {
+            frames::alloc_contiguous(pages, 1)
+        };
+        let Some(phys) = phys else {
+            quota::uncharge_frames(self.user, pages);
+            return Err(Error::NoMemory);
+        };
+        for i in 0..pages {
+            paging::zero_frame(phys + i * PAGE_SIZE);
+        }
+        let frames_: Vec<u64> = (0..pages).map(|i| phys + i * PAGE_SIZE).collect();
+        let flags = Flags::USER_ACCESSIBLE | Flags::NO_EXECUTE | Flags::WRITABLE;
+        // SAFETY: fresh frames of this core, owned by this address space from now on
+        // (freed by `free_dma` or its drop).
+        if let Err(e) = unsafe { self.map_frames(vaddr, &frames_, flags) } {
+            let _ = frames::free_contiguous(phys, pages);
+            quota::uncharge_frames(self.user, pages);
+            return Err(e);
+        }
+        self.charged += pages;
+        self.pages += pages;
+        self.dma.push((vaddr, pages));
+        Ok(phys)
+    }
+
+    /// Undo a [`map_dma`](Self::map_dma) of exactly `pages` at `vaddr`: unmap and free.
+    pub fn free_dma(&mut self, vaddr: u64, pages: u64) -> Result<(), Error> {
+        let i = self
+            .dma
+            .iter()
+            .position(|&d| d == (vaddr, pages))
+            .ok_or(Error::InvalidArgument)?;
+        self.dma.swap_remove(i);
+        self.unmap_pages(vaddr, pages);
         Ok(())
     }
 

@@ -27,6 +27,7 @@ kind::resource_types! {
     Compute => compute::Compute,
     Endpoint => endpoint::Endpoint,
     Sem => sem::Sem,
+    Device => device::Device,
 }
 
 use crate::percore::{self, current_core};

@@ -3,6 +3,7 @@
 //! Each file groups the tests of one subsystem; `faults` holds the expected-fault tests,
 //! which xtask runs one per boot.
 
+mod dev;
 mod family;
 mod faults;
 mod fnid;

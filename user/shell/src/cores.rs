@@ -267,3 +267,40 @@ pub(crate) fn trace(args: &[&str]) -> Result<(), String> {
         Err(e) => Err(format!("trace: {e}")),
     }
 }
+
+/// `pci`: every PCI function the kernel found (it keeps no drivers: user-mode drivers hold
+/// these as `device` resources).
+pub fn pci() -> Result<(), String> {
+    let fs = ulib::dev::list().map_err(|e| format!("pci: {e}"))?;
+    for f in &fs {
+        let irq = if f.irq_pin == 0 {
+            String::from("no irq")
+        } else {
+            format!("irq {} (INT{})", f.irq_line, (b'A' + f.irq_pin - 1) as char)
+        };
+        let holder = if f.holder == 0 {
+            String::new()
+        } else {
+            format!(", held by 0.{}", f.holder)
+        };
+        println!(
+            "{:02x}:{:02x}.{} {:04x}:{:04x} class {:06x} ({}) {}{} [{}]",
+            f.bus(),
+            f.dev(),
+            f.func(),
+            f.vendor,
+            f.device,
+            f.class,
+            ulib::abi::dev::class_name(f.class),
+            irq,
+            holder,
+            f.id
+        );
+        for (i, b) in f.bars.iter().enumerate().filter(|(_, b)| b.size != 0) {
+            let kind = if b.flags & 1 != 0 { "io" } else { "mem" };
+            println!("    BAR{i} {kind} {:#x} size {:#x}", b.base, b.size);
+        }
+    }
+    println!("{} functions", fs.len());
+    Ok(())
+}

@@ -53,6 +53,7 @@ commands:
   ps                              processes of every core, by core: pid, core, state,
                                   priority, cpu time, memory
   cores                           cores: load since boot, free frames, processes, IPIs
+  pci                             PCI functions: bus:dev.fn, ids, class, BARs, IRQ, holder
   mem                             free and total memory per core
   run PROG [ARGS...] [-p PRIO] [-c CORE] [&]
                                   start PROG (PRIO: driver, server, app or 0-2; default
@@ -241,6 +242,7 @@ impl Shell {
                 }
                 Some(_) => Err(String::from("net: usage: net [up [ADDR/PREFIX GATEWAY]]")),
             },
+            "pci" => no_args(cmd).and_then(|_| cores::pci()),
             "replace" => {
                 let pid = fns::replace(args)?;
                 self.jobs

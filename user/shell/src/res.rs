@@ -188,6 +188,9 @@ impl Shell {
                 .ok_or("res open: usage: res open LOC/sem/NAME COUNT")?;
                 res::open(name, &count.to_le_bytes(), rights)
             }
+            ResType::Device => {
+                return Err("res open: devices are made by the kernel at boot (see `pci`)".into())
+            }
             ResType::Endpoint => {
                 if !args.is_empty() {
                     return Err("res open: usage: res open LOC/endpoint/NAME (on this core: the shell receives)".into());
@@ -469,6 +472,7 @@ fn size_text(r: &ResInfo) -> String {
         Some(ResType::Compute) => format!("{} mips", r.size),
         Some(ResType::Endpoint) => format!("owner {}", Pid(r.size)),
         Some(ResType::Sem) => format!("count {}", r.size),
+        Some(ResType::Device) => format!("{:04x}:{:04x}", r.size >> 16, r.size & 0xffff),
         None => format!("{:#x}", r.size),
     }
 }
@@ -484,6 +488,11 @@ fn detail_text(r: &ResInfo) -> String {
         Some(ResType::Compute) => format!("runs pid {}", Pid(r.detail)),
         Some(ResType::Endpoint) => "receives requests".into(),
         Some(ResType::Sem) => format!("{} waiting", r.detail),
+        Some(ResType::Device) => format!(
+            "class {:06x} ({})",
+            r.detail,
+            abi::dev::class_name(r.detail as u32)
+        ),
         None => format!("{:#x}", r.detail),
     }
 }

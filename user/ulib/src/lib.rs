@@ -30,6 +30,7 @@ extern crate bare;
 
 pub mod bench;
 pub mod cell;
+pub mod dev;
 pub mod fnid;
 pub mod heap;
 pub mod io;

@@ -57,6 +57,19 @@ impl IoApic {
 
     /// Deliver `gsi` as `vector` to the core with APIC id `dest` (fixed, physical mode).
     pub fn route(&self, gsi: u32, vector: u8, dest: u32, active_low: bool, level: bool) {
+        self.route_masked(gsi, vector, dest, active_low, level, false);
+    }
+
+    /// As [`route`](Self::route), with the input masked or not.
+    pub fn route_masked(
+        &self,
+        gsi: u32,
+        vector: u8,
+        dest: u32,
+        active_low: bool,
+        level: bool,
+        masked: bool,
+    ) {
         let pin = gsi - self.gsi_base;
         let mut low = u32::from(vector);
         if active_low {
@@ -64,6 +77,9 @@ impl IoApic {
         }
         if level {
             low |= 1 << 15;
+        }
+        if masked {
+            low |= MASKED;
         }
         self.write(REDIRECTION_BASE + 2 * pin + 1, dest << 24);
         self.write(REDIRECTION_BASE + 2 * pin, low);

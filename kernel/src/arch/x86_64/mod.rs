@@ -14,6 +14,8 @@ pub mod gdt;
 pub mod idt;
 pub mod ioapic;
 pub mod paging;
+pub mod pci;
+pub mod pci_irq;
 pub mod pit;
 pub mod pvh;
 pub mod serial;

@@ -1,0 +1,360 @@
+//! Devices (`device`, a resource type): one per PCI function the kernel found at boot
+//! (`arch::x86_64::pci`), made by the kernel on core 0, so that a user-mode driver can hold
+//! one and reach exactly that function: its configuration space, its memory BARs and its
+//! interrupt (abi/src/dev.rs; DESIGN.md section 8: the kernel keeps no drivers).
+//!
+//! The resource records who holds the device ([`claim`]); every driver call checks the
+//! caller is that holder. A holder that ended is replaced by the next claim, so a driver
+//! killed and started again gets its device back.
+
+#![deny(unsafe_code)]
+
+use super::kind::{u64_arg, Resource, Step};
+use super::local;
+use crate::arch::x86_64::pci::{self, Bdf, Function};
+use crate::arch::x86_64::pci_irq;
+use crate::percore::current_core;
+use abi::res::{Op, ResId, UserId};
+use abi::syscall::control;
+use abi::{Error, Pid, Priority};
+use core::convert::Infallible;
+
+/// Configuration registers a driver may not write: the BARs and the expansion ROM base
+/// (moving a window could lay it over RAM).
+const PROTECTED: [core::ops::Range<u16>; 2] = [0x10..0x28, 0x30..0x34];
+
+/// A PCI function and its holder.
+pub struct Device {
+    /// The function as enumerated at boot (that list lives as long as the kernel).
+    func: &'static Function,
+    holder: Option<Pid>,
+    /// Where its interrupt goes (an endpoint of the holder), and whether the line is masked
+    /// waiting for the holder's acknowledgement.
+    irq_to: Option<ResId>,
+    irq_masked: bool,
+    /// Interrupt messages delivered (for tests and `pci`).
+    irqs: u64,
+}
+
+impl Resource for Device {
+    type ReadLater = Infallible;
+    type WriteLater = Infallible;
+    type ControlLater = Infallible;
+    type InfoLater = Infallible;
+
+    /// The packed bus/device/function of a function found at boot; only the kernel opens.
+    fn open(args: &[u8]) -> Result<Self, Error> {
+        if super::flow_user() != UserId::KERNEL {
+            return Err(Error::Denied);
+        }
+        let packed = u16::try_from(u64_arg(args)?).map_err(|_| Error::InvalidArgument)?;
+        let func = pci::functions()
+            .iter()
+            .find(|f| f.bdf.packed() == packed)
+            .ok_or(Error::InvalidArgument)?;
+        Ok(Device {
+            func,
+            holder: None,
+            irq_to: None,
+            irq_masked: false,
+            irqs: 0,
+        })
+    }
+
+    /// Devices stay as long as the machine does.
+    fn close(&mut self) -> Result<(), Error> {
+        Err(Error::Busy)
+    }
+
+    /// `INFO`: vendor << 16 | device id.
+    fn control(&mut self, cmd: u64, _: u64, _: u64) -> Result<Step<u64, Infallible>, Error> {
+        match cmd {
+            control::INFO => Ok(Step::Done(ids(self.func))),
+            _ => Err(Error::NotSupported),
+        }
+    }
+
+    /// Vendor << 16 | device id, and the class.
+    fn info(&self) -> Step<(u64, u64), Infallible> {
+        Step::Done((ids(self.func), u64::from(self.func.class)))
+    }
+}
+
+fn ids(f: &Function) -> u64 {
+    u64::from(f.vendor) << 16 | u64::from(f.device)
+}
+
+/// Make the device resources (core 0, at boot, as the kernel's flow): one per function.
+pub fn create_all() {
+    for f in pci::enumerate() {
+        let mut buf = [0u8; 7];
+        let name = alloc::format!("c0/device/{}", abi::dev::name_of(f.bdf.packed(), &mut buf));
+        // Everyone may try control (claim); the claim's own rules decide.
+        let rights = abi::res::Rights(0x0f | abi::res::Rights::others(Op::Control));
+        let args = u64::from(f.bdf.packed()).to_le_bytes();
+        if let Err(e) = super::open(&name, &args, rights) {
+            log::warn!("pci {name}: no resource: {e}");
+        }
+    }
+    log::info!("pci: {} functions", pci::functions().len());
+}
+
+/// The device resource of function `bdf` (packed), if any: a lookup in core 0's table.
+pub fn id_of(packed: u16) -> Option<ResId> {
+    local::list()
+        .into_iter()
+        .find(|r| {
+            r.kind == abi::res::ResType::Device as u8 && {
+                let mut buf = [0u8; 7];
+                r.name() == abi::dev::name_of(packed, &mut buf)
+            }
+        })
+        .map(|r| r.id)
+}
+
+/// Where devices live: core 0. Anything else is `NotSupported` (for now).
+fn on_device_core(id: ResId) -> Result<(), Error> {
+    if current_core() != 0 || id.core() != 0 {
+        return Err(Error::NotSupported);
+    }
+    if id.kind() != Some(abi::res::ResType::Device) {
+        return Err(Error::WrongType);
+    }
+    Ok(())
+}
+
+/// DEV_CLAIM: the caller (driver priority, created by the administrator) holds device
+/// `id`, unless a live process does.
+pub fn claim(id: ResId) -> Result<(), Error> {
+    on_device_core(id)?;
+    let me = crate::proc::running_pid().ok_or(Error::NoSuchProcess)?;
+    let holder = local::with_state(id, &[Op::Control], |d: &mut Device| Ok(d.holder))?;
+    if crate::proc::running_priority() != Priority::Driver || !crate::proc::current_is_admin() {
+        return Err(Error::Denied);
+    }
+    if let Some(h) = holder.filter(|&h| h != me) {
+        if !crate::proc::has_ended(h) {
+            return Err(Error::Busy);
+        }
+    }
+    local::with_state(id, &[], |d: &mut Device| {
+        d.holder = Some(me);
+        d.irq_to = None;
+        Ok(())
+    })?;
+    // A new holder starts with its interrupt off until it asks (DEV_IRQ).
+    let line = local::with_state(id, &[], |d: &mut Device| Ok(d.func.irq_line))?;
+    if line_in_use(line, None) {
+        return Ok(());
+    }
+    let _ = pci_irq::set(line, true);
+    Ok(())
+}
+
+/// Run `f` on device `id` if the caller holds it (`Denied` otherwise).
+pub fn with_held<R>(id: ResId, f: impl FnOnce(&mut Device) -> Result<R, Error>) -> Result<R, Error> {
+    on_device_core(id)?;
+    let me = crate::proc::running_pid().ok_or(Error::NoSuchProcess)?;
+    local::with_state(id, &[], |d: &mut Device| {
+        if d.holder != Some(me) {
+            return Err(Error::Denied);
+        }
+        f(d)
+    })
+}
+
+impl Device {
+    pub fn bdf(&self) -> Bdf {
+        self.func.bdf
+    }
+}
+
+/// DEV_CONFIG: read or write `width` bytes at `offset` of the held device's configuration.
+pub fn config(id: ResId, offset: u64, width: u64, value: u64) -> Result<u64, Error> {
+    let write = width & abi::dev::CONFIG_WRITE != 0;
+    let width = width & !abi::dev::CONFIG_WRITE;
+    if !matches!(width, 1 | 2 | 4) || offset >= 256 || !offset.is_multiple_of(width) {
+        return Err(Error::InvalidArgument);
+    }
+    let offset = offset as u16;
+    let bdf = with_held(id, |d| Ok(d.bdf()))?;
+    if write {
+        let end = offset + width as u16;
+        if PROTECTED.iter().any(|r| offset < r.end && end > r.start) {
+            return Err(Error::Denied);
+        }
+        let value = u32::try_from(value).map_err(|_| Error::InvalidArgument)?;
+        pci::write(bdf, offset, width as u8, value);
+        Ok(0)
+    } else {
+        Ok(u64::from(pci::read(bdf, offset, width as u8)))
+    }
+}
+
+/// DEV_MAP_BAR's check: the physical base and size of memory BAR `bar` of the held device.
+pub fn memory_bar(id: ResId, bar: u64) -> Result<(u64, u64), Error> {
+    let bars = with_held(id, |d| Ok(d.func.bars))?;
+    let b = bars
+        .get(usize::try_from(bar).map_err(|_| Error::InvalidArgument)?)
+        .ok_or(Error::InvalidArgument)?;
+    if b.io || b.size == 0 || b.base == 0 {
+        return Err(Error::InvalidArgument);
+    }
+    Ok((b.base, b.size))
+}
+
+/// `DEV_LIST`'s records.
+pub fn list() -> alloc::vec::Vec<abi::dev::PciInfo> {
+    pci::functions()
+        .iter()
+        .map(|f| {
+            let id = id_of(f.bdf.packed()).unwrap_or(ResId(0));
+            let holder = local::with_state(id, &[], |d: &mut Device| Ok(d.holder))
+                .ok()
+                .flatten()
+                .filter(|&p| !crate::proc::has_ended(p))
+                .map_or(0, |p| p.serial());
+            let mut bars = [abi::dev::BarInfo::default(); 6];
+            for (o, b) in bars.iter_mut().zip(f.bars.iter()) {
+                o.base = b.base;
+                o.size = b.size;
+                o.flags = u64::from(b.io) | u64::from(b.prefetch) << 1;
+            }
+            abi::dev::PciInfo {
+                id,
+                bdf: f.bdf.packed(),
+                vendor: f.vendor,
+                device: f.device,
+                irq_line: f.irq_line,
+                irq_pin: f.irq_pin,
+                class: f.class,
+                holder,
+                bars,
+            }
+        })
+        .collect()
+}
+
+/// Is legacy line `line` wanted by a device other than `except` (an interrupt routed to a
+/// holder)? Lines may be shared.
+fn line_in_use(line: u8, except: Option<ResId>) -> bool {
+    devices().into_iter().any(|id| {
+        Some(id) != except
+            && local::with_state(id, &[], |d: &mut Device| {
+                Ok(d.func.irq_line == line && d.irq_to.is_some())
+            })
+            .unwrap_or(false)
+    })
+}
+
+/// The device resources of this core.
+fn devices() -> alloc::vec::Vec<ResId> {
+    local::list()
+        .into_iter()
+        .filter(|r| r.kind == abi::res::ResType::Device as u8)
+        .map(|r| r.id)
+        .collect()
+}
+
+/// DEV_IRQ: deliver the held device's interrupt to `endpoint` (the caller's own: it must
+/// be able to receive there), or stop (`endpoint` 0).
+pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
+    let (line, pin) = with_held(id, |d| Ok((d.func.irq_line, d.func.irq_pin)))?;
+    if endpoint == 0 {
+        with_held(id, |d| {
+            d.irq_to = None;
+            Ok(())
+        })?;
+        if !line_in_use(line, Some(id)) {
+            let _ = pci_irq::set(line, true);
+        }
+        return Ok(0);
+    }
+    let ep = ResId(endpoint);
+    if ep.kind() != Some(abi::res::ResType::Endpoint) {
+        return Err(Error::WrongType);
+    }
+    let me = crate::proc::running_pid().ok_or(Error::NoSuchProcess)?;
+    if super::endpoint::owner(ep, false)? != me {
+        return Err(Error::Denied);
+    }
+    if pin == 0 || pci_irq::gsi_of(line).is_none() {
+        return Err(Error::NotSupported);
+    }
+    with_held(id, |d| {
+        d.irq_to = Some(ep);
+        d.irq_masked = false;
+        Ok(())
+    })?;
+    pci_irq::set(line, false).ok_or(Error::NotSupported)?;
+    Ok(0)
+}
+
+/// DEV_IRQ_ACK: the holder has served its device; unmask the line.
+pub fn irq_ack(id: ResId) -> Result<u64, Error> {
+    let line = with_held(id, |d| {
+        if d.irq_to.is_none() {
+            return Err(Error::InvalidArgument);
+        }
+        d.irq_masked = false;
+        Ok(d.func.irq_line)
+    })?;
+    // A shared line stays masked while another holder has not acknowledged.
+    let others_pending = devices().into_iter().any(|o| {
+        o != id
+            && local::with_state(o, &[], |d: &mut Device| {
+                Ok(d.func.irq_line == line && d.irq_to.is_some() && d.irq_masked)
+            })
+            .unwrap_or(false)
+    });
+    if !others_pending {
+        let _ = pci_irq::set(line, false);
+    }
+    Ok(0)
+}
+
+/// An interrupt on GSI `gsi` (core 0, from the entry; the line is masked first and stays
+/// so until acknowledged): a one-way message, as the kernel, to every holder on that line.
+pub fn on_interrupt(gsi: u32) {
+    let mut to = alloc::vec::Vec::new();
+    let mut line = None;
+    for id in devices() {
+        let _ = local::with_state(id, &[], |d: &mut Device| {
+            if pci_irq::gsi_of(d.func.irq_line) == Some(gsi) {
+                line = Some(d.func.irq_line);
+                if let Some(ep) = d.irq_to.filter(|_| d.holder.is_some_and(|h| !crate::proc::has_ended(h))) {
+                    d.irq_masked = true;
+                    d.irqs += 1;
+                    to.push((ep, d.func.bdf.packed()));
+                }
+            }
+            Ok(())
+        });
+    }
+    if let Some(line) = line {
+        let _ = pci_irq::set(line, true);
+    }
+    let saved = super::snapshot_flow();
+    super::begin_flow(UserId::KERNEL);
+    for (ep, bdf) in to {
+        let msg = abi::ipc::Msg {
+            label: abi::dev::IRQ_LABEL,
+            words: [u64::from(bdf), 0, 0, 0, 0, 0],
+        };
+        let _ = crate::ipc::kernel_send(ep, msg);
+    }
+    super::put_back_flow(&saved);
+}
+
+/// Does `pid` hold a device (on this core)?
+pub fn holds_any(pid: Pid) -> bool {
+    current_core() == 0
+        && devices().into_iter().any(|id| {
+            local::with_state(id, &[], |d: &mut Device| Ok(d.holder == Some(pid))).unwrap_or(false)
+        })
+}
+
+/// Interrupt messages delivered for device `id` so far (0 for anything else).
+pub fn irqs_of(id: ResId) -> u64 {
+    local::with_state(id, &[], |d: &mut Device| Ok(d.irqs)).unwrap_or(0)
+}

@@ -1,0 +1,171 @@
+//! Devices for user-mode drivers (issue 15): PCI enumeration made every function a device
+//! resource, and a driver process (`user/devcheck`) reaches its own device's configuration
+//! space, BARs, DMA memory and interrupt, and nothing else; what it held is given back.
+
+use super::{end_and_reap, frames_after, free_frames_per_core, run_to_end, until_asleep};
+use crate::arch::x86_64::pci;
+use crate::percore::current_core;
+use crate::{kassert, ktest};
+use abi::res::{ResType, Rights};
+use abi::{Error, Priority};
+use alloc::format;
+
+/// Is QEMU's virtio-net function there (the test boots add one)?
+fn has_virtio_net() -> bool {
+    pci::functions()
+        .iter()
+        .any(|f| f.vendor == 0x1af4 && f.device == 0x1041)
+}
+
+fn run_devcheck(args: &[&str], priority: Priority) -> crate::ktest::TestResult {
+    let s = run_to_end("devcheck", args, priority, 120)?;
+    kassert!(
+        s.how == abi::ENDED_EXIT && s.code == 0,
+        "devcheck {args:?} ended with {s:?} (its console lines say which check failed)"
+    );
+    Ok(())
+}
+
+ktest! {
+    /// Every PCI function found at boot is a `device` resource on core 0 named BB.DD.F,
+    /// reporting its ids and class; nobody opens or closes one, not even the kernel again.
+    fn functions_are_resources() -> TestResult {
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        let fs = pci::functions();
+        kassert!(
+            fs.iter().any(|f| f.bdf.packed() == 0 && f.vendor == 0x8086),
+            "no host bridge at 00:00.0 among {} functions", fs.len()
+        );
+        for f in fs {
+            let id = crate::res::device::id_of(f.bdf.packed())
+                .ok_or_else(|| format!("no resource for {:?}", f.bdf))?;
+            let info = crate::res::info(id).map_err(|e| format!("info: {e}"))?;
+            kassert!(
+                info.size == u64::from(f.vendor) << 16 | u64::from(f.device)
+                    && info.detail == u64::from(f.class),
+                "{:?}: info size {:#x} detail {:#x}", f.bdf, info.size, info.detail
+            );
+            kassert!(crate::res::close(id) == Err(Error::Busy), "a device closed");
+        }
+        let again = crate::res::open("c0/device/00.00.0", &0u64.to_le_bytes(), Rights::OWNER_ALL);
+        kassert!(again == Err(Error::AlreadyExists), "opened again: {again:?}");
+        let made_up = crate::res::open("c0/device/ff.1f.7", &0xffffu64.to_le_bytes(), Rights::OWNER_ALL);
+        kassert!(made_up == Err(Error::InvalidArgument), "a device nobody found: {made_up:?}");
+        kassert!(
+            crate::res::local::list().iter().filter(|r| r.kind == ResType::Device as u8).count()
+                == fs.len(),
+            "resources and functions differ"
+        );
+        Ok(())
+    }
+}
+
+ktest! {
+    /// A driver (`devcheck`) reaches its own device only: config space, memory BAR mapped,
+    /// DMA memory, interrupt to its endpoint; an application may not claim; and the
+    /// frames it held (DMA memory left mapped, page tables) all come back at its end.
+    fn driver_reaches_only_its_device() -> TestResult {
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        if !has_virtio_net() {
+            crate::kskip!("no virtio-net function (xtask's test boots add one)");
+        }
+        run_devcheck(&[], Priority::Driver)?; // warm-up
+        let before = free_frames_per_core()?;
+        run_devcheck(&[], Priority::Driver)?;
+        run_devcheck(&["app"], Priority::App)?;
+        let after = frames_after(&before)?;
+        kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
+        Ok(())
+    }
+}
+
+ktest! {
+    /// One holder at a time: while a driver holds the device another's claim is `Busy`;
+    /// once it is killed, a new driver claims it (a restarted driver gets its device back).
+    fn one_holder_and_restart() -> TestResult {
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        if !has_virtio_net() {
+            crate::kskip!("no virtio-net function (xtask's test boots add one)");
+        }
+        let holder = crate::proc::spawn("devcheck", &["hold"], Priority::Driver, crate::proc::TEST_PARENT)
+            .map_err(|e| format!("spawn: {e}"))?;
+        let r = (|| {
+            until_asleep(holder, "devcheck hold", 60)?;
+            run_devcheck(&["busy"], Priority::Driver)
+        })();
+        end_and_reap(holder);
+        r?;
+        run_devcheck(&[], Priority::Driver)
+    }
+}
+
+/// The MAC xtask gives QEMU's virtio-net device (`NetCfg::TEST_MAC`).
+const TEST_MAC: &str = "52:54:00:12:34:56";
+
+/// Close the frame vregions `netdrv` left (resources outlive their opener).
+fn close_netdrv_leftovers() {
+    for r in crate::res::local::list() {
+        if r.kind == ResType::VRegion as u8 && r.name().starts_with("netdrv-") {
+            let _ = crate::res::close(r.id);
+        }
+    }
+}
+
+/// Start `netdrv` at driver priority, run `netprobe` against it, end the driver.
+fn driver_round() -> crate::ktest::TestResult {
+    let nic = pci::functions()
+        .iter()
+        .find(|f| f.vendor == 0x1af4 && f.device == 0x1041)
+        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
+        .ok_or("no virtio-net resource")?;
+    let irqs = crate::res::device::irqs_of(nic);
+    let drv = crate::proc::spawn("netdrv", &[], Priority::Driver, crate::proc::TEST_PARENT)
+        .map_err(|e| format!("spawn netdrv: {e}"))?;
+    let r = (|| {
+        let s = run_to_end("netprobe", &[TEST_MAC], Priority::App, 120)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 0,
+            "netprobe ended with {s:?} (its console lines say why)"
+        );
+        kassert!(
+            !crate::proc::has_ended(drv),
+            "netdrv ended (its console lines say why)"
+        );
+        // The reply came in by the device's interrupt, delivered as a message.
+        let more = crate::res::device::irqs_of(nic) - irqs;
+        kassert!(more > 0, "no interrupt message was delivered to netdrv");
+        Ok(())
+    })();
+    end_and_reap(drv);
+    r
+}
+
+ktest! {
+    /// `netdrv` is a real driver: an ARP request for 10.0.2.2 sent through `net.drv` gets
+    /// QEMU's reply back as a `UDP_FRAME_IN` frame, and `DRV_INFO`'s MAC is QEMU's. Killed
+    /// and started again (twice), it claims and resets the device and works again; at the
+    /// end every frame it held (DMA memory, BAR mappings' tables, frame vregions) is back.
+    fn netdrv_moves_frames_and_restarts() -> TestResult {
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        if !has_virtio_net() {
+            crate::kskip!("no virtio-net function (xtask's test boots add one)");
+        }
+        driver_round()?; // warm-up (heaps, RPCC agents)
+        close_netdrv_leftovers();
+        let before = free_frames_per_core()?;
+        driver_round()?;
+        driver_round()?;
+        close_netdrv_leftovers();
+        let after = frames_after(&before)?;
+        kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
+        Ok(())
+    }
+}

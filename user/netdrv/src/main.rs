@@ -1,0 +1,281 @@
+//! `netdrv`: the virtio-net driver (issue 15; P3's NIC driver process), a user process at
+//! driver priority. It holds QEMU's virtio-net function (modern PCI transport) through the
+//! kernel's device calls, drives it with the `virtio-drivers` crate over `drvlib`, and
+//! serves `net.drv` per `abi::net`:
+//!
+//! - `DRV_INFO`: MAC, link, frames sent and received, drops;
+//! - `DRV_TX` with a frame ICA: the frame goes to the device, the ICA goes back;
+//! - every received frame goes to `net.udp` as a `UDP_FRAME_IN` request carrying a frame
+//!   ICA (from a pool of [`POOL`] vregions; the ICA comes back in the reply, collected with
+//!   timeout 0). Without `net.udp`, or with the pool empty, the frame is dropped and counted.
+//!
+//! The device's interrupt arrives as a message on the driver's endpoint (`abi::dev`); the
+//! driver acknowledges it to the device (ISR read), drains the receive queue and unmasks the
+//! line. Started again after a crash, it claims the device (the dead holder is replaced),
+//! resets it (the transport's initialisation does) and closes the frame vregions its
+//! predecessor left (`netdrv-*` on this core).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::collections::BTreeMap;
+use alloc::vec::Vec;
+use drvlib::virtio_drivers::device::net::VirtIONet;
+use drvlib::virtio_drivers::transport::pci::PciTransport;
+use ulib::abi::ipc::{Msg, Received, Submission, SUBMIT_CALL};
+use ulib::abi::net::{self, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
+use ulib::abi::res::{Op, ResId, ResType, Rights};
+use ulib::abi::{dev as abidev, Error};
+use ulib::{fnid, ipc, println, res};
+
+ulib::main!(main);
+
+/// Frame vregions for received frames (in flight to `net.udp` or free).
+const POOL: usize = 32;
+/// Receive queue size (buffers posted to the device).
+const QUEUE: usize = 16;
+/// Receive buffer size (the crate wants 1,526..65,535).
+const BUF: usize = 2048;
+/// Where the pool's vregions are first attached.
+const POOL_AT: u64 = 0x0000_5200_0000_0000;
+
+type Net = VirtIONet<drvlib::Hal, PciTransport, QUEUE>;
+
+struct Driver {
+    net: Net,
+    id: ResId,
+    mac: u64,
+    tx: u64,
+    rx: u64,
+    drops: u64,
+    /// Free frame vregions: (region, where mapped).
+    free: Vec<(ResId, u64)>,
+    /// Frames submitted to `net.udp`: ticket -> region.
+    in_flight: BTreeMap<u64, ResId>,
+    udp: Option<u64>,
+    next_at: u64,
+}
+
+fn main(_args: &[&str]) -> i32 {
+    match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("netdrv: {e}");
+            1
+        }
+    }
+}
+
+fn run() -> Result<(), alloc::string::String> {
+    use alloc::format;
+    close_leftovers();
+    let held = drvlib::Held::claim(0x1af4, 0x1041).map_err(|e| format!("claim: {e}"))?;
+    // Memory space and bus mastering on (the device reads and writes DMA memory).
+    let command = ulib::dev::config_read(held.id(), 4, 2).map_err(|e| format!("config: {e}"))?;
+    ulib::dev::config_write(held.id(), 4, 2, command | 0x6).map_err(|e| format!("config: {e}"))?;
+    let mut root = held.root();
+    let transport = PciTransport::new::<drvlib::Hal, _>(&mut root, held.function())
+        .map_err(|e| format!("virtio transport: {e:?}"))?;
+    // Initialisation resets the device first (status 0), then posts the receive buffers.
+    let net = Net::new(transport, BUF).map_err(|e| format!("virtio-net: {e:?}"))?;
+    let m = net.mac_address();
+    let mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
+    let rights = Rights(0x0f | Rights::others(Op::Write));
+    let ep =
+        ipc::open_endpoint("here/endpoint/netdrv", rights).map_err(|e| format!("endpoint: {e}"))?;
+    ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
+    let mut d = Driver {
+        net,
+        id: held.id(),
+        mac,
+        tx: 0,
+        rx: 0,
+        drops: 0,
+        free: Vec::new(),
+        in_flight: BTreeMap::new(),
+        udp: None,
+        next_at: POOL_AT,
+    };
+    for i in 0..POOL {
+        let name = format!("here/vregion/netdrv-{i}");
+        let r = res::open_vregion(&name, FRAME_ICA_SIZE, Rights::OWNER_ALL)
+            .map_err(|e| format!("{name}: {e}"))?;
+        let at = d.place(r).map_err(|e| format!("attach {name}: {e}"))?;
+        d.free.push((r, at));
+    }
+    fnid::register(net::FN_DRV, ep).map_err(|e| format!("register {}: {e}", net::FN_DRV))?;
+    println!(
+        "netdrv: {} serving {} (mac {:012x})",
+        held.info.id,
+        net::FN_DRV,
+        mac
+    );
+    loop {
+        // The interrupt or a request wakes us; the timeout only polls in case of neither.
+        match ipc::recv(ep, 100_000_000) {
+            Ok(r) => d.request(r),
+            Err(Error::TimedOut) => {}
+            Err(e) => return Err(format!("recv: {e}")),
+        }
+        d.receive();
+        d.collect();
+    }
+}
+
+impl Driver {
+    /// Attach region `r` at a fresh address of our own.
+    fn place(&mut self, r: ResId) -> Result<u64, Error> {
+        let at = self.next_at;
+        self.next_at += FRAME_ICA_SIZE;
+        res::attach_here(r, at, true)?;
+        Ok(at)
+    }
+
+    fn request(&mut self, r: Received) {
+        let label = r.msg.label & !ulib::abi::ipc::MSG_ICA;
+        if r.sender.0 == 0 && label == abidev::IRQ_LABEL {
+            // From the kernel: the line is masked until we acknowledge.
+            let _ = self.net.ack_interrupt();
+            self.receive();
+            let _ = ulib::dev::irq_ack(self.id);
+            return;
+        }
+        match label {
+            DRV_INFO => {
+                let msg = Msg {
+                    label: DRV_INFO,
+                    words: [self.mac, 1, self.tx, self.rx, self.drops, 0],
+                };
+                let _ = ipc::reply(r.request, 0, &msg);
+            }
+            DRV_TX => {
+                let Some((region, at)) = ipc::ica_at(&r.msg) else {
+                    let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
+                    return;
+                };
+                let len = r.msg.words[0] as usize;
+                let value = if len == 0 || len > FRAME_MAX {
+                    Error::InvalidArgument as u64
+                } else if !self.net.can_send() {
+                    self.drops += 1;
+                    Error::Busy as u64
+                } else {
+                    let mut tx = self.net.new_tx_buffer(len);
+                    // SAFETY: the ICA is mapped at `at` in our address space, FRAME_ICA_SIZE
+                    // bytes, and `len` <= FRAME_MAX < FRAME_ICA_SIZE.
+                    let frame = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
+                    tx.packet_mut().copy_from_slice(frame);
+                    match self.net.send(tx) {
+                        Ok(()) => {
+                            self.tx += 1;
+                            0
+                        }
+                        Err(_) => {
+                            self.drops += 1;
+                            Error::Busy as u64
+                        }
+                    }
+                };
+                let msg = ipc::with_ica(
+                    Msg {
+                        label: DRV_TX,
+                        ..Msg::default()
+                    },
+                    region,
+                );
+                let _ = ipc::reply(r.request, value, &msg);
+            }
+            _ if r.request != 0 => {
+                // Anything else: answered, with its ICA back if it carried one.
+                let msg = match ipc::ica_at(&r.msg) {
+                    Some((region, _)) => ipc::with_ica(Msg::default(), region),
+                    None => Msg::default(),
+                };
+                let _ = ipc::reply(r.request, Error::NotSupported as u64, &msg);
+            }
+            _ => {}
+        }
+    }
+
+    /// Take every received frame off the device: to `net.udp`, or dropped and counted.
+    fn receive(&mut self) {
+        while let Ok(buf) = self.net.receive() {
+            self.rx += 1;
+            let packet = buf.packet();
+            self.forward(packet);
+            let _ = self.net.recycle_rx_buffer(buf);
+        }
+    }
+
+    fn forward(&mut self, frame: &[u8]) {
+        if frame.is_empty() || frame.len() > FRAME_MAX {
+            self.drops += 1;
+            return;
+        }
+        if self.udp.is_none() {
+            self.udp = fnid::lookup(net::FN_UDP).ok().map(|f| f.0);
+        }
+        let (Some(udp), Some((region, at))) = (self.udp, self.free.pop()) else {
+            self.drops += 1;
+            return;
+        };
+        // SAFETY: the region is attached writable at `at`, FRAME_ICA_SIZE bytes.
+        unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, frame.len()) };
+        let msg = Msg {
+            label: UDP_FRAME_IN,
+            words: [frame.len() as u64, 0, 0, 0, 0, 0],
+        };
+        let sub = Submission {
+            kind: SUBMIT_CALL,
+            target: udp,
+            args: [0; 4],
+            msg: ipc::with_ica(msg, region),
+        };
+        match ipc::submit(&sub) {
+            Ok(ticket) => {
+                self.in_flight.insert(ticket, region);
+            }
+            Err(_) => {
+                // Refused before anything moved: the region is still ours, where it was.
+                self.drops += 1;
+                self.free.push((region, at));
+                // `net.udp` may have gone: look it up again next time.
+                self.udp = None;
+            }
+        }
+    }
+
+    /// Take finished `UDP_FRAME_IN` requests: their frame vregions come back.
+    fn collect(&mut self) {
+        while let Ok(c) = ipc::collect(ulib::abi::ipc::ANY, 0) {
+            let Some(region) = self.in_flight.remove(&c.ticket) else {
+                continue;
+            };
+            match ipc::ica_at(&c.msg) {
+                Some((r, at)) if r == region => self.free.push((r, at)),
+                // The server ended holding it: it is an ordinary vregion again, detached.
+                _ => match self.place(region) {
+                    Ok(at) => self.free.push((region, at)),
+                    Err(_) => {
+                        let _ = res::close(region);
+                    }
+                },
+            }
+            if c.status != 0 {
+                self.udp = None;
+            }
+        }
+    }
+}
+
+/// Close the frame vregions a previous `netdrv` left on this core (it was killed): they
+/// are detached once their holder let go, so they close.
+fn close_leftovers() {
+    let core = ulib::sys::core().unwrap_or(0);
+    for r in res::list_all(core).unwrap_or_default() {
+        if r.kind == ResType::VRegion as u8 && r.name().starts_with("netdrv-") {
+            let _ = res::close(r.id);
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! `netprobe MAC`: proves that `netdrv` moves real frames (issue 15). It registers
+//! `net.udp` itself (so it must run without `netd`), asks `net.drv` for `DRV_INFO` (the MAC
+//! must be `MAC`, the one xtask gave QEMU), sends an ARP request for QEMU's gateway
+//! 10.0.2.2 through `DRV_TX` in a frame ICA, and waits for the frames `netdrv` submits as
+//! `UDP_FRAME_IN` until QEMU's ARP reply is among them (giving every frame ICA back). Then
+//! it unregisters `net.udp` and prints `netprobe: ok`.
+//!
+//! Waits are bounded only as hang guards: the request is sent again up to [`TRIES`] times
+//! while nothing answers.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use ulib::abi::ipc::Msg;
+use ulib::abi::net::{self, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, UDP_FRAME_IN};
+use ulib::abi::res::{Op, Rights};
+use ulib::abi::Error;
+use ulib::{fnid, ipc, println, res, sys};
+
+ulib::main!(main);
+
+const TRIES: u32 = 20;
+const TX_AT: u64 = 0x0000_5300_0000_0000;
+const ME: [u8; 4] = [10, 0, 2, 15];
+const GATEWAY: [u8; 4] = [10, 0, 2, 2];
+
+fn main(args: &[&str]) -> i32 {
+    let Some(want) = args.get(1).and_then(|s| parse_mac(s)) else {
+        println!("netprobe: usage: netprobe MAC (aa:bb:cc:dd:ee:ff)");
+        return 1;
+    };
+    match run(want) {
+        Ok(()) => {
+            println!("netprobe: ok");
+            0
+        }
+        Err(e) => {
+            println!("netprobe: FAIL {e}");
+            1
+        }
+    }
+}
+
+fn parse_mac(s: &str) -> Option<[u8; 6]> {
+    let mut out = [0u8; 6];
+    let mut parts = s.split(':');
+    for b in out.iter_mut() {
+        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+fn run(want: [u8; 6]) -> Result<(), String> {
+    let rights = Rights(0x0f | Rights::others(Op::Write));
+    let ep = ipc::open_endpoint("here/endpoint/netprobe", rights)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    let udp = fnid::register(net::FN_UDP, ep).map_err(|e| format!("register net.udp: {e}"))?;
+    let r = probe(ep, want);
+    let _ = fnid::unregister(udp);
+    r
+}
+
+fn probe(ep: ulib::abi::res::ResId, want: [u8; 6]) -> Result<(), String> {
+    // net.drv: wait until the driver has registered (a hang guard bounds it).
+    let mut drv = None;
+    for _ in 0..200 {
+        if let Ok(f) = fnid::lookup(net::FN_DRV) {
+            drv = Some(f);
+            break;
+        }
+        let _ = sys::sleep_ns(50_000_000);
+    }
+    let drv = drv.ok_or("net.drv never registered")?;
+    let drv = ulib::abi::res::ResId(drv.0);
+    let (_, info) = ipc::call(
+        drv,
+        &Msg {
+            label: DRV_INFO,
+            ..Msg::default()
+        },
+    )
+    .map_err(|e| format!("DRV_INFO: {e}"))?;
+    let mac_bytes = info.words[0].to_le_bytes();
+    let mac: [u8; 6] = mac_bytes[..6].try_into().unwrap_or([0; 6]);
+    if mac != want {
+        return Err(format!("DRV_INFO's MAC {mac:02x?}, QEMU's {want:02x?}"));
+    }
+    println!(
+        "netprobe: net.drv mac {mac:02x?} link {} tx {} rx {}",
+        info.words[1], info.words[2], info.words[3]
+    );
+    // The ARP request, in a frame ICA.
+    let region = res::open_vregion(
+        "here/vregion/netprobe-tx",
+        FRAME_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("vregion: {e}"))?;
+    let mut at = TX_AT;
+    let r = exchange(ep, drv, region, mac, &mut at);
+    let _ = res::detach_here(at);
+    let _ = res::close(region);
+    r
+}
+
+fn exchange(
+    ep: ulib::abi::res::ResId,
+    drv: ulib::abi::res::ResId,
+    region: ulib::abi::res::ResId,
+    mac: [u8; 6],
+    at: &mut u64,
+) -> Result<(), String> {
+    res::attach_here(region, TX_AT, true).map_err(|e| format!("attach: {e}"))?;
+    let mut frame = [0u8; 60];
+    frame[0..6].copy_from_slice(&[0xff; 6]);
+    frame[6..12].copy_from_slice(&mac);
+    frame[12..14].copy_from_slice(&[0x08, 0x06]);
+    frame[14..22].copy_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1]);
+    frame[22..28].copy_from_slice(&mac);
+    frame[28..32].copy_from_slice(&ME);
+    frame[38..42].copy_from_slice(&GATEWAY);
+    for _ in 0..TRIES {
+        // SAFETY: the region is attached writable at `*at`, 4096 bytes.
+        unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), *at as *mut u8, frame.len()) };
+        let msg = ipc::with_ica(
+            Msg {
+                label: DRV_TX,
+                words: [60, 0, 0, 0, 0, 0],
+            },
+            region,
+        );
+        let (value, reply) = ipc::call(drv, &msg).map_err(|e| format!("DRV_TX: {e}"))?;
+        *at = ipc::ica_at(&reply)
+            .map(|(_, a)| a)
+            .ok_or("DRV_TX's reply without the ICA")?;
+        if value != 0 {
+            return Err(format!("DRV_TX: {}", Error::from_code(value)));
+        }
+        // Frames from the driver until the reply, or a quiet 200 ms (then send again).
+        loop {
+            let r = match ipc::recv(ep, 200_000_000) {
+                Ok(r) => r,
+                Err(Error::TimedOut) => break,
+                Err(e) => return Err(format!("recv: {e}")),
+            };
+            let label = r.msg.label & !ulib::abi::ipc::MSG_ICA;
+            let Some((fr, fat)) = ipc::ica_at(&r.msg) else {
+                let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
+                continue;
+            };
+            let len = (r.msg.words[0] as usize).min(FRAME_ICA_SIZE as usize);
+            // SAFETY: the frame ICA is mapped at `fat`, FRAME_ICA_SIZE bytes.
+            let got = unsafe { core::slice::from_raw_parts(fat as *const u8, len) };
+            let is_reply = label == UDP_FRAME_IN && arp_reply(got, mac);
+            let mut gateway = [0u8; 6];
+            if is_reply {
+                gateway.copy_from_slice(&got[22..28]);
+            }
+            // The ICA goes back (unmapped here from now on).
+            let _ = ipc::reply(r.request, 0, &ipc::with_ica(Msg::default(), fr));
+            if is_reply {
+                println!("netprobe: ARP reply: 10.0.2.2 is at {gateway:02x?}");
+                return Ok(());
+            }
+        }
+    }
+    Err(format!("no ARP reply from 10.0.2.2 after {TRIES} requests"))
+}
+
+/// Is `f` QEMU's ARP reply to us: ARP, op 2, from 10.0.2.2, to 10.0.2.15 at `mac`?
+fn arp_reply(f: &[u8], mac: [u8; 6]) -> bool {
+    f.len() >= 42
+        && f[12..14] == [0x08, 0x06]
+        && f[20..22] == [0, 2]
+        && f[28..32] == GATEWAY
+        && f[32..38] == mac
+        && f[38..42] == ME
+}
