@@ -15,6 +15,7 @@ mod bench_timers;
 mod bench_urpc;
 mod build;
 mod layers;
+mod net_test;
 mod peer_linux;
 mod qemu;
 mod results;
@@ -73,7 +74,8 @@ enum Cmd {
         #[arg(long, value_name = "FILE", conflicts_with = "gdb")]
         script: Option<std::path::PathBuf>,
         /// Boot with a virtio-net device on QEMU's user network (restrict=on, MAC
-        /// 52:54:00:12:34:56), for the user-mode network driver.
+        /// 52:54:00:12:34:56): the shell starts netdrv and netd, and a free UDP port on
+        /// the host's 127.0.0.1 is forwarded to the guest's port 7 (printed).
         #[arg(long)]
         net: bool,
     },
@@ -158,7 +160,12 @@ fn run(cli: Cli) -> Result<()> {
             g.mem_mib = mem;
             g.gdb = gdb;
             if net {
-                g.net = Some(qemu::NetCfg::test());
+                // A free host port on 127.0.0.1 to the guest's UDP port 7 (`udpecho 7`).
+                let port = net_test::free_udp_port()?;
+                g.net = Some(net_test::forwarding(port));
+                eprintln!(
+                    "xtask: network: the shell starts netdrv and netd (DHCP, 10.0.2.15); then                      `run udpecho 7 &` in Musubi and `socat - UDP:127.0.0.1:{port}` on this                      machine talk to each other (host UDP 127.0.0.1:{port} -> guest port 7)"
+                );
             }
             if deterministic {
                 g.mode = Mode::Deterministic;

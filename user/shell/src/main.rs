@@ -167,6 +167,11 @@ fn main(_args: &[&str]) -> i32 {
         typeahead: Vec::new(),
         exit: false,
     };
+    let mut started = Vec::new();
+    net::auto_up(&mut started);
+    for (pid, name) in started {
+        shell.jobs.push(Job::new(pid, name));
+    }
     let mut editor = editor::Editor::new();
     loop {
         shell.reap();

@@ -1,7 +1,8 @@
 //! The network commands (issue 15): `net` shows `netd`'s address config and counters (by
 //! asking `net.udp`, `ulib::net`); `net up [ARGS]` starts the driver `netdrv` (driver
 //! priority) and then `netd ARGS` (server priority) as jobs (`-c DRVCORE,NETDCORE` puts them on
-//! those cores) and waits until `netd` serves `net.udp` with an address.
+//! those cores) and waits until `netd` serves `net.udp` with an address. At its start the
+//! shell does `net up` itself when the machine has a virtio-net device ([`auto_up`]).
 
 use alloc::format;
 use alloc::string::String;
@@ -60,10 +61,39 @@ pub(crate) fn show() -> Result<(), String> {
     Ok(())
 }
 
+/// Is function `name` served (registered and up)?
+fn served(name: &str) -> bool {
+    ulib::fnid::list().is_ok_and(|l| {
+        l.iter()
+            .any(|f| f.name() == name && f.state == ulib::abi::fnid::FN_UP)
+    })
+}
+
+/// At the shell's start: if the machine has a virtio-net function that no driver holds and
+/// nothing serves `net.drv`, `net up` with the driver on core 1 and `netd` on core 2 (of
+/// those there are; `cargo xtask run --net` then has a network at the first prompt).
+pub(crate) fn auto_up(jobs: &mut Vec<(Pid, &'static str)>) {
+    let nic = ulib::dev::list().is_ok_and(|l| {
+        l.iter()
+            .any(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1041 | 0x1000) && f.holder == 0)
+    });
+    if !nic || served(ulib::abi::net::FN_DRV) {
+        return;
+    }
+    let mut buf = [ulib::abi::CoreInfo::default(); 64];
+    let n = sys::cores(&mut buf).unwrap_or(1).max(1);
+    let cores = format!("{},{}", 1 % n, 2 % n);
+    println!("net: a virtio-net device: net up -c {cores}");
+    if let Err(e) = up(&["-c", &cores], jobs) {
+        // Not a command of the person at the console: no `error: ` line.
+        println!("net: {e}");
+    }
+}
+
 /// `net up [ARGS]`: start `netdrv` and `netd ARGS`, adding them to `jobs` (also when it
 /// fails later: they are the shell's jobs then).
 pub(crate) fn up(args: &[&str], jobs: &mut Vec<(Pid, &'static str)>) -> Result<(), String> {
-    if net::server().is_ok() {
+    if served(net::FN_UDP) {
         return Err(String::from("net up: netd serves already"));
     }
     // `-c DRVCORE,NETDCORE`: where the two run (default: this core).
@@ -83,7 +113,7 @@ pub(crate) fn up(args: &[&str], jobs: &mut Vec<(Pid, &'static str)>) -> Result<(
         Some(c) => sys::spawn_on(prog, a, p, c),
         None => sys::spawn(prog, a, p),
     };
-    if ulib::fnid::lookup(ulib::abi::net::FN_DRV).is_err() {
+    if !served(ulib::abi::net::FN_DRV) {
         let drv = start_on("netdrv", &[], Priority::Driver, cores.0)
             .map_err(|e| format!("net up: start netdrv: {e}"))?;
         jobs.push((drv, "netdrv"));
