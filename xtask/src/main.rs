@@ -156,9 +156,9 @@ fn run(cli: Cli) -> Result<()> {
                 None => cmdline,
             };
             // With --net, the driver is a boot program at driver priority (the shell may not
-            // start one) on core 1 if there is one.
+            // start one), on core 0 where the device resources are.
             let cmdline = if net && !cmdline.contains("driver=") {
-                format!("{cmdline} driver={}:netdrv", 1 % smp).trim().to_string()
+                format!("{cmdline} driver=0:netdrv").trim().to_string()
             } else {
                 cmdline
             };

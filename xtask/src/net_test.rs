@@ -206,10 +206,11 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     let port = free_udp_port()?;
     let mut g = guest.clone();
     g.net = Some(forwarding(port));
-    // The driver at driver priority on core 1 (a boot program: the shell may not start one).
-    g.cmdline = format!("{} driver=1:netdrv", g.cmdline).trim().to_string();
-    // The shell brought the network up before its first prompt (netdrv on core 1, netd on
-    // 2 % smp); `net` shows the address.
+    // The driver at driver priority on core 0, where the device resources are (a boot
+    // program: the shell may not start one).
+    g.cmdline = format!("{} driver=0:netdrv", g.cmdline).trim().to_string();
+    // The shell brought the network up before its first prompt (netdrv on core 0, netd on
+    // core 1); `net` shows the address.
     let echo = if spread {
         "run udpecho 7 -c 3 &"
     } else {

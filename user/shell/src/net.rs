@@ -71,9 +71,9 @@ fn served(name: &str) -> bool {
 }
 
 /// At the shell's start: if the machine has a virtio-net function and nothing serves
-/// `net.udp`, `net up` with `netd` on core 2 (of those there are). The driver `netdrv` runs
-/// at driver priority, which the shell may not give: it is a boot program
-/// (`driver=1:netdrv`, as `cargo xtask run --net` boots); `netd` waits for it.
+/// `net.udp`, `net up` with `netd` on core 1 (if there is one). The driver `netdrv` runs at
+/// driver priority, which the shell may not give: it is a boot program
+/// (`driver=0:netdrv`, as `cargo xtask run --net` boots); `netd` waits for it.
 pub(crate) fn auto_up(jobs: &mut Vec<(Pid, &'static str)>) {
     let nic = ulib::dev::list().is_ok_and(|l| {
         l.iter()
@@ -84,7 +84,7 @@ pub(crate) fn auto_up(jobs: &mut Vec<(Pid, &'static str)>) {
     }
     let mut buf = [ulib::abi::CoreInfo::default(); 64];
     let n = sys::cores(&mut buf).unwrap_or(1).max(1);
-    let core = format!("{}", 2 % n);
+    let core = format!("{}", 1 % n);
     println!("net: a virtio-net device: net up -c {core}");
     if let Err(e) = up(&["-c", &core], jobs) {
         // Not a command of the person at the console: no `error: ` line.
