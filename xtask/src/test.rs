@@ -520,7 +520,11 @@ fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
         let name = format!(
             "[net] {} datagrams host <-> udpecho ({smp} cores{})",
             crate::net_test::DATAGRAMS,
-            if spread { ", driver, netd, udpecho on 0, 1, 3" } else { "" }
+            if spread {
+                ", driver, netd, udpecho on 0, 1, 3"
+            } else {
+                ""
+            }
         );
         println!("xtask: {name}");
         match crate::net_test::run(&guest(smp, ""), smp, spread) {

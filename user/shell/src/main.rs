@@ -246,7 +246,9 @@ impl Shell {
                     }
                     r
                 }
-                Some(_) => Err(String::from("net: usage: net [up [ADDR/PREFIX GATEWAY] [-c CORE]]")),
+                Some(_) => Err(String::from(
+                    "net: usage: net [up [ADDR/PREFIX GATEWAY] [-c CORE]]",
+                )),
             },
             "pci" => no_args(cmd).and_then(|_| cores::pci()),
             "replace" => {
