@@ -16,6 +16,7 @@ mod bench_timers;
 mod bench_urpc;
 mod build;
 mod layers;
+mod net_test;
 mod peer_linux;
 mod qemu;
 mod results;
@@ -74,7 +75,8 @@ enum Cmd {
         #[arg(long, value_name = "FILE", conflicts_with = "gdb")]
         script: Option<std::path::PathBuf>,
         /// Boot with a virtio-net device on QEMU's user network (restrict=on, MAC
-        /// 52:54:00:12:34:56), for the user-mode network driver.
+        /// 52:54:00:12:34:56): the shell starts netdrv and netd, and a free UDP port on
+        /// the host's 127.0.0.1 is forwarded to the guest's port 7 (printed).
         #[arg(long)]
         net: bool,
     },
@@ -154,12 +156,24 @@ fn run(cli: Cli) -> Result<()> {
                 Some(m) => format!("{cmdline} kernel={m}").trim().to_string(),
                 None => cmdline,
             };
+            // With --net, the driver is a boot program at driver priority (the shell may not
+            // start one), on core 0 where the device resources are.
+            let cmdline = if net && !cmdline.contains("driver=") {
+                format!("{cmdline} driver=0:netdrv").trim().to_string()
+            } else {
+                cmdline
+            };
             let mut g = Guest::new(&kernel, smp, &cmdline);
             g.initrd = Some(user::build_archive()?);
             g.mem_mib = mem;
             g.gdb = gdb;
             if net {
-                g.net = Some(qemu::NetCfg::test());
+                // A free host port on 127.0.0.1 to the guest's UDP port 7 (`udpecho 7`).
+                let port = net_test::free_udp_port()?;
+                g.net = Some(net_test::forwarding(port));
+                eprintln!(
+                    "xtask: network: netdrv starts at boot, the shell starts netd (DHCP, 10.0.2.15); then                      `run udpecho 7 &` in Musubi and `socat - UDP:127.0.0.1:{port}` on this                      machine talk to each other (host UDP 127.0.0.1:{port} -> guest port 7)"
+                );
             }
             if deterministic {
                 g.mode = Mode::Deterministic;

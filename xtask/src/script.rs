@@ -389,6 +389,19 @@ pub fn run_steps(
     steps: &[Step],
     hide: fn(&str) -> bool,
 ) -> Result<Vec<String>> {
+    run_steps_with(guest, name, steps, hide, &mut |_, _| Ok(()))
+}
+
+/// As [`run_steps`], and `after(i, output)` runs on the host once step `i` has printed its
+/// output and the next prompt (a host program talking to the guest between two commands);
+/// its error fails the run and skips the steps left.
+pub fn run_steps_with(
+    guest: &Guest,
+    name: &str,
+    steps: &[Step],
+    hide: fn(&str) -> bool,
+    after: &mut dyn FnMut(usize, &str) -> Result<()>,
+) -> Result<Vec<String>> {
     eprintln!(
         "xtask: script {name}: {} commands, then poweroff",
         steps.len()
@@ -444,6 +457,10 @@ pub fn run_steps(
                     eprintln!("xtask: expectation failed: {w}");
                 }
                 problems.extend(wrong);
+                if let Err(e) = after(i, &output) {
+                    problems.push(format!("after '{cmd}': {e:#}"));
+                    break;
+                }
             }
             (Waited::Exited, true) => {}
             (Waited::Prompt, true) => {

@@ -17,6 +17,7 @@ mod kv;
 mod limits;
 mod memory;
 mod modes;
+mod net;
 mod platform;
 mod privilege;
 mod process;

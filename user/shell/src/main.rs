@@ -33,6 +33,7 @@ extern crate alloc;
 mod cores;
 mod editor;
 mod fns;
+mod net;
 mod res;
 
 use alloc::format;
@@ -101,6 +102,12 @@ commands:
   replace NAME PROG [ARGS] [-c CORE]
                                   replace NAME's server while it serves: starts
                                   PROG takeover ARGS (a job), reports the switch
+  net                             netd's address, MAC and counters (frames, datagrams,
+                                  drops, errors)
+  net up [ADDR/PREFIX GATEWAY] [-c CORE]
+                                  start netd (DHCP, or the address given) as a job (on
+                                  CORE) and wait for an address; the driver netdrv is a
+                                  boot program (driver=CORE:netdrv)
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";
@@ -161,6 +168,11 @@ fn main(_args: &[&str]) -> i32 {
         typeahead: Vec::new(),
         exit: false,
     };
+    let mut started = Vec::new();
+    net::auto_up(&mut started);
+    for (pid, name) in started {
+        shell.jobs.push(Job::new(pid, name));
+    }
     let mut editor = editor::Editor::new();
     loop {
         shell.reap();
@@ -224,6 +236,20 @@ impl Shell {
             "su" => self.su(args),
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
             "fn" => fns::command(args),
+            "net" => match args.first() {
+                None => net::show(),
+                Some(&"up") => {
+                    let mut started = Vec::new();
+                    let r = net::up(&args[1..], &mut started);
+                    for (pid, name) in started {
+                        self.jobs.push(Job::new(pid, name));
+                    }
+                    r
+                }
+                Some(_) => Err(String::from(
+                    "net: usage: net [up [ADDR/PREFIX GATEWAY] [-c CORE]]",
+                )),
+            },
             "pci" => no_args(cmd).and_then(|_| cores::pci()),
             "replace" => {
                 let pid = fns::replace(args)?;

@@ -35,6 +35,7 @@ pub mod fnid;
 pub mod heap;
 pub mod io;
 pub mod ipc;
+pub mod net;
 pub mod res;
 pub mod ring;
 pub mod rt;

@@ -1,0 +1,326 @@
+//! `netcheck [NETDCORE ECHOCORE]`: `netd` and `ulib::net` end to end without a NIC (with the
+//! cores given, `netd` and `udpecho` run there, this program on its own). This program registers
+//! `net.drv` itself ([`peer`]: it answers `DRV_INFO`, takes `netd`'s frames, answers ARP as
+//! the gateway 10.0.2.2, and submits frames to `net.udp` as a driver does), starts `netd
+//! 10.0.2.15/24 10.0.2.2` and `udpecho 7`, and checks, in order:
+//!
+//! 1. echo: datagrams of 1..1,472 bytes to port 7 come back with the same bytes, from 7;
+//! 2. ICMP echo: a ping is answered with its data;
+//! 3. a datagram to a closed port is answered ICMP port unreachable;
+//! 4. bad input: garbage frames of every length, every truncation of a valid datagram,
+//!    a length word beyond `FRAME_MAX` (refused `InvalidArgument`), a frame request without
+//!    an ICA; `netd` then still echoes, and counted errors;
+//! 5. a flood beyond a queue: 100 datagrams to a port this program bound and does not read
+//!    (queue depth 32): 32 are kept in order, 68 dropped and counted, nothing else lost;
+//! 6. programs' errors: an oversized send (`TooLong`), a port in use (`AlreadyExists`),
+//!    closing another's port (`Denied`), an unknown request (`InvalidArgument`), a receive
+//!    that times out (`TimedOut`); a send from this program reaches the wire.
+//!
+//! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
+//! `netd` in the same boot starts afresh). Prints `netcheck: ok (...)` and exits 0, or one
+//! `netcheck: FAIL ...` line per failed check and exits 1.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod peer;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use peer::{icmp_of, ping_frame, udp_frame, udp_of, Peer};
+use ulib::abi::ipc::Msg;
+use ulib::abi::net::{FN_DRV, FN_UDP, FRAME_MAX};
+use ulib::abi::res::Rights;
+use ulib::abi::{Error, Pid, Priority};
+use ulib::net::{Ipv4, UdpSocket, DATA_MAX, OP_CLOSE};
+use ulib::{fnid, ipc, println, sys};
+
+ulib::main!(main);
+
+/// Hang guards (the checks wait for events, these only bound the wait).
+const START_LIMIT_NS: u64 = 30_000_000_000;
+const REPLY_LIMIT_NS: u64 = 5_000_000_000;
+/// Datagrams echoed in check 1.
+const ECHOES: u32 = 200;
+
+fn main(args: &[&str]) -> i32 {
+    let cores = match args {
+        [_] => None,
+        [_, a, b] => match (a.parse::<usize>(), b.parse::<usize>()) {
+            (Ok(a), Ok(b)) => Some((a, b)),
+            _ => return usage(),
+        },
+        _ => return usage(),
+    };
+    let mut fails = Vec::new();
+    let mut children = Vec::new();
+    let mut peer = None;
+    let r = run(cores, &mut fails, &mut children, &mut peer);
+    for pid in children {
+        let _ = sys::kill(pid);
+        let _ = sys::wait(Some(pid));
+    }
+    for name in [FN_UDP, FN_DRV] {
+        if let Ok(id) = fnid::lookup(name) {
+            let _ = fnid::unregister(id);
+        }
+    }
+    // Its pages and endpoint closed, once netd has ended.
+    drop(peer);
+    if let Err(e) = r {
+        fails.push(e);
+    }
+    if fails.is_empty() {
+        println!("netcheck: ok (echo, ping, port unreachable, bad frames, flood, program errors)");
+        0
+    } else {
+        for f in &fails {
+            println!("netcheck: FAIL {f}");
+        }
+        1
+    }
+}
+
+fn usage() -> i32 {
+    println!("netcheck: usage: netcheck [NETDCORE ECHOCORE]");
+    2
+}
+
+/// Start `prog` on `core` (or here).
+fn start_program(prog: &str, args: &[&str], core: Option<usize>) -> Result<Pid, String> {
+    match core {
+        Some(c) => sys::spawn_on(prog, args, Priority::App, c),
+        None => sys::spawn(prog, args, Priority::App),
+    }
+    .map_err(|e| format!("start {prog}: {e}"))
+}
+
+fn datagram(seq: u32) -> Vec<u8> {
+    let len = 1 + (seq as usize * 733) % DATA_MAX;
+    (0..len)
+        .map(|i| (i as u32 ^ seq.wrapping_mul(13)) as u8)
+        .collect()
+}
+
+fn run(
+    cores: Option<(usize, usize)>,
+    fails: &mut Vec<String>,
+    children: &mut Vec<Pid>,
+    slot: &mut Option<Peer>,
+) -> Result<(), String> {
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let ep = ipc::open_endpoint(&format!("here/endpoint/nc-{}", me.serial()), Rights(0x2f))
+        .map_err(|e| format!("endpoint: {e}"))?;
+    fnid::register(FN_DRV, ep).map_err(|e| format!("register {FN_DRV} (a driver runs?): {e}"))?;
+    let p = slot.insert(Peer::new(ep)?);
+    let netd = start_program("netd", &["10.0.2.15/24", "10.0.2.2"], cores.map(|c| c.0))?;
+    children.push(netd);
+    // Serve the driver's side until netd serves net.udp.
+    let start = sys::clock_ns().unwrap_or(0);
+    while p.udp.is_none() {
+        p.serve(5_000_000);
+        p.udp = fnid::list().ok().and_then(|l| {
+            l.iter()
+                .find(|f| f.name() == FN_UDP && f.state == ulib::abi::fnid::FN_UP)
+                .map(|f| f.fnid)
+        });
+        if sys::clock_ns().unwrap_or(0) - start > START_LIMIT_NS {
+            return Err(String::from("netd did not serve net.udp within 30 s"));
+        }
+    }
+    let echo = start_program("udpecho", &["7"], cores.map(|c| c.1))?;
+    children.push(echo);
+    // Probe until udpecho answers (before it binds, netd answers port unreachable).
+    let start = sys::clock_ns().unwrap_or(0);
+    loop {
+        p.inject(&udp_frame(5555, 7, b"probe"), None);
+        if p.wait_for(20_000_000, |f| udp_of(f).filter(|u| u.2 == b"probe"))
+            .is_some()
+        {
+            break;
+        }
+        if sys::clock_ns().unwrap_or(0) - start > START_LIMIT_NS {
+            return Err(String::from("udpecho did not answer within 30 s"));
+        }
+    }
+    p.sent.clear();
+
+    // 1. Echo.
+    let mut bad = 0;
+    for seq in 0..ECHOES {
+        let d = datagram(seq);
+        p.inject(&udp_frame(5555, 7, &d), None);
+        match p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d)) {
+            Some((7, 5555, _)) => {}
+            other => {
+                bad += 1;
+                if bad < 5 {
+                    fails.push(format!(
+                        "echo {seq} ({} bytes): {:?}",
+                        d.len(),
+                        other.map(|u| (u.0, u.1))
+                    ));
+                }
+            }
+        }
+    }
+    if bad > 0 {
+        fails.push(format!(
+            "echo: {bad} of {ECHOES} datagrams not echoed right"
+        ));
+    }
+
+    // 2. ICMP echo.
+    p.inject(&ping_frame(9, b"musubi ping"), None);
+    match p.wait_for(REPLY_LIMIT_NS, |f| icmp_of(f).and_then(|r| r.ok())) {
+        Some((9, data)) if data == b"musubi ping" => {}
+        other => fails.push(format!("ping: {other:?}")),
+    }
+
+    // 3. A closed port: ICMP port unreachable (code 3).
+    p.inject(&udp_frame(5555, 9, b"anyone?"), None);
+    match p.wait_for(REPLY_LIMIT_NS, |f| icmp_of(f).and_then(|r| r.err())) {
+        Some(3) => {}
+        other => fails.push(format!(
+            "closed port: {other:?}, want ICMP port unreachable (3)"
+        )),
+    }
+
+    // 4. Bad input.
+    let before = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..200 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let len = (x % (FRAME_MAX as u64 + 1)) as usize;
+        let junk: Vec<u8> = (0..len).map(|k| (x >> (k % 56)) as u8 ^ i as u8).collect();
+        p.inject(&junk, None);
+        p.serve(0);
+    }
+    let valid = udp_frame(5555, 7, &[0x5a; 100]);
+    for cut in 0..valid.len() {
+        p.inject(&valid[..cut], None);
+        p.serve(0);
+    }
+    p.refused.clear();
+    p.inject(&valid, Some(FRAME_MAX as u64 + 1));
+    p.idle(50_000_000);
+    if !p.refused.contains(&(Error::InvalidArgument as u64)) {
+        fails.push(format!(
+            "a length word beyond FRAME_MAX: refusals {:?}",
+            p.refused
+        ));
+    }
+    if let Some(udp) = p.udp {
+        let m = Msg {
+            label: ulib::abi::net::UDP_FRAME_IN,
+            words: [60, 0, 0, 0, 0, 0],
+        };
+        match ipc::call(udp.as_target(), &m) {
+            Ok((_, r)) if r.label == Error::InvalidArgument as u64 => {}
+            other => fails.push(format!("a frame without an ICA: {other:?}")),
+        }
+    }
+    p.sent.clear();
+    let d = datagram(7777);
+    p.inject(&udp_frame(5555, 7, &d), None);
+    if p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d))
+        .is_none()
+    {
+        fails.push(String::from("no echo after the bad frames"));
+    }
+    let after = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
+    if after[5] <= before[5] {
+        fails.push(format!(
+            "bad frames counted no error: {before:?} -> {after:?}"
+        ));
+    }
+
+    // 5. A flood beyond a queue.
+    let mut mine = UdpSocket::bind(4000).map_err(|e| format!("bind 4000: {e}"))?;
+    for seq in 0..100u32 {
+        p.inject(&udp_frame(6000, 4000, &seq.to_le_bytes()), None);
+    }
+    p.idle(100_000_000);
+    let mut buf = [0u8; DATA_MAX];
+    let mut got = Vec::new();
+    loop {
+        match mine.recv_from(&mut buf, 0) {
+            Ok((n, from, port)) if n == 4 && from == Ipv4([10, 0, 2, 2]) && port == 6000 => {
+                got.push(u32::from_le_bytes([buf[0], buf[1], buf[2], buf[3]]))
+            }
+            Ok(other) => {
+                fails.push(format!("flood: a datagram not sent: {other:?}"));
+                break;
+            }
+            Err(Error::TimedOut) => break,
+            Err(e) => {
+                fails.push(format!("flood: receive: {e}"));
+                break;
+            }
+        }
+    }
+    let want: Vec<u32> = (0..32).collect();
+    let flood = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
+    if got != want || flood[4] < after[4] + 68 {
+        fails.push(format!(
+            "flood: kept {:?}.. ({} datagrams), drops {} -> {} (want 0..31 kept, 68 more drops)",
+            &got[..got.len().min(4)],
+            got.len(),
+            after[4],
+            flood[4]
+        ));
+    }
+
+    // 6. Programs' errors.
+    let big = [0u8; DATA_MAX + 1];
+    let peer_ip = Ipv4([10, 0, 2, 2]);
+    if mine.send_to(peer_ip, 6000, &big) != Err(Error::TooLong) {
+        fails.push(String::from("an oversized send was not TooLong"));
+    }
+    match UdpSocket::bind(4000) {
+        Err(Error::AlreadyExists) => {}
+        other => fails.push(format!(
+            "binding a bound port: {:?}",
+            other.map(|s| s.port())
+        )),
+    }
+    if let Some(udp) = p.udp {
+        let close7 = Msg {
+            label: OP_CLOSE,
+            words: [7, 0, 0, 0, 0, 0],
+        };
+        match ipc::call(udp.as_target(), &close7) {
+            Ok((_, r)) if r.label == Error::Denied as u64 => {}
+            other => fails.push(format!("closing udpecho's port: {other:?}, want Denied")),
+        }
+        let unknown = Msg {
+            label: 999,
+            ..Msg::default()
+        };
+        match ipc::call(udp.as_target(), &unknown) {
+            Ok((_, r)) if r.label == Error::InvalidArgument as u64 => {}
+            other => fails.push(format!("an unknown request: {other:?}")),
+        }
+    }
+    match mine.recv_from(&mut buf, 20_000_000) {
+        Err(Error::TimedOut) => {}
+        other => fails.push(format!("a receive with nothing to receive: {other:?}")),
+    }
+    // A send from a program reaches the wire (the receive above was held and timed out in
+    // netd, which does not serve this program's "driver" meanwhile: serve now).
+    p.sent.clear();
+    mine.send_to(peer_ip, 6000, b"from netcheck")
+        .map_err(|e| format!("send: {e}"))?;
+    match p.wait_for(REPLY_LIMIT_NS, |f| {
+        udp_of(f).filter(|u| u.2 == b"from netcheck")
+    }) {
+        Some((4000, 6000, _)) => {}
+        other => fails.push(format!("a program's send: {:?}", other.map(|u| (u.0, u.1)))),
+    }
+    drop(mine);
+    Ok(())
+}

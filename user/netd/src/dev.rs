@@ -1,0 +1,313 @@
+//! The smoltcp `Device` over frames from `net.drv` (`abi::net`): why `netd` needs no driver
+//! of its own. Received frames arrive as `UDP_FRAME_IN` requests (the driver's ICAs); the
+//! server copies each into the bounded [`RX_QUEUE`] and gives the ICA straight back, and
+//! smoltcp takes them from there. Frames to send are written into one of [`TX_PAGES`]
+//! one-page vregions this server owns and submitted to `net.drv` as `DRV_TX` requests with
+//! the page as ICA; the driver's reply brings the page back (collected without waiting).
+//! A full receive queue, or no free page after a short wait for the driver's replies, drops
+//! the frame and counts it.
+
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::vec::Vec;
+use smoltcp::phy::{self, DeviceCapabilities, Medium};
+use smoltcp::time::Instant;
+use ulib::abi::fnid::FnId;
+use ulib::abi::ipc::{self as api, Msg};
+use ulib::abi::net::{DRV_TX, FN_DRV, FRAME_ICA_SIZE, FRAME_MAX};
+use ulib::abi::res::{ResId, Rights};
+use ulib::abi::Error;
+use ulib::{fnid, ipc, res, sys};
+
+/// Received frames waiting for smoltcp.
+pub const RX_QUEUE: usize = 64;
+/// Pages for frames in flight to the driver.
+pub const TX_PAGES: usize = 16;
+/// Where the transmit pages are attached first (one page each).
+const TX_AT: u64 = 0x0000_5e00_0000_0000;
+/// How long a send waits for the driver to give a page back when all are out.
+const TX_WAIT_NS: u64 = 20_000_000;
+
+/// What the device counts (added to the state's counters by the server).
+#[derive(Default, Clone, Copy)]
+pub struct DevCounts {
+    pub frames_in: u64,
+    pub frames_out: u64,
+    pub drops: u64,
+    pub errors: u64,
+}
+
+struct Page {
+    region: ResId,
+    home: u64,
+    /// Where it is mapped now (0: not mapped: attach it at `home` again).
+    at: u64,
+    /// The ticket of the `DRV_TX` request it went with.
+    ticket: Option<u64>,
+}
+
+/// The transmit side: pages and the driver's function id.
+pub struct Tx {
+    pages: Vec<Page>,
+    drv: Option<FnId>,
+    scratch: Vec<u8>,
+    pub counts: DevCounts,
+}
+
+/// The device smoltcp polls.
+pub struct NetDev {
+    rx: VecDeque<Vec<u8>>,
+    pub tx: Tx,
+}
+
+impl NetDev {
+    /// Open the transmit pages.
+    pub fn new(tag: u32) -> Result<NetDev, alloc::string::String> {
+        let mut pages = Vec::with_capacity(TX_PAGES);
+        for i in 0..TX_PAGES {
+            let region = res::open_vregion(
+                &format!("here/vregion/netd-tx-{tag}-{i}"),
+                FRAME_ICA_SIZE,
+                Rights::OWNER_ALL,
+            )
+            .map_err(|e| format!("transmit page {i}: {e}"))?;
+            let home = TX_AT + i as u64 * FRAME_ICA_SIZE;
+            res::attach_here(region, home, true)
+                .map_err(|e| format!("attach transmit page {i}: {e}"))?;
+            pages.push(Page {
+                region,
+                home,
+                at: home,
+                ticket: None,
+            });
+        }
+        Ok(NetDev {
+            rx: VecDeque::with_capacity(RX_QUEUE),
+            tx: Tx {
+                pages,
+                drv: None,
+                scratch: alloc::vec![0; FRAME_MAX],
+                counts: DevCounts::default(),
+            },
+        })
+    }
+
+    /// A frame from the driver (copied from its ICA); dropped and counted if the queue is
+    /// full or the length is bad.
+    pub fn frame_in(&mut self, frame: &[u8]) {
+        if frame.len() < 14 || frame.len() > FRAME_MAX {
+            self.tx.counts.errors += 1;
+            return;
+        }
+        if self.rx.len() >= RX_QUEUE {
+            self.tx.counts.drops += 1;
+            return;
+        }
+        self.tx.counts.frames_in += 1;
+        self.rx.push_back(frame.to_vec());
+    }
+
+    pub fn rx_pending(&self) -> bool {
+        !self.rx.is_empty()
+    }
+}
+
+impl Tx {
+    /// The driver's function id (looked up again until it is found).
+    pub fn driver(&mut self) -> Option<FnId> {
+        if self.drv.is_none() {
+            self.drv = fnid::lookup(FN_DRV).ok();
+        }
+        self.drv
+    }
+
+    /// Take the driver's replies that are there (waiting at most `timeout_ns` for the
+    /// first), putting their pages back.
+    pub fn reap(&mut self, timeout_ns: u64) {
+        let mut timeout = timeout_ns;
+        while self.pages.iter().any(|p| p.ticket.is_some()) {
+            let c = match ipc::collect(api::ANY, timeout) {
+                Ok(c) => c,
+                Err(_) => return,
+            };
+            timeout = 0;
+            let Some(p) = self.pages.iter_mut().find(|p| p.ticket == Some(c.ticket)) else {
+                continue;
+            };
+            p.ticket = None;
+            p.at = ipc::ica_at(&c.msg).map_or(0, |(_, at)| at);
+            // The driver answers with the error code as the reply's value (0: sent).
+            let code = if c.status != 0 { c.status } else { c.value };
+            if code != 0 {
+                if Error::from_code(code) == Error::Busy {
+                    self.counts.drops += 1;
+                } else {
+                    self.counts.errors += 1;
+                }
+                if code == Error::Gone as u64 {
+                    self.drv = None;
+                }
+            } else {
+                self.counts.frames_out += 1;
+            }
+        }
+    }
+
+    /// A free page, mapped (one that came back detached is attached again).
+    fn free_page(&mut self) -> Option<usize> {
+        for i in 0..self.pages.len() {
+            let p = &mut self.pages[i];
+            if p.ticket.is_some() {
+                continue;
+            }
+            if p.at == 0 {
+                if res::attach_here(p.region, p.home, true).is_err() {
+                    continue;
+                }
+                p.at = p.home;
+            }
+            return Some(i);
+        }
+        None
+    }
+
+    /// Send one frame of `len` bytes that `f` writes.
+    fn send<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
+        self.reap(0);
+        let page = match self.free_page() {
+            Some(i) => Some(i),
+            None => {
+                self.reap(TX_WAIT_NS);
+                self.free_page()
+            }
+        };
+        let drv = self.driver();
+        let (Some(i), Some(drv), true) = (page, drv, len <= FRAME_MAX) else {
+            self.counts.drops += 1;
+            let n = len.min(self.scratch.len());
+            return f(&mut self.scratch[..n]);
+        };
+        let p = &mut self.pages[i];
+        // SAFETY: the page (FRAME_ICA_SIZE bytes, writable) is mapped at `p.at` in this
+        // process and no other reference to it exists while it is not in flight;
+        // `len <= FRAME_MAX < FRAME_ICA_SIZE`.
+        let buf = unsafe { core::slice::from_raw_parts_mut(p.at as *mut u8, len) };
+        let r = f(buf);
+        let msg = Msg {
+            label: DRV_TX,
+            words: [len as u64, 0, 0, 0, 0, 0],
+        };
+        let mut sub = ipc::op(api::SUBMIT_CALL, drv.as_target().0, [0; 4]);
+        sub.msg = ipc::with_ica(msg, p.region);
+        match ipc::submit(&sub) {
+            Ok(t) => {
+                p.ticket = Some(t);
+                p.at = 0;
+            }
+            // Refused before the page moved: it stays where it was.
+            Err(e) => {
+                if matches!(
+                    e,
+                    Error::Gone | Error::NoSuchResource | Error::StaleResource
+                ) {
+                    self.drv = None;
+                }
+                if e == Error::Busy {
+                    self.counts.drops += 1;
+                } else {
+                    self.counts.errors += 1;
+                }
+            }
+        }
+        r
+    }
+
+    /// Close the transmit pages (a retiring server: its vregions would outlive it). Frames
+    /// still with the driver are waited for (a bounded wait); a page that does not come
+    /// back is left to its fate (it comes back detached to this ended creator).
+    pub fn close_pages(&mut self) {
+        for _ in 0..50 {
+            if self.in_flight() == 0 {
+                break;
+            }
+            self.reap(TX_WAIT_NS);
+        }
+        for p in core::mem::take(&mut self.pages) {
+            if p.ticket.is_some() {
+                continue;
+            }
+            if p.at != 0 {
+                let _ = res::detach_here(p.at);
+            }
+            let _ = res::close(p.region);
+        }
+    }
+
+    /// Frames still with the driver.
+    pub fn in_flight(&self) -> usize {
+        self.pages.iter().filter(|p| p.ticket.is_some()).count()
+    }
+}
+
+pub struct RxTok(Vec<u8>);
+pub struct TxTok<'a>(&'a mut Tx);
+
+impl phy::RxToken for RxTok {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&self.0)
+    }
+}
+
+impl phy::TxToken for TxTok<'_> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        self.0.send(len, f)
+    }
+}
+
+impl phy::Device for NetDev {
+    type RxToken<'a> = RxTok;
+    type TxToken<'a> = TxTok<'a>;
+
+    fn receive(&mut self, _: Instant) -> Option<(RxTok, TxTok<'_>)> {
+        let f = self.rx.pop_front()?;
+        Some((RxTok(f), TxTok(&mut self.tx)))
+    }
+
+    fn transmit(&mut self, _: Instant) -> Option<TxTok<'_>> {
+        Some(TxTok(&mut self.tx))
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.medium = Medium::Ethernet;
+        c.max_transmission_unit = FRAME_MAX;
+        c
+    }
+}
+
+/// The driver's MAC address (`DRV_INFO`), waiting up to `tries` x 10 ms for `net.drv`.
+pub fn driver_mac(tries: u32) -> Result<[u8; 6], Error> {
+    let mut last = Error::NoSuchResource;
+    for _ in 0..tries {
+        match fnid::lookup(FN_DRV) {
+            Ok(drv) => {
+                let msg = Msg {
+                    label: ulib::abi::net::DRV_INFO,
+                    ..Msg::default()
+                };
+                match ipc::call(drv.as_target(), &msg) {
+                    // The MAC in words[0] (an error reply carries none).
+                    Ok((_, r)) if r.words[0] != 0 => {
+                        let b = r.words[0].to_le_bytes();
+                        return Ok([b[0], b[1], b[2], b[3], b[4], b[5]]);
+                    }
+                    Ok((_, r)) => last = Error::from_code(r.label),
+                    Err(e) => last = e,
+                }
+            }
+            Err(e) => last = e,
+        }
+        let _ = sys::sleep_ns(10_000_000);
+    }
+    Err(last)
+}

@@ -1,0 +1,571 @@
+//! `netd`'s loop: requests on `net.udp` (frames from the driver, the socket operations of
+//! `ulib::net`), smoltcp polled between them, and the receives it holds.
+//!
+//! Every datagram smoltcp receives for a bound port is moved at once into that socket's
+//! queue in the state ICA (`libs/netstate`), so smoltcp's own buffers hold at most the
+//! datagram of the frame being processed, and a replacement finds everything received and
+//! not yet taken. An `OP_RECV` for an empty queue is *held* (at most [`MAX_HELD`]): answered
+//! when a datagram arrives or its timeout passes, or `Again` on the retire notice
+//! ([`Server::give_back_held`]).
+
+use crate::dev::NetDev;
+use alloc::vec::Vec;
+use netstate::{Net, CONFIG_DHCP, DATA_MAX};
+use smoltcp::iface::{Interface, PollIngressSingleResult, SocketHandle, SocketSet};
+use smoltcp::socket::{dhcpv4, udp};
+use smoltcp::time::Instant;
+use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address};
+use ulib::abi::fnid::RETIRE_NOTICE;
+use ulib::abi::ipc::{Msg, Received, MSG_ICA, SUBMIT_SEND};
+use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
+use ulib::abi::res::ResId;
+use ulib::abi::{Error, Pid, ProcInfo, STATE_ZOMBIE};
+use ulib::net::{OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND};
+use ulib::{fnid, ipc, println, res, sys};
+
+/// Most receives held at once (each holds its caller's page mapped: the ICA window has 64
+/// slots, shared with the transmit pages).
+pub const MAX_HELD: usize = 24;
+/// Datagrams smoltcp may hold for one socket between two drains, and queued to send.
+const UDP_RX_PACKETS: usize = 4;
+const UDP_TX_PACKETS: usize = 16;
+/// Requests taken without waiting before smoltcp is polled again.
+const BATCH: usize = 32;
+
+/// A receive waiting for a datagram.
+struct Held {
+    request: u64,
+    sender: Pid,
+    port: u16,
+    /// Clock time (ns) it ends at; `u64::MAX`: never.
+    deadline: u64,
+    cap: usize,
+    page: (ResId, u64),
+}
+
+/// A request's answer: its status, up to four words.
+type Answer = Result<[u64; 4], Error>;
+
+pub struct Server {
+    pub ep: ResId,
+    pub net: Net<'static>,
+    pub iface: Interface,
+    pub sockets: SocketSet<'static>,
+    pub dev: NetDev,
+    pub mac: [u8; 6],
+    udp: Vec<(u16, SocketHandle)>,
+    dhcp: Option<SocketHandle>,
+    held: Vec<Held>,
+    drv_pid: Option<Pid>,
+    buf: Vec<u8>,
+}
+
+pub fn now() -> Instant {
+    Instant::from_micros((sys::clock_ns().unwrap_or(0) / 1000) as i64)
+}
+
+fn ipv4(w: u32) -> Ipv4Address {
+    Ipv4Address::from(w)
+}
+
+impl Server {
+    pub fn new(
+        ep: ResId,
+        net: Net<'static>,
+        iface: Interface,
+        dev: NetDev,
+        mac: [u8; 6],
+        dhcp: bool,
+    ) -> Server {
+        let mut s = Server {
+            ep,
+            net,
+            iface,
+            sockets: SocketSet::new(Vec::new()),
+            dev,
+            mac,
+            udp: Vec::new(),
+            dhcp: None,
+            held: Vec::new(),
+            drv_pid: None,
+            buf: alloc::vec![0; DATA_MAX],
+        };
+        let h = s.net.header();
+        if h.addr != 0 {
+            s.configure(h.addr, h.prefix, h.gateway);
+        }
+        if dhcp {
+            s.dhcp = Some(s.sockets.add(dhcpv4::Socket::new()));
+        }
+        // The ports bound under an earlier server get their smoltcp sockets again.
+        let ports: Vec<u16> = s.net.bound().map(|(p, _)| p).collect();
+        for p in ports {
+            s.open_udp(p);
+        }
+        s
+    }
+
+    /// Give smoltcp the address config.
+    pub fn configure(&mut self, addr: u32, prefix: u32, gateway: u32) {
+        self.iface.update_ip_addrs(|a| {
+            a.clear();
+            if addr != 0 {
+                let _ = a.push(IpCidr::new(IpAddress::Ipv4(ipv4(addr)), prefix as u8));
+            }
+        });
+        if gateway != 0 {
+            let _ = self
+                .iface
+                .routes_mut()
+                .add_default_ipv4_route(ipv4(gateway));
+        } else {
+            self.iface.routes_mut().remove_default_ipv4_route();
+        }
+    }
+
+    fn open_udp(&mut self, port: u16) {
+        let rx = udp::PacketBuffer::new(
+            alloc::vec![udp::PacketMetadata::EMPTY; UDP_RX_PACKETS],
+            alloc::vec![0u8; UDP_RX_PACKETS * DATA_MAX],
+        );
+        let tx = udp::PacketBuffer::new(
+            alloc::vec![udp::PacketMetadata::EMPTY; UDP_TX_PACKETS],
+            alloc::vec![0u8; UDP_TX_PACKETS * DATA_MAX],
+        );
+        let mut sock = udp::Socket::new(rx, tx);
+        let _ = sock.bind(port);
+        let h = self.sockets.add(sock);
+        self.udp.push((port, h));
+    }
+
+    fn close_udp(&mut self, port: u16) {
+        if let Some(i) = self.udp.iter().position(|(p, _)| *p == port) {
+            let (_, h) = self.udp.swap_remove(i);
+            self.sockets.remove(h);
+        }
+    }
+
+    /// Serve forever.
+    pub fn run(&mut self) -> Result<(), alloc::string::String> {
+        loop {
+            self.pump();
+            let timeout = self.timeout();
+            match ipc::recv(self.ep, timeout) {
+                Ok(r) => self.handle(&r),
+                Err(Error::TimedOut) => continue,
+                Err(e) => return Err(alloc::format!("receive: {e}")),
+            }
+            for _ in 1..BATCH {
+                match ipc::recv(self.ep, 0) {
+                    Ok(r) => self.handle(&r),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    /// How long the next receive may wait: until smoltcp wants polling or a held receive
+    /// times out.
+    fn timeout(&mut self) -> u64 {
+        if self.dev.rx_pending() {
+            return 0;
+        }
+        let now_ns = sys::clock_ns().unwrap_or(0);
+        let mut t = match self.iface.poll_delay(now(), &self.sockets) {
+            Some(d) => d.total_micros().saturating_mul(1000),
+            None => u64::MAX,
+        };
+        for h in &self.held {
+            t = t.min(h.deadline.saturating_sub(now_ns));
+        }
+        // The driver's replies give the transmit pages back; look at them now and then.
+        if self.dev.tx.in_flight() > 0 {
+            t = t.min(1_000_000);
+        }
+        t
+    }
+
+    /// Poll smoltcp, move received datagrams into the state, answer the held receives.
+    fn pump(&mut self) {
+        let t = now();
+        self.iface.poll_maintenance(t);
+        loop {
+            match self
+                .iface
+                .poll_ingress_single(t, &mut self.dev, &mut self.sockets)
+            {
+                PollIngressSingleResult::None => break,
+                _ => self.drain(),
+            }
+        }
+        self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+        self.dev.tx.reap(0);
+        self.poll_dhcp();
+        self.drain();
+        self.answer_held();
+        let c = core::mem::take(&mut self.dev.tx.counts);
+        if c.frames_in | c.frames_out | c.drops | c.errors != 0 {
+            self.net.count(|n| {
+                n.frames_in += c.frames_in;
+                n.frames_out += c.frames_out;
+                n.drops += c.drops;
+                n.errors += c.errors;
+            });
+        }
+    }
+
+    fn poll_dhcp(&mut self) {
+        let Some(h) = self.dhcp else { return };
+        let ev = match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
+            Some(dhcpv4::Event::Configured(c)) => Some((
+                u32::from(c.address.address()),
+                u32::from(c.address.prefix_len()),
+                c.router.map_or(0, u32::from),
+            )),
+            Some(dhcpv4::Event::Deconfigured) => Some((0, 0, 0)),
+            None => None,
+        };
+        if let Some((addr, prefix, gw)) = ev {
+            self.configure(addr, prefix, gw);
+            self.net.set_config(addr, prefix, gw, CONFIG_DHCP);
+            let [a, b, c, d] = addr.to_be_bytes();
+            println!(
+                "netd: address {a}.{b}.{c}.{d}/{prefix} gateway {} (DHCP)",
+                ipv4(gw)
+            );
+        }
+    }
+
+    /// Move every datagram smoltcp holds into the sockets' queues in the state.
+    fn drain(&mut self) {
+        for &(port, h) in &self.udp {
+            let sock = self.sockets.get_mut::<udp::Socket>(h);
+            while let Ok((n, meta)) = sock.recv_slice(&mut self.buf) {
+                let IpAddress::Ipv4(a) = meta.endpoint.addr;
+                // A full queue drops it and counts it (netstate does both).
+                let _ = self
+                    .net
+                    .push(port, u32::from(a), meta.endpoint.port, &self.buf[..n]);
+            }
+        }
+    }
+
+    /// Answer the held receives that have a datagram or whose time is up.
+    fn answer_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let now_ns = sys::clock_ns().unwrap_or(0);
+        let mut i = 0;
+        while i < self.held.len() {
+            let h = &self.held[i];
+            if self.net.pending(h.port) > 0 {
+                let h = self.held.remove(i);
+                let a = self.take(h.port, h.cap, h.page.1);
+                answer(h.request, a, Some(h.page));
+            } else if h.deadline <= now_ns {
+                let h = self.held.remove(i);
+                answer(h.request, Err(Error::TimedOut), Some(h.page));
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Pop the oldest datagram of `port` into the page at `at` (at most `cap` bytes).
+    fn take(&mut self, port: u16, cap: usize, at: u64) -> Answer {
+        // SAFETY: the caller's page (one page, writable) is mapped at `at` in this process
+        // while its request is held; nothing else here refers to it; `cap <= DATA_MAX`.
+        let out = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, cap) };
+        match self.net.pop(port, out) {
+            Ok(Some(d)) => Ok([
+                d.len as u64,
+                u64::from(d.addr),
+                u64::from(d.port),
+                d.full_len as u64,
+            ]),
+            Ok(None) => Err(Error::TimedOut),
+            Err(_) => Err(Error::NoSuchResource),
+        }
+    }
+
+    /// The retire notice: every held receive is answered `Again` (its caller's library
+    /// sends it again, to the new server), after everything smoltcp holds is in the state.
+    pub fn give_back_held(&mut self) {
+        self.pump();
+        for h in core::mem::take(&mut self.held) {
+            answer(h.request, Err(Error::Again), Some(h.page));
+        }
+        // The next receive retires this server: its transmit pages go now (vregions outlive
+        // their creator). Frames smoltcp still has to send are lost with it (the new server
+        // has the datagrams received; a datagram accepted for sending was answered already).
+        self.dev.tx.close_pages();
+    }
+
+    /// Is `pid` the process serving `net.drv`?
+    fn sent_by_driver(&mut self, pid: Pid) -> bool {
+        if self.drv_pid == Some(pid) {
+            return true;
+        }
+        self.drv_pid = fnid::list().ok().and_then(|l| {
+            l.iter()
+                .find(|f| f.name() == FN_DRV && f.state == ulib::abi::fnid::FN_UP)
+                .map(|f| f.server)
+        });
+        self.drv_pid == Some(pid)
+    }
+
+    fn handle(&mut self, r: &Received) {
+        let label = r.msg.label & !MSG_ICA;
+        let page = ipc::ica_at(&r.msg);
+        if r.msg.label == RETIRE_NOTICE && r.request == 0 {
+            self.give_back_held();
+            return;
+        }
+        if r.kind == SUBMIT_SEND || r.request == 0 {
+            // One-way: nothing to answer; an ICA goes back to its creator.
+            if let Some((_, at)) = page {
+                let _ = res::detach_here(at);
+            }
+            self.net.count(|c| c.errors += 1);
+            return;
+        }
+        let a = match label {
+            UDP_FRAME_IN => self.frame_in(r, page),
+            OP_BIND => self.bind(r),
+            OP_CLOSE => self.close(r),
+            OP_SEND => self.send(r, page),
+            OP_RECV => match self.recv(r, page) {
+                Some(a) => a,
+                None => return, // held
+            },
+            OP_INFO => {
+                let h = self.net.header();
+                let mut mac = [0u8; 8];
+                mac[..6].copy_from_slice(&self.mac);
+                let w = [
+                    u64::from(h.addr),
+                    u64::from(h.prefix),
+                    u64::from(h.gateway),
+                    u64::from(h.config),
+                    self.net.bound().count() as u64,
+                    u64::from_le_bytes(mac),
+                ];
+                return answer6(r.request, w);
+            }
+            OP_COUNTERS => {
+                let c = self.net.counters();
+                let w = [
+                    c.frames_in,
+                    c.frames_out,
+                    c.datagrams_in,
+                    c.datagrams_out,
+                    c.drops,
+                    c.errors,
+                ];
+                return answer6(r.request, w);
+            }
+            _ => Err(Error::InvalidArgument),
+        };
+        if a.is_err() {
+            self.net.count(|c| c.errors += 1);
+        }
+        answer(r.request, a, page);
+    }
+
+    fn frame_in(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Answer {
+        if !self.sent_by_driver(r.sender) {
+            return Err(Error::Denied);
+        }
+        let (_, at) = page.ok_or(Error::InvalidArgument)?;
+        let len = r.msg.words[0] as usize;
+        if len > FRAME_MAX {
+            return Err(Error::InvalidArgument);
+        }
+        // SAFETY: the driver's frame ICA (FRAME_ICA_SIZE >= FRAME_MAX bytes) is mapped at
+        // `at` in this process until the answer passes it back.
+        let frame = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
+        self.dev.frame_in(frame);
+        Ok([0; 4])
+    }
+
+    /// The pid's raw value as the state records owners.
+    fn owner(pid: Pid) -> u64 {
+        pid.0
+    }
+
+    fn bind(&mut self, r: &Received) -> Answer {
+        let port = u16::try_from(r.msg.words[0]).map_err(|_| Error::InvalidArgument)?;
+        let owner = Self::owner(r.sender);
+        let bound = match self.net.bind(port, owner) {
+            Err(netstate::Error::NoSocket) => {
+                // Ports of programs that ended are freed first.
+                let alive = alive_pids();
+                self.net.unbind_ended(|o| alive.contains(&o));
+                let keep: Vec<(u16, SocketHandle)> = self.udp.clone();
+                for (p, _) in keep {
+                    if self.net.find(p).is_none() {
+                        self.close_udp(p);
+                    }
+                }
+                self.net.bind(port, owner)
+            }
+            other => other,
+        };
+        let port = bound.map_err(|e| match e {
+            netstate::Error::PortInUse => Error::AlreadyExists,
+            netstate::Error::NoSocket => Error::Limit,
+            _ => Error::InvalidArgument,
+        })?;
+        self.open_udp(port);
+        Ok([u64::from(port), 0, 0, 0])
+    }
+
+    /// The port of a request, if its sender owns it.
+    fn owned_port(&self, r: &Received) -> Result<u16, Error> {
+        let port = u16::try_from(r.msg.words[0]).map_err(|_| Error::InvalidArgument)?;
+        match self.net.socket_of(port) {
+            None => Err(Error::NoSuchResource),
+            Some(s) if s.owner != Self::owner(r.sender) => Err(Error::Denied),
+            Some(_) => Ok(port),
+        }
+    }
+
+    fn close(&mut self, r: &Received) -> Answer {
+        let port = self.owned_port(r)?;
+        let _ = self.net.unbind(port, Self::owner(r.sender));
+        self.close_udp(port);
+        let mut i = 0;
+        while i < self.held.len() {
+            if self.held[i].port == port {
+                let h = self.held.remove(i);
+                answer(h.request, Err(Error::StaleResource), Some(h.page));
+            } else {
+                i += 1;
+            }
+        }
+        Ok([0; 4])
+    }
+
+    fn send(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Answer {
+        let port = self.owned_port(r)?;
+        let (_, at) = page.ok_or(Error::InvalidArgument)?;
+        let [_, addr, dport, len, ..] = r.msg.words;
+        let len = len as usize;
+        if len > DATA_MAX {
+            return Err(Error::TooLong);
+        }
+        let (Ok(addr), Ok(dport)) = (u32::try_from(addr), u16::try_from(dport)) else {
+            return Err(Error::InvalidArgument);
+        };
+        if addr == 0 || dport == 0 {
+            return Err(Error::InvalidArgument);
+        }
+        let Some(&(_, h)) = self.udp.iter().find(|(p, _)| *p == port) else {
+            return Err(Error::NoSuchResource);
+        };
+        // SAFETY: the caller's page is mapped at `at` until the answer passes it back;
+        // `len <= DATA_MAX` fits in its one page.
+        let data = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
+        let to = IpEndpoint::new(IpAddress::Ipv4(ipv4(addr)), dport);
+        let sent = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
+        match sent {
+            Ok(()) => {
+                self.net.count(|c| c.datagrams_out += 1);
+                // Out at once, not at the next poll.
+                self.iface
+                    .poll_egress(now(), &mut self.dev, &mut self.sockets);
+                Ok([0; 4])
+            }
+            Err(udp::SendError::BufferFull) => {
+                self.net.count(|c| c.drops += 1);
+                Err(Error::Busy)
+            }
+            Err(udp::SendError::Unaddressable) => Err(Error::InvalidArgument),
+        }
+    }
+
+    /// `None`: held.
+    fn recv(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Option<Answer> {
+        let port = match self.owned_port(r) {
+            Ok(p) => p,
+            Err(e) => return Some(Err(e)),
+        };
+        let Some(page) = page else {
+            return Some(Err(Error::InvalidArgument));
+        };
+        let [_, timeout, cap, ..] = r.msg.words;
+        let cap = (cap as usize).min(DATA_MAX);
+        if self.net.pending(port) > 0 {
+            return Some(self.take(port, cap, page.1));
+        }
+        if timeout == 0 {
+            return Some(Err(Error::TimedOut));
+        }
+        if self.held.len() >= MAX_HELD {
+            // Receives of programs that ended are dropped first.
+            let alive = alive_pids();
+            self.held.retain(|h| {
+                let keep = alive.contains(&h.sender.0);
+                if !keep {
+                    answer(h.request, Err(Error::Gone), Some(h.page));
+                }
+                keep
+            });
+            if self.held.len() >= MAX_HELD {
+                return Some(Err(Error::Limit));
+            }
+        }
+        let deadline = match timeout {
+            u64::MAX => u64::MAX,
+            t => sys::clock_ns().unwrap_or(0).saturating_add(t),
+        };
+        self.held.push(Held {
+            request: r.request,
+            sender: r.sender,
+            port,
+            deadline,
+            cap,
+            page,
+        });
+        None
+    }
+}
+
+/// The pids of processes that have not ended.
+pub fn alive_pids() -> Vec<u64> {
+    let mut buf = alloc::vec![ProcInfo::EMPTY; 1024];
+    let n = sys::processes(&mut buf).unwrap_or(0);
+    buf[..n]
+        .iter()
+        .filter(|p| p.state != STATE_ZOMBIE)
+        .map(|p| p.pid.0)
+        .collect()
+}
+
+/// Answer `request` with `a`, passing `page` back if it came with one. If the answer cannot
+/// be given with the page, the page is let go (it goes back to its creator).
+fn answer(request: u64, a: Answer, page: Option<(ResId, u64)>) {
+    let mut msg = match a {
+        Ok(w) => Msg {
+            label: 0,
+            words: [w[0], w[1], w[2], w[3], 0, 0],
+        },
+        Err(e) => Msg {
+            label: e as u64,
+            ..Msg::default()
+        },
+    };
+    if let Some((region, at)) = page {
+        msg = ipc::with_ica(msg, region);
+        if ipc::reply(request, 0, &msg).is_err() {
+            let _ = res::detach_here(at);
+        }
+    } else {
+        let _ = ipc::reply(request, 0, &msg);
+    }
+}
+
+fn answer6(request: u64, words: [u64; 6]) {
+    let _ = ipc::reply(request, 0, &Msg { label: 0, words });
+}

@@ -1,0 +1,58 @@
+//! `udpecho PORT [N]`: binds UDP port PORT through `netd` (`ulib::net`) and answers every
+//! datagram with the same bytes to where it came from; with N, ends after N datagrams.
+//! Prints `udpecho: listening on PORT` once bound, `udpecho: N received, N answered, N
+//! errors` every 1,000 datagrams and at the end, and an `udpecho: ERROR` line for a send
+//! that failed (the count goes on). This is what the host client of `cargo xtask test`
+//! (and `socat` by hand) talks to.
+#![no_std]
+#![no_main]
+
+use ulib::net::{UdpSocket, DATA_MAX};
+use ulib::println;
+
+ulib::main!(main);
+
+fn main(args: &[&str]) -> i32 {
+    let (port, limit) = match args {
+        [_, p] => (p.parse::<u16>().ok(), Some(u64::MAX)),
+        [_, p, n] => (p.parse::<u16>().ok(), n.parse::<u64>().ok()),
+        _ => (None, None),
+    };
+    let (Some(port), Some(limit)) = (port, limit) else {
+        println!("udpecho: usage: udpecho PORT [N]");
+        return 2;
+    };
+    let mut s = match UdpSocket::bind(port) {
+        Ok(s) => s,
+        Err(e) => {
+            println!("udpecho: ERROR: bind {port}: {e}");
+            return 1;
+        }
+    };
+    println!("udpecho: listening on {}", s.port());
+    let mut buf = [0u8; DATA_MAX];
+    let (mut received, mut answered, mut errors) = (0u64, 0u64, 0u64);
+    while received < limit {
+        match s.recv_from(&mut buf, u64::MAX) {
+            Ok((n, from, fport)) => {
+                received += 1;
+                match s.send_to(from, fport, &buf[..n]) {
+                    Ok(()) => answered += 1,
+                    Err(e) => {
+                        errors += 1;
+                        println!("udpecho: ERROR: answer to {from}:{fport}: {e}");
+                    }
+                }
+                if received % 1000 == 0 {
+                    println!("udpecho: {received} received, {answered} answered, {errors} errors");
+                }
+            }
+            Err(e) => {
+                println!("udpecho: ERROR: receive: {e}");
+                return 1;
+            }
+        }
+    }
+    println!("udpecho: {received} received, {answered} answered, {errors} errors");
+    0
+}

@@ -1,0 +1,322 @@
+//! UDP sockets for programs (issue 15): requests to the function `net.udp`, served by
+//! `netd` (`user/netd`), whatever process or core serves it and however often it is
+//! replaced.
+//!
+//! ```ignore
+//! let mut s = ulib::net::UdpSocket::bind(7)?;
+//! let mut buf = [0u8; ulib::net::DATA_MAX];
+//! let (n, from, port) = s.recv_from(&mut buf, u64::MAX)?;
+//! s.send_to(from, port, &buf[..n])?;
+//! ```
+//!
+//! # The protocol on `net.udp`
+//!
+//! Every request is a `CALL` whose label is one of the `OP_*` values; the reply's label is
+//! its status (0, or an `abi::Error` code, with `MSG_ICA` set when it carries the ICA back).
+//!
+//! | op | request words | ICA | reply words |
+//! |---|---|---|---|
+//! | [`OP_BIND`] | port (0: any free one) | - | the port bound |
+//! | [`OP_CLOSE`] | port | - | - |
+//! | [`OP_SEND`] | source port, destination address, destination port, length | the data | - |
+//! | [`OP_RECV`] | port, timeout ns (`u64::MAX`: none), capacity | room for the data | length, source address, source port, whole length |
+//! | [`OP_INFO`] | - | - | address, prefix, gateway, where from (`netstate::CONFIG_*`), bound sockets, MAC |
+//! | [`OP_COUNTERS`] | - | - | frames in, frames out, datagrams in, datagrams out, drops, errors |
+//!
+//! Data (up to [`DATA_MAX`] = 1,472 bytes) travels in an ICA: each socket owns one
+//! one-page vregion that goes to `netd` with each `OP_SEND` and `OP_RECV` and comes back
+//! with the reply, so no byte is copied through the kernel. (The six inline words would
+//! carry only 32 bytes next to an ICA's id and address; one path for every size is
+//! simpler.) The socket keeps track of where its page is mapped now (a passed ICA comes back
+//! at a kernel-chosen address in the ICA window), and attaches it again if it came back
+//! detached (its holder ended).
+//!
+//! Only the process that bound a port may send from it, receive on it or close it (`netd`
+//! knows callers by the pid the kernel vouches for: `Denied` otherwise); `netd` closes the
+//! ports of processes that have ended.
+//!
+//! # Errors
+//!
+//! A request answered `Again` (the server is being replaced, see `abi::fnid::RETIRE_NOTICE`)
+//! is sent again here, so programs never see it; an `OP_RECV` goes again with the time
+//! left. Sending more than [`DATA_MAX`] bytes is `TooLong` (checked before anything is
+//! sent); binding a bound port is `AlreadyExists`; no `netd` is `NoSuchResource` (never
+//! registered) or `Gone` (its server ended); no datagram within the timeout is `TimedOut`.
+
+use crate::{fnid, ipc, res, sys};
+use abi::fnid::FnId;
+use abi::ipc::{Msg, MSG_ICA};
+use abi::res::{ResId, Rights};
+use abi::Error;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// The function `netd` serves.
+pub const FN_UDP: &str = abi::net::FN_UDP;
+/// Largest datagram payload (1,500-byte MTU - IPv4 and UDP headers).
+pub const DATA_MAX: usize = 1472;
+
+/// Bind a port.
+pub const OP_BIND: u64 = 1;
+/// Close a port.
+pub const OP_CLOSE: u64 = 2;
+/// Send a datagram (data in the ICA).
+pub const OP_SEND: u64 = 3;
+/// Receive a datagram (into the ICA), waiting at most the timeout.
+pub const OP_RECV: u64 = 4;
+/// Address config.
+pub const OP_INFO: u64 = 5;
+/// Counters.
+pub const OP_COUNTERS: u64 = 6;
+
+/// How many times a request answered `Again` is sent again before giving up (`Busy`): a
+/// replacement takes milliseconds; this is only a bound against a server that says `Again`
+/// forever.
+const AGAIN_TRIES: u32 = 100_000;
+
+/// An IPv4 address, `a.b.c.d` as `[a, b, c, d]`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ipv4(pub [u8; 4]);
+
+impl Ipv4 {
+    /// `a.b.c.d`.
+    pub fn parse(s: &str) -> Option<Ipv4> {
+        let mut out = [0u8; 4];
+        let mut parts = s.split('.');
+        for b in &mut out {
+            *b = parts.next()?.parse().ok()?;
+        }
+        parts.next().is_none().then_some(Ipv4(out))
+    }
+
+    /// As one word (network order in the low 32 bits), as the protocol carries it.
+    pub fn to_word(self) -> u64 {
+        u64::from(u32::from_be_bytes(self.0))
+    }
+
+    pub fn from_word(w: u64) -> Ipv4 {
+        Ipv4((w as u32).to_be_bytes())
+    }
+}
+
+impl core::fmt::Display for Ipv4 {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let [a, b, c, d] = self.0;
+        write!(f, "{a}.{b}.{c}.{d}")
+    }
+}
+
+/// Where a socket's page is attached first: one page per socket from here (after it went to
+/// `netd` once, it lives in the ICA window).
+const PAGES_AT: u64 = 0x0000_5d00_0000_0000;
+static NEXT_PAGE: AtomicU64 = AtomicU64::new(0);
+
+/// The function id of `net.udp`.
+pub fn server() -> Result<FnId, Error> {
+    fnid::lookup(FN_UDP)
+}
+
+/// A reply's status as a `Result`.
+fn status(reply: &Msg) -> Result<(), Error> {
+    match reply.label & !MSG_ICA {
+        0 => Ok(()),
+        code => Err(Error::from_code(code)),
+    }
+}
+
+/// `CALL` `msg` to `server`, sent again while it is answered `Again`.
+fn call_again(server: FnId, msg: &Msg) -> Result<Msg, Error> {
+    for _ in 0..AGAIN_TRIES {
+        match ipc::call(server.as_target(), msg) {
+            Err(Error::Again) => {}
+            Err(e) => return Err(e),
+            Ok((_, reply)) if reply.label & !MSG_ICA == Error::Again as u64 => {}
+            Ok((_, reply)) => return Ok(reply),
+        }
+        let _ = sys::yield_now();
+    }
+    Err(Error::Busy)
+}
+
+fn request(op: u64, words: [u64; 4]) -> Msg {
+    Msg {
+        label: op,
+        words: [words[0], words[1], words[2], words[3], 0, 0],
+    }
+}
+
+/// Address config: (address, prefix, gateway, source `netstate::CONFIG_*`, bound sockets,
+/// MAC address).
+pub fn info() -> Result<[u64; 6], Error> {
+    let r = call_again(server()?, &request(OP_INFO, [0; 4]))?;
+    status(&r)?;
+    Ok(r.words)
+}
+
+/// Counters: frames in, frames out, datagrams in, datagrams out, drops, errors.
+pub fn counters() -> Result<[u64; 6], Error> {
+    let r = call_again(server()?, &request(OP_COUNTERS, [0; 4]))?;
+    status(&r)?;
+    Ok(r.words)
+}
+
+/// A bound UDP port and its data page.
+pub struct UdpSocket {
+    server: FnId,
+    port: u16,
+    page: ResId,
+    /// Where the page is mapped now; 0 while it is not (it went with a request that failed
+    /// after it moved; it is attached again before the next use).
+    at: u64,
+    home: u64,
+}
+
+impl UdpSocket {
+    /// Bind `port` (0: a free port from 49152 on; [`UdpSocket::port`] tells which).
+    pub fn bind(port: u16) -> Result<UdpSocket, Error> {
+        let server = server()?;
+        let me = sys::getpid()?;
+        let k = NEXT_PAGE.fetch_add(1, Ordering::Relaxed);
+        let page = res::open_vregion(
+            &alloc::format!("here/vregion/udp-{}-{k}", me.serial()),
+            abi::net::FRAME_ICA_SIZE,
+            Rights::OWNER_ALL,
+        )?;
+        let home = PAGES_AT + k * abi::net::FRAME_ICA_SIZE;
+        if let Err(e) = res::attach_here(page, home, true) {
+            let _ = res::close(page);
+            return Err(e);
+        }
+        let r = call_again(server, &request(OP_BIND, [u64::from(port), 0, 0, 0]))
+            .and_then(|r| status(&r).map(|()| r.words[0] as u16));
+        match r {
+            Ok(port) => Ok(UdpSocket {
+                server,
+                port,
+                page,
+                at: home,
+                home,
+            }),
+            Err(e) => {
+                let _ = res::detach_here(home);
+                let _ = res::close(page);
+                Err(e)
+            }
+        }
+    }
+
+    /// The port bound.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The page, mapped: attached again at its first address if it came back detached.
+    fn page(&mut self) -> Result<u64, Error> {
+        if self.at != 0 {
+            return Ok(self.at);
+        }
+        // Its holder may still be letting go of it: a few tries.
+        for _ in 0..1000 {
+            match res::attach_here(self.page, self.home, true) {
+                Ok(()) => {
+                    self.at = self.home;
+                    return Ok(self.at);
+                }
+                Err(Error::Busy) => {
+                    let _ = sys::sleep_ns(100_000);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Busy)
+    }
+
+    /// Send the page with `msg` (sent again on `Again`); notes where the page came back.
+    fn call_with_page(&mut self, msg: Msg) -> Result<Msg, Error> {
+        for _ in 0..AGAIN_TRIES {
+            self.page()?;
+            let r = ipc::call(self.server.as_target(), &ipc::with_ica(msg, self.page));
+            let reply = match r {
+                // Refused before the page moved: it is where it was.
+                Err(Error::Again) => {
+                    let _ = sys::yield_now();
+                    continue;
+                }
+                Err(e) => return Err(e),
+                Ok((_, reply)) => reply,
+            };
+            self.at = ipc::ica_at(&reply).map_or(0, |(_, at)| at);
+            if reply.label & !MSG_ICA == Error::Again as u64 {
+                let _ = sys::yield_now();
+                continue;
+            }
+            return Ok(reply);
+        }
+        Err(Error::Busy)
+    }
+
+    /// Send `data` (at most [`DATA_MAX`] bytes) to `addr:port`.
+    pub fn send_to(&mut self, addr: Ipv4, port: u16, data: &[u8]) -> Result<(), Error> {
+        if data.len() > DATA_MAX {
+            return Err(Error::TooLong);
+        }
+        let at = self.page()?;
+        // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
+        // this socket uses it; `data` fits in it.
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, data.len()) };
+        let msg = request(
+            OP_SEND,
+            [
+                u64::from(self.port),
+                addr.to_word(),
+                u64::from(port),
+                data.len() as u64,
+            ],
+        );
+        status(&self.call_with_page(msg)?)
+    }
+
+    /// Receive one datagram into `buf` (cut to its size), waiting at most `timeout_ns`
+    /// (`u64::MAX`: no limit); its length, source address and source port.
+    pub fn recv_from(
+        &mut self,
+        buf: &mut [u8],
+        timeout_ns: u64,
+    ) -> Result<(usize, Ipv4, u16), Error> {
+        let cap = buf.len().min(DATA_MAX);
+        let start = sys::clock_ns()?;
+        let reply = loop {
+            let left = if timeout_ns == u64::MAX {
+                u64::MAX
+            } else {
+                timeout_ns.saturating_sub(sys::clock_ns()?.saturating_sub(start))
+            };
+            let msg = request(OP_RECV, [u64::from(self.port), left, cap as u64, 0]);
+            let r = self.call_with_page(msg)?;
+            // A reply that lost the page (cannot happen with a well-behaved netd) carries
+            // nothing to read: ask again.
+            if self.at == 0 && status(&r).is_ok() {
+                continue;
+            }
+            break r;
+        };
+        status(&reply)?;
+        let n = (reply.words[0] as usize).min(cap);
+        // SAFETY: the page is mapped at `self.at` (the reply brought it back) and `n` is at
+        // most a page; `buf` holds at least `n` bytes.
+        unsafe { core::ptr::copy_nonoverlapping(self.at as *const u8, buf.as_mut_ptr(), n) };
+        Ok((n, Ipv4::from_word(reply.words[1]), reply.words[2] as u16))
+    }
+}
+
+impl Drop for UdpSocket {
+    fn drop(&mut self) {
+        let _ = call_again(
+            self.server,
+            &request(OP_CLOSE, [u64::from(self.port), 0, 0, 0]),
+        );
+        if self.at != 0 {
+            let _ = res::detach_here(self.at);
+        }
+        let _ = res::close(self.page);
+    }
+}
