@@ -164,11 +164,16 @@ impl FnInfo {
 
 /// The label of the *retire notice*: when a server that holds requests (answers it has not
 /// given yet, e.g. a receive waiting for data) is asked to retire (`FN_TAKEOVER`), its next
-/// `RECV`/`REPLY_RECV` returns this message instead of a request, once, with request
-/// handle 0 (nothing to answer). The server answers each request it holds with
-/// [`crate::Error::Again`] (client libraries send it again, and it reaches the new server),
-/// then receives again holding none, and is retired there. A server that holds nothing is
-/// never sent the notice.
+/// `RECV`/`REPLY_RECV` on the function's endpoint returns this message instead of a
+/// request, once, as a one-way message from the kernel (request handle 0: nothing to
+/// answer; sender pid 0; kind `SUBMIT_SEND`; words 0). The server answers each request it
+/// holds with [`crate::Error::Again`] (`REPLY_ERROR`, `abi::ipc`; client libraries send it
+/// again — `ulib::fnid::call_fn` — and it reaches the new server), then receives again
+/// holding none, and is retired there (that `RECV` does not return: the process ends as in
+/// any takeover). A server that holds nothing is never sent the notice. After the notice a
+/// server that still holds requests is given requests as usual (the notice is not sent
+/// again); it is retired at the first receive holding none, or `FN_TAKEOVER` times out
+/// (`TimedOut`, nothing changed) and the server serves on.
 pub const RETIRE_NOTICE: u64 = 0x7e7e_0000_0000_0001;
 
 #[cfg(test)]
@@ -200,4 +205,3 @@ mod tests {
         }
     }
 }
-

@@ -114,9 +114,11 @@ pub const FN_UNREGISTER: u64 = 44;
 pub const FN_LIST: u64 = 45;
 pub const FN_STATE: u64 = 46;
 pub const FN_TAKEOVER: u64 = 47;
+/// Answer a request with an error (`abi::ipc`): request handle, error code.
+pub const REPLY_ERROR: u64 = 56;
 
-/// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 48;
+/// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
+pub const COUNT: u64 = 57;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -143,7 +145,8 @@ pub mod control {
 
 /// Name of a call, for traces and error messages.
 pub fn name(number: u64) -> &'static str {
-    const NAMES: [&str; COUNT as usize] = [
+    // Calls 0..=FN_TAKEOVER; the numbers given to later work are named below.
+    const NAMES: [&str; FN_TAKEOVER as usize + 1] = [
         "exit",
         "wait",
         "spawn",
@@ -193,7 +196,10 @@ pub fn name(number: u64) -> &'static str {
         "fn_state",
         "fn_takeover",
     ];
-    NAMES.get(number as usize).copied().unwrap_or("unknown")
+    match number {
+        REPLY_ERROR => "reply_error",
+        n => NAMES.get(n as usize).copied().unwrap_or("unknown"),
+    }
 }
 
 /// Encode a result into the (`rax`, `rdx`) pair the kernel returns.

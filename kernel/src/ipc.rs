@@ -44,7 +44,7 @@ mod owner;
 pub mod takeover;
 
 use owner::{answer, hand_over};
-pub use owner::{endpoint_closed, enqueue, process_ended, recv, reply, reply_recv};
+pub use owner::{endpoint_closed, enqueue, process_ended, recv, reply, reply_error, reply_recv};
 
 use crate::percore::current_core;
 use crate::proc::sched;

@@ -24,6 +24,13 @@
 //! `FN_TAKEOVER` ([`ended`]): only then may the new server attach the state ICA, which the
 //! old one mapped until its address space went.
 //!
+//! The retire notice (`abi::fnid::RETIRE_NOTICE`): an old server that holds requests when
+//! it looks for the next one (a `WAIT` it keeps until data comes) would never be retired.
+//! So [`begin`], finding it asked and holding some, gives it once the notice instead of a
+//! request ([`Look::Notice`], [`notice`]); it answers what it holds `Again` (`REPLY_ERROR`,
+//! `ipc::reply_error`), whose callers send it again (to the old endpoint, where it is
+//! queued and moved, or to the new one), and its next look, holding none, retires it.
+//!
 //! If the switch fails (the function was unregistered or changed meanwhile), the old server
 //! still ends and `FN_TAKEOVER` fails with the switch's error.
 //!
@@ -31,7 +38,8 @@
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
 //! several threads receiving at once is retired by the first that looks; the others get
-//! `Gone` from their `RECV`. A timeout (the old server holds a request, or does not look
+//! `Gone` from their `RECV`. A timeout (the old server still holds a request after the
+//! notice, or does not look
 //! for the next, within it) withdraws the ask at the old core if nothing started
 //! ([`cancel`]): `TimedOut`, nothing changed; once started, the answer is waited for.
 
@@ -60,8 +68,9 @@ pub struct Retire {
 
 /// A process being retired (`ProcIpc::takeover`).
 pub enum State {
-    /// Asked: it is retired when it next looks for a request holding none.
-    Asked(Retire),
+    /// Asked: it is retired when it next looks for a request holding none; `noticed` once
+    /// it was given the retire notice (it held requests when it looked).
+    Asked { retire: Retire, noticed: bool },
     /// Handing over: `queue` (the old endpoint's requests, in order) goes to the new
     /// endpoint; `started` once its thread does it; `switched` the new generation once the
     /// function is switched (or the error that stopped it).
@@ -85,7 +94,10 @@ pub fn ask(r: Retire) -> Result<(), Error> {
         if p.ipc.takeover.is_some() {
             return Err(Error::Busy);
         }
-        p.ipc.takeover = Some(Box::new(State::Asked(r)));
+        p.ipc.takeover = Some(Box::new(State::Asked {
+            retire: r,
+            noticed: false,
+        }));
         wake_waiting_threads(s, serial);
         Ok(())
     })
@@ -110,7 +122,7 @@ pub fn cancel(server: Pid, waiter: Caller) -> Cancelled {
             return Cancelled::UnderWay;
         };
         match p.ipc.takeover.as_deref() {
-            Some(State::Asked(r)) if r.waiter == waiter => {
+            Some(State::Asked { retire, .. }) if retire.waiter == waiter => {
                 p.ipc.takeover = None;
                 Cancelled::Yes
             }
@@ -119,20 +131,37 @@ pub fn cancel(server: Pid, waiter: Caller) -> Cancelled {
     })
 }
 
+/// What [`begin`] tells `take_request`.
+pub(super) enum Look {
+    /// Not being retired (or not on this endpoint): take a request as usual.
+    Serve,
+    /// Being retired: no request (the receiving loop hands over).
+    Retired,
+    /// Give the retire notice (`abi::fnid::RETIRE_NOTICE`): the process holds requests.
+    Notice,
+}
+
 /// From `take_request` (the owner looks for a request on `endpoint`, `ipc` is its queues,
 /// `vs` its address space): if it is asked to retire and holds no request, start handing
-/// over. True if it must not be given a request (it is being retired).
+/// over ([`Look::Retired`]); if it holds some and was not told yet, tell it once
+/// ([`Look::Notice`]): it answers them `Again` and is retired when it looks again holding
+/// none.
 #[cold]
 #[inline(never)]
 pub(super) fn begin(
     ipc: &mut ProcIpc,
     vs: Option<&mut crate::proc::vspace::VSpace>,
     endpoint: ResId,
-) -> bool {
-    let r = match ipc.takeover.as_deref() {
-        Some(State::Asked(r)) if r.old == endpoint && ipc.serving.len() == 0 => *r,
-        Some(State::Handing { .. }) => return true,
-        _ => return false,
+) -> Look {
+    let held = ipc.serving.len();
+    let r = match ipc.takeover.as_deref_mut() {
+        Some(State::Asked { retire, .. }) if retire.old == endpoint && held == 0 => *retire,
+        Some(State::Asked { retire, noticed }) if retire.old == endpoint && !*noticed => {
+            *noticed = true;
+            return Look::Notice;
+        }
+        Some(State::Handing { .. }) => return Look::Retired,
+        _ => return Look::Serve,
     };
     let (queue, keep): (VecDeque<Incoming>, VecDeque<Incoming>) =
         ipc.requests.drain(..).partition(|i| i.endpoint == r.old);
@@ -146,7 +175,23 @@ pub(super) fn begin(
         started: false,
         switched: None,
     }));
-    true
+    Look::Retired
+}
+
+/// The retire notice as `RECV` returns it: a one-way message (handle 0, nothing to answer)
+/// from the kernel (sender 0) with label `abi::fnid::RETIRE_NOTICE`.
+pub(super) fn notice(endpoint: ResId) -> abi::ipc::Received {
+    abi::ipc::Received {
+        request: 0,
+        sender: Pid(0),
+        sender_thread: 0,
+        endpoint: endpoint.0,
+        kind: abi::ipc::SUBMIT_SEND,
+        msg: abi::ipc::Msg {
+            label: abi::fnid::RETIRE_NOTICE,
+            words: [0; 6],
+        },
+    }
 }
 
 /// A request for `incoming.endpoint` reaches a process being retired (`ipc`): returned to be
@@ -297,7 +342,7 @@ fn forward(mut incoming: Incoming, new: ResId) {
 /// gets its answer; what was left to forward gets `Gone`.
 pub(super) fn ended(s: &mut sched::Sched, state: State) {
     let (r, answer, left) = match state {
-        State::Asked(r) => (r, Err(Error::Gone), VecDeque::new()),
+        State::Asked { retire, .. } => (retire, Err(Error::Gone), VecDeque::new()),
         State::Handing {
             retire,
             queue,

@@ -13,7 +13,9 @@
 //!   and the old server serves on; `kv takeover probe` gets `FN_TAKEOVER`'s refusals
 //!   (another user, forged and stale ids, an endpoint not the caller's) with nothing
 //!   changed;
-//! - the service gap one client sees across a replacement (`kvcli gap`), printed.
+//! - the service gap one client sees across a replacement (`kvcli gap`), printed;
+//! - the retire notice: kv replaced while it holds a `WAIT` (`kvcli await`) answers it
+//!   `Again`, the client sends it again and the new server answers it.
 
 use super::kv::{drop_kv, end_kv, kvcli, served, start_kv_on, STATE_BYTES};
 use super::{finish, frames_after, free_frames_per_core, run_to_end};
@@ -258,6 +260,53 @@ ktest! {
             );
             Ok(())
         });
+        end_kv(server);
+        drop_kv(first)?;
+        r
+    }
+}
+
+ktest! {
+    /// The retire notice: kv holds a `WAIT` (`kvcli await`) when it is replaced on another
+    /// core; it gets the notice, answers the wait `Again`, and is retired; the client sends
+    /// it again (`ulib::fnid::call_fn`) to the new server, which holds it until a `put`
+    /// answers it. Without the notice the takeover would time out (kv holds a request).
+    fn replace_kv_holding_a_wait_gives_it_back() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let other = super::rpcc::other_core().unwrap_or(here);
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv_on(here, &[&size])?;
+        let base = served();
+        let mut server = first;
+        let r = proc::spawn("kvcli", &["await", "held"], Priority::App, TEST_PARENT)
+            .map_err(|e| format!("spawn kvcli await: {e}"))
+            .and_then(|client| {
+                // HELLO and WAIT taken: kv holds the wait.
+                crate::proc::sched::run_until(300_000_000_000, || {
+                    served() >= base + 2 || proc::has_ended(client)
+                });
+                let held = !proc::has_ended(client);
+                let replaced = replace_on(other, first);
+                if let Ok(next) = &replaced {
+                    server = *next;
+                }
+                let answered = replaced.as_ref().map_err(String::clone).and_then(|_| {
+                    kassert!(held, "kvcli await ended before kv held its wait");
+                    kassert!(!proc::has_ended(client), "kvcli await ended before the put");
+                    kvcli(server, &["put", "held", "now"])
+                });
+                if let Err(e) = answered {
+                    super::end_and_reap(client);
+                    return Err(e);
+                }
+                let s = finish(client, "kvcli await", 300)?;
+                kassert!(
+                    s.how == abi::ENDED_EXIT && s.code == 0,
+                    "kvcli await across the replacement ended with {s:?}"
+                );
+                Ok(())
+            });
         end_kv(server);
         drop_kv(first)?;
         r

@@ -22,6 +22,11 @@
 //! Requests (`kvstate::proto`): `HELLO`, `PUT`, `GET`, `DEL`, `STATS`, `BYE`, served one at a
 //! time with `REPLY_RECV`; values travel through each client's data area ([`clients`]). A
 //! malformed request gets an error status in its reply, and the server keeps serving.
+//! `WAIT KEY` is held until a `PUT` of the key answers it (up to 64 held): the requests a
+//! server holds across others. When kv is replaced while holding some, the kernel's retire
+//! notice (`abi::fnid::RETIRE_NOTICE`) comes instead of a request: kv answers each held
+//! `WAIT` `Again` (`REPLY_ERROR`), the clients send them again (`ulib::fnid::call_fn`) and
+//! the new server holds them; its next receive retires it.
 //!
 //! `takeover` (live replacement, `FN_TAKEOVER`): instead of registering, it opens its
 //! endpoint, checks what it can before the switch (the function and its state ICA exist,
@@ -361,9 +366,22 @@ fn open_area(area: &'static mut [u8], version: u32) -> Result<Table<'static>, kv
     }
 }
 
-/// Answer requests forever, one `REPLY_RECV` per request.
+/// Most `WAIT` requests held at once (more: `Busy`).
+const MAX_WAITS: usize = 64;
+
+/// A `WAIT` request held until its key has a value.
+struct Held {
+    handle: u64,
+    sender: ulib::abi::Pid,
+    key: alloc::vec::Vec<u8>,
+    offset: u64,
+}
+
+/// Answer requests forever, one `REPLY_RECV` per request; `WAIT`s are held (answered by
+/// the `PUT` of their key) and, on the retire notice, answered `Again`.
 fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), String> {
     let mut clients = Clients::new(inherited);
+    let mut held: alloc::vec::Vec<Held> = alloc::vec::Vec::new();
     let mut handle = 0;
     let mut out = Msg::default();
     loop {
@@ -380,9 +398,37 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), St
             }
             Err(e) => return Err(format!("receive: {e}")),
         };
+        handle = 0;
+        if r.msg.label == ulib::abi::fnid::RETIRE_NOTICE && r.sender.0 == 0 {
+            // Being replaced: what we hold goes back to its callers, who send it again
+            // (to the new server); the next receive, holding none, retires us.
+            for h in held.drain(..) {
+                let _ = ipc::reply_error(h.handle, Error::Again);
+            }
+            continue;
+        }
         let (status, words) = match Request::decode(r.msg.label, &r.msg.words) {
+            Ok(req) if req.op == proto::WAIT && r.kind != SUBMIT_SEND => {
+                match wait(
+                    &mut table,
+                    &mut clients,
+                    &mut held,
+                    r.request,
+                    r.sender,
+                    &req,
+                ) {
+                    Ok(Some(words)) => (Status::Ok, words),
+                    Ok(None) => continue, // held
+                    Err(s) => (s, [0; 6]),
+                }
+            }
             Ok(req) => match step(&mut table, &mut clients, r.sender, &req) {
-                Ok(words) => (Status::Ok, words),
+                Ok(words) => {
+                    if req.op == proto::PUT {
+                        wake(&mut table, &mut clients, &mut held, req.key());
+                    }
+                    (Status::Ok, words)
+                }
                 Err(s) => (s, [0; 6]),
             },
             Err(s) => (s, [0; 6]),
@@ -393,6 +439,66 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), St
         };
         // A one-way SEND takes no reply.
         handle = if r.kind == SUBMIT_SEND { 0 } else { r.request };
+    }
+}
+
+/// A `WAIT`: answered now (as `GET`) if the key has a value, else held (`None`).
+fn wait(
+    table: &mut Table<'static>,
+    clients: &mut Clients,
+    held: &mut alloc::vec::Vec<Held>,
+    handle: u64,
+    sender: ulib::abi::Pid,
+    req: &Request,
+) -> Result<Option<[u64; 6]>, Status> {
+    let area = clients.area(sender)?;
+    if let Some(v) = table.get(req.key())? {
+        area.write(req.arg, v)?;
+        return Ok(Some([v.len() as u64, 0, 0, 0, 0, 0]));
+    }
+    if held.len() >= MAX_WAITS {
+        return Err(Status::Busy);
+    }
+    held.push(Held {
+        handle,
+        sender,
+        key: req.key().to_vec(),
+        offset: req.arg,
+    });
+    Ok(None)
+}
+
+/// `key` was just put: answer the `WAIT`s held for it.
+fn wake(
+    table: &mut Table<'static>,
+    clients: &mut Clients,
+    held: &mut alloc::vec::Vec<Held>,
+    key: &[u8],
+) {
+    let Ok(Some(v)) = table.get(key) else {
+        return;
+    };
+    let mut i = 0;
+    while i < held.len() {
+        if held[i].key != key {
+            i += 1;
+            continue;
+        }
+        let h = held.swap_remove(i);
+        let answer = clients
+            .area(h.sender)
+            .and_then(|a| a.write(h.offset, v))
+            .map_or_else(
+                |s| Msg {
+                    label: s as u64,
+                    words: [0; 6],
+                },
+                |()| Msg {
+                    label: Status::Ok as u64,
+                    words: [v.len() as u64, 0, 0, 0, 0, 0],
+                },
+            );
+        let _ = ipc::reply(h.handle, 0, &answer);
     }
 }
 

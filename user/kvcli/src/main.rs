@@ -1,4 +1,4 @@
-//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS]`:
+//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS] | await KEY`:
 //! the client of the `kv` server (`user/kv`), which it finds by function id
 //! (`FN_LOOKUP("kv")`), never by pid.
 //!
@@ -20,6 +20,7 @@
 //! | `gap N` | N `GET`s of a key of its own, one after another, each timed (`CLOCK`): `kvcli: gap calls=N median=.. ns max=.. ns gap=.. ns` (gap: the longest beyond the median, e.g. across a live replacement) | 0 if every value is right |
 //! | `drop` | unregisters `kv` (`FN_UNREGISTER`; the registering user or the administrator): `kvcli: kv unregistered` | 0 |
 //! | `table2 SAMPLES OPS` | P3 Table 2 on our platform (`cargo xtask bench ant`): starts `kv` with its state in the state ICA, then in the process, and prints `BENCH` samples of OPS 1 KiB PUT+GET pairs against each (`table2.rs`) | 0 |
+//! | `await KEY` | waits (`WAIT`: kv holds the request) until KEY has a value: `kvcli: KEY = VALUE`; across a replacement the request is answered `Again` and sent again | 0 |
 //! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
 //!
 //! Errors print `kvcli: ERROR` and exit 1.
@@ -118,9 +119,14 @@ fn command(c: &mut Client, args: &[&str]) -> Result<i32, String> {
         ["bench", n] => bench::run(c, n, "1"),
         ["bench", n, seed] => bench::run(c, n, seed),
         ["bad"] => bench::bad(c),
+        ["await", key] => {
+            let v = c.wait(key.as_bytes()).map_err(|f| f.to_string())?;
+            println!("kvcli: {key} = {}", String::from_utf8_lossy(&v));
+            Ok(0)
+        }
         ["gap", n] => gap(c, n),
         _ => Err(String::from(
-            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS]",
+            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | wait [SECONDS] | await KEY",
         )),
     }
 }
@@ -228,8 +234,8 @@ impl Client {
 
     /// Send a message as is; the reply's status and words.
     pub fn send_raw(&self, label: u64, words: [u64; 6]) -> Result<(Status, [u64; 6]), Fail> {
-        let (_, reply) =
-            ipc::call(self.fnid.as_target(), &Msg { label, words }).map_err(Fail::Call)?;
+        // `Again` (kv replaced while it held the request, or restarting) is sent again.
+        let (_, reply) = fnid::call_fn(self.fnid, &Msg { label, words }).map_err(Fail::Call)?;
         let s = Status::from_code(reply.label).ok_or(Fail::Status(Status::BadOp))?;
         Ok((s, reply.words))
     }
@@ -273,7 +279,17 @@ impl Client {
     }
 
     pub fn get(&self, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
-        let w = self.raw(proto::GET, key, 0, 0)?;
+        self.read(proto::GET, key)
+    }
+
+    /// `key`'s value once it has one (`WAIT`: the server holds the request until then).
+    pub fn wait(&self, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
+        self.read(proto::WAIT, key)
+    }
+
+    /// `GET` or `WAIT`: the value the server wrote to our area.
+    fn read(&self, op: u64, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
+        let w = self.raw(op, key, 0, 0)?;
         let len = (w[0] as usize).min(kvstate::VALUE_MAX);
         Ok((0..len)
             // SAFETY: as in `put`; `len` is at most VALUE_MAX.
