@@ -116,9 +116,12 @@ pub const FN_STATE: u64 = 46;
 pub const FN_TAKEOVER: u64 = 47;
 /// Answer a request with an error (`abi::ipc`): request handle, error code.
 pub const REPLY_ERROR: u64 = 56;
+/// Restart after a crash, opt-in (`abi::fnid`): function id, most restarts in the window,
+/// window ms, `*const u8` arguments, their length.
+pub const FN_RESTART: u64 = 57;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
-pub const COUNT: u64 = 57;
+pub const COUNT: u64 = 58;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -198,6 +201,7 @@ pub fn name(number: u64) -> &'static str {
     ];
     match number {
         REPLY_ERROR => "reply_error",
+        FN_RESTART => "fn_restart",
         n => NAMES.get(n as usize).copied().unwrap_or("unknown"),
     }
 }

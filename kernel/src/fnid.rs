@@ -60,14 +60,14 @@
 
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, Op, Out};
-use abi::fnid::{FnId, FnInfo, FN_DOWN, FN_NAME_MAX, FN_UP, MAX_FNIDS};
+use abi::fnid::{FnId, FnInfo, FN_DOWN, FN_NAME_MAX, FN_RESTARTING, FN_UP, MAX_FNIDS};
 use abi::res::{ResId, ResType, UserId};
 use abi::{Error, Pid};
 use alloc::vec::Vec;
 
 mod table;
 
-pub use table::{Entry, FnTable, Name, Slot};
+pub use table::{Entry, FnTable, Name, Restart, Slot};
 
 /// The core whose table is the registry: every change is made there.
 pub const HOME: usize = 0;
@@ -109,6 +109,16 @@ pub enum FnOp {
         new: ResId,
         server: Pid,
     },
+    /// At home (`FN_RESTART`): `server` sets `fnid`'s restart policy.
+    Restartable {
+        fnid: u64,
+        max: u32,
+        window_ns: u64,
+        server: Pid,
+    },
+    /// At home: the server at `old` crashed: restart it? The restarts in the window
+    /// (the function is restarting), or `Gone` (it is down).
+    Restart { fnid: u64, old: ResId },
 }
 
 /// Run `f` on this core's table.
@@ -152,6 +162,13 @@ pub fn perform(op: &FnOp) -> Result<Out, Error> {
             new,
             server,
         } => home_switch(fnid, old, new, server).map(Out::Value),
+        FnOp::Restartable {
+            fnid,
+            max,
+            window_ns,
+            server,
+        } => home_restartable(fnid, max, window_ns, server).map(|()| Out::Unit),
+        FnOp::Restart { fnid, old } => home_restart(fnid, old).map(|k| Out::Value(k.into())),
     }
 }
 
@@ -279,6 +296,7 @@ pub(crate) fn register_in(
         server_generation: 1,
         state_ica: 0,
         up: true,
+        restart: Restart::default(),
     });
     Ok(Found::Done(i, t.id_of(i)))
 }
@@ -350,6 +368,49 @@ pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Res
         }
         slot.serve(new, server)
     })
+}
+
+/// FN_RESTART at home: `server` (the function's server now) sets its restart policy; the
+/// counts stay.
+fn home_restartable(fnid: u64, max: u32, window_ns: u64, server: Pid) -> Result<(), Error> {
+    change(fnid, |slot| {
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        if !e.up || e.server != server {
+            return Err(Error::Denied);
+        }
+        e.restart.max = max;
+        e.restart.window_ns = window_ns;
+        Ok(())
+    })
+}
+
+/// At home: the server at `old` crashed (`ipc::restart`): if the function opted in, is
+/// still served from `old` as far as the home knows (or was marked down for it) and has
+/// restarts left in its window, it is restarting (requests get `Again`): the restarts in
+/// the window so far (1 for the first), pushed to every core before this returns. Else it
+/// is down (`Gone`; `Busy` if another server serves it now).
+fn home_restart(fnid: u64, old: ResId) -> Result<u32, Error> {
+    let now = crate::time::now_ns();
+    let k = change(fnid, |slot| {
+        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
+        if e.endpoint != old || e.restart.restarting {
+            return Err(Error::Busy);
+        }
+        let r = &mut e.restart;
+        if now.saturating_sub(r.window_start) > r.window_ns || r.in_window == 0 {
+            r.window_start = now;
+            r.in_window = 0;
+        }
+        e.up = false;
+        if r.max == 0 || r.in_window >= r.max {
+            return Ok(None);
+        }
+        r.in_window += 1;
+        r.count += 1;
+        r.restarting = true;
+        Ok(Some(r.in_window))
+    })?;
+    k.ok_or(Error::Gone)
 }
 
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
@@ -426,11 +487,12 @@ fn report_down(fnid: u64, endpoint: ResId) {
 }
 
 /// The functions this core's copy knows served by an endpoint `gone` picks.
-fn report_where(gone: impl Fn(&Entry) -> bool) {
+fn report_where(gone: impl Fn(u64, &Entry) -> bool) {
     let down: Vec<(u64, ResId)> = table(|t| {
         (0..MAX_FNIDS)
             .filter_map(|i| {
-                let e = t.slots[i].entry.filter(|e| e.up && gone(e))?;
+                let id = t.id_of(i).0;
+                let e = t.slots[i].entry.filter(|e| e.up && gone(id, e))?;
                 Some((t.id_of(i).0, e.endpoint))
             })
             .collect()
@@ -441,14 +503,15 @@ fn report_where(gone: impl Fn(&Entry) -> bool) {
 }
 
 /// Process `pid` of this core ended (teardown, the scheduler borrowed): the functions it
-/// served are down.
-pub fn server_ended(pid: Pid) {
-    report_where(|e| e.server == pid);
+/// served are down, except `restarting` (a crashed server's function that `ipc::restart`
+/// reports itself).
+pub fn server_ended(pid: Pid, restarting: Option<u64>) {
+    report_where(|id, e| e.server == pid && Some(id) != restarting);
 }
 
 /// Endpoint `endpoint` of this core was closed: the functions it served are down.
 pub fn endpoint_closed(endpoint: ResId) {
-    report_where(|e| e.endpoint == endpoint);
+    report_where(|_, e| e.endpoint == endpoint);
 }
 
 // ---- resolution (every request) -------------------------------------------------------------
@@ -509,11 +572,36 @@ pub fn resolve(raw: u64) -> Result<ResId, Error> {
 
 /// A request named by a function id (`via`) failed with `e`: an endpoint that no longer
 /// exists is a server that ended before this core heard (`Gone`, as for a down function).
+///
+/// A function that restarts after a crash (`FN_RESTART`) and is not down in this core's
+/// copy answers `Again` instead: its server may have crashed before this core heard, and
+/// the request, sent again, reaches the restarted server (or gets `Gone` once the copy
+/// says the function is down).
 pub fn gone_if_via(e: Error, via: Via) -> Error {
     match e {
-        Error::StaleResource | Error::NoSuchResource if via.named() => Error::Gone,
+        Error::StaleResource | Error::NoSuchResource | Error::Gone if via.named() => {
+            if restarts(via) {
+                Error::Again
+            } else {
+                Error::Gone
+            }
+        }
         e => e,
     }
+}
+
+/// Does the function `via` names restart after a crash, and is it not down (this core's
+/// copy)?
+#[cold]
+#[inline(never)]
+fn restarts(via: Via) -> bool {
+    table(|t| {
+        let i = via.slot();
+        via.is(t.id_of(i))
+            && t.slots[i]
+                .entry
+                .is_some_and(|e| e.restart.max > 0 && (e.up || e.restart.restarting))
+    })
 }
 
 /// A server of this core took a request sent by function id (`RECV`): count it under the
@@ -578,6 +666,55 @@ pub(crate) fn switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u
         server,
     })?
     .value()
+}
+
+/// FN_RESTART's registry side: the caller (`server`, the function's server now, as this
+/// core's copy says) sets `fnid`'s restart policy at home.
+pub fn restartable(fnid: u64, max: u32, window_ns: u64, server: Pid) -> Result<(), Error> {
+    let serving = table(|t| t.find(fnid).map(|(_, e)| e.up && e.server == server))?;
+    if !serving {
+        return Err(Error::Denied);
+    }
+    at_home(FnOp::Restartable {
+        fnid,
+        max,
+        window_ns,
+        server,
+    })
+    .map(drop)
+}
+
+/// A crashed server's restart (`ipc::restart`) asks the home: the restarts in the window
+/// (the function is restarting now), or why not (`Gone`: down).
+pub fn restart_begin(fnid: u64, old: ResId) -> Result<u32, Error> {
+    at_home(FnOp::Restart { fnid, old })?
+        .value()
+        .map(|k| k as u32)
+}
+
+/// A restart failed (the program did not start or register): `fnid` is down, if it is
+/// still restarting from `old`.
+pub fn restart_failed(fnid: u64, old: ResId) {
+    if current_core() == HOME {
+        home_down(fnid, old);
+    } else {
+        let _ = rpcc::call(
+            HOME,
+            Op::Fn(FnOp::Down {
+                fnid,
+                endpoint: old,
+            }),
+        );
+    }
+}
+
+/// Where `fnid`'s requests go, its server and its user, and whether it is up, as this
+/// core's copy has it.
+pub fn entry_of(fnid: u64) -> Result<(ResId, Pid, UserId, bool), Error> {
+    table(|t| {
+        t.find(fnid)
+            .map(|(_, e)| (e.endpoint, e.server, e.user, e.up))
+    })
 }
 
 /// `endpoint` must be the caller's own (it receives there): the caller.
@@ -663,7 +800,13 @@ pub fn list() -> Result<Vec<FnInfo>, Error> {
                     served: 0,
                     state_ica: e.state_ica,
                     user: u64::from(e.user.0),
-                    state: if e.up { FN_UP } else { FN_DOWN },
+                    state: match (e.up, e.restart.restarting) {
+                        (true, _) => FN_UP,
+                        (false, true) => FN_RESTARTING,
+                        (false, false) => FN_DOWN,
+                    },
+                    restarts: u64::from(e.restart.count),
+                    restart_max: u64::from(e.restart.max),
                 })
             })
             .collect();

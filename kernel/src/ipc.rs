@@ -41,6 +41,7 @@
 mod fast;
 mod ica;
 mod owner;
+pub mod restart;
 pub mod takeover;
 
 use owner::{answer, hand_over};
@@ -148,6 +149,8 @@ pub struct ProcIpc {
     checks: [Option<fast::EndpointCheck>; 2],
     /// Set while the process is being retired by a live replacement (`takeover`).
     takeover: Option<Box<takeover::State>>,
+    /// Set while the process serves a function that restarts after a crash (`restart`).
+    restart: Option<Box<restart::Image>>,
 }
 
 impl ProcIpc {

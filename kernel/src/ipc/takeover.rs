@@ -311,7 +311,7 @@ const BUSY_WAIT_NS: u64 = 20_000;
 
 /// Queue `incoming` (for the old endpoint) at endpoint `new`; if it cannot be, its caller
 /// gets the error (never silence).
-fn forward(mut incoming: Incoming, new: ResId) {
+pub(super) fn forward(mut incoming: Incoming, new: ResId) {
     incoming.endpoint = new;
     let mut tries = 0;
     let e = loop {

@@ -28,6 +28,11 @@
 //! `WAIT` `Again` (`REPLY_ERROR`), the clients send them again (`ulib::fnid::call_fn`) and
 //! the new server holds them; its next receive retires it.
 //!
+//! `restart=N` (restart after a crash, `FN_RESTART`): if kv ends by a fault or a kill, the
+//! kernel starts `kv` again with the same arguments (without `takeover`), at most N times
+//! a minute; the new server registers again, finds the table in the state ICA, and serves
+//! the requests that were queued. A `kv takeover restart=N` opts in once it serves.
+//!
 //! `takeover` (live replacement, `FN_TAKEOVER`): instead of registering, it opens its
 //! endpoint, checks what it can before the switch (the function and its state ICA exist,
 //! the state is a vregion of a size it can serve), and takes `kv` over from the server
@@ -75,6 +80,8 @@ struct Options {
     takeover: bool,
     fail: bool,
     probe: bool,
+    /// Restart after a crash, at most this many times a minute (`restart=N`; 0: off).
+    restart: u64,
 }
 
 /// How long a takeover waits for the old server to finish its request step.
@@ -97,6 +104,7 @@ fn main(args: &[&str]) -> i32 {
         takeover: false,
         fail: false,
         probe: false,
+        restart: 0,
     };
     for a in &args[1..] {
         match *a {
@@ -105,16 +113,34 @@ fn main(args: &[&str]) -> i32 {
             "takeover" => o.takeover = true,
             "fail" => o.fail = true,
             "probe" => o.probe = true,
+            s if s.starts_with("restart=") => match s["restart=".len()..].parse() {
+                Ok(n) if n <= ulib::abi::fnid::MAX_RESTARTS => o.restart = n,
+                _ => {
+                    println!(
+                        "kv: restart=N: N from 0 to {}",
+                        ulib::abi::fnid::MAX_RESTARTS
+                    );
+                    return 2;
+                }
+            },
             s => match parse_size(s) {
                 Some(n) => o.size = n,
                 None => {
-                    println!("kv: usage: kv [SIZE] [local] [v1] [takeover [fail|probe]]");
+                    println!(
+                        "kv: usage: kv [SIZE] [local] [v1] [restart=N] [takeover [fail|probe]]"
+                    );
                     return 2;
                 }
             },
         }
     }
-    match run(&o) {
+    // A restart after a crash starts kv as a first server, with the same options.
+    let restart_args: alloc::vec::Vec<&str> = args[1..]
+        .iter()
+        .copied()
+        .filter(|a| !matches!(*a, "takeover" | "fail" | "probe"))
+        .collect();
+    match run(&o, &restart_args.join(" ")) {
         Ok(()) => 0,
         Err(e) => {
             println!("kv: {e}");
@@ -123,7 +149,19 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(o: &Options) -> Result<(), String> {
+/// Opt in to restart after a crash (`restart=N`): N times in a minute, as `kv ARGS`.
+fn opt_in(id: FnId, o: &Options, args: &str) -> Result<(), String> {
+    if o.restart == 0 {
+        return Ok(());
+    }
+    fnid::restart(id, o.restart, RESTART_WINDOW_MS, args)
+        .map_err(|e| format!("FN_RESTART {id}: {e}"))
+}
+
+/// The window `restart=N` counts restarts in.
+const RESTART_WINDOW_MS: u64 = 60_000;
+
+fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint(
         &format!("here/endpoint/kv-{}", me.serial()),
@@ -131,7 +169,7 @@ fn run(o: &Options) -> Result<(), String> {
     )
     .map_err(|e| format!("endpoint: {e}"))?;
     if o.takeover {
-        return take_over(ep, o);
+        return take_over(ep, o, restart_args);
     }
     let id = fnid::register("kv", ep).map_err(|e| format!("register kv: {e}"))?;
     let (table, where_) = if o.local {
@@ -141,16 +179,20 @@ fn run(o: &Options) -> Result<(), String> {
     } else {
         state_table(id, o)?
     };
+    opt_in(id, o, restart_args)?;
     let s = table.stats();
     println!(
         "kv: serving {id} as {me}, table {where_}: layout {}, {} slots, {} entries, generation {}",
         s.version, s.capacity, s.count, s.generation
     );
-    serve(ep, table, false)
+    // A state ICA found: an earlier server (one that crashed, restarted now) may have
+    // clients that said HELLO to it; they are found by their areas' names.
+    let inherited = where_.starts_with("in state ICA") && !where_.ends_with("(new)");
+    serve(ep, table, inherited)
 }
 
 /// `kv takeover`: check, take `kv` over, then attach its state and serve.
-fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
+fn take_over(ep: ResId, o: &Options, restart_args: &str) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let id = fnid::lookup("kv").map_err(|e| format!("takeover: no kv to take over: {e}"))?;
     // The start-up check, before the switch: a state ICA this server can open.
@@ -192,6 +234,7 @@ fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
         }
     }
     let (table, what) = open_state(region, info.size, o)?;
+    opt_in(id, o, restart_args)?;
     let s = table.stats();
     println!(
         "kv: took over {id} (server generation {generation}) as {me}, table in state ICA {region} ({what}): layout {}, {} slots, {} entries",
@@ -299,7 +342,19 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
             (region, o.size, false)
         }
     };
-    if let Err(e) = res::attach_here(region, STATE_AT, true) {
+    // A restart after a crash: the crashed server's core may still be telling the
+    // vregion's core that it unmapped the state ICA (Busy): a few tries.
+    let mut tries = 0;
+    let attached = loop {
+        match res::attach_here(region, STATE_AT, true) {
+            Err(Error::Busy) if found && tries < 1000 => {
+                tries += 1;
+                let _ = sys::sleep_ns(100_000);
+            }
+            r => break r,
+        }
+    };
+    if let Err(e) = attached {
         if !found {
             let _ = res::close(region);
         }

@@ -90,3 +90,20 @@ pub fn call_fn(fnid: FnId, msg: &Msg) -> Result<(u64, Msg), Error> {
         }
     }
 }
+
+/// FN_RESTART: the caller, `fnid`'s server, asks to be restarted after a crash (at most
+/// `max` times in `window_ms`; 0: never) as its own program with `args` (space-separated).
+pub fn restart(fnid: FnId, max: u64, window_ms: u64, args: &str) -> Result<(), Error> {
+    // SAFETY: the kernel only reads `args.len()` bytes at `args`.
+    decode(unsafe {
+        raw::syscall5(
+            nr::FN_RESTART,
+            fnid.0,
+            max,
+            window_ms,
+            args.as_ptr() as u64,
+            args.len() as u64,
+        )
+    })
+    .map(drop)
+}
