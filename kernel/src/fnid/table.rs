@@ -192,7 +192,9 @@ impl Slot {
         e.server = server;
         e.server_generation += 1;
         e.up = true;
+        // Each server opts in to restart for itself (`FN_RESTART`); the counts stay.
         e.restart.restarting = false;
+        e.restart.max = 0;
         Ok(e.server_generation)
     }
 }

@@ -185,7 +185,7 @@ fn restart(image: &Image, old: ResId) -> Result<ResId, Error> {
     let k = crate::fnid::restart_begin(image.fnid, old)?;
     let backoff =
         (abi::fnid::RESTART_BACKOFF_NS << (k.saturating_sub(1)).min(16)).min(BACKOFF_MAX_NS);
-    sched::sleep_ns(backoff);
+    sleep(backoff);
     let args: Vec<&str> = image.args.split(' ').filter(|a| !a.is_empty()).collect();
     let new = match proc::spawn(&image.program, &args, Priority::Server, Pid(0)) {
         Ok(p) => p,
@@ -209,6 +209,13 @@ fn restart(image: &Image, old: ResId) -> Result<ResId, Error> {
             crate::fnid::restart_failed(image.fnid, old);
             return Err(Error::TimedOut);
         }
-        sched::sleep_ns(POLL_NS);
+        sleep(POLL_NS);
     }
+}
+
+/// Sleep `ns`; other contexts set their own flows meanwhile: ours is put back after.
+fn sleep(ns: u64) {
+    let flow = crate::res::save_flow();
+    sched::sleep_ns(ns);
+    crate::res::restore_flow(&flow);
 }

@@ -69,8 +69,13 @@ fn spawn_on(core: usize, name: &str, args: &[&str]) -> Result<Pid, String> {
 /// Replace `kv` (served by `old`) with `kv takeover` on `core`: waits (300 s: a hang guard
 /// only) for the function's generation to change and `old` to end; the new server.
 fn replace_on(core: usize, old: Pid) -> Result<Pid, String> {
+    replace_with(core, old, &["takeover"])
+}
+
+/// [`replace_on`] with `kv ARGS` (`takeover` and its options).
+fn replace_with(core: usize, old: Pid, args: &[&str]) -> Result<Pid, String> {
     let (g0, _) = kv_now();
-    let new = spawn_on(core, "kv", &["takeover"])?;
+    let new = spawn_on(core, "kv", args)?;
     crate::proc::sched::run_until(300_000_000_000, || {
         (kv_now().0 > g0 && ended(old)) || ended(new)
     });
@@ -323,6 +328,10 @@ fn kv_info() -> Option<abi::fnid::FnInfo> {
 /// Crash `kv`'s server (a kill, on its core) and wait (300 s: a hang guard) until it is
 /// up again under a new server (restarted, `FN_RESTART`) or down; the record then.
 fn crash_kv() -> Result<abi::fnid::FnInfo, String> {
+    // The server opts in once it serves (`FN_RESTART`, after it opened its table).
+    crate::proc::sched::run_until(300_000_000_000, || {
+        kv_info().is_none_or(|f| f.restart_max > 0)
+    });
     let before = kv_info().ok_or("kv not registered")?;
     let server = before.server;
     let killed = if server.core() == percore::current_core() {
@@ -360,7 +369,16 @@ fn drop_restartable(first: Pid) -> crate::ktest::TestResult {
     }
     end_kv(first);
     if let Some(r) = super::kv::state_ica(first) {
-        crate::res::close(r.id).map_err(|e| format!("close state ICA {}: {e}", r.id))?;
+        // A server that ended on another core may still be telling the vregion's core
+        // that it unmapped it (`Busy` until then; 60 s only catches a hang).
+        let mut closed = crate::res::close(r.id);
+        crate::proc::sched::run_until(60_000_000_000, || {
+            if closed == Err(abi::Error::Busy) {
+                closed = crate::res::close(r.id);
+            }
+            closed != Err(abi::Error::Busy)
+        });
+        closed.map_err(|e| format!("close state ICA {}: {e}", r.id))?;
     }
     Ok(())
 }
@@ -418,8 +436,20 @@ ktest! {
         crate::res::begin_flow(UserId::KERNEL);
         let here = percore::current_core();
         let other = super::rpcc::other_core().unwrap_or(here);
-        let before = free_frames_per_core()?;
         let size = format!("{STATE_BYTES}");
+        // A warm-up of the same paths (agents, heaps, the restarter's stack), then the
+        // frames counted.
+        let warm = start_kv_on(here, &[&size, "restart=8"])?;
+        let w = hammer("30").and_then(|h| {
+            let r = replace_with(other, warm, &["takeover", "restart=8"])
+                .and_then(|_| crash_kv())
+                .map(drop);
+            let p = passed(h);
+            r.and(p)
+        });
+        drop_restartable(warm)?;
+        w?;
+        let before = free_frames_per_core()?;
         let first = start_kv_on(here, &[&size, "restart=8"])?;
         kvcli(first, &["put", "alpha", "one"])?;
         let hammers = [hammer("600"), hammer("600")];
@@ -428,7 +458,7 @@ ktest! {
         let mut crashes = 0;
         for i in 0..20 {
             let core = if i % 2 == 0 { other } else { here };
-            match replace_on(core, server) {
+            match replace_with(core, server, &["takeover", "restart=8"]) {
                 Ok(next) => server = next,
                 Err(e) => {
                     failed = Some(format!("replacement {}: {e}", i + 1));

@@ -196,13 +196,33 @@ fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32
         return Err(format!("attach data area: {e}"));
     }
     let mut c = Client { fnid, region };
-    let r = match c.hello() {
+    // `Gone`: kv crashed serving our HELLO (it restarts, `FN_RESTART`): say it again.
+    let mut hello = c.hello();
+    for _ in 0..20 {
+        if hello != Err(Fail::Call(ulib::abi::Error::Gone)) {
+            break;
+        }
+        let _ = sys::sleep_ns(10_000_000);
+        hello = c.hello();
+    }
+    let r = match hello {
         Ok(()) => f(&mut c),
         Err(e) => Err(format!("hello: {e}")),
     };
     let _ = c.raw(proto::BYE, b"", 0, 0);
     let detached = res::detach_here(AREA_AT);
-    let closed = res::close(region);
+    // A server that ended (replaced, or crashed) may still be telling the area's core that
+    // it unmapped it (`Busy` meanwhile): a few tries.
+    let mut tries = 0;
+    let closed = loop {
+        match res::close(region) {
+            Err(ulib::abi::Error::Busy) if tries < 1000 => {
+                tries += 1;
+                let _ = sys::sleep_ns(1_000_000);
+            }
+            r => break r,
+        }
+    };
     match (r, detached, closed) {
         (Err(e), _, _) => Err(e),
         (Ok(_), Err(e), _) => Err(format!("detach data area: {e}")),
