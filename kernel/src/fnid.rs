@@ -359,8 +359,13 @@ fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, 
 
 /// At home: the old server of `fnid` handed its requests over from `old` to `new`
 /// (`server`'s): the function is switched, on every core before this returns. Returns the
-/// new server generation; `Busy` if the function changed meanwhile (served elsewhere).
+/// new server generation; `Busy` if the function changed meanwhile (served elsewhere),
+/// `Gone` if `new` no longer exists (its server died).
 pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    // A new server that died meanwhile is not switched to (`Gone`: the old one serves on).
+    if crate::res::info(new).is_err() {
+        return Err(Error::Gone);
+    }
     change(fnid, |slot| {
         let e = slot.entry.as_ref().ok_or(Error::StaleResource)?;
         if e.up && e.endpoint != old {

@@ -159,8 +159,11 @@ fn receive(
         return result;
     }
     if matches!(result, Err(Error::Gone)) {
-        // Retired by a live replacement: this thread hands over and the process ends.
-        takeover::finish_if_handing();
+        // Retired by a live replacement: this thread hands over and the process ends;
+        // unless the new server died first (rolled back): then receive again.
+        if takeover::finish_if_handing() {
+            return receive(owner, endpoint, deadline, None, false);
+        }
     }
     // No longer waiting here (timed out, or the endpoint went).
     sched::with(|s| {

@@ -31,8 +31,16 @@
 //! `ipc::reply_error`), whose callers send it again (to the old endpoint, where it is
 //! queued and moved, or to the new one), and its next look, holding none, retires it.
 //!
-//! If the switch fails (the function was unregistered or changed meanwhile), the old server
-//! still ends and `FN_TAKEOVER` fails with the switch's error.
+//! If the new server dies before the switch (its endpoint is gone when the old server's
+//! thread forwards a request, or when the home would switch to it: `fnid::home_switch`
+//! refuses with `Gone`), the handing over is rolled back ([`roll_back`]): the requests not
+//! yet forwarded go back to the old server's queue in order and it serves on (requests
+//! already forwarded to the dead server were answered `Gone` by its end). The function
+//! never points at a dead endpoint, and `replace` sees its new server end without taking
+//! over. If the new server dies after the switch, its end reports the function down as
+//! for any server. If the switch fails otherwise (the function was unregistered or
+//! changed meanwhile), the old server still ends and `FN_TAKEOVER` fails with the
+//! switch's error.
 //!
 //! Left open: a request resolved from a copy before the switch and still in transit to
 //! the old core after the old process ended is answered `Gone` (every core has taken the
@@ -231,10 +239,12 @@ pub(super) fn accept_or_queue(
 }
 
 /// The receiving loop found the running process being retired: if its handing over has
-/// not started, this thread does it and the process ends (no return); else back.
+/// not started, this thread does it and the process ends (no return), unless the new
+/// server died first: then the handing over is rolled back and this returns true (the
+/// process serves on: receive again). Else false.
 #[cold]
 #[inline(never)]
-pub(super) fn finish_if_handing() {
+pub(super) fn finish_if_handing() -> bool {
     let r = sched::with(|s| {
         let p = s.processes.get_mut(&s.current_process()?)?;
         match p.ipc.takeover.as_deref_mut() {
@@ -247,8 +257,47 @@ pub(super) fn finish_if_handing() {
             _ => None,
         }
     });
-    if let Some(r) = r {
-        hand_over(r);
+    match r {
+        Some(r) => hand_over(r),
+        None => false,
+    }
+}
+
+/// Is the new server's endpoint `new` still there (its server alive)?
+fn alive(new: ResId) -> bool {
+    crate::res::info(new).is_ok()
+}
+
+/// The new server died before the switch: `first` (taken to be forwarded) and the rest
+/// of the queue go back to the front of the running process's request queue, in order
+/// (their ICAs mapped in it again; one that cannot be is answered `Gone`), and it is no
+/// longer being retired. The new server's `FN_TAKEOVER` has nobody to answer.
+fn roll_back(first: Option<Incoming>) {
+    let failed: alloc::vec::Vec<Caller> = sched::with(|s| {
+        let Some(p) = s
+            .current_process()
+            .and_then(|serial| s.processes.get_mut(&serial))
+        else {
+            return alloc::vec::Vec::new();
+        };
+        let Some(State::Handing { queue, .. }) = p.ipc.takeover.take().map(|b| *b) else {
+            return alloc::vec::Vec::new();
+        };
+        let mut failed = alloc::vec::Vec::new();
+        for mut i in first.into_iter().chain(queue).rev() {
+            if let Some(ica) = &i.ica {
+                if super::ica::land(p.vspace.as_mut(), ica, &mut i.msg).is_err() {
+                    super::ica::lost(ica.region);
+                    failed.extend(i.caller);
+                    continue;
+                }
+            }
+            p.ipc.requests.push_front(i);
+        }
+        failed
+    });
+    for caller in failed {
+        fail(None, caller, Error::Gone);
     }
 }
 
@@ -259,8 +308,9 @@ enum Next {
     Ended,
 }
 
-/// Send the queue on, switch the function, end the process (module docs).
-fn hand_over(r: Retire) -> ! {
+/// Send the queue on, switch the function, end the process (module docs); or, if the new
+/// server died before the switch, roll back (true: the process serves on).
+fn hand_over(r: Retire) -> bool {
     loop {
         let next = sched::with(|s| {
             let Some(serial) = s.current_process() else {
@@ -286,9 +336,18 @@ fn hand_over(r: Retire) -> ! {
             Next::Ended
         });
         match next {
+            Next::Forward(i) if !alive(r.new) => {
+                roll_back(Some(i));
+                return true;
+            }
             Next::Forward(i) => forward(i, r.new),
             Next::Switch => {
                 let result = crate::fnid::switch(r.fnid, r.old, r.new, r.successor);
+                if result == Err(Error::Gone) {
+                    // The new server died: the home refused to switch to its endpoint.
+                    roll_back(None);
+                    return true;
+                }
                 sched::with(|s| {
                     let p = s
                         .current_process()

@@ -500,3 +500,63 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// A new server that dies during the handover (`kv takeover` killed at a different
+    /// point each round) never leaves `kv` pointing at a dead endpoint: it is served by a
+    /// live server that answers (the old one, rolled back, or none ever switched), or it
+    /// is down (the new one died after the switch) and a fresh `kv` serves it again; the
+    /// data is still there. The outcomes are printed.
+    fn replace_kv_new_server_dies_mid_handover() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let other = super::rpcc::other_core().unwrap_or(here);
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv_on(here, &[&size])?;
+        let mut server = first;
+        let (mut kept, mut down) = (0, 0);
+        let r = (|| {
+            kvcli(server, &["put", "alpha", "one"])?;
+            for round in 0..8u32 {
+                let core = if round % 2 == 0 { other } else { here };
+                let new = spawn_on(core, "kv", &["takeover"])?;
+                // Let it get a little further each round before it dies.
+                let mut polls = 0;
+                crate::proc::sched::run_until(300_000_000_000, || {
+                    polls += 1;
+                    polls > round * 3 || ended(new)
+                });
+                end_kv(new);
+                crate::proc::sched::run_until(300_000_000_000, || {
+                    kv_info().is_some_and(|f| {
+                        f.state == abi::fnid::FN_DOWN
+                            || (f.state == abi::fnid::FN_UP && !ended(f.server))
+                    })
+                });
+                let f = kv_info().ok_or("kv unregistered")?;
+                if f.state == abi::fnid::FN_UP {
+                    kassert!(
+                        !ended(f.server),
+                        "round {round}: kv points at a dead server {} ({f:?})",
+                        f.server
+                    );
+                    kept += 1;
+                    server = f.server;
+                } else {
+                    kassert!(f.state == abi::fnid::FN_DOWN, "round {round}: kv is {f:?}");
+                    down += 1;
+                    end_kv(server);
+                    server = start_kv_on(here, &[&size])?;
+                }
+                kvcli(server, &["get", "alpha", "one"])?;
+            }
+            Ok(())
+        })();
+        log::info!(
+            "replace: new server killed mid-handover: {kept} kept serving, {down} down then started again"
+        );
+        end_kv(server);
+        drop_kv(first)?;
+        r
+    }
+}
