@@ -65,7 +65,11 @@ use abi::res::{ResId, ResType, UserId};
 use abi::{Error, Pid};
 use alloc::vec::Vec;
 
+mod restart;
 mod table;
+
+pub use restart::{entry_of, restart_begin, restart_failed, restartable};
+use restart::{home_restart, home_restartable, restarts};
 
 pub use table::{Entry, FnTable, Name, Restart, Slot};
 
@@ -375,49 +379,6 @@ pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Res
     })
 }
 
-/// FN_RESTART at home: `server` (the function's server now) sets its restart policy; the
-/// counts stay.
-fn home_restartable(fnid: u64, max: u32, window_ns: u64, server: Pid) -> Result<(), Error> {
-    change(fnid, |slot| {
-        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
-        if !e.up || e.server != server {
-            return Err(Error::Denied);
-        }
-        e.restart.max = max;
-        e.restart.window_ns = window_ns;
-        Ok(())
-    })
-}
-
-/// At home: the server at `old` crashed (`ipc::restart`): if the function opted in, is
-/// still served from `old` as far as the home knows (or was marked down for it) and has
-/// restarts left in its window, it is restarting (requests get `Again`): the restarts in
-/// the window so far (1 for the first), pushed to every core before this returns. Else it
-/// is down (`Gone`; `Busy` if another server serves it now).
-fn home_restart(fnid: u64, old: ResId) -> Result<u32, Error> {
-    let now = crate::time::now_ns();
-    let k = change(fnid, |slot| {
-        let e = slot.entry.as_mut().ok_or(Error::StaleResource)?;
-        if e.endpoint != old || e.restart.restarting {
-            return Err(Error::Busy);
-        }
-        let r = &mut e.restart;
-        if now.saturating_sub(r.window_start) > r.window_ns || r.in_window == 0 {
-            r.window_start = now;
-            r.in_window = 0;
-        }
-        e.up = false;
-        if r.max == 0 || r.in_window >= r.max {
-            return Ok(None);
-        }
-        r.in_window += 1;
-        r.count += 1;
-        r.restarting = true;
-        Ok(Some(r.in_window))
-    })?;
-    k.ok_or(Error::Gone)
-}
-
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
 /// that endpoint still serves it). Pushed without waiting (teardown may be the caller).
 fn home_down(fnid: u64, endpoint: ResId) {
@@ -595,20 +556,6 @@ pub fn gone_if_via(e: Error, via: Via) -> Error {
     }
 }
 
-/// Does the function `via` names restart after a crash, and is it not down (this core's
-/// copy)?
-#[cold]
-#[inline(never)]
-fn restarts(via: Via) -> bool {
-    table(|t| {
-        let i = via.slot();
-        via.is(t.id_of(i))
-            && t.slots[i]
-                .entry
-                .is_some_and(|e| e.restart.max > 0 && (e.up || e.restart.restarting))
-    })
-}
-
 /// A server of this core took a request sent by function id (`RECV`): count it under the
 /// function's id in this core's copy (if that is still the id the request named).
 #[inline(never)]
@@ -671,55 +618,6 @@ pub(crate) fn switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u
         server,
     })?
     .value()
-}
-
-/// FN_RESTART's registry side: the caller (`server`, the function's server now, as this
-/// core's copy says) sets `fnid`'s restart policy at home.
-pub fn restartable(fnid: u64, max: u32, window_ns: u64, server: Pid) -> Result<(), Error> {
-    let serving = table(|t| t.find(fnid).map(|(_, e)| e.up && e.server == server))?;
-    if !serving {
-        return Err(Error::Denied);
-    }
-    at_home(FnOp::Restartable {
-        fnid,
-        max,
-        window_ns,
-        server,
-    })
-    .map(drop)
-}
-
-/// A crashed server's restart (`ipc::restart`) asks the home: the restarts in the window
-/// (the function is restarting now), or why not (`Gone`: down).
-pub fn restart_begin(fnid: u64, old: ResId) -> Result<u32, Error> {
-    at_home(FnOp::Restart { fnid, old })?
-        .value()
-        .map(|k| k as u32)
-}
-
-/// A restart failed (the program did not start or register): `fnid` is down, if it is
-/// still restarting from `old`.
-pub fn restart_failed(fnid: u64, old: ResId) {
-    if current_core() == HOME {
-        home_down(fnid, old);
-    } else {
-        let _ = rpcc::call(
-            HOME,
-            Op::Fn(FnOp::Down {
-                fnid,
-                endpoint: old,
-            }),
-        );
-    }
-}
-
-/// Where `fnid`'s requests go, its server and its user, and whether it is up, as this
-/// core's copy has it.
-pub fn entry_of(fnid: u64) -> Result<(ResId, Pid, UserId, bool), Error> {
-    table(|t| {
-        t.find(fnid)
-            .map(|(_, e)| (e.endpoint, e.server, e.user, e.up))
-    })
 }
 
 /// `endpoint` must be the caller's own (it receives there): the caller.
