@@ -15,6 +15,7 @@
 //! | 45 | `FN_LIST` | `*mut FnInfo`, capacity | number of records written |
 //! | 46 | `FN_STATE` | function id, vregion (0: only ask) | the function's state ICA (0: none) |
 //! | 47 | `FN_TAKEOVER` | function id, endpoint (the caller's own), timeout ns | the function's new server generation |
+//! | 57 | `FN_RESTART` | function id, most restarts in the window (0: off; at most [`MAX_RESTARTS`]), window ms, `*const u8` arguments, their length | 0 |
 //!
 //! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`; longer
 //! than [`FN_NAME_MAX`] is `TooLong`). The endpoint registered must be the caller's own (a
@@ -52,6 +53,26 @@
 //! must be the current one (`NoSuchResource`, `StaleResource` as for every call); the
 //! endpoint already serving it is `AlreadyExists`; a function changed meanwhile (or a
 //! second takeover of the same server at once) is `Busy`.
+
+//! Restart after a crash (P3; opt-in with `FN_RESTART`, by the function's current server,
+//! else `Denied`): a server that ends by a fault or a kill (not by exit, unregister or a
+//! takeover) is started again by the kernel, on the core it ran on, from the boot archive:
+//! the same program (the caller's own) with the arguments given to `FN_RESTART` (up to
+//! [`RESTART_ARGS_MAX`] bytes, separated by spaces; longer: `TooLong`), as the function's
+//! registering user. The new server registers the name again (`FN_REGISTER`, which binds
+//! a restarting function at once, next generation) and finds the state ICA as any later
+//! server does. Each server opts in for itself (a restarted one calls `FN_RESTART` again).
+//! - The request the server was serving when it crashed is answered `Gone` (it may or may
+//!   not have been done: the server's state tells; kv's table undoes or finishes a change
+//!   cut short). Requests queued for it wait in the kernel and go to the restarted server
+//!   (in order; one carrying an ICA is answered `Gone`, its ICA lost with the server).
+//! - While the function restarts (`FnInfo::state` [`FN_RESTARTING`]) a request to it is
+//!   answered [`crate::Error::Again`] (`ulib::fnid::call_fn` sends it again).
+//! - At most `max` restarts in a window of `window` ms, counted from the first restart in
+//!   it; the k-th restart in a window waits [`RESTART_BACKOFF_NS`] x 2^(k-1) (at most 1 s)
+//!   first. A crash past that, or a restart that cannot start (no such program, it ends or
+//!   does not register within 10 s) leaves the function down (`Gone`). `FnInfo::restarts`
+//!   counts the restarts under this id.
 
 use crate::res::ResId;
 use crate::Pid;
@@ -130,6 +151,16 @@ pub fn valid_name(name: &[u8]) -> bool {
 pub const FN_UP: u64 = 1;
 /// `FnInfo::state`: the server ended; requests fail with `Gone` until it registers again.
 pub const FN_DOWN: u64 = 2;
+/// `FnInfo::state`: the server crashed and the kernel restarts it; requests fail with
+/// `Again` meanwhile (`FN_RESTART`).
+pub const FN_RESTARTING: u64 = 3;
+
+/// Most restarts `FN_RESTART` may allow in its window.
+pub const MAX_RESTARTS: u64 = 16;
+/// Longest argument text `FN_RESTART` keeps.
+pub const RESTART_ARGS_MAX: usize = 256;
+/// The wait before the first restart in a window (doubling for each further one).
+pub const RESTART_BACKOFF_NS: u64 = 10_000_000;
 
 /// One registered function, as `FN_LIST` writes it.
 #[repr(C)]
@@ -150,8 +181,12 @@ pub struct FnInfo {
     pub state_ica: u64,
     /// The user that registered it.
     pub user: u64,
-    /// `FN_UP` or `FN_DOWN`.
+    /// `FN_UP`, `FN_DOWN` or `FN_RESTARTING`.
     pub state: u64,
+    /// Restarts after a crash under this id (`FN_RESTART`), and the most allowed in a
+    /// window (0: restart is off).
+    pub restarts: u64,
+    pub restart_max: u64,
 }
 
 impl FnInfo {
@@ -164,11 +199,16 @@ impl FnInfo {
 
 /// The label of the *retire notice*: when a server that holds requests (answers it has not
 /// given yet, e.g. a receive waiting for data) is asked to retire (`FN_TAKEOVER`), its next
-/// `RECV`/`REPLY_RECV` returns this message instead of a request, once, with request
-/// handle 0 (nothing to answer). The server answers each request it holds with
-/// [`crate::Error::Again`] (client libraries send it again, and it reaches the new server),
-/// then receives again holding none, and is retired there. A server that holds nothing is
-/// never sent the notice.
+/// `RECV`/`REPLY_RECV` on the function's endpoint returns this message instead of a
+/// request, once, as a one-way message from the kernel (request handle 0: nothing to
+/// answer; sender pid 0; kind `SUBMIT_SEND`; words 0). The server answers each request it
+/// holds with [`crate::Error::Again`] (`REPLY_ERROR`, `abi::ipc`; client libraries send it
+/// again — `ulib::fnid::call_fn` — and it reaches the new server), then receives again
+/// holding none, and is retired there (that `RECV` does not return: the process ends as in
+/// any takeover). A server that holds nothing is never sent the notice. After the notice a
+/// server that still holds requests is given requests as usual (the notice is not sent
+/// again); it is retired at the first receive holding none, or `FN_TAKEOVER` times out
+/// (`TimedOut`, nothing changed) and the server serves on.
 pub const RETIRE_NOTICE: u64 = 0x7e7e_0000_0000_0001;
 
 #[cfg(test)]

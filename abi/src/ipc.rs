@@ -17,6 +17,7 @@
 //! | `RECV` | endpoint, `*mut Received`, timeout ns | request handle |
 //! | `REPLY` | request handle, `*const Msg`, value | 0 (`NoSuchResource` for a handle already answered) |
 //! | `REPLY_RECV` | request handle (0: none), `*const Msg`, value, endpoint, `*mut Received`, timeout ns | the next request's handle, as `RECV` |
+//! | `REPLY_ERROR` (56) | request handle, error code | 0: the caller's `CALL`/`COLLECT` fails with that error (`InvalidArgument` for 0 or a code naming no error, checked first; `NoSuchResource` for an unknown handle) |
 //!
 //! `REPLY_RECV` is a server's loop in one kernel entry per request: it answers `handle` (as
 //! `REPLY`), then receives on `endpoint` (as `RECV`). Everything is checked before anything

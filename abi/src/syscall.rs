@@ -123,9 +123,14 @@ pub const DMA_ALLOC: u64 = 52;
 pub const DMA_FREE: u64 = 53;
 pub const DEV_IRQ: u64 = 54;
 pub const DEV_IRQ_ACK: u64 = 55;
+/// Answer a request with an error (`abi::ipc`): request handle, error code.
+pub const REPLY_ERROR: u64 = 56;
+/// Restart after a crash, opt-in (`abi::fnid`): function id, most restarts in the window,
+/// window ms, `*const u8` arguments, their length.
+pub const FN_RESTART: u64 = 57;
 
-/// Number of defined calls (numbers `0..COUNT`).
-pub const COUNT: u64 = 56;
+/// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
+pub const COUNT: u64 = 58;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -152,7 +157,8 @@ pub mod control {
 
 /// Name of a call, for traces and error messages.
 pub fn name(number: u64) -> &'static str {
-    const NAMES: [&str; COUNT as usize] = [
+    // Calls 0..=FN_TAKEOVER; the numbers given to later work are named below.
+    const NAMES: [&str; FN_TAKEOVER as usize + 1] = [
         "exit",
         "wait",
         "spawn",
@@ -210,7 +216,11 @@ pub fn name(number: u64) -> &'static str {
         "dev_irq",
         "dev_irq_ack",
     ];
-    NAMES.get(number as usize).copied().unwrap_or("unknown")
+    match number {
+        REPLY_ERROR => "reply_error",
+        FN_RESTART => "fn_restart",
+        n => NAMES.get(n as usize).copied().unwrap_or("unknown"),
+    }
 }
 
 /// Encode a result into the (`rax`, `rdx`) pair the kernel returns.

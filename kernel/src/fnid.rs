@@ -60,14 +60,18 @@
 
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, Op, Out};
-use abi::fnid::{FnId, FnInfo, FN_DOWN, FN_NAME_MAX, FN_UP, MAX_FNIDS};
+use abi::fnid::{FnId, FnInfo, FN_DOWN, FN_NAME_MAX, FN_RESTARTING, FN_UP, MAX_FNIDS};
 use abi::res::{ResId, ResType, UserId};
 use abi::{Error, Pid};
 use alloc::vec::Vec;
 
+mod restart;
 mod table;
 
-pub use table::{Entry, FnTable, Name, Slot};
+pub use restart::{entry_of, restart_begin, restart_failed, restartable};
+use restart::{home_restart, home_restartable, restarts};
+
+pub use table::{Entry, FnTable, Name, Restart, Slot};
 
 /// The core whose table is the registry: every change is made there.
 pub const HOME: usize = 0;
@@ -109,6 +113,16 @@ pub enum FnOp {
         new: ResId,
         server: Pid,
     },
+    /// At home (`FN_RESTART`): `server` sets `fnid`'s restart policy.
+    Restartable {
+        fnid: u64,
+        max: u32,
+        window_ns: u64,
+        server: Pid,
+    },
+    /// At home: the server at `old` crashed: restart it? The restarts in the window
+    /// (the function is restarting), or `Gone` (it is down).
+    Restart { fnid: u64, old: ResId },
 }
 
 /// Run `f` on this core's table.
@@ -152,6 +166,13 @@ pub fn perform(op: &FnOp) -> Result<Out, Error> {
             new,
             server,
         } => home_switch(fnid, old, new, server).map(Out::Value),
+        FnOp::Restartable {
+            fnid,
+            max,
+            window_ns,
+            server,
+        } => home_restartable(fnid, max, window_ns, server).map(|()| Out::Unit),
+        FnOp::Restart { fnid, old } => home_restart(fnid, old).map(|k| Out::Value(k.into())),
     }
 }
 
@@ -279,6 +300,7 @@ pub(crate) fn register_in(
         server_generation: 1,
         state_ica: 0,
         up: true,
+        restart: Restart::default(),
     });
     Ok(Found::Done(i, t.id_of(i)))
 }
@@ -341,8 +363,13 @@ fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, 
 
 /// At home: the old server of `fnid` handed its requests over from `old` to `new`
 /// (`server`'s): the function is switched, on every core before this returns. Returns the
-/// new server generation; `Busy` if the function changed meanwhile (served elsewhere).
+/// new server generation; `Busy` if the function changed meanwhile (served elsewhere),
+/// `Gone` if `new` no longer exists (its server died).
 pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
+    // A new server that died meanwhile is not switched to (`Gone`: the old one serves on).
+    if crate::res::info(new).is_err() {
+        return Err(Error::Gone);
+    }
     change(fnid, |slot| {
         let e = slot.entry.as_ref().ok_or(Error::StaleResource)?;
         if e.up && e.endpoint != old {
@@ -426,11 +453,12 @@ fn report_down(fnid: u64, endpoint: ResId) {
 }
 
 /// The functions this core's copy knows served by an endpoint `gone` picks.
-fn report_where(gone: impl Fn(&Entry) -> bool) {
+fn report_where(gone: impl Fn(u64, &Entry) -> bool) {
     let down: Vec<(u64, ResId)> = table(|t| {
         (0..MAX_FNIDS)
             .filter_map(|i| {
-                let e = t.slots[i].entry.filter(|e| e.up && gone(e))?;
+                let id = t.id_of(i).0;
+                let e = t.slots[i].entry.filter(|e| e.up && gone(id, e))?;
                 Some((t.id_of(i).0, e.endpoint))
             })
             .collect()
@@ -441,14 +469,15 @@ fn report_where(gone: impl Fn(&Entry) -> bool) {
 }
 
 /// Process `pid` of this core ended (teardown, the scheduler borrowed): the functions it
-/// served are down.
-pub fn server_ended(pid: Pid) {
-    report_where(|e| e.server == pid);
+/// served are down, except `restarting` (a crashed server's function that `ipc::restart`
+/// reports itself).
+pub fn server_ended(pid: Pid, restarting: Option<u64>) {
+    report_where(|id, e| e.server == pid && Some(id) != restarting);
 }
 
 /// Endpoint `endpoint` of this core was closed: the functions it served are down.
 pub fn endpoint_closed(endpoint: ResId) {
-    report_where(|e| e.endpoint == endpoint);
+    report_where(|_, e| e.endpoint == endpoint);
 }
 
 // ---- resolution (every request) -------------------------------------------------------------
@@ -509,9 +538,20 @@ pub fn resolve(raw: u64) -> Result<ResId, Error> {
 
 /// A request named by a function id (`via`) failed with `e`: an endpoint that no longer
 /// exists is a server that ended before this core heard (`Gone`, as for a down function).
+///
+/// A function that restarts after a crash (`FN_RESTART`) and is not down in this core's
+/// copy answers `Again` instead: its server may have crashed before this core heard, and
+/// the request, sent again, reaches the restarted server (or gets `Gone` once the copy
+/// says the function is down).
 pub fn gone_if_via(e: Error, via: Via) -> Error {
     match e {
-        Error::StaleResource | Error::NoSuchResource if via.named() => Error::Gone,
+        Error::StaleResource | Error::NoSuchResource | Error::Gone if via.named() => {
+            if restarts(via) {
+                Error::Again
+            } else {
+                Error::Gone
+            }
+        }
         e => e,
     }
 }
@@ -663,7 +703,13 @@ pub fn list() -> Result<Vec<FnInfo>, Error> {
                     served: 0,
                     state_ica: e.state_ica,
                     user: u64::from(e.user.0),
-                    state: if e.up { FN_UP } else { FN_DOWN },
+                    state: match (e.up, e.restart.restarting) {
+                        (true, _) => FN_UP,
+                        (false, true) => FN_RESTARTING,
+                        (false, false) => FN_DOWN,
+                    },
+                    restarts: u64::from(e.restart.count),
+                    restart_max: u64::from(e.restart.max),
                 })
             })
             .collect();

@@ -41,10 +41,11 @@
 mod fast;
 mod ica;
 mod owner;
+pub mod restart;
 pub mod takeover;
 
 use owner::{answer, hand_over};
-pub use owner::{endpoint_closed, enqueue, process_ended, recv, reply, reply_recv};
+pub use owner::{endpoint_closed, enqueue, process_ended, recv, reply, reply_error, reply_recv};
 
 use crate::percore::current_core;
 use crate::proc::sched;
@@ -164,6 +165,8 @@ pub struct ProcIpc {
     checks: [Option<fast::EndpointCheck>; 2],
     /// Set while the process is being retired by a live replacement (`takeover`).
     takeover: Option<Box<takeover::State>>,
+    /// Set while the process serves a function that restarts after a crash (`restart`).
+    restart: Option<Box<restart::Image>>,
 }
 
 impl ProcIpc {

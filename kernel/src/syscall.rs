@@ -50,6 +50,10 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::SEND => crate::ipc_calls::send(a[0], a[1]),
         nr::RECV => crate::ipc_calls::recv(a[0], a[1], a[2]),
         nr::REPLY => crate::ipc_calls::reply(a[0], a[1], a[2]),
+        nr::REPLY_ERROR => crate::ipc::reply_error(a[0], a[1]).map(|()| 0),
+        nr::FN_RESTART => copy_in(a[3], a[4], abi::fnid::RESTART_ARGS_MAX as u64)
+            .and_then(|args| crate::ipc::restart::opt_in(a[0], a[1], a[2], &args))
+            .map(|()| 0),
         nr::REPLY_RECV => crate::ipc_calls::reply_recv(a[0], a[1], a[2], a[3], a[4], a[5]),
         nr::ENTER => crate::ring_calls::enter(a[0], a[1], a[2]),
         nr::RING_SETUP => crate::ring_calls::setup(a[0], a[1]),

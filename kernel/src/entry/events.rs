@@ -90,11 +90,14 @@ pub fn vregions_detached(regions: impl Iterator<Item = ResId>) {
 /// running (the shell), init starts a new one.
 #[inline]
 pub fn process_ended(s: &mut Sched, pid: Pid, ipc: crate::ipc::ProcIpc, status: WaitStatus) {
+    let mut ipc = ipc;
+    // A crashed server of a function that restarts: its queued requests wait for the next.
+    let restarting = crate::ipc::restart::crashed(s, pid, &mut ipc, status);
     crate::ipc::process_ended(s, ipc);
     if status.how != abi::ENDED_MIGRATED {
         crate::res::endpoint::forget_endpoints_of(pid);
     }
     // A function it served is down (a moved server's endpoints name the ended process).
-    crate::fnid::server_ended(pid);
+    crate::fnid::server_ended(pid, restarting);
     crate::init::process_ended(s, pid, status);
 }

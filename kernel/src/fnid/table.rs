@@ -47,6 +47,22 @@ pub struct Entry {
     pub(super) state_ica: u64,
     /// False once the server ended or closed its endpoint (requests get `Gone`).
     pub(super) up: bool,
+    /// Restart after a crash (`FN_RESTART`), kept across servers.
+    pub(super) restart: Restart,
+}
+
+/// A function's restart policy and what it has used (`abi::fnid`'s `FN_RESTART`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Restart {
+    /// Most restarts in a window (0: off), and the window's length.
+    pub(super) max: u32,
+    pub(super) window_ns: u64,
+    /// Restarts so far; the start of the current window and the restarts in it.
+    pub(super) count: u32,
+    pub(super) window_start: u64,
+    pub(super) in_window: u32,
+    /// The server crashed and is being restarted (with `up` false): requests get `Again`.
+    pub(super) restarting: bool,
 }
 
 /// One slot of the registry, as the home keeps it and pushes it.
@@ -139,6 +155,8 @@ impl FnTable {
         let (_, e) = self.find(raw)?;
         if e.up {
             Ok(e.endpoint)
+        } else if e.restart.restarting {
+            Err(Error::Again)
         } else {
             Err(Error::Gone)
         }
@@ -149,10 +167,11 @@ impl FnTable {
     pub(crate) fn mark_down(&mut self, fnid: u64, endpoint: ResId) -> Option<usize> {
         let (i, slot) = self.find_mut(fnid).ok()?;
         let e = slot.entry.as_mut()?;
-        if !e.up || e.endpoint != endpoint {
+        if !(e.up || e.restart.restarting) || e.endpoint != endpoint {
             return None;
         }
         e.up = false;
+        e.restart.restarting = false;
         slot.version += 1;
         Some(i)
     }
@@ -173,6 +192,9 @@ impl Slot {
         e.server = server;
         e.server_generation += 1;
         e.up = true;
+        // Each server opts in to restart for itself (`FN_RESTART`); the counts stay.
+        e.restart.restarting = false;
+        e.restart.max = 0;
         Ok(e.server_generation)
     }
 }

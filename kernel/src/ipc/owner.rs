@@ -81,8 +81,15 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
         if owner != p.pid {
             return Err(Error::Denied);
         }
-        if p.ipc.takeover.is_some() && takeover::begin(&mut p.ipc, p.vspace.as_mut(), endpoint) {
-            return Err(Error::Gone);
+        if p.ipc.takeover.is_some() {
+            match takeover::begin(&mut p.ipc, p.vspace.as_mut(), endpoint) {
+                takeover::Look::Serve => {}
+                takeover::Look::Retired => return Err(Error::Gone),
+                takeover::Look::Notice => {
+                    p.ipc.forget_receiver(thread);
+                    return Ok(Some(takeover::notice(endpoint)));
+                }
+            }
         }
         let ipc = &mut p.ipc;
         let Some(i) = ipc.requests.iter().position(|r| r.endpoint == endpoint) else {
@@ -152,8 +159,11 @@ fn receive(
         return result;
     }
     if matches!(result, Err(Error::Gone)) {
-        // Retired by a live replacement: this thread hands over and the process ends.
-        takeover::finish_if_handing();
+        // Retired by a live replacement: this thread hands over and the process ends;
+        // unless the new server died first (rolled back): then receive again.
+        if takeover::finish_if_handing() {
+            return receive(owner, endpoint, deadline, None, false);
+        }
     }
     // No longer waiting here (timed out, or the endpoint went).
     sched::with(|s| {
@@ -176,6 +186,20 @@ pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
     }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
     deliver(None, caller, answer(caller, msg, value), None);
+    Ok(())
+}
+
+/// REPLY_ERROR: answer request `handle` with the error `code` (its caller's `CALL` or
+/// `COLLECT` fails with it): how a server answers `Again` to the requests it holds when it
+/// gets the retire notice. 0 or a code that names no error is `InvalidArgument`, checked
+/// first (nothing is answered); an unknown handle is `NoSuchResource`.
+pub fn reply_error(handle: u64, code: u64) -> Result<(), Error> {
+    let e = Error::from_code(code);
+    if code == 0 || e as u64 != code {
+        return Err(Error::InvalidArgument);
+    }
+    let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
+    fail(None, caller, e);
     Ok(())
 }
 

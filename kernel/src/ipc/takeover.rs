@@ -24,14 +24,30 @@
 //! `FN_TAKEOVER` ([`ended`]): only then may the new server attach the state ICA, which the
 //! old one mapped until its address space went.
 //!
-//! If the switch fails (the function was unregistered or changed meanwhile), the old server
-//! still ends and `FN_TAKEOVER` fails with the switch's error.
+//! The retire notice (`abi::fnid::RETIRE_NOTICE`): an old server that holds requests when
+//! it looks for the next one (a `WAIT` it keeps until data comes) would never be retired.
+//! So [`begin`], finding it asked and holding some, gives it once the notice instead of a
+//! request ([`Look::Notice`], [`notice`]); it answers what it holds `Again` (`REPLY_ERROR`,
+//! `ipc::reply_error`), whose callers send it again (to the old endpoint, where it is
+//! queued and moved, or to the new one), and its next look, holding none, retires it.
+//!
+//! If the new server dies before the switch (its endpoint is gone when the old server's
+//! thread forwards a request, or when the home would switch to it: `fnid::home_switch`
+//! refuses with `Gone`), the handing over is rolled back ([`roll_back`]): the requests not
+//! yet forwarded go back to the old server's queue in order and it serves on (requests
+//! already forwarded to the dead server were answered `Gone` by its end). The function
+//! never points at a dead endpoint, and `replace` sees its new server end without taking
+//! over. If the new server dies after the switch, its end reports the function down as
+//! for any server. If the switch fails otherwise (the function was unregistered or
+//! changed meanwhile), the old server still ends and `FN_TAKEOVER` fails with the
+//! switch's error.
 //!
 //! Left open: a request resolved from a copy before the switch and still in transit to
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
 //! several threads receiving at once is retired by the first that looks; the others get
-//! `Gone` from their `RECV`. A timeout (the old server holds a request, or does not look
+//! `Gone` from their `RECV`. A timeout (the old server still holds a request after the
+//! notice, or does not look
 //! for the next, within it) withdraws the ask at the old core if nothing started
 //! ([`cancel`]): `TimedOut`, nothing changed; once started, the answer is waited for.
 
@@ -60,8 +76,9 @@ pub struct Retire {
 
 /// A process being retired (`ProcIpc::takeover`).
 pub enum State {
-    /// Asked: it is retired when it next looks for a request holding none.
-    Asked(Retire),
+    /// Asked: it is retired when it next looks for a request holding none; `noticed` once
+    /// it was given the retire notice (it held requests when it looked).
+    Asked { retire: Retire, noticed: bool },
     /// Handing over: `queue` (the old endpoint's requests, in order) goes to the new
     /// endpoint; `started` once its thread does it; `switched` the new generation once the
     /// function is switched (or the error that stopped it).
@@ -85,7 +102,10 @@ pub fn ask(r: Retire) -> Result<(), Error> {
         if p.ipc.takeover.is_some() {
             return Err(Error::Busy);
         }
-        p.ipc.takeover = Some(Box::new(State::Asked(r)));
+        p.ipc.takeover = Some(Box::new(State::Asked {
+            retire: r,
+            noticed: false,
+        }));
         wake_waiting_threads(s, serial);
         Ok(())
     })
@@ -110,7 +130,7 @@ pub fn cancel(server: Pid, waiter: Caller) -> Cancelled {
             return Cancelled::UnderWay;
         };
         match p.ipc.takeover.as_deref() {
-            Some(State::Asked(r)) if r.waiter == waiter => {
+            Some(State::Asked { retire, .. }) if retire.waiter == waiter => {
                 p.ipc.takeover = None;
                 Cancelled::Yes
             }
@@ -119,20 +139,37 @@ pub fn cancel(server: Pid, waiter: Caller) -> Cancelled {
     })
 }
 
+/// What [`begin`] tells `take_request`.
+pub(super) enum Look {
+    /// Not being retired (or not on this endpoint): take a request as usual.
+    Serve,
+    /// Being retired: no request (the receiving loop hands over).
+    Retired,
+    /// Give the retire notice (`abi::fnid::RETIRE_NOTICE`): the process holds requests.
+    Notice,
+}
+
 /// From `take_request` (the owner looks for a request on `endpoint`, `ipc` is its queues,
 /// `vs` its address space): if it is asked to retire and holds no request, start handing
-/// over. True if it must not be given a request (it is being retired).
+/// over ([`Look::Retired`]); if it holds some and was not told yet, tell it once
+/// ([`Look::Notice`]): it answers them `Again` and is retired when it looks again holding
+/// none.
 #[cold]
 #[inline(never)]
 pub(super) fn begin(
     ipc: &mut ProcIpc,
     vs: Option<&mut crate::proc::vspace::VSpace>,
     endpoint: ResId,
-) -> bool {
-    let r = match ipc.takeover.as_deref() {
-        Some(State::Asked(r)) if r.old == endpoint && ipc.serving.len() == 0 => *r,
-        Some(State::Handing { .. }) => return true,
-        _ => return false,
+) -> Look {
+    let held = ipc.serving.len();
+    let r = match ipc.takeover.as_deref_mut() {
+        Some(State::Asked { retire, .. }) if retire.old == endpoint && held == 0 => *retire,
+        Some(State::Asked { retire, noticed }) if retire.old == endpoint && !*noticed => {
+            *noticed = true;
+            return Look::Notice;
+        }
+        Some(State::Handing { .. }) => return Look::Retired,
+        _ => return Look::Serve,
     };
     let (queue, keep): (VecDeque<Incoming>, VecDeque<Incoming>) =
         ipc.requests.drain(..).partition(|i| i.endpoint == r.old);
@@ -146,7 +183,23 @@ pub(super) fn begin(
         started: false,
         switched: None,
     }));
-    true
+    Look::Retired
+}
+
+/// The retire notice as `RECV` returns it: a one-way message (handle 0, nothing to answer)
+/// from the kernel (sender 0) with label `abi::fnid::RETIRE_NOTICE`.
+pub(super) fn notice(endpoint: ResId) -> abi::ipc::Received {
+    abi::ipc::Received {
+        request: 0,
+        sender: Pid(0),
+        sender_thread: 0,
+        endpoint: endpoint.0,
+        kind: abi::ipc::SUBMIT_SEND,
+        msg: abi::ipc::Msg {
+            label: abi::fnid::RETIRE_NOTICE,
+            words: [0; 6],
+        },
+    }
 }
 
 /// A request for `incoming.endpoint` reaches a process being retired (`ipc`): returned to be
@@ -186,10 +239,12 @@ pub(super) fn accept_or_queue(
 }
 
 /// The receiving loop found the running process being retired: if its handing over has
-/// not started, this thread does it and the process ends (no return); else back.
+/// not started, this thread does it and the process ends (no return), unless the new
+/// server died first: then the handing over is rolled back and this returns true (the
+/// process serves on: receive again). Else false.
 #[cold]
 #[inline(never)]
-pub(super) fn finish_if_handing() {
+pub(super) fn finish_if_handing() -> bool {
     let r = sched::with(|s| {
         let p = s.processes.get_mut(&s.current_process()?)?;
         match p.ipc.takeover.as_deref_mut() {
@@ -202,8 +257,47 @@ pub(super) fn finish_if_handing() {
             _ => None,
         }
     });
-    if let Some(r) = r {
-        hand_over(r);
+    match r {
+        Some(r) => hand_over(r),
+        None => false,
+    }
+}
+
+/// Is the new server's endpoint `new` still there (its server alive)?
+fn alive(new: ResId) -> bool {
+    crate::res::info(new).is_ok()
+}
+
+/// The new server died before the switch: `first` (taken to be forwarded) and the rest
+/// of the queue go back to the front of the running process's request queue, in order
+/// (their ICAs mapped in it again; one that cannot be is answered `Gone`), and it is no
+/// longer being retired. The new server's `FN_TAKEOVER` has nobody to answer.
+fn roll_back(first: Option<Incoming>) {
+    let failed: alloc::vec::Vec<Caller> = sched::with(|s| {
+        let Some(p) = s
+            .current_process()
+            .and_then(|serial| s.processes.get_mut(&serial))
+        else {
+            return alloc::vec::Vec::new();
+        };
+        let Some(State::Handing { queue, .. }) = p.ipc.takeover.take().map(|b| *b) else {
+            return alloc::vec::Vec::new();
+        };
+        let mut failed = alloc::vec::Vec::new();
+        for mut i in first.into_iter().chain(queue).rev() {
+            if let Some(ica) = &i.ica {
+                if super::ica::land(p.vspace.as_mut(), ica, &mut i.msg).is_err() {
+                    super::ica::lost(ica.region);
+                    failed.extend(i.caller);
+                    continue;
+                }
+            }
+            p.ipc.requests.push_front(i);
+        }
+        failed
+    });
+    for caller in failed {
+        fail(None, caller, Error::Gone);
     }
 }
 
@@ -214,8 +308,9 @@ enum Next {
     Ended,
 }
 
-/// Send the queue on, switch the function, end the process (module docs).
-fn hand_over(r: Retire) -> ! {
+/// Send the queue on, switch the function, end the process (module docs); or, if the new
+/// server died before the switch, roll back (true: the process serves on).
+fn hand_over(r: Retire) -> bool {
     loop {
         let next = sched::with(|s| {
             let Some(serial) = s.current_process() else {
@@ -241,9 +336,18 @@ fn hand_over(r: Retire) -> ! {
             Next::Ended
         });
         match next {
+            Next::Forward(i) if !alive(r.new) => {
+                roll_back(Some(i));
+                return true;
+            }
             Next::Forward(i) => forward(i, r.new),
             Next::Switch => {
                 let result = crate::fnid::switch(r.fnid, r.old, r.new, r.successor);
+                if result == Err(Error::Gone) {
+                    // The new server died: the home refused to switch to its endpoint.
+                    roll_back(None);
+                    return true;
+                }
                 sched::with(|s| {
                     let p = s
                         .current_process()
@@ -266,7 +370,7 @@ const BUSY_WAIT_NS: u64 = 20_000;
 
 /// Queue `incoming` (for the old endpoint) at endpoint `new`; if it cannot be, its caller
 /// gets the error (never silence).
-fn forward(mut incoming: Incoming, new: ResId) {
+pub(super) fn forward(mut incoming: Incoming, new: ResId) {
     incoming.endpoint = new;
     let mut tries = 0;
     let e = loop {
@@ -297,7 +401,7 @@ fn forward(mut incoming: Incoming, new: ResId) {
 /// gets its answer; what was left to forward gets `Gone`.
 pub(super) fn ended(s: &mut sched::Sched, state: State) {
     let (r, answer, left) = match state {
-        State::Asked(r) => (r, Err(Error::Gone), VecDeque::new()),
+        State::Asked { retire, .. } => (retire, Err(Error::Gone), VecDeque::new()),
         State::Handing {
             retire,
             queue,

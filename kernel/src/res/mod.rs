@@ -88,6 +88,10 @@ impl Flow {
 #[inline]
 pub fn begin_flow(user: UserId) -> u64 {
     let f = &percore::this().flow;
+    // A flow of this core's own, even if an agent that adopted a remote flow sleeps
+    // meanwhile (it puts its flow back itself when it wakes: `rpcc::call`); else this
+    // flow would act for the agent's remote requester (`flow_pid`).
+    f.remote.store(false, Ordering::Relaxed);
     f.user.store(user.0, Ordering::Relaxed);
     f.id.fetch_add(1, Ordering::Relaxed) + 1
 }

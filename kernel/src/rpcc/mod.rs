@@ -546,12 +546,41 @@ pub fn notice(dst: usize, op: Op) {
 /// Thread `thread` was removed (its process was killed): nobody will collect its answers.
 /// Answers already in are freed now; the others when they arrive.
 pub fn forget_waiter(thread: u32) {
-    let gone = with_state(|s| s.outstanding.forget(Waiter::Thread(thread)));
+    let mut attached = Vec::new();
+    let gone = with_state(|s| {
+        s.outstanding.forget(Waiter::Thread(thread), |o| {
+            if let Op::RegionAttach { region, .. } = o.request.op {
+                // SAFETY: the reply arrived (`done`), so the owner core is done with the
+                // record; only this core looks at it now.
+                if let Some(Ok(Out::Frames(_))) = unsafe { &*o.request.reply.get() } {
+                    attached.push(region);
+                }
+            }
+        })
+    });
+    // Attaches nobody will map (see `drop_answer`) are undone.
+    if !attached.is_empty() {
+        crate::res::note_detached(attached.into_iter());
+    }
     me().stats.outstanding.fetch_sub(gone, Ordering::Relaxed);
 }
 
 fn is_done(tag: u64) -> bool {
     with_state(|s| s.outstanding.get(tag).is_none_or(|o| o.done))
+}
+
+/// Drop the answer to request `tag`, which nobody will collect (a notice, or a requester
+/// killed while it waited). An attach it made is undone: else the region would stay
+/// counted as attached to a process that never mapped it, and could never be closed.
+fn drop_answer(tag: u64) {
+    let attached = with_state(|s| match s.outstanding.get(tag).map(|o| &o.request.op) {
+        Some(Op::RegionAttach { region, .. }) => Some(*region),
+        _ => None,
+    });
+    let answer = take_done(tag);
+    if let (Some(region), Some(Ok(Out::Frames(_)))) = (attached, answer) {
+        crate::res::note_detached(core::iter::once(region));
+    }
 }
 
 fn take_done(tag: u64) -> Option<Result<Out, Error>> {
@@ -656,11 +685,11 @@ fn poll_batch() -> Option<usize> {
                 });
                 if !alive {
                     // The requester was killed while waiting: nobody will collect.
-                    drop(take_done(tag));
+                    drop_answer(tag);
                 }
             }
             Waiter::Idle => {}
-            Waiter::Nobody => drop(take_done(tag)),
+            Waiter::Nobody => drop_answer(tag),
             Waiter::Ticket(serial, ticket) => {
                 if let Some(r) = take_done(tag) {
                     crate::ipc::rpcc_answer(serial, ticket, r);

@@ -46,14 +46,15 @@ impl Table {
     }
 
     /// Requests of `waiter` (a thread that was removed): those answered go (their number is
-    /// returned), the others are left to nobody.
-    pub fn forget(&mut self, waiter: Waiter) -> u64 {
+    /// returned; each is shown to `dropped` first), the others are left to nobody.
+    pub fn forget(&mut self, waiter: Waiter, mut dropped: impl FnMut(&Outstanding)) -> u64 {
         let mut gone = 0;
         self.entries.retain_mut(|(_, o)| {
             if o.waiter != waiter {
                 return true;
             }
             if o.done {
+                dropped(o);
                 gone += 1;
                 return false;
             }

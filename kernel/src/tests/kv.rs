@@ -60,8 +60,10 @@ pub(super) fn start_kv_on(core: usize, args: &[&str]) -> Result<Pid, String> {
     Ok(pid)
 }
 
+/// Collected now, or gone already (a restarted server is the kernel's child: it leaves no
+/// status to collect).
 fn reaped_here(pid: u64) -> u64 {
-    u64::from(proc::take_status(Pid(pid)).is_some())
+    u64::from(proc::take_status(Pid(pid)).is_some() || proc::has_ended(Pid(pid)))
 }
 
 /// End `kv` wherever it runs (another core's: killed at whatever it is doing, by that

@@ -10,7 +10,7 @@
 //! opens, attaches, and names to the server once with `HELLO`; the server attaches it too
 //! and detaches it at [`BYE`].
 //!
-//! The reply: `label` = a [`Status`], `words` by operation: `GET` the value's length,
+//! The reply: `label` = a [`Status`], `words` by operation: `GET` and `WAIT` the value's length,
 //! `PUT` 1 if the key was new, `DEL` 1 if it was there, `STATS` a [`StatsReply`].
 
 use crate::{KEY_MAX, VALUE_MAX};
@@ -25,6 +25,10 @@ pub const DEL: u64 = 4;
 pub const STATS: u64 = 5;
 /// The client is done: the server detaches its data area.
 pub const BYE: u64 = 6;
+/// Wait until the key has a value, then answer as `GET` (the server holds the request
+/// meanwhile: the one request a server holds across others, answered `Again` when the
+/// server is replaced; `abi::fnid::RETIRE_NOTICE`).
+pub const WAIT: u64 = 7;
 
 /// A reply's label.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,13 +103,13 @@ pub struct Request {
 }
 
 fn needs_key(op: u64) -> bool {
-    matches!(op, PUT | GET | DEL)
+    matches!(op, PUT | GET | DEL | WAIT)
 }
 
 impl Request {
     /// A request of `op` for `key` (checked as the server will).
     pub fn new(op: u64, key: &[u8], value_len: usize, arg: u64) -> Result<Request, Status> {
-        if !(HELLO..=BYE).contains(&op) {
+        if !(HELLO..=WAIT).contains(&op) {
             return Err(Status::BadOp);
         }
         if key.len() > KEY_MAX || (needs_key(op) && key.is_empty()) {

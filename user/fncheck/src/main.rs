@@ -267,6 +267,8 @@ fn local_server_on(fa: FnId, me: Pid, user: UserId, ep: ResId, ep2: ResId, core:
         state_ica: 0,
         user: u64::from(user.0),
         state: FN_UP,
+        restarts: 0,
+        restart_max: 0,
     };
     match info_of(fa)? {
         Some(i) if i == want(0) => {}
@@ -499,6 +501,8 @@ fn remote_server_with(core: usize, servers: &mut Vec<Pid>) -> Check {
         state_ica: ica.0,
         user: u64::from(SERVER_USER),
         state,
+        restarts: 0,
+        restart_max: 0,
     };
     // (The one-way send may still wait in the server's queue: `served` is checked below,
     // once the server has ended.)

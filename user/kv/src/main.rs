@@ -22,6 +22,16 @@
 //! Requests (`kvstate::proto`): `HELLO`, `PUT`, `GET`, `DEL`, `STATS`, `BYE`, served one at a
 //! time with `REPLY_RECV`; values travel through each client's data area ([`clients`]). A
 //! malformed request gets an error status in its reply, and the server keeps serving.
+//! `WAIT KEY` is held until a `PUT` of the key answers it (up to 64 held): the requests a
+//! server holds across others. When kv is replaced while holding some, the kernel's retire
+//! notice (`abi::fnid::RETIRE_NOTICE`) comes instead of a request: kv answers each held
+//! `WAIT` `Again` (`REPLY_ERROR`), the clients send them again (`ulib::fnid::call_fn`) and
+//! the new server holds them; its next receive retires it.
+//!
+//! `restart=N` (restart after a crash, `FN_RESTART`): if kv ends by a fault or a kill, the
+//! kernel starts `kv` again with the same arguments (without `takeover`), at most N times
+//! a minute; the new server registers again, finds the table in the state ICA, and serves
+//! the requests that were queued. A `kv takeover restart=N` opts in once it serves.
 //!
 //! `takeover` (live replacement, `FN_TAKEOVER`): instead of registering, it opens its
 //! endpoint, checks what it can before the switch (the function and its state ICA exist,
@@ -78,6 +88,8 @@ struct Options {
     probe: bool,
     /// Extra work in every request step (`cpu=NS`, `wait=NS`).
     load: Load,
+    /// Restart after a crash, at most this many times a minute (`restart=N`; 0: off).
+    restart: u64,
 }
 
 /// Extra work in every request step: `cpu` ns spinning, then `wait` ns asleep.
@@ -122,6 +134,7 @@ fn main(args: &[&str]) -> i32 {
         fail: false,
         probe: false,
         load: Load::default(),
+        restart: 0,
     };
     for a in &args[1..] {
         match *a {
@@ -142,18 +155,35 @@ fn main(args: &[&str]) -> i32 {
                     o.load.wait = ns;
                 }
             }
+            s if s.starts_with("restart=") => match s["restart=".len()..].parse() {
+                Ok(n) if n <= ulib::abi::fnid::MAX_RESTARTS => o.restart = n,
+                _ => {
+                    println!(
+                        "kv: restart=N: N from 0 to {}",
+                        ulib::abi::fnid::MAX_RESTARTS
+                    );
+                    return 2;
+                }
+            },
             s => match parse_size(s) {
                 Some(n) => o.size = n,
                 None => {
                     println!(
                         "kv: usage: kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [takeover [fail|probe]]"
+                        "kv: usage: kv [SIZE] [local] [v1] [restart=N] [takeover [fail|probe]]"
                     );
                     return 2;
                 }
             },
         }
     }
-    match run(&o) {
+    // A restart after a crash starts kv as a first server, with the same options.
+    let restart_args: alloc::vec::Vec<&str> = args[1..]
+        .iter()
+        .copied()
+        .filter(|a| !matches!(*a, "takeover" | "fail" | "probe"))
+        .collect();
+    match run(&o, &restart_args.join(" ")) {
         Ok(()) => 0,
         Err(e) => {
             println!("kv: {e}");
@@ -162,7 +192,19 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(o: &Options) -> Result<(), String> {
+/// Opt in to restart after a crash (`restart=N`): N times in a minute, as `kv ARGS`.
+fn opt_in(id: FnId, o: &Options, args: &str) -> Result<(), String> {
+    if o.restart == 0 {
+        return Ok(());
+    }
+    fnid::restart(id, o.restart, RESTART_WINDOW_MS, args)
+        .map_err(|e| format!("FN_RESTART {id}: {e}"))
+}
+
+/// The window `restart=N` counts restarts in.
+const RESTART_WINDOW_MS: u64 = 60_000;
+
+fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint(
         &format!("here/endpoint/kv-{}", me.serial()),
@@ -170,7 +212,7 @@ fn run(o: &Options) -> Result<(), String> {
     )
     .map_err(|e| format!("endpoint: {e}"))?;
     if o.takeover {
-        return take_over(ep, o);
+        return take_over(ep, o, restart_args);
     }
     let id = fnid::register("kv", ep).map_err(|e| format!("register kv: {e}"))?;
     let (table, where_) = if o.local {
@@ -180,16 +222,21 @@ fn run(o: &Options) -> Result<(), String> {
     } else {
         state_table(id, o)?
     };
+    opt_in(id, o, restart_args)?;
     let s = table.stats();
     println!(
         "kv: serving {id} as {me}, table {where_}: layout {}, {} slots, {} entries, generation {}",
         s.version, s.capacity, s.count, s.generation
     );
     serve(ep, table, false, o.load)
+    // A state ICA found: an earlier server (one that crashed, restarted now) may have
+    // clients that said HELLO to it; they are found by their areas' names.
+    let inherited = where_.starts_with("in state ICA") && !where_.ends_with("(new)");
+    serve(ep, table, inherited)
 }
 
 /// `kv takeover`: check, take `kv` over, then attach its state and serve.
-fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
+fn take_over(ep: ResId, o: &Options, restart_args: &str) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let id = fnid::lookup("kv").map_err(|e| format!("takeover: no kv to take over: {e}"))?;
     // The start-up check, before the switch: a state ICA this server can open.
@@ -231,6 +278,7 @@ fn take_over(ep: ResId, o: &Options) -> Result<(), String> {
         }
     }
     let (table, what) = open_state(region, info.size, o)?;
+    opt_in(id, o, restart_args)?;
     let s = table.stats();
     println!(
         "kv: took over {id} (server generation {generation}) as {me}, table in state ICA {region} ({what}): layout {}, {} slots, {} entries",
@@ -338,7 +386,19 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
             (region, o.size, false)
         }
     };
-    if let Err(e) = res::attach_here(region, STATE_AT, true) {
+    // A restart after a crash: the crashed server's core may still be telling the
+    // vregion's core that it unmapped the state ICA (Busy): a few tries.
+    let mut tries = 0;
+    let attached = loop {
+        match res::attach_here(region, STATE_AT, true) {
+            Err(Error::Busy) if found && tries < 1000 => {
+                tries += 1;
+                let _ = sys::sleep_ns(100_000);
+            }
+            r => break r,
+        }
+    };
+    if let Err(e) = attached {
         if !found {
             let _ = res::close(region);
         }
@@ -407,7 +467,22 @@ fn open_area(area: &'static mut [u8], version: u32) -> Result<Table<'static>, kv
 
 /// Answer requests forever, one `REPLY_RECV` per request.
 fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> Result<(), String> {
+/// Most `WAIT` requests held at once (more: `Busy`).
+const MAX_WAITS: usize = 64;
+
+/// A `WAIT` request held until its key has a value.
+struct Held {
+    handle: u64,
+    sender: ulib::abi::Pid,
+    key: alloc::vec::Vec<u8>,
+    offset: u64,
+}
+
+/// Answer requests forever, one `REPLY_RECV` per request; `WAIT`s are held (answered by
+/// the `PUT` of their key) and, on the retire notice, answered `Again`.
+fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), String> {
     let mut clients = Clients::new(inherited);
+    let mut held: alloc::vec::Vec<Held> = alloc::vec::Vec::new();
     let mut handle = 0;
     let mut out = Msg::default();
     loop {
@@ -425,9 +500,37 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> R
             Err(e) => return Err(format!("receive: {e}")),
         };
         load.apply();
+        handle = 0;
+        if r.msg.label == ulib::abi::fnid::RETIRE_NOTICE && r.sender.0 == 0 {
+            // Being replaced: what we hold goes back to its callers, who send it again
+            // (to the new server); the next receive, holding none, retires us.
+            for h in held.drain(..) {
+                let _ = ipc::reply_error(h.handle, Error::Again);
+            }
+            continue;
+        }
         let (status, words) = match Request::decode(r.msg.label, &r.msg.words) {
+            Ok(req) if req.op == proto::WAIT && r.kind != SUBMIT_SEND => {
+                match wait(
+                    &mut table,
+                    &mut clients,
+                    &mut held,
+                    r.request,
+                    r.sender,
+                    &req,
+                ) {
+                    Ok(Some(words)) => (Status::Ok, words),
+                    Ok(None) => continue, // held
+                    Err(s) => (s, [0; 6]),
+                }
+            }
             Ok(req) => match step(&mut table, &mut clients, r.sender, &req) {
-                Ok(words) => (Status::Ok, words),
+                Ok(words) => {
+                    if req.op == proto::PUT {
+                        wake(&mut table, &mut clients, &mut held, req.key());
+                    }
+                    (Status::Ok, words)
+                }
                 Err(s) => (s, [0; 6]),
             },
             Err(s) => (s, [0; 6]),
@@ -438,6 +541,66 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> R
         };
         // A one-way SEND takes no reply.
         handle = if r.kind == SUBMIT_SEND { 0 } else { r.request };
+    }
+}
+
+/// A `WAIT`: answered now (as `GET`) if the key has a value, else held (`None`).
+fn wait(
+    table: &mut Table<'static>,
+    clients: &mut Clients,
+    held: &mut alloc::vec::Vec<Held>,
+    handle: u64,
+    sender: ulib::abi::Pid,
+    req: &Request,
+) -> Result<Option<[u64; 6]>, Status> {
+    let area = clients.area(sender)?;
+    if let Some(v) = table.get(req.key())? {
+        area.write(req.arg, v)?;
+        return Ok(Some([v.len() as u64, 0, 0, 0, 0, 0]));
+    }
+    if held.len() >= MAX_WAITS {
+        return Err(Status::Busy);
+    }
+    held.push(Held {
+        handle,
+        sender,
+        key: req.key().to_vec(),
+        offset: req.arg,
+    });
+    Ok(None)
+}
+
+/// `key` was just put: answer the `WAIT`s held for it.
+fn wake(
+    table: &mut Table<'static>,
+    clients: &mut Clients,
+    held: &mut alloc::vec::Vec<Held>,
+    key: &[u8],
+) {
+    let Ok(Some(v)) = table.get(key) else {
+        return;
+    };
+    let mut i = 0;
+    while i < held.len() {
+        if held[i].key != key {
+            i += 1;
+            continue;
+        }
+        let h = held.swap_remove(i);
+        let answer = clients
+            .area(h.sender)
+            .and_then(|a| a.write(h.offset, v))
+            .map_or_else(
+                |s| Msg {
+                    label: s as u64,
+                    words: [0; 6],
+                },
+                |()| Msg {
+                    label: Status::Ok as u64,
+                    words: [v.len() as u64, 0, 0, 0, 0, 0],
+                },
+            );
+        let _ = ipc::reply(h.handle, 0, &answer);
     }
 }
 

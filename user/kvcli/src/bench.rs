@@ -25,6 +25,8 @@ struct Counts {
     gets: u64,
     dels: u64,
     full: u64,
+    /// Requests answered `Gone` (kv crashed while serving them; it restarts).
+    gone: u64,
     mismatches: u64,
 }
 
@@ -34,6 +36,55 @@ impl Counts {
         if self.mismatches <= SHOWN {
             println!("kvcli: mismatch {what}");
         }
+    }
+}
+
+/// The value of `k` as kv has it now (`None`: not found), asked again while kv answers
+/// `Gone` (it crashed serving the request and restarts: `abi::fnid`'s `FN_RESTART`).
+fn settle(c: &Client, k: &[u8]) -> Result<Option<Vec<u8>>, Fail> {
+    let mut tries = 0;
+    loop {
+        match c.get(k) {
+            Ok(v) => return Ok(Some(v)),
+            Err(Fail::Status(Status::NotFound)) => return Ok(None),
+            Err(Fail::Call(ulib::abi::Error::Gone)) if tries < 20 => {
+                tries += 1;
+                let _ = sys::sleep_ns(10_000_000);
+            }
+            Err(f) => return Err(f),
+        }
+    }
+}
+
+/// A request to `k` was answered `Gone` (its server crashed while serving it: it may or
+/// may not have been done): kv must now hold `k` as before (`was`) or as after (`now`);
+/// the model takes what it holds.
+fn after_gone(
+    c: &Client,
+    cnt: &mut Counts,
+    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
+    k: &[u8],
+    now: Option<&[u8]>,
+    what: &str,
+) {
+    cnt.gone += 1;
+    let was = model.get(k).cloned();
+    match settle(c, k) {
+        Ok(v) if v.as_deref() == now => match v {
+            Some(v) => {
+                model.insert(k.to_vec(), v);
+            }
+            None => {
+                model.remove(k);
+            }
+        },
+        Ok(v) if v == was => {}
+        r => cnt.mismatch(format!(
+            "{what} {} answered Gone, then {:?} (model: {:?} bytes)",
+            String::from_utf8_lossy(k),
+            r.map(|v| v.map(|v| v.len())),
+            was.map(|v| v.len())
+        )),
     }
 }
 
@@ -61,11 +112,21 @@ pub fn run(c: &mut Client, n: &str, seed: &str) -> Result<i32, String> {
                 model.insert(k, v);
             }
             Err(Fail::Status(Status::Full)) if !model.contains_key(&k) => cnt.full += 1,
+            Err(Fail::Call(ulib::abi::Error::Gone)) => {
+                after_gone(c, &mut cnt, &mut model, &k, Some(&v), "put");
+            }
             r => cnt.mismatch(format!("put {} -> {r:?}", String::from_utf8_lossy(&k))),
         }
         let k = key(rng.below(KEYS));
         cnt.gets += 1;
-        match (c.get(&k), model.get(&k)) {
+        let got = match c.get(&k) {
+            Err(Fail::Call(ulib::abi::Error::Gone)) => {
+                cnt.gone += 1;
+                settle(c, &k).and_then(|v| v.ok_or(Fail::Status(Status::NotFound)))
+            }
+            r => r,
+        };
+        match (got, model.get(&k)) {
             (Ok(got), Some(want)) if got == *want => {}
             (Err(Fail::Status(Status::NotFound)), None) => {}
             (r, want) => cnt.mismatch(format!(
@@ -82,18 +143,33 @@ pub fn run(c: &mut Client, n: &str, seed: &str) -> Result<i32, String> {
                 Ok(was) if was == model.contains_key(&k) => {
                     model.remove(&k);
                 }
+                Err(Fail::Call(ulib::abi::Error::Gone)) => {
+                    after_gone(c, &mut cnt, &mut model, &k, None, "del");
+                }
                 r => cnt.mismatch(format!("del {} -> {r:?}", String::from_utf8_lossy(&k))),
             }
         }
     }
     for k in model.keys() {
-        if c.del(k) != Ok(true) {
-            cnt.mismatch(format!("final del {}", String::from_utf8_lossy(k)));
+        let r = match c.del(k) {
+            // Done or not: it must be gone now.
+            Err(Fail::Call(ulib::abi::Error::Gone)) => {
+                cnt.gone += 1;
+                match settle(c, k) {
+                    Ok(None) => Ok(true),
+                    Ok(Some(_)) => c.del(k),
+                    Err(f) => Err(f),
+                }
+            }
+            r => r,
+        };
+        if r != Ok(true) {
+            cnt.mismatch(format!("final del {} -> {r:?}", String::from_utf8_lossy(k)));
         }
     }
     println!(
-        "kvcli: bench pairs={n} puts={} gets={} dels={} full={} mismatches={}",
-        cnt.puts, cnt.gets, cnt.dels, cnt.full, cnt.mismatches
+        "kvcli: bench pairs={n} puts={} gets={} dels={} full={} gone={} mismatches={}",
+        cnt.puts, cnt.gets, cnt.dels, cnt.full, cnt.gone, cnt.mismatches
     );
     Ok(i32::from(cnt.mismatches != 0))
 }

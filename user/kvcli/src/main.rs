@@ -1,4 +1,4 @@
-//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | antfig figs|gap REPS | load pu|wait NS | gapc N PACE LABEL | wait [SECONDS]`:
+//! `kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | antfig figs|gap REPS | load pu|wait NS | gapc N PACE LABEL | wait [SECONDS] | await KEY`:
 //! the client of the `kv` server (`user/kv`), which it finds by function id
 //! (`FN_LOOKUP("kv")`), never by pid.
 //!
@@ -23,6 +23,7 @@
 //! | `antfig figs\|gap REPS` | P3 Figures 3-5 (replacement time against the server's CPU and wait time per request, the clients' work and their number) or the Figure 8 analogue (the service gap of one replacement), as `BENCH` samples for `cargo xtask bench ant` (`antfig.rs`) | 0 |
 //! | `load pu\|wait NS` | `antfig`'s load: `GET`s with NS ns of spinning or sleeping between them, until `antfig` puts its stop key | 0 |
 //! | `gapc N PACE LABEL` | `antfig`'s Figure 8 client: N timed `PUT`s, N more across a replacement; `BENCH` samples of the gap, lost, twice, wrong | 0 |
+//! | `await KEY` | waits (`WAIT`: kv holds the request) until KEY has a value: `kvcli: KEY = VALUE`; across a replacement the request is answered `Again` and sent again | 0 |
 //! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
 //!
 //! Errors print `kvcli: ERROR` and exit 1.
@@ -123,11 +124,16 @@ fn command(c: &mut Client, args: &[&str]) -> Result<i32, String> {
         ["bench", n] => bench::run(c, n, "1"),
         ["bench", n, seed] => bench::run(c, n, seed),
         ["bad"] => bench::bad(c),
+        ["await", key] => {
+            let v = c.wait(key.as_bytes()).map_err(|f| f.to_string())?;
+            println!("kvcli: {key} = {}", String::from_utf8_lossy(&v));
+            Ok(0)
+        }
         ["gap", n] => gap(c, n),
         ["load", kind, ns] => antfig::load(c, kind, ns),
         ["gapc", n, pace, label] => antfig::gapc(c, n, pace, label),
         _ => Err(String::from(
-            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | antfig figs|gap REPS | load pu|wait NS | gapc N PACE LABEL | wait [SECONDS]",
+            "usage: kvcli put KEY VALUE | get KEY [EXPECT] | del KEY | stats | bench N [SEED] | all N | bad | gap N | drop | table2 SAMPLES OPS | antfig figs|gap REPS | load pu|wait NS | gapc N PACE LABEL | wait [SECONDS] | await KEY",
         )),
     }
 }
@@ -197,13 +203,33 @@ fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32
         return Err(format!("attach data area: {e}"));
     }
     let mut c = Client { fnid, region };
-    let r = match c.hello() {
+    // `Gone`: kv crashed serving our HELLO (it restarts, `FN_RESTART`): say it again.
+    let mut hello = c.hello();
+    for _ in 0..20 {
+        if hello != Err(Fail::Call(ulib::abi::Error::Gone)) {
+            break;
+        }
+        let _ = sys::sleep_ns(10_000_000);
+        hello = c.hello();
+    }
+    let r = match hello {
         Ok(()) => f(&mut c),
         Err(e) => Err(format!("hello: {e}")),
     };
     let _ = c.raw(proto::BYE, b"", 0, 0);
     let detached = res::detach_here(AREA_AT);
-    let closed = res::close(region);
+    // A server that ended (replaced, or crashed) may still be telling the area's core that
+    // it unmapped it (`Busy` meanwhile): a few tries.
+    let mut tries = 0;
+    let closed = loop {
+        match res::close(region) {
+            Err(ulib::abi::Error::Busy) if tries < 1000 => {
+                tries += 1;
+                let _ = sys::sleep_ns(1_000_000);
+            }
+            r => break r,
+        }
+    };
     match (r, detached, closed) {
         (Err(e), _, _) => Err(e),
         (Ok(_), Err(e), _) => Err(format!("detach data area: {e}")),
@@ -235,8 +261,8 @@ impl Client {
 
     /// Send a message as is; the reply's status and words.
     pub fn send_raw(&self, label: u64, words: [u64; 6]) -> Result<(Status, [u64; 6]), Fail> {
-        let (_, reply) =
-            ipc::call(self.fnid.as_target(), &Msg { label, words }).map_err(Fail::Call)?;
+        // `Again` (kv replaced while it held the request, or restarting) is sent again.
+        let (_, reply) = fnid::call_fn(self.fnid, &Msg { label, words }).map_err(Fail::Call)?;
         let s = Status::from_code(reply.label).ok_or(Fail::Status(Status::BadOp))?;
         Ok((s, reply.words))
     }
@@ -280,7 +306,17 @@ impl Client {
     }
 
     pub fn get(&self, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
-        let w = self.raw(proto::GET, key, 0, 0)?;
+        self.read(proto::GET, key)
+    }
+
+    /// `key`'s value once it has one (`WAIT`: the server holds the request until then).
+    pub fn wait(&self, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
+        self.read(proto::WAIT, key)
+    }
+
+    /// `GET` or `WAIT`: the value the server wrote to our area.
+    fn read(&self, op: u64, key: &[u8]) -> Result<alloc::vec::Vec<u8>, Fail> {
+        let w = self.raw(op, key, 0, 0)?;
         let len = (w[0] as usize).min(kvstate::VALUE_MAX);
         Ok((0..len)
             // SAFETY: as in `put`; `len` is at most VALUE_MAX.

@@ -1,13 +1,14 @@
 //! The function-id command: `fn ls` lists every registered function (`FN_LIST`, as this
 //! core's copy of the kernel's registry has it): its id, name, the serving process and its
-//! core, the server's generation, the requests served under the id, the state ICA, up or
-//! down, and the user that registered it. `replace NAME PROG [ARGS] [-c CORE]` replaces a
+//! core, the server's generation, the requests served under the id, the state ICA, up,
+//! down or restarting (after a crash, `FN_RESTART`), the restarts so far and the most
+//! allowed in a window (`-`: restart off), and the user that registered it. `replace NAME PROG [ARGS] [-c CORE]` replaces a
 //! function's server while it serves (`FN_TAKEOVER`, done by `PROG takeover ARGS`).
 
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::fnid::FnInfo;
-use ulib::abi::fnid::FN_UP;
+use ulib::abi::fnid::{FN_RESTARTING, FN_UP};
 use ulib::abi::res::ResId;
 use ulib::abi::{Pid, Priority};
 use ulib::{fnid, println, sys};
@@ -100,7 +101,7 @@ pub(crate) fn command(args: &[&str]) -> Result<(), String> {
 /// `fn ls`.
 fn ls() -> Result<(), String> {
     let infos = fnid::list().map_err(|e| format!("fn ls: {e}"))?;
-    println!("FNID       NAME              SERVER   CORE  GEN  SERVED    STATE-ICA            STATE  USER");
+    println!("FNID       NAME              SERVER   CORE  GEN  SERVED    STATE-ICA            STATE       RESTARTS  USER");
     for i in &infos {
         let up = i.state == FN_UP;
         let (server, core) = if up {
@@ -113,7 +114,7 @@ fn ls() -> Result<(), String> {
             id => format!("{}", ResId(id)),
         };
         println!(
-            "{:<10} {:<17} {:<8} {:<5} {:<4} {:<9} {:<20} {:<6} {}",
+            "{:<10} {:<17} {:<8} {:<5} {:<4} {:<9} {:<20} {:<11} {:<9} {}",
             format!("{}", i.fnid),
             i.name(),
             server,
@@ -121,7 +122,15 @@ fn ls() -> Result<(), String> {
             i.generation,
             i.served,
             ica,
-            if up { "up" } else { "down" },
+            match i.state {
+                FN_UP => "up",
+                FN_RESTARTING => "restarting",
+                _ => "down",
+            },
+            match i.restart_max {
+                0 => String::from("-"),
+                max => format!("{}/{max}", i.restarts),
+            },
             i.user
         );
     }

@@ -1,9 +1,11 @@
 //! Function ids from user space (`abi::fnid` has the contract): a server registers its
 //! endpoint under a name; a caller looks the name up and calls the function id with the
-//! ordinary `ipc` calls (`FnId::as_target`).
+//! ordinary `ipc` calls (`FnId::as_target`), or with [`call_fn`], which sends a request
+//! again when it is answered `Again` (its server is being replaced or restarted).
 
 use crate::sys::{decode, raw};
 use abi::fnid::{FnId, FnInfo, MAX_FNIDS};
+use abi::ipc::Msg;
 use abi::res::ResId;
 use abi::syscall as nr;
 use abi::Error;
@@ -61,4 +63,47 @@ pub fn state(fnid: FnId, vregion: Option<ResId>) -> Result<Option<ResId>, Error>
 pub fn takeover(fnid: FnId, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
     // SAFETY: no memory is passed.
     decode(unsafe { raw::syscall3(nr::FN_TAKEOVER, fnid.0, endpoint.0, timeout_ns) })
+}
+
+/// Times [`call_fn`] sends a request again after `Again`, and the longest wait between two
+/// tries: about 6 s in all, longer than a replacement or a restart's backoff takes.
+pub const AGAIN_TRIES: u32 = 400;
+const AGAIN_WAIT_MAX_NS: u64 = 20_000_000;
+
+/// CALL function `fnid` with `msg`: the reply's value and message. A request answered
+/// `Again` (its server was replaced while holding it, or the function is being restarted
+/// after a crash: `abi::fnid`) is sent again, at once the first times and then after a wait
+/// that doubles up to 20 ms, at most [`AGAIN_TRIES`] times; then `Again` is returned.
+/// Every other answer is returned as it is.
+pub fn call_fn(fnid: FnId, msg: &Msg) -> Result<(u64, Msg), Error> {
+    let mut tries = 0;
+    loop {
+        match crate::ipc::call(fnid.as_target(), msg) {
+            Err(Error::Again) if tries < AGAIN_TRIES => {
+                if tries >= 4 {
+                    let wait = (50_000u64 << (tries - 4).min(20)).min(AGAIN_WAIT_MAX_NS);
+                    let _ = crate::sys::sleep_ns(wait);
+                }
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// FN_RESTART: the caller, `fnid`'s server, asks to be restarted after a crash (at most
+/// `max` times in `window_ms`; 0: never) as its own program with `args` (space-separated).
+pub fn restart(fnid: FnId, max: u64, window_ms: u64, args: &str) -> Result<(), Error> {
+    // SAFETY: the kernel only reads `args.len()` bytes at `args`.
+    decode(unsafe {
+        raw::syscall5(
+            nr::FN_RESTART,
+            fnid.0,
+            max,
+            window_ms,
+            args.as_ptr() as u64,
+            args.len() as u64,
+        )
+    })
+    .map(drop)
 }

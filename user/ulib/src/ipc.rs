@@ -76,6 +76,14 @@ pub fn reply(request: u64, value: u64, msg: &Msg) -> Result<(), Error> {
     decode(unsafe { raw::syscall3(nr::REPLY, request, msg as *const Msg as u64, value) }).map(drop)
 }
 
+/// REPLY_ERROR: answer request `request` with `error` (its caller's call fails with it),
+/// e.g. `Again` for each request held when the retire notice comes
+/// (`abi::fnid::RETIRE_NOTICE`).
+pub fn reply_error(request: u64, error: Error) -> Result<(), Error> {
+    // SAFETY: no memory is passed.
+    decode(unsafe { raw::syscall2(nr::REPLY_ERROR, request, error as u64) }).map(drop)
+}
+
 /// REPLY_RECV: answer `request` (0: none) with `value` and `msg`, then wait at most
 /// `timeout_ns` for the next request on `endpoint` (a server's loop in one system call).
 /// An unknown `request` is `NoSuchResource`, and then nothing was answered or received.
