@@ -158,7 +158,7 @@ pub mod control {
 /// Name of a call, for traces and error messages.
 pub fn name(number: u64) -> &'static str {
     // Calls 0..=FN_TAKEOVER; the numbers given to later work are named below.
-    const NAMES: [&str; FN_TAKEOVER as usize + 1] = [
+    const NAMES: [&str; DEV_IRQ_ACK as usize + 1] = [
         "exit",
         "wait",
         "spawn",
