@@ -1,4 +1,4 @@
-//! `kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [takeover [fail|probe]]`: the key-value server of issue 14 ("State
+//! `kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [restart=N] [takeover [fail|probe]]`: the key-value server of issue 14 ("State
 //! outside the server", "Live replacement").
 //!
 //! It opens an endpoint and registers it under the function id `kv` (`ulib::fnid`), so
@@ -169,8 +169,7 @@ fn main(args: &[&str]) -> i32 {
                 Some(n) => o.size = n,
                 None => {
                     println!(
-                        "kv: usage: kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [takeover [fail|probe]]"
-                        "kv: usage: kv [SIZE] [local] [v1] [restart=N] [takeover [fail|probe]]"
+                        "kv: usage: kv [SIZE] [local] [v1] [cpu=NS] [wait=NS] [restart=N] [takeover [fail|probe]]"
                     );
                     return 2;
                 }
@@ -228,11 +227,10 @@ fn run(o: &Options, restart_args: &str) -> Result<(), String> {
         "kv: serving {id} as {me}, table {where_}: layout {}, {} slots, {} entries, generation {}",
         s.version, s.capacity, s.count, s.generation
     );
-    serve(ep, table, false, o.load)
     // A state ICA found: an earlier server (one that crashed, restarted now) may have
     // clients that said HELLO to it; they are found by their areas' names.
     let inherited = where_.starts_with("in state ICA") && !where_.ends_with("(new)");
-    serve(ep, table, inherited)
+    serve(ep, table, inherited, o.load)
 }
 
 /// `kv takeover`: check, take `kv` over, then attach its state and serve.
@@ -465,8 +463,6 @@ fn open_area(area: &'static mut [u8], version: u32) -> Result<Table<'static>, kv
     }
 }
 
-/// Answer requests forever, one `REPLY_RECV` per request.
-fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> Result<(), String> {
 /// Most `WAIT` requests held at once (more: `Busy`).
 const MAX_WAITS: usize = 64;
 
@@ -480,7 +476,7 @@ struct Held {
 
 /// Answer requests forever, one `REPLY_RECV` per request; `WAIT`s are held (answered by
 /// the `PUT` of their key) and, on the retire notice, answered `Again`.
-fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), String> {
+fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> Result<(), String> {
     let mut clients = Clients::new(inherited);
     let mut held: alloc::vec::Vec<Held> = alloc::vec::Vec::new();
     let mut handle = 0;
@@ -499,7 +495,6 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), St
             }
             Err(e) => return Err(format!("receive: {e}")),
         };
-        load.apply();
         handle = 0;
         if r.msg.label == ulib::abi::fnid::RETIRE_NOTICE && r.sender.0 == 0 {
             // Being replaced: what we hold goes back to its callers, who send it again
@@ -509,6 +504,7 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool) -> Result<(), St
             }
             continue;
         }
+        load.apply();
         let (status, words) = match Request::decode(r.msg.label, &r.msg.words) {
             Ok(req) if req.op == proto::WAIT && r.kind != SUBMIT_SEND => {
                 match wait(
