@@ -50,16 +50,20 @@ pub enum ResType {
     Endpoint = 5,
     /// A counting semaphore (open with its count; control `SEM_P` and `SEM_V`).
     Sem = 6,
+    /// A bounded byte pipe between processes of any cores (write `bytes`, read them in
+    /// order; control `PIPE_HOLD`/`PIPE_DROP` say who holds each end).
+    Pipe = 7,
 }
 
 impl ResType {
-    pub const ALL: [ResType; 6] = [
+    pub const ALL: [ResType; 7] = [
         ResType::VRegion,
         ResType::VSpace,
         ResType::Process,
         ResType::Compute,
         ResType::Endpoint,
         ResType::Sem,
+        ResType::Pipe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +74,7 @@ impl ResType {
             ResType::Compute => "compute",
             ResType::Endpoint => "endpoint",
             ResType::Sem => "sem",
+            ResType::Pipe => "pipe",
         }
     }
 

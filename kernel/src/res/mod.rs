@@ -27,6 +27,7 @@ kind::resource_types! {
     Compute => compute::Compute,
     Endpoint => endpoint::Endpoint,
     Sem => sem::Sem,
+    Pipe => pipe::Pipe,
 }
 
 use crate::percore::{self, current_core};
@@ -279,28 +280,48 @@ pub fn close(id: ResId) -> Result<(), Error> {
 
 /// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
 pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
-    match route(id)? {
-        None => local::read(id, len, arg),
-        Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg })? {
-            Out::Value(v) => Ok(ReadOut::Value(v)),
-            Out::Bytes(b) => Ok(ReadOut::Bytes(b)),
-            _ => Err(Error::Unknown),
-        },
+    loop {
+        let r = match route(id)? {
+            None => local::read(id, len, arg),
+            Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg })? {
+                Out::Value(v) => Ok(ReadOut::Value(v)),
+                Out::Bytes(b) => Ok(ReadOut::Bytes(b)),
+                _ => Err(Error::Unknown),
+            },
+        };
+        if matches!(r, Err(Error::Busy)) && id.kind() == Some(abi::res::ResType::Pipe) {
+            retry_later();
+            continue;
+        }
+        return r;
     }
+}
+
+/// A wait that cannot be done where the operation ran (big-lock mode on another core's
+/// pipe or semaphore, or the kernel's own idle context): look again at the next tick.
+fn retry_later() {
+    crate::proc::sched::sleep_ns(1_000_000_000 / crate::time::HZ);
 }
 
 /// WRITE (docs/resources.md).
 pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
-    match route(id)? {
-        None => local::write(id, data, arg),
-        Some(core) => {
-            let op = Op::ResWrite {
-                id,
-                data: data.to_vec(),
-                arg,
-            };
-            rpcc::call(core, op)?.value()
+    loop {
+        let r = match route(id)? {
+            None => local::write(id, data, arg),
+            Some(core) => {
+                let op = Op::ResWrite {
+                    id,
+                    data: data.to_vec(),
+                    arg,
+                };
+                rpcc::call(core, op).and_then(Out::value)
+            }
+        };
+        if r == Err(Error::Busy) && id.kind() == Some(abi::res::ResType::Pipe) {
+            retry_later();
+            continue;
         }
+        return r;
     }
 }
 
@@ -314,7 +335,7 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         // A P that cannot wait where it is done (big-lock mode on another core's
         // semaphore, or the kernel's own idle context) looks again at the next tick.
         if r == Err(Error::Busy) && cmd == abi::syscall::control::SEM_P {
-            crate::proc::sched::sleep_ns(1_000_000_000 / crate::time::HZ);
+            retry_later();
             continue;
         }
         return r;
