@@ -36,6 +36,7 @@ use crate::rpcc::{self, Op, Out};
 use abi::res::ResId;
 use abi::syscall::control;
 use abi::{Error, Pid};
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::convert::Infallible;
@@ -47,8 +48,24 @@ pub const MAX_CAPACITY: usize = 64 * 1024;
 /// Most holders of one end.
 pub const MAX_HOLDERS: usize = 16;
 
-/// A pipe: its buffer, who holds its ends, and the threads of this core waiting in it.
-pub struct Pipe {
+/// A pipe (boxed: a table slot stays small).
+pub struct Pipe(Box<Inner>);
+
+impl core::ops::Deref for Pipe {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Pipe {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.0
+    }
+}
+
+/// A pipe's buffer, who holds its ends, and the threads of this core waiting in it.
+pub struct Inner {
     buf: VecDeque<u8>,
     capacity: usize,
     readers: Vec<Pid>,
@@ -84,13 +101,13 @@ impl Resource for Pipe {
         if capacity == 0 || capacity > MAX_CAPACITY {
             return Err(Error::InvalidArgument);
         }
-        Ok(Pipe {
+        Ok(Pipe(Box::new(Inner {
             buf: VecDeque::new(),
             capacity,
             readers: Vec::new(),
             writers: Vec::new(),
             sleepers: Vec::new(),
-        })
+        })))
     }
 
     /// The waiters wake and find the pipe gone.
@@ -153,7 +170,7 @@ fn holder(arg: u64) -> Result<Pid, Error> {
     }
 }
 
-impl Pipe {
+impl Inner {
     fn end_mut(&mut self, end: u64) -> Result<&mut Vec<Pid>, Error> {
         match end {
             control::PIPE_READ_END => Ok(&mut self.readers),

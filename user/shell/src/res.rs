@@ -194,6 +194,16 @@ impl Shell {
                 }
                 ulib::ipc::open_endpoint(name, rights)
             }
+            ResType::Pipe => match args {
+                [] => res::open(name, &[], rights),
+                [size] => {
+                    let bytes = parse_size(size).ok_or_else(|| {
+                        format!("res open: bad capacity '{size}' (bytes, or with K, e.g. 4K)")
+                    })?;
+                    res::open(name, &bytes.to_le_bytes(), rights)
+                }
+                _ => return Err("res open: usage: res open LOC/pipe/NAME [CAPACITY]".into()),
+            },
         };
         let id = opened.map_err(|e| format!("res open: {e}: {name}"))?;
         match parsed.kind {
@@ -469,6 +479,7 @@ fn size_text(r: &ResInfo) -> String {
         Some(ResType::Compute) => format!("{} mips", r.size),
         Some(ResType::Endpoint) => format!("owner {}", Pid(r.size)),
         Some(ResType::Sem) => format!("count {}", r.size),
+        Some(ResType::Pipe) => format!("{} B buffered", r.size),
         None => format!("{:#x}", r.size),
     }
 }
@@ -484,6 +495,11 @@ fn detail_text(r: &ResInfo) -> String {
         Some(ResType::Compute) => format!("runs pid {}", Pid(r.detail)),
         Some(ResType::Endpoint) => "receives requests".into(),
         Some(ResType::Sem) => format!("{} waiting", r.detail),
+        Some(ResType::Pipe) => format!(
+            "{} readers, {} writers",
+            r.detail >> 32,
+            r.detail & 0xffff_ffff
+        ),
         None => format!("{:#x}", r.detail),
     }
 }
