@@ -271,27 +271,32 @@ impl Later<u64> for Hold {
 
 /// Wait in pipe `id` until `attempt` answers: the running thread sleeps in the pipe until a
 /// change wakes it or a tick passes; after a tick it forgets the holders that ended (and
-/// gives up if its requester ended). `Busy` where nobody here can wait (the caller then
-/// retries: `res::read`/`res::write`).
+/// gives up if its requester ended). Where nobody here can wait (big-lock mode working for
+/// another core, or the kernel's own context) it forgets the ended holders, tries once
+/// more and answers `Busy`: the caller retries a tick later (`res::read`/`res::write`).
 fn wait<T>(
     id: ResId,
     mut attempt: impl FnMut(&mut Pipe) -> Result<Option<T>, Error>,
 ) -> Result<T, Error> {
-    if !crate::structure::serves_running_thread() {
-        return Err(Error::Busy);
-    }
-    let Some(me) = sched::with(|s| s.current_thread()) else {
-        return Err(Error::Busy);
+    let me = if crate::structure::serves_running_thread() {
+        sched::with(|s| s.current_thread())
+    } else {
+        None
     };
     let tick = 1_000_000_000 / crate::time::HZ;
-    let mut timed_out = false;
+    let mut look = me.is_none();
     loop {
         let mut gone = Vec::new();
-        if timed_out {
+        if look {
             // The holders still alive: asked of their cores, outside the table.
-            let (readers, writers) =
-                local::with_state(id, &[], |p: &mut Pipe| Ok((p.readers.clone(), p.writers.clone())))?;
-            gone = readers.into_iter().chain(writers).filter(|p| !alive(*p)).collect();
+            let (readers, writers) = local::with_state(id, &[], |p: &mut Pipe| {
+                Ok((p.readers.clone(), p.writers.clone()))
+            })?;
+            gone = readers
+                .into_iter()
+                .chain(writers)
+                .filter(|p| !alive(*p))
+                .collect();
             if flow_pid().is_some_and(|p| p.core() != current_core() && !alive(p)) {
                 return Err(Error::Gone);
             }
@@ -299,17 +304,22 @@ fn wait<T>(
         let done = local::with_state(id, &[], |p: &mut Pipe| {
             p.forget(&gone);
             let r = attempt(p)?;
-            if r.is_none() && !p.sleepers.contains(&me) {
-                p.sleepers.push(me);
+            if let (None, Some(me)) = (&r, me) {
+                if !p.sleepers.contains(&me) {
+                    p.sleepers.push(me);
+                }
             }
             Ok(r)
         })?;
         if let Some(v) = done {
             return Ok(v);
         }
+        if me.is_none() {
+            return Err(Error::Busy);
+        }
         let deadline = crate::time::now_ns().saturating_add(tick);
         sched::block(sched::Block::Pipe(deadline));
-        timed_out = crate::time::now_ns() >= deadline;
+        look = crate::time::now_ns() >= deadline;
     }
 }
 

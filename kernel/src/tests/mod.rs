@@ -16,6 +16,7 @@ mod kv;
 mod limits;
 mod memory;
 mod modes;
+mod pipe;
 mod platform;
 mod privilege;
 mod process;

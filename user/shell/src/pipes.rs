@@ -8,7 +8,9 @@
 //! has each program hold the ends it uses (`ulib::stdio::spawn`), then lets go of its own,
 //! so no reader sees EOF and no writer `Gone` before its partner exists. It waits for every
 //! program (Ctrl-C ends the one it is waiting for; the others then see EOF or `Gone`), then
-//! closes the pipes. The first program reads the console, the last writes to it.
+//! closes the pipes. The first program reads the console, the last writes to it. A program
+//! that ended because its reader had gone (`stdio::BROKEN_PIPE`, unless it is the last) is
+//! not a failure.
 //!
 //! `remote CORE PROG [ARGS...]`: start PROG on CORE, its output to this console, and wait
 //! for it.
@@ -20,7 +22,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use ulib::abi::res::ResId;
 use ulib::abi::syscall::control;
-use ulib::abi::{Pid, Priority};
+use ulib::abi::{self, Pid, Priority, WaitStatus};
 use ulib::stdio::{self, Stream};
 use ulib::sys;
 
@@ -107,13 +109,25 @@ fn start_and_wait(
         }
     }
     let mut first_error = None;
-    for (pid, prog) in pids {
+    let last = pids.len() - 1;
+    for (i, (pid, prog)) in pids.into_iter().enumerate() {
         let status = wait_foreground(pid, typeahead)?;
-        if let Some(why) = failure(&status) {
-            first_error.get_or_insert(format!("{prog} ({pid}) {why}"));
+        // A writer whose reader ended first ends so (Unix's SIGPIPE): not a failure.
+        let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
+        if i == last || !broken {
+            continue_or_note(&status, pid, prog, &mut first_error);
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+/// Note a stage's failure if it is the first.
+fn continue_or_note(status: &WaitStatus, pid: Pid, prog: &str, first: &mut Option<String>) {
+    {
+        if let Some(why) = failure(status) {
+            first.get_or_insert(format!("{prog} ({pid}) {why}"));
+        }
+    }
 }
 
 /// `remote CORE PROG [ARGS...]`.
