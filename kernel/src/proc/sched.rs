@@ -582,7 +582,9 @@ pub fn switch_to(next: u32, why: Block) -> bool {
 
 /// A thread about to block for `why`: program this core's timer for its deadline, if any.
 fn arm_for(why: Block) {
-    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) | Block::Pipe(at) = why {
+    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) | Block::Pipe(at) =
+        why
+    {
         time::arm(at);
     }
 }

@@ -108,6 +108,11 @@ pub fn flow_pid() -> Option<Pid> {
     }
 }
 
+/// Is the current flow a remote requester's (an RPCC agent at work)?
+pub fn flow_is_remote() -> bool {
+    percore::this().flow.remote.load(Ordering::Relaxed)
+}
+
 /// The priority of the process the current flow acts for (applications for the kernel).
 pub fn flow_priority() -> Priority {
     let f = &percore::this().flow;
@@ -280,17 +285,19 @@ pub fn close(id: ResId) -> Result<(), Error> {
 
 /// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
 pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
+    let mut pause = RETRY_FIRST_NS;
     loop {
         let r = match route(id)? {
             None => local::read(id, len, arg),
-            Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg })? {
-                Out::Value(v) => Ok(ReadOut::Value(v)),
-                Out::Bytes(b) => Ok(ReadOut::Bytes(b)),
-                _ => Err(Error::Unknown),
+            Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg }) {
+                Ok(Out::Value(v)) => Ok(ReadOut::Value(v)),
+                Ok(Out::Bytes(b)) => Ok(ReadOut::Bytes(b)),
+                Ok(_) => Err(Error::Unknown),
+                Err(e) => Err(e),
             },
         };
         if matches!(r, Err(Error::Busy)) && id.kind() == Some(abi::res::ResType::Pipe) {
-            retry_later();
+            retry_after(&mut pause);
             continue;
         }
         return r;
@@ -303,8 +310,20 @@ fn retry_later() {
     crate::proc::sched::sleep_ns(1_000_000_000 / crate::time::HZ);
 }
 
+/// The first pause before a pipe operation that must wait on another core is tried again.
+const RETRY_FIRST_NS: u64 = 50_000;
+
+/// A pipe operation must wait where it cannot (on another core's pipe: its agent does not
+/// wait there; or in the kernel's own context): try again after `pause`, which doubles up
+/// to a tick.
+fn retry_after(pause: &mut u64) {
+    crate::proc::sched::sleep_ns(*pause);
+    *pause = (*pause * 2).min(1_000_000_000 / crate::time::HZ);
+}
+
 /// WRITE (docs/resources.md).
 pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
+    let mut pause = RETRY_FIRST_NS;
     loop {
         let r = match route(id)? {
             None => local::write(id, data, arg),
@@ -318,7 +337,7 @@ pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
             }
         };
         if r == Err(Error::Busy) && id.kind() == Some(abi::res::ResType::Pipe) {
-            retry_later();
+            retry_after(&mut pause);
             continue;
         }
         return r;

@@ -10,14 +10,17 @@
 //! and answers the count, fails `Gone` once no reader is held, and waits while the buffer
 //! is full.
 //!
-//! Waiting is done by the thread that performs the operation, outside the table (`Later`):
-//! the caller's own thread for one of this core, the RPCC agent for a request from another
-//! core (it blocks as it does in `rpcc::call`). Every read or write that changes the buffer,
-//! and every `PIPE_DROP`, wakes the waiters, which try again. A holder that ended without
-//! dropping its end (killed, faulted) is noticed by the waiters themselves: a waiter wakes
-//! at least once a tick, and after a wake-up by the clock it asks the holders' cores which
-//! holders still live and forgets the others (so EOF and `Gone` come at most a tick or so
-//! late). An agent whose requester ended gives up the same way, so nothing is left waiting.
+//! Waiting is done outside the table (`Later`) by the caller's own thread when it is of
+//! this core: it sleeps in the pipe, and every read or write that changes the buffer, and
+//! every `PIPE_DROP`, wakes it to try again. An RPCC agent working for a caller of another
+//! core does not wait here (a core has few agents, and the write that would end the wait may
+//! need one): it answers `Busy`, and the caller's core tries again after a pause that grows
+//! from 50 us to a tick (`res::read`/`res::write`), as the kernel's own context does. A
+//! holder that ended without dropping its end (killed, faulted) is noticed by the waiters
+//! themselves: a sleeping waiter wakes at least once a tick and then asks the holders'
+//! cores which holders still live and forgets the others, and every retry from another
+//! core does the same, so EOF and `Gone` come at most a tick or so late and nothing waits
+//! for ever.
 //! A pid that moved to another core (`migrate`) is a new pid: its old one counts as ended.
 //!
 //! OPEN takes the capacity (8 bytes, 1..=[`MAX_CAPACITY`]; no arguments: [`CAPACITY`]).
@@ -271,14 +274,17 @@ impl Later<u64> for Hold {
 
 /// Wait in pipe `id` until `attempt` answers: the running thread sleeps in the pipe until a
 /// change wakes it or a tick passes; after a tick it forgets the holders that ended (and
-/// gives up if its requester ended). Where nobody here can wait (big-lock mode working for
-/// another core, or the kernel's own context) it forgets the ended holders, tries once
-/// more and answers `Busy`: the caller retries a tick later (`res::read`/`res::write`).
+/// gives up if its requester ended). Where nobody here can wait (an RPCC agent working for
+/// another core's caller, big-lock mode working for another core, or the kernel's own
+/// context) it forgets the ended holders, tries once more and answers `Busy`: the caller
+/// tries again after a pause that grows from 50 us to a tick (`res::read`/`res::write`).
+/// (An agent must not wait here: the agents a core may have are few, and the write that
+/// would end the wait may need one.)
 fn wait<T>(
     id: ResId,
     mut attempt: impl FnMut(&mut Pipe) -> Result<Option<T>, Error>,
 ) -> Result<T, Error> {
-    let me = if crate::structure::serves_running_thread() {
+    let me = if crate::structure::serves_running_thread() && !super::flow_is_remote() {
         sched::with(|s| s.current_thread())
     } else {
         None
