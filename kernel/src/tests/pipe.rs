@@ -7,6 +7,7 @@
 //! (it holds the ends the test uses), and killing it is how a holder dies.
 
 use super::{end_and_reap, finish, frames_after, free_frames_per_core};
+use crate::ktest::TestResult;
 use crate::proc::{self, TEST_PARENT};
 use crate::res::{self, ReadOut};
 use crate::{kassert, ktest, smp};
@@ -72,61 +73,106 @@ ktest! {
         if smp::cores_planned() < 2 {
             crate::kskip!("needs 2 cores");
         }
+        // Warm-up: RPCC agents (a kernel stack each) and heaps reach their working size.
+        through_upper()?;
         let before = free_frames_per_core()?;
-        {
-            let mut c = Cleanup { pipes: Vec::new(), pids: Vec::new() };
-            let holder = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn spin")?;
-            c.pids.push(holder);
-            let input = open("c1/pipe/pt-in", 48)?;
-            c.pipes.push(input);
-            let output = open("c0/pipe/pt-out", 16)?;
-            c.pipes.push(output);
-            for (p, end) in [(input, PIPE_READ_END), (input, PIPE_WRITE_END), (output, PIPE_READ_END), (output, PIPE_WRITE_END)] {
-                hold(p, end, holder)?;
-            }
-            let tag = format!("\u{1}stdio={:x},{:x}", input.0, output.0);
-            let upper = e(proc::spawn("upper", &[tag.as_str()], Priority::App, TEST_PARENT), "spawn upper")?;
-            c.pids.push(upper);
-            hold(input, PIPE_READ_END, upper)?;
-            hold(output, PIPE_WRITE_END, upper)?;
-            drop_end(input, PIPE_READ_END, holder)?;
-            drop_end(output, PIPE_WRITE_END, holder)?;
-            // Every byte value but the letters' changes: a pattern that shows misordering.
-            let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + i / 256) as u8).collect();
-            let mut got = Vec::new();
-            for chunk in data.chunks(40) {
-                let mut sent = 0;
-                while sent < chunk.len() {
-                    let n = e(res::write(input, &chunk[sent..], 0), "write input")?;
-                    kassert!(n > 0 && n as usize <= chunk.len() - sent, "write took {n}");
-                    sent += n as usize;
-                }
-                // Read back what this chunk became (upper waits on the full output meanwhile).
-                let want = got.len() + chunk.len();
-                while got.len() < want {
-                    let b = read(output, 64)?;
-                    kassert!(!b.is_empty(), "EOF after {} of {} bytes", got.len(), data.len());
-                    kassert!(b.len() <= 16, "read {} bytes from a 16-byte pipe", b.len());
-                    got.extend_from_slice(&b);
-                }
-            }
-            kassert!(got.len() == data.len(), "got {} bytes, sent {}", got.len(), data.len());
-            let mut upper_cased = data.clone();
-            upper_cased.make_ascii_uppercase();
-            kassert!(got == upper_cased, "bytes differ from the first at {:?}", got.iter().zip(&upper_cased).position(|(a, b)| a != b));
-            // The input's last writer goes: upper reads EOF, drops its end and ends.
-            drop_end(input, PIPE_WRITE_END, holder)?;
-            let status = finish(upper, "upper", 60)?;
-            c.pids.retain(|p| *p != upper);
-            kassert!(status.how == abi::ENDED_EXIT && status.code == 0, "upper ended {status:?}");
-            kassert!(read(output, 64)?.is_empty(), "output not at EOF after upper ended");
-            let info = e(res::info(output), "info")?;
-            kassert!(info.size == 0 && info.detail == 1 << 32, "output: {} buffered, ends {:#x}", info.size, info.detail);
-        }
+        through_upper()?;
         let after = frames_after(&before)?;
         kassert!(after == before, "frames per core before {before:?}, after {after:?}");
         Ok(())
     }
+}
+
+/// `upper` between a pipe of core 1 and one of core 0: the bytes, EOF, the end.
+fn through_upper() -> TestResult {
+    let mut c = Cleanup {
+        pipes: Vec::new(),
+        pids: Vec::new(),
+    };
+    let holder = e(
+        proc::spawn("spin", &[], Priority::App, TEST_PARENT),
+        "spawn spin",
+    )?;
+    c.pids.push(holder);
+    let input = open("c1/pipe/pt-in", 48)?;
+    c.pipes.push(input);
+    let output = open("c0/pipe/pt-out", 16)?;
+    c.pipes.push(output);
+    for (p, end) in [
+        (input, PIPE_READ_END),
+        (input, PIPE_WRITE_END),
+        (output, PIPE_READ_END),
+        (output, PIPE_WRITE_END),
+    ] {
+        hold(p, end, holder)?;
+    }
+    let tag = format!("\u{1}stdio={:x},{:x}", input.0, output.0);
+    let upper = e(
+        proc::spawn("upper", &[tag.as_str()], Priority::App, TEST_PARENT),
+        "spawn upper",
+    )?;
+    c.pids.push(upper);
+    hold(input, PIPE_READ_END, upper)?;
+    hold(output, PIPE_WRITE_END, upper)?;
+    drop_end(input, PIPE_READ_END, holder)?;
+    drop_end(output, PIPE_WRITE_END, holder)?;
+    // Every byte value but the letters' changes: a pattern that shows misordering.
+    let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + i / 256) as u8).collect();
+    let mut got = Vec::new();
+    for chunk in data.chunks(40) {
+        let mut sent = 0;
+        while sent < chunk.len() {
+            let n = e(res::write(input, &chunk[sent..], 0), "write input")?;
+            kassert!(n > 0 && n as usize <= chunk.len() - sent, "write took {n}");
+            sent += n as usize;
+        }
+        // Read back what this chunk became (upper waits on the full output meanwhile).
+        let want = got.len() + chunk.len();
+        while got.len() < want {
+            let b = read(output, 64)?;
+            kassert!(
+                !b.is_empty(),
+                "EOF after {} of {} bytes",
+                got.len(),
+                data.len()
+            );
+            kassert!(b.len() <= 16, "read {} bytes from a 16-byte pipe", b.len());
+            got.extend_from_slice(&b);
+        }
+    }
+    kassert!(
+        got.len() == data.len(),
+        "got {} bytes, sent {}",
+        got.len(),
+        data.len()
+    );
+    let mut upper_cased = data.clone();
+    upper_cased.make_ascii_uppercase();
+    kassert!(
+        got == upper_cased,
+        "bytes differ from the first at {:?}",
+        got.iter().zip(&upper_cased).position(|(a, b)| a != b)
+    );
+    // The input's last writer goes: upper reads EOF, drops its end and ends.
+    drop_end(input, PIPE_WRITE_END, holder)?;
+    let status = finish(upper, "upper", 60)?;
+    c.pids.retain(|p| *p != upper);
+    kassert!(
+        status.how == abi::ENDED_EXIT && status.code == 0,
+        "upper ended {status:?}"
+    );
+    kassert!(
+        read(output, 64)?.is_empty(),
+        "output not at EOF after upper ended"
+    );
+    let info = e(res::info(output), "info")?;
+    kassert!(
+        info.size == 0 && info.detail == 1 << 32,
+        "output: {} buffered, ends {:#x}",
+        info.size,
+        info.detail
+    );
+    Ok(())
 }
 
 ktest! {
