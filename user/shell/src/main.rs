@@ -14,7 +14,7 @@
 //! for any child reports, however often the job moved to another core (by `migrate` or
 //! by itself); `jobs` lists the jobs and `wait [PID]` waits for them. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
 //! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`], `fn ls`
-//! and `replace` in [`fns`].
+//! and `replace` in [`fns`], pipelines (`run A | B`) and `remote` in [`pipes`].
 //!
 //! `exit` ends the shell (refused while jobs run: they would outlive it with nobody allowed
 //! to kill them); the kernel then starts a new one (`kernel/src/init.rs`), as it does
