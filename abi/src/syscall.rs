@@ -153,6 +153,16 @@ pub mod control {
     pub const SEM_P: u64 = 5;
     /// sem: V (signal): give one unit back, waking one waiter.
     pub const SEM_V: u64 = 6;
+    /// pipe: process `arg1` (0: the caller) holds end `arg0` (`PIPE_READ_END` or
+    /// `PIPE_WRITE_END`): the pipe reads EOF once no writer is held, a write fails `Gone`
+    /// once no reader is.
+    pub const PIPE_HOLD: u64 = 7;
+    /// pipe: process `arg1` (0: the caller) no longer holds end `arg0`.
+    pub const PIPE_DROP: u64 = 8;
+    /// `PIPE_HOLD`/`PIPE_DROP`'s end: the reading one.
+    pub const PIPE_READ_END: u64 = 0;
+    /// `PIPE_HOLD`/`PIPE_DROP`'s end: the writing one.
+    pub const PIPE_WRITE_END: u64 = 1;
 }
 
 /// Name of a call, for traces and error messages.

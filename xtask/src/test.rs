@@ -461,10 +461,12 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         ("rpcc.script", 4, ""),
         ("small.script", 8, ""),
         ("hop.script", 4, ""),
+        ("pipe.script", 4, ""),
         ("smoke.script", 2, "kernel=biglock"),
         ("restart.script", 2, "kernel=biglock"),
         ("rpcc.script", 4, "kernel=biglock"),
         ("hop.script", 2, "kernel=biglock"),
+        ("pipe.script", 4, "kernel=biglock"),
     ] {
         let mut g = guest(smp, cmdline);
         if script == "small.script" {

@@ -52,6 +52,9 @@ pub enum ResType {
     Sem = 6,
     /// A PCI function, made by the kernel at boot (`crate::dev`): what a driver holds.
     Device = 7,
+    /// A bounded byte pipe between processes of any cores (write `bytes`, read them in
+    /// order; control `PIPE_HOLD`/`PIPE_DROP` say who holds each end).
+    Pipe = 8,
 }
 
 impl ResType {
@@ -63,6 +66,7 @@ impl ResType {
         ResType::Endpoint,
         ResType::Sem,
         ResType::Device,
+        ResType::Pipe,
     ];
 
     pub fn name(self) -> &'static str {
@@ -74,6 +78,7 @@ impl ResType {
             ResType::Endpoint => "endpoint",
             ResType::Sem => "sem",
             ResType::Device => "device",
+            ResType::Pipe => "pipe",
         }
     }
 

@@ -53,6 +53,9 @@ pub enum Block {
     Join(u64),
     /// In a semaphore's P.
     Sem,
+    /// Waiting in a pipe (for bytes, room or an end's holders), until this time at the
+    /// latest (it then looks for holders that ended).
+    Pipe(u64),
     /// A kernel thread waiting for an event whose raiser wakes it by id (the init thread,
     /// for the end of the program it keeps).
     Event,
@@ -579,7 +582,9 @@ pub fn switch_to(next: u32, why: Block) -> bool {
 
 /// A thread about to block for `why`: program this core's timer for its deadline, if any.
 fn arm_for(why: Block) {
-    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) = why {
+    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) | Block::Pipe(at) =
+        why
+    {
         time::arm(at);
     }
 }
@@ -743,7 +748,11 @@ pub fn on_timer(now: u64, tick: bool, from_user: bool) -> u64 {
         let mut due = Vec::new();
         for t in s.threads.values() {
             if let ThreadState::Blocked(
-                Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at),
+                Block::Sleep(at)
+                | Block::Wait(at)
+                | Block::Ipc(at)
+                | Block::Join(at)
+                | Block::Pipe(at),
             ) = t.state
             {
                 if at <= now {

@@ -28,6 +28,7 @@ kind::resource_types! {
     Endpoint => endpoint::Endpoint,
     Sem => sem::Sem,
     Device => device::Device,
+    Pipe => pipe::Pipe,
 }
 
 use crate::percore::{self, current_core};
@@ -110,6 +111,11 @@ pub fn flow_pid() -> Option<Pid> {
     } else {
         crate::proc::running_pid()
     }
+}
+
+/// Is the current flow a remote requester's (an RPCC agent at work)?
+pub fn flow_is_remote() -> bool {
+    percore::this().flow.remote.load(Ordering::Relaxed)
 }
 
 /// The priority of the process the current flow acts for (applications for the kernel).
@@ -284,28 +290,62 @@ pub fn close(id: ResId) -> Result<(), Error> {
 
 /// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
 pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
-    match route(id)? {
-        None => local::read(id, len, arg),
-        Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg })? {
-            Out::Value(v) => Ok(ReadOut::Value(v)),
-            Out::Bytes(b) => Ok(ReadOut::Bytes(b)),
-            _ => Err(Error::Unknown),
-        },
+    let mut pause = RETRY_FIRST_NS;
+    loop {
+        let r = match route(id)? {
+            None => local::read(id, len, arg),
+            Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg }) {
+                Ok(Out::Value(v)) => Ok(ReadOut::Value(v)),
+                Ok(Out::Bytes(b)) => Ok(ReadOut::Bytes(b)),
+                Ok(_) => Err(Error::Unknown),
+                Err(e) => Err(e),
+            },
+        };
+        if matches!(r, Err(Error::Busy)) && id.kind() == Some(abi::res::ResType::Pipe) {
+            retry_after(&mut pause);
+            continue;
+        }
+        return r;
     }
+}
+
+/// A wait that cannot be done where the operation ran (big-lock mode on another core's
+/// pipe or semaphore, or the kernel's own idle context): look again at the next tick.
+fn retry_later() {
+    crate::proc::sched::sleep_ns(1_000_000_000 / crate::time::HZ);
+}
+
+/// The first pause before a pipe operation that must wait on another core is tried again.
+const RETRY_FIRST_NS: u64 = 50_000;
+
+/// A pipe operation must wait where it cannot (on another core's pipe: its agent does not
+/// wait there; or in the kernel's own context): try again after `pause`, which doubles up
+/// to a tick.
+fn retry_after(pause: &mut u64) {
+    crate::proc::sched::sleep_ns(*pause);
+    *pause = (*pause * 2).min(1_000_000_000 / crate::time::HZ);
 }
 
 /// WRITE (docs/resources.md).
 pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
-    match route(id)? {
-        None => local::write(id, data, arg),
-        Some(core) => {
-            let op = Op::ResWrite {
-                id,
-                data: data.to_vec(),
-                arg,
-            };
-            rpcc::call(core, op)?.value()
+    let mut pause = RETRY_FIRST_NS;
+    loop {
+        let r = match route(id)? {
+            None => local::write(id, data, arg),
+            Some(core) => {
+                let op = Op::ResWrite {
+                    id,
+                    data: data.to_vec(),
+                    arg,
+                };
+                rpcc::call(core, op).and_then(Out::value)
+            }
+        };
+        if r == Err(Error::Busy) && id.kind() == Some(abi::res::ResType::Pipe) {
+            retry_after(&mut pause);
+            continue;
         }
+        return r;
     }
 }
 
@@ -319,7 +359,7 @@ pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
         // A P that cannot wait where it is done (big-lock mode on another core's
         // semaphore, or the kernel's own idle context) looks again at the next tick.
         if r == Err(Error::Busy) && cmd == abi::syscall::control::SEM_P {
-            crate::proc::sched::sleep_ns(1_000_000_000 / crate::time::HZ);
+            retry_later();
             continue;
         }
         return r;

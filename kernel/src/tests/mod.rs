@@ -18,6 +18,7 @@ mod limits;
 mod memory;
 mod modes;
 mod net;
+mod pipe;
 mod platform;
 mod privilege;
 mod process;

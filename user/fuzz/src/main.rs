@@ -256,7 +256,10 @@ impl Fuzzer {
             nr::SETUSER => a[0] = u64::from(fuzz_user(self.me.core()).0),
             nr::COLLECT | nr::RECV | nr::THREAD_JOIN | nr::ENTER => a[2] = self.small_timeout(),
             nr::CALL if self.own_endpoints.contains(&a[0]) => return,
-            nr::RES_CONTROL if a[1] == nr::control::SEM_P => return,
+            // A P, or holding a pipe's write end (then reading it), could wait for ever.
+            nr::RES_CONTROL if a[1] == nr::control::SEM_P || a[1] == nr::control::PIPE_HOLD => {
+                return
+            }
             nr::THREAD_CREATE => {
                 a[0] = thread_entry as *const () as u64;
                 a[1] = STACK.top();
@@ -434,7 +437,10 @@ impl Fuzzer {
         if kind == ipc::SUBMIT_TIMER {
             s.args[0] = self.small_timeout();
         }
-        if kind == ipc::SUBMIT_RES_CONTROL && s.args[0] == nr::control::SEM_P && self.rng.chance(2)
+        // Holding a pipe's write end, then reading it, could wait for ever: never.
+        let hold = s.args[0] == nr::control::PIPE_HOLD;
+        if kind == ipc::SUBMIT_RES_CONTROL
+            && (hold || (s.args[0] == nr::control::SEM_P && self.rng.chance(2)))
         {
             s.args[0] = nr::control::INFO;
         }

@@ -14,7 +14,7 @@
 //! for any child reports, however often the job moved to another core (by `migrate` or
 //! by itself); `jobs` lists the jobs and `wait [PID]` waits for them. The resource commands (`res ...`, `su`, `whoami`) are in [`res`], the
 //! commands about cores and RPCC (`cores`, `mem`, `migrate`, `rpcc`) in [`cores`], `fn ls`
-//! and `replace` in [`fns`].
+//! and `replace` in [`fns`], pipelines (`run A | B`) and `remote` in [`pipes`].
 //!
 //! `exit` ends the shell (refused while jobs run: they would outlive it with nobody allowed
 //! to kill them); the kernel then starts a new one (`kernel/src/init.rs`), as it does
@@ -34,6 +34,7 @@ mod cores;
 mod editor;
 mod fns;
 mod net;
+mod pipes;
 mod res;
 
 use alloc::format;
@@ -59,6 +60,11 @@ commands:
                                   start PROG (PRIO: driver, server, app or 0-2; default
                                   app) on CORE (default this one); wait for it, or with &
                                   run it in the background
+  run A [ARGS] [-c CORE] | B [ARGS] [-c CORE] [| ...]
+                                  a pipeline: A's output is B's input (a pipe on B's
+                                  core), each on its core; waits for all of them
+  remote CORE PROG [ARGS...]      run PROG on CORE with its output on this console and
+                                  wait for it (P0's remote command)
   jobs                            the background programs that have not ended
   wait [PID]                      wait for background program PID (default: every one)
                                   to end and report it (Ctrl-C stops waiting)
@@ -81,7 +87,8 @@ commands:
                                   here/vregion/buf0 or c1/vregion/buf1) and print its id;
                                   ARG by type: vregion SIZE (4096, 4K, 1M), vspace [PID]
                                   (default this shell), process PROGRAM [ARGS...]
-                                  (created stopped), compute MIPS (1-10000); RIGHTS e.g.
+                                  (created stopped), compute MIPS (1-10000), pipe
+                                  [CAPACITY] (default 4096 bytes); RIGHTS e.g.
                                   rwcx/r--- (creator's read/write/close/control, then
                                   everyone else's; default rwcx/----)
   res close RES                   delete RES; RES is an id (c0:vregion:3.1 or 0x...) or
@@ -217,7 +224,9 @@ impl Shell {
             "ps" => no_args(cmd).and_then(|_| ps()),
             "cores" => no_args(cmd).and_then(|_| cores::cores()),
             "mem" => no_args(cmd).and_then(|_| cores::mem()),
+            "run" if words.contains(&"|") => pipes::pipeline(&words[1..], &mut self.typeahead),
             "run" => self.run(args),
+            "remote" => pipes::remote(args, &mut self.typeahead),
             "kill" => self.kill(args),
             "jobs" => no_args(cmd).map(|_| self.list_jobs()),
             "wait" => self.wait(args),
@@ -283,44 +292,9 @@ impl Shell {
     /// `run PROG [ARGS...] [-p PRIO] [-c CORE] [&]` (the options may also come right after
     /// `run`, in either order).
     fn run(&mut self, args: &[&str]) -> Result<(), String> {
-        const USAGE: &str = "run: usage: run PROG [ARGS...] [-p PRIO] [-c CORE] [&]";
-        let mut args: Vec<&str> = args.to_vec();
-        let mut background = false;
-        if let Some(last) = args.pop() {
-            match last.strip_suffix('&') {
-                Some("") => background = true,
-                Some(rest) => {
-                    background = true;
-                    args.push(rest);
-                }
-                None => args.push(last),
-            }
-        }
-        if let Some(flag) = args.last().filter(|w| **w == "-p" || **w == "-c") {
-            return Err(format!("run: {flag} needs a value ({USAGE})"));
-        }
-        let (mut priority, mut core) = (None, None);
-        while let Some((flag, value, at)) = run_option(&args) {
-            let duplicate = || format!("run: {flag} given twice");
-            match flag {
-                "-p" => {
-                    let p = Priority::parse(value).ok_or_else(|| {
-                        format!("run: bad priority '{value}' (driver, server, app or 0-2)")
-                    })?;
-                    priority.replace(p).map_or(Ok(()), |_| Err(duplicate()))?;
-                }
-                _ => {
-                    let c = cores::parse_core(value)
-                        .ok_or_else(|| format!("run: bad core '{value}' (a number, e.g. 1)"))?;
-                    core.replace(c).map_or(Ok(()), |_| Err(duplicate()))?;
-                }
-            }
-            args.drain(at..at + 2);
-        }
-        let priority = priority.unwrap_or(Priority::App);
-        let Some((&prog, prog_args)) = args.split_first() else {
-            return Err(USAGE.into());
-        };
+        let (stage, background) = parse_run(args)?;
+        let (prog, prog_args, priority, core) =
+            (stage.prog, &stage.args[..], stage.priority, stage.core);
         let pid = match core {
             None => sys::spawn(prog, prog_args, priority),
             Some(core) => sys::spawn_on(prog, prog_args, priority, core),
@@ -485,6 +459,63 @@ impl Shell {
     }
 }
 
+/// One program to start: `run`'s words parsed.
+pub struct Stage<'a> {
+    pub prog: &'a str,
+    pub args: Vec<&'a str>,
+    pub priority: Priority,
+    pub core: Option<usize>,
+}
+
+/// `run`'s words (`PROG [ARGS...] [-p PRIO] [-c CORE] [&]`, the options also right after
+/// `run`): the program to start, and whether in the background.
+pub fn parse_run<'a>(args: &[&'a str]) -> Result<(Stage<'a>, bool), String> {
+    const USAGE: &str = "run: usage: run PROG [ARGS...] [-p PRIO] [-c CORE] [&]";
+    let mut args: Vec<&str> = args.to_vec();
+    let mut background = false;
+    if let Some(last) = args.pop() {
+        match last.strip_suffix('&') {
+            Some("") => background = true,
+            Some(rest) => {
+                background = true;
+                args.push(rest);
+            }
+            None => args.push(last),
+        }
+    }
+    if let Some(flag) = args.last().filter(|w| **w == "-p" || **w == "-c") {
+        return Err(format!("run: {flag} needs a value ({USAGE})"));
+    }
+    let (mut priority, mut core) = (None, None);
+    while let Some((flag, value, at)) = run_option(&args) {
+        let duplicate = || format!("run: {flag} given twice");
+        match flag {
+            "-p" => {
+                let p = Priority::parse(value).ok_or_else(|| {
+                    format!("run: bad priority '{value}' (driver, server, app or 0-2)")
+                })?;
+                priority.replace(p).map_or(Ok(()), |_| Err(duplicate()))?;
+            }
+            _ => {
+                let c = cores::parse_core(value)
+                    .ok_or_else(|| format!("run: bad core '{value}' (a number, e.g. 1)"))?;
+                core.replace(c).map_or(Ok(()), |_| Err(duplicate()))?;
+            }
+        }
+        args.drain(at..at + 2);
+    }
+    let Some((&prog, prog_args)) = args.split_first() else {
+        return Err(USAGE.into());
+    };
+    let stage = Stage {
+        prog,
+        args: prog_args.to_vec(),
+        priority: priority.unwrap_or(Priority::App),
+        core,
+    };
+    Ok((stage, background))
+}
+
 /// The next `-p VALUE` or `-c VALUE` of `run`'s words: right after `run` or at the end
 /// (after the program's arguments). Returns the flag, its value and where the pair starts.
 fn run_option<'a>(args: &[&'a str]) -> Option<(&'a str, &'a str, usize)> {
@@ -497,7 +528,7 @@ fn run_option<'a>(args: &[&'a str]) -> Option<(&'a str, &'a str, usize)> {
 }
 
 /// Why a child's end counts as a failure, or `None` for exit status 0.
-fn failure(st: &WaitStatus) -> Option<String> {
+pub fn failure(st: &WaitStatus) -> Option<String> {
     match st.how {
         abi::ENDED_EXIT if st.code == 0 => None,
         abi::ENDED_EXIT => Some(format!("exited with status {}", st.code as u32 as i32)),
@@ -591,7 +622,7 @@ fn sleep(args: &[&str]) -> Result<(), String> {
 /// Programs that read the console themselves should be run with `&`: while a foreground
 /// job runs, the shell takes the console's input to look for Ctrl-C, and keeps every other
 /// byte in `typeahead` for the next prompt.
-fn wait_foreground(pid: Pid, typeahead: &mut Vec<u8>) -> Result<WaitStatus, String> {
+pub fn wait_foreground(pid: Pid, typeahead: &mut Vec<u8>) -> Result<WaitStatus, String> {
     const CTRL_C: u8 = 0x03;
     // A Ctrl-C typed behind the command line (read with it) counts as typed now.
     let mut interrupt = typeahead.contains(&CTRL_C);

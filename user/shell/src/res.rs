@@ -197,6 +197,16 @@ impl Shell {
                 }
                 ulib::ipc::open_endpoint(name, rights)
             }
+            ResType::Pipe => match args {
+                [] => res::open(name, &[], rights),
+                [size] => {
+                    let bytes = parse_size(size).ok_or_else(|| {
+                        format!("res open: bad capacity '{size}' (bytes, or with K, e.g. 4K)")
+                    })?;
+                    res::open(name, &bytes.to_le_bytes(), rights)
+                }
+                _ => return Err("res open: usage: res open LOC/pipe/NAME [CAPACITY]".into()),
+            },
         };
         let id = opened.map_err(|e| format!("res open: {e}: {name}"))?;
         match parsed.kind {
@@ -473,6 +483,7 @@ fn size_text(r: &ResInfo) -> String {
         Some(ResType::Endpoint) => format!("owner {}", Pid(r.size)),
         Some(ResType::Sem) => format!("count {}", r.size),
         Some(ResType::Device) => format!("{:04x}:{:04x}", r.size >> 16, r.size & 0xffff),
+        Some(ResType::Pipe) => format!("{} B buffered", r.size),
         None => format!("{:#x}", r.size),
     }
 }
@@ -492,6 +503,11 @@ fn detail_text(r: &ResInfo) -> String {
             "class {:06x} ({})",
             r.detail,
             abi::dev::class_name(r.detail as u32)
+        ),
+        Some(ResType::Pipe) => format!(
+            "{} readers, {} writers",
+            r.detail >> 32,
+            r.detail & 0xffff_ffff
         ),
         None => format!("{:#x}", r.detail),
     }

@@ -40,6 +40,7 @@ pub mod res;
 pub mod ring;
 pub mod rt;
 pub mod sem;
+pub mod stdio;
 pub mod sys;
 pub mod thread;
 
@@ -53,13 +54,13 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
     // Printing does not allocate, so this works even when the allocator failed.
     let program = rt::program_name();
     match info.location() {
-        Some(l) => println!(
+        Some(l) => eprintln!(
             "panic in {program}: {} at {}:{}",
             info.message(),
             l.file(),
             l.line()
         ),
-        None => println!("panic in {program}: {}", info.message()),
+        None => eprintln!("panic in {program}: {}", info.message()),
     }
     sys::exit(PANIC_STATUS)
 }

@@ -5,7 +5,9 @@
 //! argument 0 is the program's name. `_start` is emitted by [`main!`](crate::main) in the
 //! program's own crate (so the linker can never drop it from an archive member): it clears
 //! `rbp` to end frame-pointer chains and calls [`start`], which builds the `&[&str]` the
-//! program's `main` takes and exits with what `main` returns.
+//! program's `main` takes and exits with what `main` returns. A last argument that gives the
+//! standard input and output (`stdio::TAG`) is taken off first; when `main` returns, the
+//! program lets go of those (`stdio::finish`).
 
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
@@ -75,7 +77,14 @@ pub unsafe fn start(argc: usize, argv: *const [u64; 2], main: fn(&[&str]) -> i32
         PROGRAM_LEN.store(name.len(), Ordering::Relaxed);
         PROGRAM_PTR.store(name.as_ptr().cast_mut(), Ordering::Release);
     }
-    crate::sys::exit(main(args))
+    // The standard input and output a parent gave (`stdio::spawn`): not one of `main`'s.
+    let args = match args.split_last() {
+        Some((last, rest)) if !rest.is_empty() && crate::stdio::take_tag(last) => rest,
+        _ => args,
+    };
+    let status = main(args);
+    crate::stdio::finish();
+    crate::sys::exit(status)
 }
 
 /// Declare the program's entry point: `ulib::main!(my_main)` with

@@ -1,0 +1,350 @@
+//! Pipes (`pipe`, a resource type): a bounded byte buffer between processes of any cores,
+//! with Unix semantics (P0's user pipes, which join processes on different processors).
+//!
+//! A pipe lives on the core it was opened on; a reader or writer on another core reaches
+//! it through the RPCC like any resource (`res::read`/`res::write`). Who holds each end is
+//! a list of pids (`PIPE_HOLD`/`PIPE_DROP`, usually set by the parent that wires a
+//! pipeline, before its children run): READ answers what is buffered (at most its length),
+//! or 0 bytes (EOF) once the buffer is empty and no writer is held; it waits while the
+//! buffer is empty and a writer is held. WRITE takes as much as fits (at least one byte)
+//! and answers the count, fails `Gone` once no reader is held, and waits while the buffer
+//! is full.
+//!
+//! Waiting is done outside the table (`Later`) by the caller's own thread when it is of
+//! this core: it sleeps in the pipe, and every read or write that changes the buffer, and
+//! every `PIPE_DROP`, wakes it to try again. An RPCC agent working for a caller of another
+//! core does not wait here (a core has few agents, and the write that would end the wait may
+//! need one): it answers `Busy`, and the caller's core tries again after a pause that grows
+//! from 50 us to a tick (`res::read`/`res::write`), as the kernel's own context does. A
+//! holder that ended without dropping its end (killed, faulted) is noticed by the waiters
+//! themselves: a sleeping waiter wakes at least once a tick and then asks the holders'
+//! cores which holders still live and forgets the others, and every retry from another
+//! core does the same, so EOF and `Gone` come at most a tick or so late and nothing waits
+//! for ever.
+//! A pid that moved to another core (`migrate`) is a new pid: its old one counts as ended.
+//!
+//! OPEN takes the capacity (8 bytes, 1..=[`MAX_CAPACITY`]; no arguments: [`CAPACITY`]).
+//! CLOSE answers every waiter `StaleResource`. RES_INFO: size = bytes buffered, detail =
+//! readers held << 32 | writers held.
+
+#![deny(unsafe_code)]
+
+use super::flow_pid;
+use super::kind::{u64_arg, Later, Resource, Step};
+use super::local;
+use super::ReadOut;
+use crate::percore::current_core;
+use crate::proc::sched;
+use crate::rpcc::{self, Op, Out};
+use abi::res::ResId;
+use abi::syscall::control;
+use abi::{Error, Pid};
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::convert::Infallible;
+
+/// The capacity of a pipe opened without arguments (bytes).
+pub const CAPACITY: usize = 4096;
+/// Largest capacity.
+pub const MAX_CAPACITY: usize = 64 * 1024;
+/// Most holders of one end.
+pub const MAX_HOLDERS: usize = 16;
+
+/// A pipe (boxed: a table slot stays small).
+pub struct Pipe(Box<Inner>);
+
+impl core::ops::Deref for Pipe {
+    type Target = Inner;
+    fn deref(&self) -> &Inner {
+        &self.0
+    }
+}
+
+impl core::ops::DerefMut for Pipe {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.0
+    }
+}
+
+/// A pipe's buffer, who holds its ends, and the threads of this core waiting in it.
+pub struct Inner {
+    buf: VecDeque<u8>,
+    capacity: usize,
+    readers: Vec<Pid>,
+    writers: Vec<Pid>,
+    sleepers: Vec<u32>,
+}
+
+/// A READ that found the pipe empty with a writer held: wait for bytes or EOF.
+pub struct ReadWait(u64);
+
+/// A WRITE that found the pipe full: wait for room, or for the last reader to go.
+pub struct WriteWait;
+
+/// `PIPE_HOLD` of a process: it is checked alive outside the table.
+pub struct Hold {
+    end: u64,
+    pid: Pid,
+}
+
+impl Resource for Pipe {
+    type ReadLater = ReadWait;
+    type WriteLater = WriteWait;
+    type ControlLater = Hold;
+    type InfoLater = Infallible;
+
+    /// The capacity (8 bytes), or none for [`CAPACITY`].
+    fn open(args: &[u8]) -> Result<Self, Error> {
+        let capacity = if args.is_empty() {
+            CAPACITY
+        } else {
+            usize::try_from(u64_arg(args)?).map_err(|_| Error::InvalidArgument)?
+        };
+        if capacity == 0 || capacity > MAX_CAPACITY {
+            return Err(Error::InvalidArgument);
+        }
+        Ok(Pipe(Box::new(Inner {
+            buf: VecDeque::new(),
+            capacity,
+            readers: Vec::new(),
+            writers: Vec::new(),
+            sleepers: Vec::new(),
+        })))
+    }
+
+    /// The waiters wake and find the pipe gone.
+    fn release(mut self, _: Option<ResId>) {
+        self.wake();
+    }
+
+    fn read(&mut self, len: u64, _: u64) -> Result<Step<ReadOut, ReadWait>, Error> {
+        Ok(match self.try_read(len) {
+            Some(bytes) => Step::Done(ReadOut::Bytes(bytes)),
+            None => Step::Later(ReadWait(len)),
+        })
+    }
+
+    fn write(&mut self, data: &[u8], _: u64) -> Result<Step<u64, WriteWait>, Error> {
+        Ok(match self.try_write(data)? {
+            Some(n) => Step::Done(n),
+            None => Step::Later(WriteWait),
+        })
+    }
+
+    /// `INFO`: bytes buffered; `PIPE_HOLD`, `PIPE_DROP`.
+    fn control(&mut self, cmd: u64, a: u64, b: u64) -> Result<Step<u64, Hold>, Error> {
+        match cmd {
+            control::INFO => Ok(Step::Done(self.buf.len() as u64)),
+            control::PIPE_HOLD => {
+                self.end_mut(a)?;
+                Ok(Step::Later(Hold {
+                    end: a,
+                    pid: holder(b)?,
+                }))
+            }
+            control::PIPE_DROP => {
+                let pid = holder(b)?;
+                let end = self.end_mut(a)?;
+                let at = end
+                    .iter()
+                    .position(|p| *p == pid)
+                    .ok_or(Error::NoSuchProcess)?;
+                end.swap_remove(at);
+                self.wake();
+                Ok(Step::Done(0))
+            }
+            _ => Err(Error::NotSupported),
+        }
+    }
+
+    /// Bytes buffered; readers held << 32 | writers held.
+    fn info(&self) -> Step<(u64, u64), Infallible> {
+        let ends = ((self.readers.len() as u64) << 32) | self.writers.len() as u64;
+        Step::Done((self.buf.len() as u64, ends))
+    }
+}
+
+/// The pid `PIPE_HOLD`/`PIPE_DROP` name: `arg`, or the caller's for 0.
+fn holder(arg: u64) -> Result<Pid, Error> {
+    match arg {
+        0 => flow_pid().ok_or(Error::NoSuchProcess),
+        p => Ok(Pid(p)),
+    }
+}
+
+impl Inner {
+    fn end_mut(&mut self, end: u64) -> Result<&mut Vec<Pid>, Error> {
+        match end {
+            control::PIPE_READ_END => Ok(&mut self.readers),
+            control::PIPE_WRITE_END => Ok(&mut self.writers),
+            _ => Err(Error::InvalidArgument),
+        }
+    }
+
+    /// READ now: the bytes (none: EOF), or `None` if the caller must wait.
+    fn try_read(&mut self, len: u64) -> Option<Vec<u8>> {
+        if !self.buf.is_empty() {
+            let n = self.buf.len().min(usize::try_from(len).unwrap_or(usize::MAX));
+            let bytes: Vec<u8> = self.buf.drain(..n).collect();
+            if n > 0 {
+                self.wake();
+            }
+            return Some(bytes);
+        }
+        if self.writers.is_empty() || len == 0 {
+            return Some(Vec::new());
+        }
+        None
+    }
+
+    /// WRITE now: the count taken, or `None` if the caller must wait.
+    fn try_write(&mut self, data: &[u8]) -> Result<Option<u64>, Error> {
+        if self.readers.is_empty() {
+            return Err(Error::Gone);
+        }
+        if data.is_empty() {
+            return Ok(Some(0));
+        }
+        let n = (self.capacity - self.buf.len()).min(data.len());
+        if n == 0 {
+            return Ok(None);
+        }
+        self.buf.extend(&data[..n]);
+        self.wake();
+        Ok(Some(n as u64))
+    }
+
+    /// Wake every thread waiting in the pipe: each tries again.
+    fn wake(&mut self) {
+        if self.sleepers.is_empty() {
+            return;
+        }
+        let sleepers = core::mem::take(&mut self.sleepers);
+        sched::with(|s| {
+            for t in sleepers {
+                s.wake(t);
+            }
+        });
+    }
+
+    /// Forget the holders in `gone`.
+    fn forget(&mut self, gone: &[Pid]) {
+        if gone.is_empty() {
+            return;
+        }
+        self.readers.retain(|p| !gone.contains(p));
+        self.writers.retain(|p| !gone.contains(p));
+        self.wake();
+    }
+}
+
+impl Later<ReadOut> for ReadWait {
+    fn run(self, id: ResId, _: &[u8]) -> Result<ReadOut, Error> {
+        wait(id, |p| Ok(p.try_read(self.0))).map(ReadOut::Bytes)
+    }
+}
+
+impl Later<u64> for WriteWait {
+    /// `data` is what WRITE was given.
+    fn run(self, id: ResId, data: &[u8]) -> Result<u64, Error> {
+        wait(id, |p| p.try_write(data))
+    }
+}
+
+impl Later<u64> for Hold {
+    /// Hold the end for a live process (at most [`MAX_HOLDERS`] per end; holding twice is
+    /// holding once).
+    fn run(self, id: ResId, _: &[u8]) -> Result<u64, Error> {
+        if !alive(self.pid) {
+            return Err(Error::NoSuchProcess);
+        }
+        local::with_state(id, &[], |p: &mut Pipe| {
+            let end = p.end_mut(self.end)?;
+            if !end.contains(&self.pid) {
+                if end.len() >= MAX_HOLDERS {
+                    return Err(Error::Limit);
+                }
+                end.push(self.pid);
+            }
+            Ok(0)
+        })
+    }
+}
+
+/// Wait in pipe `id` until `attempt` answers: the running thread sleeps in the pipe until a
+/// change wakes it or a tick passes; after a tick it forgets the holders that ended (and
+/// gives up if its requester ended). Where nobody here can wait (an RPCC agent working for
+/// another core's caller, big-lock mode working for another core, or the kernel's own
+/// context) it forgets the ended holders, tries once more and answers `Busy`: the caller
+/// tries again after a pause that grows from 50 us to a tick (`res::read`/`res::write`).
+/// (An agent must not wait here: the agents a core may have are few, and the write that
+/// would end the wait may need one.)
+fn wait<T>(
+    id: ResId,
+    mut attempt: impl FnMut(&mut Pipe) -> Result<Option<T>, Error>,
+) -> Result<T, Error> {
+    let me = if crate::structure::serves_running_thread() && !super::flow_is_remote() {
+        sched::with(|s| s.current_thread())
+    } else {
+        None
+    };
+    let tick = 1_000_000_000 / crate::time::HZ;
+    let mut look = me.is_none();
+    loop {
+        let mut gone = Vec::new();
+        if look {
+            // The holders still alive: asked of their cores, outside the table.
+            let (readers, writers) = local::with_state(id, &[], |p: &mut Pipe| {
+                Ok((p.readers.clone(), p.writers.clone()))
+            })?;
+            gone = readers
+                .into_iter()
+                .chain(writers)
+                .filter(|p| !alive(*p))
+                .collect();
+            if flow_pid().is_some_and(|p| p.core() != current_core() && !alive(p)) {
+                return Err(Error::Gone);
+            }
+        }
+        let done = local::with_state(id, &[], |p: &mut Pipe| {
+            p.forget(&gone);
+            let r = attempt(p)?;
+            if let (None, Some(me)) = (&r, me) {
+                if !p.sleepers.contains(&me) {
+                    p.sleepers.push(me);
+                }
+            }
+            Ok(r)
+        })?;
+        if let Some(v) = done {
+            return Ok(v);
+        }
+        if me.is_none() {
+            return Err(Error::Busy);
+        }
+        let deadline = crate::time::now_ns().saturating_add(tick);
+        sched::block(sched::Block::Pipe(deadline));
+        look = crate::time::now_ns() >= deadline;
+    }
+}
+
+/// Does process `pid` (of any core) live? (A core that cannot be asked: yes, as far as we
+/// know.)
+pub fn alive(pid: Pid) -> bool {
+    let live = |infos: &[abi::ProcInfo]| {
+        infos
+            .iter()
+            .any(|i| i.pid == pid && i.state != abi::STATE_ZOMBIE)
+    };
+    if pid.core() == current_core() {
+        return live(&crate::proc::infos());
+    }
+    if pid.core() >= crate::smp::cores_planned() {
+        return false;
+    }
+    match rpcc::call(pid.core(), Op::Processes) {
+        Ok(Out::Procs(v)) => live(&v),
+        _ => true,
+    }
+}

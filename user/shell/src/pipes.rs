@@ -1,0 +1,154 @@
+//! Pipelines and `remote`: the shell's commands that run programs on other cores joined by
+//! pipes, or with their output on this console (P0's user pipes across processors and its
+//! `remote` command).
+//!
+//! `run A [ARGS] [-c CORE] | B [ARGS] [-c CORE] [| ...]`: one pipe between each two
+//! neighbours, opened on the reading program's core (its reads wait there; the writer's
+//! writes travel). The shell holds both ends of every pipe while it starts the programs,
+//! has each program hold the ends it uses (`ulib::stdio::spawn`), then lets go of its own,
+//! so no reader sees EOF and no writer `Gone` before its partner exists. It waits for every
+//! program (Ctrl-C ends the one it is waiting for; the others then see EOF or `Gone`), then
+//! closes the pipes. The first program reads the console, the last writes to it. A program
+//! that ended because its reader had gone (`stdio::BROKEN_PIPE`, unless it is the last) is
+//! not a failure.
+//!
+//! `remote CORE PROG [ARGS...]`: start PROG on CORE, its output to this console, and wait
+//! for it.
+
+use crate::{cores, failure, parse_run, wait_foreground, Stage};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+use ulib::abi::res::ResId;
+use ulib::abi::syscall::control;
+use ulib::abi::{self, Pid, Priority, WaitStatus};
+use ulib::stdio::{self, Stream};
+use ulib::sys;
+
+/// Pipes opened so far (their names' serial numbers).
+static PIPES: AtomicU64 = AtomicU64::new(0);
+
+/// `run A ... | B ... [| ...]` (`words` after `run`).
+pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
+    let mut stages: Vec<Stage> = Vec::new();
+    for part in words.split(|w| *w == "|") {
+        let part = match part.first() {
+            Some(&"run") => &part[1..],
+            _ => part,
+        };
+        if part.is_empty() {
+            return Err("run: a pipeline needs a program on each side of '|'".into());
+        }
+        let (stage, background) = parse_run(part)?;
+        if background {
+            return Err("run: a pipeline cannot run in the background ('&')".into());
+        }
+        stages.push(stage);
+    }
+    let here = sys::core().map_err(|e| format!("run: {e}"))?;
+    let mut pipes: Vec<ResId> = Vec::new();
+    let result = start_and_wait(&stages, here, &mut pipes, typeahead);
+    for id in pipes {
+        // Dropping ends the shell still holds is harmless if already dropped.
+        let _ = ulib::res::control(id, control::PIPE_DROP, control::PIPE_READ_END, 0);
+        let _ = ulib::res::control(id, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+        if let Err(e) = ulib::res::close(id) {
+            ulib::eprintln!("run: closing pipe {id}: {e}");
+        }
+    }
+    result
+}
+
+/// Open the pipes (into `pipes`, for the caller to close), start every stage, let go of
+/// the shell's ends, wait for every stage; the first failure is the error.
+fn start_and_wait(
+    stages: &[Stage],
+    here: usize,
+    pipes: &mut Vec<ResId>,
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
+    for stage in &stages[1..] {
+        let serial = PIPES.fetch_add(1, Ordering::Relaxed);
+        let core = stage.core.unwrap_or(here);
+        let id = stdio::pipe(Some(core), None, serial)
+            .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))?;
+        pipes.push(id);
+    }
+    let mut pids: Vec<(Pid, &str)> = Vec::new();
+    for (i, stage) in stages.iter().enumerate() {
+        let input = match i {
+            0 => Stream::Console,
+            i => Stream::Pipe(pipes[i - 1]),
+        };
+        let output = pipes.get(i).map_or(Stream::Console, |p| Stream::Pipe(*p));
+        match stdio::spawn(
+            stage.prog,
+            &stage.args,
+            stage.priority,
+            stage.core,
+            input,
+            output,
+        ) {
+            Ok(pid) => pids.push((pid, stage.prog)),
+            Err(e) => {
+                for (pid, _) in &pids {
+                    let _ = sys::kill(*pid);
+                    let _ = sys::wait(Some(*pid));
+                }
+                return Err(match stage.core {
+                    None => format!("run: {e}: {}", stage.prog),
+                    Some(c) => format!("run: {e}: {} on core {c}", stage.prog),
+                });
+            }
+        }
+    }
+    for id in pipes.iter() {
+        for end in [control::PIPE_READ_END, control::PIPE_WRITE_END] {
+            let _ = ulib::res::control(*id, control::PIPE_DROP, end, 0);
+        }
+    }
+    let mut first_error = None;
+    let last = pids.len() - 1;
+    for (i, (pid, prog)) in pids.into_iter().enumerate() {
+        let status = wait_foreground(pid, typeahead)?;
+        // A writer whose reader ended first ends so (Unix's SIGPIPE): not a failure.
+        let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
+        if i == last || !broken {
+            continue_or_note(&status, pid, prog, &mut first_error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Note a stage's failure if it is the first.
+fn continue_or_note(status: &WaitStatus, pid: Pid, prog: &str, first: &mut Option<String>) {
+    {
+        if let Some(why) = failure(status) {
+            first.get_or_insert(format!("{prog} ({pid}) {why}"));
+        }
+    }
+}
+
+/// `remote CORE PROG [ARGS...]`.
+pub fn remote(args: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
+    let [core, prog, prog_args @ ..] = args else {
+        return Err("remote: usage: remote CORE PROG [ARGS...]".into());
+    };
+    let core = cores::parse_core(core)
+        .ok_or_else(|| format!("remote: bad core '{core}' (a number, e.g. 1)"))?;
+    let pid = stdio::spawn(
+        prog,
+        prog_args,
+        Priority::App,
+        Some(core),
+        Stream::Console,
+        Stream::Console,
+    )
+    .map_err(|e| format!("remote: {e}: {prog} on core {core}"))?;
+    let status = wait_foreground(pid, typeahead)?;
+    match failure(&status) {
+        None => Ok(()),
+        Some(why) => Err(format!("{prog} ({pid}) {why}")),
+    }
+}

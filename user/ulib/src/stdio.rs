@@ -1,0 +1,192 @@
+//! Standard input and output: the console, or a pipe (`res::pipe` in the kernel).
+//!
+//! A program's standard output is where [`print!`](crate::print) goes, its standard input
+//! what [`read`] reads. Both are the console unless the parent says otherwise: it spawns
+//! the child with [`spawn`], which appends one argument, [`TAG`] followed by the two
+//! pipes' ids in hexadecimal (`0` for the console), e.g. `"\u{1}stdio=0,1c0000000001"`.
+//! `rt::start` takes that argument off before `main` sees the others ([`take_tag`]), so a
+//! program never sees it. The parent wires the pipes' ends before the child runs (it
+//! holds them itself, `PIPE_HOLD`s them for the child, then drops its own), and
+//! `rt::start` drops the child's ends when `main` returns ([`finish`]); a child that ends
+//! otherwise is noticed by the pipe itself.
+//!
+//! Writing to a pipe whose readers have all gone ends the program with [`BROKEN_PIPE`]
+//! (Unix's writer, killed by SIGPIPE, ends the same way).
+
+use crate::abi::res::ResId;
+use crate::abi::syscall::control;
+use crate::abi::{Error, Pid, Priority};
+use alloc::format;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// The argument that carries the standard input and output starts with this.
+pub const TAG: &str = "\u{1}stdio=";
+
+/// Exit status of a program whose standard output lost its last reader.
+pub const BROKEN_PIPE: i32 = 141;
+
+/// The standard input's pipe id (0: the console).
+static STDIN: AtomicU64 = AtomicU64::new(0);
+/// The standard output's pipe id (0: the console).
+static STDOUT: AtomicU64 = AtomicU64::new(0);
+
+/// Where a standard stream goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    Console,
+    Pipe(ResId),
+}
+
+impl Stream {
+    fn raw(self) -> u64 {
+        match self {
+            Stream::Console => 0,
+            Stream::Pipe(id) => id.0,
+        }
+    }
+
+    fn of(raw: u64) -> Stream {
+        match raw {
+            0 => Stream::Console,
+            id => Stream::Pipe(ResId(id)),
+        }
+    }
+}
+
+/// This program's standard input.
+pub fn stdin() -> Stream {
+    Stream::of(STDIN.load(Ordering::Relaxed))
+}
+
+/// This program's standard output.
+pub fn stdout() -> Stream {
+    Stream::of(STDOUT.load(Ordering::Relaxed))
+}
+
+/// The argument that gives a child `input` and `output`.
+pub fn tag(input: Stream, output: Stream) -> alloc::string::String {
+    format!("{TAG}{:x},{:x}", input.raw(), output.raw())
+}
+
+/// `arg` is the standard input and output argument: take it (called once by `rt::start`,
+/// before `main`). Returns whether it was.
+pub fn take_tag(arg: &str) -> bool {
+    let Some((input, output)) = arg.strip_prefix(TAG).and_then(|r| r.split_once(',')) else {
+        return false;
+    };
+    let (Ok(input), Ok(output)) = (
+        u64::from_str_radix(input, 16),
+        u64::from_str_radix(output, 16),
+    ) else {
+        return false;
+    };
+    STDIN.store(input, Ordering::Relaxed);
+    STDOUT.store(output, Ordering::Relaxed);
+    true
+}
+
+/// Write some of `bytes` to the standard output; the count written.
+pub fn write(bytes: &[u8]) -> Result<usize, Error> {
+    match stdout() {
+        Stream::Console => crate::sys::write(bytes),
+        Stream::Pipe(id) => match crate::res::write(id, bytes, 0) {
+            Err(Error::Gone) => crate::sys::exit(BROKEN_PIPE),
+            r => r,
+        },
+    }
+}
+
+/// Read from the standard input into `buf`: at least one byte, or 0 at its end (a pipe's
+/// EOF; the console has none). The console is served on core 0 only.
+pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
+    match stdin() {
+        Stream::Console => crate::sys::read(buf),
+        Stream::Pipe(id) => crate::res::read(id, buf, 0),
+    }
+}
+
+/// Read the whole standard input (until EOF).
+pub fn read_to_end() -> Result<Vec<u8>, Error> {
+    let mut all = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match read(&mut buf)? {
+            0 => return Ok(all),
+            n => all.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// The program is done with its streams: it lets go of its pipes' ends, so the reader of
+/// its output sees EOF now (called by `rt::start` when `main` returns).
+pub fn finish() {
+    if let Stream::Pipe(id) = stdout() {
+        let _ = crate::res::control(id, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+    }
+    if let Stream::Pipe(id) = stdin() {
+        let _ = crate::res::control(id, control::PIPE_DROP, control::PIPE_READ_END, 0);
+    }
+}
+
+/// Open a pipe on core `core` (`None`: this one) of `capacity` bytes (`None`: the kernel's
+/// default), its name unique per process and `serial`, held at both ends by this process.
+pub fn pipe(core: Option<usize>, capacity: Option<u64>, serial: u64) -> Result<ResId, Error> {
+    let me = crate::sys::getpid()?;
+    let location = match core {
+        Some(c) => format!("c{c}"),
+        None => "here".into(),
+    };
+    let name = format!("{location}/pipe/p{}-{}-{serial}", me.core(), me.serial());
+    let args = capacity.map(u64::to_le_bytes);
+    let id = crate::res::open(
+        &name,
+        args.as_ref().map_or(&[][..], |a| &a[..]),
+        crate::abi::res::Rights::OWNER_ALL,
+    )?;
+    for end in [control::PIPE_READ_END, control::PIPE_WRITE_END] {
+        if let Err(e) = crate::res::control(id, control::PIPE_HOLD, end, 0) {
+            let _ = crate::res::close(id);
+            return Err(e);
+        }
+    }
+    Ok(id)
+}
+
+/// Spawn `name` with `args` on `core` (`None`: this one) with standard input `input` and
+/// output `output`; for each pipe among them the child holds the end it uses (reading
+/// `input`, writing `output`) before it runs any further than its start-up.
+pub fn spawn(
+    name: &str,
+    args: &[&str],
+    priority: Priority,
+    core: Option<usize>,
+    input: Stream,
+    output: Stream,
+) -> Result<Pid, Error> {
+    let tag = tag(input, output);
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(&tag);
+    let pid = match core {
+        None => crate::sys::spawn(name, &all, priority),
+        Some(c) => crate::sys::spawn_on(name, &all, priority, c),
+    }?;
+    let held = [
+        (input, control::PIPE_READ_END),
+        (output, control::PIPE_WRITE_END),
+    ];
+    for (stream, end) in held {
+        if let Stream::Pipe(id) = stream {
+            // A child that already ended (it could not have used the pipe yet: it has not
+            // got the end) is `NoSuchProcess`: nothing to hold.
+            match crate::res::control(id, control::PIPE_HOLD, end, pid.0) {
+                Ok(_) | Err(Error::NoSuchProcess) => {}
+                Err(e) => {
+                    let _ = crate::sys::kill(pid);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    Ok(pid)
+}
