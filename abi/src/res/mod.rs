@@ -58,7 +58,7 @@ pub enum ResType {
 }
 
 impl ResType {
-    pub const ALL: [ResType; 7] = [
+    pub const ALL: [ResType; 8] = [
         ResType::VRegion,
         ResType::VSpace,
         ResType::Process,
