@@ -27,6 +27,7 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod bench;
+pub mod blk;
 pub mod dev;
 pub mod fnid;
 pub mod ipc;

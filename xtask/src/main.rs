@@ -14,6 +14,7 @@ mod bench_tender;
 mod bench_timers;
 mod bench_urpc;
 mod build;
+mod disk;
 mod layers;
 mod peer_linux;
 mod qemu;
@@ -76,6 +77,10 @@ enum Cmd {
         /// 52:54:00:12:34:56), for the user-mode network driver.
         #[arg(long)]
         net: bool,
+        /// Make `target/disk.img` (the FAT disk every run attaches as a virtio-blk device)
+        /// anew, empty; without it the image is kept between boots.
+        #[arg(long)]
+        fresh_disk: bool,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
@@ -143,6 +148,7 @@ fn run(cli: Cli) -> Result<()> {
             gdb,
             script,
             net,
+            fresh_disk,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
@@ -160,6 +166,7 @@ fn run(cli: Cli) -> Result<()> {
             if net {
                 g.net = Some(qemu::NetCfg::test());
             }
+            g.disk = Some(disk::user_image(fresh_disk)?);
             if deterministic {
                 g.mode = Mode::Deterministic;
             }

@@ -87,6 +87,11 @@ pub fn run(opts: &Options) -> Result<bool> {
             g.cpu_flags = cpu_flags.to_string();
             // A virtio-net device for the `dev::*` tests (user-mode drivers).
             g.net = Some(crate::qemu::NetCfg::test());
+            // A FAT disk of its own for the `dev::blk*` tests (never the user's disk.img).
+            let disk = crate::build::workspace_root().join("target/test-disk.img");
+            crate::disk::make(&disk)?;
+            crate::disk::put(&disk, "HOST.TXT", b"put in by mtools\n")?;
+            g.disk = Some(disk);
             let found = kernel_suite(&mut t, &g, &opts.filter, label, &kernel, opts.verbose)?;
             if fault_tests.is_empty() {
                 fault_tests = found;

@@ -1,0 +1,120 @@
+//! Disk images for the virtio-blk device (issue 16): FAT images made and read on the host by
+//! Debian's `dosfstools` (`mkfs.fat`) and `mtools` (`mcopy`, `mtype`), so users put files
+//! in and take results out with ordinary tools. `cargo xtask run` attaches
+//! `target/disk.img` (made on first use, kept between boots, `--fresh-disk` makes it anew);
+//! test boots get their own images under `target/` and never touch the user's.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Size of a new image in KiB (FAT16).
+const SIZE_KIB: u64 = 16 * 1024;
+
+const INSTALL_HELP: &str = "\
+Musubi's disk images need mkfs.fat (dosfstools) and mtools. As root on Debian:
+  apt-get install -y dosfstools mtools
+(or run `bash .ci/install-disk-tools`, which does exactly that)";
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Make sure `mkfs.fat` and `mtools` are there; install them when running as root.
+pub fn ensure_tools() -> Result<()> {
+    if have("mkfs.fat") && have("mcopy") {
+        return Ok(());
+    }
+    eprintln!("xtask: mkfs.fat or mtools is missing");
+    let script = crate::build::workspace_root().join(".ci/install-disk-tools");
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false);
+    if is_root && Path::new("/usr/bin/apt-get").exists() && script.exists() {
+        eprintln!("xtask: installing dosfstools and mtools (bash .ci/install-disk-tools)");
+        let ok = Command::new("bash")
+            .arg(&script)
+            .status()
+            .context("running .ci/install-disk-tools")?
+            .success();
+        if ok && have("mkfs.fat") && have("mcopy") {
+            return Ok(());
+        }
+        bail!("installing the disk tools failed.\n{INSTALL_HELP}");
+    }
+    bail!("{INSTALL_HELP}");
+}
+
+/// The user's disk, `target/disk.img`: made if missing or if `fresh`, else kept.
+pub fn user_image(fresh: bool) -> Result<PathBuf> {
+    let path = crate::build::workspace_root().join("target/disk.img");
+    if fresh || !path.exists() {
+        make(&path)?;
+        eprintln!("xtask: made a new FAT disk image {}", path.display());
+    }
+    Ok(path)
+}
+
+/// A new empty FAT16 image at `path` (an old one is replaced).
+pub fn make(path: &Path) -> Result<()> {
+    ensure_tools()?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let _ = std::fs::remove_file(path);
+    run(Command::new("mkfs.fat")
+        .args(["-C", "-F", "16", "-n", "MUSUBI"])
+        .arg(path)
+        .arg(SIZE_KIB.to_string()))
+}
+
+/// Put `data` into the image as `name` (an 8.3 name in the root directory).
+pub fn put(image: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let tmp = image.with_extension(format!("put-{name}"));
+    std::fs::write(&tmp, data)?;
+    let r = run(Command::new("mcopy")
+        .arg("-o")
+        .arg("-i")
+        .arg(image)
+        .arg(&tmp)
+        .arg(format!("::{name}")));
+    let _ = std::fs::remove_file(&tmp);
+    r
+}
+
+/// The contents of `name` in the image.
+pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
+    let out = Command::new("mtype")
+        .arg("-i")
+        .arg(image)
+        .arg(format!("::{name}"))
+        .output()
+        .context("running mtype (mtools)")?;
+    if !out.status.success() {
+        bail!(
+            "mtype ::{name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed: {}",
+            cmd.get_program(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
