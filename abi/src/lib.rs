@@ -29,6 +29,7 @@
 pub mod bench;
 pub mod blk;
 pub mod dev;
+pub mod fs;
 pub mod fnid;
 pub mod ipc;
 pub mod net;

@@ -8,8 +8,11 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Size of a new image in KiB (FAT16).
+/// Size of a new image's FAT16 volume in KiB.
 const SIZE_KIB: u64 = 16 * 1024;
+/// The volume's first sector: one partition in a Master Boot Record (`embedded-sdmmc` reads
+/// only partitioned disks), at 1 MiB as partitioning tools place it.
+const START: u64 = 2048;
 
 const INSTALL_HELP: &str = "\
 Musubi's disk images need mkfs.fat (dosfstools) and mtools. As root on Debian:
@@ -61,17 +64,46 @@ pub fn user_image(fresh: bool) -> Result<PathBuf> {
     Ok(path)
 }
 
-/// A new empty FAT16 image at `path` (an old one is replaced).
+/// A new empty image at `path` (an old one is replaced): a Master Boot Record with one
+/// FAT16 (LBA, type 0x0e) partition from sector [`START`], formatted by `mkfs.fat`.
 pub fn make(path: &Path) -> Result<()> {
     ensure_tools()?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
+    let sectors = SIZE_KIB * 2;
+    let mut mbr = vec![0u8; 512];
+    let entry = &mut mbr[446..462];
+    entry[4] = 0x0e;
+    entry[8..12].copy_from_slice(&(START as u32).to_le_bytes());
+    entry[12..16].copy_from_slice(&(sectors as u32).to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
     let _ = std::fs::remove_file(path);
+    std::fs::write(path, &mbr).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .set_len((START + sectors) * 512)?;
     run(Command::new("mkfs.fat")
-        .args(["-C", "-F", "16", "-n", "MUSUBI"])
+        .args(["-F", "16", "-n", "MUSUBI", "--offset", &START.to_string()])
         .arg(path)
         .arg(SIZE_KIB.to_string()))
+}
+
+/// Zero the volume's boot sector: the image no longer holds a FAT volume (for the tests of
+/// a corrupt disk).
+pub fn corrupt(image: &Path) -> Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(image)?;
+    f.seek(SeekFrom::Start(START * 512))?;
+    f.write_all(&[0u8; 512])?;
+    Ok(())
+}
+
+/// The image as mtools names its volume (`FILE@@OFFSET`).
+fn volume(image: &Path) -> String {
+    format!("{}@@{}", image.display(), START * 512)
 }
 
 /// Put `data` into the image as `name` (an 8.3 name in the root directory).
@@ -81,7 +113,7 @@ pub fn put(image: &Path, name: &str, data: &[u8]) -> Result<()> {
     let r = run(Command::new("mcopy")
         .arg("-o")
         .arg("-i")
-        .arg(image)
+        .arg(volume(image))
         .arg(&tmp)
         .arg(format!("::{name}")));
     let _ = std::fs::remove_file(&tmp);
@@ -92,7 +124,7 @@ pub fn put(image: &Path, name: &str, data: &[u8]) -> Result<()> {
 pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
     let out = Command::new("mtype")
         .arg("-i")
-        .arg(image)
+        .arg(volume(image))
         .arg(format!("::{name}"))
         .output()
         .context("running mtype (mtools)")?;
