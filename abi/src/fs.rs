@@ -3,8 +3,9 @@
 //! through `ulib::fs`.
 //!
 //! Every request carries one ICA of [`FS_ICA_SIZE`] bytes, returned in the reply (also on an
-//! error). Names travel in it from offset 0 (`words[5]` bytes): `/`-separated paths of FAT
-//! 8.3 names (`DIR/FILE.TXT`), relative to the volume's root. Data travels in it from
+//! error; `words[4]` and `words[5]` are the ICA's). Names travel in it from offset 0
+//! (`words[3]` bytes): `/`-separated paths of FAT 8.3 names (`DIR/FILE.TXT`), relative to
+//! the volume's root. Data travels in it from
 //! offset 0 too. An open file is named by the handle `FS_OPEN` returned.
 //!
 //! Errors (the reply's value): `NoSuchResource` for a name not found, `AlreadyExists`,

@@ -29,8 +29,8 @@
 pub mod bench;
 pub mod blk;
 pub mod dev;
-pub mod fs;
 pub mod fnid;
+pub mod fs;
 pub mod ipc;
 pub mod net;
 pub mod res;

@@ -137,6 +137,17 @@ pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
+/// `fsck.fat -n` (check only) over the image's volume, copied out to a file beside it.
+pub fn check(image: &Path) -> Result<()> {
+    let data = std::fs::read(image)?;
+    let start = (START * 512) as usize;
+    let volume = image.with_extension("fsck");
+    std::fs::write(&volume, data.get(start..).unwrap_or_default())?;
+    let r = run(Command::new("fsck.fat").arg("-n").arg(&volume));
+    let _ = std::fs::remove_file(&volume);
+    r
+}
+
 fn run(cmd: &mut Command) -> Result<()> {
     let out = cmd
         .output()

@@ -514,7 +514,12 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     };
     disk::make(&image)?;
     disk::put(&image, "HOST.TXT", b"put in by mtools\n")?;
-    if script(t, "shell writes, mtools put in", "files.script", Some(&image)) {
+    if script(
+        t,
+        "shell writes, mtools put in",
+        "files.script",
+        Some(&image),
+    ) {
         let label = "[files] mtools reads what the guest wrote";
         let check = || -> Result<()> {
             for (name, want) in [
@@ -523,9 +528,13 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
             ] {
                 let got = disk::get(&image, name)?;
                 if got != want.as_bytes() {
-                    bail!("{name} holds {:?}, not {want:?}", String::from_utf8_lossy(&got));
+                    bail!(
+                        "{name} holds {:?}, not {want:?}",
+                        String::from_utf8_lossy(&got)
+                    );
                 }
             }
+            disk::check(&image)?;
             if disk::get(&image, "COPY.TXT").is_ok() {
                 bail!("COPY.TXT was removed in the guest but mtools still finds it");
             }
@@ -535,7 +544,12 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
             Ok(()) => t.pass(label),
             Err(e) => t.fail(label, &format!("{e:#}")),
         }
-        script(t, "second boot on the same image", "files2.script", Some(&image));
+        script(
+            t,
+            "second boot on the same image",
+            "files2.script",
+            Some(&image),
+        );
     }
     // A disk whose volume's boot sector is zeroed: no FAT volume to read.
     let corrupt = root.join("target/test-corrupt.img");

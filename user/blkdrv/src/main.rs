@@ -130,7 +130,14 @@ impl Driver {
         let (value, words) = match label {
             BLK_INFO => (
                 0,
-                [self.sectors, SECTOR as u64, u64::from(self.readonly), self.served, self.irqs, 0],
+                [
+                    self.sectors,
+                    SECTOR as u64,
+                    u64::from(self.readonly),
+                    self.served,
+                    self.irqs,
+                    0,
+                ],
             ),
             BLK_READ | BLK_WRITE => (self.transfer(label, &r.msg, ica.map(|i| i.1)), [0; 6]),
             BLK_FLUSH => (self.flush(), [0; 6]),
@@ -168,11 +175,17 @@ impl Driver {
         let buf = &mut self.buf[..len];
         let token = if label == BLK_READ {
             // SAFETY: `req`, `buf` and `resp` live until the completion below, untouched.
-            unsafe { self.blk.read_blocks_nb(first as usize, &mut req, buf, &mut resp) }
+            unsafe {
+                self.blk
+                    .read_blocks_nb(first as usize, &mut req, buf, &mut resp)
+            }
         } else {
             buf.copy_from_slice(data);
             // SAFETY: as above.
-            unsafe { self.blk.write_blocks_nb(first as usize, &mut req, buf, &mut resp) }
+            unsafe {
+                self.blk
+                    .write_blocks_nb(first as usize, &mut req, buf, &mut resp)
+            }
         };
         let Ok(token) = token else {
             return Error::Unknown as u64;

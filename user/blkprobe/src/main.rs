@@ -91,8 +91,12 @@ fn run() -> Result<(), String> {
         return Err(format!("BLK_INFO: {sectors} sectors of {} bytes", w[1]));
     }
     println!("blkprobe: blk has {sectors} sectors");
-    let region = res::open_vregion("here/vregion/blkprobe", blk::BLK_ICA_SIZE, Rights::OWNER_ALL)
-        .map_err(|e| format!("vregion: {e}"))?;
+    let region = res::open_vregion(
+        "here/vregion/blkprobe",
+        blk::BLK_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("vregion: {e}"))?;
     res::attach_here(region, AT, true).map_err(|e| format!("attach: {e}"))?;
     let mut ica = Ica { region, at: AT };
     let r = probe(drv, sectors, &mut ica);
@@ -148,15 +152,31 @@ fn probe(drv: ResId, sectors: u64, ica: &mut Ica) -> Result<(), String> {
         return Err(format!("read back differs at byte {i}"));
     }
     // Bad requests: clear errors, the ICA back, nothing at the device.
-    expect("0 sectors", ica.call(drv, BLK_READ, 0, 0)?, Error::InvalidArgument)?;
+    expect(
+        "0 sectors",
+        ica.call(drv, BLK_READ, 0, 0)?,
+        Error::InvalidArgument,
+    )?;
     expect(
         "too many sectors",
         ica.call(drv, BLK_READ, 0, MAX_SECTORS + 1)?,
         Error::InvalidArgument,
     )?;
-    expect("past the end", ica.call(drv, BLK_READ, sectors, 1)?, Error::TooLong)?;
-    expect("across the end", ica.call(drv, BLK_WRITE, sectors - 1, 2)?, Error::TooLong)?;
-    expect("huge sector", ica.call(drv, BLK_READ, u64::MAX, 1)?, Error::TooLong)?;
+    expect(
+        "past the end",
+        ica.call(drv, BLK_READ, sectors, 1)?,
+        Error::TooLong,
+    )?;
+    expect(
+        "across the end",
+        ica.call(drv, BLK_WRITE, sectors - 1, 2)?,
+        Error::TooLong,
+    )?;
+    expect(
+        "huge sector",
+        ica.call(drv, BLK_READ, u64::MAX, 1)?,
+        Error::TooLong,
+    )?;
     let (v, _) = ipc::call(
         drv,
         &Msg {

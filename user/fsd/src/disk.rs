@@ -43,7 +43,11 @@ pub struct Disk {
 impl Disk {
     /// Find `blk` and make the data ICA.
     pub fn open() -> Result<Disk, String> {
-        let drv = ResId(fnid::lookup(blk::FN_BLK).map_err(|e| format!("no disk (blk: {e})"))?.0);
+        let drv = ResId(
+            fnid::lookup(blk::FN_BLK)
+                .map_err(|e| format!("no disk (blk: {e})"))?
+                .0,
+        );
         let info = Msg {
             label: BLK_INFO,
             ..Msg::default()
@@ -52,8 +56,12 @@ impl Disk {
         if v != 0 {
             return Err(format!("BLK_INFO: {}", Error::from_code(v)));
         }
-        let region = res::open_vregion("here/vregion/fsd-data", blk::BLK_ICA_SIZE, Rights::OWNER_ALL)
-            .map_err(|e| format!("vregion: {e}"))?;
+        let region = res::open_vregion(
+            "here/vregion/fsd-data",
+            blk::BLK_ICA_SIZE,
+            Rights::OWNER_ALL,
+        )
+        .map_err(|e| format!("vregion: {e}"))?;
         res::attach_here(region, DATA_AT, true).map_err(|e| format!("attach: {e}"))?;
         Ok(Disk {
             drv,
@@ -85,11 +93,17 @@ impl Disk {
     fn data(&self) -> &mut [u8] {
         // SAFETY: the data ICA is attached writable at `self.at`, BLK_ICA_SIZE bytes, mapped
         // by this single-threaded program only while it holds it; no other slice of it lives.
-        unsafe { core::slice::from_raw_parts_mut(self.at.get() as *mut u8, blk::BLK_ICA_SIZE as usize) }
+        unsafe {
+            core::slice::from_raw_parts_mut(self.at.get() as *mut u8, blk::BLK_ICA_SIZE as usize)
+        }
     }
 
     fn cached(&self, idx: u32) -> Option<[u8; SECTOR]> {
-        self.cache.borrow().iter().find(|(i, _)| *i == idx).map(|(_, b)| *b)
+        self.cache
+            .borrow()
+            .iter()
+            .find(|(i, _)| *i == idx)
+            .map(|(_, b)| *b)
     }
 
     fn remember(&self, idx: u32, data: &[u8]) {
@@ -119,7 +133,8 @@ impl BlockDevice for Disk {
             self.call(BLK_READ, u64::from(first), chunk.len() as u64)?;
             let data = self.data();
             for (i, b) in chunk.iter_mut().enumerate() {
-                b.contents.copy_from_slice(&data[i * SECTOR..(i + 1) * SECTOR]);
+                b.contents
+                    .copy_from_slice(&data[i * SECTOR..(i + 1) * SECTOR]);
                 self.remember(first + i as u32, &b.contents);
             }
         }

@@ -80,7 +80,8 @@ fn run() -> Result<(), String> {
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
     let rights = Rights(0x0f | Rights::others(Op::Write));
-    let ep = ipc::open_endpoint("here/endpoint/fsd", rights).map_err(|e| format!("endpoint: {e}"))?;
+    let ep =
+        ipc::open_endpoint("here/endpoint/fsd", rights).map_err(|e| format!("endpoint: {e}"))?;
     fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
     println!("fsd: serving {FN_FS} (FAT volume on blk)");
     let mut s = Server {
@@ -105,7 +106,8 @@ fn code(e: &FsError) -> Error {
         E::NotFound => Error::NoSuchResource,
         E::FilenameError(_) => Error::BadName,
         E::FileAlreadyOpen | E::DirAlreadyOpen | E::DeleteNonEmptyDir => Error::Busy,
-        E::NotEnoughSpace => Error::NoMemory,
+        E::NotEnoughSpace | E::DiskFull => Error::NoMemory,
+        E::FileAlreadyExists | E::DirAlreadyExists => Error::AlreadyExists,
         E::OpenedDirAsFile | E::OpenedFileAsDir => Error::WrongType,
         E::TooManyOpenFiles | E::TooManyOpenDirs => Error::Busy,
         E::BadHandle => Error::InvalidArgument,
@@ -128,7 +130,7 @@ impl Server {
         // SAFETY: the ICA is attached writable at `at`, FS_ICA_SIZE bytes, ours until the reply.
         let buf = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
         let w = r.msg.words;
-        let name_len = (w[5] as usize).min(FS_ICA_SIZE as usize);
+        let name_len = (w[3] as usize).min(FS_ICA_SIZE as usize);
         let name = core::str::from_utf8(&buf[..name_len])
             .map(String::from)
             .map_err(|_| Error::BadName);
@@ -137,8 +139,16 @@ impl Server {
             FS_READ => self.read(w[0], w[1], buf),
             FS_WRITE => self.write(w[0], w[1], buf),
             FS_CLOSE => self.close(w[0]),
-            FS_UNLINK => name.and_then(|n| self.at_dir(&n, |vm, dir, last| vm.delete_entry_in_dir(dir, last).map(|()| [0; 6]))),
-            FS_MKDIR => name.and_then(|n| self.at_dir(&n, |vm, dir, last| vm.make_dir_in_dir(dir, last).map(|()| [0; 6]))),
+            FS_UNLINK => name.and_then(|n| {
+                self.at_dir(&n, |vm, dir, last| {
+                    vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
+                })
+            }),
+            FS_MKDIR => name.and_then(|n| {
+                self.at_dir(&n, |vm, dir, last| {
+                    vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
+                })
+            }),
             FS_STAT => name.and_then(|n| self.stat(&n)),
             FS_READDIR => name.and_then(|n| self.readdir(&n, w[0], buf)),
             _ => Err(Error::NotSupported),
@@ -147,7 +157,11 @@ impl Server {
             Ok(words) => (0, words),
             Err(e) => (e as u64, [0; 6]),
         };
-        let _ = ipc::reply(r.request, value, &ipc::with_ica(Msg { label, words }, region));
+        let _ = ipc::reply(
+            r.request,
+            value,
+            &ipc::with_ica(Msg { label, words }, region),
+        );
     }
 
     /// Open the directories of `path` down to its last name and run `f` there.
@@ -196,7 +210,10 @@ impl Server {
         let mut done = 0;
         // The library reads at most to a cluster's end per call: go on to `len` or the end.
         while done < len as usize && !self.vm.file_eof(f).map_err(|e| code(&e))? {
-            let n = self.vm.read(f, &mut buf[done..len as usize]).map_err(|e| code(&e))?;
+            let n = self
+                .vm
+                .read(f, &mut buf[done..len as usize])
+                .map_err(|e| code(&e))?;
             if n == 0 {
                 break;
             }
@@ -210,7 +227,9 @@ impl Server {
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
         }
-        self.vm.write(f, &buf[..len as usize]).map_err(|e| code(&e))?;
+        self.vm
+            .write(f, &buf[..len as usize])
+            .map_err(|e| code(&e))?;
         Ok([len, 0, 0, 0, 0, 0])
     }
 
@@ -225,14 +244,22 @@ impl Server {
             return Ok([0, 1, 0, 0, 0, 0]);
         }
         let e = self.at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))?;
-        Ok([u64::from(e.size), u64::from(e.attributes.is_directory()), 0, 0, 0, 0])
+        Ok([
+            u64::from(e.size),
+            u64::from(e.attributes.is_directory()),
+            0,
+            0,
+            0,
+            0,
+        ])
     }
 
     fn readdir(&self, path: &str, from: u64, buf: &mut [u8]) -> Result<[u64; 6], Error> {
         let mut text = String::new();
         let (mut index, mut count, mut more) = (0u64, 0u64, false);
         let mut each = |e: &embedded_sdmmc::DirEntry| {
-            if e.attributes.is_volume() || e.name.base_name() == b"." || e.name.base_name() == b".." {
+            if e.attributes.is_volume() || e.name.base_name() == b"." || e.name.base_name() == b".."
+            {
                 return core::ops::ControlFlow::Continue(());
             }
             index += 1;

@@ -4,8 +4,8 @@
 
 use alloc::format;
 use alloc::string::String;
-use ulib::fs;
 use ulib::abi::Error;
+use ulib::fs;
 use ulib::println;
 
 /// The error line of `what` failing with `e`; says so when the file service is not there.
@@ -16,7 +16,16 @@ fn fail(what: &str, e: Error) -> String {
              see its console line)"
         );
     }
-    format!("{what}: {e}")
+    let text = match e {
+        Error::NoSuchResource => "no such file or directory",
+        Error::AlreadyExists => "exists already",
+        Error::BadName => "not a FAT 8.3 name (NAME.EXT, up to 8 and 3 characters)",
+        Error::NoMemory => "the disk is full",
+        Error::Busy => "in use (open, or a directory not empty)",
+        Error::WrongType => "a directory where a file was meant, or the other way round",
+        _ => return format!("{what}: {e}"),
+    };
+    format!("{what}: {text}")
 }
 
 /// `ls [DIR]`: name, size (`/` after a directory's name).
@@ -26,7 +35,8 @@ pub fn ls(args: &[&str]) -> Result<(), String> {
         [d] => d,
         _ => return Err("ls: usage: ls [DIR]".into()),
     };
-    let entries = fs::readdir(dir).map_err(|e| fail(&format!("ls {}", if dir.is_empty() { "/" } else { dir }), e))?;
+    let entries = fs::readdir(dir)
+        .map_err(|e| fail(&format!("ls {}", if dir.is_empty() { "/" } else { dir }), e))?;
     for e in &entries {
         if e.dir {
             println!("{:<13} {:>9}", format!("{}/", e.name), "-");

@@ -107,7 +107,9 @@ fn wait(name: &str) -> Result<(), String> {
         }
         let _ = sys::sleep_ns(50_000_000);
     }
-    Err(format!("fn wait: nobody registered {name} (is its server running?)"))
+    Err(format!(
+        "fn wait: nobody registered {name} (is its server running?)"
+    ))
 }
 
 /// `fn ls`.

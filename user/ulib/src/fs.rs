@@ -34,7 +34,11 @@ fn request<T>(
 ) -> Result<T, Error> {
     let server = ResId(fnid::lookup(FN_FS)?.0);
     let pid = crate::sys::getpid()?;
-    let region = res::open_vregion(&format!("here/vregion/fs-{}", pid.0), FS_ICA_SIZE, Rights::OWNER_ALL)?;
+    let region = res::open_vregion(
+        &format!("here/vregion/fs-{}", pid.0),
+        FS_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )?;
     let r = (|| {
         res::attach_here(region, AT, true)?;
         // SAFETY: just attached writable at AT, FS_ICA_SIZE bytes, only by us.
@@ -43,7 +47,11 @@ fn request<T>(
         let (_, at) = ipc::ica_at(&reply).ok_or(Error::Unknown)?;
         // SAFETY: the reply gave the ICA back, attached at `at`, FS_ICA_SIZE bytes.
         let data = unsafe { core::slice::from_raw_parts(at as *const u8, FS_ICA_SIZE as usize) };
-        let out = if value == 0 { Ok(take(data, &reply)) } else { Err(Error::from_code(value)) };
+        let out = if value == 0 {
+            Ok(take(data, &reply))
+        } else {
+            Err(Error::from_code(value))
+        };
         let _ = res::detach_here(at);
         out
     })();
@@ -58,7 +66,7 @@ fn named(label: u64, name: &str, w0: u64) -> Result<[u64; 6], Error> {
     }
     request(
         label,
-        [w0, 0, 0, 0, 0, name.len() as u64],
+        [w0, 0, 0, name.len() as u64, 0, 0],
         |b| b[..name.len()].copy_from_slice(name.as_bytes()),
         |_, m| m.words,
     )
@@ -140,7 +148,7 @@ pub fn readdir(name: &str) -> Result<Vec<Entry>, Error> {
         let mut text = String::new();
         let w = request(
             FS_READDIR,
-            [out.len() as u64, 0, 0, 0, 0, name.len() as u64],
+            [out.len() as u64, 0, 0, name.len() as u64, 0, 0],
             |b| b[..name.len()].copy_from_slice(name.as_bytes()),
             |data, m| {
                 let n = (m.words[0] as usize).min(data.len());
