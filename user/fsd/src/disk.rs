@@ -90,11 +90,26 @@ impl Disk {
         Ok(())
     }
 
-    fn data(&self) -> &mut [u8] {
-        // SAFETY: the data ICA is attached writable at `self.at`, BLK_ICA_SIZE bytes, mapped
-        // by this single-threaded program only while it holds it; no other slice of it lives.
+    /// The data ICA's bytes (as the driver left them).
+    fn data(&self) -> &[u8] {
+        // SAFETY: the data ICA is attached at `self.at`, BLK_ICA_SIZE bytes, mapped by this
+        // single-threaded program only while it holds it; nothing writes it meanwhile.
         unsafe {
-            core::slice::from_raw_parts_mut(self.at.get() as *mut u8, blk::BLK_ICA_SIZE as usize)
+            core::slice::from_raw_parts(self.at.get() as *const u8, blk::BLK_ICA_SIZE as usize)
+        }
+    }
+
+    /// Put one sector's bytes into the data ICA as sector `i` of the next request.
+    fn fill(&self, i: usize, bytes: &[u8; SECTOR]) {
+        assert!((i + 1) * SECTOR <= blk::BLK_ICA_SIZE as usize);
+        // SAFETY: in bounds (checked above) of the ICA attached writable at `self.at`; no
+        // slice of it is alive while this copies (`data`'s borrows end before a request).
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                (self.at.get() as *mut u8).add(i * SECTOR),
+                SECTOR,
+            )
         }
     }
 
@@ -144,9 +159,8 @@ impl BlockDevice for Disk {
     fn write(&self, blocks: &[Block], start: BlockIdx) -> Result<(), DiskError> {
         for (chunk_no, chunk) in blocks.chunks(MAX_SECTORS as usize).enumerate() {
             let first = start.0 + (chunk_no * MAX_SECTORS as usize) as u32;
-            let data = self.data();
             for (i, b) in chunk.iter().enumerate() {
-                data[i * SECTOR..(i + 1) * SECTOR].copy_from_slice(&b.contents);
+                self.fill(i, &b.contents);
             }
             // Forget first: a failed write leaves the cache no newer than the disk.
             for i in 0..chunk.len() as u32 {
