@@ -138,14 +138,42 @@ pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
 }
 
 /// `fsck.fat -n` (check only) over the image's volume, copied out to a file beside it.
-pub fn check(image: &Path) -> Result<()> {
+/// Returns the clusters it found allocated but in no file: `embedded-sdmmc` 0.10 deletes a
+/// file's directory entry without freeing its clusters (docs/design.md section 16), so the
+/// caller compares them with what it deleted. Any other finding is an error.
+pub fn check(image: &Path) -> Result<u64> {
     let data = std::fs::read(image)?;
     let start = (START * 512) as usize;
     let volume = image.with_extension("fsck");
     std::fs::write(&volume, data.get(start..).unwrap_or_default())?;
-    let r = run(Command::new("fsck.fat").arg("-n").arg(&volume));
+    let out = Command::new("fsck.fat").arg("-n").arg(&volume).output();
     let _ = std::fs::remove_file(&volume);
-    r
+    let out = out.context("running fsck.fat")?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lost = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Reclaimed ") {
+            lost += rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(u64::MAX / 2);
+        } else if !(line.starts_with("fsck.fat ")
+            || line.is_empty()
+            || line == "Leaving filesystem unchanged."
+            || line.contains(" files, "))
+        {
+            bail!("fsck.fat -n found: {}", text.trim());
+        }
+    }
+    if !out.status.success() && lost == 0 {
+        bail!(
+            "fsck.fat -n failed: {} {}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(lost)
 }
 
 fn run(cmd: &mut Command) -> Result<()> {
@@ -160,4 +188,26 @@ fn run(cmd: &mut Command) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new image holds a file mtools put in, `fsck.fat` finds nothing wrong, and a zeroed
+    /// volume boot sector is an error of `check`.
+    #[test]
+    fn make_put_get_check() {
+        let dir = std::env::temp_dir().join(format!("musubi-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("t.img");
+        make(&image).unwrap();
+        put(&image, "A.TXT", b"abc\n").unwrap();
+        assert_eq!(get(&image, "A.TXT").unwrap(), b"abc\n");
+        assert!(get(&image, "B.TXT").is_err());
+        assert_eq!(check(&image).unwrap(), 0);
+        corrupt(&image).unwrap();
+        assert!(check(&image).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
