@@ -27,8 +27,10 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod bench;
+pub mod blk;
 pub mod dev;
 pub mod fnid;
+pub mod fs;
 pub mod ipc;
 pub mod net;
 pub mod res;

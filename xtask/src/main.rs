@@ -15,6 +15,7 @@ mod bench_tender;
 mod bench_timers;
 mod bench_urpc;
 mod build;
+mod disk;
 mod layers;
 mod net_test;
 mod peer_linux;
@@ -79,6 +80,10 @@ enum Cmd {
         /// the host's 127.0.0.1 is forwarded to the guest's port 7 (printed).
         #[arg(long)]
         net: bool,
+        /// Make `target/disk.img` (the FAT disk every run attaches as a virtio-blk device)
+        /// anew, empty; without it the image is kept between boots.
+        #[arg(long)]
+        fresh_disk: bool,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
@@ -146,6 +151,7 @@ fn run(cli: Cli) -> Result<()> {
             gdb,
             script,
             net,
+            fresh_disk,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
@@ -175,6 +181,7 @@ fn run(cli: Cli) -> Result<()> {
                     "xtask: network: netdrv starts at boot, the shell starts netd (DHCP, 10.0.2.15); then                      `run udpecho 7 &` in Musubi and `socat - UDP:127.0.0.1:{port}` on this                      machine talk to each other (host UDP 127.0.0.1:{port} -> guest port 7)"
                 );
             }
+            g.disk = Some(disk::user_image(fresh_disk)?);
             if deterministic {
                 g.mode = Mode::Deterministic;
             }

@@ -45,6 +45,8 @@ pub struct Guest {
     pub interactive: bool,
     /// A virtio-net device (modern PCI transport) on QEMU's user network, if any.
     pub net: Option<NetCfg>,
+    /// A raw disk image attached as a virtio-blk device (modern PCI transport), if any.
+    pub disk: Option<std::path::PathBuf>,
 }
 
 /// A virtio-net device on QEMU's user network, closed to the outside (`restrict=on`): the
@@ -99,6 +101,7 @@ impl Guest {
             gdb: false,
             interactive: false,
             net: None,
+            disk: None,
         }
     }
 
@@ -140,6 +143,14 @@ impl Guest {
         }
         if let Some(net) = &self.net {
             a.extend(net.args());
+        }
+        if let Some(disk) = &self.disk {
+            a.extend([
+                "-drive".into(),
+                format!("file={},if=none,format=raw,id=d0", disk.display()),
+                "-device".into(),
+                "virtio-blk-pci,drive=d0,disable-legacy=on".into(),
+            ]);
         }
         if let Some(initrd) = &self.initrd {
             a.extend(["-initrd".into(), initrd.display().to_string()]);

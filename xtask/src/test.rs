@@ -12,7 +12,7 @@
 use crate::qemu::Guest;
 use crate::runner::{run_captured, symbolize, Captured};
 use abi::protocol;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -87,6 +87,11 @@ pub fn run(opts: &Options) -> Result<bool> {
             g.cpu_flags = cpu_flags.to_string();
             // A virtio-net device for the `dev::*` tests (user-mode drivers).
             g.net = Some(crate::qemu::NetCfg::test());
+            // A FAT disk of its own for the `dev::blk*` tests (never the user's disk.img).
+            let disk = crate::build::workspace_root().join("target/test-disk.img");
+            crate::disk::make(&disk)?;
+            crate::disk::put(&disk, "HOST.TXT", b"put in by mtools\n")?;
+            g.disk = Some(disk);
             let found = kernel_suite(&mut t, &g, &opts.filter, label, &kernel, opts.verbose)?;
             if fault_tests.is_empty() {
                 fault_tests = found;
@@ -107,6 +112,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         }
         if opts.filter == "all" {
             shell_script(&mut t, &guest)?;
+            file_scripts(&mut t, &guest)?;
             trace_script(&mut t, &guest)?;
         }
         // Only on request (`--filter 'net*'`) for now: with `restrict=on`, QEMU's user network
@@ -487,6 +493,83 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
             Err(e) => t.fail(&name, &format!("{e:#}")),
         }
     }
+    Ok(())
+}
+
+/// Files on a disk (issue 16), each boot with `blkdrv` and `fsd` started at boot: the shell
+/// reads a file mtools put in and writes files the host then reads with mtools; a second
+/// boot on the same image sees them; a disk without a FAT volume and no disk at all are
+/// clear errors of the file commands, never a kernel fault.
+fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    use crate::disk;
+    let root = crate::build::workspace_root();
+    let image = root.join("target/test-files.img");
+    let script = |t: &mut Tally, name: &str, file: &str, disk: Option<&std::path::Path>| {
+        let mut g = guest(2, "driver=0:blkdrv start=0:fsd");
+        g.disk = disk.map(|d| d.to_path_buf());
+        let label = format!("[files] {name}");
+        println!("xtask: {label}");
+        match crate::script::run(&g, &root.join("user/shell").join(file)) {
+            Ok(()) => {
+                t.pass(&label);
+                true
+            }
+            Err(e) => {
+                t.fail(&label, &format!("{e:#}"));
+                false
+            }
+        }
+    };
+    disk::make(&image)?;
+    disk::put(&image, "HOST.TXT", b"put in by mtools\n")?;
+    if script(
+        t,
+        "shell writes, mtools put in",
+        "files.script",
+        Some(&image),
+    ) {
+        let label = "[files] mtools reads what the guest wrote";
+        let check = || -> Result<()> {
+            for (name, want) in [
+                ("GUEST.TXT", "hello from musubi\n"),
+                ("SUB/IN.TXT", "inside a directory\n"),
+            ] {
+                let got = disk::get(&image, name)?;
+                if got != want.as_bytes() {
+                    bail!(
+                        "{name} holds {:?}, not {want:?}",
+                        String::from_utf8_lossy(&got)
+                    );
+                }
+            }
+            // The one cluster of COPY.TXT, which the script deleted, may stay allocated
+            // (embedded-sdmmc 0.10 does not free a deleted file's clusters); nothing else.
+            let lost = disk::check(&image)?;
+            if lost > 1 {
+                bail!("fsck.fat -n: {lost} lost clusters (at most COPY.TXT's 1 expected)");
+            }
+            if disk::get(&image, "COPY.TXT").is_ok() {
+                bail!("COPY.TXT was removed in the guest but mtools still finds it");
+            }
+            Ok(())
+        };
+        match check() {
+            Ok(()) => t.pass(label),
+            Err(e) => t.fail(label, &format!("{e:#}")),
+        }
+        script(
+            t,
+            "second boot on the same image",
+            "files2.script",
+            Some(&image),
+        );
+    }
+    // A disk whose volume's boot sector is zeroed: no FAT volume to read.
+    let corrupt = root.join("target/test-corrupt.img");
+    disk::make(&corrupt)?;
+    disk::corrupt(&corrupt)?;
+    script(t, "a corrupt image", "nodisk.script", Some(&corrupt));
+    script(t, "no disk", "nodisk.script", None);
     Ok(())
 }
 

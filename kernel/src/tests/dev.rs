@@ -319,6 +319,52 @@ ktest! {
         close_netdrv_leftovers();
         let after: alloc::vec::Vec<u64> = partners.iter().map(|&p| crate::res::device::irqs_of(p)).collect();
         kassert!(before == after, "a partner without a driver got messages: {before:?} -> {after:?}");
+/// Is QEMU's virtio-blk function there (the test boots add one, with a FAT image)?
+fn has_virtio_blk() -> bool {
+    pci::functions()
+        .iter()
+        .any(|f| f.vendor == 0x1af4 && f.device == 0x1042)
+}
+
+/// Start `blkdrv` at driver priority, run `blkprobe` against it, end the driver.
+fn blk_round() -> crate::ktest::TestResult {
+    let drv = crate::proc::spawn("blkdrv", &[], Priority::Driver, crate::proc::TEST_PARENT)
+        .map_err(|e| format!("spawn blkdrv: {e}"))?;
+    let r = (|| {
+        let s = run_to_end("blkprobe", &[], Priority::App, 120)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 0,
+            "blkprobe ended with {s:?} (its console lines say why)"
+        );
+        kassert!(
+            !crate::proc::has_ended(drv),
+            "blkdrv ended (its console lines say why)"
+        );
+        Ok(())
+    })();
+    end_and_reap(drv);
+    r
+}
+
+ktest! {
+    /// `blkdrv` is a real disk driver: through `blk` it reads the FAT image's boot sector,
+    /// writes sectors and reads them back, takes the device's interrupts as messages, and
+    /// answers bad requests (no ICA, 0 or too many sectors, beyond the end) with errors.
+    /// Killed and started again, it resets the device and serves again; at the end every
+    /// frame it held is back.
+    fn blkdrv_moves_sectors_and_restarts() -> TestResult {
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        if !has_virtio_blk() {
+            crate::kskip!("no virtio-blk function (xtask's test boots add one)");
+        }
+        blk_round()?; // warm-up (heaps, RPCC agents)
+        let before = free_frames_per_core()?;
+        blk_round()?;
+        blk_round()?;
+        let after = frames_after(&before)?;
+        kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
         Ok(())
     }
 }

@@ -94,8 +94,23 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
 pub(crate) fn command(args: &[&str]) -> Result<(), String> {
     match args {
         ["ls"] => ls(),
-        _ => Err("fn: usage: fn ls".into()),
+        ["wait", name] => wait(name),
+        _ => Err("fn: usage: fn ls | fn wait NAME".into()),
     }
+}
+
+/// `fn wait NAME`: until a server registers NAME (a server started at boot may come up
+/// after the shell's first prompt); gives up after 30 s as a hang guard.
+fn wait(name: &str) -> Result<(), String> {
+    for _ in 0..600 {
+        if fnid::lookup(name).is_ok() {
+            return Ok(());
+        }
+        let _ = sys::sleep_ns(50_000_000);
+    }
+    Err(format!(
+        "fn wait: nobody registered {name} (is its server running?)"
+    ))
 }
 
 /// `fn ls`.

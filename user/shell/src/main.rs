@@ -32,6 +32,7 @@ extern crate alloc;
 
 mod cores;
 mod editor;
+mod files;
 mod fns;
 mod net;
 mod pipes;
@@ -79,6 +80,13 @@ commands:
   trace [dump|clear|status]       the kernel's event trace (boot with trace=on); dump
                                   prints it (cargo xtask trace makes Perfetto JSON)
   sleep MS                        pause for MS milliseconds
+  ls [DIR]                        files on the disk (8.3 names; needs the file service:
+                                  boot words driver=0:blkdrv start=0:fsd)
+  cat FILE                        print FILE
+  write FILE TEXT                 FILE holds TEXT and a newline
+  cp FROM TO                      copy a file
+  rm NAME                         delete a file or an empty directory
+  mkdir DIR                       make a directory
   uptime                          time since boot
   res ls [CORE]                   resources of CORE (default this one): id, type, name,
                                   creator, rights, size, detail
@@ -106,6 +114,7 @@ commands:
   fn ls                           registered functions (function ids): id, name,
                                   server pid, core, server generation, requests served,
                                   state ICA, up or down, user
+  fn wait NAME                    wait until a server registers function NAME
   replace NAME PROG [ARGS] [-c CORE]
                                   replace NAME's server while it serves: starts
                                   PROG takeover ARGS (a job), reports the switch
@@ -260,6 +269,12 @@ impl Shell {
                 )),
             },
             "pci" => no_args(cmd).and_then(|_| cores::pci()),
+            "ls" => files::ls(args),
+            "cat" => files::cat(args),
+            "write" => files::write(args),
+            "cp" => files::cp(args),
+            "rm" => files::rm(args),
+            "mkdir" => files::mkdir(args),
             "replace" => {
                 let pid = fns::replace(args)?;
                 self.jobs

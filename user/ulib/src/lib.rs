@@ -32,6 +32,7 @@ pub mod bench;
 pub mod cell;
 pub mod dev;
 pub mod fnid;
+pub mod fs;
 pub mod heap;
 pub mod io;
 pub mod ipc;

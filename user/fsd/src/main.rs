@@ -1,0 +1,294 @@
+//! `fsd`: the file service (issue 16; P0's file-system server), serving `fs` per `abi::fs`.
+//! It keeps a FAT volume (8.3 names, the disk's first MBR partition) with the
+//! `embedded-sdmmc` crate over [`disk::Disk`], which reads and writes sectors through the
+//! disk driver's `blk`. Found by function id both ways, so either side can be replaced.
+//!
+//! Simplified against P0's process network (docs/design.md, "Files"): the buffer managers
+//! are a sector cache inside this process, and open files are handles of this one server
+//! rather than a process each.
+//!
+//! A volume it cannot read (no disk, no partition, a corrupt FAT) is a clear error on the
+//! console at start and a nonzero exit, never a fault.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod disk;
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use core::fmt::Write;
+use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timestamp, VolumeIdx};
+use ulib::abi::fs::*;
+use ulib::abi::ipc::{Msg, Received, MSG_ICA};
+use ulib::abi::res::{Op, Rights};
+use ulib::abi::Error;
+use ulib::{fnid, ipc, println};
+
+ulib::main!(main);
+
+/// FAT timestamps: Musubi has no wall clock yet, so every file gets 2026-01-01.
+struct Clock;
+
+impl TimeSource for Clock {
+    fn get_timestamp(&self) -> Timestamp {
+        Timestamp {
+            year_since_1970: 56,
+            zero_indexed_month: 0,
+            zero_indexed_day: 0,
+            hours: 0,
+            minutes: 0,
+            seconds: 0,
+        }
+    }
+}
+
+type Volumes = embedded_sdmmc::VolumeManager<disk::Disk, Clock, 8, 16, 1>;
+type FsError = embedded_sdmmc::Error<disk::DiskError>;
+
+struct Server {
+    vm: Volumes,
+    vol: RawVolume,
+    files: BTreeMap<u64, RawFile>,
+    next: u64,
+}
+
+fn main(_args: &[&str]) -> i32 {
+    match run() {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("fsd: {e}");
+            1
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    // The disk driver may still be starting: wait for `blk` (a hang guard bounds it).
+    let mut d = disk::Disk::open();
+    for _ in 0..100 {
+        if d.is_ok() {
+            break;
+        }
+        let _ = ulib::sys::sleep_ns(50_000_000);
+        d = disk::Disk::open();
+    }
+    let vm = Volumes::new_with_limits(d?, Clock, 0);
+    let vol = vm
+        .open_raw_volume(VolumeIdx(0))
+        .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
+    let rights = Rights(0x0f | Rights::others(Op::Write));
+    let ep =
+        ipc::open_endpoint("here/endpoint/fsd", rights).map_err(|e| format!("endpoint: {e}"))?;
+    fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
+    println!("fsd: serving {FN_FS} (FAT volume on blk)");
+    let mut s = Server {
+        vm,
+        vol,
+        files: BTreeMap::new(),
+        next: 1,
+    };
+    loop {
+        match ipc::recv(ep, u64::MAX) {
+            Ok(r) => s.request(r),
+            Err(Error::TimedOut) => {}
+            Err(e) => return Err(format!("recv: {e}")),
+        }
+    }
+}
+
+/// What a library error means to a client.
+fn code(e: &FsError) -> Error {
+    use embedded_sdmmc::Error as E;
+    match e {
+        E::NotFound => Error::NoSuchResource,
+        E::FilenameError(_) => Error::BadName,
+        E::FileAlreadyOpen | E::DirAlreadyOpen | E::DeleteNonEmptyDir => Error::Busy,
+        E::NotEnoughSpace | E::DiskFull => Error::NoMemory,
+        E::FileAlreadyExists | E::DirAlreadyExists => Error::AlreadyExists,
+        E::OpenedDirAsFile | E::OpenedFileAsDir => Error::WrongType,
+        E::TooManyOpenFiles | E::TooManyOpenDirs => Error::Busy,
+        E::BadHandle => Error::InvalidArgument,
+        E::ReadOnly => Error::Denied,
+        E::DeviceError(d) => d.0,
+        _ => Error::Unknown,
+    }
+}
+
+impl Server {
+    fn request(&mut self, r: Received) {
+        if r.request == 0 {
+            return;
+        }
+        let label = r.msg.label & !MSG_ICA;
+        let Some((region, at)) = ipc::ica_at(&r.msg) else {
+            let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
+            return;
+        };
+        // SAFETY: the ICA is attached writable at `at`, FS_ICA_SIZE bytes, ours until the reply.
+        let buf = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
+        let w = r.msg.words;
+        let name_len = (w[3] as usize).min(FS_ICA_SIZE as usize);
+        let name = core::str::from_utf8(&buf[..name_len])
+            .map(String::from)
+            .map_err(|_| Error::BadName);
+        let result = match label {
+            FS_OPEN => name.and_then(|n| self.open(&n, w[0])),
+            FS_READ => self.read(w[0], w[1], buf),
+            FS_WRITE => self.write(w[0], w[1], buf),
+            FS_CLOSE => self.close(w[0]),
+            FS_UNLINK => name.and_then(|n| {
+                self.at_dir(&n, |vm, dir, last| {
+                    vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
+                })
+            }),
+            FS_MKDIR => name.and_then(|n| {
+                self.at_dir(&n, |vm, dir, last| {
+                    vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
+                })
+            }),
+            FS_STAT => name.and_then(|n| self.stat(&n)),
+            FS_READDIR => name.and_then(|n| self.readdir(&n, w[0], buf)),
+            _ => Err(Error::NotSupported),
+        };
+        let (value, words) = match result {
+            Ok(words) => (0, words),
+            Err(e) => (e as u64, [0; 6]),
+        };
+        let _ = ipc::reply(
+            r.request,
+            value,
+            &ipc::with_ica(Msg { label, words }, region),
+        );
+    }
+
+    /// Open the directories of `path` down to its last name and run `f` there.
+    fn at_dir<T>(
+        &self,
+        path: &str,
+        f: impl FnOnce(&Volumes, RawDirectory, &str) -> Result<T, FsError>,
+    ) -> Result<T, Error> {
+        let mut parts: alloc::vec::Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        let last = parts.pop().ok_or(Error::BadName)?;
+        let mut dir = self.vm.open_root_dir(self.vol).map_err(|e| code(&e))?;
+        for p in parts {
+            let next = self.vm.open_dir(dir, p);
+            let _ = self.vm.close_dir(dir);
+            dir = next.map_err(|e| code(&e))?;
+        }
+        let r = f(&self.vm, dir, last).map_err(|e| code(&e));
+        let _ = self.vm.close_dir(dir);
+        r
+    }
+
+    fn open(&mut self, path: &str, mode: u64) -> Result<[u64; 6], Error> {
+        let mode = match mode {
+            MODE_READ => Mode::ReadOnly,
+            MODE_WRITE => Mode::ReadWriteCreateOrTruncate,
+            MODE_APPEND => Mode::ReadWriteCreateOrAppend,
+            _ => return Err(Error::InvalidArgument),
+        };
+        let file = self.at_dir(path, |vm, dir, last| vm.open_file_in_dir(dir, last, mode))?;
+        let len = self.vm.file_length(file).unwrap_or(0);
+        let h = self.next;
+        self.next += 1;
+        self.files.insert(h, file);
+        Ok([h, u64::from(len), 0, 0, 0, 0])
+    }
+
+    fn file(&self, h: u64) -> Result<RawFile, Error> {
+        self.files.get(&h).copied().ok_or(Error::InvalidArgument)
+    }
+
+    fn read(&self, h: u64, len: u64, buf: &mut [u8]) -> Result<[u64; 6], Error> {
+        let f = self.file(h)?;
+        if len > FS_ICA_SIZE {
+            return Err(Error::TooLong);
+        }
+        let mut done = 0;
+        // The library reads at most to a cluster's end per call: go on to `len` or the end.
+        while done < len as usize && !self.vm.file_eof(f).map_err(|e| code(&e))? {
+            let n = self
+                .vm
+                .read(f, &mut buf[done..len as usize])
+                .map_err(|e| code(&e))?;
+            if n == 0 {
+                break;
+            }
+            done += n;
+        }
+        Ok([done as u64, 0, 0, 0, 0, 0])
+    }
+
+    fn write(&self, h: u64, len: u64, buf: &[u8]) -> Result<[u64; 6], Error> {
+        let f = self.file(h)?;
+        if len > FS_ICA_SIZE {
+            return Err(Error::TooLong);
+        }
+        self.vm
+            .write(f, &buf[..len as usize])
+            .map_err(|e| code(&e))?;
+        Ok([len, 0, 0, 0, 0, 0])
+    }
+
+    fn close(&mut self, h: u64) -> Result<[u64; 6], Error> {
+        let f = self.files.remove(&h).ok_or(Error::InvalidArgument)?;
+        self.vm.close_file(f).map_err(|e| code(&e))?;
+        Ok([0; 6])
+    }
+
+    fn stat(&self, path: &str) -> Result<[u64; 6], Error> {
+        if path.split('/').all(|p| p.is_empty()) {
+            return Ok([0, 1, 0, 0, 0, 0]);
+        }
+        let e = self.at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))?;
+        Ok([
+            u64::from(e.size),
+            u64::from(e.attributes.is_directory()),
+            0,
+            0,
+            0,
+            0,
+        ])
+    }
+
+    fn readdir(&self, path: &str, from: u64, buf: &mut [u8]) -> Result<[u64; 6], Error> {
+        let mut text = String::new();
+        let (mut index, mut count, mut more) = (0u64, 0u64, false);
+        let mut each = |e: &embedded_sdmmc::DirEntry| {
+            if e.attributes.is_volume() || e.name.base_name() == b"." || e.name.base_name() == b".."
+            {
+                return core::ops::ControlFlow::Continue(());
+            }
+            index += 1;
+            if index <= from {
+                return core::ops::ControlFlow::Continue(());
+            }
+            let mut line = String::new();
+            let dir = e.attributes.is_directory();
+            let _ = writeln!(line, "{}{} {}", e.name, if dir { "/" } else { "" }, e.size);
+            if text.len() + line.len() > FS_ICA_SIZE as usize {
+                more = true;
+                return core::ops::ControlFlow::Break(());
+            }
+            text.push_str(&line);
+            count += 1;
+            core::ops::ControlFlow::Continue(())
+        };
+        if path.split('/').all(|p| p.is_empty()) {
+            let dir = self.vm.open_root_dir(self.vol).map_err(|e| code(&e))?;
+            let r = self.vm.iterate_dir(dir, &mut each).map_err(|e| code(&e));
+            let _ = self.vm.close_dir(dir);
+            r?;
+        } else {
+            let dir = self.at_dir(path, |vm, dir, last| vm.open_dir(dir, last))?;
+            let r = self.vm.iterate_dir(dir, &mut each).map_err(|e| code(&e));
+            let _ = self.vm.close_dir(dir);
+            r?;
+        }
+        buf[..text.len()].copy_from_slice(text.as_bytes());
+        Ok([text.len() as u64, count, u64::from(more), 0, 0, 0])
+    }
+}

@@ -1,0 +1,98 @@
+//! The shell's file commands (issue 16): `ls`, `cat`, `write`, `cp`, `rm`, `mkdir` on the
+//! disk, through `ulib::fs` (the file service `fs`, started with the disk driver, e.g. boot
+//! words `driver=0:blkdrv start=0:fsd`).
+
+use alloc::format;
+use alloc::string::String;
+use ulib::abi::Error;
+use ulib::fs;
+use ulib::println;
+
+/// The error line of `what` failing with `e`; says so when the file service is not there.
+fn fail(what: &str, e: Error) -> String {
+    if ulib::fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
+        return format!(
+            "{what}: the file service fs is not running (no disk, or fsd could not read it: \
+             see its console line)"
+        );
+    }
+    let text = match e {
+        Error::NoSuchResource => "no such file or directory",
+        Error::AlreadyExists => "exists already",
+        Error::BadName => "not a FAT 8.3 name (NAME.EXT, up to 8 and 3 characters)",
+        Error::NoMemory => "the disk is full",
+        Error::Busy => "in use (open, or a directory not empty)",
+        Error::WrongType => "a directory where a file was meant, or the other way round",
+        _ => return format!("{what}: {e}"),
+    };
+    format!("{what}: {text}")
+}
+
+/// `ls [DIR]`: name, size (`/` after a directory's name).
+pub fn ls(args: &[&str]) -> Result<(), String> {
+    let dir = match args {
+        [] => "",
+        [d] => d,
+        _ => return Err("ls: usage: ls [DIR]".into()),
+    };
+    let entries = fs::readdir(dir)
+        .map_err(|e| fail(&format!("ls {}", if dir.is_empty() { "/" } else { dir }), e))?;
+    for e in &entries {
+        if e.dir {
+            println!("{:<13} {:>9}", format!("{}/", e.name), "-");
+        } else {
+            println!("{:<13} {:>9}", e.name, e.size);
+        }
+    }
+    println!("{} entries", entries.len());
+    Ok(())
+}
+
+/// `cat FILE`: its bytes as text.
+pub fn cat(args: &[&str]) -> Result<(), String> {
+    let [name] = args else {
+        return Err("cat: usage: cat FILE".into());
+    };
+    let data = fs::read_all(name).map_err(|e| fail(&format!("cat {name}"), e))?;
+    let text = String::from_utf8_lossy(&data);
+    ulib::print!("{text}");
+    if !text.is_empty() && !text.ends_with('\n') {
+        println!();
+    }
+    Ok(())
+}
+
+/// `write FILE TEXT...`: FILE holds TEXT (the words joined by spaces) and a newline.
+pub fn write(args: &[&str]) -> Result<(), String> {
+    let Some((name, words)) = args.split_first().filter(|(_, w)| !w.is_empty()) else {
+        return Err("write: usage: write FILE TEXT".into());
+    };
+    let mut text = words.join(" ");
+    text.push('\n');
+    fs::write_all(name, text.as_bytes()).map_err(|e| fail(&format!("write {name}"), e))
+}
+
+/// `cp FROM TO`.
+pub fn cp(args: &[&str]) -> Result<(), String> {
+    let [from, to] = args else {
+        return Err("cp: usage: cp FROM TO".into());
+    };
+    let data = fs::read_all(from).map_err(|e| fail(&format!("cp {from}"), e))?;
+    fs::write_all(to, &data).map_err(|e| fail(&format!("cp {to}"), e))
+}
+
+/// `rm NAME`: a file or an empty directory.
+pub fn rm(args: &[&str]) -> Result<(), String> {
+    let [name] = args else {
+        return Err("rm: usage: rm NAME".into());
+    };
+    fs::unlink(name).map_err(|e| fail(&format!("rm {name}"), e))
+}
+
+/// `mkdir DIR`.
+pub fn mkdir(args: &[&str]) -> Result<(), String> {
+    let [name] = args else {
+        return Err("mkdir: usage: mkdir DIR".into());
+    };
+    fs::mkdir(name).map_err(|e| fail(&format!("mkdir {name}"), e))
+}

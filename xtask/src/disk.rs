@@ -1,0 +1,213 @@
+//! Disk images for the virtio-blk device (issue 16): FAT images made and read on the host by
+//! Debian's `dosfstools` (`mkfs.fat`) and `mtools` (`mcopy`, `mtype`), so users put files
+//! in and take results out with ordinary tools. `cargo xtask run` attaches
+//! `target/disk.img` (made on first use, kept between boots, `--fresh-disk` makes it anew);
+//! test boots get their own images under `target/` and never touch the user's.
+
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Size of a new image's FAT16 volume in KiB.
+const SIZE_KIB: u64 = 16 * 1024;
+/// The volume's first sector: one partition in a Master Boot Record (`embedded-sdmmc` reads
+/// only partitioned disks), at 1 MiB as partitioning tools place it.
+const START: u64 = 2048;
+
+const INSTALL_HELP: &str = "\
+Musubi's disk images need mkfs.fat (dosfstools) and mtools. As root on Debian:
+  apt-get install -y dosfstools mtools
+(or run `bash .ci/install-disk-tools`, which does exactly that)";
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Make sure `mkfs.fat` and `mtools` are there; install them when running as root.
+pub fn ensure_tools() -> Result<()> {
+    if have("mkfs.fat") && have("mcopy") {
+        return Ok(());
+    }
+    eprintln!("xtask: mkfs.fat or mtools is missing");
+    let script = crate::build::workspace_root().join(".ci/install-disk-tools");
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| o.stdout.starts_with(b"0"))
+        .unwrap_or(false);
+    if is_root && Path::new("/usr/bin/apt-get").exists() && script.exists() {
+        eprintln!("xtask: installing dosfstools and mtools (bash .ci/install-disk-tools)");
+        let ok = Command::new("bash")
+            .arg(&script)
+            .status()
+            .context("running .ci/install-disk-tools")?
+            .success();
+        if ok && have("mkfs.fat") && have("mcopy") {
+            return Ok(());
+        }
+        bail!("installing the disk tools failed.\n{INSTALL_HELP}");
+    }
+    bail!("{INSTALL_HELP}");
+}
+
+/// The user's disk, `target/disk.img`: made if missing or if `fresh`, else kept.
+pub fn user_image(fresh: bool) -> Result<PathBuf> {
+    let path = crate::build::workspace_root().join("target/disk.img");
+    if fresh || !path.exists() {
+        make(&path)?;
+        eprintln!("xtask: made a new FAT disk image {}", path.display());
+    }
+    Ok(path)
+}
+
+/// A new empty image at `path` (an old one is replaced): a Master Boot Record with one
+/// FAT16 (LBA, type 0x0e) partition from sector [`START`], formatted by `mkfs.fat`.
+pub fn make(path: &Path) -> Result<()> {
+    ensure_tools()?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let sectors = SIZE_KIB * 2;
+    let mut mbr = vec![0u8; 512];
+    let entry = &mut mbr[446..462];
+    entry[4] = 0x0e;
+    entry[8..12].copy_from_slice(&(START as u32).to_le_bytes());
+    entry[12..16].copy_from_slice(&(sectors as u32).to_le_bytes());
+    mbr[510] = 0x55;
+    mbr[511] = 0xaa;
+    let _ = std::fs::remove_file(path);
+    std::fs::write(path, &mbr).with_context(|| format!("writing {}", path.display()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)?
+        .set_len((START + sectors) * 512)?;
+    run(Command::new("mkfs.fat")
+        .args(["-F", "16", "-n", "MUSUBI", "--offset", &START.to_string()])
+        .arg(path)
+        .arg(SIZE_KIB.to_string()))
+}
+
+/// Zero the volume's boot sector: the image no longer holds a FAT volume (for the tests of
+/// a corrupt disk).
+pub fn corrupt(image: &Path) -> Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(image)?;
+    f.seek(SeekFrom::Start(START * 512))?;
+    f.write_all(&[0u8; 512])?;
+    Ok(())
+}
+
+/// The image as mtools names its volume (`FILE@@OFFSET`).
+fn volume(image: &Path) -> String {
+    format!("{}@@{}", image.display(), START * 512)
+}
+
+/// Put `data` into the image as `name` (an 8.3 name in the root directory).
+pub fn put(image: &Path, name: &str, data: &[u8]) -> Result<()> {
+    let tmp = image.with_extension(format!("put-{name}"));
+    std::fs::write(&tmp, data)?;
+    let r = run(Command::new("mcopy")
+        .arg("-o")
+        .arg("-i")
+        .arg(volume(image))
+        .arg(&tmp)
+        .arg(format!("::{name}")));
+    let _ = std::fs::remove_file(&tmp);
+    r
+}
+
+/// The contents of `name` in the image.
+pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
+    let out = Command::new("mtype")
+        .arg("-i")
+        .arg(volume(image))
+        .arg(format!("::{name}"))
+        .output()
+        .context("running mtype (mtools)")?;
+    if !out.status.success() {
+        bail!(
+            "mtype ::{name}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// `fsck.fat -n` (check only) over the image's volume, copied out to a file beside it.
+/// Returns the clusters it found allocated but in no file: `embedded-sdmmc` 0.10 deletes a
+/// file's directory entry without freeing its clusters (docs/design.md section 16), so the
+/// caller compares them with what it deleted. Any other finding is an error.
+pub fn check(image: &Path) -> Result<u64> {
+    let data = std::fs::read(image)?;
+    let start = (START * 512) as usize;
+    let volume = image.with_extension("fsck");
+    std::fs::write(&volume, data.get(start..).unwrap_or_default())?;
+    let out = Command::new("fsck.fat").arg("-n").arg(&volume).output();
+    let _ = std::fs::remove_file(&volume);
+    let out = out.context("running fsck.fat")?;
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let mut lost = 0;
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("Reclaimed ") {
+            lost += rest
+                .split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(u64::MAX / 2);
+        } else if !(line.starts_with("fsck.fat ")
+            || line.is_empty()
+            || line == "Leaving filesystem unchanged."
+            || line.contains(" files, "))
+        {
+            bail!("fsck.fat -n found: {}", text.trim());
+        }
+    }
+    if !out.status.success() && lost == 0 {
+        bail!(
+            "fsck.fat -n failed: {} {}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(lost)
+}
+
+fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed: {}",
+            cmd.get_program(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new image holds a file mtools put in, `fsck.fat` finds nothing wrong, and a zeroed
+    /// volume boot sector is an error of `check`.
+    #[test]
+    fn make_put_get_check() {
+        let dir = std::env::temp_dir().join(format!("musubi-disk-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let image = dir.join("t.img");
+        make(&image).unwrap();
+        put(&image, "A.TXT", b"abc\n").unwrap();
+        assert_eq!(get(&image, "A.TXT").unwrap(), b"abc\n");
+        assert!(get(&image, "B.TXT").is_err());
+        assert_eq!(check(&image).unwrap(), 0);
+        corrupt(&image).unwrap();
+        assert!(check(&image).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
