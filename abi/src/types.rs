@@ -312,6 +312,9 @@ pub struct CoreInfo {
     /// Frames of the pool that programs may not take (the kernel's reserve): programs can
     /// have at most `frames_free - frames_reserved` more.
     pub frames_reserved: u64,
+    /// Timed waits ended by a timer interrupt programmed for no later than their deadline
+    /// (by their own deadline, not by a later tick), however late the interrupt came.
+    pub deadline_wakes: u64,
 }
 
 /// CPU modes (P2, Limited Symmetry section 2.1): where a core's time goes.

@@ -651,6 +651,7 @@ pub fn on_timer(s: &mut sched::Sched, now: u64) -> u64 {
             if p.ipc.pending.remove(&ticket).is_none() {
                 continue;
             }
+            crate::time::note_due(at);
             if let Some(ring) = p
                 .ipc
                 .ring

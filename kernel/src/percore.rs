@@ -64,6 +64,9 @@ pub struct CoreStats {
     pub apic_id: AtomicU32,
     /// Timer interrupts taken.
     pub ticks: AtomicU64,
+    /// Timed waits ended by a timer interrupt programmed for no later than their deadline
+    /// (`time::note_due`): ended by their own deadline, not by a later tick.
+    pub deadline_wakes: AtomicU64,
     /// IPIs taken, all senders together.
     pub ipis: AtomicU64,
     /// IPIs taken from each sender core.
@@ -89,6 +92,7 @@ impl CoreStats {
             online: AtomicBool::new(false),
             apic_id: AtomicU32::new(0),
             ticks: AtomicU64::new(0),
+            deadline_wakes: AtomicU64::new(0),
             ipis: AtomicU64::new(0),
             ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
             serial_irqs: AtomicU64::new(0),

@@ -331,6 +331,7 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
                 processes: core.stats.processes.load(Ordering::Relaxed),
                 ipis: core.stats.ipis.load(Ordering::Relaxed),
                 frames_reserved: crate::mm::frames::kernel_reserve(c),
+                deadline_wakes: core.stats.deadline_wakes.load(Ordering::Relaxed),
             }
         })
         .collect();

@@ -87,6 +87,8 @@ pub struct CoreTimer {
     /// The earliest deadline of the kernel's own halting waits on this core (the idle
     /// context's `run_until`, [`wait_until`]), which no thread or process records.
     kernel_wait: AtomicU64,
+    /// What `armed` was when the last timer interrupt came (ns).
+    fired_for: AtomicU64,
 }
 
 impl CoreTimer {
@@ -95,6 +97,7 @@ impl CoreTimer {
             next_tick: AtomicU64::new(u64::MAX),
             armed: AtomicU64::new(u64::MAX),
             kernel_wait: AtomicU64::new(u64::MAX),
+            fired_for: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -154,10 +157,13 @@ pub fn arm_kernel_wait(deadline_ns: u64) {
 }
 
 /// Timer interrupt at `now`: true if the periodic tick is due (then it is counted and the
-/// next one scheduled a period later).
+/// next one scheduled a period later). Notes the time the interrupt was programmed for,
+/// for [`note_due`].
 pub fn on_timer(now: u64) -> bool {
     let core = percore::this();
     let t = &core.timer;
+    t.fired_for
+        .store(t.armed.load(Ordering::Relaxed), Ordering::Relaxed);
     let next = t.next_tick.load(Ordering::Relaxed);
     if now < next {
         return false;
@@ -173,6 +179,18 @@ pub fn on_timer(now: u64) -> bool {
     true
 }
 
+/// A timer interrupt ends a timed wait whose deadline was `deadline_ns`: count a deadline
+/// wake (`CoreStats::deadline_wakes`) if the interrupt was programmed for no later than
+/// the deadline, that is the wait was ended by its own deadline (or an earlier one), not
+/// by a later tick. Counting the event, not the lateness, is what lets tests check this
+/// whatever the host's load (an interrupt may come late; its programmed time does not).
+pub fn note_due(deadline_ns: u64) {
+    let core = percore::this();
+    if core.timer.fired_for.load(Ordering::Relaxed) <= deadline_ns {
+        core.stats.deadline_wakes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 /// After a timer interrupt: program the timer for the next tick or `earliest_deadline`,
 /// whichever comes first.
 pub fn rearm(earliest_deadline: u64) {
@@ -180,6 +198,7 @@ pub fn rearm(earliest_deadline: u64) {
     let now = now_ns();
     let mut kernel_wait = t.kernel_wait.load(Ordering::Relaxed);
     if kernel_wait <= now {
+        note_due(kernel_wait);
         kernel_wait = u64::MAX;
         t.kernel_wait.store(kernel_wait, Ordering::Relaxed);
     }

@@ -756,6 +756,7 @@ pub fn on_timer(now: u64, tick: bool, from_user: bool) -> u64 {
             ) = t.state
             {
                 if at <= now {
+                    time::note_due(at);
                     due.push(t.id);
                 } else {
                     earliest = earliest.min(at);

@@ -1,5 +1,5 @@
-//! `timers check LIMIT_US [WAITS]` and `timers bench SAMPLES`: how late the four kinds of timed
-//! wait end, against their deadlines.
+//! `timers check [WAITS]` and `timers bench SAMPLES`: whether the four kinds of timed wait
+//! end by their own deadlines, and how late, against their deadlines.
 //!
 //! The kinds: `sleep` (`SLEEP`), `timer` (`SUBMIT(TIMER)` then `COLLECT` of its ticket),
 //! `recv timeout` (`RECV` on an endpoint nobody sends to) and `collect timeout` (`COLLECT`
@@ -9,10 +9,14 @@
 //! way in and out and is never below the true lateness.
 //!
 //! `check`: for D = 1, 3 and 15 ms, WAITS (default 3) waits of each kind back to back.
-//! Every one must end with the right result and not before its deadline, and the best of
-//! them within LIMIT_US. Back to back matters: were waits to end at the 10 ms tick, the first
-//! would end at a tick and the next ones start just after one, so they would be 5 to 9 ms
-//! late. Prints `timers: ok` and exits 0, or the first failure and exits 1.
+//! Every one must end with the right result and not before its deadline, and each one
+//! shorter than the tick (1 and 3 ms) must be counted as a deadline wake on its core
+//! (`CORES`' `deadline_wakes`: a wait ended by a timer interrupt programmed for no later
+//! than its deadline, however late it came). That is an event, not wall time, so a busy
+//! host cannot fail it; were deadlines ignored, the tick after each deadline would end
+//! the wait and none would be counted. The best lateness of each kind and
+//! length is printed, as information. Prints `timers: ok` and exits 0, or the first
+//! failure and exits 1.
 //!
 //! `bench`: SAMPLES waits of each kind for each D in 0.1, 1, 3 and 15 ms, printed as
 //! `BENCH {"peer":"musubi","case":"sleep 1 ms","unit":"us","per_op":2.1}` (the error in
@@ -25,7 +29,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::res::{ResId, Rights};
-use ulib::abi::Error;
+use ulib::abi::{CoreInfo, Error, MAX_CORES};
 use ulib::{ipc, println, sys};
 
 ulib::main!(main);
@@ -33,14 +37,18 @@ ulib::main!(main);
 const KINDS: [&str; 4] = ["sleep", "timer", "recv timeout", "collect timeout"];
 /// A timer that is never done during the run (what `collect timeout` waits on).
 const LONG_NS: u64 = 3_600_000_000_000;
+/// The kernel's periodic tick (`HZ` = 100): waits shorter than it must end by a deadline wake.
+const TICK_NS: u64 = 10_000_000;
 
 fn main(args: &[&str]) -> i32 {
     let arg = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
     let r = match (args.get(1).copied(), arg(2)) {
-        (Some("check"), Some(limit_us)) => check(limit_us, arg(3).unwrap_or(3).max(1)),
+        (Some("check"), waits) if args.len() <= 3 && (waits.is_some() || args.len() == 2) => {
+            check(waits.unwrap_or(3).max(1))
+        }
         (Some("bench"), Some(samples)) if samples > 0 => bench(samples),
         _ => {
-            println!("usage: timers check LIMIT_US [WAITS] | timers bench SAMPLES");
+            println!("usage: timers check [WAITS] | timers bench SAMPLES");
             return 2;
         }
     };
@@ -72,6 +80,18 @@ fn setup() -> Result<Setup, String> {
     })
 }
 
+/// The deadline wakes counted so far by the core this program runs on.
+fn deadline_wakes() -> Result<u64, String> {
+    let core = sys::core().map_err(|e| format!("CORE: {e}"))?;
+    let mut buf = [CoreInfo::default(); MAX_CORES];
+    let n = sys::cores(&mut buf).map_err(|e| format!("CORES: {e}"))?;
+    buf[..n]
+        .iter()
+        .find(|c| c.core as usize == core)
+        .map(|c| c.deadline_wakes)
+        .ok_or_else(|| format!("CORES: no record for core {core}"))
+}
+
 fn clock() -> Result<u64, String> {
     sys::clock_ns().map_err(|e| format!("CLOCK: {e}"))
 }
@@ -99,27 +119,29 @@ fn wait(s: &Setup, kind: &str, ns: u64) -> Result<i64, String> {
     Ok(t1 as i64 - (t0 + ns) as i64)
 }
 
-fn check(limit_us: u64, waits: u64) -> Result<(), String> {
+fn check(waits: u64) -> Result<(), String> {
     let s = setup()?;
     for ms in [1u64, 3, 15] {
+        let ns = ms * 1_000_000;
         for kind in KINDS {
             let mut best = i64::MAX;
             for _ in 0..waits {
-                let late = wait(&s, kind, ms * 1_000_000)?;
+                let fires = deadline_wakes()?;
+                let late = wait(&s, kind, ns)?;
                 if late < 0 {
                     return Err(format!(
                         "{kind} {ms} ms ended {} ns before its deadline",
                         -late
                     ));
                 }
+                if ns < TICK_NS && deadline_wakes()? == fires {
+                    return Err(format!(
+                        "{kind} {ms} ms ended {late} ns late with no deadline wake on its core"
+                    ));
+                }
                 best = best.min(late);
             }
             println!("timers: {kind} {ms} ms: best of {waits} {best} ns late");
-            if best as u64 > limit_us * 1000 {
-                return Err(format!(
-                    "{kind} {ms} ms: {best} ns late at best, limit {limit_us} us"
-                ));
-            }
         }
     }
     println!("timers: ok");
