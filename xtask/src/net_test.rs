@@ -47,6 +47,8 @@ pub fn free_udp_port() -> Result<u16> {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostCount {
     pub probes: u32,
+    /// Probe replies received (the last probe's and any earlier one's).
+    pub probe_answers: u32,
     pub sent: u32,
     pub answered: u32,
     pub lost: u32,
@@ -76,11 +78,12 @@ fn datagram(seq: u32) -> Vec<u8> {
     d
 }
 
-/// Probe until `udpecho` answers (at most [`PROBE_LIMIT`]); the probes sent.
-fn probe(sock: &UdpSocket) -> Result<u32> {
+/// Probe until `udpecho` answers (at most [`PROBE_LIMIT`]); (probes sent, probe replies).
+fn probe(sock: &UdpSocket) -> Result<(u32, u32)> {
     let start = Instant::now();
     let mut buf = [0u8; 2048];
     let mut probes = 0;
+    let mut answers = 0;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
     while start.elapsed() < PROBE_LIMIT {
         probes += 1;
@@ -88,9 +91,9 @@ fn probe(sock: &UdpSocket) -> Result<u32> {
         sock.send(p.as_bytes()).context("sending a probe")?;
         loop {
             match sock.recv(&mut buf) {
-                Ok(n) if &buf[..n] == p.as_bytes() => return Ok(probes),
+                Ok(n) if &buf[..n] == p.as_bytes() => return Ok((probes, answers + 1)),
                 // An earlier probe's answer: this one's may follow.
-                Ok(_) => continue,
+                Ok(_) => answers += 1,
                 Err(_) => break,
             }
         }
@@ -105,8 +108,10 @@ fn probe(sock: &UdpSocket) -> Result<u32> {
 pub fn stream(port: u16) -> Result<HostCount> {
     let sock = UdpSocket::bind("127.0.0.1:0")?;
     sock.connect(("127.0.0.1", port))?;
+    let (probes, probe_answers) = probe(&sock)?;
     let mut c = HostCount {
-        probes: probe(&sock)?,
+        probes,
+        probe_answers,
         ..HostCount::default()
     };
     let mut lost: HashMap<Vec<u8>, u32> = HashMap::new();
@@ -135,7 +140,9 @@ pub fn stream(port: u16) -> Result<HostCount> {
                 c.late += 1;
                 c.lost -= 1;
                 let _ = s;
-            } else if !r.starts_with(b"probe ") {
+            } else if r.starts_with(b"probe ") {
+                c.probe_answers += 1;
+            } else {
                 c.corrupt += 1;
                 eprintln!(
                     "xtask: net: datagram {seq} ({} bytes): a reply of {n} bytes that no datagram sent had",
@@ -184,7 +191,7 @@ pub fn guest_counts(output: &str) -> Option<(u64, u64, u64, u64)> {
 pub fn judge(host: &HostCount, guest: (u64, u64, u64, u64), relay: &RelayCount) -> Result<String> {
     let (gin, gout, drops, errors) = guest;
     let host_total = u64::from(host.sent + host.probes);
-    let back = u64::from(host.answered + host.late);
+    let back = u64::from(host.answered + host.late + host.probe_answers);
     let report = format!(
         "host sent {} (+{} probes), answered {} (+{} late); relay: {} to the guest, {} back, \
          {} frames in, {} out, {} guest frames dropped, {} host datagrams dropped; \
@@ -283,6 +290,7 @@ mod tests {
     fn judging() {
         let h = HostCount {
             probes: 2,
+            probe_answers: 1,
             sent: 100,
             answered: 97,
             lost: 3,
