@@ -268,7 +268,13 @@ fn guest_frame(s: &Shared, f: &[u8]) -> Option<Reply> {
     match u16::from_be_bytes([f[12], f[13]]) {
         0x0806 => arp(src_mac, body).map(Reply::Frame),
         0x0800 => {
-            let (src, dst, sport, dport, data) = parse_udp(body)?;
+            let Udp {
+                src,
+                dst,
+                sport,
+                dport,
+                data,
+            } = parse_udp(body)?;
             if dport == 67 && sport == 68 {
                 return dhcp(s, src_mac, data).map(Reply::Frame);
             }
@@ -356,8 +362,18 @@ fn dhcp(s: &Shared, src_mac: [u8; 6], d: &[u8]) -> Option<Vec<u8>> {
     Some(f)
 }
 
-/// IPv4 + UDP: (src, dst, src port, dst port, payload), checked; `None` for anything else.
-fn parse_udp(p: &[u8]) -> Option<([u8; 4], [u8; 4], u16, u16, &[u8])> {
+/// An IPv4 UDP datagram in a frame.
+#[derive(Debug, PartialEq, Eq)]
+struct Udp<'a> {
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    data: &'a [u8],
+}
+
+/// IPv4 + UDP, checksums checked; `None` for anything else.
+fn parse_udp(p: &[u8]) -> Option<Udp<'_>> {
     if p.len() < 20 || p[0] >> 4 != 4 {
         return None;
     }
@@ -384,7 +400,13 @@ fn parse_udp(p: &[u8]) -> Option<([u8; 4], [u8; 4], u16, u16, &[u8])> {
     }
     let sport = u16::from_be_bytes([u[0], u[1]]);
     let dport = u16::from_be_bytes([u[2], u[3]]);
-    Some((src, dst, sport, dport, &u[8..]))
+    Some(Udp {
+        src,
+        dst,
+        sport,
+        dport,
+        data: &u[8..],
+    })
 }
 
 fn eth(dst: [u8; 6], ethertype: u16) -> Vec<u8> {
@@ -468,10 +490,15 @@ mod tests {
     #[test]
     fn udp_frames_round_trip_with_checksums() {
         let f = udp_frame([2; 6], GUEST_ADDR, 49152, 7, b"hello!!");
-        let (src, dst, sp, dp, data) = parse_udp(&f[14..]).expect("parses");
         assert_eq!(
-            (src, dst, sp, dp, data),
-            (GATEWAY, GUEST_ADDR, 49152, 7, &b"hello!!"[..])
+            parse_udp(&f[14..]),
+            Some(Udp {
+                src: GATEWAY,
+                dst: GUEST_ADDR,
+                sport: 49152,
+                dport: 7,
+                data: b"hello!!",
+            })
         );
         let mut bad = f.clone();
         *bad.last_mut().unwrap() ^= 1;
