@@ -17,6 +17,7 @@ mod bench_urpc;
 mod build;
 mod disk;
 mod layers;
+mod net_relay;
 mod net_test;
 mod peer_linux;
 mod qemu;
@@ -75,9 +76,10 @@ enum Cmd {
         /// kernel stopped with FATAL, or QEMU did not exit cleanly.
         #[arg(long, value_name = "FILE", conflicts_with = "gdb")]
         script: Option<std::path::PathBuf>,
-        /// Boot with a virtio-net device on QEMU's user network (restrict=on, MAC
-        /// 52:54:00:12:34:56): the shell starts netdrv and netd, and a free UDP port on
-        /// the host's 127.0.0.1 is forwarded to the guest's port 7 (printed).
+        /// Boot with a virtio-net device (MAC 52:54:00:12:34:56) whose whole network is a
+        /// relay in xtask on 127.0.0.1 (QEMU's dgram netdev): the shell starts netdrv and
+        /// netd, and a free UDP port on the host's 127.0.0.1 reaches the guest's port 7
+        /// (printed).
         #[arg(long)]
         net: bool,
         /// Make `target/disk.img` (the FAT disk every run attaches as a virtio-blk device)
@@ -173,14 +175,22 @@ fn run(cli: Cli) -> Result<()> {
             g.initrd = Some(user::build_archive()?);
             g.mem_mib = mem;
             g.gdb = gdb;
-            if net {
-                // A free host port on 127.0.0.1 to the guest's UDP port 7 (`udpecho 7`).
-                let port = net_test::free_udp_port()?;
-                g.net = Some(net_test::forwarding(port));
+            // The relay is the guest's whole network; it lives until QEMU has exited.
+            let _relay = if net {
+                let relay = net_relay::Relay::start(&[(0, net_test::GUEST_PORT)])?;
+                let port = relay.forwards()[0].0;
+                g.net = Some(qemu::NetCfg::relay(&relay));
                 eprintln!(
-                    "xtask: network: netdrv starts at boot, the shell starts netd (DHCP, 10.0.2.15); then                      `run udpecho 7 &` in Musubi and `socat - UDP:127.0.0.1:{port}` on this                      machine talk to each other (host UDP 127.0.0.1:{port} -> guest port 7)"
+                    "xtask: network: a relay on 127.0.0.1 is the guest's whole network (gateway \
+                     10.0.2.2, DHCP 10.0.2.15; nothing leaves for another address). netdrv starts \
+                     at boot, the shell starts netd; then `run udpecho 7 &` in Musubi and \
+                     `socat - UDP:127.0.0.1:{port}` on this machine talk to each other \
+                     (host UDP 127.0.0.1:{port} -> guest port 7)"
                 );
-            }
+                Some(relay)
+            } else {
+                None
+            };
             g.disk = Some(disk::user_image(fresh_disk)?);
             if deterministic {
                 g.mode = Mode::Deterministic;

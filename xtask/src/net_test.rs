@@ -1,27 +1,22 @@
 //! The network test of issue 15: a host client (std `UdpSocket`, 127.0.0.1 only) streams
-//! datagrams of 1..1,472 bytes through QEMU's user network to `udpecho` in Musubi and checks
-//! every reply's bytes.
+//! datagrams of 1..1,472 bytes through the host relay (`net_relay.rs`) and QEMU's `dgram`
+//! netdev to `udpecho` in Musubi and checks every reply's bytes.
 //!
-//! The guest boots with a virtio-net device whose user network forwards a free host UDP
-//! port on 127.0.0.1 to the guest's port 7 (`restrict=on`: the guest reaches nothing else).
-//! The shell starts the driver and `netd` (`net up`, DHCP) and `udpecho 7`; the client
-//! first sends probes until one is answered (`udpecho` is bound: a hang guard, not a time
-//! guess), then [`DATAGRAMS`] datagrams, one at a time, each waited for at most
+//! The guest's virtio-net device is plugged into a relay that is its whole network (gateway
+//! 10.0.2.2, DHCP, nothing else reachable) and forwards a free host UDP port on 127.0.0.1
+//! to the guest's port 7. The shell starts `netd` (DHCP from the relay) and `udpecho 7`;
+//! the client first sends probes until one is answered (`udpecho` is bound: a hang guard,
+//! not a time guess), then [`DATAGRAMS`] datagrams, one at a time, each waited for at most
 //! [`REPLY_WAIT`]. Nothing is sent again: a datagram without a reply is counted lost, and a
 //! reply that comes after its wait is counted late. Every reply must equal what was sent.
 //!
-//! Both sides count: the host its datagrams sent and answered, the guest (shell `net`)
-//! `netd`'s datagrams in and out, drops and errors. Loss on the wire (QEMU's user network
-//! may drop) is what the guest never saw or what left it and never arrived; it is reported,
-//! not failed. The test fails on corruption, or on loss inside Musubi: a datagram `netd`
-//! took in and did not send back out, or any drop or error it counted.
-//!
-//! Status: with the user network's `restrict=on` (the project's rule), QEMU 10 delivers the
-//! host's datagrams to `udpecho` (which answers them: `netd` counts them out, the driver
-//! sends the frames) but drops the answers to the forwarded port; without `restrict=on` the
-//! answers arrive. So this test runs only with `cargo xtask test --filter 'net*'` until the
-//! network's rule is settled.
+//! Three places count: the host its datagrams sent and answered, the relay the datagrams it
+//! passed each way, the guest (shell `net`) `netd`'s datagrams in and out, drops and
+//! errors. Loss on the wire (loopback sockets, QEMU's netdev) is reported per hop, not
+//! failed. The test fails on corruption, or on loss inside Musubi: a datagram `netd` took
+//! in and did not send back out, or any drop or error it counted.
 
+use crate::net_relay::{Relay, RelayCount};
 use crate::qemu::{Guest, NetCfg};
 use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
@@ -48,17 +43,12 @@ pub fn free_udp_port() -> Result<u16> {
     Ok(s.local_addr()?.port())
 }
 
-/// A network config forwarding `host` on 127.0.0.1 to the guest's [`GUEST_PORT`].
-pub fn forwarding(host: u16) -> NetCfg {
-    let mut n = NetCfg::test();
-    n.udp_forwards.push((host, GUEST_PORT));
-    n
-}
-
 /// What the host saw.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostCount {
     pub probes: u32,
+    /// Probe replies received (the last probe's and any earlier one's).
+    pub probe_answers: u32,
     pub sent: u32,
     pub answered: u32,
     pub lost: u32,
@@ -88,11 +78,12 @@ fn datagram(seq: u32) -> Vec<u8> {
     d
 }
 
-/// Probe until `udpecho` answers (at most [`PROBE_LIMIT`]); the probes sent.
-fn probe(sock: &UdpSocket) -> Result<u32> {
+/// Probe until `udpecho` answers (at most [`PROBE_LIMIT`]); (probes sent, probe replies).
+fn probe(sock: &UdpSocket) -> Result<(u32, u32)> {
     let start = Instant::now();
     let mut buf = [0u8; 2048];
     let mut probes = 0;
+    let mut answers = 0;
     sock.set_read_timeout(Some(Duration::from_millis(200)))?;
     while start.elapsed() < PROBE_LIMIT {
         probes += 1;
@@ -100,9 +91,9 @@ fn probe(sock: &UdpSocket) -> Result<u32> {
         sock.send(p.as_bytes()).context("sending a probe")?;
         loop {
             match sock.recv(&mut buf) {
-                Ok(n) if &buf[..n] == p.as_bytes() => return Ok(probes),
+                Ok(n) if &buf[..n] == p.as_bytes() => return Ok((probes, answers + 1)),
                 // An earlier probe's answer: this one's may follow.
-                Ok(_) => continue,
+                Ok(_) => answers += 1,
                 Err(_) => break,
             }
         }
@@ -117,8 +108,10 @@ fn probe(sock: &UdpSocket) -> Result<u32> {
 pub fn stream(port: u16) -> Result<HostCount> {
     let sock = UdpSocket::bind("127.0.0.1:0")?;
     sock.connect(("127.0.0.1", port))?;
+    let (probes, probe_answers) = probe(&sock)?;
     let mut c = HostCount {
-        probes: probe(&sock)?,
+        probes,
+        probe_answers,
         ..HostCount::default()
     };
     let mut lost: HashMap<Vec<u8>, u32> = HashMap::new();
@@ -147,7 +140,9 @@ pub fn stream(port: u16) -> Result<HostCount> {
                 c.late += 1;
                 c.lost -= 1;
                 let _ = s;
-            } else if !r.starts_with(b"probe ") {
+            } else if r.starts_with(b"probe ") {
+                c.probe_answers += 1;
+            } else {
                 c.corrupt += 1;
                 eprintln!(
                     "xtask: net: datagram {seq} ({} bytes): a reply of {n} bytes that no datagram sent had",
@@ -191,14 +186,31 @@ pub fn guest_counts(output: &str) -> Option<(u64, u64, u64, u64)> {
 }
 
 /// Judge one run: `Err` for corruption or loss inside Musubi; the report line otherwise.
-pub fn judge(host: &HostCount, guest: (u64, u64, u64, u64)) -> Result<String> {
+/// The relay's counts split the wire: host -> relay and relay -> host are loopback sockets;
+/// relay -> guest and guest -> relay are QEMU's `dgram` netdev and the device.
+pub fn judge(host: &HostCount, guest: (u64, u64, u64, u64), relay: &RelayCount) -> Result<String> {
     let (gin, gout, drops, errors) = guest;
     let host_total = u64::from(host.sent + host.probes);
-    let to_guest = host_total.saturating_sub(gin);
-    let from_guest = gout.saturating_sub(u64::from(host.answered + host.late));
+    let back = u64::from(host.answered + host.late + host.probe_answers);
     let report = format!(
-        "host sent {} (+{} probes), answered {} (+{} late); guest: {gin} in, {gout} out, {drops} drops, {errors} errors; lost on the wire: {to_guest} to the guest, about {from_guest} back",
-        host.sent, host.probes, host.answered, host.late
+        "host sent {} (+{} probes), answered {} (+{} late); relay: {} to the guest, {} back, \
+         {} frames in, {} out, {} guest frames dropped, {} host datagrams dropped; \
+         guest: {gin} in, {gout} out, {drops} drops, {errors} errors; lost on the wire: \
+         {} host->relay, {} relay->guest (QEMU), {} guest->relay (QEMU), {} relay->host",
+        host.sent,
+        host.probes,
+        host.answered,
+        host.late,
+        relay.to_guest,
+        relay.to_host,
+        relay.frames_from_guest,
+        relay.frames_to_guest,
+        relay.dropped_from_guest,
+        relay.dropped_from_host,
+        host_total.saturating_sub(relay.to_guest + relay.dropped_from_host),
+        relay.to_guest.saturating_sub(gin),
+        gout.saturating_sub(relay.to_host),
+        relay.to_host.saturating_sub(back),
     );
     if host.corrupt > 0 {
         bail!("{} replies corrupt; {report}", host.corrupt);
@@ -206,17 +218,18 @@ pub fn judge(host: &HostCount, guest: (u64, u64, u64, u64)) -> Result<String> {
     if gin != gout || drops > 0 || errors > 0 {
         bail!("lost inside Musubi: {report}");
     }
-    if gin > host_total {
-        bail!("the guest counted more datagrams than the host sent: {report}");
+    if gin > relay.to_guest || relay.to_guest > host_total {
+        bail!("more datagrams counted downstream than were sent: {report}");
     }
     Ok(report)
 }
 
 /// One boot: the shell commands and the host stream between them.
 pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
-    let port = free_udp_port()?;
+    let relay = Relay::start(&[(0, GUEST_PORT)])?;
+    let port = relay.forwards()[0].0;
     let mut g = guest.clone();
-    g.net = Some(forwarding(port));
+    g.net = Some(NetCfg::relay(&relay));
     // The driver at driver priority on core 0, where the device resources are (a boot
     // program: the shell may not start one).
     g.cmdline = format!("{} driver=0:netdrv", g.cmdline).trim().to_string();
@@ -248,7 +261,7 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     })?;
     let host = host.context("the stream did not run")?;
     let guest = guest_counts_seen.context("no guest counters")?;
-    judge(&host, guest)
+    judge(&host, guest, &relay.count())
 }
 
 #[cfg(test)]
@@ -277,16 +290,28 @@ mod tests {
     fn judging() {
         let h = HostCount {
             probes: 2,
+            probe_answers: 1,
             sent: 100,
             answered: 97,
             lost: 3,
             ..HostCount::default()
         };
+        let r = RelayCount {
+            to_guest: 102,
+            to_host: 99,
+            ..RelayCount::default()
+        };
         // Two never reached the guest, one was lost on the way back: wire loss, a pass.
-        assert!(judge(&h, (100, 100, 0, 0)).is_ok());
-        assert!(judge(&h, (100, 99, 0, 0)).is_err());
-        assert!(judge(&h, (100, 100, 1, 0)).is_err());
+        let ok = judge(&h, (100, 100, 0, 0), &r).unwrap();
+        assert!(
+            ok.contains("2 relay->guest (QEMU), 1 guest->relay (QEMU)"),
+            "{ok}"
+        );
+        assert!(judge(&h, (100, 99, 0, 0), &r).is_err());
+        assert!(judge(&h, (100, 100, 1, 0), &r).is_err());
         let bad = HostCount { corrupt: 1, ..h };
-        assert!(judge(&bad, (100, 100, 0, 0)).is_err());
+        assert!(judge(&bad, (100, 100, 0, 0), &r).is_err());
+        // The guest cannot have taken in more than the relay passed it.
+        assert!(judge(&h, (103, 103, 0, 0), &r).is_err());
     }
 }

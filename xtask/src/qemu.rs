@@ -43,39 +43,86 @@ pub struct Guest {
     /// A person at a terminal: Ctrl-C goes to the guest (the shell interrupts its
     /// foreground program) and Ctrl-A X quits QEMU (its monitor shares the console).
     pub interactive: bool,
-    /// A virtio-net device (modern PCI transport) on QEMU's user network, if any.
+    /// A virtio-net device (modern PCI transport), if any.
     pub net: Option<NetCfg>,
     /// A raw disk image attached as a virtio-blk device (modern PCI transport), if any.
     pub disk: Option<std::path::PathBuf>,
 }
 
-/// A virtio-net device on QEMU's user network, closed to the outside (`restrict=on`): the
-/// guest reaches only QEMU's own gateway (10.0.2.2) and the forwarded host ports.
+/// A virtio-net device (modern PCI transport) and the network behind it.
 #[derive(Clone, Debug)]
 pub struct NetCfg {
     /// The device's MAC address, `52:54:00:..`.
     pub mac: String,
-    /// UDP ports forwarded from the host's 127.0.0.1: (host port, guest port).
-    pub udp_forwards: Vec<(u16, u16)>,
+    pub backend: NetBackend,
+}
+
+/// What the guest's virtio-net device is plugged into.
+#[derive(Clone, Debug)]
+pub enum NetBackend {
+    /// QEMU's user network closed to the outside (`restrict=on`): the guest reaches only
+    /// QEMU's own gateway (10.0.2.2: ARP, DHCP). Its UDP `hostfwd` delivers host datagrams
+    /// to the guest, but slirp drops every UDP answer under `restrict=on`, so host programs
+    /// cannot talk to the guest this way; the kernel test boots use it.
+    User {
+        /// UDP ports forwarded from the host's 127.0.0.1: (host port, guest port).
+        udp_forwards: Vec<(u16, u16)>,
+    },
+    /// `-netdev dgram` to a [`crate::net_relay::Relay`] on 127.0.0.1, which is the guest's
+    /// whole network (gateway 10.0.2.2, DHCP, UDP forwarding to host programs on loopback;
+    /// everything else dropped). The relay must outlive QEMU.
+    Relay {
+        /// QEMU's own port (Q) on 127.0.0.1.
+        qemu_port: u16,
+        /// The relay's port (R) on 127.0.0.1.
+        relay_port: u16,
+    },
 }
 
 impl NetCfg {
     /// The MAC the tests give the device (`abi::dev` tests compare DRV_INFO with it).
     pub const TEST_MAC: &'static str = "52:54:00:12:34:56";
 
-    /// The device the test boots get: no forwarded port.
+    /// The device the test boots get: the restricted user network, no forwarded port.
     pub fn test() -> NetCfg {
         NetCfg {
             mac: Self::TEST_MAC.into(),
-            udp_forwards: Vec::new(),
+            backend: NetBackend::User {
+                udp_forwards: Vec::new(),
+            },
+        }
+    }
+
+    /// The device (MAC [`Self::TEST_MAC`]) on `relay`'s network: host programs reach the
+    /// guest through the relay's forwarded ports ([`crate::net_relay::Relay::forwards`]).
+    pub fn relay(relay: &crate::net_relay::Relay) -> NetCfg {
+        let (qemu_port, relay_port) = relay.ports();
+        NetCfg {
+            mac: Self::TEST_MAC.into(),
+            backend: NetBackend::Relay {
+                qemu_port,
+                relay_port,
+            },
         }
     }
 
     fn args(&self) -> [String; 4] {
-        let mut netdev = String::from("user,id=n0,restrict=on");
-        for (host, guest) in &self.udp_forwards {
-            netdev.push_str(&format!(",hostfwd=udp:127.0.0.1:{host}-:{guest}"));
-        }
+        let netdev = match &self.backend {
+            NetBackend::User { udp_forwards } => {
+                let mut n = String::from("user,id=n0,restrict=on");
+                for (host, guest) in udp_forwards {
+                    n.push_str(&format!(",hostfwd=udp:127.0.0.1:{host}-:{guest}"));
+                }
+                n
+            }
+            NetBackend::Relay {
+                qemu_port,
+                relay_port,
+            } => format!(
+                "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={qemu_port},\
+                 remote.type=inet,remote.host=127.0.0.1,remote.port={relay_port}"
+            ),
+        };
         [
             "-netdev".into(),
             netdev,
