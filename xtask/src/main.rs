@@ -8,6 +8,7 @@ mod bench;
 mod bench_ant;
 mod bench_diros;
 mod bench_ipc;
+mod bench_net;
 mod bench_resources;
 mod bench_symmetry;
 mod bench_tender;
@@ -17,6 +18,7 @@ mod build;
 mod layers;
 mod net_test;
 mod peer_linux;
+mod peer_linux_net;
 mod qemu;
 mod results;
 mod runner;
@@ -106,7 +108,7 @@ enum Cmd {
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
         /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
-        /// ant.
+        /// ant, net.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -236,10 +238,11 @@ fn run(cli: Cli) -> Result<()> {
                 ("diros", None) => bench_diros::diros(runs.max(1))?,
                 ("timers", None) => bench_timers::timers(runs.max(1))?,
                 ("ant", None) => bench_ant::ant(runs.max(1))?,
+                ("net", peer) => bench_net::net(runs.max(1), peer.is_some())?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
-                         resources, urpc, tender, symmetry, ipc, diros, timers, ant"
+                         resources, urpc, tender, symmetry, ipc, diros, timers, ant, net"
                     )
                 }
             }
