@@ -135,3 +135,25 @@ pub fn class_name(class: u32) -> &'static str {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_bus_device_function() {
+        let mut buf = [0u8; 7];
+        assert_eq!(name_of(3 << 3, &mut buf), "00.03.0");
+        assert_eq!(name_of(0xff << 8 | 0x1f << 3 | 7, &mut buf), "ff.1f.7");
+        assert!(crate::res::ResName::parse("c0/device/00.03.0").is_ok());
+    }
+
+    #[test]
+    fn records_have_no_padding() {
+        // Pod already refuses padding; the size is the ABI.
+        assert_eq!(core::mem::size_of::<BarInfo>(), 24);
+        assert_eq!(core::mem::size_of::<PciInfo>(), 168);
+        assert_eq!(class_name(0x020000), "ethernet");
+        assert_eq!(class_name(0x028000), "network");
+    }
+}

@@ -250,7 +250,12 @@ pub fn start_boot_programs() {
     let boot_programs = &percore::this().stats.boot_programs;
     for start in args.starts.iter().filter(|s| s.core == me) {
         let argv: alloc::vec::Vec<&str> = start.args().collect();
-        match proc::spawn(start.program, &argv, abi::Priority::App, kernel) {
+        let priority = if start.driver {
+            abi::Priority::Driver
+        } else {
+            abi::Priority::App
+        };
+        match proc::spawn(start.program, &argv, priority, kernel) {
             Ok(_) => {
                 boot_programs.fetch_add(1, Ordering::Relaxed);
             }

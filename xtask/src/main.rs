@@ -157,6 +157,13 @@ fn run(cli: Cli) -> Result<()> {
                 Some(m) => format!("{cmdline} kernel={m}").trim().to_string(),
                 None => cmdline,
             };
+            // With --net, the driver is a boot program at driver priority (the shell may not
+            // start one), on core 0 where the device resources are.
+            let cmdline = if net && !cmdline.contains("driver=") {
+                format!("{cmdline} driver=0:netdrv").trim().to_string()
+            } else {
+                cmdline
+            };
             let mut g = Guest::new(&kernel, smp, &cmdline);
             g.initrd = Some(user::build_archive()?);
             g.mem_mib = mem;

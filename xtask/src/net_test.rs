@@ -32,7 +32,7 @@ pub const DATA_MAX: usize = 1472;
 pub const REPLY_WAIT: Duration = Duration::from_secs(2);
 /// How long the probes may go unanswered (the guest may be slow to bring the network up on
 /// a loaded host): a hang guard.
-pub const PROBE_LIMIT: Duration = Duration::from_secs(240);
+pub const PROBE_LIMIT: Duration = Duration::from_secs(120);
 /// More datagrams lost than this ends the stream (something is broken, not a lossy wire).
 pub const LOSS_LIMIT: u32 = 200;
 
@@ -70,7 +70,11 @@ fn datagram(seq: u32) -> Vec<u8> {
     x ^= x << 17;
     let len = 1 + (x % DATA_MAX as u64) as usize;
     let mut d: Vec<u8> = (0..len)
-        .map(|i| (i as u32).wrapping_mul(31).wrapping_add(seq.wrapping_mul(7)) as u8)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(31)
+                .wrapping_add(seq.wrapping_mul(7)) as u8
+        })
         .collect();
     let s = seq.to_le_bytes();
     let n = len.min(4);
@@ -116,7 +120,8 @@ pub fn stream(port: u16) -> Result<HostCount> {
     let started = Instant::now();
     for seq in 0..DATAGRAMS {
         let d = datagram(seq);
-        sock.send(&d).with_context(|| format!("sending datagram {seq}"))?;
+        sock.send(&d)
+            .with_context(|| format!("sending datagram {seq}"))?;
         c.sent += 1;
         let deadline = Instant::now() + REPLY_WAIT;
         let mut answered = false;
@@ -167,16 +172,16 @@ pub fn guest_counts(output: &str) -> Option<(u64, u64, u64, u64)> {
     let line = output.lines().find(|l| l.starts_with("frames in "))?;
     let w: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
     let after = |key: &str, nth: usize| -> Option<u64> {
-        let i = w
-            .iter()
-            .enumerate()
-            .filter(|(_, x)| **x == key)
-            .nth(nth)?
-            .0;
+        let i = w.iter().enumerate().filter(|(_, x)| **x == key).nth(nth)?.0;
         w.get(i + 1)?.parse().ok()
     };
     // frames in A out B datagrams in C out D drops E errors F
-    Some((after("in", 1)?, after("out", 1)?, after("drops", 0)?, after("errors", 0)?))
+    Some((
+        after("in", 1)?,
+        after("out", 1)?,
+        after("drops", 0)?,
+        after("errors", 0)?,
+    ))
 }
 
 /// Judge one run: `Err` for corruption or loss inside Musubi; the report line otherwise.
@@ -206,8 +211,11 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     let port = free_udp_port()?;
     let mut g = guest.clone();
     g.net = Some(forwarding(port));
-    // The shell brought the network up before its first prompt (netdrv on core 1 % smp,
-    // netd on 2 % smp); `net` shows the address.
+    // The driver at driver priority on core 0, where the device resources are (a boot
+    // program: the shell may not start one).
+    g.cmdline = format!("{} driver=0:netdrv", g.cmdline).trim().to_string();
+    // The shell brought the network up before its first prompt (netdrv on core 0, netd on
+    // core 1); `net` shows the address.
     let echo = if spread {
         "run udpecho 7 -c 3 &"
     } else {
@@ -217,14 +225,16 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     let steps = crate::script::parse(&script)?;
     let mut host = None;
     let mut guest_counts_seen = None;
-    let name = format!("net echo ({smp} cores{})", if spread { ", spread" } else { "" });
+    let name = format!(
+        "net echo ({smp} cores{})",
+        if spread { ", spread" } else { "" }
+    );
     crate::script::run_steps_with(&g, &name, &steps, |_| false, &mut |i, out| {
         match i {
             1 => host = Some(stream(port)?),
             2 => {
-                guest_counts_seen = Some(
-                    guest_counts(out).context("shell `net` printed no counters line")?,
-                )
+                guest_counts_seen =
+                    Some(guest_counts(out).context("shell `net` printed no counters line")?)
             }
             _ => {}
         }

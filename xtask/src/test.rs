@@ -513,14 +513,18 @@ fn trace_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
 }
 
 /// The host client of `xtask/src/net_test.rs` against `udpecho` in the guest: 10,000
-/// datagrams of 1..1,472 bytes, on 2 cores (driver on core 1, netd and udpecho on core 0)
-/// and on 4 (driver, netd and udpecho on cores 1, 2 and 3).
+/// datagrams of 1..1,472 bytes, on 2 cores (driver and udpecho on core 0, netd on core 1)
+/// and on 4 (driver, netd and udpecho on cores 0, 1 and 3).
 fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
     for (smp, spread) in [(2, false), (4, true)] {
         let name = format!(
             "[net] {} datagrams host <-> udpecho ({smp} cores{})",
             crate::net_test::DATAGRAMS,
-            if spread { ", driver, netd, udpecho on 1, 2, 3" } else { "" }
+            if spread {
+                ", driver, netd, udpecho on 0, 1, 3"
+            } else {
+                ""
+            }
         );
         println!("xtask: {name}");
         match crate::net_test::run(&guest(smp, ""), smp, spread) {

@@ -26,12 +26,12 @@ fn netcheck(r: &[String]) -> TestResult {
         let Ok(list) = crate::res::list(core) else {
             continue;
         };
-        for v in list
-            .iter()
-            .filter(|v| v.kind == ResType::VRegion as u8 && ["netd-state-", "netd-tx-", "udp-"]
+        for v in list.iter().filter(|v| {
+            v.kind == ResType::VRegion as u8
+                && ["netd-state-", "netd-tx-", "udp-"]
                     .iter()
-                    .any(|p| v.name().starts_with(p)))
-        {
+                    .any(|p| v.name().starts_with(p))
+        }) {
             crate::res::close(v.id).map_err(|e| format!("close {} ({}): {e}", v.name(), v.id))?;
         }
     }

@@ -13,6 +13,7 @@
 //! | `ktest=PATTERNS` | run the in-kernel tests whose names match, then power off |
 //! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
+//! | `driver=CORE:PROG[,ARG...]` | the same at driver priority (a user-mode driver, e.g. `netdrv`; counts as a `start=`) |
 //! | `noshell` | do not start the shell on core 0 |
 //! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
 //! | `kernel=percore` or `kernel=biglock` | a kernel per core (default), or one big kernel lock taken at every kernel entry (P2's Limited Symmetry) |
@@ -34,6 +35,8 @@ pub struct Start<'a> {
     pub core: usize,
     pub program: &'a str,
     args: &'a str,
+    /// Started at driver priority (`driver=`), else as an application.
+    pub driver: bool,
 }
 
 impl<'a> Start<'a> {
@@ -109,7 +112,7 @@ impl Default for BootArgs<'_> {
     }
 }
 
-fn parse_start(v: &str) -> Option<Start<'_>> {
+fn parse_start(v: &str, driver: bool) -> Option<Start<'_>> {
     let (core, rest) = v.split_once(':')?;
     let core: usize = core.parse().ok().filter(|&c| c < MAX_SMP)?;
     let (program, args) = rest.split_once(',').unwrap_or((rest, ""));
@@ -121,6 +124,7 @@ fn parse_start(v: &str) -> Option<Start<'_>> {
         core,
         program,
         args,
+        driver,
     })
 }
 
@@ -218,7 +222,7 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                 value: v,
                 expected: "switch or halt",
             }),
-            ("start", Some(v)) => match parse_start(v) {
+            ("start" | "driver", Some(v)) => match parse_start(v, key == "driver") {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
                     key,
@@ -355,6 +359,11 @@ mod tests {
         );
         assert_eq!(w.len(), 5);
         assert_eq!(a.starts.len(), 1);
+        let (a, w) = parse_collect("driver=0:netdrv start=1:netd,10.0.2.15 driver=x:bad");
+        assert_eq!(w.len(), 1);
+        assert_eq!(a.starts.len(), 2);
+        assert!(a.starts[0].driver && a.starts[0].program == "netdrv");
+        assert!(!a.starts[1].driver);
     }
 
     #[test]

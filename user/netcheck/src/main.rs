@@ -99,7 +99,9 @@ fn start_program(prog: &str, args: &[&str], core: Option<usize>) -> Result<Pid, 
 
 fn datagram(seq: u32) -> Vec<u8> {
     let len = 1 + (seq as usize * 733) % DATA_MAX;
-    (0..len).map(|i| (i as u32 ^ seq.wrapping_mul(13)) as u8).collect()
+    (0..len)
+        .map(|i| (i as u32 ^ seq.wrapping_mul(13)) as u8)
+        .collect()
 }
 
 fn run(
@@ -134,7 +136,9 @@ fn run(
     let start = sys::clock_ns().unwrap_or(0);
     loop {
         p.inject(&udp_frame(5555, 7, b"probe"), None);
-        if p.wait_for(20_000_000, |f| udp_of(f).filter(|u| u.2 == b"probe")).is_some() {
+        if p.wait_for(20_000_000, |f| udp_of(f).filter(|u| u.2 == b"probe"))
+            .is_some()
+        {
             break;
         }
         if sys::clock_ns().unwrap_or(0) - start > START_LIMIT_NS {
@@ -153,13 +157,19 @@ fn run(
             other => {
                 bad += 1;
                 if bad < 5 {
-                    fails.push(format!("echo {seq} ({} bytes): {:?}", d.len(), other.map(|u| (u.0, u.1))));
+                    fails.push(format!(
+                        "echo {seq} ({} bytes): {:?}",
+                        d.len(),
+                        other.map(|u| (u.0, u.1))
+                    ));
                 }
             }
         }
     }
     if bad > 0 {
-        fails.push(format!("echo: {bad} of {ECHOES} datagrams not echoed right"));
+        fails.push(format!(
+            "echo: {bad} of {ECHOES} datagrams not echoed right"
+        ));
     }
 
     // 2. ICMP echo.
@@ -173,7 +183,9 @@ fn run(
     p.inject(&udp_frame(5555, 9, b"anyone?"), None);
     match p.wait_for(REPLY_LIMIT_NS, |f| icmp_of(f).and_then(|r| r.err())) {
         Some(3) => {}
-        other => fails.push(format!("closed port: {other:?}, want ICMP port unreachable (3)")),
+        other => fails.push(format!(
+            "closed port: {other:?}, want ICMP port unreachable (3)"
+        )),
     }
 
     // 4. Bad input.
@@ -197,7 +209,10 @@ fn run(
     p.inject(&valid, Some(FRAME_MAX as u64 + 1));
     p.idle(50_000_000);
     if !p.refused.contains(&(Error::InvalidArgument as u64)) {
-        fails.push(format!("a length word beyond FRAME_MAX: refusals {:?}", p.refused));
+        fails.push(format!(
+            "a length word beyond FRAME_MAX: refusals {:?}",
+            p.refused
+        ));
     }
     if let Some(udp) = p.udp {
         let m = Msg {
@@ -212,12 +227,16 @@ fn run(
     p.sent.clear();
     let d = datagram(7777);
     p.inject(&udp_frame(5555, 7, &d), None);
-    if p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d)).is_none() {
+    if p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d))
+        .is_none()
+    {
         fails.push(String::from("no echo after the bad frames"));
     }
     let after = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
     if after[5] <= before[5] {
-        fails.push(format!("bad frames counted no error: {before:?} -> {after:?}"));
+        fails.push(format!(
+            "bad frames counted no error: {before:?} -> {after:?}"
+        ));
     }
 
     // 5. A flood beyond a queue.
@@ -264,7 +283,10 @@ fn run(
     }
     match UdpSocket::bind(4000) {
         Err(Error::AlreadyExists) => {}
-        other => fails.push(format!("binding a bound port: {:?}", other.map(|s| s.port()))),
+        other => fails.push(format!(
+            "binding a bound port: {:?}",
+            other.map(|s| s.port())
+        )),
     }
     if let Some(udp) = p.udp {
         let close7 = Msg {
@@ -293,7 +315,9 @@ fn run(
     p.sent.clear();
     mine.send_to(peer_ip, 6000, b"from netcheck")
         .map_err(|e| format!("send: {e}"))?;
-    match p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == b"from netcheck")) {
+    match p.wait_for(REPLY_LIMIT_NS, |f| {
+        udp_of(f).filter(|u| u.2 == b"from netcheck")
+    }) {
         Some((4000, 6000, _)) => {}
         other => fails.push(format!("a program's send: {:?}", other.map(|u| (u.0, u.1)))),
     }

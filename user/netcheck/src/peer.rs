@@ -326,8 +326,7 @@ pub fn ping_frame(seq: u16, data: &[u8]) -> Vec<u8> {
 /// The IPv4 packet in `frame` from `netd` to the peer: (protocol, payload).
 fn ipv4_of(frame: &[u8]) -> Option<(IpProtocol, &[u8])> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
-    if eth.ethertype() != EthernetProtocol::Ipv4 || eth.dst_addr() != EthernetAddress(PEER_MAC)
-    {
+    if eth.ethertype() != EthernetProtocol::Ipv4 || eth.dst_addr() != EthernetAddress(PEER_MAC) {
         return None;
     }
     let payload = &frame[14..];

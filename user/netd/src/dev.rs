@@ -13,7 +13,7 @@ use alloc::vec::Vec;
 use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
 use ulib::abi::fnid::FnId;
-use ulib::abi::ipc::{self as api, Msg, MSG_ICA};
+use ulib::abi::ipc::{self as api, Msg};
 use ulib::abi::net::{DRV_TX, FN_DRV, FRAME_ICA_SIZE, FRAME_MAX};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
@@ -136,13 +136,9 @@ impl Tx {
             };
             p.ticket = None;
             p.at = ipc::ica_at(&c.msg).map_or(0, |(_, at)| at);
-            let refused = c.status != 0 || c.msg.label & !MSG_ICA != 0;
-            if refused {
-                let code = if c.status != 0 {
-                    c.status
-                } else {
-                    c.msg.label & !MSG_ICA
-                };
+            // The driver answers with the error code as the reply's value (0: sent).
+            let code = if c.status != 0 { c.status } else { c.value };
+            if code != 0 {
                 if Error::from_code(code) == Error::Busy {
                     self.counts.drops += 1;
                 } else {
@@ -210,7 +206,10 @@ impl Tx {
             }
             // Refused before the page moved: it stays where it was.
             Err(e) => {
-                if matches!(e, Error::Gone | Error::NoSuchResource | Error::StaleResource) {
+                if matches!(
+                    e,
+                    Error::Gone | Error::NoSuchResource | Error::StaleResource
+                ) {
                     self.drv = None;
                 }
                 if e == Error::Busy {

@@ -120,7 +120,9 @@ fn run(o: &Options) -> Result<(), String> {
         take_over(ep)?
     } else {
         let id = fnid::register(FN_UDP, ep).map_err(|e| match e {
-            Error::AlreadyExists => String::from("net.udp is served already (netd takeover replaces it)"),
+            Error::AlreadyExists => {
+                String::from("net.udp is served already (netd takeover replaces it)")
+            }
             e => format!("register {FN_UDP}: {e}"),
         })?;
         let (net, how) = state(id)?;
@@ -169,7 +171,10 @@ fn open_found(region: ResId, len: u64) -> Result<(netstate::Net<'static>, String
     }
     let n = netstate::open(a).map_err(|e| format!("state ICA {region} refused: {e}"))?;
     let bound = n.bound().count();
-    Ok((n, format!("in state ICA {region} (found, {bound} ports bound)")))
+    Ok((
+        n,
+        format!("in state ICA {region} (found, {bound} ports bound)"),
+    ))
 }
 
 /// The state of a fresh registration: the one an earlier server left, or a new one.
@@ -205,14 +210,13 @@ fn state(id: FnId) -> Result<(netstate::Net<'static>, String), String> {
 
 /// `netd takeover`: check, take `net.udp` over, then attach its state.
 fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String), String> {
-    let id = fnid::lookup(FN_UDP).map_err(|e| format!("takeover: no {FN_UDP} to take over: {e}"))?;
+    let id =
+        fnid::lookup(FN_UDP).map_err(|e| format!("takeover: no {FN_UDP} to take over: {e}"))?;
     let region = fnid::state(id, None)
         .map_err(|e| format!("takeover: FN_STATE: {e}"))?
         .ok_or_else(|| format!("takeover: {FN_UDP} has no state ICA"))?;
     let info = res::info(region).map_err(|e| format!("takeover: state ICA {region}: {e}"))?;
-    if info.kind != ResType::VRegion as u8
-        || info.size < netstate::area_size(1, 1) as u64
-    {
+    if info.kind != ResType::VRegion as u8 || info.size < netstate::area_size(1, 1) as u64 {
         return Err(format!("takeover: state ICA {region} is not a netd state"));
     }
     let generation = fnid::takeover(id, ep, TAKEOVER_TIMEOUT_NS)
@@ -230,5 +234,9 @@ fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String), String
         }
     }
     let (n, how) = open_found(region, info.size)?;
-    Ok((id, n, format!("{how}, took over (server generation {generation})")))
+    Ok((
+        id,
+        n,
+        format!("{how}, took over (server generation {generation})"),
+    ))
 }

@@ -114,7 +114,10 @@ impl Server {
             }
         });
         if gateway != 0 {
-            let _ = self.iface.routes_mut().add_default_ipv4_route(ipv4(gateway));
+            let _ = self
+                .iface
+                .routes_mut()
+                .add_default_ipv4_route(ipv4(gateway));
         } else {
             self.iface.routes_mut().remove_default_ipv4_route();
         }

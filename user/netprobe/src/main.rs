@@ -100,7 +100,7 @@ fn probe(ep: ulib::abi::res::ResId, want: [u8; 6]) -> Result<(), String> {
     )
     .map_err(|e| format!("vregion: {e}"))?;
     let mut at = TX_AT;
-    let r = exchange(ep, drv, region, mac, &mut at);
+    let r = bad_sends(drv, region, &mut at).and_then(|()| exchange(ep, drv, region, mac, &mut at));
     let _ = res::detach_here(at);
     let _ = res::close(region);
     r
@@ -168,6 +168,44 @@ fn exchange(
         }
     }
     Err(format!("no ARP reply from 10.0.2.2 after {TRIES} requests"))
+}
+
+/// `DRV_TX` refuses nonsense with `InvalidArgument` and gives the ICA back: no ICA, length
+/// 0, a length beyond `FRAME_MAX`.
+fn bad_sends(
+    drv: ulib::abi::res::ResId,
+    region: ulib::abi::res::ResId,
+    at: &mut u64,
+) -> Result<(), String> {
+    let bare = Msg {
+        label: DRV_TX,
+        words: [60, 0, 0, 0, 0, 0],
+    };
+    let (value, _) = ipc::call(drv, &bare).map_err(|e| format!("DRV_TX without ICA: {e}"))?;
+    if value != Error::InvalidArgument as u64 {
+        return Err(format!("DRV_TX without ICA answered {value}"));
+    }
+    res::attach_here(region, TX_AT, true).map_err(|e| format!("attach: {e}"))?;
+    for len in [0, net::FRAME_MAX as u64 + 1, u64::MAX] {
+        let msg = ipc::with_ica(
+            Msg {
+                label: DRV_TX,
+                words: [len, 0, 0, 0, 0, 0],
+            },
+            region,
+        );
+        let (value, reply) = ipc::call(drv, &msg).map_err(|e| format!("DRV_TX of {len}: {e}"))?;
+        *at = ipc::ica_at(&reply)
+            .map(|(_, a)| a)
+            .ok_or("DRV_TX's refusal without the ICA")?;
+        if value != Error::InvalidArgument as u64 {
+            return Err(format!("DRV_TX of {len} bytes answered {value}"));
+        }
+    }
+    // Back where `exchange` attaches it.
+    res::detach_here(*at).map_err(|e| format!("detach: {e}"))?;
+    *at = TX_AT;
+    Ok(())
 }
 
 /// Is `f` QEMU's ARP reply to us: ARP, op 2, from 10.0.2.2, to 10.0.2.15 at `mac`?

@@ -104,9 +104,10 @@ commands:
                                   PROG takeover ARGS (a job), reports the switch
   net                             netd's address, MAC and counters (frames, datagrams,
                                   drops, errors)
-  net up [ADDR/PREFIX GATEWAY] [-c DRVCORE,NETDCORE]
-                                  start netdrv and netd (DHCP, or the address given) as
-                                  jobs (on those cores) and wait for an address
+  net up [ADDR/PREFIX GATEWAY] [-c CORE]
+                                  start netd (DHCP, or the address given) as a job (on
+                                  CORE) and wait for an address; the driver netdrv is a
+                                  boot program (driver=CORE:netdrv)
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";
@@ -245,7 +246,9 @@ impl Shell {
                     }
                     r
                 }
-                Some(_) => Err(String::from("net: usage: net [up [ADDR/PREFIX GATEWAY]]")),
+                Some(_) => Err(String::from(
+                    "net: usage: net [up [ADDR/PREFIX GATEWAY] [-c CORE]]",
+                )),
             },
             "pci" => no_args(cmd).and_then(|_| cores::pci()),
             "replace" => {

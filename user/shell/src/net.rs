@@ -1,8 +1,9 @@
 //! The network commands (issue 15): `net` shows `netd`'s address config and counters (by
-//! asking `net.udp`, `ulib::net`); `net up [ARGS]` starts the driver `netdrv` (driver
-//! priority) and then `netd ARGS` (server priority) as jobs (`-c DRVCORE,NETDCORE` puts them on
-//! those cores) and waits until `netd` serves `net.udp` with an address. At its start the
-//! shell does `net up` itself when the machine has a virtio-net device ([`auto_up`]).
+//! asking `net.udp`, `ulib::net`) and the driver's; `net up [ARGS] [-c CORE]` starts `netd
+//! ARGS` (server priority) as a job and waits until it serves `net.udp` with an address. The
+//! driver `netdrv` needs driver priority, which only the kernel gives: it is a boot program
+//! (`driver=CORE:netdrv`). At its start the shell does `net up` itself when the machine has
+//! a virtio-net device ([`auto_up`]).
 
 use alloc::format;
 use alloc::string::String;
@@ -69,57 +70,47 @@ fn served(name: &str) -> bool {
     })
 }
 
-/// At the shell's start: if the machine has a virtio-net function that no driver holds and
-/// nothing serves `net.drv`, `net up` with the driver on core 1 and `netd` on core 2 (of
-/// those there are; `cargo xtask run --net` then has a network at the first prompt).
+/// At the shell's start: if the machine has a virtio-net function and nothing serves
+/// `net.udp`, `net up` with `netd` on core 1 (if there is one). The driver `netdrv` runs at
+/// driver priority, which the shell may not give: it is a boot program
+/// (`driver=0:netdrv`, as `cargo xtask run --net` boots); `netd` waits for it.
 pub(crate) fn auto_up(jobs: &mut Vec<(Pid, &'static str)>) {
     let nic = ulib::dev::list().is_ok_and(|l| {
         l.iter()
-            .any(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1041 | 0x1000) && f.holder == 0)
+            .any(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1041 | 0x1000))
     });
-    if !nic || served(ulib::abi::net::FN_DRV) {
+    if !nic || served(net::FN_UDP) {
         return;
     }
     let mut buf = [ulib::abi::CoreInfo::default(); 64];
     let n = sys::cores(&mut buf).unwrap_or(1).max(1);
-    let cores = format!("{},{}", 1 % n, 2 % n);
-    println!("net: a virtio-net device: net up -c {cores}");
-    if let Err(e) = up(&["-c", &cores], jobs) {
+    let core = format!("{}", 1 % n);
+    println!("net: a virtio-net device: net up -c {core}");
+    if let Err(e) = up(&["-c", &core], jobs) {
         // Not a command of the person at the console: no `error: ` line.
         println!("net: {e}");
     }
 }
 
-/// `net up [ARGS]`: start `netdrv` and `netd ARGS`, adding them to `jobs` (also when it
-/// fails later: they are the shell's jobs then).
+/// `net up [ADDR/PREFIX GATEWAY] [-c CORE]`: start `netd` (on CORE), adding it to `jobs`
+/// (also when it fails later: it is the shell's job then), and wait for an address.
 pub(crate) fn up(args: &[&str], jobs: &mut Vec<(Pid, &'static str)>) -> Result<(), String> {
     if served(net::FN_UDP) {
         return Err(String::from("net up: netd serves already"));
     }
-    // `-c DRVCORE,NETDCORE`: where the two run (default: this core).
     let mut args: Vec<&str> = args.to_vec();
-    let mut cores = (None, None);
+    let mut core = None;
     if let Some(at) = args.iter().position(|a| *a == "-c") {
-        let bad = || String::from("net up: -c takes DRVCORE,NETDCORE (e.g. -c 1,2)");
+        let bad = || String::from("net up: -c takes a core (e.g. -c 2)");
         let v = args.get(at + 1).ok_or_else(bad)?;
-        let (a, b) = v.split_once(',').ok_or_else(bad)?;
-        cores = (
-            Some(a.parse::<usize>().map_err(|_| bad())?),
-            Some(b.parse::<usize>().map_err(|_| bad())?),
-        );
+        core = Some(v.parse::<usize>().map_err(|_| bad())?);
         args.drain(at..at + 2);
     }
-    let start_on = |prog: &str, a: &[&str], p: Priority, core: Option<usize>| match core {
-        Some(c) => sys::spawn_on(prog, a, p, c),
-        None => sys::spawn(prog, a, p),
-    };
-    if !served(ulib::abi::net::FN_DRV) {
-        let drv = start_on("netdrv", &[], Priority::Driver, cores.0)
-            .map_err(|e| format!("net up: start netdrv: {e}"))?;
-        jobs.push((drv, "netdrv"));
+    let netd = match core {
+        Some(c) => sys::spawn_on("netd", &args, Priority::Server, c),
+        None => sys::spawn("netd", &args, Priority::Server),
     }
-    let netd = start_on("netd", &args, Priority::Server, cores.1)
-        .map_err(|e| format!("net up: start netd: {e}"))?;
+    .map_err(|e| format!("net up: start netd: {e}"))?;
     jobs.push((netd, "netd"));
     let start = sys::clock_ns().unwrap_or(0);
     loop {
@@ -129,8 +120,21 @@ pub(crate) fn up(args: &[&str], jobs: &mut Vec<(Pid, &'static str)>) -> Result<(
                 return Ok(());
             }
         }
+        let mut ps = alloc::vec![ulib::abi::ProcInfo::EMPTY; 1024];
+        let n = sys::processes(&mut ps).unwrap_or(0);
+        let ended = !ps[..n]
+            .iter()
+            .any(|p| p.pid == netd && p.state != ulib::abi::STATE_ZOMBIE);
+        if ended {
+            return Err(String::from("net up: netd ended (its line above says why)"));
+        }
         if sys::clock_ns().unwrap_or(0).saturating_sub(start) > UP_WAIT_NS {
-            return Err(String::from("net up: no address after 20 s (the jobs run on)"));
+            let drv = if served(ulib::abi::net::FN_DRV) {
+                ""
+            } else {
+                " (no driver serves net.drv: boot with driver=CORE:netdrv)"
+            };
+            return Err(format!("net up: no address after 20 s{drv}"));
         }
         let _ = sys::sleep_ns(10_000_000);
     }

@@ -30,7 +30,12 @@ fn main(args: &[&str]) -> i32 {
     let echo = args.last() == Some(&"echo");
     let a = if echo { &args[..args.len() - 1] } else { args };
     let parsed = match a {
-        [_, h, p, n, s] => (Ipv4::parse(h), p.parse::<u16>().ok(), n.parse::<u32>().ok(), s.parse::<usize>().ok()),
+        [_, h, p, n, s] => (
+            Ipv4::parse(h),
+            p.parse::<u16>().ok(),
+            n.parse::<u32>().ok(),
+            s.parse::<usize>().ok(),
+        ),
         _ => (None, None, None, None),
     };
     let (Some(host), Some(port), Some(n), Some(size)) = parsed else {
@@ -73,7 +78,10 @@ fn main(args: &[&str]) -> i32 {
     let us = (sys::clock_ns().unwrap_or(0) - start) / 1000;
     println!("udpsend: sent {n} of {size} bytes to {host}:{port} in {us} us");
     if echo {
-        println!("udpsend: {} answered, {lost} lost, {wrong} wrong", n - lost - wrong);
+        println!(
+            "udpsend: {} answered, {lost} lost, {wrong} wrong",
+            n - lost - wrong
+        );
         if wrong > 0 {
             println!("udpsend: ERROR: {wrong} answers wrong");
             return 1;

@@ -277,7 +277,11 @@ impl UdpSocket {
 
     /// Receive one datagram into `buf` (cut to its size), waiting at most `timeout_ns`
     /// (`u64::MAX`: no limit); its length, source address and source port.
-    pub fn recv_from(&mut self, buf: &mut [u8], timeout_ns: u64) -> Result<(usize, Ipv4, u16), Error> {
+    pub fn recv_from(
+        &mut self,
+        buf: &mut [u8],
+        timeout_ns: u64,
+    ) -> Result<(usize, Ipv4, u16), Error> {
         let cap = buf.len().min(DATA_MAX);
         let start = sys::clock_ns()?;
         let reply = loop {
@@ -306,7 +310,10 @@ impl UdpSocket {
 
 impl Drop for UdpSocket {
     fn drop(&mut self) {
-        let _ = call_again(self.server, &request(OP_CLOSE, [u64::from(self.port), 0, 0, 0]));
+        let _ = call_again(
+            self.server,
+            &request(OP_CLOSE, [u64::from(self.port), 0, 0, 0]),
+        );
         if self.at != 0 {
             let _ = res::detach_here(self.at);
         }
