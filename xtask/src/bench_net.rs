@@ -188,7 +188,9 @@ pub fn net(runs: usize, with_linux: bool) -> Result<()> {
         None
     };
     let port = free_udp_port()?;
-    let mut g = Guest::new(&kernel, SMP, "");
+    // The driver is a boot program at driver priority on core 0 (the shell may not start
+    // one); the shell starts netd on core 1.
+    let mut g = Guest::new(&kernel, SMP, "driver=0:netdrv");
     g.initrd = Some(archive);
     g.mode = Mode::Parallel;
     g.net = Some(forwarding(port));
