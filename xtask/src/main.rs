@@ -174,7 +174,7 @@ fn run(cli: Cli) -> Result<()> {
                 let port = net_test::free_udp_port()?;
                 g.net = Some(net_test::forwarding(port));
                 eprintln!(
-                    "xtask: network: the shell starts netdrv and netd (DHCP, 10.0.2.15); then                      `run udpecho 7 &` in Musubi and `socat - UDP:127.0.0.1:{port}` on this                      machine talk to each other (host UDP 127.0.0.1:{port} -> guest port 7)"
+                    "xtask: network: netdrv starts at boot, the shell starts netd (DHCP, 10.0.2.15); then                      `run udpecho 7 &` in Musubi and `socat - UDP:127.0.0.1:{port}` on this                      machine talk to each other (host UDP 127.0.0.1:{port} -> guest port 7)"
                 );
             }
             if deterministic {

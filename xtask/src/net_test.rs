@@ -15,6 +15,12 @@
 //! may drop) is what the guest never saw or what left it and never arrived; it is reported,
 //! not failed. The test fails on corruption, or on loss inside Musubi: a datagram `netd`
 //! took in and did not send back out, or any drop or error it counted.
+//!
+//! Status: with the user network's `restrict=on` (the project's rule), QEMU 10 delivers the
+//! host's datagrams to `udpecho` (which answers them: `netd` counts them out, the driver
+//! sends the frames) but drops the answers to the forwarded port; without `restrict=on` the
+//! answers arrive. So this test runs only with `cargo xtask test --filter 'net*'` until the
+//! network's rule is settled.
 
 use crate::qemu::{Guest, NetCfg};
 use anyhow::{bail, Context, Result};

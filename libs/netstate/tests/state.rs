@@ -21,7 +21,7 @@ fn bind_push_pop_and_reopen() {
     n.push(7, 0x0a00_0202, 5556, &[1; DATA_MAX]).unwrap();
     n.set_config(0x0a00_020f, 24, 0x0a00_0202, CONFIG_DHCP);
     n.count(|c| c.frames_in += 3);
-    drop(n);
+    let _ = n;
     // A new server opens the same area: everything is there.
     let mut n = open(&mut a).unwrap();
     let h = n.header();
@@ -129,7 +129,8 @@ fn corrupt_areas_are_refused() {
     let s0 = HEADER_AREA; // socket 0's record
     let s1 = HEADER_AREA + SOCKET_SIZE;
     let q = HEADER_AREA + 2 * SOCKET_SIZE; // socket 0's first slot
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<u8>)>, Error)> = vec![
+    type Corrupt = Box<dyn Fn(&mut Vec<u8>)>;
+    let cases: Vec<(&str, Corrupt, Error)> = vec![
         ("magic", Box::new(|a| a[0] ^= 1), Error::BadMagic),
         (
             "version",

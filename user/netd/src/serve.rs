@@ -303,7 +303,7 @@ impl Server {
     }
 
     /// Is `pid` the process serving `net.drv`?
-    fn from_driver(&mut self, pid: Pid) -> bool {
+    fn sent_by_driver(&mut self, pid: Pid) -> bool {
         if self.drv_pid == Some(pid) {
             return true;
         }
@@ -374,7 +374,7 @@ impl Server {
     }
 
     fn frame_in(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Answer {
-        if !self.from_driver(r.sender) {
+        if !self.sent_by_driver(r.sender) {
             return Err(Error::Denied);
         }
         let (_, at) = page.ok_or(Error::InvalidArgument)?;
