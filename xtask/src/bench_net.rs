@@ -14,7 +14,8 @@
 //! The client is std's `UdpSocket` on 127.0.0.1; every loop is bounded (a reply is waited
 //! for at most [`REPLY_WAIT`], then counted lost) and every reply's bytes are checked.
 
-use crate::net_test::{forwarding, free_udp_port, probe};
+use crate::net_test::{free_udp_port, probe};
+use crate::qemu::NetCfg;
 use crate::qemu::{Guest, Mode};
 use crate::results::{Check, Report, Row};
 use anyhow::{bail, Context, Result};
@@ -174,6 +175,14 @@ impl Client {
     }
 }
 
+/// The user network of both guests: host UDP 127.0.0.1:`host` to the guest's port 7,
+/// without `restrict=on` ([`NetCfg::restrict`]: QEMU drops the answers with it).
+fn forwarding(host: u16) -> NetCfg {
+    let mut n = crate::net_test::forwarding(host);
+    n.restrict = false;
+    n
+}
+
 pub fn net(runs: usize, with_linux: bool) -> Result<()> {
     crate::qemu::ensure()?;
     let kernel = crate::build::kernel()?;
@@ -217,7 +226,12 @@ pub fn net(runs: usize, with_linux: bool) -> Result<()> {
         clients = c;
         Ok(())
     })?;
-    report(runs, &g, linux.as_ref().map(|l| l.command_line.clone()), &clients)
+    report(
+        runs,
+        &g,
+        linux.as_ref().map(|l| l.command_line.clone()),
+        &clients,
+    )
 }
 
 fn report(runs: usize, g: &Guest, linux_qemu: Option<String>, clients: &[Client]) -> Result<()> {
@@ -269,7 +283,8 @@ fn report(runs: usize, g: &Guest, linux_qemu: Option<String>, clients: &[Client]
             "Parallel mode (multi-threaded TCG), host wall time, taken on a shared 2-core \
              machine where other builds may run: compare the rows of one run, not runs. A \
              host client (std `UdpSocket` on 127.0.0.1) talks through QEMU's user network \
-             (`restrict=on`, a forwarded 127.0.0.1 UDP port) to `udpecho 7` in Musubi (the \
+             (a forwarded 127.0.0.1 UDP port; without `restrict=on`, with which QEMU 10 \
+             drops the guest's answers to the forwarded port, Linux's as well as Musubi's) to `udpecho 7` in Musubi (the \
              shell brings up `netdrv` on core 1 and `netd` on core 0 at start; {SMP} cores){}. \
              Each of {runs} rounds measures each system in turn (the first alternating): per \
              size, {PINGS} pings one at a time (every ping's RTT is a sample of the RTT row) \

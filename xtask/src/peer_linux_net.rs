@@ -1,7 +1,7 @@
 //! The Linux peer of `cargo xtask bench net --peer linux`: Debian's kernel (the one the other
 //! peers boot, `peer_linux.rs`) in the same QEMU machine as Musubi's network runs — the same
-//! virtio-net-pci device on QEMU's user network (`restrict=on`, a host UDP port on 127.0.0.1
-//! forwarded to the guest's port 7) — running `peer/linux/echo.c` as `/init`, a UDP echo on
+//! virtio-net-pci device on QEMU's user network (a host UDP port on 127.0.0.1 forwarded to the
+//! guest's port 7) — running `peer/linux/echo.c` as `/init`, a UDP echo on
 //! port 7, the peer of Musubi's `udpecho 7`.
 //!
 //! Debian builds virtio-net as modules, so the initramfs also holds the eight `.ko` files it
@@ -59,7 +59,10 @@ impl Echo {
         let stdout = qemu.0.stdout.take().context("QEMU stdout")?;
         let stderr = qemu.0.stderr.take().context("QEMU stderr")?;
         for (stream, lines) in [
-            (Box::new(stdout) as Box<dyn std::io::Read + Send>, lines.clone()),
+            (
+                Box::new(stdout) as Box<dyn std::io::Read + Send>,
+                lines.clone(),
+            ),
             (Box::new(stderr), lines.clone()),
         ] {
             std::thread::spawn(move || {
@@ -200,4 +203,26 @@ fn modules(dir: &Path, version: &str) -> Result<PathBuf> {
         bail!("{} lacks some of the virtio-net modules", out.display());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Boots the Linux echo and has one datagram answered (about 10 s; needs QEMU, apt and
+    /// musl-gcc): `cargo test -p xtask -- --ignored --nocapture linux_echo`.
+    #[test]
+    #[ignore]
+    fn linux_echo_answers() {
+        let port = crate::net_test::free_udp_port().unwrap();
+        let mut net = crate::net_test::forwarding(port);
+        net.restrict = false;
+        let echo = Echo::boot(1, net).unwrap();
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.connect(("127.0.0.1", port)).unwrap();
+        let probes = crate::net_test::probe(&sock).unwrap_or_else(|e| {
+            panic!("{e:#}; console:\n{}", echo.tail());
+        });
+        eprintln!("answered after {probes} probes");
+    }
 }

@@ -55,6 +55,10 @@ pub struct NetCfg {
     pub mac: String,
     /// UDP ports forwarded from the host's 127.0.0.1: (host port, guest port).
     pub udp_forwards: Vec<(u16, u16)>,
+    /// `restrict=on` (the default). QEMU 10's user network then drops the guest's answers
+    /// to a forwarded UDP port (Linux's as well as Musubi's), so `bench net` turns it off;
+    /// its guests still only answer what the host client on 127.0.0.1 sends.
+    pub restrict: bool,
 }
 
 impl NetCfg {
@@ -66,11 +70,16 @@ impl NetCfg {
         NetCfg {
             mac: Self::TEST_MAC.into(),
             udp_forwards: Vec::new(),
+            restrict: true,
         }
     }
 
     fn args(&self) -> [String; 4] {
-        let mut netdev = String::from("user,id=n0,restrict=on");
+        let mut netdev = String::from(if self.restrict {
+            "user,id=n0,restrict=on"
+        } else {
+            "user,id=n0"
+        });
         for (host, guest) in &self.udp_forwards {
             netdev.push_str(&format!(",hostfwd=udp:127.0.0.1:{host}-:{guest}"));
         }

@@ -71,7 +71,9 @@ fn main(args: &[&str]) -> i32 {
     let parsed = match args {
         [_, n, s, h, p] | [_, n, s, h, p, _] => (
             n.parse::<u32>().ok().filter(|n| *n > 0),
-            s.parse::<usize>().ok().filter(|s| (1..=DATA_MAX).contains(s)),
+            s.parse::<usize>()
+                .ok()
+                .filter(|s| (1..=DATA_MAX).contains(s)),
             Ipv4::parse(h),
             p.parse::<u16>().ok(),
         ),
@@ -99,14 +101,20 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(n: u32, size: usize, host: Ipv4, port: u16) -> Result<Vec<(&'static str, f64)>, alloc::string::String> {
+fn run(
+    n: u32,
+    size: usize,
+    host: Ipv4,
+    port: u16,
+) -> Result<Vec<(&'static str, f64)>, alloc::string::String> {
     use alloc::format;
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let mut s = UdpSocket::bind(0).map_err(|e| format!("bind: {e}"))?;
     let mut out = alloc::vec![0u8; size];
     for seq in 0..WARM_UP {
         fill(&mut out, seq);
-        s.send_to(host, port, &out).map_err(|e| format!("send: {e}"))?;
+        s.send_to(host, port, &out)
+            .map_err(|e| format!("send: {e}"))?;
     }
     let _ = sys::sleep_ns(SETTLE_NS);
     let before = snapshot(me).map_err(|e| format!("PROCESSES: {e}"))?;

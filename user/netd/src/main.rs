@@ -141,7 +141,10 @@ fn run(o: &Options) -> Result<(), String> {
         // The heap copy lives as long as the process, like the mapping it replaces.
         let copy: &'static mut [u8] = area(len).to_vec().leak();
         let n = netstate::open(copy).map_err(|e| format!("local copy of the state: {e}"))?;
-        (n, format!("in the process (local; copied from the state {how})"))
+        (
+            n,
+            format!("in the process (local; copied from the state {how})"),
+        )
     } else {
         (net, how)
     };
