@@ -284,8 +284,9 @@ fn report(runs: usize, g: &Guest, linux_qemu: Option<String>, clients: &[Client]
              machine where other builds may run: compare the rows of one run, not runs. A \
              host client (std `UdpSocket` on 127.0.0.1) talks through QEMU's user network \
              (a forwarded 127.0.0.1 UDP port; without `restrict=on`, with which QEMU 10 \
-             drops the guest's answers to the forwarded port, Linux's as well as Musubi's) to `udpecho 7` in Musubi (the \
-             shell brings up `netdrv` on core 1 and `netd` on core 0 at start; {SMP} cores){}. \
+             drops the guest's answers to the forwarded port, Linux's as well as Musubi's) \
+             to `udpecho 7` in Musubi (`netdrv` a boot program on core 0, `netd` started by \
+             the shell on core 1, `udpecho` on core 0; {SMP} cores){}. \
              Each of {runs} rounds measures each system in turn (the first alternating): per \
              size, {PINGS} pings one at a time (every ping's RTT is a sample of the RTT row) \
              and one stream of {STREAM} datagrams with at most {WINDOW} unanswered (its \
