@@ -147,8 +147,8 @@ pub fn deterministic(runs: usize) -> Result<()> {
                  once and measures after `replace net.udp netd` (state in the state ICA) and \
                  after `replace net.udp netd local` (the state copied into netd's heap and \
                  served from there), so both servers are equally fresh; the order alternates \
-                 from run to run (the second measurement of a boot costs the driver about \
-                 4,000 more instructions per datagram in its kernel time, whichever mode it \
+                 from run to run (the second measurement of a boot costs the driver 4,429 \
+                 more instructions per datagram in its kernel time, whichever mode it \
                  is), so use an even number of runs."
             ),
             "Method for Table 3: per-process accounting, not per step: netd's request step \

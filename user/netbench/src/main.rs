@@ -129,7 +129,7 @@ fn run(
     let _ = sys::sleep_ns(SETTLE_NS);
     let after = snapshot(me).map_err(|e| format!("PROCESSES: {e}"))?;
     if after[1].total == 0 || after[2].total == 0 {
-        return Err(format!("no netd or netdrv process found"));
+        return Err("no netd or netdrv process found".into());
     }
     let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / f64::from(n);
     Ok(alloc::vec![
