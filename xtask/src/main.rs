@@ -9,6 +9,8 @@ mod bench_ant;
 mod bench_ant_figs;
 mod bench_diros;
 mod bench_ipc;
+mod bench_net;
+mod bench_net_det;
 mod bench_resources;
 mod bench_symmetry;
 mod bench_tender;
@@ -20,6 +22,7 @@ mod layers;
 mod net_relay;
 mod net_test;
 mod peer_linux;
+mod peer_linux_net;
 mod qemu;
 mod results;
 mod runner;
@@ -114,7 +117,7 @@ enum Cmd {
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
         /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
-        /// ant.
+        /// ant, net (parallel, then net-deterministic), net-deterministic.
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -261,10 +264,15 @@ fn run(cli: Cli) -> Result<()> {
                 ("diros", None) => bench_diros::diros(runs.max(1))?,
                 ("timers", None) => bench_timers::timers(runs.max(1))?,
                 ("ant", None) => bench_ant::ant(runs.max(1))?,
+                ("net", peer) => {
+                    bench_net::net(runs.max(1), peer.is_some())?;
+                    bench_net_det::deterministic(runs.max(1))?
+                }
+                ("net-deterministic", None) => bench_net_det::deterministic(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
-                         resources, urpc, tender, symmetry, ipc, diros, timers, ant"
+                         resources, urpc, tender, symmetry, ipc, diros, timers, ant, net, net-deterministic"
                     )
                 }
             }

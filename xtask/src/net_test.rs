@@ -79,7 +79,7 @@ fn datagram(seq: u32) -> Vec<u8> {
 }
 
 /// Probe until `udpecho` answers (at most [`PROBE_LIMIT`]); (probes sent, probe replies).
-fn probe(sock: &UdpSocket) -> Result<(u32, u32)> {
+pub(crate) fn probe(sock: &UdpSocket) -> Result<(u32, u32)> {
     let start = Instant::now();
     let mut buf = [0u8; 2048];
     let mut probes = 0;

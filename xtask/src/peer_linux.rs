@@ -139,7 +139,7 @@ pub fn ipc_qemu_command_line(runs: usize) -> Result<String> {
     Ok(prepare(Program::Ipc, runs)?.shown_command_line())
 }
 
-fn say(msg: impl Display) {
+pub(crate) fn say(msg: impl Display) {
     eprintln!("xtask: peer linux: {msg}");
 }
 
@@ -176,7 +176,7 @@ fn prepare(program: Program, runs: usize) -> Result<Guest> {
 // ---- the kernel -------------------------------------------------------------------------
 
 /// The cached `vmlinuz-*`, downloading and unpacking it first if there is none.
-fn kernel(dir: &Path) -> Result<PathBuf> {
+pub(crate) fn kernel(dir: &Path) -> Result<PathBuf> {
     if let Some(cached) = cached_vmlinuz(dir)? {
         return Ok(cached);
     }
@@ -202,7 +202,7 @@ fn cached_vmlinuz(dir: &Path) -> Result<Option<PathBuf>> {
 
 /// `apt-get download` the versioned kernel package; on failure refresh the package lists
 /// once (their versions may have left the mirror) and try again.
-fn download_kernel_deb(dir: &Path) -> Result<PathBuf> {
+pub(crate) fn download_kernel_deb(dir: &Path) -> Result<PathBuf> {
     match try_download_kernel_deb(dir) {
         Ok(deb) => Ok(deb),
         Err(e) => {
@@ -290,7 +290,7 @@ fn extract_vmlinuz(deb: &Path, dir: &Path) -> Result<()> {
 // ---- /init and the initramfs ------------------------------------------------------------
 
 /// Compile `peer/linux/NAME.c` statically with musl into the cache, unless it is up to date.
-fn build_static(dir: &Path, name: &str, flags: &[&str]) -> Result<PathBuf> {
+pub(crate) fn build_static(dir: &Path, name: &str, flags: &[&str]) -> Result<PathBuf> {
     let source = crate::build::workspace_root().join(format!("peer/linux/{name}.c"));
     let binary = dir.join(name);
     if is_newer(&binary, &source)? {
@@ -337,7 +337,7 @@ fn ensure_musl() -> Result<()> {
 /// Write the initramfs `path`: `/dev`, `/dev/console` (so that the kernel can open init's
 /// standard streams before anything is mounted), then each of `files` (name in the
 /// archive, program), e.g. `/init` and `/exit`.
-fn write_initramfs(path: &Path, files: &[(&str, &Path)]) -> Result<PathBuf> {
+pub(crate) fn write_initramfs(path: &Path, files: &[(&str, &Path)]) -> Result<PathBuf> {
     let read = |p: &Path| std::fs::read(p).with_context(|| format!("reading {}", p.display()));
     let mut cpio = Cpio::default();
     cpio.entry("dev", 0o040_755, (0, 0), &[]);
@@ -498,7 +498,7 @@ fn console_tail(run: &Captured) -> String {
 // ---- helpers ----------------------------------------------------------------------------
 
 /// Run a command to completion; on failure the error names the command and shows its stderr.
-fn checked(cmd: &mut Command) -> Result<String> {
+pub(crate) fn checked(cmd: &mut Command) -> Result<String> {
     let shown = std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| a.to_string_lossy().into_owned())
@@ -531,7 +531,7 @@ fn is_root() -> bool {
         .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
 
-fn file_name(p: &Path) -> String {
+pub(crate) fn file_name(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()

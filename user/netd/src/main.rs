@@ -1,4 +1,4 @@
-//! `netd [ADDR/PREFIX GATEWAY] [takeover]`: the UDP/IP server of issue 15 (P3's
+//! `netd [ADDR/PREFIX GATEWAY] [takeover] [local]`: the UDP/IP server of issue 15 (P3's
 //! communication control server), on smoltcp (IPv4, ARP, ICMP echo, UDP, DHCPv4 client).
 //!
 //! It serves the function `net.udp` (`abi::net`, `ulib::net` has the socket protocol):
@@ -21,6 +21,11 @@
 //! and the driver first, then takes `net.udp` over; the old server answers the receives it
 //! holds with `Again` when the kernel gives it the retire notice (`ulib::net` sends them
 //! again, to this server), and ends. This one then attaches the state and serves.
+//!
+//! `local` (a measuring knob, as `kv local`): the state is set up (or found) in the state
+//! ICA as always, then copied into the heap and served from there, so that `cargo xtask
+//! bench net` can compare the two (P3 Table 2); a later server finds the ICA as it was when
+//! this one started, not what this one did since.
 //!
 //! Prints `netd: serving fnN.G ...` once it serves.
 #![no_std]
@@ -58,6 +63,7 @@ struct Options {
     /// Address, prefix, gateway (network order words).
     fixed: Option<(u32, u32, u32)>,
     takeover: bool,
+    local: bool,
 }
 
 fn parse_cidr(s: &str) -> Option<(u32, u32)> {
@@ -70,14 +76,16 @@ fn main(args: &[&str]) -> i32 {
     let mut o = Options {
         fixed: None,
         takeover: false,
+        local: false,
     };
     // `replace net.udp netd ...` starts `netd takeover ...`: `takeover` may stand anywhere.
+    o.takeover = args[1..].contains(&"takeover");
+    o.local = args[1..].contains(&"local");
     let rest: alloc::vec::Vec<&str> = args[1..]
         .iter()
         .copied()
-        .filter(|a| *a != "takeover")
+        .filter(|a| *a != "takeover" && *a != "local")
         .collect();
-    o.takeover = rest.len() + 1 < args.len();
     match rest.as_slice() {
         [] => {}
         [cidr, gw] => match (parse_cidr(cidr), Ipv4::parse(gw)) {
@@ -96,7 +104,7 @@ fn main(args: &[&str]) -> i32 {
 }
 
 fn usage() -> i32 {
-    println!("netd: usage: netd [ADDR/PREFIX GATEWAY] [takeover]");
+    println!("netd: usage: netd [ADDR/PREFIX GATEWAY] [takeover] [local]");
     2
 }
 
@@ -116,7 +124,7 @@ fn run(o: &Options) -> Result<(), String> {
     // The driver first: a server that cannot reach it does not take the name.
     let mac =
         dev::driver_mac(DRIVER_TRIES).map_err(|e| format!("no driver ({FN_DRV_NAME}): {e}"))?;
-    let (id, net, how) = if o.takeover {
+    let (id, net, how, len) = if o.takeover {
         take_over(ep)?
     } else {
         let id = fnid::register(FN_UDP, ep).map_err(|e| match e {
@@ -125,8 +133,22 @@ fn run(o: &Options) -> Result<(), String> {
             }
             e => format!("register {FN_UDP}: {e}"),
         })?;
-        let (net, how) = state(id)?;
-        (id, net, how)
+        let (net, how, len) = state(id)?;
+        (id, net, how, len)
+    };
+    let (net, how) = if o.local {
+        // Ends the only borrow of the mapping before it is read again (no destructor runs).
+        #[allow(clippy::drop_non_drop)]
+        drop(net);
+        // The heap copy lives as long as the process, like the mapping it replaces.
+        let copy: &'static mut [u8] = area(len).to_vec().leak();
+        let n = netstate::open(copy).map_err(|e| format!("local copy of the state: {e}"))?;
+        (
+            n,
+            format!("in the process (local; copied from the state {how})"),
+        )
+    } else {
+        (net, how)
     };
     let mut cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
     cfg.random_seed = sys::clock_ns().unwrap_or(1) ^ me.0;
@@ -178,7 +200,7 @@ fn open_found(region: ResId, len: u64) -> Result<(netstate::Net<'static>, String
 }
 
 /// The state of a fresh registration: the one an earlier server left, or a new one.
-fn state(id: FnId) -> Result<(netstate::Net<'static>, String), String> {
+fn state(id: FnId) -> Result<(netstate::Net<'static>, String, u64), String> {
     if let Some(region) = fnid::state(id, None).map_err(|e| format!("FN_STATE: {e}"))? {
         let info = res::info(region).map_err(|e| format!("state ICA {region}: {e}"))?;
         res::attach_here(region, STATE_AT, true)
@@ -188,7 +210,11 @@ fn state(id: FnId) -> Result<(netstate::Net<'static>, String), String> {
         // are free again.
         let alive = serve::alive_pids();
         let freed = n.unbind_ended(|o| alive.contains(&o));
-        return Ok((n, format!("{how}, {freed} ports of ended programs closed")));
+        return Ok((
+            n,
+            format!("{how}, {freed} ports of ended programs closed"),
+            info.size,
+        ));
     }
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let size = state_size();
@@ -205,11 +231,11 @@ fn state(id: FnId) -> Result<(netstate::Net<'static>, String), String> {
     // Formatted before it is handed to the registry: it then always holds a state.
     let n = netstate::format(area(size), SOCKETS, DEPTH).map_err(|e| format!("format: {e}"))?;
     fnid::state(id, Some(region)).map_err(|e| format!("FN_STATE set {region}: {e}"))?;
-    Ok((n, format!("in state ICA {region} (new)")))
+    Ok((n, format!("in state ICA {region} (new)"), size))
 }
 
 /// `netd takeover`: check, take `net.udp` over, then attach its state.
-fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String), String> {
+fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String, u64), String> {
     let id =
         fnid::lookup(FN_UDP).map_err(|e| format!("takeover: no {FN_UDP} to take over: {e}"))?;
     let region = fnid::state(id, None)
@@ -238,5 +264,6 @@ fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String), String
         id,
         n,
         format!("{how}, took over (server generation {generation})"),
+        info.size,
     ))
 }
