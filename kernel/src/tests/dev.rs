@@ -319,6 +319,10 @@ ktest! {
         close_netdrv_leftovers();
         let after: alloc::vec::Vec<u64> = partners.iter().map(|&p| crate::res::device::irqs_of(p)).collect();
         kassert!(before == after, "a partner without a driver got messages: {before:?} -> {after:?}");
+        Ok(())
+    }
+}
+
 /// Is QEMU's virtio-blk function there (the test boots add one, with a FAT image)?
 fn has_virtio_blk() -> bool {
     pci::functions()
