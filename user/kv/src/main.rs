@@ -262,19 +262,8 @@ fn take_over(ep: ResId, o: &Options, restart_args: &str) -> Result<(), String> {
     }
     let generation = fnid::takeover(id, ep, TAKEOVER_TIMEOUT_NS)
         .map_err(|e| format!("takeover of {id}: {e}"))?;
-    // The old server has ended; its core may still be telling the vregion's core that it
-    // unmapped the state ICA: a few tries.
-    let mut tries = 0;
-    loop {
-        match res::attach_here(region, STATE_AT, true) {
-            Ok(()) => break,
-            Err(Error::Busy) if tries < 1000 => {
-                tries += 1;
-                let _ = sys::sleep_ns(100_000);
-            }
-            Err(e) => return Err(format!("attach state ICA {region} after takeover: {e}")),
-        }
-    }
+    fnid::attach_state(region, STATE_AT)
+        .map_err(|e| format!("attach state ICA {region} after takeover: {e}"))?;
     let (table, what) = open_state(region, info.size, o)?;
     opt_in(id, o, restart_args)?;
     let s = table.stats();
@@ -384,17 +373,12 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
             (region, o.size, false)
         }
     };
-    // A restart after a crash: the crashed server's core may still be telling the
-    // vregion's core that it unmapped the state ICA (Busy): a few tries.
-    let mut tries = 0;
-    let attached = loop {
-        match res::attach_here(region, STATE_AT, true) {
-            Err(Error::Busy) if found && tries < 1000 => {
-                tries += 1;
-                let _ = sys::sleep_ns(100_000);
-            }
-            r => break r,
-        }
+    // A state ICA found (a restart after a crash) may still be unmapped by the crashed
+    // server's core: `attach_state` tries again while `Busy`.
+    let attached = if found {
+        fnid::attach_state(region, STATE_AT)
+    } else {
+        res::attach_here(region, STATE_AT, true)
     };
     if let Err(e) = attached {
         if !found {

@@ -247,18 +247,8 @@ fn take_over(ep: ResId) -> Result<(FnId, netstate::Net<'static>, String, u64), S
     }
     let generation = fnid::takeover(id, ep, TAKEOVER_TIMEOUT_NS)
         .map_err(|e| format!("takeover of {id}: {e}"))?;
-    // The old server has ended; its core may still be unmapping the state: a few tries.
-    let mut tries = 0;
-    loop {
-        match res::attach_here(region, STATE_AT, true) {
-            Ok(()) => break,
-            Err(Error::Busy) if tries < 1000 => {
-                tries += 1;
-                let _ = sys::sleep_ns(100_000);
-            }
-            Err(e) => return Err(format!("attach state ICA {region} after takeover: {e}")),
-        }
-    }
+    fnid::attach_state(region, STATE_AT)
+        .map_err(|e| format!("attach state ICA {region} after takeover: {e}"))?;
     let (n, how) = open_found(region, info.size)?;
     Ok((
         id,

@@ -65,6 +65,24 @@ pub fn takeover(fnid: FnId, endpoint: ResId, timeout_ns: u64) -> Result<u64, Err
     decode(unsafe { raw::syscall3(nr::FN_TAKEOVER, fnid.0, endpoint.0, timeout_ns) })
 }
 
+/// Attach the function's state ICA `region` at `address` (writable) in a new server: right
+/// after [`takeover`] returned, or in a server restarted after a crash. The old server has
+/// ended, but its core may still be telling the vregion's core that it unmapped the area,
+/// so `Busy` is tried again (up to 1,000 times, 100 us apart); any other error is returned
+/// at once.
+pub fn attach_state(region: ResId, address: u64) -> Result<(), Error> {
+    let mut tries = 0;
+    loop {
+        match crate::res::attach_here(region, address, true) {
+            Err(Error::Busy) if tries < 1000 => {
+                tries += 1;
+                let _ = crate::sys::sleep_ns(100_000);
+            }
+            r => return r,
+        }
+    }
+}
+
 /// Times [`call_fn`] sends a request again after `Again`, and the longest wait between two
 /// tries: about 6 s in all, longer than a replacement or a restart's backoff takes.
 pub const AGAIN_TRIES: u32 = 400;
