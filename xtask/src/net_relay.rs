@@ -86,6 +86,15 @@ struct Clients {
     next: u16,
 }
 
+/// The MAC of every relay guest's device ([`crate::qemu::NetCfg::TEST_MAC`]).
+fn guest_mac() -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    for (b, part) in mac.iter_mut().zip(crate::qemu::NetCfg::TEST_MAC.split(':')) {
+        *b = u8::from_str_radix(part, 16).unwrap_or(0);
+    }
+    mac
+}
+
 impl Clients {
     fn port_of(&mut self, client: SocketAddr) -> u16 {
         if let Some(p) = self.by_addr.get(&client) {
@@ -145,7 +154,13 @@ impl Relay {
             qemu,
             qemu_addr,
             hosts,
-            clients: Mutex::new(Clients::default()),
+            // Every relay guest has the device MAC `NetCfg::relay` gives it; a guest with a
+            // static address (the Linux peer) sends nothing before the first host datagram,
+            // so the relay cannot wait to learn it (DHCP and the guest's frames still update it).
+            clients: Mutex::new(Clients {
+                guest_mac: Some(guest_mac()),
+                ..Clients::default()
+            }),
             count: Counters::default(),
             stop: AtomicBool::new(false),
         });
@@ -533,6 +548,7 @@ mod tests {
 
     #[test]
     fn clients_get_stable_ports() {
+        assert_eq!(guest_mac(), [0x52, 0x54, 0, 0x12, 0x34, 0x56]);
         let mut c = Clients::default();
         let a: SocketAddr = "127.0.0.1:1000".parse().unwrap();
         let b: SocketAddr = "127.0.0.1:1001".parse().unwrap();
