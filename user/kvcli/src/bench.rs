@@ -40,14 +40,15 @@ impl Counts {
 }
 
 /// The value of `k` as kv has it now (`None`: not found), asked again while kv answers
-/// `Gone` (it crashed serving the request and restarts: `abi::fnid`'s `FN_RESTART`).
+/// `Gone` (it crashed serving the request and restarts: `abi::fnid`'s `FN_RESTART`); not
+/// asked again once kv is down for good.
 fn settle(c: &Client, k: &[u8]) -> Result<Option<Vec<u8>>, Fail> {
     let mut tries = 0;
     loop {
         match c.get(k) {
             Ok(v) => return Ok(Some(v)),
             Err(Fail::Status(Status::NotFound)) => return Ok(None),
-            Err(Fail::Call(ulib::abi::Error::Gone)) if tries < 20 => {
+            Err(Fail::Call(ulib::abi::Error::Gone)) if tries < 20 && !c.down() => {
                 tries += 1;
                 let _ = sys::sleep_ns(10_000_000);
             }
@@ -100,7 +101,16 @@ pub fn run(c: &mut Client, n: &str, seed: &str) -> Result<i32, String> {
     let key = |k: u64| format!("b{}.{}.{k}", me.core(), me.serial()).into_bytes();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut cnt = Counts::default();
+    let mut down = false;
     for i in 0..n {
+        // kv down for good (killed, no restart): every request would be `Gone`; stop.
+        if cnt.gone > 0 && c.down() {
+            println!(
+                "kvcli: kv is down (no server, no restart): the bench stops after {i} of {n} pairs"
+            );
+            down = true;
+            break;
+        }
         let k = key(rng.below(KEYS));
         let len = rng.below(VALUE_MAX as u64 + 1) as usize;
         let v: Vec<u8> = (0..len)
@@ -150,7 +160,7 @@ pub fn run(c: &mut Client, n: &str, seed: &str) -> Result<i32, String> {
             }
         }
     }
-    for k in model.keys() {
+    for k in model.keys().filter(|_| !down) {
         let r = match c.del(k) {
             // Done or not: it must be gone now.
             Err(Fail::Call(ulib::abi::Error::Gone)) => {

@@ -255,6 +255,18 @@ impl core::fmt::Display for Fail {
 }
 
 impl Client {
+    /// Is kv down for good: no server, and none restarting (`fn ls` says "down")? A request
+    /// answered `Gone` then stays unanswered, however often it is sent again.
+    pub fn down(&self) -> bool {
+        use ulib::abi::fnid::{FN_RESTARTING, FN_UP};
+        match fnid::list() {
+            Ok(list) => !list
+                .iter()
+                .any(|i| i.fnid == self.fnid && (i.state == FN_UP || i.state == FN_RESTARTING)),
+            Err(_) => false,
+        }
+    }
+
     fn area(&self) -> *mut u8 {
         AREA_AT as *mut u8
     }
