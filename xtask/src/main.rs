@@ -133,6 +133,7 @@ enum Cmd {
 }
 
 fn main() {
+    runner::kill_guests_on_panic();
     if let Err(e) = run(Cli::parse()) {
         eprintln!("xtask: error: {e:#}");
         std::process::exit(1);

@@ -3,7 +3,9 @@
 //!
 //! A captured run reads the serial console line by line, answers the kernel's requests for
 //! input (`ktest: input please`), and kills QEMU when the time limit passes, saying so. A
-//! QEMU is never left behind: the child is killed on every exit path of [`run_captured`].
+//! QEMU is never left behind: the child is killed on every exit path of [`run_captured`],
+//! and every QEMU still running is killed if xtask panics ([`kill_guests_on_panic`]: the
+//! profile aborts on panic, so no destructor would run).
 
 use crate::qemu::{Guest, QEMU};
 use anyhow::{Context, Result};
@@ -46,7 +48,29 @@ impl Drop for Reaper {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
+        LIVE.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|&p| p != self.0.id());
     }
+}
+
+/// The QEMUs started and not yet reaped (their pids).
+static LIVE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// On a panic (which aborts: `panic = "abort"`), kill every QEMU still running first, so a
+/// failing test leaves no guest behind.
+pub fn kill_guests_on_panic() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let pids: Vec<u32> = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
+        for pid in pids {
+            let _ = Command::new("kill")
+                .arg("-KILL")
+                .arg(pid.to_string())
+                .status();
+        }
+        previous(info);
+    }));
 }
 
 /// Start QEMU for `guest` with all three standard streams piped.
@@ -58,6 +82,9 @@ pub fn spawn_piped(guest: &Guest) -> Result<Reaper> {
         .stderr(Stdio::piped())
         .spawn()
         .with_context(|| format!("starting {QEMU}"))?;
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(child.id());
     Ok(Reaper(child))
 }
 
