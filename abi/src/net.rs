@@ -35,5 +35,8 @@ pub const FRAME_MAX: usize = 1514;
 pub const DRV_INFO: u64 = 1;
 /// To `net.drv`, with an ICA: send the frame of `words[0]` bytes.
 pub const DRV_TX: u64 = 2;
+/// To `net.drv`: crash now (a page fault), for tests of restart after a crash. Only a
+/// driver started with `crashable` obeys; any other answers `NotSupported`.
+pub const DRV_CRASH: u64 = 3;
 /// To `net.udp`, from the driver, with an ICA: a received frame of `words[0]` bytes.
 pub const UDP_FRAME_IN: u64 = 0x100;

@@ -26,7 +26,7 @@
 //!    the window make the function *restarting* on every core (requests to it: `Again`);
 //!    none left: down (`Gone`), and the parked requests are answered `Gone`.
 //! 4. It waits the backoff, spawns the image (a child of the kernel, as the function's
-//!    user), waits until the new server has registered the name again (a new endpoint in
+//!    user, at the server priority, or at the driver priority for a driver), waits until the new server has registered the name again (a new endpoint in
 //!    this core's copy, at most [`REGISTER_WAIT_NS`]), and forwards the parked requests
 //!    there, in order (as a takeover does). A program that cannot start, ends or does not
 //!    register in time leaves the function down and the parked requests get `Gone`.
@@ -56,6 +56,9 @@ pub struct Image {
     fnid: u64,
     program: String,
     args: String,
+    /// The priority it is started at again: a driver's stays a driver's (only a driver may
+    /// claim a device); any other server's is the server priority.
+    priority: Priority,
 }
 
 /// Restarts under way, per core, until their restarter thread takes them: (job number,
@@ -84,6 +87,10 @@ pub fn opt_in(fnid: u64, max: u64, window_ms: u64, args: &[u8]) -> Result<(), Er
     let args = core::str::from_utf8(args).map_err(|_| Error::InvalidArgument)?;
     let me = crate::res::flow_pid().ok_or(Error::NoSuchProcess)?;
     let program = proc::name_of(me).ok_or(Error::NoSuchProcess)?;
+    let priority = match proc::priority_of(me) {
+        Some(Priority::Driver) => Priority::Driver,
+        _ => Priority::Server,
+    };
     let window_ns = window_ms.saturating_mul(1_000_000);
     crate::fnid::restartable(fnid, max as u32, window_ns, me)?;
     let image = (max > 0).then(|| {
@@ -91,6 +98,7 @@ pub fn opt_in(fnid: u64, max: u64, window_ms: u64, args: &[u8]) -> Result<(), Er
             fnid,
             program: String::from(program.as_str()),
             args: String::from(args),
+            priority,
         })
     });
     super::with_mine(|ipc, _| {
@@ -187,7 +195,7 @@ fn restart(image: &Image, old: ResId) -> Result<ResId, Error> {
         (abi::fnid::RESTART_BACKOFF_NS << (k.saturating_sub(1)).min(16)).min(BACKOFF_MAX_NS);
     sleep(backoff);
     let args: Vec<&str> = image.args.split(' ').filter(|a| !a.is_empty()).collect();
-    let new = match proc::spawn(&image.program, &args, Priority::Server, Pid(0)) {
+    let new = match proc::spawn(&image.program, &args, image.priority, Pid(0)) {
         Ok(p) => p,
         Err(e) => {
             crate::fnid::restart_failed(image.fnid, old);

@@ -15,6 +15,13 @@
 //! resets it (the transport's initialisation does) and closes the frame vregions its
 //! predecessor left (`netdrv-*` on this core).
 //!
+//! `netdrv restart=N`: the kernel starts it again after a crash (a fault or a kill), at most
+//! N times a minute (`FN_RESTART`, as a driver: the restarted one claims the device again);
+//! `net.drv` answers `Again` meanwhile, so `netd` keeps its frames for the next driver.
+//!
+//! `netdrv crashable`: `DRV_CRASH` makes it fault (shell `net crash`, for tests of the
+//! restart); without it, `DRV_CRASH` is answered `NotSupported`.
+//!
 //! `netdrv lateack` (for the kernel's tests, `dev::irq_masked_until_ack`): it serves the
 //! interrupt's message at once but acknowledges it to the kernel only at the next
 //! `DRV_INFO` request, so a test can see that no second interrupt comes before the
@@ -29,7 +36,7 @@ use alloc::vec::Vec;
 use drvlib::virtio_drivers::device::net::VirtIONet;
 use drvlib::virtio_drivers::transport::pci::PciTransport;
 use ulib::abi::ipc::{Msg, Received, Submission, SUBMIT_CALL};
-use ulib::abi::net::{self, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
+use ulib::abi::net::{self, DRV_CRASH, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::{Op, ResId, ResType, Rights};
 use ulib::abi::{dev as abidev, Error};
 use ulib::{fnid, ipc, println, res};
@@ -63,10 +70,40 @@ struct Driver {
     /// `lateack`: acknowledge interrupts at the next `DRV_INFO`; and whether one is due.
     late_ack: bool,
     ack_due: bool,
+    /// `crashable`: `DRV_CRASH` is obeyed.
+    crashable: bool,
 }
 
+/// The window `restart=N` counts restarts in.
+const RESTART_WINDOW_MS: u64 = 60_000;
+
 fn main(args: &[&str]) -> i32 {
-    match run(args.get(1) == Some(&"lateack")) {
+    let mut late_ack = false;
+    let mut crashable = false;
+    let mut restart = 0;
+    for a in args.iter().skip(1) {
+        match *a {
+            "lateack" => late_ack = true,
+            "crashable" => crashable = true,
+            s if s.starts_with("restart=") => match s["restart=".len()..].parse() {
+                Ok(n) if n <= ulib::abi::fnid::MAX_RESTARTS => restart = n,
+                _ => {
+                    println!(
+                        "netdrv: restart=N: N from 0 to {}",
+                        ulib::abi::fnid::MAX_RESTARTS
+                    );
+                    return 2;
+                }
+            },
+            other => {
+                println!(
+                    "netdrv: unknown argument '{other}' (usage: netdrv [restart=N] [lateack])"
+                );
+                return 2;
+            }
+        }
+    }
+    match run(late_ack, crashable, restart) {
         Ok(()) => 0,
         Err(e) => {
             println!("netdrv: {e}");
@@ -75,7 +112,7 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(late_ack: bool) -> Result<(), alloc::string::String> {
+fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::string::String> {
     use alloc::format;
     close_leftovers();
     let held = drvlib::Held::claim(0x1af4, 0x1041).map_err(|e| format!("claim: {e}"))?;
@@ -106,6 +143,7 @@ fn run(late_ack: bool) -> Result<(), alloc::string::String> {
         next_at: POOL_AT,
         late_ack,
         ack_due: false,
+        crashable,
     };
     for i in 0..POOL {
         let name = format!("here/vregion/netdrv-{i}");
@@ -114,7 +152,18 @@ fn run(late_ack: bool) -> Result<(), alloc::string::String> {
         let at = d.place(r).map_err(|e| format!("attach {name}: {e}"))?;
         d.free.push((r, at));
     }
-    fnid::register(net::FN_DRV, ep).map_err(|e| format!("register {}: {e}", net::FN_DRV))?;
+    let id =
+        fnid::register(net::FN_DRV, ep).map_err(|e| format!("register {}: {e}", net::FN_DRV))?;
+    if restart > 0 {
+        let mut args = format!("restart={restart}");
+        for (on, word) in [(late_ack, " lateack"), (crashable, " crashable")] {
+            if on {
+                args += word;
+            }
+        }
+        fnid::restart(id, restart, RESTART_WINDOW_MS, &args)
+            .map_err(|e| format!("FN_RESTART {id}: {e}"))?;
+    }
     println!(
         "netdrv: {} serving {} (mac {:012x})",
         held.info.id,
@@ -165,6 +214,14 @@ impl Driver {
                     words: [self.mac, 1, self.tx, self.rx, self.drops, 0],
                 };
                 let _ = ipc::reply(r.request, 0, &msg);
+            }
+            DRV_CRASH if self.crashable => {
+                println!("netdrv: crashing as asked (DRV_CRASH)");
+                // SAFETY: the store faults (nothing is mapped at page 0) and the kernel
+                // ends this process; no memory Rust code uses is touched.
+                unsafe {
+                    core::arch::asm!("mov byte ptr [{a}], 1", a = in(reg) 8u64, options(nostack))
+                };
             }
             DRV_TX => {
                 let Some((region, at)) = ipc::ica_at(&r.msg) else {
