@@ -6,6 +6,11 @@
 //! the page as ICA; the driver's reply brings the page back (collected without waiting).
 //! A full receive queue, or no free page after a short wait for the driver's replies, drops
 //! the frame and counts it.
+//!
+//! A driver that is restarting (`Again`) or ended (`Gone`) has not sent the frame: its page
+//! (come back in the reply, or detached to this server if the driver died holding it)
+//! still holds it, so it is kept and sent again to the next driver ([`Tx::resend`], at
+//! most [`RESEND_LIMIT_NS`] after the first refusal; past that it counts as an error).
 
 use alloc::collections::VecDeque;
 use alloc::format;
@@ -27,6 +32,8 @@ pub const TX_PAGES: usize = 16;
 const TX_AT: u64 = 0x0000_5e00_0000_0000;
 /// How long a send waits for the driver to give a page back when all are out.
 const TX_WAIT_NS: u64 = 20_000_000;
+/// How long a frame the driver could not take (restarting, or gone) is kept for the next one.
+pub const RESEND_LIMIT_NS: u64 = 10_000_000_000;
 
 /// What the device counts (added to the state's counters by the server).
 #[derive(Default, Clone, Copy)]
@@ -44,6 +51,10 @@ struct Page {
     at: u64,
     /// The ticket of the `DRV_TX` request it went with.
     ticket: Option<u64>,
+    /// The frame's length, kept while the page waits to be sent again ([`Tx::resend`]).
+    len: usize,
+    /// A frame the driver did not take: since when (0: none).
+    refused_at: u64,
 }
 
 /// The transmit side: pages and the driver's function id.
@@ -79,6 +90,8 @@ impl NetDev {
                 home,
                 at: home,
                 ticket: None,
+                len: 0,
+                refused_at: 0,
             });
         }
         Ok(NetDev {
@@ -138,6 +151,15 @@ impl Tx {
             p.at = ipc::ica_at(&c.msg).map_or(0, |(_, at)| at);
             // The driver answers with the error code as the reply's value (0: sent).
             let code = if c.status != 0 { c.status } else { c.value };
+            if refused(Error::from_code(code)) {
+                // Not sent: the page holds the frame still; keep it for the next driver.
+                if p.refused_at == 0 {
+                    p.refused_at = sys::clock_ns().unwrap_or(0).max(1);
+                }
+                self.drv = None;
+                continue;
+            }
+            p.refused_at = 0;
             if code != 0 {
                 if Error::from_code(code) == Error::Busy {
                     self.counts.drops += 1;
@@ -157,23 +179,52 @@ impl Tx {
     fn free_page(&mut self) -> Option<usize> {
         for i in 0..self.pages.len() {
             let p = &mut self.pages[i];
-            if p.ticket.is_some() {
+            if p.ticket.is_some() || p.refused_at != 0 || !p.map() {
                 continue;
-            }
-            if p.at == 0 {
-                if res::attach_here(p.region, p.home, true).is_err() {
-                    continue;
-                }
-                p.at = p.home;
             }
             return Some(i);
         }
         None
     }
 
+    /// Frames the driver did not take, waiting for the next one.
+    pub fn refused(&self) -> usize {
+        self.pages.iter().filter(|p| p.refused_at != 0).count()
+    }
+
+    /// Send again the frames a restarting or ended driver did not take, to the driver
+    /// there is now; a frame refused for longer than [`RESEND_LIMIT_NS`] counts as an error
+    /// and its page is free again.
+    pub fn resend(&mut self) {
+        if self.refused() == 0 {
+            return;
+        }
+        let now = sys::clock_ns().unwrap_or(0);
+        for i in 0..self.pages.len() {
+            let p = &mut self.pages[i];
+            if p.refused_at == 0 {
+                continue;
+            }
+            if now.saturating_sub(p.refused_at) > RESEND_LIMIT_NS || !p.map() {
+                p.refused_at = 0;
+                self.counts.errors += 1;
+                continue;
+            }
+            let Some(drv) = self.driver() else {
+                return;
+            };
+            if self.submit(i, drv).is_err() {
+                // Still restarting: the rest wait as well.
+                return;
+            }
+        }
+    }
+
     /// Send one frame of `len` bytes that `f` writes.
     fn send<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
         self.reap(0);
+        // Frames an earlier driver refused go first.
+        self.resend();
         let page = match self.free_page() {
             Some(i) => Some(i),
             None => {
@@ -181,8 +232,7 @@ impl Tx {
                 self.free_page()
             }
         };
-        let drv = self.driver();
-        let (Some(i), Some(drv), true) = (page, drv, len <= FRAME_MAX) else {
+        let (Some(i), true) = (page, len <= FRAME_MAX) else {
             self.counts.drops += 1;
             let n = len.min(self.scratch.len());
             return f(&mut self.scratch[..n]);
@@ -193,9 +243,30 @@ impl Tx {
         // `len <= FRAME_MAX < FRAME_ICA_SIZE`.
         let buf = unsafe { core::slice::from_raw_parts_mut(p.at as *mut u8, len) };
         let r = f(buf);
+        p.len = len;
+        // Behind refused frames, or with no driver (yet): kept, sent by `resend`.
+        let outcome = match self.driver() {
+            Some(drv) if self.refused() == 0 => self.submit(i, drv),
+            _ => Err(Error::Again),
+        };
+        match outcome {
+            Ok(()) => {}
+            Err(e) if refused(e) => {
+                self.pages[i].refused_at = sys::clock_ns().unwrap_or(0).max(1);
+            }
+            Err(Error::Busy) => self.counts.drops += 1,
+            Err(_) => self.counts.errors += 1,
+        }
+        r
+    }
+
+    /// Submit page `i`'s frame (`len` bytes) to `drv` as `DRV_TX`, the page as its ICA.
+    /// A refusal leaves the page where it was, holding the frame.
+    fn submit(&mut self, i: usize, drv: FnId) -> Result<(), Error> {
+        let p = &mut self.pages[i];
         let msg = Msg {
             label: DRV_TX,
-            words: [len as u64, 0, 0, 0, 0, 0],
+            words: [p.len as u64, 0, 0, 0, 0, 0],
         };
         let mut sub = ipc::op(api::SUBMIT_CALL, drv.as_target().0, [0; 4]);
         sub.msg = ipc::with_ica(msg, p.region);
@@ -203,23 +274,19 @@ impl Tx {
             Ok(t) => {
                 p.ticket = Some(t);
                 p.at = 0;
+                p.refused_at = 0;
+                Ok(())
             }
-            // Refused before the page moved: it stays where it was.
             Err(e) => {
                 if matches!(
                     e,
-                    Error::Gone | Error::NoSuchResource | Error::StaleResource
+                    Error::Gone | Error::NoSuchResource | Error::StaleResource | Error::Again
                 ) {
                     self.drv = None;
                 }
-                if e == Error::Busy {
-                    self.counts.drops += 1;
-                } else {
-                    self.counts.errors += 1;
-                }
+                Err(e)
             }
         }
-        r
     }
 
     /// Close the transmit pages (a retiring server: its vregions would outlive it). Frames
@@ -227,11 +294,17 @@ impl Tx {
     /// back is left to its fate (it comes back detached to this ended creator).
     pub fn close_pages(&mut self) {
         for _ in 0..50 {
-            if self.in_flight() == 0 {
+            self.resend();
+            if self.in_flight() == 0 && self.refused() == 0 {
                 break;
             }
             self.reap(TX_WAIT_NS);
+            if self.in_flight() == 0 && self.refused() > 0 {
+                // A restarting driver: wait for it as a sender would.
+                let _ = sys::sleep_ns(TX_WAIT_NS);
+            }
         }
+        self.counts.errors += self.refused() as u64;
         for p in core::mem::take(&mut self.pages) {
             if p.ticket.is_some() {
                 continue;
@@ -247,6 +320,28 @@ impl Tx {
     pub fn in_flight(&self) -> usize {
         self.pages.iter().filter(|p| p.ticket.is_some()).count()
     }
+}
+
+impl Page {
+    /// Mapped at its home again if it came back detached; false if it cannot be.
+    fn map(&mut self) -> bool {
+        if self.at == 0 {
+            if res::attach_here(self.region, self.home, true).is_err() {
+                return false;
+            }
+            self.at = self.home;
+        }
+        true
+    }
+}
+
+/// A refusal that means "not sent, send again to the next driver": the function is
+/// restarting (`Again`), or its server ended or is not there (yet).
+fn refused(e: Error) -> bool {
+    matches!(
+        e,
+        Error::Again | Error::Gone | Error::NoSuchResource | Error::StaleResource
+    )
 }
 
 pub struct RxTok(Vec<u8>);

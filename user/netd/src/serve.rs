@@ -31,6 +31,8 @@ const UDP_RX_PACKETS: usize = 4;
 const UDP_TX_PACKETS: usize = 16;
 /// Requests taken without waiting before smoltcp is polled again.
 const BATCH: usize = 32;
+/// How often frames a restarting driver refused are offered again.
+const RESEND_POLL_NS: u64 = 2_000_000;
 
 /// A receive waiting for a datagram.
 struct Held {
@@ -182,6 +184,10 @@ impl Server {
         if self.dev.tx.in_flight() > 0 {
             t = t.min(1_000_000);
         }
+        // Frames a restarting driver refused: try the next one soon.
+        if self.dev.tx.refused() > 0 {
+            t = t.min(RESEND_POLL_NS);
+        }
         t
     }
 
@@ -200,6 +206,7 @@ impl Server {
         }
         self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
         self.dev.tx.reap(0);
+        self.dev.tx.resend();
         self.poll_dhcp();
         self.drain();
         self.answer_held();
