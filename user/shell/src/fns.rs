@@ -4,6 +4,8 @@
 //! down or restarting (after a crash, `FN_RESTART`), the restarts so far and the most
 //! allowed in a window (`-`: restart off), and the user that registered it. `replace NAME PROG [ARGS] [-c CORE]` replaces a
 //! function's server while it serves (`FN_TAKEOVER`, done by `PROG takeover ARGS`).
+//! `fn kill NAME` ends NAME's server as a crash would and reports what the kernel did: the
+//! server restarted (if it opted in, `FN_RESTART`) or the function down.
 
 use alloc::format;
 use alloc::string::String;
@@ -18,14 +20,70 @@ const REPLACE_WAIT_NS: u64 = 10_000_000_000;
 /// Between two looks at the registry.
 const REPLACE_POLL_NS: u64 = 1_000_000;
 
-/// The record of function `name`.
-fn info(name: &str) -> Result<FnInfo, String> {
-    let id = fnid::lookup(name).map_err(|e| format!("replace: no function '{name}': {e}"))?;
+/// How long `fn kill` waits for the kernel to restart the server or report it down.
+const KILL_WAIT_NS: u64 = 30_000_000_000;
+
+/// The record of function `name` (`cmd` names the command in errors).
+pub(crate) fn info_for(cmd: &str, name: &str) -> Result<FnInfo, String> {
+    let id = fnid::lookup(name).map_err(|e| format!("{cmd}: no function '{name}': {e}"))?;
     fnid::list()
-        .map_err(|e| format!("replace: {e}"))?
+        .map_err(|e| format!("{cmd}: {e}"))?
         .into_iter()
         .find(|i| i.fnid == id)
-        .ok_or_else(|| format!("replace: '{name}' not listed"))
+        .ok_or_else(|| format!("{cmd}: '{name}' not listed"))
+}
+
+fn info(name: &str) -> Result<FnInfo, String> {
+    info_for("replace", name)
+}
+
+/// `fn kill NAME`: kill NAME's server (a crash, as far as the kernel's restart is
+/// concerned), then wait until the function is up under another process (restarted) or
+/// down (no restart, or none left in the window). Returns the killed server's pid, for the
+/// shell to know its end was asked for.
+pub(crate) fn kill(name: &str) -> Result<Pid, String> {
+    let before = info_for("fn kill", name)?;
+    if before.state != FN_UP {
+        return Err(format!("fn kill: {name} has no server now (it is not up)"));
+    }
+    let old = before.server;
+    sys::kill(old).map_err(|e| format!("fn kill: kill {old}: {e}"))?;
+    await_restart("fn kill", name, old, "killed")?;
+    Ok(old)
+}
+
+/// After `name`'s server `old` ended (`how`: "killed", "crashed"): wait until the
+/// function is up under another process (restarted) or down, and say which.
+pub(crate) fn await_restart(cmd: &str, name: &str, old: Pid, how: &str) -> Result<(), String> {
+    let start = sys::clock_ns().unwrap_or(0);
+    loop {
+        let now = info_for(cmd, name)?;
+        match now.state {
+            FN_UP if now.server != old => {
+                // (The restarted server opts in again itself: its record may not say
+                // how many restarts are allowed yet.)
+                println!(
+                    "{cmd}: {name}'s server {old} {how}; restarted as {} (core {}), restart {}",
+                    now.server,
+                    now.server.core(),
+                    now.restarts
+                );
+                return Ok(());
+            }
+            FN_UP | FN_RESTARTING => {}
+            _ => {
+                println!("{cmd}: {name}'s server {old} {how}; {name} is down (no restart)");
+                return Ok(());
+            }
+        }
+        if sys::clock_ns().unwrap_or(u64::MAX).saturating_sub(start) > KILL_WAIT_NS {
+            return Err(format!(
+                "{cmd}: {name}'s server {old} {how}, but {name} is neither restarted nor down after {} s",
+                KILL_WAIT_NS / 1_000_000_000
+            ));
+        }
+        let _ = sys::sleep_ns(REPLACE_POLL_NS);
+    }
 }
 
 /// `replace NAME PROG [ARGS] [-c CORE]`: start `PROG takeover ARGS` (on CORE) and wait until
@@ -95,7 +153,7 @@ pub(crate) fn command(args: &[&str]) -> Result<(), String> {
     match args {
         ["ls"] => ls(),
         ["wait", name] => wait(name),
-        _ => Err("fn: usage: fn ls | fn wait NAME".into()),
+        _ => Err("fn: usage: fn ls | fn wait NAME | fn kill NAME".into()),
     }
 }
 

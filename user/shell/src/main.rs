@@ -115,6 +115,8 @@ commands:
                                   server pid, core, server generation, requests served,
                                   state ICA, up or down, user
   fn wait NAME                    wait until a server registers function NAME
+  fn kill NAME                    kill NAME's server as a crash would; reports the
+                                  restart (FN_RESTART) or that NAME is down
   replace NAME PROG [ARGS] [-c CORE]
                                   replace NAME's server while it serves: starts
                                   PROG takeover ARGS (a job), reports the switch
@@ -124,6 +126,8 @@ commands:
                                   start netd (DHCP, or the address given) as a job (on
                                   CORE) and wait for an address; the driver netdrv is a
                                   boot program (driver=CORE:netdrv)
+  net crash                       make the driver crash (netdrv crashable) and report
+                                  its restart (driver=0:netdrv,restart=N,crashable)
   exit                            end this shell (once no job runs); the kernel starts
                                   a new one
   poweroff                        switch the machine off";
@@ -253,9 +257,17 @@ impl Shell {
             "res" => self.res(args),
             "su" => self.su(args),
             "whoami" => no_args(cmd).and_then(|_| res::whoami()),
-            "fn" => fns::command(args),
+            "fn" => match args {
+                ["kill", name] => {
+                    let pid = fns::kill(name)?;
+                    self.mark_killed(pid);
+                    Ok(())
+                }
+                _ => fns::command(args),
+            },
             "net" => match args.first() {
                 None => net::show(),
+                Some(&"crash") if args.len() == 1 => net::crash(),
                 Some(&"up") => {
                     let mut started = Vec::new();
                     let r = net::up(&args[1..], &mut started);

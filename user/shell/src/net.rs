@@ -3,7 +3,8 @@
 //! ARGS` (server priority) as a job and waits until it serves `net.udp` with an address. The
 //! driver `netdrv` needs driver priority, which only the kernel gives: it is a boot program
 //! (`driver=CORE:netdrv`). At its start the shell does `net up` itself when the machine has
-//! a virtio-net device ([`auto_up`]).
+//! a virtio-net device ([`auto_up`]). `net crash` asks the driver to crash (`DRV_CRASH`;
+//! only a `netdrv crashable` obeys) and reports whether the kernel restarted it.
 
 use alloc::format;
 use alloc::string::String;
@@ -60,6 +61,34 @@ pub(crate) fn show() -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// `net crash`: `DRV_CRASH` to `net.drv`, then wait for the kernel's restart of it (the
+/// shell may not kill the driver, a boot program and no descendant of the shell).
+pub(crate) fn crash() -> Result<(), String> {
+    use ulib::abi::net::{DRV_CRASH, FN_DRV};
+    let before = crate::fns::info_for("net crash", FN_DRV)?;
+    if before.state != ulib::abi::fnid::FN_UP {
+        return Err(format!(
+            "net crash: {FN_DRV} has no server now (it is not up)"
+        ));
+    }
+    let ask = ulib::abi::ipc::Msg {
+        label: DRV_CRASH,
+        ..Default::default()
+    };
+    match ulib::ipc::call(before.fnid.as_target(), &ask) {
+        // Crashed while serving the request: answered `Gone`.
+        Err(ulib::abi::Error::Gone) => {}
+        Ok((value, _)) if value != 0 => {
+            return Err(format!(
+                "net crash: the driver refused: {} (start it with 'crashable')",
+                ulib::abi::Error::from_code(value)
+            ))
+        }
+        r => return Err(format!("net crash: unexpected answer {r:?}")),
+    }
+    crate::fns::await_restart("net crash", FN_DRV, before.server, "crashed")
 }
 
 /// Is function `name` served (registered and up)?
