@@ -21,6 +21,8 @@ use crate::qemu::{Guest, NetCfg};
 use anyhow::{bail, Context, Result};
 use std::collections::HashMap;
 use std::net::UdpSocket;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The guest port `udpecho` binds.
@@ -106,6 +108,12 @@ pub(crate) fn probe(sock: &UdpSocket) -> Result<(u32, u32)> {
 
 /// Stream [`DATAGRAMS`] datagrams to the echo at 127.0.0.1:`port` and check the replies.
 pub fn stream(port: u16) -> Result<HostCount> {
+    stream_with(port, &AtomicU32::new(0))
+}
+
+/// [`stream`], storing in `done` how many datagrams have been answered or given up so far
+/// (for a test that acts at points of the stream).
+pub fn stream_with(port: u16, done: &AtomicU32) -> Result<HostCount> {
     let sock = UdpSocket::bind("127.0.0.1:0")?;
     sock.connect(("127.0.0.1", port))?;
     let (probes, probe_answers) = probe(&sock)?;
@@ -150,6 +158,7 @@ pub fn stream(port: u16) -> Result<HostCount> {
                 );
             }
         }
+        done.store(seq + 1, Ordering::Relaxed);
         if answered {
             c.answered += 1;
         } else {
@@ -264,6 +273,110 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     judge(&host, guest, &relay.count())
 }
 
+/// `netd` replacements during the churned stream ([`run_churn`]).
+pub const TAKEOVERS: u32 = 10;
+/// `netdrv` crashes (`net crash`; each restarted by the kernel) during the churned stream.
+pub const CRASHES: u32 = 3;
+/// How long the churn waits for the stream to reach its next point: a hang guard.
+const POINT_LIMIT: Duration = Duration::from_secs(600);
+
+/// The churn's shell commands: [`TAKEOVERS`] replacements of `netd` (on `netd_core`, where
+/// `net up` put it), a crash of `netdrv` after every third.
+fn churn_steps(netd_core: usize) -> String {
+    let mut s = String::new();
+    let mut crashes = 0;
+    for k in 1..=TAKEOVERS {
+        s += &format!("replace net.udp netd -c {netd_core}\n# expect: replaced\n");
+        if k % 3 == 0 && crashes < CRASHES {
+            crashes += 1;
+            s += "net crash\n# expect: restarted as\n";
+        }
+    }
+    s
+}
+
+/// Issue 15's replacement under traffic: while the host streams [`DATAGRAMS`] datagrams to
+/// `udpecho`, the shell replaces `netd` [`TAKEOVERS`] times (`replace`, each taking over
+/// the function and its state ICA) and crashes `netdrv` [`CRASHES`] times (`net crash`, a
+/// page fault in the driver; the kernel restarts it, `netdrv restart=N`; the shell may not
+/// kill a boot program). The commands are spread over the stream: each
+/// waits until the host has had its share of the datagrams answered (an event, not a time).
+/// Judged as [`run`] is: every datagram `netd` took in went back out, nothing dropped or
+/// failed inside Musubi, every reply's bytes right. Datagrams the device took while no
+/// driver ran are lost with the reset the next driver does: they show as "relay->guest"
+/// loss, never reaching `netd`.
+pub fn run_churn(guest: &Guest) -> Result<String> {
+    let relay = Relay::start(&[(0, GUEST_PORT)])?;
+    let port = relay.forwards()[0].0;
+    let mut g = guest.clone();
+    g.net = Some(NetCfg::relay(&relay));
+    g.cmdline = format!(
+        "{} driver=0:netdrv,restart={},crashable",
+        g.cmdline,
+        CRASHES + 2
+    )
+    .trim()
+    .to_string();
+    let churn = churn_steps(1);
+    let churn_len = churn.lines().filter(|l| !l.starts_with('#')).count();
+    let script =
+        format!("net\n# expect: address 10.0.2.15/24\nrun udpecho 7 &\n{churn}net\nfn ls\n");
+    let steps = crate::script::parse(&script)?;
+    let first_churn = 2;
+    let last_churn = first_churn + churn_len - 1;
+    let share = DATAGRAMS / (churn_len as u32 + 1);
+    let done = Arc::new(AtomicU32::new(0));
+    let mut streamer: Option<std::thread::JoinHandle<Result<HostCount>>> = None;
+    let mut host = None;
+    let mut guest_counts_seen = None;
+    crate::script::run_steps_with(
+        &g,
+        "net churn (2 cores)",
+        &steps,
+        |_| false,
+        &mut |i, out| {
+            if i == 1 {
+                let done = done.clone();
+                streamer = Some(std::thread::spawn(move || stream_with(port, &done)));
+            }
+            if (1..last_churn).contains(&i) {
+                // Before the next command: the stream's next share answered (or it ended).
+                let point = share * (i as u32 + 2 - first_churn as u32);
+                let start = Instant::now();
+                while done.load(Ordering::Relaxed) < point
+                    && !streamer.as_ref().is_some_and(|s| s.is_finished())
+                {
+                    if start.elapsed() > POINT_LIMIT {
+                        bail!(
+                            "the stream did not reach datagram {point} within {} s",
+                            POINT_LIMIT.as_secs()
+                        );
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            if i == last_churn {
+                let s = streamer.take().context("the stream did not start")?;
+                host = Some(
+                    s.join()
+                        .map_err(|_| anyhow::anyhow!("the stream panicked"))??,
+                );
+            }
+            if i == last_churn + 1 {
+                guest_counts_seen =
+                    Some(guest_counts(out).context("shell `net` printed no counters line")?);
+            }
+            Ok(())
+        },
+    )?;
+    let host = host.context("the stream did not run")?;
+    let guest = guest_counts_seen.context("no guest counters")?;
+    let report = judge(&host, guest, &relay.count())?;
+    Ok(format!(
+        "{report} (relay->guest includes frames the device took while no driver ran)"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,6 +391,14 @@ mod tests {
         }
         assert!(sizes.len() > 1400, "{} sizes", sizes.len());
         assert_ne!(datagram(5), datagram(6));
+    }
+
+    #[test]
+    fn churn_replaces_ten_times_and_crashes_three() {
+        let s = churn_steps(1);
+        assert_eq!(s.matches("replace net.udp netd -c 1\n").count(), 10);
+        assert_eq!(s.matches("net crash\n").count(), 3);
+        assert!(crate::script::parse(&s).is_ok());
     }
 
     #[test]
