@@ -64,6 +64,9 @@ commands:
   run A [ARGS] [-c CORE] | B [ARGS] [-c CORE] [| ...]
                                   a pipeline: A's output is B's input (a pipe on B's
                                   core), each on its core; waits for all of them
+  run A ... < IN, run ... Z > OUT, run ... Z >> OUT
+                                  a file on the disk as A's input or Z's output
+                                  (fcat IN | A ..., ... Z | fsave [-a] OUT)
   remote CORE PROG [ARGS...]      run PROG on CORE with its output on this console and
                                   wait for it (P0's remote command)
   jobs                            the background programs that have not ended
@@ -237,6 +240,9 @@ impl Shell {
             "ps" => no_args(cmd).and_then(|_| ps()),
             "cores" => no_args(cmd).and_then(|_| cores::cores()),
             "mem" => no_args(cmd).and_then(|_| cores::mem()),
+            "run" if words.iter().any(|w| pipes::is_redirection(w)) => {
+                pipes::redirected(&words[1..], &mut self.typeahead)
+            }
             "run" if words.contains(&"|") => pipes::pipeline(&words[1..], &mut self.typeahead),
             "run" => self.run(args),
             "remote" => pipes::remote(args, &mut self.typeahead),

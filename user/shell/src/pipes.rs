@@ -12,6 +12,12 @@
 //! that ended because its reader had gone (`stdio::BROKEN_PIPE`, unless it is the last) is
 //! not a failure.
 //!
+//! `run A ... < IN` and `run ... Z > OUT` (or `>> OUT`): a file as the first program's input
+//! or the last one's output. The shell adds a stage: `fcat IN` before the first program,
+//! `fsave OUT` (`fsave -a OUT`) after the last (`user/upper`: programs of the file service,
+//! `ulib::fs`), joined by pipes like any pipeline; the file's bytes never pass through the
+//! shell.
+//!
 //! `remote CORE PROG [ARGS...]`: start PROG on CORE, its output to this console, and wait
 //! for it.
 
@@ -58,6 +64,65 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
         }
     }
     result
+}
+
+/// Is `w` a redirection (`<`, `>`, `>>`)?
+pub fn is_redirection(w: &str) -> bool {
+    matches!(w, "<" | ">" | ">>")
+}
+
+/// `run ... < IN` / `> OUT` / `>> OUT` (`words` after `run`): the pipeline with `fcat IN`
+/// before it and `fsave [-a] OUT` after it.
+pub fn redirected(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
+    let stages = words.iter().filter(|w| **w == "|").count() + 1;
+    let mut rest: Vec<&str> = Vec::new();
+    let (mut input, mut output) = (None, None);
+    let (mut stage, mut i) = (0, 0);
+    while i < words.len() {
+        let w = words[i];
+        if !is_redirection(w) {
+            stage += usize::from(w == "|");
+            rest.push(w);
+            i += 1;
+            continue;
+        }
+        let file = words
+            .get(i + 1)
+            .copied()
+            .filter(|f| !is_redirection(f) && !matches!(*f, "|" | "&"))
+            .ok_or_else(|| format!("run: '{w}' needs a file name"))?;
+        if w == "<" {
+            if stage != 0 {
+                return Err("run: only the first program's input can be a file ('<')".into());
+            }
+            if input.replace(file).is_some() {
+                return Err("run: '<' given twice".into());
+            }
+        } else {
+            if stage + 1 != stages {
+                return Err(format!(
+                    "run: only the last program's output can be a file ('{w}')"
+                ));
+            }
+            if output.replace((file, w == ">>")).is_some() {
+                return Err("run: the output given twice ('>' or '>>')".into());
+            }
+        }
+        i += 2;
+    }
+    let mut all: Vec<&str> = Vec::new();
+    if let Some(file) = input {
+        all.extend(["fcat", file, "|"]);
+    }
+    all.extend(rest);
+    if let Some((file, append)) = output {
+        all.extend(["|", "fsave"]);
+        if append {
+            all.push("-a");
+        }
+        all.push(file);
+    }
+    pipeline(&all, typeahead)
 }
 
 /// Open the pipes (into `pipes`, for the caller to close), start every stage, let go of
