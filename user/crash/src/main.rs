@@ -18,6 +18,7 @@
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
 //! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
 //! | `read-console` | waits for console input like a shell at its prompt (`kernel/src/tests/init.rs` keeps it running and kills it) | exit 0 when a byte comes |
+//! | `hold-file NAME` | opens NAME on the disk for writing (the file service `fs`), then faults as `page-fault` does, the file still open | killed; the next open of NAME works (`fsd` closes a dead owner's files) |
 //! | `escalate` | (run as a user other than the administrator) tries to become user 1000, the administrator (1) and the kernel (0), and to power off; keeps its own user | exit 0 if every attempt is `Denied` and keeping its user works |
 //!
 //! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
@@ -89,6 +90,20 @@ fn main(args: &[&str]) -> i32 {
                 return 2;
             };
             return expect_denied("kill-pid", sys::kill(pid));
+        }
+        "hold-file" => {
+            let Some(name) = args.get(2) else {
+                println!("crash: hold-file needs a file name");
+                return 2;
+            };
+            if let Err(e) = ulib::fs::open(name, ulib::fs::MODE_WRITE) {
+                println!("crash: hold-file: cannot open {name}: {e}");
+                return 1;
+            }
+            // SAFETY: as `page-fault`: the store faults and the kernel ends this process.
+            unsafe {
+                asm!("mov byte ptr [{a}], 1", a = in(reg) UNMAPPED, options(nostack));
+            }
         }
         "orphan" => return orphan(),
         "drop-user" => return drop_user(),

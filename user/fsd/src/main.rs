@@ -9,6 +9,13 @@
 //!
 //! A volume it cannot read (no disk, no partition, a corrupt FAT) is a clear error on the
 //! console at start and a nonzero exit, never a fault.
+//!
+//! An open file belongs to the process that opened it (the sender the kernel vouches for):
+//! another process's handle is `InvalidArgument`. A client that ended without closing
+//! (killed, faulted, or `exit` with a file open) would hold its file, and one of the
+//! library's 16 open-file slots, for ever: when an open finds its file (or every slot)
+//! taken, the server first closes the files of owners that no longer run, then tries once
+//! more.
 #![no_std]
 #![no_main]
 
@@ -24,7 +31,7 @@ use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timesta
 use ulib::abi::fs::*;
 use ulib::abi::ipc::{Msg, Received, MSG_ICA};
 use ulib::abi::res::{Op, Rights};
-use ulib::abi::Error;
+use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
 
 ulib::main!(main);
@@ -51,7 +58,8 @@ type FsError = embedded_sdmmc::Error<disk::DiskError>;
 struct Server {
     vm: Volumes,
     vol: RawVolume,
-    files: BTreeMap<u64, RawFile>,
+    /// Open files: handle -> (the library's file, the process that opened it).
+    files: BTreeMap<u64, (RawFile, Pid)>,
     next: u64,
 }
 
@@ -135,10 +143,10 @@ impl Server {
             .map(String::from)
             .map_err(|_| Error::BadName);
         let result = match label {
-            FS_OPEN => name.and_then(|n| self.open(&n, w[0])),
-            FS_READ => self.read(w[0], w[1], buf),
-            FS_WRITE => self.write(w[0], w[1], buf),
-            FS_CLOSE => self.close(w[0]),
+            FS_OPEN => name.and_then(|n| self.open(&n, w[0], r.sender)),
+            FS_READ => self.read(w[0], w[1], buf, r.sender),
+            FS_WRITE => self.write(w[0], w[1], buf, r.sender),
+            FS_CLOSE => self.close(w[0], r.sender),
             FS_UNLINK => name.and_then(|n| {
                 self.at_dir(&n, |vm, dir, last| {
                     vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
@@ -183,27 +191,66 @@ impl Server {
         r
     }
 
-    fn open(&mut self, path: &str, mode: u64) -> Result<[u64; 6], Error> {
+    fn open(&mut self, path: &str, mode: u64, owner: Pid) -> Result<[u64; 6], Error> {
         let mode = match mode {
             MODE_READ => Mode::ReadOnly,
             MODE_WRITE => Mode::ReadWriteCreateOrTruncate,
             MODE_APPEND => Mode::ReadWriteCreateOrAppend,
             _ => return Err(Error::InvalidArgument),
         };
-        let file = self.at_dir(path, |vm, dir, last| vm.open_file_in_dir(dir, last, mode))?;
+        let open = |s: &Self| s.at_dir(path, |vm, dir, last| vm.open_file_in_dir(dir, last, mode));
+        let file = match open(self) {
+            // Taken (the file, or every slot): perhaps by a client that has ended.
+            Err(Error::Busy) if self.close_orphans() > 0 => open(self)?,
+            r => r?,
+        };
         let len = self.vm.file_length(file).unwrap_or(0);
         let h = self.next;
         self.next += 1;
-        self.files.insert(h, file);
+        self.files.insert(h, (file, owner));
         Ok([h, u64::from(len), 0, 0, 0, 0])
     }
 
-    fn file(&self, h: u64) -> Result<RawFile, Error> {
-        self.files.get(&h).copied().ok_or(Error::InvalidArgument)
+    /// Close the files whose owners no longer run (or are zombies); how many.
+    fn close_orphans(&mut self) -> usize {
+        let mut procs = alloc::vec![ulib::abi::ProcInfo::EMPTY; 256];
+        let Ok(n) = ulib::sys::processes(&mut procs) else {
+            return 0;
+        };
+        if n >= procs.len() {
+            // A truncated list cannot tell who has ended.
+            return 0;
+        }
+        let alive = |pid: Pid| {
+            procs[..n]
+                .iter()
+                .any(|p| p.pid == pid && p.state != ulib::abi::STATE_ZOMBIE)
+        };
+        let orphans: alloc::vec::Vec<u64> = self
+            .files
+            .iter()
+            .filter(|(_, (_, owner))| !alive(*owner))
+            .map(|(h, _)| *h)
+            .collect();
+        for h in &orphans {
+            if let Some((f, owner)) = self.files.remove(h) {
+                let _ = self.vm.close_file(f);
+                println!("fsd: closed a file of {owner}, which ended without closing it");
+            }
+        }
+        orphans.len()
     }
 
-    fn read(&self, h: u64, len: u64, buf: &mut [u8]) -> Result<[u64; 6], Error> {
-        let f = self.file(h)?;
+    /// The file of handle `h`, if `who` opened it.
+    fn file(&self, h: u64, who: Pid) -> Result<RawFile, Error> {
+        match self.files.get(&h) {
+            Some((f, owner)) if *owner == who => Ok(*f),
+            _ => Err(Error::InvalidArgument),
+        }
+    }
+
+    fn read(&self, h: u64, len: u64, buf: &mut [u8], who: Pid) -> Result<[u64; 6], Error> {
+        let f = self.file(h, who)?;
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
         }
@@ -222,8 +269,8 @@ impl Server {
         Ok([done as u64, 0, 0, 0, 0, 0])
     }
 
-    fn write(&self, h: u64, len: u64, buf: &[u8]) -> Result<[u64; 6], Error> {
-        let f = self.file(h)?;
+    fn write(&self, h: u64, len: u64, buf: &[u8], who: Pid) -> Result<[u64; 6], Error> {
+        let f = self.file(h, who)?;
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
         }
@@ -233,8 +280,9 @@ impl Server {
         Ok([len, 0, 0, 0, 0, 0])
     }
 
-    fn close(&mut self, h: u64) -> Result<[u64; 6], Error> {
-        let f = self.files.remove(&h).ok_or(Error::InvalidArgument)?;
+    fn close(&mut self, h: u64, who: Pid) -> Result<[u64; 6], Error> {
+        let f = self.file(h, who)?;
+        self.files.remove(&h);
         self.vm.close_file(f).map_err(|e| code(&e))?;
         Ok([0; 6])
     }
