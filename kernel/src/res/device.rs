@@ -5,7 +5,8 @@
 //!
 //! The resource records who holds the device ([`claim`]); every driver call checks the
 //! caller is that holder. A holder that ended is replaced by the next claim, so a driver
-//! killed and started again gets its device back.
+//! killed and started again gets its device back. The ids of the device resources are kept
+//! from boot ([`DEVICES`]), so the interrupt path looks only at them.
 
 #![deny(unsafe_code)]
 
