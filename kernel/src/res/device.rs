@@ -5,7 +5,8 @@
 //!
 //! The resource records who holds the device ([`claim`]); every driver call checks the
 //! caller is that holder. A holder that ended is replaced by the next claim, so a driver
-//! killed and started again gets its device back.
+//! killed and started again gets its device back. The ids of the device resources are kept
+//! from boot ([`DEVICES`]), so the interrupt path looks only at them.
 
 #![deny(unsafe_code)]
 
@@ -18,6 +19,9 @@ use abi::res::{Op, ResId, UserId};
 use abi::syscall::control;
 use abi::{Error, Pid, Priority};
 use core::convert::Infallible;
+
+/// The device resources [`create_all`] made on core 0, once at boot; they never close.
+static DEVICES: spin::Once<alloc::vec::Vec<ResId>> = spin::Once::new();
 
 /// Configuration registers a driver may not write: the BARs and the expansion ROM base
 /// (moving a window could lay it over RAM).
@@ -88,16 +92,19 @@ fn ids(f: &Function) -> u64 {
 
 /// Make the device resources (core 0, at boot, as the kernel's flow): one per function.
 pub fn create_all() {
+    let mut ids = alloc::vec::Vec::new();
     for f in pci::enumerate() {
         let mut buf = [0u8; 7];
         let name = alloc::format!("c0/device/{}", abi::dev::name_of(f.bdf.packed(), &mut buf));
         // Everyone may try control (claim); the claim's own rules decide.
         let rights = abi::res::Rights(0x0f | abi::res::Rights::others(Op::Control));
         let args = u64::from(f.bdf.packed()).to_le_bytes();
-        if let Err(e) = super::open(&name, &args, rights) {
-            log::warn!("pci {name}: no resource: {e}");
+        match super::open(&name, &args, rights) {
+            Ok(id) => ids.push(id),
+            Err(e) => log::warn!("pci {name}: no resource: {e}"),
         }
     }
+    DEVICES.call_once(|| ids);
     log::info!("pci: {} functions", pci::functions().len());
 }
 
@@ -248,7 +255,7 @@ impl Device {
 /// Is legacy line `line` wanted by a device other than `except` (an interrupt routed to a
 /// live holder)? Lines may be shared (QEMU's `pc` machine puts several functions on one).
 fn line_in_use(line: u8, except: Option<ResId>) -> bool {
-    devices().into_iter().any(|id| {
+    devices().iter().any(|&id| {
         Some(id) != except
             && local::with_state(id, &[], |d: &mut Device| {
                 Ok(d.func.irq_line == line && d.routed())
@@ -257,13 +264,15 @@ fn line_in_use(line: u8, except: Option<ResId>) -> bool {
     })
 }
 
-/// The device resources of this core.
-fn devices() -> alloc::vec::Vec<ResId> {
-    local::list()
-        .into_iter()
-        .filter(|r| r.kind == abi::res::ResType::Device as u8)
-        .map(|r| r.id)
-        .collect()
+/// The device resources of this core: those [`create_all`] made (core 0's; none elsewhere).
+/// Kept in [`DEVICES`] rather than found by listing the core's resources, because the
+/// interrupt and its acknowledgement ask on every device interrupt, and a listing builds a
+/// record of every resource of the core (hundreds: tens of thousands of instructions).
+fn devices() -> &'static [ResId] {
+    match DEVICES.get() {
+        Some(ids) if current_core() == 0 => ids,
+        _ => &[],
+    }
 }
 
 /// DEV_IRQ: deliver the held device's interrupt to `endpoint` (the caller's own: it must
@@ -325,7 +334,7 @@ pub fn irq_ack(id: ResId) -> Result<u64, Error> {
 /// acknowledged its last message (a shared line: unmasked once all have acknowledged).
 fn unmask_unless_pending(line: u8, id: ResId) {
     // A holder that ended has nothing to acknowledge.
-    let others_pending = devices().into_iter().any(|o| {
+    let others_pending = devices().iter().any(|&o| {
         o != id
             && local::with_state(o, &[], |d: &mut Device| {
                 Ok(d.func.irq_line == line && d.routed() && d.irq_masked)
@@ -346,7 +355,7 @@ fn unmask_unless_pending(line: u8, id: ResId) {
 pub fn on_interrupt(gsi: u32) {
     let mut to = alloc::vec::Vec::new();
     let mut line = None;
-    for id in devices() {
+    for &id in devices() {
         let _ = local::with_state(id, &[], |d: &mut Device| {
             if pci_irq::gsi_of(d.func.irq_line) == Some(gsi) {
                 line = Some(d.func.irq_line);
@@ -380,7 +389,7 @@ pub fn on_interrupt(gsi: u32) {
 /// Does `pid` hold a device (on this core)?
 pub fn holds_any(pid: Pid) -> bool {
     current_core() == 0
-        && devices().into_iter().any(|id| {
+        && devices().iter().any(|&id| {
             local::with_state(id, &[], |d: &mut Device| Ok(d.holder == Some(pid))).unwrap_or(false)
         })
 }

@@ -223,11 +223,11 @@ ktest! {
 ktest! {
     /// The interrupt stays masked until the driver acknowledges: `netdrv lateack` serves
     /// each interrupt message at once but acknowledges it only at the next `DRV_INFO`, so
-    /// across `netprobe`'s ARP round trip (a transmission and a reception, each raising
-    /// the device's interrupt) it gets one message, the line masked at the IOAPIC; the next
-    /// `DRV_INFO` acknowledges and the next interrupt is delivered. Always: messages =
-    /// acknowledgements + 1. When the driver ends, its line is unrouted and stays masked
-    /// (no message to its dead endpoint, no storm), and the next driver works.
+    /// across `netprobe`'s ARP round trip (the reception raises the device's interrupt;
+    /// the transmission asks for none) it gets one message, the line masked at the IOAPIC;
+    /// the next `DRV_INFO` acknowledges and the next interrupt is delivered. Always:
+    /// messages = acknowledgements + 1. When the driver ends, its line is unrouted and stays
+    /// masked (no message to its dead endpoint, no storm), and the next driver works.
     fn irq_masked_until_ack() -> TestResult {
         if current_core() != 0 {
             crate::kskip!("devices live on core 0");

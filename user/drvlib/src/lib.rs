@@ -10,7 +10,9 @@
 //! - [`Hal`]: `virtio_drivers::Hal` over `DMA_ALLOC`/`DMA_FREE`. The crate allocates its
 //!   own packet buffers on the heap and `share`s them; heap pages have no physical address
 //!   a program may know, so `share` copies through a bounce page of DMA memory (reused from
-//!   a free list) and `unshare` copies back what the device wrote.
+//!   a free list) and `unshare` copies back what the device wrote;
+//! - [`Quiet`]: a transport wrapper under which chosen queues ask for no interrupts
+//!   (`quiet.rs`: virtio-net's transmit queue, whose completions its driver waits for).
 //!
 //! A driver is single-threaded; the state here is program-wide (`ulib::cell::Local`),
 //! because the crate's `Hal` has only associated functions.
@@ -28,6 +30,9 @@ use virtio_drivers::transport::pci::bus::{ConfigurationAccess, DeviceFunction, P
 use virtio_drivers::{BufferDirection, PhysAddr};
 
 pub use virtio_drivers;
+
+mod quiet;
+pub use quiet::{Quiet, EVENT_IDX};
 
 /// Where BAR `i` of the held device is mapped: `BAR_WINDOW + i * BAR_STRIDE`.
 pub const BAR_WINDOW: u64 = 0x0000_5000_0000_0000;
@@ -212,6 +217,17 @@ fn dma_pages(pages: u64) -> Result<(u64, u64), Error> {
     });
     let phys = ulib::dev::dma_alloc(at, pages)?;
     Ok((phys, at))
+}
+
+/// Where the `len` bytes of DMA memory at physical `paddr` are mapped, if inside one
+/// allocation of [`Hal::dma_alloc`] still held.
+pub fn dma_virt(paddr: u64, len: u64) -> Option<u64> {
+    STATE.with(|s| {
+        s.dma.iter().find_map(|&(phys, at, pages)| {
+            let end = paddr.checked_add(len)?;
+            (paddr >= phys && end <= phys + pages * PAGE).then(|| at + (paddr - phys))
+        })
+    })
 }
 
 /// The `virtio_drivers::Hal` of Musubi's user-mode drivers.

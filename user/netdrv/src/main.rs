@@ -4,10 +4,13 @@
 //! serves `net.drv` per `abi::net`:
 //!
 //! - `DRV_INFO`: MAC, link, frames sent and received, drops;
-//! - `DRV_TX` with a frame ICA: the frame goes to the device, the ICA goes back;
+//! - `DRV_TX` with a frame ICA: the frame goes to the device, the ICA goes back. The
+//!   crate's `send` waits until the device used the buffer, so the transmit queue asks for
+//!   no interrupts (`drvlib::Quiet`): only received frames interrupt;
 //! - every received frame goes to `net.udp` as a `UDP_FRAME_IN` request carrying a frame
 //!   ICA (from a pool of [`POOL`] vregions; the ICA comes back in the reply, collected with
-//!   timeout 0). Without `net.udp`, or with the pool empty, the frame is dropped and counted.
+//!   timeout 0 while some are out). Without `net.udp`, or with the pool empty, the frame
+//!   is dropped and counted.
 //!
 //! The device's interrupt arrives as a message on the driver's endpoint (`abi::dev`); the
 //! driver acknowledges it to the device (ISR read), drains the receive queue and unmasks the
@@ -35,6 +38,7 @@ use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use drvlib::virtio_drivers::device::net::VirtIONet;
 use drvlib::virtio_drivers::transport::pci::PciTransport;
+use drvlib::Quiet;
 use ulib::abi::ipc::{Msg, Received, Submission, SUBMIT_CALL};
 use ulib::abi::net::{self, DRV_CRASH, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::{Op, ResId, ResType, Rights};
@@ -49,10 +53,12 @@ const POOL: usize = 32;
 const QUEUE: usize = 16;
 /// Receive buffer size (the crate wants 1,526..65,535).
 const BUF: usize = 2048;
+/// virtio-net's transmit queue (virtio 1.1, 5.1.2: receiveq1 is 0, transmitq1 is 1).
+const TRANSMIT_QUEUE: u16 = 1;
 /// Where the pool's vregions are first attached.
 const POOL_AT: u64 = 0x0000_5200_0000_0000;
 
-type Net = VirtIONet<drvlib::Hal, PciTransport, QUEUE>;
+type Net = VirtIONet<drvlib::Hal, Quiet<PciTransport>, QUEUE>;
 
 struct Driver {
     net: Net,
@@ -123,6 +129,8 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
     let transport = PciTransport::new::<drvlib::Hal, _>(&mut root, held.function())
         .map_err(|e| format!("virtio transport: {e:?}"))?;
     // Initialisation resets the device first (status 0), then posts the receive buffers.
+    // The transmit queue (1) never interrupts: `send` waits for its completions itself.
+    let transport = Quiet::new(transport, 1 << TRANSMIT_QUEUE);
     let net = Net::new(transport, BUF).map_err(|e| format!("virtio-net: {e:?}"))?;
     let m = net.mac_address();
     let mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
@@ -178,7 +186,9 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
             Err(e) => return Err(format!("recv: {e}")),
         }
         d.receive();
-        d.collect();
+        if !d.in_flight.is_empty() {
+            d.collect();
+        }
     }
 }
 
@@ -240,6 +250,7 @@ impl Driver {
                     // bytes, and `len` <= FRAME_MAX < FRAME_ICA_SIZE.
                     let frame = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
                     tx.packet_mut().copy_from_slice(frame);
+                    // Waits until the device used the buffer (no interrupt: `Quiet`).
                     match self.net.send(tx) {
                         Ok(()) => {
                             self.tx += 1;
