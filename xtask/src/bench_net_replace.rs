@@ -1,0 +1,602 @@
+//! `cargo xtask bench net-replace`: P3 Figure 8 for the network (issue 15, "Measurements"):
+//! `netd` replaced once during 100 sends and once during a host stream, the send time that
+//! adds beside the idle replacement time and AnT's 33 ms. Parallel mode: host wall time.
+//!
+//! The guest boots as for `bench net` (two cores, `netdrv` a boot program on core 0, `netd`
+//! started by the shell on core 1, `udpecho 7` on core 0); a host client (std `UdpSocket` on
+//! 127.0.0.1) reaches it through the relay (`net_relay.rs`). Each of `runs` rounds has three
+//! replacements, each the shell's `replace net.udp netd -c 1` (the new `netd` on the old
+//! one's core; it prints its *replacement time*, `in N us`: from just before it spawns
+//! `netd takeover` until it sees the function's new generation, looked for every 50 us):
+//!
+//! - idle: no datagram flows;
+//! - [`CASES`]: the host sends N datagrams of [`SIZE`] bytes one at a time (each waits for
+//!   its reply; each send-to-reply time is an RTT), the *baseline*, then N more; after a
+//!   tenth of the second N (counted by the stream itself, not by time) the xtask types the
+//!   command while the stream goes on. As in the kv Figure 8 (`bench_ant_figs.rs`,
+//!   `kvcli gapc`), the *added time* (service gap) is the longest RTT of the second N minus
+//!   the baseline's median.
+//!
+//! A replacement counts as *during* the sends only if the shell's `replaced` line (and its
+//! prompt) reached the host while the stream still ran; one that did not is counted
+//! ("outside"), never silently dropped. Every reply is checked byte for byte; a datagram
+//! without a reply within [`REPLY_WAIT`] is counted lost (and enters the longest RTT as
+//! [`REPLY_WAIT`], a lower bound of its time); every loop is bounded.
+
+use crate::net_relay::Relay;
+use crate::net_test::{guest_counts, judge, probe, HostCount, GUEST_PORT};
+use crate::qemu::{Guest, Mode, NetCfg};
+use crate::results::{Check, Report, Row};
+use anyhow::{bail, Context, Result};
+use std::net::UdpSocket;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// UDP payload bytes of every datagram.
+pub const SIZE: usize = 64;
+/// The measured cases: name, datagrams per half, pause before each send.
+pub const CASES: [(&str, usize, Duration); 2] = [
+    ("100 sends", 100, Duration::from_millis(1)),
+    ("stream", 1000, Duration::ZERO),
+];
+/// How long one reply is waited for before it counts as lost.
+pub const REPLY_WAIT: Duration = Duration::from_millis(500);
+/// vCPUs (the host has 2 cores).
+pub const SMP: usize = 2;
+/// The core `netd` runs on (the shell's `net up`) and its replacement goes to.
+const NETD_CORE: usize = 1;
+/// Issue 15's target for the added time, and AnT's (its whole replacement), in us.
+const TARGET_US: f64 = 1000.0;
+const PAPER_US: f64 = 33_000.0;
+/// How long the xtask waits for a stream to reach the point the command is typed at: a
+/// hang guard.
+const POINT_LIMIT: Duration = Duration::from_secs(300);
+/// More lost than this in one stream: something is broken, not a lossy wire.
+const LOSS_LIMIT: usize = 50;
+
+/// What one stream of 2N datagrams saw.
+#[derive(Debug, Default, Clone)]
+struct Stream {
+    /// RTTs in us, in order (`None`: lost).
+    rtt: Vec<Option<f64>>,
+    /// Replies that came after their datagram was given up, and probe answers.
+    late: u32,
+    probe_answers: u32,
+    /// Wall time of each half, us.
+    half_us: [f64; 2],
+}
+
+/// What one case's samples are, one per round.
+#[derive(Debug, Default)]
+struct CaseSamples {
+    replacement_us: Vec<f64>,
+    median_us: Vec<f64>,
+    longest_us: Vec<f64>,
+    gap_us: Vec<f64>,
+    half_us: [Vec<f64>; 2],
+    lost: usize,
+    outside: usize,
+}
+
+/// The median of `s` as `kvcli gapc` takes it (the element at n/2 after sorting).
+fn median(s: &[f64]) -> Option<f64> {
+    let mut v = s.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied()
+}
+
+/// (baseline median, longest of the second half, added time) of a stream of two halves;
+/// a lost datagram counts as `lost_as` (us). The added time is never below 0.
+fn gap(rtt: &[Option<f64>], lost_as: f64) -> Option<(f64, f64, f64)> {
+    let (base, with) = rtt.split_at(rtt.len() / 2);
+    let base: Vec<f64> = base.iter().flatten().copied().collect();
+    let m = median(&base)?;
+    let longest = with
+        .iter()
+        .map(|r| r.unwrap_or(lost_as))
+        .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))?;
+    Some((m, longest, (longest - m).max(0.0)))
+}
+
+/// The replacement time the shell printed (`replaced ... in N us`), us.
+fn replacement_us(output: &str) -> Option<f64> {
+    let line = output.lines().find(|l| l.starts_with("replaced "))?;
+    let rest = line.trim_end().strip_suffix(" us")?;
+    rest.rsplit_once(" in ")?.1.parse().ok()
+}
+
+/// The bytes of datagram `tag`: [`SIZE`] bytes, the tag first.
+fn datagram(tag: u64) -> Vec<u8> {
+    let mut d: Vec<u8> = (0..SIZE).map(|i| (i as u64 * 7 + tag) as u8).collect();
+    d[..8].copy_from_slice(&tag.to_le_bytes());
+    d
+}
+
+/// Send `2 * n` datagrams (tags from `first`) one at a time, `pace` before each; signal
+/// `typed` once the second half's first tenth has been answered (or given up).
+fn stream(
+    sock: &UdpSocket,
+    first: u64,
+    n: usize,
+    pace: Duration,
+    typed: mpsc::Sender<()>,
+) -> Result<Stream> {
+    let mut s = Stream::default();
+    let mut buf = [0u8; 2048];
+    let point = n + n / 10;
+    let mut half_start = Instant::now();
+    for k in 0..2 * n {
+        if k == n {
+            s.half_us[0] = half_start.elapsed().as_secs_f64() * 1e6;
+            half_start = Instant::now();
+        }
+        if k == point {
+            let _ = typed.send(());
+        }
+        if !pace.is_zero() {
+            std::thread::sleep(pace);
+        }
+        let tag = first + k as u64;
+        let d = datagram(tag);
+        let sent = Instant::now();
+        sock.send(&d)
+            .with_context(|| format!("sending datagram {k}"))?;
+        let deadline = sent + REPLY_WAIT;
+        let mut rtt = None;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            sock.set_read_timeout(Some(left.max(Duration::from_micros(100))))?;
+            let Ok(len) = sock.recv(&mut buf) else { break };
+            let r = &buf[..len];
+            if r == d.as_slice() {
+                rtt = Some(sent.elapsed().as_secs_f64() * 1e6);
+                break;
+            }
+            if r.starts_with(b"probe ") {
+                s.probe_answers += 1;
+                continue;
+            }
+            // Only an earlier datagram's reply, byte for byte, may come instead.
+            let earlier = len == SIZE && {
+                let t = u64::from_le_bytes(r[..8].try_into().unwrap());
+                t < tag && r == datagram(t).as_slice()
+            };
+            if !earlier {
+                bail!("datagram {k}: a reply of {len} bytes that no datagram sent had");
+            }
+            s.late += 1;
+        }
+        s.rtt.push(rtt);
+        if s.rtt.iter().filter(|r| r.is_none()).count() > LOSS_LIMIT {
+            bail!("more than {LOSS_LIMIT} datagrams lost in one stream: giving up");
+        }
+    }
+    s.half_us[1] = half_start.elapsed().as_secs_f64() * 1e6;
+    Ok(s)
+}
+
+/// Where the new `netd` goes: the old one's core, or the other one.
+pub const PLACES: [&str; 2] = ["same core", "other core"];
+
+/// What each step of the script is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    Echo,
+    /// A replacement onto `core`, placed as `PLACES[place]`: idle (`case` `None`) or
+    /// during `CASES[case]`.
+    Replace {
+        place: usize,
+        case: Option<usize>,
+        core: usize,
+    },
+    Counters,
+}
+
+/// The steps: the echo, then per round and place an idle replacement and one per case,
+/// then `net`. `netd` starts on [`NETD_CORE`]; an other-core replacement moves it.
+fn plan(runs: usize) -> Vec<Step> {
+    let mut p = vec![Step::Echo];
+    let mut at = NETD_CORE;
+    for _ in 0..runs {
+        for place in 0..PLACES.len() {
+            for case in [None].into_iter().chain((0..CASES.len()).map(Some)) {
+                if place == 1 {
+                    at = (at + 1) % SMP;
+                }
+                p.push(Step::Replace {
+                    place,
+                    case,
+                    core: at,
+                });
+            }
+        }
+    }
+    p.push(Step::Counters);
+    p
+}
+
+fn script(plan: &[Step]) -> String {
+    plan.iter()
+        .map(|s| match s {
+            Step::Echo => "run udpecho 7 &\n".to_string(),
+            Step::Replace { core, .. } => {
+                format!("replace net.udp netd -c {core}\n# expect: replaced\n")
+            }
+            Step::Counters => "net\n".to_string(),
+        })
+        .collect()
+}
+
+/// The measurement's state between the script's steps.
+struct Bench {
+    /// The relay's host port for `udpecho`.
+    port: u16,
+    sock: Option<UdpSocket>,
+    host: HostCount,
+    next_tag: u64,
+    running: Option<JoinHandle<Result<(UdpSocket, Stream)>>>,
+    /// Per place: the idle replacement times; the cases' samples.
+    idle_us: Vec<Vec<f64>>,
+    cases: Vec<Vec<CaseSamples>>,
+    guest: Option<(u64, u64, u64, u64)>,
+}
+
+impl Bench {
+    /// After step `i` (`step`) printed `out`.
+    fn after(&mut self, plan: &[Step], i: usize, out: &str) -> Result<()> {
+        match plan[i] {
+            Step::Echo => {
+                let sock = UdpSocket::bind("127.0.0.1:0")?;
+                sock.connect(("127.0.0.1", self.port))?;
+                let (probes, answers) = probe(&sock).context("udpecho in Musubi")?;
+                self.host.probes += probes;
+                self.host.probe_answers += answers;
+                self.sock = Some(sock);
+            }
+            Step::Replace {
+                place, case: None, ..
+            } => self.idle_us[place]
+                .push(replacement_us(out).context("`replace` printed no replacement time")?),
+            Step::Replace {
+                place,
+                case: Some(c),
+                ..
+            } => self.finish(place, c, out)?,
+            Step::Counters => {
+                self.guest =
+                    Some(guest_counts(out).context("shell `net` printed no counters line")?)
+            }
+        }
+        if let Some(Step::Replace { case: Some(c), .. }) = plan.get(i + 1) {
+            self.start(*c)?;
+        }
+        Ok(())
+    }
+
+    /// Start case `c`'s stream and return once the command is due.
+    fn start(&mut self, c: usize) -> Result<()> {
+        let (_, n, pace) = CASES[c];
+        let sock = self
+            .sock
+            .take()
+            .context("no socket (the echo step failed)")?;
+        let first = self.next_tag;
+        self.next_tag += 2 * n as u64;
+        let (tx, rx) = mpsc::channel();
+        let h = std::thread::spawn(move || {
+            let s = stream(&sock, first, n, pace, tx)?;
+            Ok((sock, s))
+        });
+        self.running = Some(h);
+        match rx.recv_timeout(POINT_LIMIT) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                // Ended (its error is the reason) or stuck: nothing to type the command into.
+                let h = self.running.take().context("no stream")?;
+                if !h.is_finished() {
+                    bail!("the stream did not reach its point within {POINT_LIMIT:?}");
+                }
+                h.join()
+                    .map_err(|_| anyhow::anyhow!("the stream panicked"))??;
+                bail!("the stream ended before its point")
+            }
+        }
+    }
+
+    /// Case `c`'s replacement (placed as `PLACES[place]`) printed `out`: collect its stream.
+    fn finish(&mut self, place: usize, c: usize, out: &str) -> Result<()> {
+        let h = self.running.take().context("no stream ran")?;
+        // The `replaced` line and the prompt have arrived: was the stream still going?
+        let during = !h.is_finished();
+        let (sock, s) = h
+            .join()
+            .map_err(|_| anyhow::anyhow!("the stream panicked"))??;
+        self.sock = Some(sock);
+        let lost = s.rtt.iter().filter(|r| r.is_none()).count();
+        self.host.sent += s.rtt.len() as u32;
+        self.host.answered += (s.rtt.len() - lost) as u32;
+        self.host.lost += lost as u32;
+        self.host.late += s.late;
+        self.host.probe_answers += s.probe_answers;
+        let (m, longest, g) =
+            gap(&s.rtt, REPLY_WAIT.as_secs_f64() * 1e6).context("no baseline RTT")?;
+        let cs = &mut self.cases[place][c];
+        cs.replacement_us
+            .push(replacement_us(out).context("`replace` printed no replacement time")?);
+        cs.median_us.push(m);
+        cs.longest_us.push(longest);
+        cs.gap_us.push(g);
+        cs.half_us[0].push(s.half_us[0]);
+        cs.half_us[1].push(s.half_us[1]);
+        cs.lost += lost;
+        if !during {
+            cs.outside += 1;
+        }
+        eprintln!(
+            "xtask: bench net-replace: {}, {}: median {m:.0} us, longest {longest:.0} us, \
+             added {g:.0} us, {lost} lost{}",
+            PLACES[place],
+            CASES[c].0,
+            if during {
+                ""
+            } else {
+                ", replaced after the stream ended"
+            }
+        );
+        Ok(())
+    }
+}
+
+pub fn net_replace(runs: usize) -> Result<()> {
+    crate::qemu::ensure()?;
+    let kernel = crate::build::kernel()?;
+    let archive = crate::user::build_archive()?;
+    let relay = Relay::start(&[(0, GUEST_PORT)])?;
+    let port = relay.forwards()[0].0;
+    let mut g = Guest::new(&kernel, SMP, "driver=0:netdrv");
+    g.initrd = Some(archive);
+    g.mode = Mode::Parallel;
+    g.net = Some(NetCfg::relay(&relay));
+    let plan = plan(runs);
+    let steps = crate::script::parse(&script(&plan))?;
+    let mut b = Bench {
+        port,
+        sock: None,
+        host: HostCount::default(),
+        next_tag: 1,
+        running: None,
+        idle_us: PLACES.iter().map(|_| Vec::new()).collect(),
+        cases: PLACES
+            .iter()
+            .map(|_| CASES.iter().map(|_| CaseSamples::default()).collect())
+            .collect(),
+        guest: None,
+    };
+    let r =
+        crate::script::run_steps_with(&g, "bench net-replace", &steps, |_| false, &mut |i, out| {
+            b.after(&plan, i, out)
+        });
+    if let Some(h) = b.running.take() {
+        // A failed step left a stream running: it ends by its own bounds.
+        let _ = h.join();
+    }
+    r?;
+    report(runs, &g, &b, &relay)
+}
+
+fn report(runs: usize, g: &Guest, b: &Bench, relay: &Relay) -> Result<()> {
+    let mut rows = Vec::new();
+    let mut checks = Vec::new();
+    for (place, name) in PLACES.iter().enumerate() {
+        let idle = &b.idle_us[place];
+        if idle.is_empty() {
+            bail!("{name}: no idle replacement measured");
+        }
+        rows.push(Row::from_samples(
+            &format!("{name}: idle replacement (us)"),
+            idle,
+        ));
+        let idle = median(idle).unwrap_or(0.0);
+        for ((case, n, _), cs) in CASES.iter().zip(&b.cases[place]) {
+            case_rows(
+                &format!("{name}, {case}"),
+                *n,
+                idle,
+                cs,
+                &mut rows,
+                &mut checks,
+            )?;
+        }
+    }
+    let guest = b.guest.context("no guest counters")?;
+    let (judged, inside) = match judge(&b.host, guest, &relay.count()) {
+        Ok(text) => (text, true),
+        Err(e) => (format!("{e:#}"), false),
+    };
+    let (gin, gout, drops, errors) = guest;
+    checks.push(Check::computed(
+        "datagrams lost inside Musubi (netd in - out + drops + errors)",
+        (gin.saturating_sub(gout) + drops + errors) as f64,
+        "0",
+        inside,
+    ));
+    let qemu = g.shown_command_line();
+    let cases: Vec<String> = CASES
+        .iter()
+        .map(|(name, n, pace)| {
+            format!(
+                "{name}: {n} + {n} datagrams{}",
+                if pace.is_zero() {
+                    " back to back".to_string()
+                } else {
+                    format!(
+                        ", each sent {} ms after the previous reply",
+                        pace.as_millis()
+                    )
+                }
+            )
+        })
+        .collect();
+    let notes = vec![
+        format!(
+            "P3 Figure 8 for the network. Parallel mode (multi-threaded TCG), host wall time, \
+             on a shared 2-core machine where other builds and test suites may run: compare \
+             the rows of one run, not runs. A host client (std `UdpSocket` on 127.0.0.1) \
+             sends {SIZE}-byte datagrams through the relay in xtask (`xtask/src/net_relay.rs`, \
+             the guest's whole network) to `udpecho 7` in Musubi (`netdrv` a boot program on \
+             core 0, `netd` first on core {NETD_CORE}, `udpecho` on core 0; {SMP} cores), one \
+             at a time: each waits for its reply (at most {} ms, else lost; every reply checked \
+             byte for byte). Each of {runs} rounds, for the new `netd` on the old one's core \
+             (same core) and then on the other core (each such replacement moves `netd`): one \
+             idle replacement, then per case ({}) the baseline's datagrams, then the second \
+             half, during which, after a tenth of it, the xtask types `replace net.udp netd -c \
+             CORE` (the new `netd` takes the function and its state ICA over). The \
+             replacement rows are \
+             the shell's own clock: from just before it spawns `netd takeover` until it sees \
+             the function's new generation (looked for every 50 us). Added time, as in the kv \
+             Figure 8 (`bench ant`): the longest RTT of the second half minus the baseline's \
+             median (a datagram without a reply would count as the reply wait). A \
+             replacement counts as during the sends only if its `replaced` line reached the \
+             host before the stream's last reply.",
+            REPLY_WAIT.as_millis(),
+            cases.join("; ")
+        ),
+        "Paper beside ours: AnT's replacement of its UDP/IP server took 32.9-35.2 ms and \
+         added all of it to the service (100 sends: 48.6-51.0 ms instead of 15.6 ms); idle \
+         replacement 32.8-34.6 ms. Ours loads `netd` from the boot archive in memory, and \
+         the old `netd` serves until the new one takes over (`FN_TAKEOVER`: its queued \
+         requests move to the new one)."
+            .to_string(),
+        format!("Counts: {judged}."),
+        format!("QEMU: `{qemu}`"),
+    ];
+    let report = Report {
+        bench: "net-replace".into(),
+        mode: Mode::Parallel.name().into(),
+        qemu,
+        musubi_commit: crate::results::commit(),
+        runs,
+        unit: "us".into(),
+        rows,
+        checks,
+        notes,
+    };
+    let md = report.write()?;
+    println!("{}", report.markdown());
+    println!("xtask: wrote {}", md.display());
+    Ok(())
+}
+
+/// One case's rows and checks (`what`: place and case).
+fn case_rows(
+    what: &str,
+    n: usize,
+    idle: f64,
+    cs: &CaseSamples,
+    rows: &mut Vec<Row>,
+    checks: &mut Vec<Check>,
+) -> Result<()> {
+    if cs.gap_us.is_empty() {
+        bail!("{what}: nothing measured");
+    }
+    let mut row =
+        |name: &str, s: &[f64]| rows.push(Row::from_samples(&format!("{what}: {name} (us)"), s));
+    row("replacement", &cs.replacement_us);
+    row("median RTT without replacement", &cs.median_us);
+    row("longest RTT with replacement", &cs.longest_us);
+    row("added time", &cs.gap_us);
+    if n <= 100 {
+        row("total time without replacement", &cs.half_us[0]);
+        row("total time with replacement", &cs.half_us[1]);
+    }
+    let worst = cs.gap_us.iter().copied().fold(0.0, f64::max);
+    checks.push(Check {
+        name: format!("{what}: added time, longest over the runs (us)"),
+        value: worst.round(),
+        target: format!("< {TARGET_US}"),
+        paper: Some(PAPER_US),
+        holds: worst < TARGET_US,
+    });
+    let ratio = median(&cs.gap_us).unwrap_or(0.0) / idle;
+    checks.push(Check {
+        name: format!("{what}: added time / idle replacement time (medians)"),
+        value: (ratio * 1000.0).round() / 1000.0,
+        target: "< 1 (AnT: the whole replacement)".into(),
+        paper: Some(1.0),
+        holds: ratio < 1.0,
+    });
+    checks.push(Check::computed(
+        &format!("{what}: datagrams without a reply (all runs)"),
+        cs.lost as f64,
+        "0",
+        cs.lost == 0,
+    ));
+    checks.push(Check::computed(
+        &format!("{what}: replacements not during the sends (all runs)"),
+        cs.outside as f64,
+        "0",
+        cs.outside == 0,
+    ));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gap_is_the_longest_of_the_second_half_beyond_the_baselines_median() {
+        let rtt: Vec<Option<f64>> = [100.0, 300.0, 200.0, 150.0, 900.0, 160.0]
+            .into_iter()
+            .map(Some)
+            .collect();
+        assert_eq!(gap(&rtt, 1e6), Some((200.0, 900.0, 700.0)));
+        // A lost datagram counts as the reply wait; a second half faster than the baseline
+        // adds nothing.
+        let lost = [Some(100.0), Some(100.0), Some(50.0), None];
+        assert_eq!(gap(&lost, 5000.0), Some((100.0, 5000.0, 4900.0)));
+        let fast = [Some(100.0), Some(100.0), Some(50.0), Some(60.0)];
+        assert_eq!(gap(&fast, 5000.0), Some((100.0, 60.0, 0.0)));
+        assert_eq!(gap(&[None, Some(1.0)], 5.0), None);
+        assert_eq!(gap(&[], 5.0), None);
+    }
+
+    #[test]
+    fn the_shells_replacement_time_parses() {
+        let out = "replace net.udp netd -c 1\r\nnetd: took over\r\nreplaced fn2.1: pid 1.2 -> \
+                   pid 1.5 (core 1), server generation 3 in 2513 us\r\n";
+        assert_eq!(replacement_us(out), Some(2513.0));
+        assert_eq!(
+            replacement_us("replaced fn2.1: pid 1.2 -> pid 1.5 (core 1), server generation 3"),
+            None
+        );
+        assert_eq!(replacement_us("error: replace: no function"), None);
+    }
+
+    #[test]
+    fn datagrams_carry_their_tag() {
+        let d = datagram(0x1234);
+        assert_eq!(d.len(), SIZE);
+        assert_eq!(u64::from_le_bytes(d[..8].try_into().unwrap()), 0x1234);
+        assert_ne!(datagram(1), datagram(2));
+    }
+
+    #[test]
+    fn the_plan_replaces_three_times_per_place_and_round() {
+        let p = plan(2);
+        assert_eq!(p.len(), 1 + 2 * 2 * 3 + 1);
+        assert_eq!((p[0], p[p.len() - 1]), (Step::Echo, Step::Counters));
+        // Same core stays where netd is; other core moves it each time.
+        let cores: Vec<usize> = p
+            .iter()
+            .filter_map(|s| match s {
+                Step::Replace { core, .. } => Some(*core),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cores, [1, 1, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1]);
+        let s = script(&p);
+        assert_eq!(s.matches("replace net.udp netd -c 1\n").count(), 6);
+        assert_eq!(crate::script::parse(&s).unwrap().len(), p.len());
+    }
+}
