@@ -14,14 +14,18 @@
 //!   its reply; each send-to-reply time is an RTT), the *baseline*, then N more; after a
 //!   tenth of the second N (counted by the stream itself, not by time) the xtask types the
 //!   command while the stream goes on. As in the kv Figure 8 (`bench_ant_figs.rs`,
-//!   `kvcli gapc`), the *added time* (service gap) is the longest RTT of the second N minus
-//!   the baseline's median.
+//!   `kvcli gapc`), the *added time* (service gap) is the longest RTT beyond the baseline's
+//!   median; but on a shared host in parallel mode the longest of 900 RTTs is often a stall
+//!   of the host's own, so only the datagrams in flight between the typing and the moment
+//!   the shell's `replaced` line reached the host count (the *window*, [`gap`]); as many
+//!   datagrams at the end of the baseline give the *control*: what the host's noise alone
+//!   adds to a window of that size.
 //!
 //! A replacement counts as *during* the sends only if the shell's `replaced` line (and its
 //! prompt) reached the host while the stream still ran; one that did not is counted
-//! ("outside"), never silently dropped. Every reply is checked byte for byte; a datagram
-//! without a reply within [`REPLY_WAIT`] is counted lost (and enters the longest RTT as
-//! [`REPLY_WAIT`], a lower bound of its time); every loop is bounded.
+//! ("outside", no gap sample), never silently dropped. Every reply is checked byte for
+//! byte; a datagram without a reply within [`REPLY_WAIT`] is counted lost (and enters the
+//! window as [`REPLY_WAIT`], a lower bound of its time); every loop is bounded.
 
 use crate::net_relay::Relay;
 use crate::net_test::{guest_counts, judge, probe, HostCount, GUEST_PORT};
@@ -65,6 +69,8 @@ struct Stream {
     probe_answers: u32,
     /// Wall time of each half, us.
     half_us: [f64; 2],
+    /// When each datagram was sent.
+    sent: Vec<Instant>,
 }
 
 /// What one case's samples are, one per round.
@@ -74,6 +80,7 @@ struct CaseSamples {
     median_us: Vec<f64>,
     longest_us: Vec<f64>,
     gap_us: Vec<f64>,
+    control_us: Vec<f64>,
     half_us: [Vec<f64>; 2],
     lost: usize,
     outside: usize,
@@ -86,17 +93,51 @@ fn median(s: &[f64]) -> Option<f64> {
     v.get(v.len() / 2).copied()
 }
 
-/// (baseline median, longest of the second half, added time) of a stream of two halves;
-/// a lost datagram counts as `lost_as` (us). The added time is never below 0.
-fn gap(rtt: &[Option<f64>], lost_as: f64) -> Option<(f64, f64, f64)> {
-    let (base, with) = rtt.split_at(rtt.len() / 2);
-    let base: Vec<f64> = base.iter().flatten().copied().collect();
-    let m = median(&base)?;
-    let longest = with
+/// What one replacement added to a stream of two halves.
+#[derive(Debug, Clone, PartialEq)]
+struct Gap {
+    /// The baseline's (first half's) median RTT.
+    median: f64,
+    /// The longest RTT of the datagrams in flight during the replacement (the *window*).
+    longest: f64,
+    /// `longest - median`, never below 0: the added time.
+    added: f64,
+    /// The same for as many datagrams at the end of the baseline (no replacement): what
+    /// the host's own noise adds to a window of that size.
+    control: f64,
+    /// The datagrams in the window, and the one that waited longest.
+    window: usize,
+    longest_at: usize,
+}
+
+/// [`Gap`] of a stream of two halves: datagram `k` was sent `start[k]` us after the command
+/// was typed and took `rtt[k]` us (`None`: lost, counted as `lost_as`); the shell's
+/// `replaced` line reached the host `seen` us after the typing. The window: the second
+/// half's datagrams whose wait overlaps 0..=`seen`.
+fn gap(start: &[f64], rtt: &[Option<f64>], seen: f64, lost_as: f64) -> Option<Gap> {
+    let half = rtt.len() / 2;
+    let took = |k: usize| rtt[k].unwrap_or(lost_as);
+    let base: Vec<f64> = rtt[..half].iter().flatten().copied().collect();
+    let median = median(&base)?;
+    let window: Vec<usize> = (half..rtt.len().min(start.len()))
+        .filter(|&k| start[k] <= seen && start[k] + took(k) >= 0.0)
+        .collect();
+    let longest_at = window
         .iter()
-        .map(|r| r.unwrap_or(lost_as))
-        .fold(None, |a: Option<f64>, v| Some(a.map_or(v, |a| a.max(v))))?;
-    Some((m, longest, (longest - m).max(0.0)))
+        .copied()
+        .max_by(|a, b| took(*a).total_cmp(&took(*b)))?;
+    let longest = took(longest_at);
+    let control = (half.saturating_sub(window.len())..half)
+        .map(took)
+        .fold(median, f64::max);
+    Some(Gap {
+        median,
+        longest,
+        added: (longest - median).max(0.0),
+        control: control - median,
+        window: window.len(),
+        longest_at,
+    })
 }
 
 /// The replacement time the shell printed (`replaced ... in N us`), us.
@@ -167,6 +208,7 @@ fn stream(
             s.late += 1;
         }
         s.rtt.push(rtt);
+        s.sent.push(sent);
         if s.rtt.iter().filter(|r| r.is_none()).count() > LOSS_LIMIT {
             bail!("more than {LOSS_LIMIT} datagrams lost in one stream: giving up");
         }
@@ -229,6 +271,8 @@ fn script(plan: &[Step]) -> String {
 
 /// The measurement's state between the script's steps.
 struct Bench {
+    /// When the running stream's command was typed (about: just before it is sent).
+    typed: Option<Instant>,
     /// The relay's host port for `udpecho`.
     port: u16,
     sock: Option<UdpSocket>,
@@ -289,7 +333,10 @@ impl Bench {
         });
         self.running = Some(h);
         match rx.recv_timeout(POINT_LIMIT) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.typed = Some(Instant::now());
+                Ok(())
+            }
             Err(_) => {
                 // Ended (its error is the reason) or stuck: nothing to type the command into.
                 let h = self.running.take().context("no stream")?;
@@ -308,6 +355,7 @@ impl Bench {
         let h = self.running.take().context("no stream ran")?;
         // The `replaced` line and the prompt have arrived: was the stream still going?
         let during = !h.is_finished();
+        let seen = Instant::now();
         let (sock, s) = h
             .join()
             .map_err(|_| anyhow::anyhow!("the stream panicked"))??;
@@ -318,30 +366,47 @@ impl Bench {
         self.host.lost += lost as u32;
         self.host.late += s.late;
         self.host.probe_answers += s.probe_answers;
-        let (m, longest, g) =
-            gap(&s.rtt, REPLY_WAIT.as_secs_f64() * 1e6).context("no baseline RTT")?;
+        let typed = self.typed.take().context("no command typed")?;
+        // Microseconds after the typing (before it: negative).
+        let at = |t: Instant| {
+            if t >= typed {
+                (t - typed).as_secs_f64() * 1e6
+            } else {
+                -(typed - t).as_secs_f64() * 1e6
+            }
+        };
+        let start: Vec<f64> = s.sent.iter().map(|t| at(*t)).collect();
+        let gp = gap(&start, &s.rtt, at(seen), REPLY_WAIT.as_secs_f64() * 1e6);
         let cs = &mut self.cases[place][c];
         cs.replacement_us
             .push(replacement_us(out).context("`replace` printed no replacement time")?);
-        cs.median_us.push(m);
-        cs.longest_us.push(longest);
-        cs.gap_us.push(g);
         cs.half_us[0].push(s.half_us[0]);
         cs.half_us[1].push(s.half_us[1]);
         cs.lost += lost;
-        if !during {
+        let what = format!("{}, {}", PLACES[place], CASES[c].0);
+        let Some(gp) = gp.filter(|_| during) else {
+            // Not during the sends: counted, no gap sample.
             cs.outside += 1;
-        }
+            eprintln!("xtask: bench net-replace: {what}: replaced after the stream ended");
+            return Ok(());
+        };
+        cs.median_us.push(gp.median);
+        cs.longest_us.push(gp.longest);
+        cs.gap_us.push(gp.added);
+        cs.control_us.push(gp.control);
         eprintln!(
-            "xtask: bench net-replace: {}, {}: median {m:.0} us, longest {longest:.0} us, \
-             added {g:.0} us, {lost} lost{}",
-            PLACES[place],
-            CASES[c].0,
-            if during {
-                ""
-            } else {
-                ", replaced after the stream ended"
-            }
+            "xtask: bench net-replace: {what}: median {:.0} us; {} datagrams during the \
+             replacement (`replaced` seen {:.1} ms after typing), the longest {:.0} us \
+             (datagram {}, sent {:.1} ms after typing); added {:.0} us (control {:.0} us), \
+             {lost} lost",
+            gp.median,
+            gp.window,
+            at(seen) / 1e3,
+            gp.longest,
+            gp.longest_at,
+            start[gp.longest_at] / 1e3,
+            gp.added,
+            gp.control,
         );
         Ok(())
     }
@@ -360,6 +425,7 @@ pub fn net_replace(runs: usize) -> Result<()> {
     let plan = plan(runs);
     let steps = crate::script::parse(&script(&plan))?;
     let mut b = Bench {
+        typed: None,
         port,
         sock: None,
         host: HostCount::default(),
@@ -454,10 +520,13 @@ fn report(runs: usize, g: &Guest, b: &Bench, relay: &Relay) -> Result<()> {
              replacement rows are \
              the shell's own clock: from just before it spawns `netd takeover` until it sees \
              the function's new generation (looked for every 50 us). Added time, as in the kv \
-             Figure 8 (`bench ant`): the longest RTT of the second half minus the baseline's \
-             median (a datagram without a reply would count as the reply wait). A \
-             replacement counts as during the sends only if its `replaced` line reached the \
-             host before the stream's last reply.",
+             Figure 8 (`bench ant`), the longest RTT beyond the baseline's median, but only \
+             over the datagrams in flight between the typing and the moment the `replaced` \
+             line reached the host (a datagram without a reply would count as the reply \
+             wait): the longest of the whole second half is often a stall of the shared \
+             host's own. The control row is the same for as many datagrams at the end of the \
+             baseline, without a replacement. A replacement counts as during the sends only \
+             if its `replaced` line reached the host while the stream still ran.",
             REPLY_WAIT.as_millis(),
             cases.join("; ")
         ),
@@ -503,8 +572,12 @@ fn case_rows(
         |name: &str, s: &[f64]| rows.push(Row::from_samples(&format!("{what}: {name} (us)"), s));
     row("replacement", &cs.replacement_us);
     row("median RTT without replacement", &cs.median_us);
-    row("longest RTT with replacement", &cs.longest_us);
+    row("longest RTT during the replacement", &cs.longest_us);
     row("added time", &cs.gap_us);
+    row(
+        "control: added time in as many datagrams without replacement",
+        &cs.control_us,
+    );
     if n <= 100 {
         row("total time without replacement", &cs.half_us[0]);
         row("total time with replacement", &cs.half_us[1]);
@@ -545,20 +618,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_gap_is_the_longest_of_the_second_half_beyond_the_baselines_median() {
-        let rtt: Vec<Option<f64>> = [100.0, 300.0, 200.0, 150.0, 900.0, 160.0]
+    fn the_gap_is_the_longest_wait_during_the_replacement_beyond_the_baselines_median() {
+        let rtt: Vec<Option<f64>> = [100.0, 200.0, 150.0, 400.0, 100.0, 900.0, 120.0, 5000.0]
             .into_iter()
             .map(Some)
             .collect();
-        assert_eq!(gap(&rtt, 1e6), Some((200.0, 900.0, 700.0)));
-        // A lost datagram counts as the reply wait; a second half faster than the baseline
-        // adds nothing.
+        // Sent (us after the typing); `replaced` seen at 1000 us: datagram 4 was answered
+        // before the typing, 7 was sent after `replaced` (its 5 ms are the host's, not the
+        // replacement's).
+        let start = [
+            -3000.0, -2000.0, -1500.0, -1000.0, -500.0, -50.0, 900.0, 1100.0,
+        ];
+        let g = gap(&start, &rtt, 1000.0, 1e6).unwrap();
+        let want = Gap {
+            median: 200.0,
+            longest: 900.0,
+            added: 700.0,
+            control: 200.0,
+            window: 2,
+            longest_at: 5,
+        };
+        assert_eq!(g, want);
+        // A lost datagram counts as the reply wait.
         let lost = [Some(100.0), Some(100.0), Some(50.0), None];
-        assert_eq!(gap(&lost, 5000.0), Some((100.0, 5000.0, 4900.0)));
+        let start = [-300.0, -200.0, -100.0, 0.0];
+        let g = gap(&start, &lost, 10.0, 5000.0).unwrap();
+        assert_eq!((g.added, g.window, g.control), (4900.0, 1, 0.0));
+        // A window faster than the baseline adds nothing.
         let fast = [Some(100.0), Some(100.0), Some(50.0), Some(60.0)];
-        assert_eq!(gap(&fast, 5000.0), Some((100.0, 60.0, 0.0)));
-        assert_eq!(gap(&[None, Some(1.0)], 5.0), None);
-        assert_eq!(gap(&[], 5.0), None);
+        assert_eq!(gap(&start, &fast, 10.0, 5000.0).unwrap().added, 0.0);
+        // No datagram in flight during the replacement, or no baseline: no gap.
+        assert_eq!(gap(&start, &fast, -150.0, 5000.0), None);
+        assert_eq!(
+            gap(&start, &[None, None, Some(1.0), Some(1.0)], 10.0, 5.0),
+            None
+        );
+        assert_eq!(gap(&[], &[], 5.0, 5.0), None);
     }
 
     #[test]
