@@ -332,11 +332,10 @@ impl Bench {
                     Some(guest_counts(out).context("shell `net` printed no counters line")?)
             }
         }
-        match plan.get(i + 1) {
-            Some(Step::Replace { case: Some(c), .. } | Step::Spawn { case: c, .. }) => {
-                self.start(*c)?
-            }
-            _ => {}
+        if let Some(Step::Replace { case: Some(c), .. } | Step::Spawn { case: c, .. }) =
+            plan.get(i + 1)
+        {
+            self.start(*c)?;
         }
         Ok(())
     }
