@@ -4,10 +4,11 @@
 //!
 //! The guest boots as for `bench net` (two cores, `netdrv` a boot program on core 0, `netd`
 //! started by the shell on core 1, `udpecho 7` on core 0); a host client (std `UdpSocket` on
-//! 127.0.0.1) reaches it through the relay (`net_relay.rs`). Each of `runs` rounds has three
-//! replacements, each the shell's `replace net.udp netd -c 1` (the new `netd` on the old
-//! one's core; it prints its *replacement time*, `in N us`: from just before it spawns
-//! `netd takeover` until it sees the function's new generation, looked for every 50 us):
+//! 127.0.0.1) reaches it through the relay (`net_relay.rs`). Each of `runs` rounds has, for
+//! each of [`PLACES`] (the new `netd` on the old one's core, then on the other core, which
+//! moves `netd`), three replacements, each the shell's `replace net.udp netd -c CORE` (it
+//! prints its *replacement time*, `in N us`: from just before it spawns `netd takeover`
+//! until it sees the function's new generation, looked for every 50 us), and two controls:
 //!
 //! - idle: no datagram flows;
 //! - [`CASES`]: the host sends N datagrams of [`SIZE`] bytes one at a time (each waits for
@@ -51,7 +52,7 @@ pub const CASES: [(&str, usize, Duration); 2] = [
 pub const REPLY_WAIT: Duration = Duration::from_millis(500);
 /// vCPUs (the host has 2 cores).
 pub const SMP: usize = 2;
-/// The core `netd` runs on (the shell's `net up`) and its replacement goes to.
+/// The core `netd` starts on (the shell's `net up`).
 const NETD_CORE: usize = 1;
 /// Issue 15's target for the added time, and AnT's (its whole replacement), in us.
 const TARGET_US: f64 = 1000.0;
