@@ -153,6 +153,21 @@ fn replacement_us(output: &str) -> Option<f64> {
     rest.rsplit_once(" in ")?.1.parse().ok()
 }
 
+/// From shell `net`'s output: (frames the driver received less those it dropped, frames
+/// `netd` took in). Every frame the driver keeps goes to `netd`, so the two are equal
+/// unless a frame was lost between them.
+fn frames_handed(output: &str) -> Option<(u64, u64)> {
+    let after = |line: &str, key: &str| -> Option<u64> {
+        let rest = &line[line.find(key)? + key.len()..];
+        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    let netd = output.lines().find(|l| l.starts_with("frames in "))?;
+    let drv = output.lines().find(|l| l.starts_with("driver: "))?;
+    let kept = after(drv, "received ")?.checked_sub(after(drv, "drops ")?)?;
+    Some((kept, after(netd, "frames in ")?))
+}
+
 /// The bytes of datagram `tag`: [`SIZE`] bytes, the tag first.
 fn datagram(tag: u64) -> Vec<u8> {
     let mut d: Vec<u8> = (0..SIZE).map(|i| (i as u64 * 7 + tag) as u8).collect();
@@ -304,6 +319,8 @@ struct Bench {
     idle_us: Vec<Vec<f64>>,
     cases: Vec<Vec<CaseSamples>>,
     guest: Option<(u64, u64, u64, u64)>,
+    /// (frames `netdrv` received and did not drop, frames `netd` took in).
+    handed: Option<(u64, u64)>,
 }
 
 impl Bench {
@@ -330,7 +347,9 @@ impl Bench {
             Step::Spawn { place, case, .. } => self.finish(place, case, None)?,
             Step::Counters => {
                 self.guest =
-                    Some(guest_counts(out).context("shell `net` printed no counters line")?)
+                    Some(guest_counts(out).context("shell `net` printed no counters line")?);
+                self.handed =
+                    Some(frames_handed(out).context("shell `net` printed no frame counts")?);
             }
         }
         if let Some(Step::Replace { case: Some(c), .. } | Step::Spawn { case: c, .. }) =
@@ -477,6 +496,7 @@ pub fn net_replace(runs: usize) -> Result<()> {
             .map(|_| CASES.iter().map(|_| CaseSamples::default()).collect())
             .collect(),
         guest: None,
+        handed: None,
     };
     let r =
         crate::script::run_steps_with(&g, "bench net-replace", &steps, |_| false, &mut |i, out| {
@@ -521,10 +541,17 @@ fn report(runs: usize, g: &Guest, b: &Bench, relay: &Relay) -> Result<()> {
     };
     let (gin, gout, drops, errors) = guest;
     checks.push(Check::computed(
-        "datagrams lost inside Musubi (netd in - out + drops + errors)",
+        "datagrams netd took in and did not send out, plus its drops and errors (all runs)",
         (gin.saturating_sub(gout) + drops + errors) as f64,
         "0",
         inside,
+    ));
+    let (kept, taken) = b.handed.context("no frame counts")?;
+    checks.push(Check::computed(
+        "frames netdrv received and kept that netd never took in (all runs)",
+        kept.abs_diff(taken) as f64,
+        "0",
+        kept == taken,
     ));
     let qemu = g.shown_command_line();
     let cases: Vec<String> = CASES
@@ -719,6 +746,16 @@ mod tests {
             None
         );
         assert_eq!(replacement_us("error: replace: no function"), None);
+    }
+
+    #[test]
+    fn frames_between_driver_and_server_are_counted() {
+        let out = "net\r\naddress 10.0.2.15/24 gateway 10.0.2.2 (dhcp), mac 52:54:00:12:34:56, \
+                   1 ports bound\r\nframes in 44034 out 44026, datagrams in 44000 out 44000, \
+                   drops 0, errors 0\r\ndriver: link up, frames sent 44033 received 44035, \
+                   drops 1\r\n";
+        assert_eq!(frames_handed(out), Some((44034, 44034)));
+        assert_eq!(frames_handed("frames in 3 out 2, drops 0\n"), None);
     }
 
     #[test]
