@@ -11,6 +11,7 @@ mod bench_diros;
 mod bench_ipc;
 mod bench_net;
 mod bench_net_det;
+mod bench_net_replace;
 mod bench_resources;
 mod bench_symmetry;
 mod bench_tender;
@@ -117,7 +118,8 @@ enum Cmd {
     /// Run a benchmark and write docs/results/NAME.{json,md,png}.
     Bench {
         /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
-        /// ant, net (parallel, then net-deterministic), net-deterministic.
+        /// ant, net (parallel, then net-deterministic), net-deterministic, net-replace (P3
+        /// Figure 8 for the network, parallel).
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -270,10 +272,12 @@ fn run(cli: Cli) -> Result<()> {
                     bench_net_det::deterministic(runs.max(1))?
                 }
                 ("net-deterministic", None) => bench_net_det::deterministic(runs.max(1))?,
+                ("net-replace", None) => bench_net_replace::net_replace(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
-                         resources, urpc, tender, symmetry, ipc, diros, timers, ant, net, net-deterministic"
+                         resources, urpc, tender, symmetry, ipc, diros, timers, ant, net, net-deterministic, \
+                         net-replace"
                     )
                 }
             }

@@ -17,8 +17,11 @@ use ulib::{fnid, println, sys};
 
 /// How long `replace` waits for the new server to take over (it then ends it).
 const REPLACE_WAIT_NS: u64 = 10_000_000_000;
-/// Between two looks at the registry.
-const REPLACE_POLL_NS: u64 = 1_000_000;
+/// Between two looks at the registry while `replace` waits: the resolution of the time it
+/// prints (`cargo xtask bench net-replace` reads it).
+const REPLACE_POLL_NS: u64 = 50_000;
+/// Between two looks at the registry while `fn kill` waits for a restart.
+const KILL_POLL_NS: u64 = 1_000_000;
 
 /// How long `fn kill` waits for the kernel to restart the server or report it down.
 const KILL_WAIT_NS: u64 = 30_000_000_000;
@@ -82,14 +85,16 @@ pub(crate) fn await_restart(cmd: &str, name: &str, old: Pid, how: &str) -> Resul
                 KILL_WAIT_NS / 1_000_000_000
             ));
         }
-        let _ = sys::sleep_ns(REPLACE_POLL_NS);
+        let _ = sys::sleep_ns(KILL_POLL_NS);
     }
 }
 
 /// `replace NAME PROG [ARGS] [-c CORE]`: start `PROG takeover ARGS` (on CORE) and wait until
 /// it serves `NAME` (its generation changes) or ends. Returns the new server, for the shell
 /// to keep as a job; a new server that does not take over in time is ended (the old one
-/// serves on).
+/// serves on). The `replaced ...` line ends with the replacement time, `in N us`: from
+/// just before the spawn until this look at the registry saw the new generation (so up to
+/// [`REPLACE_POLL_NS`] late).
 pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     const USAGE: &str = "replace: usage: replace NAME PROG [ARGS] [-c CORE]";
     let mut args: alloc::vec::Vec<&str> = args.to_vec();
@@ -108,25 +113,27 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     let before = info(name)?;
     let mut prog_args = alloc::vec!["takeover"];
     prog_args.extend_from_slice(rest);
+    let start = sys::clock_ns().unwrap_or(0);
     let new = match core {
         None => sys::spawn(prog, &prog_args, Priority::Server),
         Some(c) => sys::spawn_on(prog, &prog_args, Priority::Server, c),
     }
     .map_err(|e| format!("replace: {e}: {prog}"))?;
-    let start = sys::clock_ns().unwrap_or(0);
     loop {
         let now = info(name).ok();
         if let Some(i) = now.filter(|i| i.generation != before.generation && i.server == new) {
+            let took = sys::clock_ns().unwrap_or(start).saturating_sub(start);
             let old = if before.state == FN_UP {
                 format!("{}", before.server)
             } else {
                 String::from("- (down)")
             };
             println!(
-                "replaced {}: pid {old} -> pid {new} (core {}), server generation {}",
+                "replaced {}: pid {old} -> pid {new} (core {}), server generation {} in {} us",
                 i.fnid,
                 new.core(),
-                i.generation
+                i.generation,
+                took / 1000
             );
             return Ok(new);
         }

@@ -123,6 +123,7 @@ commands:
   replace NAME PROG [ARGS] [-c CORE]
                                   replace NAME's server while it serves: starts
                                   PROG takeover ARGS (a job), reports the switch
+                                  and how long it took
   net                             netd's address, MAC and counters (frames, datagrams,
                                   drops, errors)
   net up [ADDR/PREFIX GATEWAY] [-c CORE]
