@@ -428,17 +428,8 @@ pub(super) fn ended(s: &mut sched::Sched, state: State) {
 }
 
 /// FN_TAKEOVER: the caller, with `endpoint` (its own), takes `fnid` over from its server
-/// (`abi::fnid`). Returns the new server generation. A caller running below the server
-/// priority is raised to it once it serves: the shell's `replace` starts the new server at
-/// application priority, so that while it loads and prepares, the old server (and the
-/// clients of its core's drivers) keep the core whenever they have work.
+/// (`abi::fnid`). Returns the new server generation.
 pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
-    let g = take(fnid, endpoint, timeout_ns)?;
-    sched::with(|s| s.raise_current(abi::Priority::Server));
-    Ok(g)
-}
-
-fn take(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
     let server = crate::fnid::own_endpoint(endpoint)?;
     // A few rounds at most: another is needed only if the old server ended meanwhile (then
     // the function is down and is taken over at once) or this core's copy was behind.

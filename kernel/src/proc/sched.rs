@@ -160,37 +160,6 @@ impl Sched {
         self.current
     }
 
-    /// Raise the running process, and every thread of it, to priority `to` if it runs
-    /// below it (a server that has just taken a function over, `ipc::takeover`: it was
-    /// started below the server it replaced, so that it prepared without taking that
-    /// server's core). Threads of it waiting in a ready queue move to `to`'s queue.
-    pub fn raise_current(&mut self, to: Priority) {
-        let Some(serial) = self.current_process else {
-            return;
-        };
-        let Some(p) = self.processes.get_mut(&serial) else {
-            return;
-        };
-        if p.priority <= to {
-            return;
-        }
-        let from = p.priority;
-        p.priority = to;
-        for &tid in &p.threads {
-            if let Some(t) = self.threads.get_mut(&tid) {
-                t.priority = to;
-            }
-            let queue = &mut self.ready[from as usize];
-            if let Some(i) = queue.iter().position(|&q| q == tid) {
-                queue.remove(i);
-                self.ready[to as usize].push_back(tid);
-            }
-        }
-        percore::this()
-            .running_priority
-            .store(to as u32, Ordering::Relaxed);
-    }
-
     /// Create a kernel thread that runs `entry(arg)` at `priority`, ready to run.
     pub fn add_kernel_thread(
         &mut self,
