@@ -49,6 +49,8 @@ ulib::main!(main);
 
 /// Frame vregions for received frames (in flight to `net.udp` or free).
 const POOL: usize = 32;
+/// How often a frame `net.udp` did not take (`Again`, `Gone`) is sent.
+const RESENDS: u32 = 3;
 /// Receive queue size (buffers posted to the device).
 const QUEUE: usize = 16;
 /// Receive buffer size (the crate wants 1,526..65,535).
@@ -70,7 +72,8 @@ struct Driver {
     /// Free frame vregions: (region, where mapped).
     free: Vec<(ResId, u64)>,
     /// Frames submitted to `net.udp`: ticket -> region.
-    in_flight: BTreeMap<u64, ResId>,
+    /// Frames submitted to `net.udp`: ticket -> (region, frame length, sends so far).
+    in_flight: BTreeMap<u64, (ResId, usize, u32)>,
     udp: Option<u64>,
     next_at: u64,
     /// `lateack`: acknowledge interrupts at the next `DRV_INFO`; and whether one is due.
@@ -301,15 +304,29 @@ impl Driver {
         if self.udp.is_none() {
             self.udp = fnid::lookup(net::FN_UDP).ok().map(|f| f.0);
         }
-        let (Some(udp), Some((region, at))) = (self.udp, self.free.pop()) else {
+        let (Some(_), Some((region, at))) = (self.udp, self.free.pop()) else {
             self.drops += 1;
             return;
         };
         // SAFETY: the region is attached writable at `at`, FRAME_ICA_SIZE bytes.
         unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, frame.len()) };
+        self.submit_frame(region, at, frame.len(), 1);
+    }
+
+    /// Submit the frame of `len` bytes in `region` (mapped at `at`) to `net.udp`, the
+    /// `sends`-th time; a refusal drops and counts it.
+    fn submit_frame(&mut self, region: ResId, at: u64, len: usize, sends: u32) {
+        if self.udp.is_none() {
+            self.udp = fnid::lookup(net::FN_UDP).ok().map(|f| f.0);
+        }
+        let Some(udp) = self.udp else {
+            self.drops += 1;
+            self.free.push((region, at));
+            return;
+        };
         let msg = Msg {
             label: UDP_FRAME_IN,
-            words: [frame.len() as u64, 0, 0, 0, 0, 0],
+            words: [len as u64, 0, 0, 0, 0, 0],
         };
         let sub = Submission {
             kind: SUBMIT_CALL,
@@ -319,7 +336,7 @@ impl Driver {
         };
         match ipc::submit(&sub) {
             Ok(ticket) => {
-                self.in_flight.insert(ticket, region);
+                self.in_flight.insert(ticket, (region, len, sends));
             }
             Err(_) => {
                 // Refused before anything moved: the region is still ours, where it was.
@@ -334,21 +351,35 @@ impl Driver {
     /// Take finished `UDP_FRAME_IN` requests: their frame vregions come back.
     fn collect(&mut self) {
         while let Ok(c) = ipc::collect(ulib::abi::ipc::ANY, 0) {
-            let Some(region) = self.in_flight.remove(&c.ticket) else {
+            let Some((region, len, sends)) = self.in_flight.remove(&c.ticket) else {
                 continue;
             };
-            match ipc::ica_at(&c.msg) {
-                Some((r, at)) if r == region => self.free.push((r, at)),
+            let at = match ipc::ica_at(&c.msg) {
+                Some((r, at)) if r == region => at,
                 // The server ended holding it: it is an ordinary vregion again, detached.
                 _ => match self.place(region) {
-                    Ok(at) => self.free.push((region, at)),
+                    Ok(at) => at,
                     Err(_) => {
                         let _ = res::close(region);
+                        self.drops += u64::from(c.status != 0);
+                        continue;
                     }
                 },
+            };
+            if c.status == 0 {
+                self.free.push((region, at));
+                continue;
             }
-            if c.status != 0 {
-                self.udp = None;
+            // Not taken: `net.udp` was being replaced or restarted (`Again`), or the request
+            // reached a server that had just ended (`Gone`). The frame is still in the
+            // region: send it again to whoever serves `net.udp` now (a few times at most).
+            self.udp = None;
+            let again = matches!(Error::from_code(c.status), Error::Again | Error::Gone);
+            if again && sends < RESENDS {
+                self.submit_frame(region, at, len, sends + 1);
+            } else {
+                self.drops += 1;
+                self.free.push((region, at));
             }
         }
     }
