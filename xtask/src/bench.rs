@@ -112,10 +112,7 @@ pub fn boot(runs: usize) -> Result<()> {
             format!("Kernel image (ELF with debug info): {image} bytes."),
         ],
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }
 
 /// The PIT countdown that calibrates the TSC and the LAPIC timer at boot
@@ -322,10 +319,7 @@ pub fn basics(runs: usize, peer: Option<Peer>) -> Result<()> {
             if peer_cmd.is_empty() { "No peer in this run.".into() } else { format!("Linux peer QEMU: `{peer_cmd}`") },
         ],
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }
 
 #[cfg(test)]

@@ -127,10 +127,7 @@ pub fn ipc(runs: usize, peer: Option<Peer>) -> Result<()> {
     let qemu = g.shown_command_line();
     let mut report = build_report(runs, &ours, &theirs, &qemu, &peer_cmd)?;
     report.musubi_commit = crate::results::commit();
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }
 
 type Samples = [(String, Vec<f64>)];

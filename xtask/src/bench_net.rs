@@ -320,8 +320,5 @@ fn report(runs: usize, g: &Guest, linux_qemu: Option<String>, clients: &[Client]
         checks,
         notes,
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }

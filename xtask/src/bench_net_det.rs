@@ -169,8 +169,5 @@ pub fn deterministic(runs: usize) -> Result<()> {
             format!("QEMU: `{qemu}`"),
         ],
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }

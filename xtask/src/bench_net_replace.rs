@@ -622,10 +622,7 @@ fn report(runs: usize, g: &Guest, b: &Bench, relay: &Relay) -> Result<()> {
         checks,
         notes,
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }
 
 /// One case's rows and checks (`what`: place and case).

@@ -68,10 +68,7 @@ pub fn resources(runs: usize, peer: Option<Peer>) -> Result<()> {
     };
     let mut report = build_report(runs, &on, &off, linux.as_deref(), &peer_cmd);
     report.musubi_commit = crate::results::commit();
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }
 
 /// `rcc=on / rcc=off - 1` of two rows' medians.

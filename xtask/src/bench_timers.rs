@@ -94,8 +94,5 @@ pub fn timers(runs: usize) -> Result<()> {
             format!("QEMU: `{qemu}`"),
         ],
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }

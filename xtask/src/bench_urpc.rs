@@ -335,8 +335,5 @@ pub fn urpc(runs: usize) -> Result<()> {
         checks,
         notes,
     };
-    let md = report.write()?;
-    println!("{}", report.markdown());
-    println!("xtask: wrote {}", md.display());
-    Ok(())
+    report.publish()
 }

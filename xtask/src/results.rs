@@ -192,6 +192,15 @@ pub fn results_dir() -> Result<PathBuf> {
 }
 
 impl Report {
+    /// Write the report ([`Report::write`]), then print its Markdown and where it went: how
+    /// every benchmark ends.
+    pub fn publish(&self) -> Result<()> {
+        let md = self.write()?;
+        println!("{}", self.markdown());
+        println!("xtask: wrote {}", md.display());
+        Ok(())
+    }
+
     /// Write the JSON, Markdown and PNG files; returns the Markdown path.
     pub fn write(&self) -> Result<PathBuf> {
         let dir = results_dir()?;
