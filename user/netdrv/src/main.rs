@@ -4,9 +4,10 @@
 //! serves `net.drv` per `abi::net`:
 //!
 //! - `DRV_INFO`: MAC, link, frames sent and received, drops;
-//! - `DRV_TX` with a frame ICA: the frame goes to the device, the ICA goes back. The
-//!   crate's `send` waits until the device used the buffer, so the transmit queue asks for
-//!   no interrupts (`drvlib::Quiet`): only received frames interrupt;
+//! - `DRV_TX` with a frame ICA: the frame is copied to the device's transmit queue and the
+//!   ICA goes back at once; the driver does not wait for the device to send it (`nic.rs`
+//!   says why). The transmit queue asks for no interrupts (`drvlib::Quiet`): only received
+//!   frames interrupt;
 //! - every received frame goes to `net.udp` as a `UDP_FRAME_IN` request carrying a frame
 //!   ICA (from a pool of [`POOL`] vregions; the ICA comes back in the reply, collected with
 //!   timeout 0 while some are out). Without `net.udp`, or with the pool empty, the frame
@@ -36,14 +37,16 @@ extern crate alloc;
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
-use drvlib::virtio_drivers::device::net::VirtIONet;
 use drvlib::virtio_drivers::transport::pci::PciTransport;
 use drvlib::Quiet;
+use nic::Nic;
 use ulib::abi::ipc::{Msg, Received, Submission, SUBMIT_CALL};
 use ulib::abi::net::{self, DRV_CRASH, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::{Op, ResId, ResType, Rights};
 use ulib::abi::{dev as abidev, Error};
 use ulib::{fnid, ipc, println, res};
+
+mod nic;
 
 ulib::main!(main);
 
@@ -51,19 +54,13 @@ ulib::main!(main);
 const POOL: usize = 32;
 /// How often a frame `net.udp` did not take (`Again`, `Gone`) is sent.
 const RESENDS: u32 = 3;
-/// Receive queue size (buffers posted to the device).
-const QUEUE: usize = 16;
-/// Receive buffer size (the crate wants 1,526..65,535).
-const BUF: usize = 2048;
 /// virtio-net's transmit queue (virtio 1.1, 5.1.2: receiveq1 is 0, transmitq1 is 1).
 const TRANSMIT_QUEUE: u16 = 1;
 /// Where the pool's vregions are first attached.
 const POOL_AT: u64 = 0x0000_5200_0000_0000;
 
-type Net = VirtIONet<drvlib::Hal, Quiet<PciTransport>, QUEUE>;
-
 struct Driver {
-    net: Net,
+    net: Nic,
     id: ResId,
     mac: u64,
     tx: u64,
@@ -132,9 +129,9 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
     let transport = PciTransport::new::<drvlib::Hal, _>(&mut root, held.function())
         .map_err(|e| format!("virtio transport: {e:?}"))?;
     // Initialisation resets the device first (status 0), then posts the receive buffers.
-    // The transmit queue (1) never interrupts: `send` waits for its completions itself.
-    let transport = Quiet::new(transport, 1 << TRANSMIT_QUEUE);
-    let net = Net::new(transport, BUF).map_err(|e| format!("virtio-net: {e:?}"))?;
+    // The transmit queue (1) never interrupts: the driver looks for its completions itself.
+    let transport: Quiet<PciTransport> = Quiet::new(transport, 1 << TRANSMIT_QUEUE);
+    let net = Nic::new(transport).map_err(|e| format!("virtio-net: {e:?}"))?;
     let m = net.mac_address();
     let mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
     let rights = Rights(0x0f | Rights::others(Op::Write));
@@ -189,6 +186,7 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
             Err(e) => return Err(format!("recv: {e}")),
         }
         d.receive();
+        d.net.reclaim();
         if !d.in_flight.is_empty() {
             d.collect();
         }
@@ -244,17 +242,11 @@ impl Driver {
                 let len = r.msg.words[0] as usize;
                 let value = if len == 0 || len > FRAME_MAX {
                     Error::InvalidArgument as u64
-                } else if !self.net.can_send() {
-                    self.drops += 1;
-                    Error::Busy as u64
                 } else {
-                    let mut tx = self.net.new_tx_buffer(len);
                     // SAFETY: the ICA is mapped at `at` in our address space, FRAME_ICA_SIZE
                     // bytes, and `len` <= FRAME_MAX < FRAME_ICA_SIZE.
                     let frame = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
-                    tx.packet_mut().copy_from_slice(frame);
-                    // Waits until the device used the buffer (no interrupt: `Quiet`).
-                    match self.net.send(tx) {
+                    match self.net.transmit(frame) {
                         Ok(()) => {
                             self.tx += 1;
                             0
@@ -288,11 +280,10 @@ impl Driver {
 
     /// Take every received frame off the device: to `net.udp`, or dropped and counted.
     fn receive(&mut self) {
-        while let Ok(buf) = self.net.receive() {
+        while let Some(frame) = self.net.receive() {
             self.rx += 1;
-            let packet = buf.packet();
-            self.forward(packet);
-            let _ = self.net.recycle_rx_buffer(buf);
+            self.forward(frame.bytes());
+            self.net.recycle(frame);
         }
     }
 
