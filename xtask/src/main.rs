@@ -94,7 +94,8 @@ enum Cmd {
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
     Test {
-        /// Only in-kernel tests whose names match (glob with *, comma-separated).
+        /// Only in-kernel tests whose names match (glob with *, comma-separated); `files`:
+        /// only the [files] group (disk, buffer managers, file service; no in-kernel boots).
         #[arg(long, default_value = "all")]
         filter: String,
         /// Print every console line.
