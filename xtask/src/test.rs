@@ -509,8 +509,9 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     Ok(())
 }
 
-/// Boot words that start the disk driver, one buffer manager and the file service.
-const FILE_SERVICE: &str = "driver=0:blkdrv start=0:bufd start=0:fsd";
+/// The boot words of the [files] boots: none, so the boot configuration (`user/boot.cfg`)
+/// starts the disk driver, a buffer manager and the file service where it places them.
+const FILE_SERVICE: &str = "";
 
 /// Files on a disk (issue 16), each boot with `blkdrv` and `fsd` started at boot: the shell
 /// reads a file mtools put in and writes files the host then reads with mtools; a second
@@ -599,8 +600,50 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         "buffer managers replaced and killed under load",
         "bufd.script",
         Some(&image),
-        "driver=0:blkdrv start=0:bufd,part=0/2 start=1:bufd,part=1/2 start=1:fsd,bufs=2",
+        "buffers.cores=0,1 files.core=1",
     );
+    bad_config(t, guest)?;
+    Ok(())
+}
+
+/// A boot archive whose `boot.cfg` is malformed: the kernel prints each line it cannot
+/// use, keeps the defaults for them, and the file service starts where the defaults put it.
+fn bad_config(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    const BAD: &str = "services = everything\nbuffers.cores = 0,x\nfiles.core = 99\n\
+                       not a setting\ndisk.core = 1\n";
+    let root = crate::build::workspace_root();
+    let label = "[files] a malformed boot.cfg: console errors, defaults used";
+    println!("xtask: {label}");
+    let archive = crate::user::build_archive_with(
+        BAD.as_bytes(),
+        &crate::user::target_dir().join("boot-badcfg.cpio"),
+    )?;
+    let image = root.join("target/test-badcfg.img");
+    crate::disk::make(&image)?;
+    let mut g = guest(2, "");
+    g.initrd = Some(archive);
+    g.disk = Some(image);
+    let file = root.join("user/shell/badcfg.script");
+    let result = crate::script::load(&file).and_then(|steps| {
+        let lines = crate::script::run_steps(&g, &file.display().to_string(), &steps, |_| false)?;
+        for want in [
+            "boot.cfg line 1: 'services = everything' ignored",
+            "boot.cfg line 2: 'buffers.cores = 0,x' ignored",
+            "boot.cfg line 3: 'files.core = 99' ignored",
+            "boot.cfg line 4: 'not a setting' ignored: not KEY = VALUE",
+            "boot.cfg line 5: 'disk.core = 1' ignored: 0 (devices",
+            "boot.cfg: system processes (program@core): blkdrv@0 bufd@0 fsd@0",
+        ] {
+            if !lines.iter().any(|l| l.contains(want)) {
+                bail!("the console has no line containing '{want}'");
+            }
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => t.pass(label),
+        Err(e) => t.fail(label, &format!("{e:#}")),
+    }
     Ok(())
 }
 
