@@ -543,6 +543,18 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     };
     disk::make(&image)?;
     disk::put(&image, "HOST.TXT", b"put in by mtools\n")?;
+    // Programs and scripts on the disk: a program (hello, as the boot archive packs it), the
+    // same cut in half (a corrupt one), and shell scripts.
+    let hello = std::fs::read(crate::user::target_dir().join("stripped/hello"))?;
+    disk::mkdir(&image, "BIN")?;
+    disk::put(&image, "BIN/HELLO", &hello)?;
+    disk::put(&image, "BAD.ELF", &hello[..hello.len() / 2])?;
+    disk::put(
+        &image,
+        "SCRIPT.SH",
+        b"# a shell script on the disk\nrun hello from a script\nwrite SCRIPT.OUT written by a script\ncat SCRIPT.OUT\n",
+    )?;
+    disk::put(&image, "BAD.SH", b"cat NOPE.TXT\nrun hello not reached\n")?;
     if script(
         t,
         "shell writes, mtools put in",
