@@ -173,7 +173,11 @@ fn run(cli: Cli) -> Result<()> {
             };
             // With --net, the driver is a boot program at driver priority (the shell may not
             // start one), on core 0 where the device resources are.
-            let cmdline = if net && !cmdline.contains("driver=") {
+            // (Not when the boot configuration starts the network itself: `services=...net`.)
+            let net_configured = cmdline
+                .split_whitespace()
+                .any(|w| w.starts_with("services=") && w.contains("net"));
+            let cmdline = if net && !cmdline.contains("driver=") && !net_configured {
                 format!("{cmdline} driver=0:netdrv").trim().to_string()
             } else {
                 cmdline
