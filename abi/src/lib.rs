@@ -28,6 +28,7 @@
 
 pub mod bench;
 pub mod blk;
+pub mod buf;
 pub mod dev;
 pub mod fnid;
 pub mod fs;

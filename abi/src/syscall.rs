@@ -49,6 +49,14 @@
 //! | 48–55 | `DEV_LIST`, `DEV_CLAIM`, `DEV_CONFIG`, `DEV_MAP_BAR`, `DMA_ALLOC`, `DMA_FREE`, `DEV_IRQ`, `DEV_IRQ_ACK` | see [`crate::dev`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
+//! `SPAWN_IMAGE` (58) starts a program that is not in the boot archive (one read from the
+//! disk, `run /BIN/PROG` in the shell): the kernel copies the image in (`BadAddress` unless
+//! the caller may read all of it; `TooLong` above [`MAX_IMAGE`]), checks it as it checks the
+//! archive's programs (`BadExecutable` for anything but a well-formed static x86-64 ELF
+//! executable whose segments lie in user space), and starts it on the caller's core as the
+//! caller's child, with the caller's user and rights, under the same priority and child
+//! limits as `SPAWN`.
+//!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
 //!
@@ -128,9 +136,16 @@ pub const REPLY_ERROR: u64 = 56;
 /// Restart after a crash, opt-in (`abi::fnid`): function id, most restarts in the window,
 /// window ms, `*const u8` arguments, their length.
 pub const FN_RESTART: u64 = 57;
+/// Start a program from an ELF image in the caller's memory, on the caller's core: image
+/// ptr, image len (at most [`MAX_IMAGE`]), args ptr, args len (NUL-terminated strings, the
+/// first the name the process is shown under), priority; pid of the child.
+pub const SPAWN_IMAGE: u64 = 58;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
-pub const COUNT: u64 = 58;
+pub const COUNT: u64 = 59;
+
+/// The largest image `SPAWN_IMAGE` takes (`TooLong` beyond).
+pub const MAX_IMAGE: u64 = 4 << 20;
 
 /// `TRACE` commands.
 pub const TRACE_DUMP: u64 = 0;
@@ -229,6 +244,7 @@ pub fn name(number: u64) -> &'static str {
     match number {
         REPLY_ERROR => "reply_error",
         FN_RESTART => "fn_restart",
+        SPAWN_IMAGE => "spawn_image",
         n => NAMES.get(n as usize).copied().unwrap_or("unknown"),
     }
 }

@@ -263,12 +263,92 @@ pub fn start_boot_programs() {
         }
     }
     let tests_or_poweroff = args.ktest.is_some() || args.poweroff;
+    start_configured(me, &state.cmdline, !tests_or_poweroff);
     if me == 0 && args.shell && !tests_or_poweroff {
         // Started again whenever it ends (init).
         init::start_shell();
     }
     if args.starts.iter().any(|s| s.core >= smp::cores_planned()) && me == 0 {
         log::warn!("start= names a core that is not in use; ignored");
+    }
+}
+
+/// The system processes the boot configuration places on this core (P0's placement;
+/// `bootargs::config`): `boot.cfg` from the boot archive, overridden by the command line's
+/// words of the same keys. Core 0 prints what it could not use (the defaults stand for it)
+/// and the placement. A group starts only if `start` (not a test or power-off boot) and its
+/// device is attached: the disk manager, buffer managers and file server with a virtio-blk
+/// disk, the network driver and server with a virtio-net device.
+fn start_configured(me: usize, cmdline: &str, start: bool) {
+    use bootargs::config::{self, Service};
+    let say = |p: config::Problem<'_>| {
+        if me == 0 {
+            log::warn!("{p}");
+        }
+    };
+    let mut cfg = config::Config::default();
+    match archive::find(config::FILE).map(core::str::from_utf8) {
+        Some(Ok(text)) => config::read_file(text, &mut cfg, say),
+        Some(Err(_)) if me == 0 => {
+            log::warn!("{}: not text; using the defaults", config::FILE)
+        }
+        None if me == 0 => log::info!(
+            "no {} in the boot archive; using the defaults",
+            config::FILE
+        ),
+        _ => {}
+    }
+    config::apply_words(cmdline, &mut cfg, say);
+    let plan = config::plan(&cfg, smp::cores_planned(), say);
+    let attached = |device: u16| {
+        arch::x86_64::pci::functions()
+            .iter()
+            .any(|f| f.vendor == 0x1af4 && f.device == device)
+    };
+    let files = attached(0x1042);
+    let net = attached(0x1041);
+    if me == 0 && !plan.is_empty() {
+        let mut line = alloc::string::String::new();
+        for p in &plan {
+            let _ =
+                core::fmt::Write::write_fmt(&mut line, format_args!(" {}@{}", p.program, p.core));
+        }
+        let why = if !start {
+            " (not started: a test or power-off boot)"
+        } else if cfg.files && !files {
+            " (no virtio-blk disk: the file service does not start)"
+        } else {
+            ""
+        };
+        log::info!(
+            "{}: system processes (program@core):{line}{why}",
+            config::FILE
+        );
+    }
+    if !start {
+        return;
+    }
+    let boot_programs = &percore::this().stats.boot_programs;
+    for p in plan.iter().filter(|p| p.core == me) {
+        let present = match p.service {
+            Service::Files => files,
+            Service::Net => net,
+        };
+        if !present {
+            continue;
+        }
+        let argv: alloc::vec::Vec<&str> = p.args.split(' ').filter(|a| !a.is_empty()).collect();
+        let priority = if p.driver {
+            abi::Priority::Driver
+        } else {
+            abi::Priority::Server
+        };
+        match proc::spawn(p.program, &argv, priority, abi::Pid(0)) {
+            Ok(_) => {
+                boot_programs.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(e) => log::warn!("{}: {} on core {}: {e}", config::FILE, p.program, p.core),
+        }
     }
 }
 

@@ -39,6 +39,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::WAIT => wait(a[0], a[1], a[2]),
         nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4], current_core() as u64),
         nr::SPAWN_ON => spawn(a[0], a[1], a[2], a[3], a[4], a[5]),
+        nr::SPAWN_IMAGE => spawn_image(a[0], a[1], a[2], a[3], a[4]),
         nr::MIGRATE => usize::try_from(a[1])
             .map_err(|_| Error::NoSuchCore)
             .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
@@ -175,6 +176,33 @@ fn spawn(
         }
         _ => Err(Error::Unknown),
     }
+}
+
+/// `SPAWN_IMAGE`: the ELF image at `image_ptr` as a child on this core (`abi::syscall`).
+#[inline(never)]
+fn spawn_image(
+    image_ptr: u64,
+    image_len: u64,
+    args_ptr: u64,
+    args_len: u64,
+    priority: u64,
+) -> Result<u64, Error> {
+    let priority = Priority::from_u64(priority).ok_or(Error::InvalidArgument)?;
+    let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
+    let args = core::str::from_utf8(&args).map_err(|_| Error::InvalidArgument)?;
+    let mut args = args.split_terminator('\0');
+    let name = args
+        .next()
+        .filter(|n| !n.is_empty())
+        .ok_or(Error::InvalidArgument)?;
+    let args: Vec<&str> = args.collect();
+    let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
+    if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
+        return Err(Error::Denied);
+    }
+    proc::may_add_child()?;
+    let image = copy_in(image_ptr, image_len, nr::MAX_IMAGE)?;
+    proc::spawn_image(name, &image, &args, priority, parent).map(|c| c.0)
 }
 
 fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {

@@ -106,9 +106,17 @@ fn volume(image: &Path) -> String {
     format!("{}@@{}", image.display(), START * 512)
 }
 
-/// Put `data` into the image as `name` (an 8.3 name in the root directory).
+/// Make directory `name` (an 8.3 name in the root directory) in the image.
+pub fn mkdir(image: &Path, name: &str) -> Result<()> {
+    run(Command::new("mmd")
+        .arg("-i")
+        .arg(volume(image))
+        .arg(format!("::{name}")))
+}
+
+/// Put `data` into the image as `name` (8.3 names; `DIR/NAME` in a directory that exists).
 pub fn put(image: &Path, name: &str, data: &[u8]) -> Result<()> {
-    let tmp = image.with_extension(format!("put-{name}"));
+    let tmp = image.with_extension(format!("put-{}", name.replace('/', "_")));
     std::fs::write(&tmp, data)?;
     let r = run(Command::new("mcopy")
         .arg("-o")
@@ -204,6 +212,9 @@ mod tests {
         make(&image).unwrap();
         put(&image, "A.TXT", b"abc\n").unwrap();
         assert_eq!(get(&image, "A.TXT").unwrap(), b"abc\n");
+        mkdir(&image, "BIN").unwrap();
+        put(&image, "BIN/P", b"elf\n").unwrap();
+        assert_eq!(get(&image, "BIN/P").unwrap(), b"elf\n");
         assert!(get(&image, "B.TXT").is_err());
         assert_eq!(check(&image).unwrap(), 0);
         corrupt(&image).unwrap();

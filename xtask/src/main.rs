@@ -94,7 +94,8 @@ enum Cmd {
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
     Test {
-        /// Only in-kernel tests whose names match (glob with *, comma-separated).
+        /// Only in-kernel tests whose names match (glob with *, comma-separated); `files`:
+        /// only the [files] group (disk, buffer managers, file service; no in-kernel boots).
         #[arg(long, default_value = "all")]
         filter: String,
         /// Print every console line.
@@ -172,7 +173,11 @@ fn run(cli: Cli) -> Result<()> {
             };
             // With --net, the driver is a boot program at driver priority (the shell may not
             // start one), on core 0 where the device resources are.
-            let cmdline = if net && !cmdline.contains("driver=") {
+            // (Not when the boot configuration starts the network itself: `services=...net`.)
+            let net_configured = cmdline
+                .split_whitespace()
+                .any(|w| w.starts_with("services=") && w.contains("net"));
+            let cmdline = if net && !cmdline.contains("driver=") && !net_configured {
                 format!("{cmdline} driver=0:netdrv").trim().to_string()
             } else {
                 cmdline

@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 const SUITE_LIMIT: Duration = Duration::from_secs(900);
 const BOOT_LIMIT: Duration = Duration::from_secs(180);
 
+/// The `--filter` that runs only the [files] group.
+pub const FILES_GROUP: &str = "files";
+
 #[derive(Default)]
 struct Tally {
     passed: usize,
@@ -74,6 +77,9 @@ pub fn run(opts: &Options) -> Result<bool> {
             g
         };
         let mut fault_tests = Vec::new();
+        // `--filter files`: only the [files] group (disk, file service, buffer managers).
+        let only_files = opts.filter == FILES_GROUP;
+        let configurations = if only_files { 0 } else { usize::MAX };
         for (label, smp, cpu_flags, structure) in [
             ("smp1", 1, "", ""),
             ("smp2", 2, "", ""),
@@ -82,7 +88,10 @@ pub fn run(opts: &Options) -> Result<bool> {
             // The same tests on P2's Limited Symmetry kernel: one lock, direct access.
             ("smp2-biglock", 2, "", " kernel=biglock"),
             ("smp4-biglock", 4, "", " kernel=biglock"),
-        ] {
+        ]
+        .into_iter()
+        .take(configurations)
+        {
             let mut g = guest(smp, &format!("ktest={}{structure}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
             // A virtio-net device for the `dev::*` tests (user-mode drivers).
@@ -97,7 +106,9 @@ pub fn run(opts: &Options) -> Result<bool> {
                 fault_tests = found;
             }
         }
-        boot_checks(&mut t, &guest, opts.verbose)?;
+        if !only_files {
+            boot_checks(&mut t, &guest, opts.verbose)?;
+        }
         for (name, expect) in fault_tests
             .iter()
             .filter(|(n, _)| filter_selects(&opts.filter, n))
@@ -112,7 +123,11 @@ pub fn run(opts: &Options) -> Result<bool> {
         }
         if opts.filter == "all" {
             shell_script(&mut t, &guest)?;
+        }
+        if opts.filter == "all" || only_files {
             file_scripts(&mut t, &guest)?;
+        }
+        if opts.filter == "all" {
             trace_script(&mut t, &guest)?;
         }
         // The host stream through the relay (net_test.rs): in the full run and on request.
@@ -494,6 +509,10 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     Ok(())
 }
 
+/// The boot words of the [files] boots: none, so the boot configuration (`user/boot.cfg`)
+/// starts the disk driver, a buffer manager and the file service where it places them.
+const FILE_SERVICE: &str = "";
+
 /// Files on a disk (issue 16), each boot with `blkdrv` and `fsd` started at boot: the shell
 /// reads a file mtools put in and writes files the host then reads with mtools; a second
 /// boot on the same image sees them; a disk without a FAT volume and no disk at all are
@@ -502,24 +521,40 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     use crate::disk;
     let root = crate::build::workspace_root();
     let image = root.join("target/test-files.img");
+    let script_with =
+        |t: &mut Tally, name: &str, file: &str, disk: Option<&std::path::Path>, cmdline: &str| {
+            let mut g = guest(2, cmdline);
+            g.disk = disk.map(|d| d.to_path_buf());
+            let label = format!("[files] {name}");
+            println!("xtask: {label}");
+            match crate::script::run(&g, &root.join("user/shell").join(file)) {
+                Ok(()) => {
+                    t.pass(&label);
+                    true
+                }
+                Err(e) => {
+                    t.fail(&label, &format!("{e:#}"));
+                    false
+                }
+            }
+        };
     let script = |t: &mut Tally, name: &str, file: &str, disk: Option<&std::path::Path>| {
-        let mut g = guest(2, "driver=0:blkdrv start=0:fsd");
-        g.disk = disk.map(|d| d.to_path_buf());
-        let label = format!("[files] {name}");
-        println!("xtask: {label}");
-        match crate::script::run(&g, &root.join("user/shell").join(file)) {
-            Ok(()) => {
-                t.pass(&label);
-                true
-            }
-            Err(e) => {
-                t.fail(&label, &format!("{e:#}"));
-                false
-            }
-        }
+        script_with(t, name, file, disk, FILE_SERVICE)
     };
     disk::make(&image)?;
     disk::put(&image, "HOST.TXT", b"put in by mtools\n")?;
+    // Programs and scripts on the disk: a program (hello, as the boot archive packs it), the
+    // same cut in half (a corrupt one), and shell scripts.
+    let hello = std::fs::read(crate::user::target_dir().join("stripped/hello"))?;
+    disk::mkdir(&image, "BIN")?;
+    disk::put(&image, "BIN/HELLO", &hello)?;
+    disk::put(&image, "BAD.ELF", &hello[..hello.len() / 2])?;
+    disk::put(
+        &image,
+        "SCRIPT.SH",
+        b"# a shell script on the disk\nrun hello from a script\nwrite SCRIPT.OUT written by a script\ncat SCRIPT.OUT\n",
+    )?;
+    disk::put(&image, "BAD.SH", b"cat NOPE.TXT\nrun hello not reached\n")?;
     if script(
         t,
         "shell writes, mtools put in",
@@ -568,6 +603,59 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     disk::corrupt(&corrupt)?;
     script(t, "a corrupt image", "nodisk.script", Some(&corrupt));
     script(t, "no disk", "nodisk.script", None);
+    // Two buffer managers on two cores, replaced and killed while a program writes and
+    // reads files; bad requests to them.
+    let image = root.join("target/test-bufd.img");
+    disk::make(&image)?;
+    script_with(
+        t,
+        "buffer managers replaced and killed under load",
+        "bufd.script",
+        Some(&image),
+        "buffers.cores=0,1 files.core=1",
+    );
+    bad_config(t, guest)?;
+    Ok(())
+}
+
+/// A boot archive whose `boot.cfg` is malformed: the kernel prints each line it cannot
+/// use, keeps the defaults for them, and the file service starts where the defaults put it.
+fn bad_config(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    const BAD: &str = "services = everything\nbuffers.cores = 0,x\nfiles.core = 99\n\
+                       not a setting\ndisk.core = 1\n";
+    let root = crate::build::workspace_root();
+    let label = "[files] a malformed boot.cfg: console errors, defaults used";
+    println!("xtask: {label}");
+    let archive = crate::user::build_archive_with(
+        BAD.as_bytes(),
+        &crate::user::target_dir().join("boot-badcfg.cpio"),
+    )?;
+    let image = root.join("target/test-badcfg.img");
+    crate::disk::make(&image)?;
+    let mut g = guest(2, "");
+    g.initrd = Some(archive);
+    g.disk = Some(image);
+    let file = root.join("user/shell/badcfg.script");
+    let result = crate::script::load(&file).and_then(|steps| {
+        let lines = crate::script::run_steps(&g, &file.display().to_string(), &steps, |_| false)?;
+        for want in [
+            "boot.cfg line 1: 'services = everything' ignored",
+            "boot.cfg line 2: 'buffers.cores = 0,x' ignored",
+            "boot.cfg line 3: 'files.core = 99' ignored",
+            "boot.cfg line 4: 'not a setting' ignored: not KEY = VALUE",
+            "boot.cfg line 5: 'disk.core = 1' ignored: 0 (devices",
+            "boot.cfg: system processes (program@core): blkdrv@0 bufd@0 fsd@0",
+        ] {
+            if !lines.iter().any(|l| l.contains(want)) {
+                bail!("the console has no line containing '{want}'");
+            }
+        }
+        Ok(())
+    });
+    match result {
+        Ok(()) => t.pass(label),
+        Err(e) => t.fail(label, &format!("{e:#}")),
+    }
     Ok(())
 }
 

@@ -128,32 +128,48 @@ fn bins_of(name: &str) -> Result<Vec<String>> {
 
 /// Build the programs and write `target/user/boot.cpio`; returns its path.
 pub fn build_archive() -> Result<PathBuf> {
+    let config = workspace_root().join("user").join(BOOT_CONFIG);
+    let text = fs::read(&config).with_context(|| format!("reading {}", config.display()))?;
+    build_archive_with(&text, &target_dir().join("boot.cpio"))
+}
+
+/// The boot configuration's name in the archive, and its file under `user/` (the one users
+/// edit; `bootargs::config` reads it in the kernel).
+pub const BOOT_CONFIG: &str = "boot.cfg";
+
+/// The boot archive at `path`: every program, and `config` as `boot.cfg` (tests pack a
+/// malformed one this way).
+pub fn build_archive_with(config: &[u8], path: &Path) -> Result<PathBuf> {
     let programs = build_programs()?;
-    let path = target_dir().join("boot.cpio");
     let stripped_dir = target_dir().join("stripped");
     fs::create_dir_all(&stripped_dir)?;
     let mut archive = Vec::new();
+    let mut add = |ino: usize, name: &str, data: &[u8], mode: u32| -> Result<()> {
+        let size = u32::try_from(data.len()).context("a file is larger than 4 GiB")?;
+        let mut w = cpio::newc::Builder::new(name)
+            .ino(ino as u32 + 1)
+            .mode(mode)
+            .nlink(1)
+            .write(&mut archive, size);
+        std::io::Write::write_all(&mut w, data)?;
+        w.finish()?;
+        Ok(())
+    };
     for (ino, (name, elf)) in programs.iter().enumerate() {
         let elf = strip_debug(elf, &stripped_dir.join(name));
         let data = fs::read(&elf).with_context(|| format!("reading {}", elf.display()))?;
-        let size = u32::try_from(data.len()).context("a program is larger than 4 GiB")?;
-        let mut w = cpio::newc::Builder::new(name)
-            .ino(ino as u32 + 1)
-            .mode(0o100755)
-            .nlink(1)
-            .write(&mut archive, size);
-        std::io::Write::write_all(&mut w, &data)?;
-        w.finish()?;
+        add(ino, name, &data, 0o100755)?;
     }
+    add(programs.len(), BOOT_CONFIG, config, 0o100644)?;
     cpio::newc::trailer(&mut archive)?;
-    fs::write(&path, &archive).with_context(|| format!("writing {}", path.display()))?;
+    fs::write(path, &archive).with_context(|| format!("writing {}", path.display()))?;
     eprintln!(
-        "xtask: boot archive {} ({} programs, {} KiB)",
+        "xtask: boot archive {} ({} programs and {BOOT_CONFIG}, {} KiB)",
         path.display(),
         programs.len(),
         archive.len().div_ceil(1024)
     );
-    Ok(path)
+    Ok(path.to_path_buf())
 }
 
 /// A copy of `elf` without debug information at `out`, or `elf` itself if objcopy (from

@@ -14,6 +14,7 @@
 //! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `driver=CORE:PROG[,ARG...]` | the same at driver priority (a user-mode driver, e.g. `netdrv`; counts as a `start=`) |
+//! | `services=`, `disk.core=`, `buffers.cores=`, ... | the boot configuration's keys ([`config`]): they override `boot.cfg` |
 //! | `noshell` | do not start the shell on core 0 |
 //! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
 //! | `kernel=percore` or `kernel=biglock` | a kernel per core (default), or one big kernel lock taken at every kernel entry (P2's Limited Symmetry) |
@@ -23,6 +24,8 @@
 //! | `rpcc.wait=MODE` | how a thread waits for a remote answer: `switch` (default: it blocks and the core runs something else or its idle context) or `halt` (it halts in place when nothing else is ready) |
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
+
+pub mod config;
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.
 pub const MAX_SMP: usize = 64;
@@ -261,6 +264,8 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                     expected: "error, warn, info, debug or trace",
                 }),
             },
+            // A key of the boot configuration (`config`): it reads these words itself.
+            (k, Some(_)) if config::is_key(k) => {}
             _ => warn(Warning::UnknownWord(word)),
         }
     }

@@ -1,25 +1,34 @@
 //! The file service's view of the disk: an `embedded-sdmmc` `BlockDevice` whose reads and
-//! writes are `BLK_READ`/`BLK_WRITE` requests to `blk` (`abi::blk`), the sectors moving in
-//! one data ICA that goes to the driver and comes back with each reply, plus a small cache
-//! of recently used sectors (write-through), so the FAT and directory sectors the library
-//! reads again and again do not go to the disk each time.
+//! writes go to the buffer managers (`abi::buf`, `user/bufd`), K of them, each owning the
+//! buffers of its stripes of the disk; they ask the disk driver `blk` on a miss. A request
+//! is cut at stripe boundaries, so each piece goes to the one manager that owns it. The
+//! sectors move in one data ICA that goes with each request and comes back with its reply.
+//!
+//! A manager may be replaced (its queued requests move to the new one) or crash (the kernel
+//! restarts it; the request it held is answered `Gone`, and an ICA it held is lost to it).
+//! Either way this side sends the request again, after recovering its data ICA if it did
+//! not come back: a sector read or written twice is the same as once, and the managers
+//! write through, so nothing written is lost with them.
 
-use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
-use core::cell::{Cell, RefCell};
+use alloc::vec::Vec;
+use core::cell::Cell;
 use embedded_sdmmc::{Block, BlockCount, BlockDevice, BlockIdx};
-use ulib::abi::blk::{self, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
+use ulib::abi::blk::{BLK_ICA_SIZE, MAX_SECTORS, SECTOR};
+use ulib::abi::buf::{self, BUF_INFO, BUF_READ, BUF_WRITE};
+use ulib::abi::fnid::FnId;
 use ulib::abi::ipc::Msg;
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
-use ulib::{fnid, ipc, res};
+use ulib::{fnid, ipc, res, sys};
 
-/// Sectors kept in the cache.
-const CACHE: usize = 64;
+/// Where the data ICA is mapped when (re)made here.
 const DATA_AT: u64 = 0x0000_5400_0000_0000;
+/// Times one piece is sent again after its manager went (`Gone`).
+const RETRIES: u32 = 8;
 
-/// A failed disk request (what `blk` answered).
+/// A failed disk request (what the buffer manager, or the disk behind it, answered).
 #[derive(Debug, Clone, Copy)]
 pub struct DiskError(pub Error);
 
@@ -32,76 +41,141 @@ impl core::fmt::Display for DiskError {
 impl core::error::Error for DiskError {}
 
 pub struct Disk {
-    drv: ResId,
-    region: ResId,
+    /// The buffer managers, by index.
+    managers: Vec<FnId>,
+    region: Cell<ResId>,
     /// Where the data ICA is mapped now (it moves with every request).
     at: Cell<u64>,
+    /// Data ICAs made so far (each new one needs its own name).
+    made: Cell<u32>,
     sectors: u64,
-    cache: RefCell<VecDeque<(u32, [u8; SECTOR])>>,
+}
+
+/// Open and attach a new data ICA (the `n`-th).
+fn new_region(n: u32) -> Result<ResId, Error> {
+    let me = sys::getpid()?;
+    let region = res::open_vregion(
+        &format!("here/vregion/fsd{}-data{n}", me.serial()),
+        BLK_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )?;
+    res::attach_here(region, DATA_AT, true)?;
+    Ok(region)
 }
 
 impl Disk {
-    /// Find `blk` and make the data ICA.
-    pub fn open() -> Result<Disk, String> {
-        let drv = ResId(
-            fnid::lookup(blk::FN_BLK)
-                .map_err(|e| format!("no disk (blk: {e})"))?
-                .0,
-        );
-        let info = Msg {
-            label: BLK_INFO,
-            ..Msg::default()
-        };
-        let (v, reply) = ipc::call(drv, &info).map_err(|e| format!("BLK_INFO: {e}"))?;
-        if v != 0 {
-            return Err(format!("BLK_INFO: {}", Error::from_code(v)));
+    /// Find the `count` buffer managers (they may still be starting: each is waited for,
+    /// with a hang guard) and make the data ICA.
+    pub fn open(count: usize) -> Result<Disk, String> {
+        let mut managers = Vec::new();
+        let mut sectors = 0;
+        for i in 0..count {
+            let name = buf::fn_name(i).ok_or("too many buffer managers")?;
+            let mut id = fnid::lookup(name);
+            for _ in 0..100 {
+                if id.is_ok() {
+                    break;
+                }
+                let _ = sys::sleep_ns(50_000_000);
+                id = fnid::lookup(name);
+            }
+            let id = id.map_err(|e| format!("no buffer manager {name} ({e}); is bufd running?"))?;
+            let info = Msg {
+                label: BUF_INFO,
+                ..Msg::default()
+            };
+            let (v, reply) = fnid::call_fn(id, &info).map_err(|e| format!("{name}: {e}"))?;
+            if v != 0 {
+                return Err(format!("{name}: BUF_INFO: {}", Error::from_code(v)));
+            }
+            if reply.words[1] != i as u64 || reply.words[2] != count as u64 {
+                return Err(format!(
+                    "{name} serves part {}/{}, not {i}/{count} (bufd part=I/K and fsd bufs=K disagree)",
+                    reply.words[1], reply.words[2]
+                ));
+            }
+            sectors = reply.words[0];
+            managers.push(id);
         }
-        let region = res::open_vregion(
-            "here/vregion/fsd-data",
-            blk::BLK_ICA_SIZE,
-            Rights::OWNER_ALL,
-        )
-        .map_err(|e| format!("vregion: {e}"))?;
-        res::attach_here(region, DATA_AT, true).map_err(|e| format!("attach: {e}"))?;
+        let region = new_region(0).map_err(|e| format!("data vregion: {e}"))?;
         Ok(Disk {
-            drv,
-            region,
+            managers,
+            region: Cell::new(region),
             at: Cell::new(DATA_AT),
-            sectors: reply.words[0],
-            cache: RefCell::new(VecDeque::new()),
+            made: Cell::new(1),
+            sectors,
         })
     }
 
-    /// One request of `count` sectors from `first`; the ICA comes back.
-    fn call(&self, label: u64, first: u64, count: u64) -> Result<(), DiskError> {
-        let msg = ipc::with_ica(
-            Msg {
-                label,
-                words: [first, count, 0, 0, 0, 0],
-            },
-            self.region,
-        );
-        let (v, reply) = ipc::call(self.drv, &msg).map_err(DiskError)?;
-        let (_, at) = ipc::ica_at(&reply).ok_or(DiskError(Error::Unknown))?;
-        self.at.set(at);
-        if v != 0 {
-            return Err(DiskError(Error::from_code(v)));
+    /// The data ICA did not come back (its holder ended): attach it again if it is free,
+    /// else make a new one (closing the old one, if it can be closed yet).
+    fn recover(&self) -> Result<(), DiskError> {
+        let old = self.region.get();
+        if res::attach_here(old, DATA_AT, true).is_ok() {
+            self.at.set(DATA_AT);
+            return Ok(());
         }
+        let _ = res::close(old);
+        let n = self.made.get();
+        self.made.set(n + 1);
+        let region = new_region(n).map_err(DiskError)?;
+        self.region.set(region);
+        self.at.set(DATA_AT);
         Ok(())
     }
 
-    /// The data ICA's bytes (as the driver left them).
+    /// One request of `count` sectors from `first` (all of one manager's stripe), sent
+    /// again when its manager went while holding it. `fill` writes the data ICA first.
+    fn call(
+        &self,
+        label: u64,
+        first: u64,
+        count: u64,
+        fill: &dyn Fn(&Self),
+    ) -> Result<(), DiskError> {
+        let manager = self.managers[buf::manager_of(first, self.managers.len() as u64) as usize];
+        let mut tries = 0;
+        loop {
+            fill(self);
+            let msg = ipc::with_ica(
+                Msg {
+                    label,
+                    words: [first, count, 0, 0, 0, 0],
+                },
+                self.region.get(),
+            );
+            // Where the ICA is now: back with the reply, still here if the request was
+            // never sent, or lost (`None`) with a manager that ended holding it.
+            let (v, back) = match fnid::call_fn(manager, &msg) {
+                Ok((v, reply)) => (v, ipc::ica_at(&reply).map(|(_, at)| at)),
+                Err(Error::Gone) => (Error::Gone as u64, None),
+                Err(e) => (e as u64, Some(self.at.get())),
+            };
+            match back {
+                Some(at) => self.at.set(at),
+                None => self.recover()?,
+            }
+            if v == Error::Gone as u64 && tries < RETRIES {
+                tries += 1;
+                continue;
+            }
+            return match v {
+                0 => Ok(()),
+                v => Err(DiskError(Error::from_code(v))),
+            };
+        }
+    }
+
+    /// The data ICA's bytes (as the manager left them).
     fn data(&self) -> &[u8] {
         // SAFETY: the data ICA is attached at `self.at`, BLK_ICA_SIZE bytes, mapped by this
         // single-threaded program only while it holds it; nothing writes it meanwhile.
-        unsafe {
-            core::slice::from_raw_parts(self.at.get() as *const u8, blk::BLK_ICA_SIZE as usize)
-        }
+        unsafe { core::slice::from_raw_parts(self.at.get() as *const u8, BLK_ICA_SIZE as usize) }
     }
 
     /// Put one sector's bytes into the data ICA as sector `i` of the next request.
     fn fill(&self, i: usize, bytes: &[u8; SECTOR]) {
-        assert!((i + 1) * SECTOR <= blk::BLK_ICA_SIZE as usize);
+        assert!((i + 1) * SECTOR <= BLK_ICA_SIZE as usize);
         // SAFETY: in bounds (checked above) of the ICA attached writable at `self.at`; no
         // slice of it is alive while this copies (`data`'s borrows end before a request).
         unsafe {
@@ -112,64 +186,48 @@ impl Disk {
             )
         }
     }
+}
 
-    fn cached(&self, idx: u32) -> Option<[u8; SECTOR]> {
-        self.cache
-            .borrow()
-            .iter()
-            .find(|(i, _)| *i == idx)
-            .map(|(_, b)| *b)
-    }
-
-    fn remember(&self, idx: u32, data: &[u8]) {
-        let mut c = self.cache.borrow_mut();
-        c.retain(|(i, _)| *i != idx);
-        if c.len() == CACHE {
-            c.pop_front();
+/// `blocks` from sector `start` cut into pieces that end at stripe boundaries (each one
+/// manager's, at most `MAX_SECTORS`): (first sector, index of its first block, count).
+fn pieces(start: u64, blocks: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+    let mut done = 0usize;
+    core::iter::from_fn(move || {
+        if done == blocks {
+            return None;
         }
-        let mut b = [0u8; SECTOR];
-        b.copy_from_slice(data);
-        c.push_back((idx, b));
-    }
+        let first = start + done as u64;
+        let to_stripe_end = (buf::STRIPE - first % buf::STRIPE) as usize;
+        let n = (blocks - done).min(to_stripe_end).min(MAX_SECTORS as usize);
+        let piece = (first, done, n);
+        done += n;
+        Some(piece)
+    })
 }
 
 impl BlockDevice for Disk {
     type Error = DiskError;
 
     fn read(&self, blocks: &mut [Block], start: BlockIdx) -> Result<(), DiskError> {
-        for (chunk_no, chunk) in blocks.chunks_mut(MAX_SECTORS as usize).enumerate() {
-            let first = start.0 + (chunk_no * MAX_SECTORS as usize) as u32;
-            if chunk.len() == 1 {
-                if let Some(b) = self.cached(first) {
-                    chunk[0].contents.copy_from_slice(&b);
-                    continue;
-                }
-            }
-            self.call(BLK_READ, u64::from(first), chunk.len() as u64)?;
+        for (first, from, n) in pieces(u64::from(start.0), blocks.len()) {
+            self.call(BUF_READ, first, n as u64, &|_| {})?;
             let data = self.data();
-            for (i, b) in chunk.iter_mut().enumerate() {
+            for (i, b) in blocks[from..from + n].iter_mut().enumerate() {
                 b.contents
                     .copy_from_slice(&data[i * SECTOR..(i + 1) * SECTOR]);
-                self.remember(first + i as u32, &b.contents);
             }
         }
         Ok(())
     }
 
     fn write(&self, blocks: &[Block], start: BlockIdx) -> Result<(), DiskError> {
-        for (chunk_no, chunk) in blocks.chunks(MAX_SECTORS as usize).enumerate() {
-            let first = start.0 + (chunk_no * MAX_SECTORS as usize) as u32;
-            for (i, b) in chunk.iter().enumerate() {
-                self.fill(i, &b.contents);
-            }
-            // Forget first: a failed write leaves the cache no newer than the disk.
-            for i in 0..chunk.len() as u32 {
-                self.cache.borrow_mut().retain(|(j, _)| *j != first + i);
-            }
-            self.call(BLK_WRITE, u64::from(first), chunk.len() as u64)?;
-            for (i, b) in chunk.iter().enumerate() {
-                self.remember(first + i as u32, &b.contents);
-            }
+        for (first, from, n) in pieces(u64::from(start.0), blocks.len()) {
+            let chunk = &blocks[from..from + n];
+            self.call(BUF_WRITE, first, n as u64, &|d| {
+                for (i, b) in chunk.iter().enumerate() {
+                    d.fill(i, &b.contents);
+                }
+            })?;
         }
         Ok(())
     }

@@ -1,11 +1,11 @@
-//! `fsd`: the file service (issue 16; P0's file-system server), serving `fs` per `abi::fs`.
-//! It keeps a FAT volume (8.3 names, the disk's first MBR partition) with the
-//! `embedded-sdmmc` crate over [`disk::Disk`], which reads and writes sectors through the
-//! disk driver's `blk`. Found by function id both ways, so either side can be replaced.
+//! `fsd [bufs=K]`: the file service (issue 16; P0's file-system server), serving `fs` per
+//! `abi::fs`. It keeps a FAT volume (8.3 names, the disk's first MBR partition) with the
+//! `embedded-sdmmc` crate over [`disk::Disk`], which reads and writes sectors through the K
+//! buffer managers `fs.buf0..` (`user/bufd`, default K = 1), which ask the disk driver's
+//! `blk`. Found by function id both ways, so either side can be replaced.
 //!
-//! Simplified against P0's process network (docs/design.md, "Files"): the buffer managers
-//! are a sector cache inside this process, and open files are handles of this one server
-//! rather than a process each.
+//! Simplified against P0's process network (docs/design.md, "Files"): open files are
+//! handles of this one server rather than a process each.
 //!
 //! A volume it cannot read (no disk, no partition, a corrupt FAT) is a clear error on the
 //! console at start and a nonzero exit, never a fault.
@@ -63,8 +63,21 @@ struct Server {
     next: u64,
 }
 
-fn main(_args: &[&str]) -> i32 {
-    match run() {
+fn main(args: &[&str]) -> i32 {
+    let mut managers = 1;
+    for a in &args[1..] {
+        match a.strip_prefix("bufs=").map(str::parse::<usize>) {
+            Some(Ok(k)) if (1..=ulib::abi::buf::MAX_MANAGERS).contains(&k) => managers = k,
+            _ => {
+                println!(
+                    "fsd: usage: fsd [bufs=K] (K buffer managers fs.buf0.. serve the sectors, 1 to {})",
+                    ulib::abi::buf::MAX_MANAGERS
+                );
+                return 2;
+            }
+        }
+    }
+    match run(managers) {
         Ok(()) => 0,
         Err(e) => {
             println!("fsd: {e}");
@@ -73,17 +86,9 @@ fn main(_args: &[&str]) -> i32 {
     }
 }
 
-fn run() -> Result<(), String> {
-    // The disk driver may still be starting: wait for `blk` (a hang guard bounds it).
-    let mut d = disk::Disk::open();
-    for _ in 0..100 {
-        if d.is_ok() {
-            break;
-        }
-        let _ = ulib::sys::sleep_ns(50_000_000);
-        d = disk::Disk::open();
-    }
-    let vm = Volumes::new_with_limits(d?, Clock, 0);
+fn run(managers: usize) -> Result<(), String> {
+    let d = disk::Disk::open(managers)?;
+    let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
@@ -91,7 +96,7 @@ fn run() -> Result<(), String> {
     let ep =
         ipc::open_endpoint("here/endpoint/fsd", rights).map_err(|e| format!("endpoint: {e}"))?;
     fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
-    println!("fsd: serving {FN_FS} (FAT volume on blk)");
+    println!("fsd: serving {FN_FS} (FAT volume through {managers} buffer manager(s) on blk)");
     let mut s = Server {
         vm,
         vol,

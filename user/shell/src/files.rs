@@ -1,6 +1,6 @@
 //! The shell's file commands (issue 16): `ls`, `cat`, `write`, `cp`, `rm`, `mkdir` on the
-//! disk, through `ulib::fs` (the file service `fs`, started with the disk driver, e.g. boot
-//! words `driver=0:blkdrv start=0:fsd`).
+//! disk, through `ulib::fs` (the file service `fs`, which the kernel starts with the disk
+//! driver and the buffer managers when a disk is attached: `user/boot.cfg`).
 
 use alloc::format;
 use alloc::string::String;
@@ -26,6 +26,42 @@ fn fail(what: &str, e: Error) -> String {
         _ => return format!("{what}: {e}"),
     };
     format!("{what}: {text}")
+}
+
+/// Is there a file `name` on the disk (not a directory)?
+pub fn on_disk(name: &str) -> bool {
+    fs::stat(name).is_ok_and(|s| !s.dir)
+}
+
+/// `run PATH ARGS`: read the program at PATH from the disk and start it (`SPAWN_IMAGE`) on
+/// the shell's core `here`, shown under its last name; `-c` for another core is refused.
+pub fn spawn(
+    path: &str,
+    args: &[&str],
+    priority: ulib::abi::Priority,
+    core: Option<usize>,
+    here: usize,
+) -> Result<ulib::abi::Pid, String> {
+    if let Some(c) = core.filter(|&c| c != here) {
+        return Err(format!(
+            "run: {path} is on the disk: a program from the disk starts on the shell's core \
+             ({here}), not core {c}"
+        ));
+    }
+    let image = fs::read_all(path).map_err(|e| fail(&format!("run {path}"), e))?;
+    let name = path
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(path);
+    ulib::sys::spawn_image(&image, name, args, priority)
+        .map_err(|e| format!("run: {e}: {path} (from the disk)"))
+}
+
+/// The text of file `name`, for `source`.
+pub fn read_text(name: &str) -> Result<String, String> {
+    let data = fs::read_all(name).map_err(|e| fail(&format!("source {name}"), e))?;
+    String::from_utf8(data).map_err(|_| format!("source {name}: not a text file"))
 }
 
 /// `ls [DIR]`: name, size (`/` after a directory's name).

@@ -83,8 +83,11 @@ commands:
   trace [dump|clear|status]       the kernel's event trace (boot with trace=on); dump
                                   prints it (cargo xtask trace makes Perfetto JSON)
   sleep MS                        pause for MS milliseconds
-  ls [DIR]                        files on the disk (8.3 names; needs the file service:
-                                  boot words driver=0:blkdrv start=0:fsd)
+  run /DIR/PROG [ARGS]            run a program from the disk (an ELF file; a name not in
+                                  the boot archive is looked for on the disk too)
+  source FILE                     run the shell commands of FILE (on the disk)
+  ls [DIR]                        files on the disk (8.3 names; the file service starts
+                                  at boot when a disk is attached: user/boot.cfg)
   cat FILE                        print FILE
   write FILE TEXT                 FILE holds TEXT and a newline
   cp FROM TO                      copy a file
@@ -177,6 +180,8 @@ struct Shell {
     typeahead: Vec<u8>,
     /// `exit` was typed: end after this command.
     exit: bool,
+    /// How many `source` files are being read now (nested), bounded.
+    sourcing: usize,
 }
 
 fn main(_args: &[&str]) -> i32 {
@@ -191,6 +196,7 @@ fn main(_args: &[&str]) -> i32 {
         killed: Vec::new(),
         typeahead: Vec::new(),
         exit: false,
+        sourcing: 0,
     };
     let mut started = Vec::new();
     net::auto_up(&mut started);
@@ -247,6 +253,7 @@ impl Shell {
             "run" if words.contains(&"|") => pipes::pipeline(&words[1..], &mut self.typeahead),
             "run" => self.run(args),
             "remote" => pipes::remote(args, &mut self.typeahead),
+            "source" => self.source(args),
             "kill" => self.kill(args),
             "jobs" => no_args(cmd).map(|_| self.list_jobs()),
             "wait" => self.wait(args),
@@ -329,14 +336,30 @@ impl Shell {
         let (stage, background) = parse_run(args)?;
         let (prog, prog_args, priority, core) =
             (stage.prog, &stage.args[..], stage.priority, stage.core);
-        let pid = match core {
-            None => sys::spawn(prog, prog_args, priority),
-            Some(core) => sys::spawn_on(prog, prog_args, priority, core),
-        }
-        .map_err(|e| match core {
-            None => format!("run: {e}: {prog}"),
-            Some(core) => format!("run: {e}: {prog} on core {core}"),
-        })?;
+        // A path (`/BIN/PROG`) is read from the disk; a name is looked up in the boot
+        // archive first, then on the disk.
+        let from_archive = if prog.starts_with('/') {
+            Err(ulib::abi::Error::NoSuchProgram)
+        } else {
+            match core {
+                None => sys::spawn(prog, prog_args, priority),
+                Some(core) => sys::spawn_on(prog, prog_args, priority, core),
+            }
+        };
+        let pid = match from_archive {
+            Ok(pid) => pid,
+            Err(ulib::abi::Error::NoSuchProgram)
+                if prog.starts_with('/') || files::on_disk(prog) =>
+            {
+                files::spawn(prog, prog_args, priority, core, self.core)?
+            }
+            Err(e) => {
+                return Err(match core {
+                    None => format!("run: {e}: {prog}"),
+                    Some(core) => format!("run: {e}: {prog} on core {core}"),
+                })
+            }
+        };
         if background {
             println!("[{pid}]");
             self.jobs.push(Job::new(pid, prog));
@@ -347,6 +370,40 @@ impl Shell {
             None => Ok(()),
             Some(why) => Err(format!("{prog} ({pid}) {why}")),
         }
+    }
+
+    /// `source FILE`: run the commands of FILE, a text file on the disk (one a line; blank
+    /// lines and `#` comments skipped), each echoed as `FILE> COMMAND`; the first that fails
+    /// ends it with that error (as `sh -e` does). Files may source files, 4 deep at most.
+    fn source(&mut self, args: &[&str]) -> Result<(), String> {
+        const DEPTH: usize = 4;
+        let [name] = args else {
+            return Err("source: usage: source FILE".into());
+        };
+        if self.sourcing >= DEPTH {
+            return Err(format!(
+                "source {name}: files source each other more than {DEPTH} deep"
+            ));
+        }
+        let text = files::read_text(name)?;
+        self.sourcing += 1;
+        let mut result = Ok(());
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            println!("{name}> {line}");
+            if let Err(e) = self.execute(line) {
+                result = Err(format!("source {name} line {}: {e}", n + 1));
+                break;
+            }
+            if self.exit {
+                break;
+            }
+        }
+        self.sourcing -= 1;
+        result
     }
 
     fn kill(&mut self, args: &[&str]) -> Result<(), String> {

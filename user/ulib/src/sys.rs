@@ -162,6 +162,37 @@ pub fn spawn_on(name: &str, args: &[&str], priority: Priority, core: usize) -> R
     spawn_call(name, args, priority, Some(core))
 }
 
+/// Start the ELF executable `image` (e.g. a program read from the disk) as a child on this
+/// core, shown as `name`, with `args` (`SPAWN_IMAGE`). [`Error::BadExecutable`] for an image
+/// that is not a valid program, [`Error::TooLong`] above `abi::syscall::MAX_IMAGE` bytes.
+pub fn spawn_image(
+    image: &[u8],
+    name: &str,
+    args: &[&str],
+    priority: Priority,
+) -> Result<Pid, Error> {
+    let mut buf = Vec::new();
+    for a in core::iter::once(&name).chain(args) {
+        if a.as_bytes().contains(&0) {
+            return Err(Error::InvalidArgument);
+        }
+        buf.extend_from_slice(a.as_bytes());
+        buf.push(0);
+    }
+    // SAFETY: both buffers are valid for reading for the lengths given.
+    decode(unsafe {
+        raw::syscall5(
+            nr::SPAWN_IMAGE,
+            image.as_ptr() as u64,
+            image.len() as u64,
+            buf.as_ptr() as u64,
+            buf.len() as u64,
+            priority as u64,
+        )
+    })
+    .map(Pid)
+}
+
 /// `SPAWN` (`core` is `None`) or `SPAWN_ON`.
 fn spawn_call(
     name: &str,
