@@ -10,7 +10,7 @@
 use crate::arch::x86_64::paging::phys_to_virt;
 
 /// Most programs the archive may hold; more are reported and ignored.
-pub const MAX_PROGRAMS: usize = 64;
+pub const MAX_PROGRAMS: usize = 128;
 
 type Directory = heapless::Vec<(&'static str, &'static [u8]), MAX_PROGRAMS>;
 
