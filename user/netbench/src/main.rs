@@ -17,6 +17,8 @@
 //! "per_op":X}` lines (LABEL defaults to `send`) for the sender, `netd`, `netd user`,
 //! `netd kernel`, `netdrv`, `netdrv user`, `netdrv kernel` and the elapsed clock, then
 //! `BENCH done`.
+//!
+//! `netbench replace ...` (`replace.rs`) measures P3 Figure 8 for the network instead.
 #![no_std]
 #![no_main]
 
@@ -26,6 +28,8 @@ use alloc::vec::Vec;
 use ulib::abi::{Pid, ProcInfo, MODE_KERNEL, MODE_USER};
 use ulib::net::{Ipv4, UdpSocket, DATA_MAX};
 use ulib::{println, sys};
+
+mod replace;
 
 ulib::main!(main);
 
@@ -68,6 +72,9 @@ fn fill(buf: &mut [u8], seq: u32) {
 }
 
 fn main(args: &[&str]) -> i32 {
+    if args.get(1) == Some(&"replace") {
+        return replace::run(&args[2..]);
+    }
     let parsed = match args {
         [_, n, s, h, p] | [_, n, s, h, p, _] => (
             n.parse::<u32>().ok().filter(|n| *n > 0),

@@ -206,7 +206,7 @@ impl Driver {
         let label = r.msg.label & !ulib::abi::ipc::MSG_ICA;
         if r.sender.0 == 0 && label == abidev::IRQ_LABEL {
             // From the kernel: the line is masked until we acknowledge.
-            let _ = self.net.ack_interrupt();
+            self.net.ack_interrupt();
             self.receive();
             if self.late_ack {
                 self.ack_due = true;
