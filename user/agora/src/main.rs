@@ -19,8 +19,10 @@
 //! the kernel's `poweroff` (after the boot programs end) would never come.
 //!
 //! Each sample is one line, `BENCH {"peer":"musubi","case":...,"unit":...,"per_op":...,
-//! "messages":...,"cross":...,"cross_replies":...,"cross_bare":...}`: the cost per operation
-//! and the rendezvous messages per operation, counted by the kernel on every core
+//! "busy":...,"messages":...,"cross":...,"cross_replies":...,"cross_bare":...}`: the cost
+//! per operation (from the clock), the busy time of all cores per operation
+//! ([`busy_now`]: without the time they waited halted, e.g. for the disk), and the
+//! rendezvous messages per operation, counted by the kernel on every core
 //! (`CoreInfo::ipc_messages`): all of them, those that crossed between cores, the
 //! cross-core answers, and those of them that carried no reply data. The run ends with `BENCH done`, or a `BENCH error` line.
 //!
@@ -38,7 +40,7 @@ use alloc::vec::Vec;
 mod calls;
 mod pipes;
 
-use ulib::abi::{CoreInfo, ENDED_EXIT, IPC_COUNTERS, MAX_CORES};
+use ulib::abi::{CoreInfo, ENDED_EXIT, IPC_COUNTERS, MAX_CORES, MODE_IDLE};
 use ulib::abi::{Pid, IPC_REQUESTS_CROSS};
 use ulib::abi::{IPC_REPLIES, IPC_REPLIES_CROSS, IPC_REPLIES_CROSS_BARE, IPC_REQUESTS};
 use ulib::bench::rdtsc;
@@ -133,6 +135,17 @@ pub fn messages_now() -> Res<[u64; IPC_COUNTERS]> {
     Ok(sum)
 }
 
+/// Every core's time in the busy modes (user, kernel, lock, interrupt: all but idle), added
+/// up: under `-icount` the instructions the cores executed, without the time they spent
+/// halted waiting (for the disk, for another core).
+pub fn busy_now() -> Res<u64> {
+    let modes = sys::modes().map_err(|_| "MODES failed")?;
+    Ok(modes
+        .iter()
+        .map(|m| m.ns.iter().sum::<u64>() - m.ns[MODE_IDLE])
+        .sum())
+}
+
 /// Cores online.
 pub fn cores_online() -> Res<usize> {
     let mut cores = [CoreInfo::default(); MAX_CORES];
@@ -147,20 +160,25 @@ pub fn cores_online() -> Res<usize> {
 #[derive(Default)]
 pub struct Meter {
     pub ticks: u64,
+    /// Busy time of all cores ([`busy_now`]).
+    busy: u64,
     counts: [u64; IPC_COUNTERS],
     t0: u64,
+    b0: u64,
     c0: [u64; IPC_COUNTERS],
 }
 
 impl Meter {
     pub fn start(&mut self) -> Res<()> {
         self.c0 = messages_now()?;
+        self.b0 = busy_now()?;
         self.t0 = rdtsc();
         Ok(())
     }
 
     pub fn stop(&mut self) -> Res<()> {
         let t = rdtsc();
+        self.busy += busy_now()?.saturating_sub(self.b0);
         let c = messages_now()?;
         self.ticks += t - self.t0;
         for (i, n) in self.counts.iter_mut().enumerate() {
@@ -172,6 +190,7 @@ impl Meter {
     /// Add an interval measured by the caller (in its own unit) with the messages counted
     /// since `start`.
     pub fn stop_with(&mut self, elapsed: u64) -> Res<()> {
+        self.busy += busy_now()?.saturating_sub(self.b0);
         let c = messages_now()?;
         self.ticks += elapsed;
         for (i, n) in self.counts.iter_mut().enumerate() {
@@ -185,8 +204,9 @@ impl Meter {
         let per = |x: u64| x as f64 / ops as f64;
         let c = &self.counts;
         println!(
-            "BENCH {{\"peer\":\"musubi\",\"case\":\"{case}\",\"unit\":\"{unit}\",\"per_op\":{:.1},\"messages\":{:.2},\"cross\":{:.2},\"cross_replies\":{:.2},\"cross_bare\":{:.2}}}",
+            "BENCH {{\"peer\":\"musubi\",\"case\":\"{case}\",\"unit\":\"{unit}\",\"per_op\":{:.1},\"busy\":{:.1},\"messages\":{:.2},\"cross\":{:.2},\"cross_replies\":{:.2},\"cross_bare\":{:.2}}}",
             per(self.ticks),
+            per(self.busy),
             per(c[IPC_REQUESTS] + c[IPC_REPLIES]),
             per(c[IPC_REQUESTS_CROSS] + c[IPC_REPLIES_CROSS]),
             per(c[IPC_REPLIES_CROSS]),
