@@ -118,7 +118,11 @@ pub fn make_image(path: &Path) -> Result<()> {
     crate::disk::put(path, "HIT.DAT", &pattern(HIT_BYTES))?;
     crate::disk::put(path, "MISS.DAT", &pattern(MISS_BYTES))?;
     for i in 0..LS_FILES {
-        crate::disk::put(path, &format!("L{i:02}.TXT"), format!("file {i}\n").as_bytes())?;
+        crate::disk::put(
+            path,
+            &format!("L{i:02}.TXT"),
+            format!("file {i}\n").as_bytes(),
+        )?;
     }
     Ok(())
 }
@@ -200,7 +204,10 @@ pub fn deterministic(runs: usize, peer: Option<Peer>) -> Result<()> {
                     .into_iter()
                     .map(|p| (p.case, p.samples)),
             );
-            (all, crate::peer_linux::qemu_command_line(runs).unwrap_or_default())
+            (
+                all,
+                crate::peer_linux::qemu_command_line(runs).unwrap_or_default(),
+            )
         }
         None => (Vec::new(), String::new()),
     };
@@ -294,7 +301,9 @@ pub fn build_report(
             });
             if *place == TWO_CORES {
                 bare += field(samples, case, |s| s.cross_bare).iter().sum::<f64>();
-                replies += field(samples, case, |s| s.cross_replies).iter().sum::<f64>();
+                replies += field(samples, case, |s| s.cross_replies)
+                    .iter()
+                    .sum::<f64>();
             }
         }
     }
@@ -307,7 +316,12 @@ pub fn build_report(
     let linux_read = lin(LINUX_READ);
     let linux_pipe = lin(LINUX_PIPE);
     let linux_spawn = lin("spawn+wait");
-    rows.extend([&linux_read, &linux_pipe, &linux_spawn].into_iter().flatten().cloned());
+    rows.extend(
+        [&linux_read, &linux_pipe, &linux_spawn]
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
 
     // Checks: the paper's shapes, then the targets.
     let file_calls = 0..5; // exec does not go through the file service here
@@ -449,16 +463,20 @@ pub fn build_report(
         format!(
             "Targets: read hit {musubi_hit:.0} instructions{}; cross-core pipe round trip \
              {pipe_cross:.0}{}.",
-            linux_read.as_ref().map_or(" (no Linux peer in this run)".into(), |l| format!(
-                " against Linux's {:.0} ({:.2}x, target <= {READ_HIT_LINUX})",
-                l.median,
-                musubi_hit / l.median
-            )),
-            linux_pipe.as_ref().map_or(" (no Linux peer in this run)".into(), |l| format!(
-                " against Linux's {:.0} ({:.2}x, target <= {PIPE_LINUX})",
-                l.median,
-                pipe_cross / l.median
-            )),
+            linux_read
+                .as_ref()
+                .map_or(" (no Linux peer in this run)".into(), |l| format!(
+                    " against Linux's {:.0} ({:.2}x, target <= {READ_HIT_LINUX})",
+                    l.median,
+                    musubi_hit / l.median
+                )),
+            linux_pipe
+                .as_ref()
+                .map_or(" (no Linux peer in this run)".into(), |l| format!(
+                    " against Linux's {:.0} ({:.2}x, target <= {PIPE_LINUX})",
+                    l.median,
+                    pipe_cross / l.median
+                )),
         ),
         format!("Musubi QEMU: `{qemu}`"),
         if peer_cmd.is_empty() {
@@ -479,4 +497,94 @@ pub fn build_report(
         checks,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(case: &str, per_op: f64, busy: f64, messages: f64, cross: f64) -> Sample {
+        Sample {
+            case: case.into(),
+            per_op,
+            busy,
+            messages,
+            cross,
+            cross_replies: cross / 2.0,
+            cross_bare: 0.0,
+        }
+    }
+
+    /// Samples of one placement: every call costs `cost` (busy the same), with `messages`
+    /// of which `cross` cross.
+    fn placement(cost: f64, cross: f64) -> Vec<Sample> {
+        let mut v = vec![
+            s(RTT_SAME, 1000.0, 1000.0, 2.0, 0.0),
+            s(RTT_CROSS, 4000.0, 4000.0, 2.0, 2.0),
+            s(PIPE_SAME, 2000.0, 2000.0, 0.0, 0.0),
+            s(PIPE_CROSS, 5000.0, 5000.0, 0.0, 0.0),
+        ];
+        for (i, c) in CALLS.iter().enumerate() {
+            let m = if *c == "read miss" { 4.0 } else { 2.0 };
+            v.push(s(c, cost * (i + 1) as f64, cost, m, cross.min(m)));
+        }
+        v
+    }
+
+    #[test]
+    fn parses_bench_lines() {
+        let lines = vec![
+            "noise".to_string(),
+            r#"BENCH {"peer":"musubi","case":"read hit","unit":"instructions","per_op":10.5,"busy":9.0,"messages":2.00,"cross":2.00,"cross_replies":1.00,"cross_bare":0.50}"#.to_string(),
+            r#"BENCH {"peer":"linux","case":"x","per_op":1}"#.to_string(),
+            "BENCH done".to_string(),
+        ];
+        let v = parse(&lines).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].case, "read hit");
+        assert_eq!((v[0].per_op, v[0].busy, v[0].cross_bare), (10.5, 9.0, 0.5));
+        assert!(parse(&["BENCH {\"peer\":\"musubi\"}".to_string()]).is_err());
+    }
+
+    #[test]
+    fn checks_are_computed_from_the_rows() {
+        let p = [
+            (ONE_CORE, placement(4000.0, 0.0)),
+            (TWO_CORES, placement(6000.0, 2.0)),
+        ];
+        let linux = vec![
+            (LINUX_READ.to_string(), vec![8000.0; 3]),
+            (LINUX_PIPE.to_string(), vec![10000.0; 3]),
+        ];
+        let r = build_report(1, &p, &linux, "qemu -smp 2 x", "linux").unwrap();
+        let c = |name: &str| r.checks.iter().find(|c| c.name.contains(name)).unwrap();
+        // One core: 2 same-core messages = one round trip of 1000 over a busy 4000.
+        assert_eq!(c("share of a file call's cost in IPC").value, 0.25);
+        assert!(!c("share of a file call's cost in IPC").holds);
+        assert_eq!(c("two cores / one core").value, 1.5);
+        assert!(c("two cores / one core").holds);
+        assert_eq!(c("read miss / read hit").value, 2.0);
+        assert_eq!(c("Table 4").value, 0.0);
+        assert!(!c("Table 4").holds);
+        // Read hit, one core: 4000 against Linux's 8000; pipe across cores 5000 / 10000.
+        assert_eq!(c("Linux read of a cached file").value, 0.5);
+        assert!(c("Linux read of a cached file").holds);
+        assert_eq!(c("Linux pipe ping-pong").value, 0.5);
+        let md = r.markdown();
+        assert!(md.contains("| open | 16000 / 4000 | 2.0 | 25% |"), "{md}");
+        assert!(md.contains("(4.0x; P0: about 17x)"), "{md}");
+    }
+
+    #[test]
+    fn without_a_peer_there_is_no_target_check_and_a_missing_case_fails() {
+        let p = [
+            (ONE_CORE, placement(4000.0, 0.0)),
+            (TWO_CORES, placement(6000.0, 2.0)),
+        ];
+        let r = build_report(1, &p, &[], "q", "").unwrap();
+        assert_eq!(r.checks.len(), 4);
+        let mut broken = placement(4000.0, 0.0);
+        broken.retain(|s| s.case != "close");
+        assert!(build_report(1, &[(ONE_CORE, broken), p[1].clone()], &[], "q", "").is_err());
+    }
 }

@@ -5,11 +5,11 @@
 
 #![forbid(unsafe_code)]
 mod bench;
+mod bench_agora;
+mod bench_agora_par;
 mod bench_ant;
 mod bench_ant_figs;
 mod bench_diros;
-mod bench_agora;
-mod bench_agora_par;
 mod bench_ipc;
 mod bench_net;
 mod bench_net_det;

@@ -201,7 +201,7 @@ pub fn sink(think_us: u64) -> Res<()> {
 /// `sort_core`, the time from the first spawn to both ends, in nanoseconds.
 pub fn lsort(samples: u64, ls_core: usize, sort_core: usize) -> Res<()> {
     crate::calls::wait_for_fs()?;
-    let case = format!("ls | sort, ls on core {ls_core}, sort on core {sort_core}");
+    let case = format!("ls piped to sort, ls on core {ls_core}, sort on core {sort_core}");
     sampled(&case, "ns", samples, 1, |_, _, m| {
         let p = stdio::pipe(Some(sort_core), None, serial()).map_err(|_| "pipe failed")?;
         let r = (|| {
