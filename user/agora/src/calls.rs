@@ -37,6 +37,7 @@ const ECHO: u64 = 1;
 const STOP: u64 = 2;
 const ICA_AT: u64 = 0x0000_5600_0000_0000;
 
+pub const ICA_SETUP: &str = "a request's ICA set up and taken down (ulib::fs)";
 pub const RTT_SAME: &str = "rendezvous round trip with a 4 KiB ICA, same core";
 pub const RTT_CROSS: &str = "rendezvous round trip with a 4 KiB ICA, two cores";
 
@@ -45,6 +46,8 @@ pub fn run(samples: u64) -> Res<()> {
         return Err("SAMPLES must be 1..31 (MISS.DAT holds 32 samples of fresh sectors)");
     }
     wait_for_fs()?;
+    crate::calibrate()?;
+    ica_setup(samples)?;
     read_hit(samples)?;
     read_miss(samples)?;
     write(samples)?;
@@ -86,6 +89,31 @@ fn check(offset: u64, buf: &[u8]) -> Res<()> {
         .enumerate()
         .all(|(i, &b)| b == pattern(offset + i as u64));
     ok.then_some(()).ok_or("read returned wrong data")
+}
+
+/// What `ulib::fs` does around every request besides the rendezvous: open a 4 KiB vregion
+/// for its ICA, attach it, detach it, close it (for reading a file call's cost by its
+/// parts; the page itself is allocated and zeroed where it is first written, which a read
+/// leaves to the server).
+fn ica_setup(samples: u64) -> Res<()> {
+    const AT: u64 = 0x0000_5700_0000_0000;
+    let me = sys::getpid().map_err(|_| "getpid")?;
+    sampled(ICA_SETUP, "instructions", samples, RW_OPS, |_, ops, m| {
+        for _ in 0..ops {
+            m.start()?;
+            let v = res::open_vregion(
+                &format!("here/vregion/set{}", me.0),
+                4096,
+                Rights::OWNER_ALL,
+            )
+            .map_err(|_| "opening a vregion failed")?;
+            res::attach_here(v, AT, true).map_err(|_| "attaching failed")?;
+            res::detach_here(AT).map_err(|_| "detaching failed")?;
+            res::close(v).map_err(|_| "closing the vregion failed")?;
+            m.stop()?;
+        }
+        Ok(())
+    })
 }
 
 fn read_hit(samples: u64) -> Res<()> {

@@ -146,6 +146,27 @@ pub fn busy_now() -> Res<u64> {
         .sum())
 }
 
+/// The busy time an empty `start`/`stop` interval counts (the tail of the first `MODES`
+/// call and the head of the second), taken off every interval ([`calibrate`]).
+static BUSY_FLOOR: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Measure [`BUSY_FLOOR`]: the least of 16 empty intervals.
+pub fn calibrate() -> Res<()> {
+    BUSY_FLOOR.store(0, core::sync::atomic::Ordering::Relaxed);
+    let mut least = u64::MAX;
+    for _ in 0..16 {
+        let b0 = busy_now()?;
+        least = least.min(busy_now()?.saturating_sub(b0));
+    }
+    BUSY_FLOOR.store(least, core::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+fn busy_since(b0: u64) -> Res<u64> {
+    let floor = BUSY_FLOOR.load(core::sync::atomic::Ordering::Relaxed);
+    Ok(busy_now()?.saturating_sub(b0).saturating_sub(floor))
+}
+
 /// Cores online.
 pub fn cores_online() -> Res<usize> {
     let mut cores = [CoreInfo::default(); MAX_CORES];
@@ -178,7 +199,7 @@ impl Meter {
 
     pub fn stop(&mut self) -> Res<()> {
         let t = rdtsc();
-        self.busy += busy_now()?.saturating_sub(self.b0);
+        self.busy += busy_since(self.b0)?;
         let c = messages_now()?;
         self.ticks += t - self.t0;
         for (i, n) in self.counts.iter_mut().enumerate() {
@@ -190,7 +211,7 @@ impl Meter {
     /// Add an interval measured by the caller (in its own unit) with the messages counted
     /// since `start`.
     pub fn stop_with(&mut self, elapsed: u64) -> Res<()> {
-        self.busy += busy_now()?.saturating_sub(self.b0);
+        self.busy += busy_since(self.b0)?;
         let c = messages_now()?;
         self.ticks += elapsed;
         for (i, n) in self.counts.iter_mut().enumerate() {
