@@ -12,7 +12,7 @@
 //! |---|---|
 //! | `agora calls SAMPLES` | Table 2: per call (read hit, read miss, write, open, close, exec) the instructions and the rendezvous messages it caused; plus the rendezvous round trip with a 4 KiB ICA (what one fs request's IPC costs) on this core and across cores, and a 1-byte pipe round trip on this core and across cores (deterministic mode) |
 //! | `agora stream SAMPLES CORE THINK_US...` | Figure 4: 1-byte messages through a pipe from this program to a reader on `CORE`, each side computing THINK µs per message (parallel mode, wall time) |
-//! | `agora lsort SAMPLES LS_CORE SORT_CORE` | Table 3: `ls -l | sort` (a directory listed with a `stat` per entry, piped to a sort) with the two programs on the given cores (parallel mode) |
+//! | `agora lsort SAMPLES LS_CORE SORT_CORE` | Table 3: `ls -l` piped to `sort` (a directory listed with a `stat` per entry, piped to a sort) with the two programs on the given cores (parallel mode) |
 //!
 //! Commands may be joined by `+` (`agora lsort 5 1 1 + stream 5 0 0 100`), and a last
 //! word `off` powers the machine off after them: a benchmark boot's servers never end, so
