@@ -315,7 +315,24 @@ pub struct CoreInfo {
     /// Timed waits ended by a timer interrupt programmed for no later than their deadline
     /// (by their own deadline, not by a later tick), however late the interrupt came.
     pub deadline_wakes: u64,
+    /// Rendezvous messages between processes served on this core (P0's IPC count: a
+    /// request taken by `RECV`, an answer given by `REPLY`), indexed by the `IPC_*` values.
+    pub ipc_messages: [u64; IPC_COUNTERS],
 }
+
+/// `CoreInfo::ipc_messages`: requests taken by a server of the core (one-way sends too).
+pub const IPC_REQUESTS: usize = 0;
+/// ... of them sent from another core.
+pub const IPC_REQUESTS_CROSS: usize = 1;
+/// Answers given by a server of the core (`REPLY`, `REPLY_RECV`, `REPLY_ERROR`).
+pub const IPC_REPLIES: usize = 2;
+/// ... of them to a caller on another core.
+pub const IPC_REPLIES_CROSS: usize = 3;
+/// ... of those cross-core answers, the ones that carry no reply data (no ICA and no
+/// message words: the return value alone), which P0's Table 4 could send without a
+/// rendezvous.
+pub const IPC_REPLIES_CROSS_BARE: usize = 4;
+pub const IPC_COUNTERS: usize = 5;
 
 /// CPU modes (P2, Limited Symmetry section 2.1): where a core's time goes.
 pub const MODE_USER: usize = 0;

@@ -193,6 +193,30 @@ impl ProcIpc {
 }
 
 /// Run `f` on the running process's queues.
+/// Count a request taken by a server of this core, sent by `sender` (P0's IPC count;
+/// `CoreStats::ipc_messages`, reported by `CORES`).
+fn note_request(sender: Pid) {
+    let counts = &crate::percore::this().stats.ipc_messages;
+    counts[abi::IPC_REQUESTS].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    if sender.core() != current_core() {
+        counts[abi::IPC_REQUESTS_CROSS].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// Count an answer `msg` given on this core to `caller`; across cores, note whether it
+/// carries reply data (an ICA or message words) or the return value alone.
+fn note_reply(caller: Pid, msg: &Msg) {
+    use core::sync::atomic::Ordering::Relaxed;
+    let counts = &crate::percore::this().stats.ipc_messages;
+    counts[abi::IPC_REPLIES].fetch_add(1, Relaxed);
+    if caller.core() != current_core() {
+        counts[abi::IPC_REPLIES_CROSS].fetch_add(1, Relaxed);
+        if !ica::carries(msg) && msg.words.iter().all(|&w| w == 0) {
+            counts[abi::IPC_REPLIES_CROSS_BARE].fetch_add(1, Relaxed);
+        }
+    }
+}
+
 fn with_mine<R>(f: impl FnOnce(&mut ProcIpc, Pid) -> Result<R, Error>) -> Result<R, Error> {
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;

@@ -5,6 +5,8 @@
 
 #![forbid(unsafe_code)]
 mod bench;
+mod bench_agora;
+mod bench_agora_par;
 mod bench_ant;
 mod bench_ant_figs;
 mod bench_diros;
@@ -120,7 +122,8 @@ enum Cmd {
     Bench {
         /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
         /// ant, net (parallel, then net-deterministic), net-deterministic, net-replace (P3
-        /// Figure 8 for the network, parallel).
+        /// Figure 8 for the network, parallel), agora (P0: agora-deterministic, then
+        /// agora-parallel).
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -269,6 +272,9 @@ fn run(cli: Cli) -> Result<()> {
                 ("tender", None) => bench_tender::tender(runs.max(1))?,
                 ("symmetry", None) => bench_symmetry::symmetry(runs.max(1))?,
                 ("ipc", peer) => bench_ipc::ipc(runs.max(1), peer)?,
+                ("agora", peer) => bench_agora::agora(runs.max(1), peer)?,
+                ("agora-deterministic", peer) => bench_agora::deterministic(runs.max(1), peer)?,
+                ("agora-parallel", None) => bench_agora_par::parallel(runs.max(1))?,
                 ("diros", None) => bench_diros::diros(runs.max(1))?,
                 ("timers", None) => bench_timers::timers(runs.max(1))?,
                 ("ant", None) => bench_ant::ant(runs.max(1))?,
@@ -282,7 +288,7 @@ fn run(cli: Cli) -> Result<()> {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
                          resources, urpc, tender, symmetry, ipc, diros, timers, ant, net, net-deterministic, \
-                         net-replace"
+                         net-replace, agora, agora-deterministic, agora-parallel"
                     )
                 }
             }

@@ -43,13 +43,15 @@ pub struct PeerCase {
 }
 
 /// The cases `basics.c` measures, in the order it prints them: the four of `basics`, then
-/// the one of `resources` (last, so that adding it did not move the others' figures).
-pub const CASES: [&str; 5] = [
+/// the one of `resources` and the one of `agora` (last, so that adding them did not move
+/// the others' figures).
+pub const CASES: [&str; 6] = [
     "null call",
     "yield ping-pong",
     "spawn+wait",
     "heap grow 4 KiB",
     "mmap+munmap 4 KiB",
+    "read 512 B, cached file",
 ];
 
 /// The cases `ipc.c` measures, in the order it prints them (on a two-vCPU machine).

@@ -26,7 +26,7 @@
 //! live on: only the mark (one RPCC call when the vregion lives on another core than the
 //! sender) and the frame list (inside the request) travel.
 
-use super::{answer, deliver, with_mine, Incoming};
+use super::{answer, deliver, note_reply, with_mine, Incoming};
 use crate::proc::{sched, vspace::VSpace};
 use abi::ipc::{Completion, Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA};
 use abi::res::{ResId, ResType};
@@ -208,6 +208,7 @@ pub(super) fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
             return Err(e);
         }
     };
+    note_reply(caller.pid, &msg);
     deliver(None, caller, answer(caller, msg, value), ica);
     Ok(())
 }

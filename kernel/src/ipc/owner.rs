@@ -98,6 +98,7 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
         };
         ipc.forget_receiver(thread);
         let r = ipc.requests.remove(i).ok_or(Error::Unknown)?;
+        note_request(r.sender);
         if r.via.named() {
             crate::fnid::note_served(r.via);
         }
@@ -185,6 +186,7 @@ pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
         return ica::reply(handle, msg, value);
     }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
+    note_reply(caller.pid, &msg);
     deliver(None, caller, answer(caller, msg, value), None);
     Ok(())
 }
@@ -199,6 +201,7 @@ pub fn reply_error(handle: u64, code: u64) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
+    note_reply(caller.pid, &Msg::default());
     fail(None, caller, e);
     Ok(())
 }
@@ -279,6 +282,7 @@ fn reply_recv_as<const PASS: bool>(
             return Ok((owner, None, None, false));
         }
         let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
+        note_reply(caller.pid, &msg);
         if caller.pid.core() != here {
             return Ok((owner, Some(caller), None, false));
         }

@@ -99,3 +99,53 @@ ktest! {
         Ok(())
     }
 }
+
+/// P0's IPC count: every core's rendezvous message counters, added up.
+fn messages() -> [u64; abi::IPC_COUNTERS] {
+    let mut sum = [0; abi::IPC_COUNTERS];
+    for c in 0..smp::cores_planned() {
+        for (s, n) in sum.iter_mut().zip(&percore::of(c).stats.ipc_messages) {
+            *s += n.load(core::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    sum
+}
+
+ktest! {
+    /// The rendezvous message counters (`CoreStats::ipc_messages`, what `bench agora`
+    /// reads through `CORES`): `ipccheck fast`'s 100 calls count at least 100 requests and
+    /// 100 answers; with the callers on this core none crosses, with them on another core
+    /// at least 100 of each do.
+    fn rendezvous_messages_are_counted() -> TestResult {
+        use abi::{IPC_REPLIES, IPC_REPLIES_CROSS, IPC_REQUESTS, IPC_REQUESTS_CROSS};
+        let here = format!("{}", percore::current_core());
+        let before = messages();
+        run_ipccheck(&["fast", here.as_str()])?;
+        let after = messages();
+        let d = |i: usize| after[i] - before[i];
+        kassert!(
+            d(IPC_REQUESTS) >= 100 && d(IPC_REPLIES) >= 100,
+            "requests {} and answers {} for 100 calls on one core",
+            d(IPC_REQUESTS),
+            d(IPC_REPLIES)
+        );
+        kassert!(
+            d(IPC_REQUESTS_CROSS) == 0 && d(IPC_REPLIES_CROSS) == 0,
+            "cross-core messages counted on one core: {after:?} after {before:?}"
+        );
+        if smp::cores_planned() >= 2 {
+            let other = format!("{}", (percore::current_core() + 1) % smp::cores_planned());
+            let before = messages();
+            run_ipccheck(&["fast", other.as_str()])?;
+            let after = messages();
+            let d = |i: usize| after[i] - before[i];
+            kassert!(
+                d(IPC_REQUESTS_CROSS) >= 100 && d(IPC_REPLIES_CROSS) >= 100,
+                "cross-core requests {} and answers {} for 100 calls from another core",
+                d(IPC_REQUESTS_CROSS),
+                d(IPC_REPLIES_CROSS)
+            );
+        }
+        Ok(())
+    }
+}
