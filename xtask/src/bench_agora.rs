@@ -14,8 +14,8 @@
 //! - `agora-parallel` (parallel, wall time; `bench_agora_par.rs`): Figure 4 and Table 3,
 //!   which are about overlap across cores and so cannot be seen under `-icount`.
 //!
-//! The Musubi side is `user/agora`, started at boot beside `driver=0:blkdrv start=0:fsd`
-//! on a disk image made here (`HIT.DAT`, `MISS.DAT` of a known pattern, a directory of
+//! The Musubi side is `user/agora`, started at boot beside the file service (`blkdrv`,
+//! `bufd`, `fsd`, placed by the boot configuration's words) on a disk image made here (`HIT.DAT`, `MISS.DAT` of a known pattern, a directory of
 //! small files for `ls`). It reaches the file service only through `ulib::fs`, so it
 //! measures whatever process network is merged behind `fs`. Messages are counted by the
 //! kernel per core (`CoreInfo::ipc_messages`: requests taken by `RECV`, answers given).
@@ -132,8 +132,8 @@ pub fn image_path() -> PathBuf {
     crate::build::workspace_root().join("target/bench-agora.img")
 }
 
-/// A two-core guest with `blkdrv` on core 0, `fsd` on `fs_core` and `agora ARGS off` on
-/// `core`.
+/// A two-core guest with `blkdrv` on core 0, the buffer manager `bufd` and `fsd` on
+/// `fs_core` (boot configuration words) and `agora ARGS off` on `core`.
 pub fn guest(
     kernel: &Path,
     archive: &Path,
@@ -145,8 +145,8 @@ pub fn guest(
         kernel,
         2,
         &format!(
-            "noshell rpcc.notify=ipi driver=0:blkdrv start={fs_core}:fsd \
-             start={core}:agora,{args},off"
+            "noshell rpcc.notify=ipi services=files disk.core=0 buffers.cores={fs_core} \
+             files.core={fs_core} start={core}:agora,{args},off"
         ),
     );
     g.initrd = Some(archive.to_path_buf());

@@ -230,7 +230,7 @@ pub fn build_report(runs: usize, p1: &[Sample], p2: &[Sample], qemu: &str) -> Re
                  overlapped more (its exec and close went on remotely after the caller resumed)."
             }
         ),
-        format!("Musubi QEMU (placement 2; placement 1 differs only in `start=1:fsd`): `{qemu}`"),
+        format!("Musubi QEMU (placement 2; placement 1 differs only in `buffers.cores=1 files.core=1`): `{qemu}`"),
     ];
     Ok(Report {
         bench: "agora-parallel".into(),
