@@ -449,7 +449,7 @@ pub fn build_report(
     let holds = |c: &Check| if c.holds { "holds" } else { "does not hold" };
     let shape = format!(
         "Shape. IPC as the main cost of a call ({}: median share {:.0}% on one core, paper about \
-         50%; most of the rest is `ulib::fs` setting up each request's ICA, below); a larger \
+         50%); a larger \
          share across cores ({}: {:.0}% on two cores, paper {:.0}%); calls answered across cores cost more than on one core ({}: {:.2}x, paper {:.2}x); \
          a cross-core rendezvous whose answer carries no data (Table 4) is {:.0}% of them here \
          against the paper's 91% ({}): every `fs` and `blk` answer hands back the request's ICA, \
@@ -471,8 +471,8 @@ pub fn build_report(
     );
     let notes = vec![
         format!(
-            "What is measured (`user/agora calls`, deterministic mode, two vCPUs): `blkdrv` \
-             and `fsd` on core 0; `agora` on core 0 (\"{ONE_CORE}\") or core 1 (\"{TWO_CORES}\"). \
+            "What is measured (`user/agora calls`, deterministic mode, two vCPUs): `blkdrv`, \
+             `bufd` and `fsd` on core 0; `agora` on core 0 (\"{ONE_CORE}\") or core 1 (\"{TWO_CORES}\"). \
              Read hit: 512 B reads of a 16 KiB file just read through; read miss: 512 B reads \
              of a 512 KiB file, each sector read for the first time; write: 512 B writes to a \
              new file; open and close of an existing file in the root directory; exec: `SPAWN` \
@@ -490,13 +490,14 @@ pub fn build_report(
         shape,
         format!(
             "Where a read hit's {:.0} busy instructions (one core) go: about {rtt_same:.0} in \
-             its rendezvous (one round trip with a 4 KiB ICA), {ica_setup:.0} in `ulib::fs` \
-             setting up and taking down the request's ICA (a vregion opened, attached, \
-             detached, closed), and the other {:.0} in the file server's own work (finding the \
-             file, `embedded-sdmmc`'s lookups, its sector cache, copying 512 bytes twice) and \
-             the page the ICA gets where it is first written.",
+             the program's rendezvous with `fsd` (one round trip with a 4 KiB ICA), and the \
+             other {:.0} in the file server's own work: finding the file (`embedded-sdmmc`'s \
+             lookups), its round trip to the buffer manager `bufd` for the sector, and copying \
+             512 bytes twice. `ulib::fs` keeps one request ICA between calls; opening, \
+             attaching, detaching and closing a fresh one for every call, as it did at first, \
+             costs {ica_setup:.0} more (the ICA set-up row).",
             table[0][0].busy,
-            table[0][0].busy - rtt_same - ica_setup
+            table[0][0].busy - rtt_same,
         ),
         format!(
             "Targets: read hit {musubi_hit:.0} instructions{}; cross-core pipe round trip \

@@ -3,18 +3,25 @@
 //! server is `user/fsd`), found by function id. Names are `/`-separated FAT 8.3 names
 //! relative to the volume's root (`DIR/FILE.TXT`).
 //!
-//! Each request carries a fresh ICA (a vregion of `FS_ICA_SIZE` bytes, opened, attached,
-//! sent, detached and closed again), so a program holds nothing between calls but its
-//! handles; [`read_all`] and [`write_all`] loop over the ICA-sized pieces.
+//! Each request carries an ICA of `FS_ICA_SIZE` bytes, which the reply gives back. The
+//! program keeps one such ICA between calls (`SPARE`) and sends it with the next request:
+//! opening, attaching, detaching and closing a fresh vregion for every call cost about
+//! 21,000 of a cached read's 31,000 instructions (`cargo xtask bench agora`). A second
+//! thread that asks while the spare is out gets a fresh one (which becomes the spare if the
+//! slot is empty when it comes back); a spare made on another core (the program migrated)
+//! is closed and replaced, and an ICA that does not come back (the server ended holding
+//! it) is closed. [`read_all`] and [`write_all`] loop over the ICA-sized pieces.
 
 use crate::abi::fs::*;
 use crate::abi::ipc::Msg;
 use crate::abi::res::{ResId, Rights};
 use crate::abi::Error;
+use crate::cell::Local;
 use crate::{fnid, ipc, res};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use crate::abi::fs::{MODE_APPEND, MODE_READ, MODE_WRITE};
 
@@ -22,8 +29,101 @@ pub use crate::abi::fs::{MODE_APPEND, MODE_READ, MODE_WRITE};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fd(pub u64);
 
-/// Where the request ICA is attached while the caller fills it.
+/// Where fresh request ICAs are attached while the caller fills them: slot `n % SLOTS` of
+/// a window of [`SLOTS`] ICAs, so that threads asking at once never share an address.
 const AT: u64 = 0x0000_5500_0000_0000;
+const SLOTS: u64 = 256;
+
+/// The ICA kept for the next request: the vregion, where it is attached now, and the core
+/// that owns it.
+static SPARE: Local<Option<(ResId, u64, usize)>> = Local::new(None);
+/// Fresh ICAs made so far (their names and attach slots).
+static MADE: AtomicU64 = AtomicU64::new(0);
+
+/// An ICA to send: the spare, or a fresh one. Returns it and where it is attached.
+fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
+    if let Some((region, at, core)) = SPARE.with(Option::take) {
+        if core == pid.core() {
+            return Ok((region, at));
+        }
+        // Made on the core this program ran on before it migrated: sent from here, it
+        // would cross cores with every request.
+        let _ = res::detach_here(at);
+        let _ = res::close(region);
+    }
+    let n = MADE.fetch_add(1, Ordering::Relaxed);
+    let name = format!("here/vregion/fs-{}-{n}", pid.0);
+    let region = match res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL) {
+        Err(Error::Limit | Error::NoMemory) if close_leftovers(pid) > 0 => {
+            res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL)?
+        }
+        r => r?,
+    };
+    let at = AT + (n % SLOTS) * FS_ICA_SIZE;
+    if let Err(e) = res::attach_here(region, at, true) {
+        let _ = res::close(region);
+        return Err(e);
+    }
+    Ok((region, at))
+}
+
+/// Let the spare go: called as the program ends (`rt::start`, the panic handler), since a
+/// vregion outlives the process that opened it. `wait`: false where the spare may be in use
+/// by the caller (a panic inside a request); it is then left to [`close_leftovers`].
+pub fn release(wait: bool) {
+    let spare = if wait {
+        SPARE.with(Option::take)
+    } else {
+        SPARE.try_with(Option::take).flatten()
+    };
+    if let Some((region, at, _)) = spare {
+        let _ = res::detach_here(at);
+        let _ = res::close(region);
+    }
+}
+
+/// Close the request ICAs that programs of this user left on this core when they were
+/// killed (a killed program cannot let its spare go): every `fs-PID-N` vregion whose
+/// program no longer runs. Run when opening a fresh ICA hits a limit. Returns how many.
+fn close_leftovers(me: crate::abi::Pid) -> usize {
+    let mut procs = alloc::vec![crate::abi::ProcInfo::EMPTY; 1024];
+    let n = crate::sys::processes(&mut procs).unwrap_or(0);
+    let alive = |pid: u64| {
+        procs[..n]
+            .iter()
+            .any(|p| p.pid.0 == pid && p.state != crate::abi::STATE_ZOMBIE)
+    };
+    let mut closed = 0;
+    for r in res::list_all(me.core()).unwrap_or_default() {
+        let Some(rest) = r.name().strip_prefix("fs-") else {
+            continue;
+        };
+        let owner = rest.split('-').next().and_then(|p| p.parse::<u64>().ok());
+        if r.kind == crate::abi::res::ResType::VRegion as u8
+            && owner.is_some_and(|p| p != me.0 && !alive(p))
+            && res::close(r.id).is_ok()
+        {
+            closed += 1;
+        }
+    }
+    closed
+}
+
+/// An ICA that came back attached at `at`: kept as the spare, or let go if there is one.
+fn give_back(region: ResId, at: u64, core: usize) {
+    let kept = SPARE.with(|s| {
+        if s.is_none() {
+            *s = Some((region, at, core));
+            true
+        } else {
+            false
+        }
+    });
+    if !kept {
+        let _ = res::detach_here(at);
+        let _ = res::close(region);
+    }
+}
 
 /// One request to `fs`: `fill` writes the ICA, `take` reads the reply's ICA.
 fn request<T>(
@@ -34,29 +134,37 @@ fn request<T>(
 ) -> Result<T, Error> {
     let server = ResId(fnid::lookup(FN_FS)?.0);
     let pid = crate::sys::getpid()?;
-    let region = res::open_vregion(
-        &format!("here/vregion/fs-{}", pid.0),
-        FS_ICA_SIZE,
-        Rights::OWNER_ALL,
-    )?;
-    let r = (|| {
-        res::attach_here(region, AT, true)?;
-        // SAFETY: just attached writable at AT, FS_ICA_SIZE bytes, only by us.
-        fill(unsafe { core::slice::from_raw_parts_mut(AT as *mut u8, FS_ICA_SIZE as usize) });
-        let (value, reply) = ipc::call(server, &ipc::with_ica(Msg { label, words }, region))?;
-        let (_, at) = ipc::ica_at(&reply).ok_or(Error::Unknown)?;
-        // SAFETY: the reply gave the ICA back, attached at `at`, FS_ICA_SIZE bytes.
-        let data = unsafe { core::slice::from_raw_parts(at as *const u8, FS_ICA_SIZE as usize) };
-        let out = if value == 0 {
-            Ok(take(data, &reply))
+    let (region, at) = take_ica(pid)?;
+    // SAFETY: attached writable at `at`, FS_ICA_SIZE bytes, by us alone (the spare is
+    // handed to one request at a time).
+    fill(unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) });
+    let (value, reply) = match ipc::call(server, &ipc::with_ica(Msg { label, words }, region)) {
+        Ok(r) => r,
+        Err(e) => {
+            // Whether the ICA left is not known here: let it go either way.
+            let _ = res::detach_here(at);
+            let _ = res::close(region);
+            return Err(e);
+        }
+    };
+    let Some((back, at)) = ipc::ica_at(&reply).filter(|(r, _)| *r == region) else {
+        // The server ended holding it: it is ours again, detached.
+        let _ = res::close(region);
+        return Err(if value == 0 {
+            Error::Unknown
         } else {
-            Err(Error::from_code(value))
-        };
-        let _ = res::detach_here(at);
-        out
-    })();
-    let _ = res::close(region);
-    r
+            Error::from_code(value)
+        });
+    };
+    // SAFETY: the reply gave the ICA back, attached at `at`, FS_ICA_SIZE bytes.
+    let data = unsafe { core::slice::from_raw_parts(at as *const u8, FS_ICA_SIZE as usize) };
+    let out = if value == 0 {
+        Ok(take(data, &reply))
+    } else {
+        Err(Error::from_code(value))
+    };
+    give_back(back, at, pid.core());
+    out
 }
 
 /// A request whose ICA carries only `name`.
