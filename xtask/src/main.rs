@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 mod bench;
 mod bench_agora;
+mod bench_agora_fig3;
 mod bench_agora_par;
 mod bench_ant;
 mod bench_ant_figs;

@@ -5,12 +5,13 @@
 //! Here the system processes are the file service's servers (`fs`, `blk`, and whatever
 //! structure is merged behind them); this program reaches them only through `ulib::fs`,
 //! pipes and `SPAWN`, so it measures the structure as it is. Where it runs, and where the
-//! servers run, is set by the boot words xtask gives (`driver=C:blkdrv start=C:fsd
-//! start=C:agora,...`).
+//! servers run, is set by the boot words xtask gives (the boot configuration's
+//! `files.core=C buffers.cores=C`, and `start=C:agora,...`).
 //!
 //! | command | what it prints |
 //! |---|---|
 //! | `agora calls SAMPLES` | Table 2: per call (read hit, read miss, write, open, close, exec) the instructions and the rendezvous messages it caused; plus the rendezvous round trip with a 4 KiB ICA (what one fs request's IPC costs) on this core and across cores, and a 1-byte pipe round trip on this core and across cores (deterministic mode) |
+//! | `agora execs SAMPLES K...` | Figure 3: K threads each start `nop` at once, read through the file service and started from that image, or from the boot archive by the kernel; the time until all have ended (`execs.rs`) |
 //! | `agora stream SAMPLES CORE THINK_US...` | Figure 4: 1-byte messages through a pipe from this program to a reader on `CORE`, each side computing THINK µs per message (parallel mode, wall time) |
 //! | `agora lsort SAMPLES LS_CORE SORT_CORE` | Table 3: `ls -l` piped to `sort` (a directory listed with a `stat` per entry, piped to a sort) with the two programs on the given cores (parallel mode) |
 //!
@@ -38,6 +39,7 @@ extern crate alloc;
 use alloc::vec::Vec;
 
 mod calls;
+mod execs;
 mod pipes;
 
 use ulib::abi::{CoreInfo, ENDED_EXIT, IPC_COUNTERS, MAX_CORES, MODE_IDLE};
@@ -104,11 +106,20 @@ fn command(words: &[&str]) -> Res<()> {
                 _ => Err("usage: agora stream SAMPLES CORE THINK_US..."),
             }
         }
+        Some("execs") => {
+            let ks: Option<Vec<u64>> = words
+                .get(2..)
+                .and_then(|w| w.iter().map(|a| a.parse().ok()).collect());
+            match (num(1), ks) {
+                (Some(s), Some(ks)) if !ks.is_empty() => execs::run(s, &ks),
+                _ => Err("usage: agora execs SAMPLES K..."),
+            }
+        }
         Some("lsort") => match (num(1), num(2), num(3)) {
             (Some(s), Some(a), Some(b)) => pipes::lsort(s, a as usize, b as usize),
             _ => Err("usage: agora lsort SAMPLES LS_CORE SORT_CORE"),
         },
-        _ => Err("usage: agora calls|stream|lsort ARGS [+ ...] [off]"),
+        _ => Err("usage: agora calls|execs|stream|lsort ARGS [+ ...] [off]"),
     }
 }
 
