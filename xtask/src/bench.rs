@@ -191,23 +191,33 @@ const BASICS: [(&str, Option<f64>); 4] = [
     ("heap grow 4 KiB", None),
 ];
 
-/// Samples per case from the `BENCH {...}` lines a guest printed for `peer`.
-pub(crate) fn bench_samples(lines: &[String], peer: &str) -> Result<Vec<(String, Vec<f64>)>> {
-    let mut out: Vec<(String, Vec<f64>)> = Vec::new();
+/// The JSON objects of the `BENCH {...}` lines a guest printed (other lines and `BENCH`
+/// words not followed by an object are skipped; a malformed object is an error).
+pub(crate) fn bench_json(lines: &[String]) -> Result<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
     for line in lines {
         let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {
             continue;
         };
-        if !json.starts_with('{') {
-            continue;
+        if json.starts_with('{') {
+            out.push(
+                serde_json::from_str(json)
+                    .map_err(|e| anyhow::anyhow!("bad BENCH line '{json}': {e}"))?,
+            );
         }
-        let v: serde_json::Value = serde_json::from_str(json)
-            .map_err(|e| anyhow::anyhow!("bad BENCH line '{json}': {e}"))?;
+    }
+    Ok(out)
+}
+
+/// Samples per case from the `BENCH {...}` lines a guest printed for `peer`.
+pub(crate) fn bench_samples(lines: &[String], peer: &str) -> Result<Vec<(String, Vec<f64>)>> {
+    let mut out: Vec<(String, Vec<f64>)> = Vec::new();
+    for v in bench_json(lines)? {
         if v["peer"] != peer {
             continue;
         }
         let (Some(case), Some(x)) = (v["case"].as_str(), v["per_op"].as_f64()) else {
-            bail!("BENCH line without case/per_op: {json}");
+            bail!("BENCH line without case/per_op: {v}");
         };
         match out.iter_mut().find(|(c, _)| c == case) {
             Some((_, s)) => s.push(x),

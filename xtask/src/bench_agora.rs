@@ -80,15 +80,8 @@ pub struct Sample {
 /// The samples in `lines` (Musubi's `BENCH {...}` lines).
 pub fn parse(lines: &[String]) -> Result<Vec<Sample>> {
     let mut out = Vec::new();
-    for line in lines {
-        let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {
-            continue;
-        };
-        if !json.starts_with('{') {
-            continue;
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(json).with_context(|| format!("bad BENCH line '{json}'"))?;
+    for v in crate::bench::bench_json(lines)? {
+        let json = &v;
         if v["peer"] != "musubi" {
             continue;
         }

@@ -291,15 +291,8 @@ pub fn parse(lines: &[String], k: &str, cores: usize) -> Result<Parsed> {
     let (mut samples, mut selfs) = (Vec::new(), Vec::new());
     let mut config = false;
     let mut budget = None;
-    for line in lines {
-        let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {
-            continue;
-        };
-        if !json.starts_with('{') {
-            continue;
-        }
-        let v: serde_json::Value =
-            serde_json::from_str(json).with_context(|| format!("bad BENCH line '{json}'"))?;
+    for v in crate::bench::bench_json(lines)? {
+        let json = &v;
         let modes = |x: &serde_json::Value| -> Option<[f64; abi::MODE_COUNT]> {
             let a = x.as_array()?;
             if a.len() != abi::MODE_COUNT {

@@ -40,25 +40,9 @@ pub(super) fn boot(g: &Guest, what: &str, want: (&str, &str, &str, &str)) -> Res
     Ok(c.lines)
 }
 
-/// The JSON objects of the `BENCH {...}` lines.
-fn bench_json(lines: &[String]) -> Result<Vec<serde_json::Value>> {
-    let mut out = Vec::new();
-    for line in lines {
-        let Some(json) = line.split_once("BENCH ").map(|(_, j)| j.trim()) else {
-            continue;
-        };
-        if json.starts_with('{') {
-            out.push(
-                serde_json::from_str(json).with_context(|| format!("bad BENCH line '{json}'"))?,
-            );
-        }
-    }
-    Ok(out)
-}
-
 pub(super) fn parse_ops(lines: &[String]) -> Result<OpsRun> {
     let mut r = OpsRun::default();
-    for v in bench_json(lines)? {
+    for v in crate::bench::bench_json(lines)? {
         match v["fig"].as_str() {
             Some("ops") => {
                 let samples: Vec<f64> = v["samples"]
@@ -101,7 +85,7 @@ pub(super) fn parse_ops(lines: &[String]) -> Result<OpsRun> {
 
 pub(super) fn parse_spread(lines: &[String]) -> Result<Vec<ChildRun>> {
     let mut out = Vec::new();
-    for v in bench_json(lines)? {
+    for v in crate::bench::bench_json(lines)? {
         if v["fig"] != "spread" {
             continue;
         }
@@ -131,7 +115,7 @@ pub(super) fn parse_spread(lines: &[String]) -> Result<Vec<ChildRun>> {
 
 pub(super) fn parse_rtt(lines: &[String]) -> Result<(Vec<f64>, Vec<f64>)> {
     let (mut remote, mut local) = (Vec::new(), Vec::new());
-    for v in bench_json(lines)? {
+    for v in crate::bench::bench_json(lines)? {
         if v["fig"] != "rtt" {
             continue;
         }
