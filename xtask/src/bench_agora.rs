@@ -626,7 +626,7 @@ mod tests {
         let md = r.markdown();
         assert!(md.contains("| open | 16000 / 4000 | 2.0 | 25% |"), "{md}");
         assert!(md.contains("(4.0x; P0: about 17x)"), "{md}");
-        assert!(md.contains("the other 2500 in the file server"), "{md}");
+        assert!(md.contains("the other 3000 in the file server"), "{md}");
     }
 
     #[test]
