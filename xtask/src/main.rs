@@ -20,6 +20,7 @@ mod bench_urpc;
 mod build;
 mod disk;
 mod layers;
+mod machines;
 mod net_relay;
 mod net_test;
 mod peer_linux;
@@ -28,6 +29,7 @@ mod qemu;
 mod results;
 mod runner;
 mod script;
+mod switch;
 mod test;
 mod trace;
 mod user;
@@ -90,6 +92,21 @@ enum Cmd {
         /// anew, empty; without it the image is kept between boots.
         #[arg(long)]
         fresh_disk: bool,
+        /// Boot N machines (2..4) joined by a virtual Ethernet on the host's loopback, each
+        /// with `machine=K`, its own MAC and address 10.9.0.(K+1), and `machd` (issue 17).
+        /// Machine 0's console is this terminal (or `--script`); the others' go to
+        /// target/machines/mK.log. Each machine gets --smp cores.
+        #[arg(long, value_name = "N", conflicts_with_all = ["net", "gdb", "deterministic"])]
+        machines: Option<usize>,
+        /// With --machines: run FILE in machine K's shell (K=FILE, K >= 1; may repeat).
+        #[arg(long, value_name = "K=FILE", value_parser = machines::parse_machine_script, requires = "machines")]
+        machine_script: Vec<(usize, std::path::PathBuf)>,
+        /// With --machines: the switch drops this percentage of frames (seeded).
+        #[arg(long, value_name = "PCT", default_value_t = 0, requires = "machines")]
+        drop: u64,
+        /// With --machines: the switch sends this percentage of frames twice (seeded).
+        #[arg(long, value_name = "PCT", default_value_t = 0, requires = "machines")]
+        dup: u64,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
@@ -160,9 +177,16 @@ fn run(cli: Cli) -> Result<()> {
             script,
             net,
             fresh_disk,
+            machines,
+            machine_script,
+            drop,
+            dup,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
+            }
+            if drop > 100 || dup > 100 {
+                bail!("--drop and --dup are percentages (0..=100)");
             }
             qemu::ensure()?;
             let kernel = build::kernel()?;
@@ -170,6 +194,21 @@ fn run(cli: Cli) -> Result<()> {
                 Some(m) => format!("{cmdline} kernel={m}").trim().to_string(),
                 None => cmdline,
             };
+            if let Some(n) = machines {
+                let o = machines::Options {
+                    machines: n,
+                    smp,
+                    mem_mib: mem,
+                    cmdline,
+                    faults: switch::Faults {
+                        drop_pct: drop,
+                        dup_pct: dup,
+                        seed: 17,
+                    },
+                };
+                let cluster = machines::Cluster::plan(&kernel, &user::build_archive()?, &o)?;
+                return machines::run(&cluster, script.as_deref(), &machine_script);
+            }
             // With --net, the driver is a boot program at driver priority (the shell may not
             // start one), on core 0 where the device resources are.
             let cmdline = if net && !cmdline.contains("driver=") {

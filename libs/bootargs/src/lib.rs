@@ -20,12 +20,15 @@
 //! | `trace=on` | record kernel events in a per-core ring (the `TRACE` call dumps them) |
 //! | `rpcc.notify=MODE` | how RPCC tells a core a message waits: `ipi`, `poll` or `hybrid` (default) |
 //! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it; `inline`: the daemon performs short requests itself, agents (reused) only those that may block |
+//! | `machine=K`, `machines=N` | this is machine K (0-based) of N joined by a network (issue 17; `cargo xtask run --machines N` gives them; the kernel prints them, `machd` gets them as its arguments) |
 //! | `rpcc.wait=MODE` | how a thread waits for a remote answer: `switch` (default: it blocks and the core runs something else or its idle context) or `halt` (it halts in place when nothing else is ready) |
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.
 pub const MAX_SMP: usize = 64;
+/// Most machines joined as one system (`machines=`).
+pub const MAX_MACHINES: usize = 4;
 /// Most `start=` words kept.
 pub const MAX_STARTS: usize = 16;
 
@@ -79,6 +82,10 @@ pub struct BootArgs<'a> {
     pub rpcc_inline: bool,
     /// `rpcc.wait=halt`: a thread waiting for a remote answer halts in place.
     pub rpcc_halt: bool,
+    /// `machine=K`: this machine's id among several (issue 17).
+    pub machine: Option<u8>,
+    /// `machines=N`: how many machines the system has.
+    pub machines: Option<u8>,
 }
 
 /// How RPCC notifies the receiving core (P4 sends an IPI per message).
@@ -108,6 +115,8 @@ impl Default for BootArgs<'_> {
             rpcc_agents: None,
             rpcc_inline: false,
             rpcc_halt: false,
+            machine: None,
+            machines: None,
         }
     }
 }
@@ -243,6 +252,19 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                     expected: "a core count from 1 to 64",
                 }),
             },
+            ("machine" | "machines", Some(v)) => match v.parse::<u8>() {
+                Ok(n) if usize::from(n) < MAX_MACHINES && key == "machine" => {
+                    args.machine = Some(n)
+                }
+                Ok(n) if (1..=MAX_MACHINES).contains(&usize::from(n)) && key == "machines" => {
+                    args.machines = Some(n)
+                }
+                _ => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "a machine id below 4 (machine=) or a count 1..4 (machines=)",
+                }),
+            },
             ("ktest", Some(v)) if !v.is_empty() => args.ktest = Some(v),
             ("ktest", Some(v)) => warn(Warning::BadValue {
                 key,
@@ -370,6 +392,16 @@ mod tests {
     fn later_words_win() {
         let (a, _) = parse_collect("smp=4 smp=1 log=warn log=error");
         assert_eq!((a.smp, a.log), (Some(1), LogLevel::Error));
+    }
+
+    #[test]
+    fn machine_words() {
+        let (a, w) = parse_collect("machine=2 machines=4");
+        assert_eq!((a.machine, a.machines), (Some(2), Some(4)));
+        assert!(w.is_empty());
+        let (a, w) = parse_collect("machine=4 machines=5 machine=x machines=0");
+        assert_eq!((a.machine, a.machines), (None, None));
+        assert_eq!(w.len(), 4);
     }
 
     #[test]
