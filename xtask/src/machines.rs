@@ -166,7 +166,10 @@ pub fn run(
     let n = cluster.guests.len();
     for (k, _) in machine_scripts {
         if *k == 0 || *k >= n {
-            bail!("--machine-script {k}=FILE: K must be 1..{} (machine 0's is --script)", n - 1);
+            bail!(
+                "--machine-script {k}=FILE: K must be 1..{} (machine 0's is --script)",
+                n - 1
+            );
         }
     }
     // The machines without a script of their own, logged; they live as long as `_others`.
@@ -175,7 +178,10 @@ pub fn run(
     let mut _others = Vec::new();
     for k in 1..n {
         if !scripted.contains(&k) {
-            _others.push(crate::runner::spawn_logged(&cluster.guests[k], &log_path(k))?);
+            _others.push(crate::runner::spawn_logged(
+                &cluster.guests[k],
+                &log_path(k),
+            )?);
         }
     }
     let result = std::thread::scope(|scope| {
@@ -185,8 +191,9 @@ pub fn run(
                 let g = &cluster.guests[*k];
                 let k = *k;
                 scope.spawn(move || {
-                    crate::script::run_logged(g, file, &log_path(k))
-                        .with_context(|| format!("machine {k} (console in {})", log_path(k).display()))
+                    crate::script::run_logged(g, file, &log_path(k)).with_context(|| {
+                        format!("machine {k} (console in {})", log_path(k).display())
+                    })
                 })
             })
             .collect();
@@ -229,6 +236,8 @@ pub fn parse_machine_script(s: &str) -> Result<(usize, PathBuf), String> {
     let (k, f) = s
         .split_once('=')
         .ok_or_else(|| format!("'{s}': expected K=FILE"))?;
-    let k = k.parse().map_err(|_| format!("'{k}' is not a machine number"))?;
+    let k = k
+        .parse()
+        .map_err(|_| format!("'{k}' is not a machine number"))?;
     Ok((k, PathBuf::from(f)))
 }

@@ -404,8 +404,15 @@ pub fn run_steps(
 pub fn run_logged(guest: &Guest, file: &Path, log: &Path) -> Result<()> {
     let steps = load(file)?;
     let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
-    run_steps_inner(guest, &file.display().to_string(), &steps, |_| false, &mut |_, _| Ok(()), Some(log))
-        .map(drop)
+    run_steps_inner(
+        guest,
+        &file.display().to_string(),
+        &steps,
+        |_| false,
+        &mut |_, _| Ok(()),
+        Some(log),
+    )
+    .map(drop)
 }
 
 /// As [`run_steps`], and `after(i, output)` runs on the host once step `i` has printed its
