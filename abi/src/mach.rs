@@ -16,6 +16,19 @@
 //! | [`OP_SELF`] | - | this machine, machines, epoch |
 //! | [`OP_MEMBER`] | machine | address, state ([`UP`]/[`DOWN`]/[`NEVER`]), epoch, ns since last heard (`u64::MAX`: never), requests sent, retransmissions |
 //! | [`OP_PING`] | machine, deadline ns | round-trip ns |
+//! | [`OP_SPAWN`] | machine, core (`u64::MAX`: any), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
+//! | [`OP_WAIT`] | machine, epoch, pid, timeout ns (`u64::MAX`: none) | how (`ENDED_*`), code |
+//! | [`OP_KILL`] | machine, epoch, pid | - |
+//! | [`OP_PS`] | machine, index | pid, state, count, name (24 bytes in words 3..5) |
+//!
+//! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
+//! another epoch, and a request naming the old one is refused with `StaleResource`.
+//! `OP_SPAWN`, `OP_WAIT` and `OP_KILL` act as the *caller's* user (the kernel vouches for it
+//! in `Received::sender_user`), which travels in the request to the other machine's `machd`;
+//! that one spawns or kills acting as that user (`SETUSER` around the call; it is a boot
+//! program, so it may), so the other machine's kernel checks the rights (RCC) there. A
+//! request that found the machine down ends `Gone`; one that got no answer in time,
+//! `TimedOut`.
 
 /// The function `machd` serves.
 pub const FN_MACH: &str = "mach";
@@ -42,6 +55,23 @@ pub const OP_SELF: u64 = 1;
 pub const OP_MEMBER: u64 = 2;
 /// A null round trip to machine `words[0]`, ending with `TimedOut` after `words[1]` ns.
 pub const OP_PING: u64 = 3;
+
+/// Spawn a program on another machine (as the caller's user).
+pub const OP_SPAWN: u64 = 4;
+/// Wait for a process spawned on another machine by `OP_SPAWN` to end.
+pub const OP_WAIT: u64 = 5;
+/// Kill a process on another machine (as the caller's user).
+pub const OP_KILL: u64 = 6;
+/// Process `index` of another machine's list (`NoSuchProcess` past the end).
+pub const OP_PS: u64 = 7;
+
+/// How long a request waits for its answer unless told: a hang guard, well above any
+/// round trip on the machines' link.
+pub const DEFAULT_DEADLINE_NS: u64 = 2_000_000_000;
+/// Heartbeat period.
+pub const HEARTBEAT_NS: u64 = 100_000_000;
+/// A machine silent this long is down; requests waiting on it end `Gone` then.
+pub const DOWN_AFTER_NS: u64 = 500_000_000;
 
 /// Heard from within the heartbeat bound.
 pub const UP: u64 = 1;

@@ -54,6 +54,8 @@ struct Pending {
     next_at: u64,
     backoff: u64,
     deadline: u64,
+    /// Names the server's life itself ([`Client::start_in`]).
+    pinned: bool,
 }
 
 /// Per server: the next sequence and the server's epoch as known here.
@@ -128,6 +130,23 @@ impl Client {
         payload: &[u8],
         deadline: u64,
     ) -> Result<(Ticket, Vec<u8>), Error> {
+        self.start_in(now, to, op, user, payload, deadline, None)
+    }
+
+    /// As [`Self::start`], naming the server's life: `Some(epoch)` for a request about
+    /// something that life handed out (a remote pid), which a later life refuses with
+    /// `StaleResource`; `None`: the life known now.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_in(
+        &mut self,
+        now: u64,
+        to: u8,
+        op: u16,
+        user: u32,
+        payload: &[u8],
+        deadline: u64,
+        epoch: Option<u32>,
+    ) -> Result<(Ticket, Vec<u8>), Error> {
         if usize::from(to) >= MAX_MACHINES || to == self.me {
             return Err(Error::InvalidArgument);
         }
@@ -147,7 +166,7 @@ impl Client {
             to,
             op,
             epoch: self.epoch,
-            peer_epoch: peer.epoch,
+            peer_epoch: epoch.unwrap_or(peer.epoch),
             seq,
             floor,
             user,
@@ -164,6 +183,7 @@ impl Client {
             next_at: now.saturating_add(self.retry.first_ns),
             backoff: self.retry.first_ns,
             deadline,
+            pinned: epoch.is_some(),
         });
         self.sent += 1;
         Ok((ticket, bytes))
@@ -211,7 +231,11 @@ impl Client {
         peer.epoch = epoch;
         if old == 0 || old == epoch {
             // First news, or no news. Requests sent before the epoch was known name none.
-            for p in self.pending.iter_mut().filter(|p| p.ticket.to == to) {
+            for p in self
+                .pending
+                .iter_mut()
+                .filter(|p| p.ticket.to == to && !p.pinned)
+            {
                 p.header.peer_epoch = epoch;
             }
             return Vec::new();
