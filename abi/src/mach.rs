@@ -20,6 +20,7 @@
 //! | [`OP_WAIT`] | machine, epoch, pid, timeout ns (`u64::MAX`: none) | how (`ENDED_*`), code |
 //! | [`OP_KILL`] | machine, epoch, pid | - |
 //! | [`OP_PS`] | machine, index | pid, state, count, name (24 bytes in words 3..5) |
+//! | [`OP_COUNT`] | machine | the counter's new value |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
 //! another epoch, and a request naming the old one is refused with `StaleResource`.
@@ -64,6 +65,11 @@ pub const OP_WAIT: u64 = 5;
 pub const OP_KILL: u64 = 6;
 /// Process `index` of another machine's list (`NoSuchProcess` past the end).
 pub const OP_PS: u64 = 7;
+
+/// Add one to machine M's counter for this machine (kept by M's `machd`, from 0 at its
+/// start) and answer its new value: a request whose effect shows whether it was performed
+/// once (the tests of exactly-once execution on a lossy network: `mcount`).
+pub const OP_COUNT: u64 = 8;
 
 /// How long a request waits for its answer unless told: a hang guard, well above any
 /// round trip on the machines' link.

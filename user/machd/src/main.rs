@@ -89,6 +89,8 @@ pub(crate) struct State {
     pub my_user: UserId,
     /// Datagrams that were not mrpc messages for this machine.
     pub malformed: u64,
+    /// Per requesting machine: how many `R_COUNT` requests were performed.
+    pub counters: [u64; mrpc::MAX_MACHINES],
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -238,6 +240,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             spawned: Vec::new(),
             my_user,
             malformed: 0,
+            counters: [0; mrpc::MAX_MACHINES],
         })
     });
     RX.with(|r| *r = Some(rx));
@@ -306,13 +309,16 @@ fn local(r: &Received) -> Result<(), Error> {
             })?;
             reply(words)
         }
-        op @ (mach::OP_PING | mach::OP_SPAWN | mach::OP_WAIT | mach::OP_KILL | mach::OP_PS) => {
-            with(|s| {
-                let m = machine(s).ok_or(Error::InvalidArgument)?;
-                let (request, deadline, epoch) = ops::remote_request(op, m, &w)?;
-                s.start(r.request, op, request, user, deadline, epoch)
-            })
-        }
+        op @ (mach::OP_PING
+        | mach::OP_SPAWN
+        | mach::OP_WAIT
+        | mach::OP_KILL
+        | mach::OP_PS
+        | mach::OP_COUNT) => with(|s| {
+            let m = machine(s).ok_or(Error::InvalidArgument)?;
+            let (request, deadline, epoch) = ops::remote_request(op, m, &w)?;
+            s.start(r.request, op, request, user, deadline, epoch)
+        }),
         _ => Err(Error::NoSuchCall),
     }
 }

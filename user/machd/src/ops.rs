@@ -10,6 +10,7 @@
 //! | [`R_WAIT`] | pid, timeout ns | how (`ENDED_*`), code |
 //! | [`R_KILL`] | pid | - |
 //! | [`R_PS`] | index | pid, state, count, name (24 bytes) |
+//! | [`R_COUNT`] | - | the requesting machine's counter after adding one |
 //!
 //! Rights: the request carries the user the local caller acted as (the kernel vouched for
 //! it in `Received::sender_user`). `R_SPAWN` and `R_KILL` are made acting as that user
@@ -33,6 +34,7 @@ pub const R_SPAWN: u16 = 2;
 pub const R_WAIT: u16 = 3;
 pub const R_KILL: u16 = 4;
 pub const R_PS: u16 = 5;
+pub const R_COUNT: u16 = 6;
 
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
@@ -87,6 +89,7 @@ pub fn remote_request(
         }
         mach::OP_KILL => ((m, R_KILL, words(&[w[2]])), deadline, Some(epoch()?)),
         mach::OP_PS => ((m, R_PS, words(&[w[1]])), deadline, None),
+        mach::OP_COUNT => ((m, R_COUNT, Vec::new()), deadline, None),
         _ => return Err(Error::NoSuchCall),
     })
 }
@@ -99,6 +102,7 @@ pub fn local_answer(op: u64, p: &[u8], started: u64, epoch: u32) -> Result<[u64;
         mach::OP_SPAWN => [word(p, 0)?, u64::from(epoch), 0, 0, 0, 0],
         mach::OP_WAIT => [word(p, 0)?, word(p, 1)?, 0, 0, 0, 0],
         mach::OP_KILL => [0; 6],
+        mach::OP_COUNT => [word(p, 0)?, 0, 0, 0, 0, 0],
         mach::OP_PS => [
             word(p, 0)?,
             word(p, 1)?,
@@ -163,6 +167,11 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             Ok(pid) => as_user(s, h.user, || sys::kill(Pid(pid))).map(|()| Vec::new()),
             Err(e) => Err(e),
         },
+        R_COUNT => {
+            let c = &mut s.counters[usize::from(h.from)];
+            *c += 1;
+            Ok(words(&[*c]))
+        }
         R_PS => match word(p, 0) {
             Ok(i) => ps(i),
             Err(e) => Err(e),

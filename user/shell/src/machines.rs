@@ -9,7 +9,9 @@
 //!   console output is M's console (`target/machines/mM.log` under `cargo xtask run
 //!   --machines`);
 //! - `wait mM:PID`, `kill mM:PID`: a process on machine M (the pid `run -m` printed);
-//! - `ps -a`: the processes of every machine that is up.
+//! - `ps -a`: the processes of every machine that is up;
+//! - `mcount M N`: N increments of machine M's counter for this machine, each answer
+//!   checked to be the one before plus one: each request performed exactly once.
 //!
 //! A remote pid is kept with the epoch of the machine's life that spawned it: if the
 //! machine has restarted since, `wait` and `kill` are refused (`StaleResource`).
@@ -138,12 +140,64 @@ fn machine_arg(cmd: &str, word: &str) -> Result<u64, String> {
         .map_err(|_| format!("{cmd}: '{word}' is not a machine (0, 1, ... or m0, m1, ...)"))
 }
 
+/// `machine M` checked against this system's machines.
+fn check_machine(cmd: &str, m: u64) -> Result<u64, String> {
+    let me = call(mach::OP_SELF, [0; 6]).map_err(|e| why(cmd, e))?;
+    if m >= me[1] {
+        return Err(format!(
+            "{cmd}: m{m} is not a machine of this system (m0..m{})",
+            me[1] - 1
+        ));
+    }
+    Ok(m)
+}
+
+/// `mcount M N`.
+pub(crate) fn mcount(args: &[&str]) -> Result<(), String> {
+    let (m, n) = match args {
+        [m, n] => (
+            check_machine("mcount", machine_arg("mcount", m)?)?,
+            n.parse::<u64>()
+                .ok()
+                .filter(|n| (1..=1_000_000).contains(n))
+                .ok_or("mcount: N is a count from 1 to 1000000")?,
+        ),
+        _ => return Err(String::from("mcount: usage: mcount M N")),
+    };
+    let before = call(mach::OP_MEMBER, [m, 0, 0, 0, 0, 0]).map_err(|e| why("mcount", e))?;
+    let mut first = None;
+    let mut last = 0;
+    for i in 0..n {
+        let v = call(mach::OP_COUNT, [m, 0, 0, 0, 0, 0])
+            .map_err(|e| why(&format!("mcount (request {} of {n})", i + 1), e))?[0];
+        if first.is_some() && v != last + 1 {
+            return Err(format!(
+                "mcount: m{m}'s counter went from {last} to {v}: {}",
+                if v > last + 1 {
+                    "a request was performed more than once"
+                } else {
+                    "an answer came twice or out of order"
+                }
+            ));
+        }
+        first.get_or_insert(v);
+        last = v;
+    }
+    let after = call(mach::OP_MEMBER, [m, 0, 0, 0, 0, 0]).map_err(|e| why("mcount", e))?;
+    println!(
+        "mcount m{m}: {n} requests, counter {}..{last}, each performed exactly once ({} retransmissions)",
+        first.unwrap_or(0),
+        after[5] - before[5]
+    );
+    Ok(())
+}
+
 /// `mping M [N]`.
 pub(crate) fn mping(args: &[&str]) -> Result<(), String> {
     let (m, n) = match args {
-        [m] => (machine_arg("mping", m)?, 1),
+        [m] => (check_machine("mping", machine_arg("mping", m)?)?, 1),
         [m, n] => (
-            machine_arg("mping", m)?,
+            check_machine("mping", machine_arg("mping", m)?)?,
             n.parse::<u64>()
                 .ok()
                 .filter(|n| (1..=100_000).contains(n))
@@ -197,7 +251,7 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
             None => Ok(None),
         }
     };
-    let m = machine_arg("run", &take("-m")?.ok_or(usage)?)?;
+    let m = check_machine("run", machine_arg("run", &take("-m")?.ok_or(usage)?)?)?;
     let core = match take("-c")? {
         Some(c) => c
             .parse::<u64>()

@@ -139,6 +139,8 @@ commands:
                                   run PROG on machine M as this shell's user (its
                                   output is M's console); wait mM:PID, kill mM:PID
   ps -a                           the processes of every machine
+  mcount M N                      N requests to machine M that each add one to a
+                                  counter there: checks each was performed once
   net crash                       make the driver crash (netdrv crashable) and report
                                   its restart (driver=0:netdrv,restart=N,crashable)
   exit                            end this shell (once no job runs); the kernel starts
@@ -255,6 +257,7 @@ impl Shell {
             "machines" if args == ["wait"] => machines::wait_up(),
             "machines" => no_args(cmd).and_then(|_| machines::list()),
             "mping" => machines::mping(args),
+            "mcount" => machines::mcount(args),
             "run" if args.contains(&"-m") => {
                 if let Some(job) = machines::run(args)? {
                     self.remote_jobs.push(job);
