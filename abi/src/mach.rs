@@ -76,8 +76,10 @@ pub const OP_COUNT: u64 = 8;
 pub const DEFAULT_DEADLINE_NS: u64 = 2_000_000_000;
 /// Heartbeat period.
 pub const HEARTBEAT_NS: u64 = 100_000_000;
-/// A machine silent this long is down; requests waiting on it end `Gone` then.
-pub const DOWN_AFTER_NS: u64 = 500_000_000;
+/// A machine silent this long is down; requests waiting on it end `Gone` then. Thirty
+/// heartbeat periods: under TCG on a loaded host a guest can go hundreds of milliseconds
+/// without running (0.5 s made live machines flap down with three QEMUs on two host cores).
+pub const DOWN_AFTER_NS: u64 = 3_000_000_000;
 
 /// Heard from within the heartbeat bound.
 pub const UP: u64 = 1;

@@ -21,6 +21,7 @@ mod build;
 mod disk;
 mod layers;
 mod machines;
+mod machines_test;
 mod net_relay;
 mod net_test;
 mod peer_linux;
@@ -111,7 +112,9 @@ enum Cmd {
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
     Test {
-        /// Only in-kernel tests whose names match (glob with *, comma-separated).
+        /// Only in-kernel tests whose names match (glob with *, comma-separated); `net`: the
+        /// host network streams too; `machines` (or `machines:two|four|killed|lossy`): only
+        /// the several-machine tests.
         #[arg(long, default_value = "all")]
         filter: String,
         /// Print every console line.

@@ -73,6 +73,8 @@ pub fn run(opts: &Options) -> Result<bool> {
             g.initrd = Some(archive.clone());
             g
         };
+        // `--filter machines`: only the several-machine tests (no in-kernel test has the name).
+        let machines_only = opts.filter.starts_with("machines");
         let mut fault_tests = Vec::new();
         for (label, smp, cpu_flags, structure) in [
             ("smp1", 1, "", ""),
@@ -82,7 +84,10 @@ pub fn run(opts: &Options) -> Result<bool> {
             // The same tests on P2's Limited Symmetry kernel: one lock, direct access.
             ("smp2-biglock", 2, "", " kernel=biglock"),
             ("smp4-biglock", 4, "", " kernel=biglock"),
-        ] {
+        ]
+        .into_iter()
+        .filter(|_| !machines_only)
+        {
             let mut g = guest(smp, &format!("ktest={}{structure}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
             // A virtio-net device for the `dev::*` tests (user-mode drivers).
@@ -97,7 +102,9 @@ pub fn run(opts: &Options) -> Result<bool> {
                 fault_tests = found;
             }
         }
-        boot_checks(&mut t, &guest, opts.verbose)?;
+        if !machines_only {
+            boot_checks(&mut t, &guest, opts.verbose)?;
+        }
         for (name, expect) in fault_tests
             .iter()
             .filter(|(n, _)| filter_selects(&opts.filter, n))
@@ -118,6 +125,9 @@ pub fn run(opts: &Options) -> Result<bool> {
         // The host stream through the relay (net_test.rs): in the full run and on request.
         if opts.filter == "all" || opts.filter.starts_with("net") {
             net_echo(&mut t, &guest);
+        }
+        if opts.filter == "all" || machines_only {
+            machines(&mut t, &kernel, &archive, &opts.filter);
         }
     }
     println!();
@@ -616,6 +626,48 @@ fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
             t.pass(&name);
         }
         Err(e) => t.fail(&name, &format!("{e:#}")),
+    }
+}
+
+/// Several machines as one system (`xtask/src/machines_test.rs`); `--filter machines:NAME`
+/// runs one of them (two, four, killed, lossy).
+fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
+    type Test = fn(&Path, &Path) -> Result<String>;
+    let tests: [(&str, &str, Test); 4] = [
+        (
+            "two",
+            "[machines] 2 machines: user/shell/machines.script",
+            crate::machines_test::two,
+        ),
+        (
+            "four",
+            "[machines] 4 machines on the switch",
+            crate::machines_test::four,
+        ),
+        (
+            "killed",
+            "[machines] a machine killed while another waits on it",
+            crate::machines_test::killed,
+        ),
+        (
+            "lossy",
+            "[machines] 5% of frames dropped and 5% duplicated: each request performed once",
+            crate::machines_test::lossy,
+        ),
+    ];
+    let only = filter.strip_prefix("machines:");
+    for (key, name, test) in tests {
+        if only.is_some_and(|o| o != key) {
+            continue;
+        }
+        println!("xtask: {name}");
+        match test(kernel, archive) {
+            Ok(report) => {
+                println!("xtask: machines: {report}");
+                t.pass(name);
+            }
+            Err(e) => t.fail(name, &format!("{e:#}")),
+        }
     }
 }
 
