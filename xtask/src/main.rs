@@ -9,6 +9,7 @@ mod bench_ant;
 mod bench_ant_figs;
 mod bench_diros;
 mod bench_ipc;
+mod bench_machines;
 mod bench_net;
 mod bench_net_det;
 mod bench_net_replace;
@@ -139,7 +140,8 @@ enum Cmd {
     Bench {
         /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
         /// ant, net (parallel, then net-deterministic), net-deterministic, net-replace (P3
-        /// Figure 8 for the network, parallel).
+        /// Figure 8 for the network, parallel), machines (P0's cost ladder across two
+        /// machines, parallel).
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -315,11 +317,12 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 ("net-deterministic", None) => bench_net_det::deterministic(runs.max(1))?,
                 ("net-replace", None) => bench_net_replace::net_replace(runs.max(1))?,
+                ("machines", None) => bench_machines::machines(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
                          resources, urpc, tender, symmetry, ipc, diros, timers, ant, net, net-deterministic, \
-                         net-replace"
+                         net-replace, machines"
                     )
                 }
             }

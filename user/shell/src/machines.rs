@@ -192,8 +192,14 @@ pub(crate) fn mcount(args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
-/// `mping M [N]`.
+/// The case name `mping M N bench` gives its `BENCH` lines (`cargo xtask bench machines`).
+const BENCH_CASE: &str = "cross-machine round trip";
+
+/// `mping M [N] [bench]`: with `bench`, one `BENCH` line per round trip (ns), printed after
+/// the last one.
 pub(crate) fn mping(args: &[&str]) -> Result<(), String> {
+    let bench = args.last() == Some(&"bench");
+    let args = if bench { &args[..args.len() - 1] } else { args };
     let (m, n) = match args {
         [m] => (check_machine("mping", machine_arg("mping", m)?)?, 1),
         [m, n] => (
@@ -210,7 +216,13 @@ pub(crate) fn mping(args: &[&str]) -> Result<(), String> {
         let r = call(mach::OP_PING, [m, 0, 0, 0, 0, 0]).map_err(|e| why("mping", e))?;
         times.push(r[0]);
     }
-    if n <= 10 {
+    if bench {
+        for t in &times {
+            println!(
+                "BENCH {{\"peer\":\"musubi\",\"case\":\"{BENCH_CASE}\",\"unit\":\"ns\",\"per_op\":{t}}}"
+            );
+        }
+    } else if n <= 10 {
         for t in &times {
             println!(
                 "m{m}: round trip {}.{:03} ms",
