@@ -16,7 +16,9 @@
 //! it in `Received::sender_user`). `R_SPAWN` and `R_KILL` are made acting as that user
 //! (`SETUSER` to it and back: `machd` is a boot program, which may), so this machine's
 //! kernel checks them as for a local program of that user, and the spawned program runs as
-//! that user. `R_WAIT` is allowed only on a process `machd` spawned for the same user.
+//! that user. A process `machd` spawned is its child, which the kernel would let it kill
+//! and wait for whatever user it acts as: for those, `R_KILL` and `R_WAIT` are allowed only
+//! to the user it was spawned for (or the administrator), checked here.
 
 use crate::{now, with, State};
 use alloc::vec::Vec;
@@ -164,7 +166,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             }
         }
         R_KILL => match word(p, 0) {
-            Ok(pid) => as_user(s, h.user, || sys::kill(Pid(pid))).map(|()| Vec::new()),
+            Ok(pid) => kill(s, h.user, Pid(pid)),
             Err(e) => Err(e),
         },
         R_COUNT => {
@@ -200,6 +202,17 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
     })?;
     s.spawned.push((pid, UserId(user)));
     Ok(words(&[pid.0]))
+}
+
+/// Kill `pid` for `user`. A process `machd` spawned is its child, which the kernel lets a
+/// parent kill whatever user the parent acts as: so for those `machd` checks the user
+/// itself (the one it was spawned for, or the administrator); any other process is killed
+/// acting as `user`, and the kernel checks.
+fn kill(s: &State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
+    match s.spawned.iter().find(|(q, _)| *q == pid) {
+        Some((_, owner)) if owner.0 != user && user != ADMIN => Err(Error::Denied),
+        _ => as_user(s, user, || sys::kill(pid)).map(|()| Vec::new()),
+    }
 }
 
 fn ps(index: u64) -> Result<Vec<u8>, Error> {
