@@ -11,6 +11,9 @@
 //!   machine 1's QEMU is killed: the wait must end `Gone` within [`DEATH_BOUND`], machine 1
 //!   must show as down, machine 2 must go on working, and a new request to machine 1 must
 //!   be refused at once.
+//! - [`rebooted`]: two machines; machine 1's QEMU is killed and booted again (a new
+//!   epoch): `kill` and `wait` of the program its earlier life ran are refused
+//!   (`StaleResource`), and the new life answers.
 //! - [`lossy`]: two machines on the switch dropping 5% and duplicating 5% of the frames
 //!   (seeded): [`LOSSY_COUNT`] counter increments each performed exactly once (`mcount`
 //!   checks every answer), and remote runs each with its right exit status.
@@ -166,6 +169,62 @@ pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
         took.as_secs_f64(),
         DEATH_BOUND.as_secs()
     ))
+}
+
+/// How long machine 1 may take to boot again (a hang guard; the test waits for its
+/// `machd` line).
+const REBOOT_LIMIT: Duration = Duration::from_secs(180);
+
+/// Two machines; machine 1 rebooted while machine 0 holds the id of a program there.
+pub fn rebooted(kernel: &Path, initrd: &Path) -> Result<String> {
+    let cluster = Cluster::plan(kernel, initrd, &options(2, 1, Faults::default()))?;
+    let steps = steps(&[
+        ("machines wait", &["all 2 up"], &[]),
+        ("run spin -m 1 &", &["[m1:"], &[]),
+        // Machine 1 boots again here (the host kills its QEMU and starts a new one).
+        ("kill m1:0.5", &[], &["the machine restarted since"]),
+        ("wait m1:0.5", &[], &["the machine restarted since"]),
+        ("machines wait", &["all 2 up"], &[]),
+        (
+            "run hello again -m 1",
+            &["(hello) exited with status 0"],
+            &[],
+        ),
+    ]);
+    let log = crate::machines::log_path(1);
+    drive(
+        &cluster,
+        "a machine rebooted",
+        &steps,
+        &mut |i, out, others| {
+            if i != 1 {
+                return Ok(());
+            }
+            if !out.contains("[m1:0.5]") {
+                bail!("the remote spin did not get pid m1:0.5 (the steps name it): {out}");
+            }
+            drop(others[0].take());
+            others[0] = Some(crate::runner::spawn_logged(&cluster.guests[1], &log)?);
+            let start = Instant::now();
+            loop {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if text.contains("machd: machine 1 of 2") {
+                    return Ok(());
+                }
+                if start.elapsed() > REBOOT_LIMIT {
+                    bail!(
+                        "machine 1's machd did not start again within {} s",
+                        REBOOT_LIMIT.as_secs()
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        },
+    )?;
+    Ok(
+        "the ids of machine 1's earlier life were refused after its reboot; the new life answered"
+            .into(),
+    )
 }
 
 /// Two machines on a switch that drops 5% and duplicates 5% of the frames.

@@ -114,7 +114,7 @@ enum Cmd {
     /// expected-fault tests. Ends with one line "N passed, N failed".
     Test {
         /// Only in-kernel tests whose names match (glob with *, comma-separated); `net`: the
-        /// host network streams too; `machines` (or `machines:two|four|killed|lossy`): only
+        /// host network streams too; `machines` (or `machines:two|four|killed|rebooted|lossy`): only
         /// the several-machine tests.
         #[arg(long, default_value = "all")]
         filter: String,

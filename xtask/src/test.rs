@@ -630,10 +630,10 @@ fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
 }
 
 /// Several machines as one system (`xtask/src/machines_test.rs`); `--filter machines:NAME`
-/// runs one of them (two, four, killed, lossy).
+/// runs one of them (two, four, killed, rebooted, lossy).
 fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
     type Test = fn(&Path, &Path) -> Result<String>;
-    let tests: [(&str, &str, Test); 4] = [
+    let tests: [(&str, &str, Test); 5] = [
         (
             "two",
             "[machines] 2 machines: user/shell/machines.script",
@@ -648,6 +648,11 @@ fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
             "killed",
             "[machines] a machine killed while another waits on it",
             crate::machines_test::killed,
+        ),
+        (
+            "rebooted",
+            "[machines] a machine rebooted: its earlier life's ids refused",
+            crate::machines_test::rebooted,
         ),
         (
             "lossy",

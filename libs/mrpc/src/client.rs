@@ -221,8 +221,9 @@ impl Client {
     }
 
     /// Machine `to` is known to be in `epoch` now (a heartbeat said so). If it was known in
-    /// another epoch before, it rebooted: every request to it ends with `Gone` (whether the
-    /// earlier life performed it is unknown; it is not performed again).
+    /// another epoch before, it rebooted: every request to it ends, with `StaleResource` if
+    /// it named the earlier life itself ([`Self::start_in`]: its ids are stale now), else
+    /// `Gone` (whether the earlier life performed it is unknown; it is not performed again).
     pub fn peer_epoch(&mut self, to: u8, epoch: u32) -> Vec<Done> {
         let Some(peer) = self.peers.get_mut(usize::from(to)) else {
             return Vec::new();
@@ -248,7 +249,11 @@ impl Client {
             done.push(Done {
                 ticket: p.ticket,
                 op: p.op,
-                result: Err(Error::Gone),
+                result: Err(if p.pinned {
+                    Error::StaleResource
+                } else {
+                    Error::Gone
+                }),
             });
             false
         });
@@ -406,12 +411,17 @@ mod tests {
         let (a, _) = c.start(0, 1, 7, 1, b"", u64::MAX).unwrap();
         let (b, _) = c.start(0, 2, 7, 1, b"", u64::MAX).unwrap();
         assert!(c.peer_epoch(1, 9).is_empty());
+        // A request about something life 9 handed out ends stale when life 11 is heard of.
+        let (p, _) = c.start_in(0, 1, 7, 1, b"", u64::MAX, Some(9)).unwrap();
         let gone = c.peer_epoch(1, 11);
-        assert_eq!(gone.len(), 1);
-        assert_eq!(
-            (gone[0].ticket, gone[0].result.clone()),
-            (a, Err(Error::Gone))
-        );
+        assert_eq!(gone.len(), 2);
+        let end = |t: Ticket| {
+            gone.iter()
+                .find(|d| d.ticket == t)
+                .map(|d| d.result.clone())
+        };
+        assert_eq!(end(a), Some(Err(Error::Gone)));
+        assert_eq!(end(p), Some(Err(Error::StaleResource)));
         assert_eq!(c.in_flight(), 1);
         let down = c.fail_all(2, Error::Gone);
         assert_eq!(down[0].ticket, b);
