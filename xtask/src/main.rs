@@ -100,7 +100,9 @@ enum Cmd {
         /// target/machines/mK.log. Each machine gets --smp cores.
         #[arg(long, value_name = "N", conflicts_with_all = ["net", "gdb", "deterministic"])]
         machines: Option<usize>,
-        /// With --machines: run FILE in machine K's shell (K=FILE, K >= 1; may repeat).
+        /// With --machines: run FILE in machine K's shell (K=FILE, K >= 1; may repeat), its
+        /// console in target/machines/mK.log; like every script it powers its machine off
+        /// at its end (end it with `sleep MS` if the others still need the machine).
         #[arg(long, value_name = "K=FILE", value_parser = machines::parse_machine_script, requires = "machines")]
         machine_script: Vec<(usize, std::path::PathBuf)>,
         /// With --machines: the switch drops this percentage of frames (seeded).
