@@ -252,6 +252,8 @@ pub fn start_boot_programs() {
         let argv: alloc::vec::Vec<&str> = start.args().collect();
         let priority = if start.driver {
             abi::Priority::Driver
+        } else if start.server {
+            abi::Priority::Server
         } else {
             abi::Priority::App
         };

@@ -9,7 +9,7 @@
 //! Each machine `K` boots with its own MAC (`abi::mach::mac`) and these words:
 //!
 //! ```text
-//! machine=K machines=N driver=0:netdrv start=0:netd,10.9.0.(K+1)/24,10.9.0.254 start=C:machd,K,N
+//! machine=K machines=N driver=0:netdrv server=0:netd,10.9.0.(K+1)/24,10.9.0.254 server=C:machd,K,N
 //! ```
 //!
 //! `machine=`/`machines=` say which machine this is (the kernel prints them at boot);
@@ -67,8 +67,8 @@ pub fn cmdline(k: usize, n: usize, smp: usize, extra: &str) -> String {
     let [a, b, c, _] = abi::mach::addr(k);
     let core = 1 % smp.max(1);
     format!(
-        "{extra} machine={k} machines={n} driver=0:netdrv start=0:netd,{}/24,{a}.{b}.{c}.254 \
-         start={core}:machd,{k},{n}",
+        "{extra} machine={k} machines={n} driver=0:netdrv server=0:netd,{}/24,{a}.{b}.{c}.254 \
+         server={core}:machd,{k},{n}",
         addr(k)
     )
     .trim()

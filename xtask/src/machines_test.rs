@@ -253,7 +253,7 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
         if i == 1 {
             out = o
                 .lines()
-                .find(|l| l.contains("mcount"))
+                .find(|l| l.starts_with("mcount m1:"))
                 .unwrap_or("")
                 .to_string();
         }

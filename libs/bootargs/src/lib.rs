@@ -14,6 +14,7 @@
 //! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `driver=CORE:PROG[,ARG...]` | the same at driver priority (a user-mode driver, e.g. `netdrv`; counts as a `start=`) |
+//! | `server=CORE:PROG[,ARG...]` | the same at server priority (an OS server, e.g. `netd`, `machd`; counts as a `start=`) |
 //! | `noshell` | do not start the shell on core 0 |
 //! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
 //! | `kernel=percore` or `kernel=biglock` | a kernel per core (default), or one big kernel lock taken at every kernel entry (P2's Limited Symmetry) |
@@ -40,6 +41,8 @@ pub struct Start<'a> {
     args: &'a str,
     /// Started at driver priority (`driver=`), else as an application.
     pub driver: bool,
+    /// Started at server priority (`server=`).
+    pub server: bool,
 }
 
 impl<'a> Start<'a> {
@@ -121,7 +124,7 @@ impl Default for BootArgs<'_> {
     }
 }
 
-fn parse_start(v: &str, driver: bool) -> Option<Start<'_>> {
+fn parse_start<'a>(v: &'a str, key: &str) -> Option<Start<'a>> {
     let (core, rest) = v.split_once(':')?;
     let core: usize = core.parse().ok().filter(|&c| c < MAX_SMP)?;
     let (program, args) = rest.split_once(',').unwrap_or((rest, ""));
@@ -133,7 +136,8 @@ fn parse_start(v: &str, driver: bool) -> Option<Start<'_>> {
         core,
         program,
         args,
-        driver,
+        driver: key == "driver",
+        server: key == "server",
     })
 }
 
@@ -231,7 +235,7 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                 value: v,
                 expected: "switch or halt",
             }),
-            ("start" | "driver", Some(v)) => match parse_start(v, key == "driver") {
+            ("start" | "driver" | "server", Some(v)) => match parse_start(v, key) {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
                     key,
@@ -386,6 +390,10 @@ mod tests {
         assert_eq!(a.starts.len(), 2);
         assert!(a.starts[0].driver && a.starts[0].program == "netdrv");
         assert!(!a.starts[1].driver);
+        let (a, w) = parse_collect("server=1:machd,0,2");
+        assert!(w.is_empty());
+        assert!(a.starts[0].server && !a.starts[0].driver);
+        assert_eq!(a.starts[0].args().collect::<Vec<_>>(), ["0", "2"]);
     }
 
     #[test]

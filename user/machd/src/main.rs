@@ -1,6 +1,6 @@
 //! `machd K N`: the machine server of issue 17, one per machine: machine K of N machines
 //! joined by a network (`cargo xtask run --machines N` starts it at boot with these
-//! arguments, `start=C:machd,K,N`).
+//! arguments at server priority, `server=C:machd,K,N`).
 //!
 //! It makes the machines one system the way P4 says inter-machine RPCC should work, "the
 //! same flow over a network": a program on this machine asks `machd` (the function
