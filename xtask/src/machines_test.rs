@@ -59,14 +59,18 @@ fn steps(lines: &[(&str, &[&str], &[&str])]) -> Vec<Step> {
         .collect()
 }
 
-/// Boot `cluster`'s machines 1.. (logged), then run `steps` in machine 0's shell.
+/// The other machines' QEMUs while a test drives machine 0 (`None`: killed by the test).
+type Others = Vec<Option<Reaper>>;
+
+/// Boot `cluster`'s machines 1.. (logged), then run `steps` in machine 0's shell; `after`
+/// runs on the host after each step (step index, its output, the other machines).
 fn drive(
     cluster: &Cluster,
     name: &str,
     steps: &[Step],
-    after: &mut dyn FnMut(usize, &str, &mut Vec<Option<Reaper>>) -> Result<()>,
+    after: &mut dyn FnMut(usize, &str, &mut Others) -> Result<()>,
 ) -> Result<Vec<String>> {
-    let mut others: Vec<Option<Reaper>> = cluster.start_logged(1)?.into_iter().map(Some).collect();
+    let mut others: Others = cluster.start_logged(1)?.into_iter().map(Some).collect();
     let r = run_steps_with(&cluster.guests[0], name, steps, |_| false, &mut |i, out| {
         after(i, out, &mut others)
     });
