@@ -152,6 +152,10 @@ pub struct Received {
     /// `SUBMIT_CALL` or `SUBMIT_SEND`.
     pub kind: u64,
     pub msg: Msg,
+    /// The user the sender acted as when it sent (the kernel vouches; 0 for the kernel's
+    /// own messages). A server that acts for its callers (`machd` spawning on another
+    /// machine, issue 17) carries this user, never one a caller claims.
+    pub sender_user: u64,
 }
 
 /// `COLLECT`'s ticket argument: any finished request.

@@ -33,6 +33,7 @@ pub mod dev;
 pub mod fnid;
 pub mod fs;
 pub mod ipc;
+pub mod mach;
 pub mod net;
 pub mod res;
 pub mod ring;

@@ -67,6 +67,7 @@ pub fn kernel_send(endpoint: ResId, msg: Msg) -> Result<(), Error> {
         kind: api::SUBMIT_SEND,
         sender: Pid(0),
         sender_thread: 0,
+        sender_user: 0,
         caller: None,
         msg,
         via: crate::fnid::Via::NONE,
@@ -96,6 +97,8 @@ pub struct Incoming {
     pub kind: u64,
     pub sender: Pid,
     pub sender_thread: u32,
+    /// The user the sender acted as (`Received::sender_user`).
+    pub sender_user: u32,
     /// Whom to answer (`None` for a one-way send).
     pub caller: Option<Caller>,
     pub msg: Msg,
@@ -526,6 +529,7 @@ fn start(
                 kind: sub.kind,
                 sender: me,
                 sender_thread: thread,
+                sender_user: crate::proc::current_user().0,
                 caller: call.then_some(Caller {
                     pid: me,
                     ticket,

@@ -252,6 +252,8 @@ pub fn start_boot_programs() {
         let argv: alloc::vec::Vec<&str> = start.args().collect();
         let priority = if start.driver {
             abi::Priority::Driver
+        } else if start.server {
+            abi::Priority::Server
         } else {
             abi::Priority::App
         };
@@ -456,6 +458,10 @@ fn summary(planned: usize, online: usize) {
         idle_ns as f64 / 1e6,
         (idle_ns - entry_ns) as f64 / 1e6
     );
+    let args = bootargs::parse(&state.cmdline, |_| {});
+    if let (Some(k), Some(n)) = (args.machine, args.machines) {
+        kprintln!("boot: machine {k} of {n} (machine={k} machines={n}; machd joins them)");
+    }
     for core in 0..planned {
         let (free, total) = mm::frames::counts(core);
         let r = mm::frames::pool_ranges(core);

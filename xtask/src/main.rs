@@ -12,6 +12,7 @@ mod bench_ant;
 mod bench_ant_figs;
 mod bench_diros;
 mod bench_ipc;
+mod bench_machines;
 mod bench_net;
 mod bench_net_det;
 mod bench_net_replace;
@@ -23,6 +24,8 @@ mod bench_urpc;
 mod build;
 mod disk;
 mod layers;
+mod machines;
+mod machines_test;
 mod net_relay;
 mod net_test;
 mod peer_linux;
@@ -31,6 +34,7 @@ mod qemu;
 mod results;
 mod runner;
 mod script;
+mod switch;
 mod test;
 mod trace;
 mod user;
@@ -93,12 +97,31 @@ enum Cmd {
         /// anew, empty; without it the image is kept between boots.
         #[arg(long)]
         fresh_disk: bool,
+        /// Boot N machines (2..4) joined by a virtual Ethernet on the host's loopback, each
+        /// with `machine=K`, its own MAC and address 10.9.0.(K+1), and `machd` (issue 17).
+        /// Machine 0's console is this terminal (or `--script`); the others' go to
+        /// target/machines/mK.log. Each machine gets --smp cores.
+        #[arg(long, value_name = "N", conflicts_with_all = ["net", "gdb", "deterministic"])]
+        machines: Option<usize>,
+        /// With --machines: run FILE in machine K's shell (K=FILE, K >= 1; may repeat), its
+        /// console in target/machines/mK.log; like every script it powers its machine off
+        /// at its end (end it with `sleep MS` if the others still need the machine).
+        #[arg(long, value_name = "K=FILE", value_parser = machines::parse_machine_script, requires = "machines")]
+        machine_script: Vec<(usize, std::path::PathBuf)>,
+        /// With --machines: the switch drops this percentage of frames (seeded).
+        #[arg(long, value_name = "PCT", default_value_t = 0, requires = "machines")]
+        drop: u64,
+        /// With --machines: the switch sends this percentage of frames twice (seeded).
+        #[arg(long, value_name = "PCT", default_value_t = 0, requires = "machines")]
+        dup: u64,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
     Test {
         /// Only in-kernel tests whose names match (glob with *, comma-separated); `files`:
-        /// only the [files] group (disk, buffer managers, file service; no in-kernel boots).
+        /// only the [files] group (disk, buffer managers, file service; no in-kernel boots);
+        /// `net`: the host network streams too; `machines` (or
+        /// `machines:two|four|killed|rebooted|lossy`): only the several-machine tests.
         #[arg(long, default_value = "all")]
         filter: String,
         /// Print every console line.
@@ -124,7 +147,7 @@ enum Cmd {
         /// Which benchmark: boot, basics, resources, urpc, tender, symmetry, ipc, diros, timers,
         /// ant, net (parallel, then net-deterministic), net-deterministic, net-replace (P3
         /// Figure 8 for the network, parallel), agora (P0: agora-deterministic, then
-        /// agora-parallel).
+        /// agora-parallel), machines (P0's cost ladder across two machines, parallel).
         name: String,
         /// Repetitions (samples) per case.
         #[arg(long, default_value_t = 5)]
@@ -165,9 +188,16 @@ fn run(cli: Cli) -> Result<()> {
             script,
             net,
             fresh_disk,
+            machines,
+            machine_script,
+            drop,
+            dup,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
+            }
+            if drop > 100 || dup > 100 {
+                bail!("--drop and --dup are percentages (0..=100)");
             }
             qemu::ensure()?;
             let kernel = build::kernel()?;
@@ -175,6 +205,21 @@ fn run(cli: Cli) -> Result<()> {
                 Some(m) => format!("{cmdline} kernel={m}").trim().to_string(),
                 None => cmdline,
             };
+            if let Some(n) = machines {
+                let o = machines::Options {
+                    machines: n,
+                    smp,
+                    mem_mib: mem,
+                    cmdline,
+                    faults: switch::Faults {
+                        drop_pct: drop,
+                        dup_pct: dup,
+                        seed: 17,
+                    },
+                };
+                let cluster = machines::Cluster::plan(&kernel, &user::build_archive()?, &o)?;
+                return machines::run(&cluster, script.as_deref(), &machine_script);
+            }
             // With --net, the driver is a boot program at driver priority (the shell may not
             // start one), on core 0 where the device resources are.
             // (Not when the boot configuration starts the network itself: `services=...net`.)
@@ -285,11 +330,12 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 ("net-deterministic", None) => bench_net_det::deterministic(runs.max(1))?,
                 ("net-replace", None) => bench_net_replace::net_replace(runs.max(1))?,
+                ("machines", None) => bench_machines::machines(runs.max(1))?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \
                          resources, urpc, tender, symmetry, ipc, diros, timers, ant, net, net-deterministic, \
-                         net-replace, agora, agora-deterministic, agora-parallel"
+                         net-replace, agora, agora-deterministic, agora-parallel, machines"
                     )
                 }
             }

@@ -77,6 +77,14 @@ pub enum NetBackend {
         /// The relay's port (R) on 127.0.0.1.
         relay_port: u16,
     },
+    /// `-netdev dgram` to another QEMU or to a port of [`crate::switch::Switch`]: one
+    /// machine's link of `cargo xtask run --machines N` (issue 17).
+    Wire {
+        /// QEMU's own port on 127.0.0.1.
+        local_port: u16,
+        /// The other end's port on 127.0.0.1.
+        remote_port: u16,
+    },
 }
 
 impl NetCfg {
@@ -116,11 +124,15 @@ impl NetCfg {
                 n
             }
             NetBackend::Relay {
-                qemu_port,
-                relay_port,
+                qemu_port: local,
+                relay_port: remote,
+            }
+            | NetBackend::Wire {
+                local_port: local,
+                remote_port: remote,
             } => format!(
-                "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={qemu_port},\
-                 remote.type=inet,remote.host=127.0.0.1,remote.port={relay_port}"
+                "dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port={local},\
+                 remote.type=inet,remote.host=127.0.0.1,remote.port={remote}"
             ),
         };
         [

@@ -88,6 +88,24 @@ pub fn spawn_piped(guest: &Guest) -> Result<Reaper> {
     Ok(Reaper(child))
 }
 
+/// Start QEMU for `guest` with its console (stdout and stderr) written to the file `log`
+/// and nothing on its standard input (a machine of `--machines` other than the first).
+pub fn spawn_logged(guest: &Guest, log: &std::path::Path) -> Result<Reaper> {
+    let out = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let err = out.try_clone()?;
+    let child = Command::new(QEMU)
+        .args(guest.args())
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .spawn()
+        .with_context(|| format!("starting {QEMU}"))?;
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(child.id());
+    Ok(Reaper(child))
+}
+
 /// Boot `guest`, collect its console, and stop it after `limit`.
 pub fn run_captured(guest: &Guest, limit: Duration, echo: bool) -> Result<Captured> {
     let start = Instant::now();

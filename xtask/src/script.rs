@@ -197,6 +197,9 @@ struct Session {
     search_from: usize,
     /// No prompt starts before this (searched already; long outputs stay linear).
     scanned: usize,
+    /// Where the console goes instead of this terminal (a machine of `--machines` other
+    /// than the first: `target/machines/mK.log`).
+    log: Option<std::fs::File>,
 }
 
 impl Session {
@@ -232,6 +235,7 @@ impl Session {
             printed: 0,
             search_from: 0,
             scanned: 0,
+            log: None,
         })
     }
 
@@ -251,7 +255,11 @@ impl Session {
     }
 
     fn print_to(&mut self, end: usize) {
-        let mut out = std::io::stdout().lock();
+        let mut stdout = std::io::stdout().lock();
+        let out: &mut dyn Write = match self.log.as_mut() {
+            Some(f) => f,
+            None => &mut stdout,
+        };
         for line in self.console[self.printed..end].split_inclusive(|&b| b == b'\n') {
             if !(self.hide)(&String::from_utf8_lossy(line)) {
                 let _ = out.write_all(line);
@@ -392,6 +400,21 @@ pub fn run_steps(
     run_steps_with(guest, name, steps, hide, &mut |_, _| Ok(()))
 }
 
+/// As [`run`], with the console written to the file `log` instead of this terminal.
+pub fn run_logged(guest: &Guest, file: &Path, log: &Path) -> Result<()> {
+    let steps = load(file)?;
+    let log = std::fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    run_steps_inner(
+        guest,
+        &file.display().to_string(),
+        &steps,
+        |_| false,
+        &mut |_, _| Ok(()),
+        Some(log),
+    )
+    .map(drop)
+}
+
 /// As [`run_steps`], and `after(i, output)` runs on the host once step `i` has printed its
 /// output and the next prompt (a host program talking to the guest between two commands);
 /// its error fails the run and skips the steps left.
@@ -402,11 +425,23 @@ pub fn run_steps_with(
     hide: fn(&str) -> bool,
     after: &mut dyn FnMut(usize, &str) -> Result<()>,
 ) -> Result<Vec<String>> {
+    run_steps_inner(guest, name, steps, hide, after, None)
+}
+
+fn run_steps_inner(
+    guest: &Guest,
+    name: &str,
+    steps: &[Step],
+    hide: fn(&str) -> bool,
+    after: &mut dyn FnMut(usize, &str) -> Result<()>,
+    log: Option<std::fs::File>,
+) -> Result<Vec<String>> {
     eprintln!(
         "xtask: script {name}: {} commands, then poweroff",
         steps.len()
     );
     let mut s = Session::start(guest, hide)?;
+    s.log = log;
     let mut problems = Vec::new();
     // Error lines a step expected (`# expect-error:`), which do not fail the run.
     let mut excused: Vec<String> = Vec::new();

@@ -76,6 +76,8 @@ pub fn run(opts: &Options) -> Result<bool> {
             g.initrd = Some(archive.clone());
             g
         };
+        // `--filter machines`: only the several-machine tests (no in-kernel test has the name).
+        let machines_only = opts.filter.starts_with("machines");
         let mut fault_tests = Vec::new();
         // `--filter files`: only the [files] group (disk, file service, buffer managers).
         let only_files = opts.filter == FILES_GROUP;
@@ -91,6 +93,7 @@ pub fn run(opts: &Options) -> Result<bool> {
         ]
         .into_iter()
         .take(configurations)
+        .filter(|_| !machines_only)
         {
             let mut g = guest(smp, &format!("ktest={}{structure}", opts.filter));
             g.cpu_flags = cpu_flags.to_string();
@@ -106,7 +109,7 @@ pub fn run(opts: &Options) -> Result<bool> {
                 fault_tests = found;
             }
         }
-        if !only_files {
+        if !only_files && !machines_only {
             boot_checks(&mut t, &guest, opts.verbose)?;
         }
         for (name, expect) in fault_tests
@@ -133,6 +136,9 @@ pub fn run(opts: &Options) -> Result<bool> {
         // The host stream through the relay (net_test.rs): in the full run and on request.
         if opts.filter == "all" || opts.filter.starts_with("net") {
             net_echo(&mut t, &guest);
+        }
+        if opts.filter == "all" || machines_only {
+            machines(&mut t, &kernel, &archive, &opts.filter);
         }
     }
     println!();
@@ -704,6 +710,53 @@ fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
             t.pass(&name);
         }
         Err(e) => t.fail(&name, &format!("{e:#}")),
+    }
+}
+
+/// Several machines as one system (`xtask/src/machines_test.rs`); `--filter machines:NAME`
+/// runs one of them (two, four, killed, rebooted, lossy).
+fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
+    type Test = fn(&Path, &Path) -> Result<String>;
+    let tests: [(&str, &str, Test); 5] = [
+        (
+            "two",
+            "[machines] 2 machines: user/shell/machines.script",
+            crate::machines_test::two,
+        ),
+        (
+            "four",
+            "[machines] 4 machines on the switch",
+            crate::machines_test::four,
+        ),
+        (
+            "killed",
+            "[machines] a machine killed while another waits on it",
+            crate::machines_test::killed,
+        ),
+        (
+            "rebooted",
+            "[machines] a machine rebooted: its earlier life's ids refused",
+            crate::machines_test::rebooted,
+        ),
+        (
+            "lossy",
+            "[machines] 5% of frames dropped and 5% duplicated: each request performed once",
+            crate::machines_test::lossy,
+        ),
+    ];
+    let only = filter.strip_prefix("machines:");
+    for (key, name, test) in tests {
+        if only.is_some_and(|o| o != key) {
+            continue;
+        }
+        println!("xtask: {name}");
+        match test(kernel, archive) {
+            Ok(report) => {
+                println!("xtask: machines: {report}");
+                t.pass(name);
+            }
+            Err(e) => t.fail(name, &format!("{e:#}")),
+        }
     }
 }
 

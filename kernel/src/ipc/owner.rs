@@ -114,6 +114,7 @@ fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> 
             request,
             sender: r.sender,
             sender_thread: u64::from(r.sender_thread),
+            sender_user: u64::from(r.sender_user),
             endpoint: r.endpoint.0,
             kind: r.kind,
             msg: r.msg,

@@ -193,6 +193,7 @@ pub(super) fn notice(endpoint: ResId) -> abi::ipc::Received {
         request: 0,
         sender: Pid(0),
         sender_thread: 0,
+        sender_user: 0,
         endpoint: endpoint.0,
         kind: abi::ipc::SUBMIT_SEND,
         msg: abi::ipc::Msg {

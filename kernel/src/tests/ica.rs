@@ -140,6 +140,7 @@ fn frames_with_server_on(core: usize) -> crate::ktest::TestResult {
             kind: SUBMIT_SEND,
             sender: Pid(0),
             sender_thread: 0,
+            sender_user: 0,
             caller: None,
             msg: Msg::default(),
             via: crate::fnid::Via::NONE,

@@ -15,12 +15,14 @@
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `driver=CORE:PROG[,ARG...]` | the same at driver priority (a user-mode driver, e.g. `netdrv`; counts as a `start=`) |
 //! | `services=`, `disk.core=`, `buffers.cores=`, ... | the boot configuration's keys ([`config`]): they override `boot.cfg` |
+//! | `server=CORE:PROG[,ARG...]` | the same at server priority (an OS server, e.g. `netd`, `machd`; counts as a `start=`) |
 //! | `noshell` | do not start the shell on core 0 |
 //! | `rcc=off` | do not check resource rights (to measure what the checks cost) |
 //! | `kernel=percore` or `kernel=biglock` | a kernel per core (default), or one big kernel lock taken at every kernel entry (P2's Limited Symmetry) |
 //! | `trace=on` | record kernel events in a per-core ring (the `TRACE` call dumps them) |
 //! | `rpcc.notify=MODE` | how RPCC tells a core a message waits: `ipi`, `poll` or `hybrid` (default) |
 //! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it; `inline`: the daemon performs short requests itself, agents (reused) only those that may block |
+//! | `machine=K`, `machines=N` | this is machine K (0-based) of N joined by a network (issue 17; `cargo xtask run --machines N` gives them; the kernel prints them, `machd` gets them as its arguments) |
 //! | `rpcc.wait=MODE` | how a thread waits for a remote answer: `switch` (default: it blocks and the core runs something else or its idle context) or `halt` (it halts in place when nothing else is ready) |
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
@@ -29,6 +31,8 @@ pub mod config;
 
 /// Most cores the kernel can use; `smp=` beyond it is a warning.
 pub const MAX_SMP: usize = 64;
+/// Most machines joined as one system (`machines=`).
+pub const MAX_MACHINES: usize = 4;
 /// Most `start=` words kept.
 pub const MAX_STARTS: usize = 16;
 
@@ -40,6 +44,8 @@ pub struct Start<'a> {
     args: &'a str,
     /// Started at driver priority (`driver=`), else as an application.
     pub driver: bool,
+    /// Started at server priority (`server=`).
+    pub server: bool,
 }
 
 impl<'a> Start<'a> {
@@ -82,6 +88,10 @@ pub struct BootArgs<'a> {
     pub rpcc_inline: bool,
     /// `rpcc.wait=halt`: a thread waiting for a remote answer halts in place.
     pub rpcc_halt: bool,
+    /// `machine=K`: this machine's id among several (issue 17).
+    pub machine: Option<u8>,
+    /// `machines=N`: how many machines the system has.
+    pub machines: Option<u8>,
 }
 
 /// How RPCC notifies the receiving core (P4 sends an IPI per message).
@@ -111,11 +121,13 @@ impl Default for BootArgs<'_> {
             rpcc_agents: None,
             rpcc_inline: false,
             rpcc_halt: false,
+            machine: None,
+            machines: None,
         }
     }
 }
 
-fn parse_start(v: &str, driver: bool) -> Option<Start<'_>> {
+fn parse_start<'a>(v: &'a str, key: &str) -> Option<Start<'a>> {
     let (core, rest) = v.split_once(':')?;
     let core: usize = core.parse().ok().filter(|&c| c < MAX_SMP)?;
     let (program, args) = rest.split_once(',').unwrap_or((rest, ""));
@@ -127,7 +139,8 @@ fn parse_start(v: &str, driver: bool) -> Option<Start<'_>> {
         core,
         program,
         args,
-        driver,
+        driver: key == "driver",
+        server: key == "server",
     })
 }
 
@@ -225,7 +238,7 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                 value: v,
                 expected: "switch or halt",
             }),
-            ("start" | "driver", Some(v)) => match parse_start(v, key == "driver") {
+            ("start" | "driver" | "server", Some(v)) => match parse_start(v, key) {
                 Some(s) if args.starts.push(s).is_ok() => {}
                 Some(_) => warn(Warning::BadValue {
                     key,
@@ -244,6 +257,19 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                     key,
                     value: v,
                     expected: "a core count from 1 to 64",
+                }),
+            },
+            ("machine" | "machines", Some(v)) => match v.parse::<u8>() {
+                Ok(n) if usize::from(n) < MAX_MACHINES && key == "machine" => {
+                    args.machine = Some(n)
+                }
+                Ok(n) if (1..=MAX_MACHINES).contains(&usize::from(n)) && key == "machines" => {
+                    args.machines = Some(n)
+                }
+                _ => warn(Warning::BadValue {
+                    key,
+                    value: v,
+                    expected: "a machine id below 4 (machine=) or a count 1..4 (machines=)",
                 }),
             },
             ("ktest", Some(v)) if !v.is_empty() => args.ktest = Some(v),
@@ -369,12 +395,26 @@ mod tests {
         assert_eq!(a.starts.len(), 2);
         assert!(a.starts[0].driver && a.starts[0].program == "netdrv");
         assert!(!a.starts[1].driver);
+        let (a, w) = parse_collect("server=1:machd,0,2");
+        assert!(w.is_empty());
+        assert!(a.starts[0].server && !a.starts[0].driver);
+        assert_eq!(a.starts[0].args().collect::<Vec<_>>(), ["0", "2"]);
     }
 
     #[test]
     fn later_words_win() {
         let (a, _) = parse_collect("smp=4 smp=1 log=warn log=error");
         assert_eq!((a.smp, a.log), (Some(1), LogLevel::Error));
+    }
+
+    #[test]
+    fn machine_words() {
+        let (a, w) = parse_collect("machine=2 machines=4");
+        assert_eq!((a.machine, a.machines), (Some(2), Some(4)));
+        assert!(w.is_empty());
+        let (a, w) = parse_collect("machine=4 machines=5 machine=x machines=0");
+        assert_eq!((a.machine, a.machines), (None, None));
+        assert_eq!(w.len(), 4);
     }
 
     #[test]

@@ -34,6 +34,7 @@ mod cores;
 mod editor;
 mod files;
 mod fns;
+mod machines;
 mod net;
 mod pipes;
 mod res;
@@ -133,6 +134,16 @@ commands:
                                   start netd (DHCP, or the address given) as a job (on
                                   CORE) and wait for an address; the driver netdrv is a
                                   boot program (driver=CORE:netdrv)
+  machines                        the machines of this system (cargo xtask run
+                                  --machines N): address, up/down, epoch, last heard;
+                                  machines wait: until every one is up
+  mping M [N]                     N null round trips to machine M through machd
+  run PROG [ARGS] -m M [-c CORE] [&]
+                                  run PROG on machine M as this shell's user (its
+                                  output is M's console); wait mM:PID, kill mM:PID
+  ps -a                           the processes of every machine
+  mcount M N                      N requests to machine M that each add one to a
+                                  counter there: checks each was performed once
   net crash                       make the driver crash (netdrv crashable) and report
                                   its restart (driver=0:netdrv,restart=N,crashable)
   exit                            end this shell (once no job runs); the kernel starts
@@ -182,6 +193,8 @@ struct Shell {
     exit: bool,
     /// How many `source` files are being read now (nested), bounded.
     sourcing: usize,
+    /// Programs started on other machines with `&` (`run ... -m M &`).
+    remote_jobs: Vec<machines::RemoteJob>,
 }
 
 fn main(_args: &[&str]) -> i32 {
@@ -197,6 +210,7 @@ fn main(_args: &[&str]) -> i32 {
         typeahead: Vec::new(),
         exit: false,
         sourcing: 0,
+        remote_jobs: Vec::new(),
     };
     let mut started = Vec::new();
     net::auto_up(&mut started);
@@ -244,7 +258,21 @@ impl Shell {
                 println!("{HELP}");
                 Ok(())
             }
+            "ps" if args == ["-a"] => machines::ps_all(),
             "ps" => no_args(cmd).and_then(|_| ps()),
+            "machines" if args == ["wait"] => machines::wait_up(),
+            "machines" => no_args(cmd).and_then(|_| machines::list()),
+            "mping" => machines::mping(args),
+            "mcount" => machines::mcount(args),
+            "run" if args.contains(&"-m") => {
+                if let Some(job) = machines::run(args)? {
+                    self.remote_jobs.push(job);
+                }
+                Ok(())
+            }
+            "wait" | "kill" if args.len() == 1 && machines::parse_remote(args[0]).is_some() => {
+                machines::wait_or_kill(cmd, args[0], &mut self.remote_jobs)
+            }
             "cores" => no_args(cmd).and_then(|_| cores::cores()),
             "mem" => no_args(cmd).and_then(|_| cores::mem()),
             "run" if words.iter().any(|w| pipes::is_redirection(w)) => {
@@ -506,6 +534,11 @@ impl Shell {
     /// waiting; the jobs run on.
     fn wait(&mut self, args: &[&str]) -> Result<(), String> {
         const CTRL_C: u8 = 0x03;
+        if args.is_empty() {
+            // Jobs on other machines first (their waits end by themselves: the machine
+            // answers, or is found down).
+            machines::wait_all(&mut self.remote_jobs)?;
+        }
         let pids: Vec<Pid> = match args {
             [] => self.jobs.iter().map(|j| j.pid).collect(),
             [word] => {
@@ -663,7 +696,7 @@ fn vector_name(v: u64) -> &'static str {
 }
 
 /// Every process, however many there are.
-fn processes() -> Result<Vec<ProcInfo>, Error> {
+pub(crate) fn processes() -> Result<Vec<ProcInfo>, Error> {
     let mut cap = 64;
     loop {
         let mut buf = alloc::vec![ProcInfo::EMPTY; cap];

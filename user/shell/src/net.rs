@@ -99,6 +99,17 @@ fn served(name: &str) -> bool {
     })
 }
 
+/// Is a `netd` running already (a boot program, as `cargo xtask run --machines N` starts
+/// one with the machine's static address on core 0 before the shell), though it may not
+/// serve yet (it waits for the driver first)?
+fn netd_running() -> bool {
+    let mut ps = alloc::vec![ulib::abi::ProcInfo::EMPTY; 1024];
+    let n = sys::processes(&mut ps).unwrap_or(0);
+    ps[..n]
+        .iter()
+        .any(|p| p.name() == "netd" && p.state != ulib::abi::STATE_ZOMBIE)
+}
+
 /// At the shell's start: if the machine has a virtio-net function and nothing serves
 /// `net.udp`, `net up` with `netd` on core 1 (if there is one). The driver `netdrv` runs at
 /// driver priority, which the shell may not give: it is a boot program
@@ -108,7 +119,7 @@ pub(crate) fn auto_up(jobs: &mut Vec<(Pid, &'static str)>) {
         l.iter()
             .any(|f| f.vendor == 0x1af4 && matches!(f.device, 0x1041 | 0x1000))
     });
-    if !nic || served(net::FN_UDP) {
+    if !nic || served(net::FN_UDP) || netd_running() {
         return;
     }
     let mut buf = [ulib::abi::CoreInfo::default(); 64];

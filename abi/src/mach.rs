@@ -1,0 +1,89 @@
+//! Several machines as one system (issue 17): what `xtask`, the machine server `machd` and
+//! its clients (the shell) agree on.
+//!
+//! `cargo xtask run --machines N` boots N QEMUs on one virtual Ethernet on the host's
+//! loopback. Machine `K` (0-based) has the address [`addr`]`(K)` on [`SUBNET`]`.0/24`, its
+//! own MAC ([`mac`]), and `machd K N` serves [`FN_MACH`] on it, speaking `libs/mrpc` to the
+//! other machines' `machd` over UDP port [`PORT`] (through `net.udp`).
+//!
+//! # The protocol on `mach` (local clients to `machd`)
+//!
+//! Every request is a `CALL` whose label is one of the `OP_*` values; the call's value is 0
+//! or an `abi::Error` code.
+//!
+//! | op | request words | reply words |
+//! |---|---|---|
+//! | [`OP_SELF`] | - | this machine, machines, epoch |
+//! | [`OP_MEMBER`] | machine | address, state ([`UP`]/[`DOWN`]/[`NEVER`]), epoch, ns since last heard (`u64::MAX`: never), requests sent, retransmissions |
+//! | [`OP_PING`] | machine, deadline ns | round-trip ns |
+//! | [`OP_SPAWN`] | machine, core (`u64::MAX`: any), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
+//! | [`OP_WAIT`] | machine, epoch, pid, timeout ns (`u64::MAX`: none) | how (`ENDED_*`), code |
+//! | [`OP_KILL`] | machine, epoch, pid | - |
+//! | [`OP_PS`] | machine, index | pid, state, count, name (24 bytes in words 3..5) |
+//! | [`OP_COUNT`] | machine | the counter's new value |
+//!
+//! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
+//! another epoch, and a request naming the old one is refused with `StaleResource`.
+//! `OP_SPAWN`, `OP_WAIT` and `OP_KILL` act as the *caller's* user (the kernel vouches for it
+//! in `Received::sender_user`), which travels in the request to the other machine's `machd`;
+//! that one spawns or kills acting as that user (`SETUSER` around the call; it is a boot
+//! program, so it may), so the other machine's kernel checks the rights (RCC) there. A
+//! request that found the machine down ends `Gone`; one that got no answer in time,
+//! `TimedOut`.
+
+/// The function `machd` serves.
+pub const FN_MACH: &str = "mach";
+/// The UDP port every `machd` receives on.
+pub const PORT: u16 = 7117;
+/// Most machines in one system.
+pub const MAX_MACHINES: usize = 4;
+/// The first three bytes of every machine's address.
+pub const SUBNET: [u8; 3] = [10, 9, 0];
+
+/// Machine `k`'s address: `10.9.0.(k+1)`.
+pub const fn addr(k: usize) -> [u8; 4] {
+    [SUBNET[0], SUBNET[1], SUBNET[2], k as u8 + 1]
+}
+
+/// Machine `k`'s MAC address: `52:54:00:4d:53:0k` (`4d 53` is "MS").
+pub const fn mac(k: usize) -> [u8; 6] {
+    [0x52, 0x54, 0x00, 0x4d, 0x53, k as u8]
+}
+
+/// This machine: `words[0]` its id, `words[1]` how many machines, `words[2]` its epoch.
+pub const OP_SELF: u64 = 1;
+/// What this machine knows of machine `words[0]`.
+pub const OP_MEMBER: u64 = 2;
+/// A null round trip to machine `words[0]`, ending with `TimedOut` after `words[1]` ns.
+pub const OP_PING: u64 = 3;
+
+/// Spawn a program on another machine (as the caller's user).
+pub const OP_SPAWN: u64 = 4;
+/// Wait for a process spawned on another machine by `OP_SPAWN` to end.
+pub const OP_WAIT: u64 = 5;
+/// Kill a process on another machine (as the caller's user).
+pub const OP_KILL: u64 = 6;
+/// Process `index` of another machine's list (`NoSuchProcess` past the end).
+pub const OP_PS: u64 = 7;
+
+/// Add one to machine M's counter for this machine (kept by M's `machd`, from 0 at its
+/// start) and answer its new value: a request whose effect shows whether it was performed
+/// once (the tests of exactly-once execution on a lossy network: `mcount`).
+pub const OP_COUNT: u64 = 8;
+
+/// How long a request waits for its answer unless told: a hang guard, well above any
+/// round trip on the machines' link.
+pub const DEFAULT_DEADLINE_NS: u64 = 2_000_000_000;
+/// Heartbeat period.
+pub const HEARTBEAT_NS: u64 = 100_000_000;
+/// A machine silent this long is down; requests waiting on it end `Gone` then. Thirty
+/// heartbeat periods: under TCG on a loaded host a guest can go hundreds of milliseconds
+/// without running (0.5 s made live machines flap down with three QEMUs on two host cores).
+pub const DOWN_AFTER_NS: u64 = 3_000_000_000;
+
+/// Heard from within the heartbeat bound.
+pub const UP: u64 = 1;
+/// Heard from once, silent since.
+pub const DOWN: u64 = 2;
+/// Never heard from.
+pub const NEVER: u64 = 3;

@@ -1,0 +1,334 @@
+//! `machd K N`: the machine server of issue 17, one per machine: machine K of N machines
+//! joined by a network (`cargo xtask run --machines N` starts it at boot with these
+//! arguments at server priority, `server=C:machd,K,N`).
+//!
+//! It makes the machines one system the way P4 says inter-machine RPCC should work, "the
+//! same flow over a network": a program on this machine asks `machd` (the function
+//! [`FN_MACH`], `abi::mach` has the local protocol) to do something on machine M; `machd`
+//! sends an `libs/mrpc` request to M's `machd`, which performs it there as the requester's
+//! user and answers. `libs/mrpc` gives each request at most one execution (a reply cache),
+//! retransmission with a bounded backoff, a deadline (`TimedOut`), and epochs (a rebooted
+//! machine's old ids are refused). Membership comes from heartbeats ([`net`]).
+//!
+//! # Why over `net.udp`, not a protocol of its own on the driver
+//!
+//! `machd` is an ordinary client of the UDP/IP server (`ulib::net` sockets on port
+//! `abi::mach::PORT`): addressing, ARP, checksums and the driver's queues are `netd`'s
+//! already, both can be replaced or restarted while `machd` runs (function ids), and the
+//! datagrams are plain UDP that a host program or `tcpdump` can read. A protocol of its own
+//! on `net.drv` would save `netd`'s request step per message (one IPC round trip on this
+//! machine) but would duplicate ARP and framing and need a second receiver of frames in the
+//! driver. The cost of the detour is measured, not guessed: see docs/design.md section 17.
+//!
+//! # Threads
+//!
+//! The *local* thread (main) receives requests from this machine's programs on the `mach`
+//! endpoint and starts mrpc requests; the *network* thread ([`net`]) receives datagrams,
+//! performs other machines' requests, sends heartbeats and retransmissions, and answers the
+//! local callers when their requests end. A pool of [`WORKERS`] threads performs requests
+//! that wait (a remote `wait`). All share [`State`] behind a `ulib::cell::Local` lock.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod net;
+mod ops;
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use mrpc::client::{Client, Done, Retry, Ticket};
+use mrpc::members::{Members, State as Member};
+use mrpc::server::Server;
+use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::mach::{self, FN_MACH};
+use ulib::abi::res::{ResId, Rights, UserId};
+use ulib::abi::{Error, Pid};
+use ulib::cell::Local;
+use ulib::net::{Ipv4, UdpSocket};
+use ulib::{fnid, ipc, println, sys};
+
+ulib::main!(main);
+
+/// An endpoint others may send to (write) and only its owner receives on.
+const ENDPOINT_RIGHTS: Rights = Rights(0x2f);
+/// Threads performing requests that wait.
+const WORKERS: u64 = 4;
+/// How long `machd` waits for `net.udp` at start (x 10 ms).
+const NET_TRIES: u32 = 3000;
+
+/// A local caller waiting for its request to another machine.
+struct Waiter {
+    ticket: Ticket,
+    /// The `RECV` handle to answer.
+    request: u64,
+    op: u64,
+    started: u64,
+}
+
+/// What the threads share.
+pub(crate) struct State {
+    pub me: u8,
+    pub n: u8,
+    pub epoch: u32,
+    pub client: Client,
+    pub server: Server,
+    pub members: Members,
+    /// The socket requests, replies and heartbeats go out on.
+    tx: UdpSocket,
+    waiters: Vec<Waiter>,
+    pub next_heartbeat: u64,
+    pub heartbeats: u64,
+    /// Which machines were up at the last tick.
+    pub was_up: [bool; mrpc::MAX_MACHINES],
+    /// Requests that wait, for the workers.
+    pub jobs: VecDeque<ops::Job>,
+    /// Processes spawned here for other machines, and as which user.
+    pub spawned: Vec<(Pid, UserId)>,
+    /// This process's own user (it acts as others only around one call).
+    pub my_user: UserId,
+    /// Datagrams that were not mrpc messages for this machine.
+    pub malformed: u64,
+    /// Per requesting machine: how many `R_COUNT` requests were performed.
+    pub counters: [u64; mrpc::MAX_MACHINES],
+}
+
+pub(crate) static STATE: Local<Option<State>> = Local::new(None);
+/// The receiving socket, until the network thread takes it.
+static RX: Local<Option<UdpSocket>> = Local::new(None);
+/// Counts the jobs for the workers.
+static JOBS: Local<Option<ResId>> = Local::new(None);
+
+/// Run `f` on the shared state (which exists once `main` set it up).
+pub(crate) fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATE.with(|s| f(s.as_mut().expect("machd: state used before it was set up")))
+}
+
+pub(crate) fn now() -> u64 {
+    sys::clock_ns().unwrap_or(0)
+}
+
+/// Machine `m`'s address.
+pub(crate) fn addr_of(m: u8) -> Ipv4 {
+    Ipv4(mach::addr(usize::from(m)))
+}
+
+impl State {
+    /// Send `bytes` to machine `to`'s `machd`. A failed send is a lost datagram: the
+    /// protocol sends requests again, and a lost reply is asked for again.
+    pub fn send(&mut self, to: u8, bytes: &[u8]) {
+        let _ = self.tx.send_to(addr_of(to), mach::PORT, bytes);
+    }
+
+    /// Requests that ended: answer their local callers.
+    pub fn complete(&mut self, done: Vec<Done>) {
+        for d in done {
+            let Some(i) = self.waiters.iter().position(|w| w.ticket == d.ticket) else {
+                continue;
+            };
+            let w = self.waiters.swap_remove(i);
+            let epoch = self.client.known_epoch(w.ticket.to);
+            let r = d
+                .result
+                .and_then(|payload| ops::local_answer(w.op, &payload, w.started, epoch));
+            let _ = match r {
+                Ok(words) => ipc::reply(w.request, 0, &Msg { label: 0, words }),
+                Err(e) => ipc::reply_error(w.request, e),
+            };
+        }
+    }
+
+    /// Start a request for the local caller of `request`.
+    fn start(
+        &mut self,
+        request: u64,
+        op: u64,
+        (to, rop, payload): (u8, u16, Vec<u8>),
+        user: u32,
+        deadline_ns: u64,
+        epoch: Option<u32>,
+    ) -> Result<(), Error> {
+        if to >= self.n {
+            return Err(Error::InvalidArgument);
+        }
+        let now = now();
+        if self.members.state(to, now) == Some(Member::Down) {
+            // Known down: say so at once rather than at the deadline.
+            return Err(Error::Gone);
+        }
+        let deadline = now.saturating_add(deadline_ns);
+        let (ticket, bytes) = self
+            .client
+            .start_in(now, to, rop, user, &payload, deadline, epoch)?;
+        self.waiters.push(Waiter {
+            ticket,
+            request,
+            op,
+            started: now,
+        });
+        self.send(to, &bytes);
+        Ok(())
+    }
+}
+
+fn main(args: &[&str]) -> i32 {
+    let parsed = match args {
+        [_, k, n] => k.parse::<u8>().ok().zip(n.parse::<u8>().ok()),
+        _ => None,
+    };
+    let Some((me, n)) = parsed.filter(|(k, n)| (1..=mach::MAX_MACHINES as u8).contains(n) && k < n)
+    else {
+        println!("machd: usage: machd K N (machine K of N, N at most 4)");
+        return 2;
+    };
+    match run(me, n) {
+        Ok(()) => 0,
+        Err(e) => {
+            println!("machd: {e}");
+            1
+        }
+    }
+}
+
+fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
+    use alloc::format;
+    // netd may still be waiting for its driver: wait for `net.udp` to have an address.
+    let mut tries = 0;
+    while !ulib::net::info().is_ok_and(|i| i[0] != 0) {
+        tries += 1;
+        if tries > NET_TRIES {
+            return Err(format!(
+                "no {} with an address after 30 s",
+                ulib::net::FN_UDP
+            ));
+        }
+        let _ = sys::sleep_ns(10_000_000);
+    }
+    let rx = UdpSocket::bind(mach::PORT).map_err(|e| format!("bind {}: {e}", mach::PORT))?;
+    let tx = UdpSocket::bind(0).map_err(|e| format!("bind a sending port: {e}"))?;
+    let pid = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let ep = ipc::open_endpoint(
+        &format!("here/endpoint/machd-{}", pid.serial()),
+        ENDPOINT_RIGHTS,
+    )
+    .map_err(|e| format!("endpoint: {e}"))?;
+    let jobs = ulib::sem::open_sem(
+        &format!("here/sem/machd-{}", pid.serial()),
+        0,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("semaphore: {e}"))?;
+    let started = now();
+    // A new epoch every start: the clock at this instant differs from boot to boot (TCG
+    // timing and the boot's own work), and `epoch_from` spreads close values apart.
+    let epoch = mrpc::epoch_from(started ^ (u64::from(me) << 56));
+    let my_user = ulib::res::getuser().map_err(|e| format!("getuser: {e}"))?;
+    STATE.with(|s| {
+        *s = Some(State {
+            me,
+            n,
+            epoch,
+            client: Client::new(me, epoch, Retry::default()),
+            server: Server::new(me, epoch),
+            members: Members::new(me, n, mach::DOWN_AFTER_NS),
+            tx,
+            waiters: Vec::new(),
+            next_heartbeat: started,
+            heartbeats: 0,
+            was_up: [false; mrpc::MAX_MACHINES],
+            jobs: VecDeque::new(),
+            spawned: Vec::new(),
+            my_user,
+            malformed: 0,
+            counters: [0; mrpc::MAX_MACHINES],
+        })
+    });
+    RX.with(|r| *r = Some(rx));
+    JOBS.with(|j| *j = Some(jobs));
+    // The threads run as long as the program: never joined (detached).
+    let _ = ulib::thread::spawn(net::main, 0).map_err(|e| format!("network thread: {e}"))?;
+    for i in 0..WORKERS {
+        let _ = ulib::thread::spawn(ops::worker, i).map_err(|e| format!("worker: {e}"))?;
+    }
+    let id = fnid::register(FN_MACH, ep).map_err(|e| format!("register {FN_MACH}: {e}"))?;
+    println!(
+        "machd: machine {me} of {n}, address {}, epoch {epoch:08x}, serving {FN_MACH} as {id}, UDP port {}",
+        addr_of(me),
+        mach::PORT
+    );
+    loop {
+        let r = match ipc::recv(ep, u64::MAX) {
+            Ok(r) => r,
+            Err(e) => {
+                println!("machd: receive: {e}");
+                let _ = sys::sleep_ns(10_000_000);
+                continue;
+            }
+        };
+        if r.request == 0 {
+            // One-way messages (none are defined): nothing to answer.
+            continue;
+        }
+        if let Err(e) = local(&r) {
+            let _ = ipc::reply_error(r.request, e);
+        }
+    }
+}
+
+/// A request from a program on this machine: answered now, or once its request to another
+/// machine ends ([`State::complete`]).
+fn local(r: &Received) -> Result<(), Error> {
+    let w = r.msg.words;
+    let user = u32::try_from(r.sender_user).map_err(|_| Error::InvalidArgument)?;
+    let reply = |words: [u64; 6]| ipc::reply(r.request, 0, &Msg { label: 0, words });
+    let machine = |s: &State| u8::try_from(w[0]).ok().filter(|m| *m < s.n);
+    match r.msg.label {
+        mach::OP_SELF => {
+            let (me, n, e) = with(|s| (s.me, s.n, s.epoch));
+            reply([u64::from(me), u64::from(n), u64::from(e), 0, 0, 0])
+        }
+        mach::OP_MEMBER => {
+            let words = with(|s| {
+                let m = machine(s).ok_or(Error::InvalidArgument)?;
+                let now = now();
+                let info = s.members.get(m).ok_or(Error::InvalidArgument)?;
+                let (state, epoch, ago) = match s.members.state(m, now) {
+                    _ if m == s.me => (mach::UP, s.epoch, 0),
+                    Some(Member::Up) => (mach::UP, info.epoch, now - info.last_heard),
+                    Some(Member::Down) => (mach::DOWN, info.epoch, now - info.last_heard),
+                    _ => (mach::NEVER, 0, u64::MAX),
+                };
+                Ok::<_, Error>([
+                    Ipv4(mach::addr(usize::from(m))).to_word(),
+                    state,
+                    u64::from(epoch),
+                    ago,
+                    s.client.sent,
+                    s.client.retransmissions,
+                ])
+            })?;
+            reply(words)
+        }
+        op @ (mach::OP_PING
+        | mach::OP_SPAWN
+        | mach::OP_WAIT
+        | mach::OP_KILL
+        | mach::OP_PS
+        | mach::OP_COUNT) => with(|s| {
+            let m = machine(s).ok_or(Error::InvalidArgument)?;
+            let (request, deadline, epoch) = ops::remote_request(op, m, &w)?;
+            s.start(r.request, op, request, user, deadline, epoch)
+        }),
+        _ => Err(Error::NoSuchCall),
+    }
+}
+
+/// The semaphore the workers wait on.
+pub(crate) fn jobs_sem() -> Option<ResId> {
+    JOBS.with(|j| *j)
+}
+
+/// The receiving socket (the network thread takes it once).
+pub(crate) fn take_rx() -> Option<UdpSocket> {
+    RX.with(|r| r.take())
+}

@@ -1,0 +1,260 @@
+//! What one machine asks of another, both halves: the local request turned into an mrpc
+//! request ([`remote_request`]), the request performed on the other machine ([`perform`],
+//! and [`worker`] for those that wait), and the reply turned into the local answer
+//! ([`local_answer`]).
+//!
+//! | mrpc op | payload | reply |
+//! |---|---|---|
+//! | [`R_NULL`] | - | - |
+//! | [`R_SPAWN`] | core (u64, `u64::MAX`: any), `PROG\0ARG\0...` | pid (u64) |
+//! | [`R_WAIT`] | pid, timeout ns | how (`ENDED_*`), code |
+//! | [`R_KILL`] | pid | - |
+//! | [`R_PS`] | index | pid, state, count, name (24 bytes) |
+//! | [`R_COUNT`] | - | the requesting machine's counter after adding one |
+//!
+//! Rights: the request carries the user the local caller acted as (the kernel vouched for
+//! it in `Received::sender_user`). `R_SPAWN` and `R_KILL` are made acting as that user
+//! (`SETUSER` to it and back: `machd` is a boot program, which may), so this machine's
+//! kernel checks them as for a local program of that user, and the spawned program runs as
+//! that user. A process `machd` spawned is its child, which the kernel would let it kill
+//! and wait for whatever user it acts as: for those, `R_KILL` and `R_WAIT` are allowed only
+//! to the user it was spawned for (or the administrator), checked here.
+
+use crate::{now, with, State};
+use alloc::vec::Vec;
+use mrpc::{Error, Header};
+use ulib::abi::mach;
+use ulib::abi::res::UserId;
+use ulib::abi::{Pid, Priority, ProcInfo};
+use ulib::{res, sem, sys};
+
+/// The administrator (the user boot programs and the shell start as).
+const ADMIN: u32 = 1;
+
+pub const R_NULL: u16 = 1;
+pub const R_SPAWN: u16 = 2;
+pub const R_WAIT: u16 = 3;
+pub const R_KILL: u16 = 4;
+pub const R_PS: u16 = 5;
+pub const R_COUNT: u16 = 6;
+
+/// Most processes a remote `ps` lists.
+const PS_MAX: usize = 256;
+
+/// A request that waits, for a [`worker`].
+pub struct Job {
+    header: Header,
+    pid: Pid,
+    timeout_ns: u64,
+}
+
+fn word(p: &[u8], i: usize) -> Result<u64, Error> {
+    p.get(i * 8..i * 8 + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or(Error::InvalidArgument)
+}
+
+fn words(ws: &[u64]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// The mrpc request for local request `op` with `w` to machine `m`: (machine, mrpc op,
+/// payload), its deadline (relative ns) and the server life it names.
+#[allow(clippy::type_complexity)]
+pub fn remote_request(
+    op: u64,
+    m: u8,
+    w: &[u64; 6],
+) -> Result<((u8, u16, Vec<u8>), u64, Option<u32>), Error> {
+    let deadline = mach::DEFAULT_DEADLINE_NS;
+    let epoch = || u32::try_from(w[1]).map_err(|_| Error::InvalidArgument);
+    Ok(match op {
+        mach::OP_PING => {
+            let d = if w[1] == 0 { deadline } else { w[1] };
+            ((m, R_NULL, Vec::new()), d, None)
+        }
+        mach::OP_SPAWN => {
+            let mut p = words(&[w[1]]);
+            let cmd: Vec<u8> = w[2..6].iter().flat_map(|x| x.to_le_bytes()).collect();
+            let len = cmd.iter().rposition(|&b| b != 0).map_or(0, |i| i + 1);
+            if len == 0 {
+                return Err(Error::InvalidArgument);
+            }
+            p.extend_from_slice(&cmd[..len]);
+            ((m, R_SPAWN, p), deadline, None)
+        }
+        mach::OP_WAIT => {
+            // The request lasts as long as the wait, and a little more for the answer.
+            let d = w[3].saturating_add(deadline);
+            ((m, R_WAIT, words(&[w[2], w[3]])), d, Some(epoch()?))
+        }
+        mach::OP_KILL => ((m, R_KILL, words(&[w[2]])), deadline, Some(epoch()?)),
+        mach::OP_PS => ((m, R_PS, words(&[w[1]])), deadline, None),
+        mach::OP_COUNT => ((m, R_COUNT, Vec::new()), deadline, None),
+        _ => return Err(Error::NoSuchCall),
+    })
+}
+
+/// The local caller's answer from the reply's payload.
+/// `epoch` is the answering machine's (the life that spawned a process names it).
+pub fn local_answer(op: u64, p: &[u8], started: u64, epoch: u32) -> Result<[u64; 6], Error> {
+    Ok(match op {
+        mach::OP_PING => [now().saturating_sub(started), 0, 0, 0, 0, 0],
+        mach::OP_SPAWN => [word(p, 0)?, u64::from(epoch), 0, 0, 0, 0],
+        mach::OP_WAIT => [word(p, 0)?, word(p, 1)?, 0, 0, 0, 0],
+        mach::OP_KILL => [0; 6],
+        mach::OP_COUNT => [word(p, 0)?, 0, 0, 0, 0, 0],
+        mach::OP_PS => [
+            word(p, 0)?,
+            word(p, 1)?,
+            word(p, 2)?,
+            word(p, 3)?,
+            word(p, 4)?,
+            word(p, 5)?,
+        ],
+        _ => return Err(Error::NoSuchCall),
+    })
+}
+
+/// Run `f` acting as `user`, then as this process's own user again.
+fn as_user<R>(s: &State, user: u32, f: impl FnOnce() -> Result<R, Error>) -> Result<R, Error> {
+    if user == 0 {
+        // Nobody acts as the kernel.
+        return Err(Error::Denied);
+    }
+    res::setuser(UserId(user))?;
+    let r = f();
+    // Back to our own user; this cannot be refused (a boot program may change its user).
+    let _ = res::setuser(s.my_user);
+    r
+}
+
+/// Perform request `h` from another machine: its reply payload, or `None` when a worker
+/// will finish it (a `wait`).
+pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Error>> {
+    Some(match h.op {
+        R_NULL => Ok(Vec::new()),
+        R_SPAWN => spawn(s, h.user, p),
+        R_WAIT => {
+            let (pid, timeout_ns) = match (word(p, 0), word(p, 1)) {
+                (Ok(pid), Ok(t)) => (Pid(pid), t),
+                _ => return Some(Err(Error::InvalidArgument)),
+            };
+            // Only the user it was spawned for (or the administrator) may wait for it.
+            let mine = s
+                .spawned
+                .iter()
+                .any(|(q, u)| *q == pid && (u.0 == h.user || h.user == ADMIN));
+            if !mine {
+                return Some(Err(Error::NoSuchProcess));
+            }
+            if s.jobs.len() >= crate::WORKERS as usize * 8 {
+                return Some(Err(Error::Busy));
+            }
+            s.jobs.push_back(Job {
+                header: *h,
+                pid,
+                timeout_ns,
+            });
+            match crate::jobs_sem().map(sem::v) {
+                Some(Ok(())) => return None,
+                _ => {
+                    s.jobs.pop_back();
+                    Err(Error::Busy)
+                }
+            }
+        }
+        R_KILL => match word(p, 0) {
+            Ok(pid) => kill(s, h.user, Pid(pid)),
+            Err(e) => Err(e),
+        },
+        R_COUNT => {
+            let c = &mut s.counters[usize::from(h.from)];
+            *c += 1;
+            Ok(words(&[*c]))
+        }
+        R_PS => match word(p, 0) {
+            Ok(i) => ps(i),
+            Err(e) => Err(e),
+        },
+        _ => Err(Error::NoSuchCall),
+    })
+}
+
+fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
+    let core = word(p, 0)?;
+    let text = core::str::from_utf8(p.get(8..).ok_or(Error::InvalidArgument)?)
+        .map_err(|_| Error::InvalidArgument)?;
+    let mut parts = text.split('\0');
+    let prog = parts
+        .next()
+        .filter(|p| !p.is_empty())
+        .ok_or(Error::InvalidArgument)?;
+    let args: Vec<&str> = parts.collect();
+    let pid = as_user(s, user, || {
+        if core == u64::MAX {
+            sys::spawn(prog, &args, Priority::App)
+        } else {
+            let core = usize::try_from(core).map_err(|_| Error::NoSuchCore)?;
+            sys::spawn_on(prog, &args, Priority::App, core)
+        }
+    })?;
+    s.spawned.push((pid, UserId(user)));
+    Ok(words(&[pid.0]))
+}
+
+/// Kill `pid` for `user`. A process `machd` spawned is its child, which the kernel lets a
+/// parent kill whatever user the parent acts as: so for those `machd` checks the user
+/// itself (the one it was spawned for, or the administrator); any other process is killed
+/// acting as `user`, and the kernel checks.
+fn kill(s: &State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
+    match s.spawned.iter().find(|(q, _)| *q == pid) {
+        Some((_, owner)) if owner.0 != user && user != ADMIN => Err(Error::Denied),
+        _ => as_user(s, user, || sys::kill(pid)).map(|()| Vec::new()),
+    }
+}
+
+fn ps(index: u64) -> Result<Vec<u8>, Error> {
+    let mut buf = alloc::vec![ProcInfo::EMPTY; PS_MAX];
+    let n = sys::processes(&mut buf)?;
+    let p = buf[..n]
+        .get(usize::try_from(index).map_err(|_| Error::InvalidArgument)?)
+        .ok_or(Error::NoSuchProcess)?;
+    let mut name = [0u8; 24];
+    let len = p.name().len().min(24);
+    name[..len].copy_from_slice(&p.name().as_bytes()[..len]);
+    let mut out = words(&[p.pid.0, u64::from(p.state), n as u64]);
+    out.extend_from_slice(&name);
+    Ok(out)
+}
+
+/// A worker thread: performs the requests that wait, one at a time.
+pub fn worker(_: u64) -> u64 {
+    let Some(jobs) = crate::jobs_sem() else {
+        return 1;
+    };
+    loop {
+        if sem::p(jobs).is_err() {
+            let _ = sys::sleep_ns(10_000_000);
+            continue;
+        }
+        let Some(job) = with(|s| s.jobs.pop_front()) else {
+            continue;
+        };
+        let r = sys::wait_timeout(Some(job.pid), job.timeout_ns)
+            .map(|(_, st)| words(&[st.how, st.code]));
+        with(|s| {
+            if r.is_ok() {
+                s.spawned.retain(|(q, _)| *q != job.pid);
+            }
+            let reply = match &r {
+                Ok(p) => s.server.finish(&job.header, Ok(p)),
+                Err(e) => s.server.finish(&job.header, Err(*e)),
+            };
+            if let Some(b) = reply {
+                s.send(job.header.from, &b);
+            }
+        });
+    }
+}

@@ -1,0 +1,430 @@
+//! Several machines as one system (issue 17), through this machine's `machd` (the function
+//! `mach`, `abi::mach`):
+//!
+//! - `machines`: each machine: id, address, up/down, epoch, last heard; `machines wait`
+//!   waits until every machine is up (scripts start with it: the others may still boot);
+//! - `mping M [N]`: N null round trips to machine M, each one's time;
+//! - `run PROG [ARGS] -m M [-c C] [&]`: PROG on machine M (core C), as this shell's user;
+//!   without `&` the shell waits for it and reports its end as for a local program; its
+//!   console output is M's console (`target/machines/mM.log` under `cargo xtask run
+//!   --machines`);
+//! - `wait mM:PID`, `kill mM:PID`: a process on machine M (the pid `run -m` printed);
+//! - `ps -a`: the processes of every machine that is up;
+//! - `mcount M N`: N increments of machine M's counter for this machine, each answer
+//!   checked to be the one before plus one: each request performed exactly once.
+//!
+//! A remote pid is kept with the epoch of the machine's life that spawned it: if the
+//! machine has restarted since, `wait` and `kill` are refused (`StaleResource`).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use ulib::abi::ipc::Msg;
+use ulib::abi::mach::{self, FN_MACH};
+use ulib::abi::{self, Error, Pid, WaitStatus};
+use ulib::net::Ipv4;
+use ulib::{fnid, println};
+
+/// A program started on another machine with `&`.
+pub(crate) struct RemoteJob {
+    pub machine: u8,
+    pub epoch: u32,
+    pub pid: Pid,
+    pub name: String,
+}
+
+impl RemoteJob {
+    pub fn spelled(&self) -> String {
+        format!("m{}:{}", self.machine, self.pid)
+    }
+}
+
+fn call(op: u64, words: [u64; 6]) -> Result<[u64; 6], Error> {
+    let id = fnid::lookup(FN_MACH).map_err(|e| match e {
+        Error::NoSuchResource => Error::NotSupported,
+        e => e,
+    })?;
+    let (_, r) = fnid::call_fn(id, &Msg { label: op, words })?;
+    Ok(r.words)
+}
+
+fn why(cmd: &str, e: Error) -> String {
+    match e {
+        Error::NotSupported => format!(
+            "{cmd}: no machd on this machine (boot several with cargo xtask run --machines N)"
+        ),
+        Error::Gone => format!("{cmd}: the machine is down (Gone)"),
+        Error::TimedOut => format!("{cmd}: no answer in time (TimedOut)"),
+        Error::StaleResource => {
+            format!("{cmd}: the machine restarted since; that id is of its earlier life")
+        }
+        e => format!("{cmd}: {e}"),
+    }
+}
+
+/// How long `machines wait` waits for every machine (a hang guard: a loaded host boots
+/// four emulated machines in well under a minute).
+const WAIT_ALL_NS: u64 = 180_000_000_000;
+
+/// `machines wait`: until every machine is up (and this machine's `machd` serves).
+pub(crate) fn wait_up() -> Result<(), String> {
+    let start = ulib::sys::clock_ns().unwrap_or(0);
+    let over = || ulib::sys::clock_ns().unwrap_or(0).saturating_sub(start) > WAIT_ALL_NS;
+    let me = loop {
+        match call(mach::OP_SELF, [0; 6]) {
+            Ok(me) => break me,
+            Err(Error::NotSupported | Error::Gone) if !over() => {
+                let _ = ulib::sys::sleep_ns(50_000_000);
+            }
+            Err(e) => return Err(why("machines wait", e)),
+        }
+    };
+    loop {
+        let mut down = Vec::new();
+        for m in 0..me[1] {
+            let i = call(mach::OP_MEMBER, [m, 0, 0, 0, 0, 0]).map_err(|e| why("machines", e))?;
+            if i[1] != mach::UP {
+                down.push(format!("m{m}"));
+            }
+        }
+        if down.is_empty() {
+            println!("machines: all {} up", me[1]);
+            return Ok(());
+        }
+        if over() {
+            return Err(format!(
+                "machines wait: still not up after 180 s: {}",
+                down.join(" ")
+            ));
+        }
+        let _ = ulib::sys::sleep_ns(50_000_000);
+    }
+}
+
+/// `machines`.
+pub(crate) fn list() -> Result<(), String> {
+    let me = call(mach::OP_SELF, [0; 6]).map_err(|e| why("machines", e))?;
+    println!(
+        "{:<8} {:<12} {:<6} {:<9} {:>12}  SENT/RESENT",
+        "MACHINE", "ADDRESS", "STATE", "EPOCH", "HEARD(ms)"
+    );
+    for m in 0..me[1] {
+        let i = call(mach::OP_MEMBER, [m, 0, 0, 0, 0, 0]).map_err(|e| why("machines", e))?;
+        let state = match i[1] {
+            mach::UP => "up",
+            mach::DOWN => "down",
+            _ => "never",
+        };
+        let heard = match (m == me[0], i[3]) {
+            (true, _) => String::from("(this)"),
+            (_, u64::MAX) => String::from("-"),
+            (_, ns) => format!("{}", ns / 1_000_000),
+        };
+        let traffic = if m == me[0] {
+            format!("{}/{}", i[4], i[5])
+        } else {
+            String::new()
+        };
+        println!(
+            "m{m:<7} {:<12} {state:<6} {:08x}  {heard:>12}  {traffic}",
+            format!("{}", Ipv4::from_word(i[0])),
+            i[2]
+        );
+    }
+    Ok(())
+}
+
+fn machine_arg(cmd: &str, word: &str) -> Result<u64, String> {
+    word.trim_start_matches('m')
+        .parse::<u64>()
+        .map_err(|_| format!("{cmd}: '{word}' is not a machine (0, 1, ... or m0, m1, ...)"))
+}
+
+/// `machine M` checked against this system's machines.
+fn check_machine(cmd: &str, m: u64) -> Result<u64, String> {
+    let me = call(mach::OP_SELF, [0; 6]).map_err(|e| why(cmd, e))?;
+    if m >= me[1] {
+        return Err(format!(
+            "{cmd}: m{m} is not a machine of this system (m0..m{})",
+            me[1] - 1
+        ));
+    }
+    Ok(m)
+}
+
+/// `mcount M N`.
+pub(crate) fn mcount(args: &[&str]) -> Result<(), String> {
+    let (m, n) = match args {
+        [m, n] => (
+            check_machine("mcount", machine_arg("mcount", m)?)?,
+            n.parse::<u64>()
+                .ok()
+                .filter(|n| (1..=1_000_000).contains(n))
+                .ok_or("mcount: N is a count from 1 to 1000000")?,
+        ),
+        _ => return Err(String::from("mcount: usage: mcount M N")),
+    };
+    let before = call(mach::OP_MEMBER, [m, 0, 0, 0, 0, 0]).map_err(|e| why("mcount", e))?;
+    let mut first = None;
+    let mut last = 0;
+    for i in 0..n {
+        let v = call(mach::OP_COUNT, [m, 0, 0, 0, 0, 0])
+            .map_err(|e| why(&format!("mcount (request {} of {n})", i + 1), e))?[0];
+        if first.is_some() && v != last + 1 {
+            return Err(format!(
+                "mcount: m{m}'s counter went from {last} to {v}: {}",
+                if v > last + 1 {
+                    "a request was performed more than once"
+                } else {
+                    "an answer came twice or out of order"
+                }
+            ));
+        }
+        first.get_or_insert(v);
+        last = v;
+    }
+    let after = call(mach::OP_MEMBER, [m, 0, 0, 0, 0, 0]).map_err(|e| why("mcount", e))?;
+    println!(
+        "mcount m{m}: {n} requests, counter {}..{last}, each performed exactly once ({} retransmissions)",
+        first.unwrap_or(0),
+        after[5] - before[5]
+    );
+    Ok(())
+}
+
+/// The case name `mping M N bench` gives its `BENCH` lines (`cargo xtask bench machines`).
+const BENCH_CASE: &str = "cross-machine round trip";
+
+/// `mping M [N] [bench]`: with `bench`, one `BENCH` line per round trip (ns), printed after
+/// the last one.
+pub(crate) fn mping(args: &[&str]) -> Result<(), String> {
+    let bench = args.last() == Some(&"bench");
+    let args = if bench { &args[..args.len() - 1] } else { args };
+    let (m, n) = match args {
+        [m] => (check_machine("mping", machine_arg("mping", m)?)?, 1),
+        [m, n] => (
+            check_machine("mping", machine_arg("mping", m)?)?,
+            n.parse::<u64>()
+                .ok()
+                .filter(|n| (1..=100_000).contains(n))
+                .ok_or("mping: N is a count from 1 to 100000")?,
+        ),
+        _ => return Err(String::from("mping: usage: mping M [N]")),
+    };
+    let mut times = Vec::new();
+    for _ in 0..n {
+        let r = call(mach::OP_PING, [m, 0, 0, 0, 0, 0]).map_err(|e| why("mping", e))?;
+        times.push(r[0]);
+    }
+    if bench {
+        for t in &times {
+            println!(
+                "BENCH {{\"peer\":\"musubi\",\"case\":\"{BENCH_CASE}\",\"unit\":\"ns\",\"per_op\":{t}}}"
+            );
+        }
+    } else if n <= 10 {
+        for t in &times {
+            println!(
+                "m{m}: round trip {}.{:03} ms",
+                t / 1_000_000,
+                t / 1000 % 1000
+            );
+        }
+    }
+    times.sort_unstable();
+    let med = times[times.len() / 2];
+    println!(
+        "mping m{m}: {n} round trips, median {}.{:03} ms, min {}.{:03} ms, max {}.{:03} ms",
+        med / 1_000_000,
+        med / 1000 % 1000,
+        times[0] / 1_000_000,
+        times[0] / 1000 % 1000,
+        times[n as usize - 1] / 1_000_000,
+        times[n as usize - 1] / 1000 % 1000
+    );
+    Ok(())
+}
+
+/// `run PROG [ARGS] -m M [-c C] [&]`: returns the job when started with `&`.
+pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
+    let usage = "run: usage: run PROG [ARGS] -m MACHINE [-c CORE] [&]";
+    let mut words: Vec<&str> = args.to_vec();
+    let background = words.last() == Some(&"&");
+    if background {
+        words.pop();
+    }
+    let mut take = |flag: &str| -> Result<Option<String>, String> {
+        match words.iter().position(|w| *w == flag) {
+            Some(i) => {
+                let v = String::from(*words.get(i + 1).ok_or(usage)?);
+                words.drain(i..i + 2);
+                Ok(Some(v))
+            }
+            None => Ok(None),
+        }
+    };
+    let m = check_machine("run", machine_arg("run", &take("-m")?.ok_or(usage)?)?)?;
+    let core = match take("-c")? {
+        Some(c) => c
+            .parse::<u64>()
+            .map_err(|_| format!("run: bad core '{c}'"))?,
+        None => u64::MAX,
+    };
+    let Some(prog) = words.first().copied() else {
+        return Err(String::from(usage));
+    };
+    let cmd = words.join("\0");
+    if cmd.len() > 32 {
+        return Err(format!(
+            "run: '{}' is too long for a remote run (at most 32 bytes of program and arguments)",
+            words.join(" ")
+        ));
+    }
+    let mut bytes = [0u8; 32];
+    bytes[..cmd.len()].copy_from_slice(cmd.as_bytes());
+    let mut w = [m, core, 0, 0, 0, 0];
+    for (i, chunk) in bytes.chunks(8).enumerate() {
+        w[2 + i] = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+    }
+    let r = call(mach::OP_SPAWN, w).map_err(|e| why(&format!("run {prog} -m {m}"), e))?;
+    let job = RemoteJob {
+        machine: m as u8,
+        epoch: r[1] as u32,
+        pid: Pid(r[0]),
+        name: String::from(prog),
+    };
+    if background {
+        println!("[{}]", job.spelled());
+        return Ok(Some(job));
+    }
+    report(&job, &wait(&job)?).map(|()| None)
+}
+
+/// Wait for remote job `j` to end.
+pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
+    let r = call(
+        mach::OP_WAIT,
+        [
+            u64::from(j.machine),
+            u64::from(j.epoch),
+            j.pid.0,
+            u64::MAX,
+            0,
+            0,
+        ],
+    )
+    .map_err(|e| why(&format!("wait {}", j.spelled()), e))?;
+    Ok(WaitStatus {
+        how: r[0],
+        code: r[1],
+        address: 0,
+        rip: 0,
+    })
+}
+
+/// `mM:PID` as (machine, pid).
+pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
+    let (m, pid) = word.strip_prefix('m')?.split_once(':')?;
+    Some((m.parse().ok()?, Pid::parse(pid)?))
+}
+
+/// `kill mM:PID` (of a job: its epoch is known).
+pub(crate) fn kill(j: &RemoteJob) -> Result<(), String> {
+    call(
+        mach::OP_KILL,
+        [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0],
+    )
+    .map(drop)
+    .map_err(|e| why(&format!("kill {}", j.spelled()), e))
+}
+
+/// `ps -a`: this machine's processes, then every other machine's that answers.
+pub(crate) fn ps_all() -> Result<(), String> {
+    let me = call(mach::OP_SELF, [0; 6]).map_err(|e| why("ps -a", e))?;
+    println!("{:<12} {:<9} PROGRAM", "PID", "STATE");
+    for m in 0..me[1] {
+        let mut i = 0;
+        loop {
+            let r = if m == me[0] {
+                local_entry(i)
+            } else {
+                call(mach::OP_PS, [m, i, 0, 0, 0, 0])
+            };
+            let r = match r {
+                Ok(r) => r,
+                Err(Error::NoSuchProcess) => break,
+                Err(e) => {
+                    println!("m{m}: {}", why("ps -a", e));
+                    break;
+                }
+            };
+            let name: Vec<u8> = r[3..6].iter().flat_map(|w| w.to_le_bytes()).collect();
+            let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+            println!(
+                "{:<12} {:<9} {}",
+                format!("m{m}:{}", Pid(r[0])),
+                abi::state_name(r[1] as u32),
+                core::str::from_utf8(&name[..len]).unwrap_or("?")
+            );
+            i += 1;
+        }
+    }
+    Ok(())
+}
+
+fn local_entry(i: u64) -> Result<[u64; 6], Error> {
+    let procs = crate::processes()?;
+    let p = procs.get(i as usize).ok_or(Error::NoSuchProcess)?;
+    let mut name = [0u8; 24];
+    let n = p.name().len().min(24);
+    name[..n].copy_from_slice(&p.name().as_bytes()[..n]);
+    let w = |k: usize| u64::from_le_bytes(name[k * 8..k * 8 + 8].try_into().unwrap_or([0; 8]));
+    Ok([
+        p.pid.0,
+        u64::from(p.state),
+        procs.len() as u64,
+        w(0),
+        w(1),
+        w(2),
+    ])
+}
+
+/// `wait mM:PID` or `kill mM:PID`, of a remote job.
+pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> Result<(), String> {
+    let (m, pid) = parse_remote(word).ok_or_else(|| format!("{cmd}: bad remote pid '{word}'"))?;
+    let i = jobs
+        .iter()
+        .position(|j| j.machine == m && j.pid == pid)
+        .ok_or_else(|| format!("{cmd}: {word} is not a job of this shell (run ... -m M &)"))?;
+    if cmd == "kill" {
+        return kill(&jobs[i]);
+    }
+    let j = jobs.remove(i);
+    report(&j, &wait(&j)?)
+}
+
+/// Wait for every remote job.
+pub(crate) fn wait_all(jobs: &mut Vec<RemoteJob>) -> Result<(), String> {
+    let mut first_error = None;
+    for j in core::mem::take(jobs) {
+        let r = wait(&j).and_then(|st| report(&j, &st));
+        if let Err(e) = r {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+fn report(j: &RemoteJob, st: &WaitStatus) -> Result<(), String> {
+    match crate::failure(st) {
+        None => {
+            println!("{} ({}) exited with status 0", j.spelled(), j.name);
+            Ok(())
+        }
+        Some(f) if st.how == abi::ENDED_KILLED => {
+            println!("{} ({}) {f}", j.spelled(), j.name);
+            Ok(())
+        }
+        Some(f) => Err(format!("{} ({}) {f}", j.name, j.spelled())),
+    }
+}
