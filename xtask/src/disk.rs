@@ -145,6 +145,43 @@ pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
     Ok(out.stdout)
 }
 
+/// Bytes per cluster of the image's volume (its boot sector's bytes per sector times
+/// sectors per cluster).
+pub fn cluster_bytes(image: &Path) -> Result<u64> {
+    let data = std::fs::read(image)?;
+    let boot = data
+        .get((START * 512) as usize..(START * 512) as usize + 512)
+        .context("the image is shorter than its volume's boot sector")?;
+    let sector = u64::from(u16::from_le_bytes([boot[11], boot[12]]));
+    let per_cluster = u64::from(boot[13]);
+    if sector == 0 || per_cluster == 0 {
+        bail!("the volume's boot sector gives no cluster size");
+    }
+    Ok(sector * per_cluster)
+}
+
+/// Every file and directory of the volume, as paths from the root (`DIR`, `DIR/FILE.TXT`),
+/// sorted, as `mdir -/ -b` lists them.
+pub fn list(image: &Path) -> Result<Vec<String>> {
+    let out = Command::new("mdir")
+        .args(["-/", "-b", "-i"])
+        .arg(volume(image))
+        .arg("::")
+        .output()
+        .context("running mdir (mtools)")?;
+    if !out.status.success() {
+        bail!("mdir: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("::/"))
+        .map(|l| l.trim_end_matches('/').to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    names.sort();
+    Ok(names)
+}
+
 /// `fsck.fat -n` (check only) over the image's volume, copied out to a file beside it.
 /// Returns the clusters it found allocated but in no file: `embedded-sdmmc` 0.10 deletes a
 /// file's directory entry without freeing its clusters (docs/design.md section 16), so the
@@ -215,6 +252,9 @@ mod tests {
         mkdir(&image, "BIN").unwrap();
         put(&image, "BIN/P", b"elf\n").unwrap();
         assert_eq!(get(&image, "BIN/P").unwrap(), b"elf\n");
+        assert_eq!(list(&image).unwrap(), ["A.TXT", "BIN", "BIN/P"]);
+        let cluster = cluster_bytes(&image).unwrap();
+        assert!(cluster.is_power_of_two() && cluster >= 512, "{cluster}");
         assert!(get(&image, "B.TXT").is_err());
         assert_eq!(check(&image).unwrap(), 0);
         corrupt(&image).unwrap();

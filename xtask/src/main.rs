@@ -19,6 +19,7 @@ mod bench_timers;
 mod bench_urpc;
 mod build;
 mod disk;
+mod files_test;
 mod layers;
 mod net_relay;
 mod net_test;

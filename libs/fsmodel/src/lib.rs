@@ -19,9 +19,9 @@
 extern crate alloc;
 
 use alloc::collections::{BTreeMap, BTreeSet};
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use alloc::format;
 use xorshift::Rng;
 
 /// Handles a workload holds at once (the service's library has 16 slots for everyone).
@@ -48,16 +48,40 @@ pub enum Mode {
 /// for a handle the program does not hold: never issued, or closed already).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
-    Open { path: String, mode: Mode, slot: usize },
-    Read { slot: usize, len: u64 },
+    Open {
+        path: String,
+        mode: Mode,
+        slot: usize,
+    },
+    Read {
+        slot: usize,
+        len: u64,
+    },
     /// `len` bytes of [`data`]`(fill, len)`.
-    Write { slot: usize, len: u64, fill: u64 },
-    Seek { slot: usize, pos: u64 },
-    Close { slot: usize },
-    Unlink { path: String },
-    Mkdir { path: String },
-    Stat { path: String },
-    Readdir { path: String },
+    Write {
+        slot: usize,
+        len: u64,
+        fill: u64,
+    },
+    Seek {
+        slot: usize,
+        pos: u64,
+    },
+    Close {
+        slot: usize,
+    },
+    Unlink {
+        path: String,
+    },
+    Mkdir {
+        path: String,
+    },
+    Stat {
+        path: String,
+    },
+    Readdir {
+        path: String,
+    },
 }
 
 /// Why an operation fails (each maps to one `abi::Error`).
@@ -93,11 +117,16 @@ pub enum Expect {
     /// Done, nothing to compare.
     Done,
     /// Opened; the file's length.
-    Opened { len: u64 },
+    Opened {
+        len: u64,
+    },
     /// Exactly these bytes read.
     Data(Vec<u8>),
     /// `stat`'s answer.
-    Stat { size: u64, dir: bool },
+    Stat {
+        size: u64,
+        dir: bool,
+    },
     /// `readdir`'s answer, sorted by name (the disk's order is its own).
     Entries(Vec<Entry>),
     Fail(Fail),
@@ -167,7 +196,9 @@ impl Model {
 
     /// Every file and its bytes, by path.
     pub fn files(&self) -> impl Iterator<Item = (&str, &[u8])> {
-        self.files.iter().map(|(p, f)| (p.as_str(), f.data.as_slice()))
+        self.files
+            .iter()
+            .map(|(p, f)| (p.as_str(), f.data.as_slice()))
     }
 
     /// Every directory, by path.
@@ -190,13 +221,23 @@ impl Model {
         self.slots.iter().flatten().any(|h| h.path == path)
     }
 
+    /// The service walks `path`'s directories one by one: a missing one is `NotFound`, a
+    /// file on the way `WrongType` (a file may well be named like a directory: `D0`).
     fn parent_ok(&self, path: &str) -> Result<(), Fail> {
         let (parent, _) = split(path);
-        if parent.is_empty() || self.dirs.contains(parent) {
-            Ok(())
-        } else {
-            Err(Fail::NotFound)
+        let mut at = 0;
+        while at < parent.len() {
+            let end = parent[at..].find('/').map_or(parent.len(), |i| at + i);
+            let prefix = &parent[..end];
+            if self.files.contains_key(prefix) {
+                return Err(Fail::WrongType);
+            }
+            if !self.dirs.contains(prefix) {
+                return Err(Fail::NotFound);
+            }
+            at = end + 1;
         }
+        Ok(())
     }
 
     /// Where `path` must be found: parent present, name legal.
@@ -430,31 +471,43 @@ impl Workload {
         }
     }
 
+    /// An open into a free slot (a close when every slot is held). A directory's name is
+    /// opened for reading only (a mistake: `WrongType`, or `NotFound` while it is missing),
+    /// so that the workload seldom makes files where its directories go.
+    fn open(&mut self, m: &Model) -> Op {
+        let Some(slot) = (0..SLOTS).find(|s| m.slots[*s].is_none()) else {
+            return Op::Close { slot: self.slot(m) };
+        };
+        if self.rng.chance(15) {
+            let path = self.pick(&DIRS).into();
+            return Op::Open {
+                path,
+                mode: Mode::Read,
+                slot,
+            };
+        }
+        let mode = match self.rng.below(3) {
+            0 => Mode::Read,
+            1 => Mode::Write,
+            _ => Mode::Append,
+        };
+        Op::Open {
+            path: self.file_path(),
+            mode,
+            slot,
+        }
+    }
+
     /// The next operation for a program whose files are as `m` says.
     pub fn next(&mut self, m: &Model) -> Op {
         let r = self.rng.below(100);
+        // An operation on a handle while none is held: mostly an open instead (the rest
+        // stay, as mistakes: a handle the program does not hold).
+        if (18..72).contains(&r) && m.open_slots().next().is_none() && !self.rng.chance(8) {
+            return self.open(m);
+        }
         match r {
-            0..=17 => {
-                let free = (0..SLOTS).find(|s| m.slots[*s].is_none());
-                match free {
-                    Some(slot) => {
-                        let mode = match self.rng.below(3) {
-                            0 => Mode::Read,
-                            1 => Mode::Write,
-                            _ => Mode::Append,
-                        };
-                        let path = if self.rng.chance(12) {
-                            self.pick(&DIRS).into()
-                        } else {
-                            self.file_path()
-                        };
-                        Op::Open { path, mode, slot }
-                    }
-                    None => Op::Close {
-                        slot: self.slot(m),
-                    },
-                }
-            }
+            0..=17 => self.open(m),
             18..=39 => {
                 self.fill += 1;
                 Op::Write {
@@ -479,9 +532,7 @@ impl Workload {
                 };
                 Op::Seek { slot, pos }
             }
-            60..=71 => Op::Close {
-                slot: self.slot(m),
-            },
+            60..=71 => Op::Close { slot: self.slot(m) },
             72..=78 => {
                 let path = if self.rng.chance(4) {
                     self.pick(&DIRS).into()

@@ -123,7 +123,7 @@ fn code(e: &FsError) -> Error {
         E::FileAlreadyExists | E::DirAlreadyExists => Error::AlreadyExists,
         E::OpenedDirAsFile | E::OpenedFileAsDir => Error::WrongType,
         E::TooManyOpenFiles | E::TooManyOpenDirs => Error::Busy,
-        E::BadHandle => Error::InvalidArgument,
+        E::BadHandle | E::InvalidOffset => Error::InvalidArgument,
         E::ReadOnly => Error::Denied,
         E::DeviceError(d) => d.0,
         _ => Error::Unknown,
@@ -152,6 +152,7 @@ impl Server {
             FS_READ => self.read(w[0], w[1], buf, r.sender),
             FS_WRITE => self.write(w[0], w[1], buf, r.sender),
             FS_CLOSE => self.close(w[0], r.sender),
+            FS_SEEK => self.seek(w[0], w[1], r.sender),
             FS_UNLINK => name.and_then(|n| {
                 self.at_dir(&n, |vm, dir, last| {
                     vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
@@ -283,6 +284,13 @@ impl Server {
             .write(f, &buf[..len as usize])
             .map_err(|e| code(&e))?;
         Ok([len, 0, 0, 0, 0, 0])
+    }
+
+    fn seek(&self, h: u64, pos: u64, who: Pid) -> Result<[u64; 6], Error> {
+        let f = self.file(h, who)?;
+        let pos = u32::try_from(pos).map_err(|_| Error::InvalidArgument)?;
+        self.vm.file_seek_from_start(f, pos).map_err(|e| code(&e))?;
+        Ok([0; 6])
     }
 
     fn close(&mut self, h: u64, who: Pid) -> Result<[u64; 6], Error> {
