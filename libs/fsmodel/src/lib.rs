@@ -163,6 +163,7 @@ pub struct Model {
     slots: [Option<Handle>; SLOTS],
     cluster: u64,
     leaked: u64,
+    syncs: u64,
 }
 
 /// The parent of `path` (`""` for the root) and its last name.
@@ -191,6 +192,7 @@ impl Model {
             slots: Default::default(),
             cluster: cluster.max(1),
             leaked: 0,
+            syncs: 0,
         }
     }
 
@@ -215,6 +217,12 @@ impl Model {
     /// deleted file or directory (`fsck.fat` reports them as lost).
     pub fn leaked_clusters(&self) -> u64 {
         self.leaked
+    }
+
+    /// Operations after which the service makes the disk durable (a `BLK_FLUSH`): every
+    /// close of a file opened to write, every directory change (mkdir, unlink) that succeeded.
+    pub fn syncs(&self) -> u64 {
+        self.syncs
     }
 
     fn is_open(&self, path: &str) -> bool {
@@ -347,6 +355,9 @@ impl Model {
             Op::Close { slot } => {
                 let h = self.handle(*slot)?.clone();
                 self.slots[*slot] = None;
+                if h.mode != Mode::Read {
+                    self.syncs += 1;
+                }
                 if h.wrote {
                     let f = self.files.get_mut(&h.path).ok_or(Fail::NotFound)?;
                     f.entry = f.data.len() as u64;
@@ -364,6 +375,7 @@ impl Model {
                     }
                     self.dirs.remove(path);
                     self.leaked += 1;
+                    self.syncs += 1;
                     return Ok(Expect::Done);
                 }
                 if !self.files.contains_key(path) {
@@ -374,6 +386,7 @@ impl Model {
                 }
                 let f = self.files.remove(path).ok_or(Fail::NotFound)?;
                 self.leaked += self.clusters(&f);
+                self.syncs += 1;
                 Ok(Expect::Done)
             }
             Op::Mkdir { path } => {
@@ -382,6 +395,7 @@ impl Model {
                     return Err(Fail::Exists);
                 }
                 self.dirs.insert(path.clone());
+                self.syncs += 1;
                 Ok(Expect::Done)
             }
             Op::Stat { path } => {

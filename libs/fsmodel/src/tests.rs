@@ -169,6 +169,8 @@ fn mistakes_are_the_services_errors() {
     );
     assert_eq!(m.apply(&Op::Unlink { path: "D0".into() }), Expect::Done);
     assert_eq!(m.leaked_clusters(), 3);
+    // Durable points: the mkdir, the append's close, both deletes (not the read's close).
+    assert_eq!(m.syncs(), 4);
     assert_eq!(m.apply(&ls), Expect::Fail(Fail::NotFound));
     assert_eq!(m.files().count() + m.dirs().count(), 0);
 }

@@ -58,9 +58,12 @@ type FsError = embedded_sdmmc::Error<disk::DiskError>;
 struct Server {
     vm: Volumes,
     vol: RawVolume,
-    /// Open files: handle -> (the library's file, the process that opened it).
-    files: BTreeMap<u64, (RawFile, Pid)>,
+    /// Open files: handle -> (the library's file, the process that opened it, opened to
+    /// write).
+    files: BTreeMap<u64, (RawFile, Pid, bool)>,
     next: u64,
+    /// Makes written data durable (the disk's cache flushed).
+    flush: disk::Flush,
 }
 
 fn main(args: &[&str]) -> i32 {
@@ -88,6 +91,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn run(managers: usize) -> Result<(), String> {
     let d = disk::Disk::open(managers)?;
+    let flush = d.flusher();
     let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
@@ -102,6 +106,7 @@ fn run(managers: usize) -> Result<(), String> {
         vol,
         files: BTreeMap::new(),
         next: 1,
+        flush,
     };
     loop {
         match ipc::recv(ep, u64::MAX) {
@@ -157,11 +162,13 @@ impl Server {
                 self.at_dir(&n, |vm, dir, last| {
                     vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
                 })
+                .and_then(|w| self.durable(w))
             }),
             FS_MKDIR => name.and_then(|n| {
                 self.at_dir(&n, |vm, dir, last| {
                     vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
                 })
+                .and_then(|w| self.durable(w))
             }),
             FS_STAT => name.and_then(|n| self.stat(&n)),
             FS_READDIR => name.and_then(|n| self.readdir(&n, w[0], buf)),
@@ -213,7 +220,7 @@ impl Server {
         let len = self.vm.file_length(file).unwrap_or(0);
         let h = self.next;
         self.next += 1;
-        self.files.insert(h, (file, owner));
+        self.files.insert(h, (file, owner, mode != Mode::ReadOnly));
         Ok([h, u64::from(len), 0, 0, 0, 0])
     }
 
@@ -235,12 +242,14 @@ impl Server {
         let orphans: alloc::vec::Vec<u64> = self
             .files
             .iter()
-            .filter(|(_, (_, owner))| !alive(*owner))
+            .filter(|(_, (_, owner, _))| !alive(*owner))
             .map(|(h, _)| *h)
             .collect();
         for h in &orphans {
-            if let Some((f, owner)) = self.files.remove(h) {
-                let _ = self.vm.close_file(f);
+            if let Some((f, owner, wrote)) = self.files.remove(h) {
+                if self.vm.close_file(f).is_ok() && wrote {
+                    let _ = self.flush.now();
+                }
                 println!("fsd: closed a file of {owner}, which ended without closing it");
             }
         }
@@ -250,7 +259,7 @@ impl Server {
     /// The file of handle `h`, if `who` opened it.
     fn file(&self, h: u64, who: Pid) -> Result<RawFile, Error> {
         match self.files.get(&h) {
-            Some((f, owner)) if *owner == who => Ok(*f),
+            Some((f, owner, _)) if *owner == who => Ok(*f),
             _ => Err(Error::InvalidArgument),
         }
     }
@@ -293,11 +302,22 @@ impl Server {
         Ok([0; 6])
     }
 
+    /// Close a file; one opened to write is durable when the reply goes (the library wrote
+    /// its data, FAT and directory entry; the flush empties the disk's cache).
     fn close(&mut self, h: u64, who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
-        self.files.remove(&h);
+        let wrote = self.files.remove(&h).is_some_and(|(_, _, w)| w);
         self.vm.close_file(f).map_err(|e| code(&e))?;
-        Ok([0; 6])
+        if wrote {
+            self.durable([0; 6])
+        } else {
+            Ok([0; 6])
+        }
+    }
+
+    /// `words`, once what was written is durable (an error of the flush otherwise).
+    fn durable(&self, words: [u64; 6]) -> Result<[u64; 6], Error> {
+        self.flush.now().map(|()| words)
     }
 
     fn stat(&self, path: &str) -> Result<[u64; 6], Error> {

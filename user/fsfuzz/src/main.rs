@@ -5,6 +5,9 @@
 //! lengths at open, `stat`, `readdir`, and the error of every mistake: missing files, bad
 //! handles, names FAT's 8.3 form cannot hold, a file open twice) with the model's.
 //!
+//! It also checks durability: the disk driver's count of flushes (`BLK_INFO`) must grow by
+//! one per close of a file opened to write and per directory change, as the model counts.
+//!
 //! It prints each mismatch (`fsfuzz: op 17 Read { .. }: got .., want ..`, at most 20) and
 //! a verdict `fsfuzz: seed S: N operations, M mismatches, E failures expected and seen`;
 //! it exits 1 on any mismatch. After power-off xtask replays the same seed on the host and
@@ -43,6 +46,7 @@ fn main(args: &[&str]) -> i32 {
         return 2;
     }
     let (ops, model) = fsmodel::run(seed, n as usize, cluster);
+    let flushes_before = flushes();
     // The program's handles by slot; a slot closed keeps its old handle, now a bad one.
     let mut held: [Option<Fd>; SLOTS] = [None; SLOTS];
     let mut stale: [Fd; SLOTS] = [NEVER; SLOTS];
@@ -64,6 +68,25 @@ fn main(args: &[&str]) -> i32 {
             }
         }
     }
+    // The file service flushes the disk at every close of a file opened to write and every
+    // directory change: as many flushes as the model counts such operations.
+    match (flushes_before, flushes()) {
+        (Ok(a), Ok(b)) if b - a == model.syncs() => {
+            println!("fsfuzz: disk flushes: {}, one per durable operation", b - a)
+        }
+        (Ok(a), Ok(b)) => {
+            mismatches += 1;
+            println!(
+                "fsfuzz: disk flushes: {}, but {} operations had to be made durable",
+                b - a,
+                model.syncs()
+            );
+        }
+        (Err(e), _) | (_, Err(e)) => {
+            mismatches += 1;
+            println!("fsfuzz: blk's BLK_INFO: {e}");
+        }
+    }
     println!(
         "fsfuzz: seed {seed}: {} operations, {mismatches} mismatches, {failures} failures expected and seen",
         ops.len()
@@ -76,6 +99,19 @@ fn main(args: &[&str]) -> i32 {
         model.leaked_clusters()
     );
     i32::from(mismatches != 0)
+}
+
+/// Flushes the disk driver has done (`BLK_INFO`'s `words[5]`).
+fn flushes() -> Result<u64, Error> {
+    let blk = ulib::fnid::lookup(ulib::abi::blk::FN_BLK)?;
+    let msg = ulib::abi::ipc::Msg {
+        label: ulib::abi::blk::BLK_INFO,
+        ..Default::default()
+    };
+    match ulib::fnid::call_fn(blk, &msg)? {
+        (0, reply) => Ok(reply.words[5]),
+        (v, _) => Err(Error::from_code(v)),
+    }
 }
 
 /// What the service says an error is, in the model's terms.
