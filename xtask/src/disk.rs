@@ -10,6 +10,8 @@ use std::process::Command;
 
 /// Size of a new image's FAT16 volume in KiB.
 const SIZE_KIB: u64 = 16 * 1024;
+/// Size of the small volume the full-disk test fills.
+const SMALL_KIB: u64 = 4 * 1024;
 /// The volume's first sector: one partition in a Master Boot Record (`embedded-sdmmc` reads
 /// only partitioned disks), at 1 MiB as partitioning tools place it.
 const START: u64 = 2048;
@@ -67,11 +69,22 @@ pub fn user_image(fresh: bool) -> Result<PathBuf> {
 /// A new empty image at `path` (an old one is replaced): a Master Boot Record with one
 /// FAT16 (LBA, type 0x0e) partition from sector [`START`], formatted by `mkfs.fat`.
 pub fn make(path: &Path) -> Result<()> {
+    make_sized(path, SIZE_KIB, &[])
+}
+
+/// A new image of a 4 MiB volume (FAT16 with 512-byte clusters, the smallest
+/// `embedded-sdmmc` reads: it has no FAT12), for the tests that fill the disk.
+pub fn make_small(path: &Path) -> Result<()> {
+    make_sized(path, SMALL_KIB, &["-s", "1"])
+}
+
+/// A new image of a volume of `kib` KiB, `mkfs.fat` given `extra` arguments.
+fn make_sized(path: &Path, kib: u64, extra: &[&str]) -> Result<()> {
     ensure_tools()?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let sectors = SIZE_KIB * 2;
+    let sectors = kib * 2;
     let mut mbr = vec![0u8; 512];
     let entry = &mut mbr[446..462];
     entry[4] = 0x0e;
@@ -87,8 +100,9 @@ pub fn make(path: &Path) -> Result<()> {
         .set_len((START + sectors) * 512)?;
     run(Command::new("mkfs.fat")
         .args(["-F", "16", "-n", "MUSUBI", "--offset", &START.to_string()])
+        .args(extra)
         .arg(path)
-        .arg(SIZE_KIB.to_string()))
+        .arg(kib.to_string()))
 }
 
 /// Zero the volume's boot sector: the image no longer holds a FAT volume (for the tests of

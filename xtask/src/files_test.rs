@@ -1,7 +1,7 @@
 //! The [files] group's random workload (issue 16's target: "no data lost or corrupted
 //! across 1,000 random file operations checked against a model on the host").
 //!
-//! The guest runs `fsfuzz SEED 1000 CLUSTER` (`user/fsfuzz`) on a fresh image: the seeded
+//! The guest runs `fsfuzz SEED 1000` (`user/fsfuzz`) on a fresh image: the seeded
 //! workload of `libs/fsmodel`, every answer of the file service checked against the model
 //! in the guest. After the power-off the host replays the same seed with the same model and
 //! checks the image: `mdir` lists exactly the model's files and directories, `mtype` reads
@@ -33,13 +33,12 @@ pub fn fuzz(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
     let root = crate::build::workspace_root();
     let image = root.join("target/test-fuzz.img");
     disk::make(&image)?;
-    let cluster = disk::cluster_bytes(&image)?;
     let label = format!(
         "[files] {OPERATIONS} random file operations (seed {seed}) checked against a model"
     );
     println!("xtask: {label}");
     let text = format!(
-        "fn wait fs\nrun fsfuzz {seed} {OPERATIONS} {cluster}\n\
+        "fn wait fs\nrun fsfuzz {seed} {OPERATIONS}\n\
          # expect: fsfuzz: seed {seed}:\n# expect: operations, 0 mismatches,\n"
     );
     let mut g = guest(2, "");
@@ -52,7 +51,7 @@ pub fn fuzz(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
     }
     t.pass(&label);
     let label = "[files] mtools and fsck.fat find the model's final state on the image";
-    match check_image(&image, seed, cluster) {
+    match check_image(&image, seed) {
         Ok(what) => {
             println!("xtask: {what}");
             t.pass(label);
@@ -62,9 +61,58 @@ pub fn fuzz(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
     Ok(())
 }
 
+/// A full disk: `fsfuzz full` on a small fresh volume fills it until a write fails
+/// (`NoMemory`), and checks that the file service serves on and kept what was written;
+/// then the host reads the files it kept with mtools, and `fsck.fat -n` finds at most the
+/// one cluster the deleted FILL.DAT leaves.
+pub fn full(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    let root = crate::build::workspace_root();
+    let image = root.join("target/test-full.img");
+    disk::make_small(&image)?;
+    let cluster = disk::cluster_bytes(&image)?;
+    let label = "[files] a full disk: NoMemory, the file service serves on, nothing lost";
+    println!("xtask: {label} ({cluster}-byte clusters)");
+    let text = "fn wait fs
+run fsfuzz full
+# expect: the disk filled up: NoMemory: ok
+                # expect: fsfuzz full: ok
+ls
+# expect: AFTER.TXT 20000
+";
+    let mut g = guest(2, "");
+    g.disk = Some(image.clone());
+    let ran = crate::script::parse(text)
+        .and_then(|steps| crate::script::run_steps(&g, "fsfuzz full", &steps, |_| false));
+    if let Err(e) = ran {
+        t.fail(label, &format!("{e:#}"));
+        return Ok(());
+    }
+    let check = || -> Result<()> {
+        for (name, seed, len) in [("KEEP.TXT", 1, 10_000), ("AFTER.TXT", 2, 20_000)] {
+            if disk::get(&image, name)? != fsmodel::data(seed, len) {
+                bail!("{name} on the image is not what the guest wrote");
+            }
+        }
+        let names = disk::list(&image)?;
+        if names != ["AFTER.TXT", "KEEP.TXT"] {
+            bail!("the image holds {names:?}, not AFTER.TXT and KEEP.TXT alone");
+        }
+        let lost = disk::check(&image)?;
+        if lost > 1 {
+            bail!("fsck.fat -n: {lost} lost clusters (at most FILL.DAT's first one expected)");
+        }
+        Ok(())
+    };
+    match check() {
+        Ok(()) => t.pass(label),
+        Err(e) => t.fail(label, &format!("{e:#}")),
+    }
+    Ok(())
+}
+
 /// The image against the model's final state after the workload of `seed`.
-fn check_image(image: &std::path::Path, seed: u64, cluster: u64) -> Result<String> {
-    let (ops, model) = fsmodel::run(seed, OPERATIONS, cluster);
+fn check_image(image: &std::path::Path, seed: u64) -> Result<String> {
+    let (ops, model) = fsmodel::run(seed, OPERATIONS);
     let mut want: Vec<String> = model
         .files()
         .map(|(p, _)| p.to_string())

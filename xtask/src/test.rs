@@ -616,6 +616,8 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     );
     // 1,000 random file operations against a model, then the image against it on the host.
     crate::files_test::fuzz(t, guest)?;
+    // A volume filled until a write fails.
+    crate::files_test::full(t, guest)?;
     bad_config(t, guest)?;
     Ok(())
 }

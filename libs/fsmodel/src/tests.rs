@@ -12,7 +12,7 @@ fn open(m: &mut Model, path: &str, mode: Mode, slot: usize) -> Expect {
 
 #[test]
 fn write_seek_overwrite_read_close() {
-    let mut m = Model::new(2048);
+    let mut m = Model::new();
     assert_eq!(
         open(&mut m, "F0.DAT", Mode::Write, 0),
         Expect::Opened { len: 0 }
@@ -79,7 +79,7 @@ fn write_seek_overwrite_read_close() {
 
 #[test]
 fn mistakes_are_the_services_errors() {
-    let mut m = Model::new(2048);
+    let mut m = Model::new();
     assert_eq!(
         open(&mut m, "F0.DAT", Mode::Read, 0),
         Expect::Fail(Fail::NotFound)
@@ -160,7 +160,7 @@ fn mistakes_are_the_services_errors() {
         path: "D0/F1.DAT".into(),
     };
     assert_eq!(m.apply(&ls_file), Expect::Fail(Fail::WrongType));
-    // 3,000 bytes in 2,048-byte clusters: 2 clusters left behind by the delete, 1 by D0's.
+    // 3,000 bytes in 2,048-byte clusters: the file's first cluster left behind, and D0's.
     assert_eq!(
         m.apply(&Op::Unlink {
             path: "D0/F1.DAT".into()
@@ -168,7 +168,7 @@ fn mistakes_are_the_services_errors() {
         Expect::Done
     );
     assert_eq!(m.apply(&Op::Unlink { path: "D0".into() }), Expect::Done);
-    assert_eq!(m.leaked_clusters(), 3);
+    assert_eq!(m.leaked_clusters(), 2);
     // Durable points: the mkdir, the append's close, both deletes (not the read's close).
     assert_eq!(m.syncs(), 4);
     assert_eq!(m.apply(&ls), Expect::Fail(Fail::NotFound));
@@ -177,7 +177,7 @@ fn mistakes_are_the_services_errors() {
 
 #[test]
 fn a_file_named_like_a_directory_is_no_directory() {
-    let mut m = Model::new(2048);
+    let mut m = Model::new();
     assert_eq!(
         open(&mut m, "D0", Mode::Write, 0),
         Expect::Opened { len: 0 }
@@ -212,7 +212,7 @@ fn a_file_named_like_a_directory_is_no_directory() {
 
 #[test]
 fn truncate_keeps_the_first_cluster() {
-    let mut m = Model::new(512);
+    let mut m = Model::new();
     open(&mut m, "F0.DAT", Mode::Write, 0);
     m.apply(&Op::Write {
         slot: 0,
@@ -252,10 +252,10 @@ fn eight_three_names() {
 
 #[test]
 fn a_workload_is_repeatable_and_mixed() {
-    let (a, ma) = run(7, 1000, 2048);
-    let (b, _) = run(7, 1000, 2048);
+    let (a, ma) = run(7, 1000);
+    let (b, _) = run(7, 1000);
     assert_eq!(a, b);
-    assert_ne!(run(8, 1000, 2048).0, a);
+    assert_ne!(run(8, 1000).0, a);
     assert!(
         ma.open_slots().next().is_none(),
         "every handle closed at the end"

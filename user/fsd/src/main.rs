@@ -92,6 +92,12 @@ fn main(args: &[&str]) -> i32 {
 fn run(managers: usize) -> Result<(), String> {
     let d = disk::Disk::open(managers)?;
     let flush = d.flusher();
+    match seal_fat_tail(&d) {
+        Ok(0) => {}
+        Ok(n) => println!("fsd: {n} FAT entries past the volume's last cluster marked bad"),
+        // The volume's open below says what is wrong with it.
+        Err(e) => println!("fsd: the FAT's tail not checked: {e}"),
+    }
     let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
@@ -115,6 +121,34 @@ fn run(managers: usize) -> Result<(), String> {
             Err(e) => return Err(format!("recv: {e}")),
         }
     }
+}
+
+/// Mark bad the FAT entries past the last cluster of the disk's first partition
+/// (`libs/fattail` says why: else the library allocates clusters beyond the volume when it
+/// is nearly full). How many it marked.
+fn seal_fat_tail(d: &disk::Disk) -> Result<u32, String> {
+    use embedded_sdmmc::{Block, BlockDevice, BlockIdx};
+    let mut b = [Block::new()];
+    d.read(&mut b, BlockIdx(0)).map_err(|e| format!("{e}"))?;
+    let mbr = &b[0].contents;
+    if mbr[510] != 0x55 || mbr[511] != 0xaa {
+        return Err("no partition table".into());
+    }
+    let lba = u32::from_le_bytes([mbr[454], mbr[455], mbr[456], mbr[457]]);
+    d.read(&mut b, BlockIdx(lba)).map_err(|e| format!("{e}"))?;
+    let layout =
+        fattail::Layout::from_boot_sector(&b[0].contents).ok_or("no FAT16 or FAT32 boot sector")?;
+    let mut marked = 0;
+    for (sector, first) in layout.tail_sectors() {
+        let at = BlockIdx(lba + sector);
+        d.read(&mut b, at).map_err(|e| format!("{e}"))?;
+        let n = fattail::seal(&layout, &mut b[0].contents, first);
+        if n > 0 {
+            d.write(&b, at).map_err(|e| format!("{e}"))?;
+            marked += n;
+        }
+    }
+    Ok(marked)
 }
 
 /// What a library error means to a client.
@@ -158,12 +192,7 @@ impl Server {
             FS_WRITE => self.write(w[0], w[1], buf, r.sender),
             FS_CLOSE => self.close(w[0], r.sender),
             FS_SEEK => self.seek(w[0], w[1], r.sender),
-            FS_UNLINK => name.and_then(|n| {
-                self.at_dir(&n, |vm, dir, last| {
-                    vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
-                })
-                .and_then(|w| self.durable(w))
-            }),
+            FS_UNLINK => name.and_then(|n| self.unlink(&n)),
             FS_MKDIR => name.and_then(|n| {
                 self.at_dir(&n, |vm, dir, last| {
                     vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
@@ -313,6 +342,22 @@ impl Server {
         } else {
             Ok([0; 6])
         }
+    }
+
+    /// Delete a file or an empty directory. `embedded-sdmmc` 0.10 deletes a directory
+    /// entry without freeing the file's clusters, so a file is emptied first (a truncate
+    /// frees every cluster but the first): a deleted file leaves one cluster allocated,
+    /// not all of them, and a full disk has room again after a delete.
+    fn unlink(&self, path: &str) -> Result<[u64; 6], Error> {
+        let emptied = self.at_dir(path, |vm, dir, last| {
+            vm.open_file_in_dir(dir, last, Mode::ReadWriteTruncate)
+        });
+        // Not emptied (a directory, a file missing or open): the delete says which.
+        if let Ok(f) = emptied {
+            let _ = self.vm.close_file(f);
+        }
+        self.at_dir(path, |vm, dir, last| vm.delete_entry_in_dir(dir, last))?;
+        self.durable([0; 6])
     }
 
     /// `words`, once what was written is durable (an error of the flush otherwise).

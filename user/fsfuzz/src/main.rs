@@ -1,9 +1,11 @@
-//! `fsfuzz SEED [N] [CLUSTER]`: issue 16's target "no data lost or corrupted across 1,000
+//! `fsfuzz SEED [N]`: issue 16's target "no data lost or corrupted across 1,000
 //! random file operations checked against a model". It runs the seeded workload of
 //! `libs/fsmodel` (N operations, default 1,000, then a close of every handle still held)
 //! against the file service through `ulib::fs`, and compares every answer (data read,
 //! lengths at open, `stat`, `readdir`, and the error of every mistake: missing files, bad
 //! handles, names FAT's 8.3 form cannot hold, a file open twice) with the model's.
+//!
+//! `fsfuzz full` fills the disk instead (`full.rs`).
 //!
 //! It also checks durability: the disk driver's count of flushes (`BLK_INFO`) must grow by
 //! one per close of a file opened to write and per directory change, as the model counts.
@@ -12,12 +14,12 @@
 //! a verdict `fsfuzz: seed S: N operations, M mismatches, E failures expected and seen`;
 //! it exits 1 on any mismatch. After power-off xtask replays the same seed on the host and
 //! compares the image's files (read with mtools) with the model's final state.
-//! CLUSTER (bytes per cluster, default 2,048) only sets the model's count of clusters the
-//! library leaves allocated, which it prints for the host to compare with `fsck.fat`.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
+
+mod full;
 
 use alloc::format;
 use alloc::string::String;
@@ -29,15 +31,18 @@ use ulib::println;
 
 ulib::main!(main);
 
-const USAGE: &str = "usage: fsfuzz SEED [N] [CLUSTER]";
+const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full";
 /// A handle the service never gave (it counts handles from 1).
 const NEVER: Fd = Fd(0xbad0_0000);
 
 fn main(args: &[&str]) -> i32 {
+    if args.get(1) == Some(&"full") {
+        return full::run();
+    }
     let num = |i: usize, default: u64| -> Option<u64> {
         args.get(i).map_or(Some(default), |a| a.parse().ok())
     };
-    let (Some(seed), Some(n), Some(cluster)) = (num(1, 0), num(2, 1000), num(3, 2048)) else {
+    let (Some(seed), Some(n)) = (num(1, 0), num(2, 1000)) else {
         println!("fsfuzz: {USAGE}");
         return 2;
     };
@@ -45,7 +50,7 @@ fn main(args: &[&str]) -> i32 {
         println!("fsfuzz: {USAGE} (SEED not 0, N at most 100000)");
         return 2;
     }
-    let (ops, model) = fsmodel::run(seed, n as usize, cluster);
+    let (ops, model) = fsmodel::run(seed, n as usize);
     let flushes_before = flushes();
     // The program's handles by slot; a slot closed keeps its old handle, now a bad one.
     let mut held: [Option<Fd>; SLOTS] = [None; SLOTS];
