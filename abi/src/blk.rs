@@ -21,9 +21,8 @@ pub const BLK_ICA_SIZE: u64 = 4096;
 pub const MAX_SECTORS: u64 = BLK_ICA_SIZE / SECTOR as u64;
 
 /// To `blk`: the disk's size in sectors in `words[0]`, [`SECTOR`] in `words[1]`, 1 in
-/// `words[2]` if it is read-only; requests served, interrupts taken and `BLK_FLUSH` requests
-/// completed in
-/// `words[3]`, `words[4]` and `words[5]`.
+/// `words[2]` if it is read-only; requests served, interrupts taken and `BLK_FLUSH`
+/// requests completed in `words[3]`, `words[4]` and `words[5]`.
 pub const BLK_INFO: u64 = 1;
 /// To `blk`, with an ICA: read `words[1]` sectors from sector `words[0]` into it.
 pub const BLK_READ: u64 = 2;
