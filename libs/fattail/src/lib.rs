@@ -15,6 +15,9 @@
 #![no_std]
 #![forbid(unsafe_code)]
 
+#[cfg(test)]
+extern crate std;
+
 /// What the boot sector says about the FATs (FAT16 or FAT32; FAT12 is not read by
 /// `embedded-sdmmc`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -175,6 +178,3 @@ mod tests {
         assert_eq!(Layout::from_boot_sector(&bad), None);
     }
 }
-
-#[cfg(test)]
-extern crate std;
