@@ -618,6 +618,15 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     crate::files_test::fuzz(t, guest)?;
     // A volume filled until a write fails.
     crate::files_test::full(t, guest)?;
+    // The file service replaced while a program holds files open.
+    let image = root.join("target/test-hold.img");
+    disk::make(&image)?;
+    script(
+        t,
+        "fsd replaced while files are open",
+        "fsdhold.script",
+        Some(&image),
+    );
     bad_config(t, guest)?;
     Ok(())
 }

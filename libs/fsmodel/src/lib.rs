@@ -10,9 +10,9 @@
 //!
 //! The model says what the service does, mistakes included: a file open twice or an open
 //! file deleted is `Busy`, a handle the program does not hold is `Invalid`, a name FAT's 8.3
-//! form cannot hold is `BadName`. A directory entry's size is the one written at create,
-//! truncate and close (the library defers it), so `stat` of a file being written shows its
-//! size as of then, and the model says so.
+//! form cannot hold is `BadName`. `fsd` writes a file's directory entry after every write
+//! (so that a server taking over finds it whole), so `stat` of a file being written shows
+//! its size so far.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -141,7 +141,7 @@ pub fn data(fill: u64, len: u64) -> Vec<u8> {
 #[derive(Clone, Debug)]
 struct File {
     data: Vec<u8>,
-    /// The size in the directory entry (written at create, truncate, close after a write).
+    /// The size in the directory entry (written at create, truncate and every write).
     entry: u64,
     /// A cluster was allocated (at the first write; a truncate keeps the first one).
     allocated: bool,
@@ -152,7 +152,6 @@ struct Handle {
     path: String,
     pos: usize,
     mode: Mode,
-    wrote: bool,
 }
 
 /// The file tree as the service must hold it.
@@ -310,7 +309,6 @@ impl Model {
                     path: path.clone(),
                     pos: if *mode == Mode::Append { len } else { 0 },
                     mode: *mode,
-                    wrote: false,
                 });
                 Ok(Expect::Opened { len: len as u64 })
             }
@@ -335,9 +333,9 @@ impl Model {
                 }
                 f.data[h.pos..end].copy_from_slice(&bytes);
                 f.allocated = true;
+                f.entry = f.data.len() as u64;
                 let h = self.handle(*slot)?;
                 h.pos = end;
-                h.wrote = true;
                 Ok(Expect::Done)
             }
             Op::Seek { slot, pos } => {
@@ -353,10 +351,6 @@ impl Model {
                 self.slots[*slot] = None;
                 if h.mode != Mode::Read {
                     self.syncs += 1;
-                }
-                if h.wrote {
-                    let f = self.files.get_mut(&h.path).ok_or(Fail::NotFound)?;
-                    f.entry = f.data.len() as u64;
                 }
                 Ok(Expect::Done)
             }

@@ -25,14 +25,14 @@ fn write_seek_overwrite_read_close() {
         }),
         Expect::Done
     );
-    // The entry says 0 until the close.
+    // fsd writes the entry at every write.
     let stat = Op::Stat {
         path: "F0.DAT".into(),
     };
     assert_eq!(
         m.apply(&stat),
         Expect::Stat {
-            size: 0,
+            size: 10,
             dir: false
         }
     );

@@ -22,6 +22,7 @@
 extern crate alloc;
 
 mod disk;
+mod state;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -61,26 +62,29 @@ struct Server {
     /// Open files: handle -> (the library's file, the process that opened it, opened to
     /// write).
     files: BTreeMap<u64, (RawFile, Pid, bool)>,
-    next: u64,
+    /// The same files in the state ICA, for a server that takes over (`state.rs`).
+    state: fsopen::Table<'static>,
     /// Makes written data durable (the disk's cache flushed).
     flush: disk::Flush,
 }
 
 fn main(args: &[&str]) -> i32 {
     let mut managers = 1;
+    let mut takeover = false;
     for a in &args[1..] {
         match a.strip_prefix("bufs=").map(str::parse::<usize>) {
             Some(Ok(k)) if (1..=ulib::abi::buf::MAX_MANAGERS).contains(&k) => managers = k,
+            None if *a == "takeover" => takeover = true,
             _ => {
                 println!(
-                    "fsd: usage: fsd [bufs=K] (K buffer managers fs.buf0.. serve the sectors, 1 to {})",
+                    "fsd: usage: fsd [bufs=K] [takeover] (K buffer managers fs.buf0.. serve the sectors, 1 to {})",
                     ulib::abi::buf::MAX_MANAGERS
                 );
                 return 2;
             }
         }
     }
-    match run(managers) {
+    match run(managers, takeover) {
         Ok(()) => 0,
         Err(e) => {
             println!("fsd: {e}");
@@ -89,7 +93,18 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(managers: usize) -> Result<(), String> {
+fn run(managers: usize, takeover: bool) -> Result<(), String> {
+    let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let rights = Rights(0x0f | Rights::others(Op::Write));
+    let ep = ipc::open_endpoint(&format!("here/endpoint/fsd-{}", me.serial()), rights)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    // Taking over: switch first (the old server ends between two requests), and only then
+    // read the volume, so that nothing the old server wrote is read stale.
+    let table = if takeover {
+        Some(state::take_over(ep)?)
+    } else {
+        None
+    };
     let d = disk::Disk::open(managers)?;
     let flush = d.flusher();
     match seal_fat_tail(&d) {
@@ -102,18 +117,29 @@ fn run(managers: usize) -> Result<(), String> {
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
-    let rights = Rights(0x0f | Rights::others(Op::Write));
-    let ep =
-        ipc::open_endpoint("here/endpoint/fsd", rights).map_err(|e| format!("endpoint: {e}"))?;
-    fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
-    println!("fsd: serving {FN_FS} (FAT volume through {managers} buffer manager(s) on blk)");
+    let table = match table {
+        Some(t) => t,
+        None => {
+            let id = fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
+            state::fresh(id)?
+        }
+    };
     let mut s = Server {
         vm,
         vol,
         files: BTreeMap::new(),
-        next: 1,
+        state: table,
         flush,
     };
+    let reopened = s.reopen();
+    println!(
+        "fsd: serving {FN_FS} as {me} (FAT volume through {managers} buffer manager(s) on blk){}",
+        if takeover {
+            format!(", took it over with {reopened} open files")
+        } else {
+            String::new()
+        }
+    );
     loop {
         match ipc::recv(ep, u64::MAX) {
             Ok(r) => s.request(r),
@@ -247,8 +273,21 @@ impl Server {
             r => r?,
         };
         let len = self.vm.file_length(file).unwrap_or(0);
-        let h = self.next;
-        self.next += 1;
+        let h = self.state.take_handle();
+        let code = match mode {
+            Mode::ReadOnly => MODE_READ,
+            Mode::ReadWriteCreateOrTruncate => MODE_WRITE,
+            _ => MODE_APPEND,
+        };
+        let pos = self.vm.file_offset(file).unwrap_or(0);
+        match fsopen::Open::new(h, owner.0, code as u8, pos, path) {
+            Some(o) if self.state.put(&o) => {}
+            // Not kept for a successor (a path too long for the table): refused.
+            _ => {
+                let _ = self.vm.close_file(file);
+                return Err(Error::TooLong);
+            }
+        }
         self.files.insert(h, (file, owner, mode != Mode::ReadOnly));
         Ok([h, u64::from(len), 0, 0, 0, 0])
     }
@@ -275,6 +314,7 @@ impl Server {
             .map(|(h, _)| *h)
             .collect();
         for h in &orphans {
+            self.state.remove(*h);
             if let Some((f, owner, wrote)) = self.files.remove(h) {
                 if self.vm.close_file(f).is_ok() && wrote {
                     let _ = self.flush.now();
@@ -293,7 +333,14 @@ impl Server {
         }
     }
 
-    fn read(&self, h: u64, len: u64, buf: &mut [u8], who: Pid) -> Result<[u64; 6], Error> {
+    /// Keep handle `h`'s position in the state ICA.
+    fn keep_position(&mut self, h: u64, f: RawFile) {
+        if let Ok(pos) = self.vm.file_offset(f) {
+            self.state.set_position(h, pos);
+        }
+    }
+
+    fn read(&mut self, h: u64, len: u64, buf: &mut [u8], who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
@@ -310,24 +357,31 @@ impl Server {
             }
             done += n;
         }
+        self.keep_position(h, f);
         Ok([done as u64, 0, 0, 0, 0, 0])
     }
 
-    fn write(&self, h: u64, len: u64, buf: &[u8], who: Pid) -> Result<[u64; 6], Error> {
+    /// Write at the position. The directory entry is written after every write (not only at
+    /// close): a server that takes over reopens the file by its entry, and must find all
+    /// of it.
+    fn write(&mut self, h: u64, len: u64, buf: &[u8], who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
         }
-        self.vm
-            .write(f, &buf[..len as usize])
-            .map_err(|e| code(&e))?;
+        let r = self.vm.write(f, &buf[..len as usize]).map_err(|e| code(&e));
+        // Also after a failed write, which may have placed part of its bytes.
+        let entry = self.vm.flush_file(f).map_err(|e| code(&e));
+        self.keep_position(h, f);
+        r.and(entry)?;
         Ok([len, 0, 0, 0, 0, 0])
     }
 
-    fn seek(&self, h: u64, pos: u64, who: Pid) -> Result<[u64; 6], Error> {
+    fn seek(&mut self, h: u64, pos: u64, who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         let pos = u32::try_from(pos).map_err(|_| Error::InvalidArgument)?;
         self.vm.file_seek_from_start(f, pos).map_err(|e| code(&e))?;
+        self.state.set_position(h, pos);
         Ok([0; 6])
     }
 
@@ -336,6 +390,7 @@ impl Server {
     fn close(&mut self, h: u64, who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         let wrote = self.files.remove(&h).is_some_and(|(_, _, w)| w);
+        self.state.remove(h);
         self.vm.close_file(f).map_err(|e| code(&e))?;
         if wrote {
             self.durable([0; 6])

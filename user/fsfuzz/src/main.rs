@@ -5,7 +5,8 @@
 //! lengths at open, `stat`, `readdir`, and the error of every mistake: missing files, bad
 //! handles, names FAT's 8.3 form cannot hold, a file open twice) with the model's.
 //!
-//! `fsfuzz full` fills the disk instead (`full.rs`).
+//! `fsfuzz full` fills the disk instead (`full.rs`); `fsfuzz hold STOP` keeps files open
+//! while the file service is replaced (`hold.rs`).
 //!
 //! It also checks durability: the disk driver's count of flushes (`BLK_INFO`) must grow by
 //! one per close of a file opened to write and per directory change, as the model counts.
@@ -20,6 +21,7 @@
 extern crate alloc;
 
 mod full;
+mod hold;
 
 use alloc::format;
 use alloc::string::String;
@@ -31,13 +33,15 @@ use ulib::println;
 
 ulib::main!(main);
 
-const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full";
+const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP";
 /// A handle the service never gave (it counts handles from 1).
 const NEVER: Fd = Fd(0xbad0_0000);
 
 fn main(args: &[&str]) -> i32 {
-    if args.get(1) == Some(&"full") {
-        return full::run();
+    match args.get(1..) {
+        Some(["full"]) => return full::run(),
+        Some(["hold", stop]) => return hold::run(stop),
+        _ => {}
     }
     let num = |i: usize, default: u64| -> Option<u64> {
         args.get(i).map_or(Some(default), |a| a.parse().ok())
