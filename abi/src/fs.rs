@@ -28,7 +28,8 @@ pub const FS_READ: u64 = 2;
 /// Write `words[1]` bytes from the ICA to handle `words[0]` at its position (the end,
 /// unless [`FS_SEEK`] moved it), overwriting what is there and extending the file.
 pub const FS_WRITE: u64 = 3;
-/// Close handle `words[0]`: its data is on the disk when the reply comes.
+/// Close handle `words[0]`: for a file opened to write, its data is on the disk and the disk
+/// flushed (`abi::blk::BLK_FLUSH`) when the reply comes.
 pub const FS_CLOSE: u64 = 4;
 /// Delete the file named in the ICA (or an empty directory).
 pub const FS_UNLINK: u64 = 5;
