@@ -351,6 +351,13 @@ impl Model {
                 self.slots[*slot] = None;
                 if h.mode != Mode::Read {
                     self.syncs += 1;
+                    // Closed empty with a cluster: fsd makes the file again without one,
+                    // and the cluster is lost (as a deleted file's first one).
+                    let f = self.files.get_mut(&h.path).ok_or(Fail::NotFound)?;
+                    if f.data.is_empty() && f.allocated {
+                        f.allocated = false;
+                        self.leaked += 1;
+                    }
                 }
                 Ok(Expect::Done)
             }

@@ -211,7 +211,7 @@ fn a_file_named_like_a_directory_is_no_directory() {
 }
 
 #[test]
-fn truncate_keeps_the_first_cluster() {
+fn a_file_closed_empty_holds_no_cluster() {
     let mut m = Model::new();
     open(&mut m, "F0.DAT", Mode::Write, 0);
     m.apply(&Op::Write {
@@ -233,7 +233,9 @@ fn truncate_keeps_the_first_cluster() {
             dir: false
         }
     );
+    // Truncated, closed empty: made again without a cluster, the cluster lost.
     m.apply(&Op::Close { slot: 0 });
+    assert_eq!(m.leaked_clusters(), 1);
     m.apply(&Op::Unlink {
         path: "F0.DAT".into(),
     });

@@ -314,9 +314,18 @@ impl Server {
             .map(|(h, _)| *h)
             .collect();
         for h in &orphans {
+            let path = self
+                .state
+                .iter()
+                .find(|o| o.handle == *h)
+                .map(|o| String::from(o.path()));
             self.state.remove(*h);
             if let Some((f, owner, wrote)) = self.files.remove(h) {
+                let empty = self.vm.file_length(f).is_ok_and(|l| l == 0);
                 if self.vm.close_file(f).is_ok() && wrote {
+                    if let (true, Some(p)) = (empty, &path) {
+                        let _ = self.no_empty_chain(p);
+                    }
                     let _ = self.flush.now();
                 }
                 println!("fsd: closed a file of {owner}, which ended without closing it");
@@ -390,13 +399,38 @@ impl Server {
     fn close(&mut self, h: u64, who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         let wrote = self.files.remove(&h).is_some_and(|(_, _, w)| w);
+        let path = self
+            .state
+            .iter()
+            .find(|o| o.handle == h)
+            .map(|o| String::from(o.path()));
         self.state.remove(h);
+        let empty = self.vm.file_length(f).is_ok_and(|l| l == 0);
         self.vm.close_file(f).map_err(|e| code(&e))?;
+        if let (true, true, Some(p)) = (wrote, empty, path) {
+            self.no_empty_chain(&p)?;
+        }
         if wrote {
             self.durable([0; 6])
         } else {
             Ok([0; 6])
         }
+    }
+
+    /// A file emptied by an open to write and closed empty keeps its first cluster in the
+    /// library (its entry says 0 bytes, its chain one cluster: `fsck.fat` calls that an
+    /// error). Such a file is made again without a cluster: the entry deleted and made anew
+    /// (the cluster is then merely lost, as a deleted file's first cluster is).
+    fn no_empty_chain(&self, path: &str) -> Result<(), Error> {
+        let e = self.at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))?;
+        if e.cluster == embedded_sdmmc::ClusterId::EMPTY {
+            return Ok(());
+        }
+        self.at_dir(path, |vm, dir, last| vm.delete_entry_in_dir(dir, last))?;
+        let f = self.at_dir(path, |vm, dir, last| {
+            vm.open_file_in_dir(dir, last, Mode::ReadWriteCreate)
+        })?;
+        self.vm.close_file(f).map_err(|e| code(&e))
     }
 
     /// Delete a file or an empty directory. `embedded-sdmmc` 0.10 deletes a directory
