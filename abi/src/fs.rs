@@ -10,10 +10,12 @@
 //!
 //! Errors (the reply's value): `NoSuchResource` for a name not found, `AlreadyExists`,
 //! `BadName` for a name FAT cannot hold, `Busy` for a file open already or a directory not
-//! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an open of a path above 100 bytes,
-//! which the open-file table cannot keep),
-//! `InvalidArgument` for a bad handle, mode, a seek past the end or a request without its ICA, `Unknown` for a
-//! volume the server cannot read (no disk, a corrupt image: the server's console says which).
+//! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an
+//! open of a path above 100 bytes, which the open-file table cannot keep),
+//! `InvalidArgument` for a bad handle, mode, a seek past the end or a request without its
+//! ICA, `WrongType` for a directory opened as a file or a file named as a directory,
+//! `Denied` for a write to a file opened to read, `Unknown` for a volume the server cannot
+//! read (no disk, a corrupt image: the server's console says which).
 
 /// The file service's function name.
 pub const FN_FS: &str = "fs";
