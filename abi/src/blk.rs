@@ -21,12 +21,14 @@ pub const BLK_ICA_SIZE: u64 = 4096;
 pub const MAX_SECTORS: u64 = BLK_ICA_SIZE / SECTOR as u64;
 
 /// To `blk`: the disk's size in sectors in `words[0]`, [`SECTOR`] in `words[1]`, 1 in
-/// `words[2]` if it is read-only; requests served and interrupts taken in `words[3]` and
-/// `words[4]`.
+/// `words[2]` if it is read-only; requests served, interrupts taken and `BLK_FLUSH`
+/// requests completed in `words[3]`, `words[4]` and `words[5]`.
 pub const BLK_INFO: u64 = 1;
 /// To `blk`, with an ICA: read `words[1]` sectors from sector `words[0]` into it.
 pub const BLK_READ: u64 = 2;
 /// To `blk`, with an ICA: write `words[1]` sectors from it to sector `words[0]`.
 pub const BLK_WRITE: u64 = 3;
-/// To `blk`: make every completed write durable (the device's cache flushed).
+/// To `blk`: make every completed write durable (the device's cache flushed: virtio-blk's
+/// FLUSH when the device offers it; the file service sends it through a buffer manager,
+/// `abi::buf::BUF_FLUSH`, at every close of a file open for writing and every directory change).
 pub const BLK_FLUSH: u64 = 4;

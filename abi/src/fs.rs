@@ -10,9 +10,12 @@
 //!
 //! Errors (the reply's value): `NoSuchResource` for a name not found, `AlreadyExists`,
 //! `BadName` for a name FAT cannot hold, `Busy` for a file open already or a directory not
-//! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`],
-//! `InvalidArgument` for a bad handle, mode or a request without its ICA, `Unknown` for a
-//! volume the server cannot read (no disk, a corrupt image: the server's console says which).
+//! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an
+//! open of a path above 100 bytes, which the open-file table cannot keep),
+//! `InvalidArgument` for a bad handle, mode, a seek past the end or a request without its
+//! ICA, `WrongType` for a directory opened as a file or a file named as a directory,
+//! `Denied` for a write to a file opened to read, `Unknown` for a volume the server cannot
+//! read (no disk, a corrupt image: the server's console says which).
 
 /// The file service's function name.
 pub const FN_FS: &str = "fs";
@@ -25,9 +28,11 @@ pub const FS_OPEN: u64 = 1;
 /// Read up to `words[1]` bytes of handle `words[0]` into the ICA; reply: bytes read in
 /// `words[0]` (0 at the end).
 pub const FS_READ: u64 = 2;
-/// Append `words[1]` bytes from the ICA to handle `words[0]` (at its position).
+/// Write `words[1]` bytes from the ICA to handle `words[0]` at its position (the end,
+/// unless [`FS_SEEK`] moved it), overwriting what is there and extending the file.
 pub const FS_WRITE: u64 = 3;
-/// Close handle `words[0]`: its data is on the disk when the reply comes.
+/// Close handle `words[0]`: for a file opened to write, its data is on the disk and the disk
+/// flushed (`abi::blk::BLK_FLUSH`) when the reply comes.
 pub const FS_CLOSE: u64 = 4;
 /// Delete the file named in the ICA (or an empty directory).
 pub const FS_UNLINK: u64 = 5;
@@ -40,6 +45,10 @@ pub const FS_STAT: u64 = 7;
 /// the reply's ICA holds lines `NAME SIZE\n` (`NAME/ 0\n` for a directory), `words[0]`
 /// bytes of them, `words[1]` entries, `words[2]` = 1 when more remain.
 pub const FS_READDIR: u64 = 8;
+/// Move handle `words[0]`'s position to byte `words[1]` (at most the file's length:
+/// beyond it is `InvalidArgument`); the next read or write starts there, and a write
+/// there overwrites the bytes it covers.
+pub const FS_SEEK: u64 = 9;
 
 /// Mode: read from the start.
 pub const MODE_READ: u64 = 0;

@@ -10,6 +10,8 @@ use std::process::Command;
 
 /// Size of a new image's FAT16 volume in KiB.
 const SIZE_KIB: u64 = 16 * 1024;
+/// Size of the small volume the full-disk test fills.
+const SMALL_KIB: u64 = 4 * 1024;
 /// The volume's first sector: one partition in a Master Boot Record (`embedded-sdmmc` reads
 /// only partitioned disks), at 1 MiB as partitioning tools place it.
 const START: u64 = 2048;
@@ -67,11 +69,22 @@ pub fn user_image(fresh: bool) -> Result<PathBuf> {
 /// A new empty image at `path` (an old one is replaced): a Master Boot Record with one
 /// FAT16 (LBA, type 0x0e) partition from sector [`START`], formatted by `mkfs.fat`.
 pub fn make(path: &Path) -> Result<()> {
+    make_sized(path, SIZE_KIB, &[])
+}
+
+/// A new image of a 4 MiB volume (FAT16 with 512-byte clusters, the smallest
+/// `embedded-sdmmc` reads: it has no FAT12), for the tests that fill the disk.
+pub fn make_small(path: &Path) -> Result<()> {
+    make_sized(path, SMALL_KIB, &["-s", "1"])
+}
+
+/// A new image of a volume of `kib` KiB, `mkfs.fat` given `extra` arguments.
+fn make_sized(path: &Path, kib: u64, extra: &[&str]) -> Result<()> {
     ensure_tools()?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    let sectors = SIZE_KIB * 2;
+    let sectors = kib * 2;
     let mut mbr = vec![0u8; 512];
     let entry = &mut mbr[446..462];
     entry[4] = 0x0e;
@@ -87,8 +100,9 @@ pub fn make(path: &Path) -> Result<()> {
         .set_len((START + sectors) * 512)?;
     run(Command::new("mkfs.fat")
         .args(["-F", "16", "-n", "MUSUBI", "--offset", &START.to_string()])
+        .args(extra)
         .arg(path)
-        .arg(SIZE_KIB.to_string()))
+        .arg(kib.to_string()))
 }
 
 /// Zero the volume's boot sector: the image no longer holds a FAT volume (for the tests of
@@ -143,6 +157,43 @@ pub fn get(image: &Path, name: &str) -> Result<Vec<u8>> {
         );
     }
     Ok(out.stdout)
+}
+
+/// Bytes per cluster of the image's volume (its boot sector's bytes per sector times
+/// sectors per cluster).
+pub fn cluster_bytes(image: &Path) -> Result<u64> {
+    let data = std::fs::read(image)?;
+    let boot = data
+        .get((START * 512) as usize..(START * 512) as usize + 512)
+        .context("the image is shorter than its volume's boot sector")?;
+    let sector = u64::from(u16::from_le_bytes([boot[11], boot[12]]));
+    let per_cluster = u64::from(boot[13]);
+    if sector == 0 || per_cluster == 0 {
+        bail!("the volume's boot sector gives no cluster size");
+    }
+    Ok(sector * per_cluster)
+}
+
+/// Every file and directory of the volume, as paths from the root (`DIR`, `DIR/FILE.TXT`),
+/// sorted, as `mdir -/ -b` lists them.
+pub fn list(image: &Path) -> Result<Vec<String>> {
+    let out = Command::new("mdir")
+        .args(["-/", "-b", "-i"])
+        .arg(volume(image))
+        .arg("::")
+        .output()
+        .context("running mdir (mtools)")?;
+    if !out.status.success() {
+        bail!("mdir: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.strip_prefix("::/"))
+        .map(|l| l.trim_end_matches('/').to_string())
+        .filter(|l| !l.is_empty())
+        .collect();
+    names.sort();
+    Ok(names)
 }
 
 /// `fsck.fat -n` (check only) over the image's volume, copied out to a file beside it.
@@ -215,6 +266,9 @@ mod tests {
         mkdir(&image, "BIN").unwrap();
         put(&image, "BIN/P", b"elf\n").unwrap();
         assert_eq!(get(&image, "BIN/P").unwrap(), b"elf\n");
+        assert_eq!(list(&image).unwrap(), ["A.TXT", "BIN", "BIN/P"]);
+        let cluster = cluster_bytes(&image).unwrap();
+        assert!(cluster.is_power_of_two() && cluster >= 512, "{cluster}");
         assert!(get(&image, "B.TXT").is_err());
         assert_eq!(check(&image).unwrap(), 0);
         corrupt(&image).unwrap();

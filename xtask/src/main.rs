@@ -23,6 +23,7 @@ mod bench_timers;
 mod bench_urpc;
 mod build;
 mod disk;
+mod files_test;
 mod layers;
 mod machines;
 mod machines_test;

@@ -27,7 +27,7 @@ const BOOT_LIMIT: Duration = Duration::from_secs(180);
 pub const FILES_GROUP: &str = "files";
 
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     passed: usize,
     failed: usize,
     skipped: usize,
@@ -35,7 +35,7 @@ struct Tally {
 }
 
 impl Tally {
-    fn pass(&mut self, name: &str) {
+    pub(crate) fn pass(&mut self, name: &str) {
         self.passed += 1;
         println!("  ok    {name}");
     }
@@ -43,7 +43,7 @@ impl Tally {
         self.skipped += 1;
         println!("  skip  {name}: {why}");
     }
-    fn fail(&mut self, name: &str, why: &str) {
+    pub(crate) fn fail(&mut self, name: &str, why: &str) {
         self.failed += 1;
         println!("  FAIL  {name}: {why}");
         self.failures
@@ -619,6 +619,19 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         "bufd.script",
         Some(&image),
         "buffers.cores=0,1 files.core=1",
+    );
+    // 1,000 random file operations against a model, then the image against it on the host.
+    crate::files_test::fuzz(t, guest)?;
+    // A volume filled until a write fails.
+    crate::files_test::full(t, guest)?;
+    // The file service replaced while a program holds files open.
+    let image = root.join("target/test-hold.img");
+    disk::make(&image)?;
+    script(
+        t,
+        "fsd replaced while files are open",
+        "fsdhold.script",
+        Some(&image),
     );
     bad_config(t, guest)?;
     Ok(())

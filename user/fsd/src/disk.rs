@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 use core::cell::Cell;
 use embedded_sdmmc::{Block, BlockCount, BlockDevice, BlockIdx};
 use ulib::abi::blk::{BLK_ICA_SIZE, MAX_SECTORS, SECTOR};
-use ulib::abi::buf::{self, BUF_INFO, BUF_READ, BUF_WRITE};
+use ulib::abi::buf::{self, BUF_FLUSH, BUF_INFO, BUF_READ, BUF_WRITE};
 use ulib::abi::fnid::FnId;
 use ulib::abi::ipc::Msg;
 use ulib::abi::res::{ResId, Rights};
@@ -49,6 +49,33 @@ pub struct Disk {
     /// Data ICAs made so far (each new one needs its own name).
     made: Cell<u32>,
     sectors: u64,
+}
+
+/// Makes what was written durable: a `BUF_FLUSH` to a buffer manager, which sends
+/// `BLK_FLUSH` to the disk. One manager suffices: they write through, so every write the
+/// file service made has completed at the disk before the flush is sent.
+#[derive(Clone, Copy)]
+pub struct Flush(FnId);
+
+impl Flush {
+    pub fn now(&self) -> Result<(), Error> {
+        let msg = Msg {
+            label: BUF_FLUSH,
+            ..Msg::default()
+        };
+        let mut tries = 0;
+        loop {
+            match fnid::call_fn(self.0, &msg) {
+                Ok((0, _)) => return Ok(()),
+                Ok((v, _)) if v != Error::Gone as u64 || tries == RETRIES => {
+                    return Err(Error::from_code(v))
+                }
+                Err(e) if e != Error::Gone || tries == RETRIES => return Err(e),
+                // The manager went (replaced, crashed): its successor takes it.
+                _ => tries += 1,
+            }
+        }
+    }
 }
 
 /// Open and attach a new data ICA (the `n`-th).
@@ -105,6 +132,11 @@ impl Disk {
             made: Cell::new(1),
             sectors,
         })
+    }
+
+    /// What flushes this disk's writes to the device.
+    pub fn flusher(&self) -> Flush {
+        Flush(self.managers[0])
     }
 
     /// The data ICA did not come back (its holder ended): attach it again if it is free,

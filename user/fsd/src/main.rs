@@ -22,6 +22,7 @@
 extern crate alloc;
 
 mod disk;
+mod state;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -58,26 +59,32 @@ type FsError = embedded_sdmmc::Error<disk::DiskError>;
 struct Server {
     vm: Volumes,
     vol: RawVolume,
-    /// Open files: handle -> (the library's file, the process that opened it).
-    files: BTreeMap<u64, (RawFile, Pid)>,
-    next: u64,
+    /// Open files: handle -> (the library's file, the process that opened it, opened to
+    /// write).
+    files: BTreeMap<u64, (RawFile, Pid, bool)>,
+    /// The same files in the state ICA, for a server that takes over (`state.rs`).
+    state: fsopen::Table<'static>,
+    /// Makes written data durable (the disk's cache flushed).
+    flush: disk::Flush,
 }
 
 fn main(args: &[&str]) -> i32 {
     let mut managers = 1;
+    let mut takeover = false;
     for a in &args[1..] {
         match a.strip_prefix("bufs=").map(str::parse::<usize>) {
             Some(Ok(k)) if (1..=ulib::abi::buf::MAX_MANAGERS).contains(&k) => managers = k,
+            None if *a == "takeover" => takeover = true,
             _ => {
                 println!(
-                    "fsd: usage: fsd [bufs=K] (K buffer managers fs.buf0.. serve the sectors, 1 to {})",
+                    "fsd: usage: fsd [bufs=K] [takeover] (K buffer managers fs.buf0.. serve the sectors, 1 to {})",
                     ulib::abi::buf::MAX_MANAGERS
                 );
                 return 2;
             }
         }
     }
-    match run(managers) {
+    match run(managers, takeover) {
         Ok(()) => 0,
         Err(e) => {
             println!("fsd: {e}");
@@ -86,23 +93,53 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(managers: usize) -> Result<(), String> {
+fn run(managers: usize, takeover: bool) -> Result<(), String> {
+    let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let rights = Rights(0x0f | Rights::others(Op::Write));
+    let ep = ipc::open_endpoint(&format!("here/endpoint/fsd-{}", me.serial()), rights)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    // Taking over: switch first (the old server ends between two requests), and only then
+    // read the volume, so that nothing the old server wrote is read stale.
+    let table = if takeover {
+        Some(state::take_over(ep)?)
+    } else {
+        None
+    };
     let d = disk::Disk::open(managers)?;
+    let flush = d.flusher();
+    match seal_fat_tail(&d) {
+        Ok(0) => {}
+        Ok(n) => println!("fsd: {n} FAT entries past the volume's last cluster marked bad"),
+        // The volume's open below says what is wrong with it.
+        Err(e) => println!("fsd: the FAT's tail not checked: {e}"),
+    }
     let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
-    let rights = Rights(0x0f | Rights::others(Op::Write));
-    let ep =
-        ipc::open_endpoint("here/endpoint/fsd", rights).map_err(|e| format!("endpoint: {e}"))?;
-    fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
-    println!("fsd: serving {FN_FS} (FAT volume through {managers} buffer manager(s) on blk)");
+    let table = match table {
+        Some(t) => t,
+        None => {
+            let id = fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
+            state::fresh(id)?
+        }
+    };
     let mut s = Server {
         vm,
         vol,
         files: BTreeMap::new(),
-        next: 1,
+        state: table,
+        flush,
     };
+    let reopened = s.reopen();
+    println!(
+        "fsd: serving {FN_FS} as {me} (FAT volume through {managers} buffer manager(s) on blk){}",
+        if takeover {
+            format!(", took it over with {reopened} open files")
+        } else {
+            String::new()
+        }
+    );
     loop {
         match ipc::recv(ep, u64::MAX) {
             Ok(r) => s.request(r),
@@ -110,6 +147,34 @@ fn run(managers: usize) -> Result<(), String> {
             Err(e) => return Err(format!("recv: {e}")),
         }
     }
+}
+
+/// Mark bad the FAT entries past the last cluster of the disk's first partition
+/// (`libs/fattail` says why: else the library allocates clusters beyond the volume when it
+/// is nearly full). How many it marked.
+fn seal_fat_tail(d: &disk::Disk) -> Result<u32, String> {
+    use embedded_sdmmc::{Block, BlockDevice, BlockIdx};
+    let mut b = [Block::new()];
+    d.read(&mut b, BlockIdx(0)).map_err(|e| format!("{e}"))?;
+    let mbr = &b[0].contents;
+    if mbr[510] != 0x55 || mbr[511] != 0xaa {
+        return Err("no partition table".into());
+    }
+    let lba = u32::from_le_bytes([mbr[454], mbr[455], mbr[456], mbr[457]]);
+    d.read(&mut b, BlockIdx(lba)).map_err(|e| format!("{e}"))?;
+    let layout =
+        fattail::Layout::from_boot_sector(&b[0].contents).ok_or("no FAT16 or FAT32 boot sector")?;
+    let mut marked = 0;
+    for (sector, first) in layout.tail_sectors() {
+        let at = BlockIdx(lba + sector);
+        d.read(&mut b, at).map_err(|e| format!("{e}"))?;
+        let n = fattail::seal(&layout, &mut b[0].contents, first);
+        if n > 0 {
+            d.write(&b, at).map_err(|e| format!("{e}"))?;
+            marked += n;
+        }
+    }
+    Ok(marked)
 }
 
 /// What a library error means to a client.
@@ -123,7 +188,7 @@ fn code(e: &FsError) -> Error {
         E::FileAlreadyExists | E::DirAlreadyExists => Error::AlreadyExists,
         E::OpenedDirAsFile | E::OpenedFileAsDir => Error::WrongType,
         E::TooManyOpenFiles | E::TooManyOpenDirs => Error::Busy,
-        E::BadHandle => Error::InvalidArgument,
+        E::BadHandle | E::InvalidOffset => Error::InvalidArgument,
         E::ReadOnly => Error::Denied,
         E::DeviceError(d) => d.0,
         _ => Error::Unknown,
@@ -152,15 +217,13 @@ impl Server {
             FS_READ => self.read(w[0], w[1], buf, r.sender),
             FS_WRITE => self.write(w[0], w[1], buf, r.sender),
             FS_CLOSE => self.close(w[0], r.sender),
-            FS_UNLINK => name.and_then(|n| {
-                self.at_dir(&n, |vm, dir, last| {
-                    vm.delete_entry_in_dir(dir, last).map(|()| [0; 6])
-                })
-            }),
+            FS_SEEK => self.seek(w[0], w[1], r.sender),
+            FS_UNLINK => name.and_then(|n| self.unlink(&n)),
             FS_MKDIR => name.and_then(|n| {
                 self.at_dir(&n, |vm, dir, last| {
                     vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
                 })
+                .and_then(|w| self.durable(w))
             }),
             FS_STAT => name.and_then(|n| self.stat(&n)),
             FS_READDIR => name.and_then(|n| self.readdir(&n, w[0], buf)),
@@ -210,9 +273,22 @@ impl Server {
             r => r?,
         };
         let len = self.vm.file_length(file).unwrap_or(0);
-        let h = self.next;
-        self.next += 1;
-        self.files.insert(h, (file, owner));
+        let h = self.state.take_handle();
+        let code = match mode {
+            Mode::ReadOnly => MODE_READ,
+            Mode::ReadWriteCreateOrTruncate => MODE_WRITE,
+            _ => MODE_APPEND,
+        };
+        let pos = self.vm.file_offset(file).unwrap_or(0);
+        match fsopen::Open::new(h, owner.0, code as u8, pos, path) {
+            Some(o) if self.state.put(&o) => {}
+            // Not kept for a successor (a path too long for the table): refused.
+            _ => {
+                let _ = self.vm.close_file(file);
+                return Err(Error::TooLong);
+            }
+        }
+        self.files.insert(h, (file, owner, mode != Mode::ReadOnly));
         Ok([h, u64::from(len), 0, 0, 0, 0])
     }
 
@@ -234,12 +310,24 @@ impl Server {
         let orphans: alloc::vec::Vec<u64> = self
             .files
             .iter()
-            .filter(|(_, (_, owner))| !alive(*owner))
+            .filter(|(_, (_, owner, _))| !alive(*owner))
             .map(|(h, _)| *h)
             .collect();
         for h in &orphans {
-            if let Some((f, owner)) = self.files.remove(h) {
-                let _ = self.vm.close_file(f);
+            let path = self
+                .state
+                .iter()
+                .find(|o| o.handle == *h)
+                .map(|o| String::from(o.path()));
+            self.state.remove(*h);
+            if let Some((f, owner, wrote)) = self.files.remove(h) {
+                let empty = self.vm.file_length(f).is_ok_and(|l| l == 0);
+                if self.vm.close_file(f).is_ok() && wrote {
+                    if let (true, Some(p)) = (empty, &path) {
+                        let _ = self.no_empty_chain(p);
+                    }
+                    let _ = self.flush.now();
+                }
                 println!("fsd: closed a file of {owner}, which ended without closing it");
             }
         }
@@ -249,12 +337,19 @@ impl Server {
     /// The file of handle `h`, if `who` opened it.
     fn file(&self, h: u64, who: Pid) -> Result<RawFile, Error> {
         match self.files.get(&h) {
-            Some((f, owner)) if *owner == who => Ok(*f),
+            Some((f, owner, _)) if *owner == who => Ok(*f),
             _ => Err(Error::InvalidArgument),
         }
     }
 
-    fn read(&self, h: u64, len: u64, buf: &mut [u8], who: Pid) -> Result<[u64; 6], Error> {
+    /// Keep handle `h`'s position in the state ICA.
+    fn keep_position(&mut self, h: u64, f: RawFile) {
+        if let Ok(pos) = self.vm.file_offset(f) {
+            self.state.set_position(h, pos);
+        }
+    }
+
+    fn read(&mut self, h: u64, len: u64, buf: &mut [u8], who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
@@ -271,25 +366,92 @@ impl Server {
             }
             done += n;
         }
+        self.keep_position(h, f);
         Ok([done as u64, 0, 0, 0, 0, 0])
     }
 
-    fn write(&self, h: u64, len: u64, buf: &[u8], who: Pid) -> Result<[u64; 6], Error> {
+    /// Write at the position. The directory entry is written after every write (not only at
+    /// close): a server that takes over reopens the file by its entry, and must find all
+    /// of it.
+    fn write(&mut self, h: u64, len: u64, buf: &[u8], who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
         if len > FS_ICA_SIZE {
             return Err(Error::TooLong);
         }
-        self.vm
-            .write(f, &buf[..len as usize])
-            .map_err(|e| code(&e))?;
+        let r = self.vm.write(f, &buf[..len as usize]).map_err(|e| code(&e));
+        // Also after a failed write, which may have placed part of its bytes.
+        let entry = self.vm.flush_file(f).map_err(|e| code(&e));
+        self.keep_position(h, f);
+        r.and(entry)?;
         Ok([len, 0, 0, 0, 0, 0])
     }
 
+    fn seek(&mut self, h: u64, pos: u64, who: Pid) -> Result<[u64; 6], Error> {
+        let f = self.file(h, who)?;
+        let pos = u32::try_from(pos).map_err(|_| Error::InvalidArgument)?;
+        self.vm.file_seek_from_start(f, pos).map_err(|e| code(&e))?;
+        self.state.set_position(h, pos);
+        Ok([0; 6])
+    }
+
+    /// Close a file; one opened to write is durable when the reply goes (the library wrote
+    /// its data, FAT and directory entry; the flush empties the disk's cache).
     fn close(&mut self, h: u64, who: Pid) -> Result<[u64; 6], Error> {
         let f = self.file(h, who)?;
-        self.files.remove(&h);
+        let wrote = self.files.remove(&h).is_some_and(|(_, _, w)| w);
+        let path = self
+            .state
+            .iter()
+            .find(|o| o.handle == h)
+            .map(|o| String::from(o.path()));
+        self.state.remove(h);
+        let empty = self.vm.file_length(f).is_ok_and(|l| l == 0);
         self.vm.close_file(f).map_err(|e| code(&e))?;
-        Ok([0; 6])
+        if let (true, true, Some(p)) = (wrote, empty, path) {
+            self.no_empty_chain(&p)?;
+        }
+        if wrote {
+            self.durable([0; 6])
+        } else {
+            Ok([0; 6])
+        }
+    }
+
+    /// A file emptied by an open to write and closed empty keeps its first cluster in the
+    /// library (its entry says 0 bytes, its chain one cluster: `fsck.fat` calls that an
+    /// error). Such a file is made again without a cluster: the entry deleted and made anew
+    /// (the cluster is then merely lost, as a deleted file's first cluster is).
+    fn no_empty_chain(&self, path: &str) -> Result<(), Error> {
+        let e = self.at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))?;
+        if e.cluster == embedded_sdmmc::ClusterId::EMPTY {
+            return Ok(());
+        }
+        self.at_dir(path, |vm, dir, last| vm.delete_entry_in_dir(dir, last))?;
+        let f = self.at_dir(path, |vm, dir, last| {
+            vm.open_file_in_dir(dir, last, Mode::ReadWriteCreate)
+        })?;
+        self.vm.close_file(f).map_err(|e| code(&e))
+    }
+
+    /// Delete a file or an empty directory. `embedded-sdmmc` 0.10 deletes a directory
+    /// entry without freeing the file's clusters, so a file is emptied first (a truncate
+    /// frees every cluster but the first): a deleted file leaves one cluster allocated,
+    /// not all of them, and a full disk has room again after a delete.
+    fn unlink(&self, path: &str) -> Result<[u64; 6], Error> {
+        let emptied = self.at_dir(path, |vm, dir, last| {
+            vm.open_file_in_dir(dir, last, Mode::ReadWriteTruncate)
+        });
+        // Not emptied (a directory, a file missing or open): the delete says which.
+        if let Ok(f) = emptied {
+            let _ = self.vm.close_file(f);
+        }
+        self.at_dir(path, |vm, dir, last| vm.delete_entry_in_dir(dir, last))?;
+        self.durable([0; 6])
+    }
+
+    /// `words`, once what was written is durable (an error of the flush otherwise).
+    fn durable(&self, words: [u64; 6]) -> Result<[u64; 6], Error> {
+        self.flush.now().map(|()| words)
     }
 
     fn stat(&self, path: &str) -> Result<[u64; 6], Error> {

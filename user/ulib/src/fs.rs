@@ -1,4 +1,4 @@
-//! Files on the disk (issue 16): [`open`], [`read`], [`write`], [`close`], [`unlink`],
+//! Files on the disk (issue 16): [`open`], [`read`], [`write`], [`seek`], [`close`], [`unlink`],
 //! [`readdir`], [`mkdir`], [`stat`] as requests to the file service `fs` (`abi::fs`; the
 //! server is `user/fsd`), found by function id. Names are `/`-separated FAT 8.3 names
 //! relative to the volume's root (`DIR/FILE.TXT`).
@@ -182,7 +182,12 @@ fn named(label: u64, name: &str, w0: u64) -> Result<[u64; 6], Error> {
 
 /// Open `name` with `mode` ([`MODE_READ`], [`MODE_WRITE`], [`MODE_APPEND`]).
 pub fn open(name: &str, mode: u64) -> Result<Fd, Error> {
-    named(FS_OPEN, name, mode).map(|w| Fd(w[0]))
+    open_len(name, mode).map(|(fd, _)| fd)
+}
+
+/// [`open`], also giving the file's length (0 for a file made or emptied by the open).
+pub fn open_len(name: &str, mode: u64) -> Result<(Fd, u64), Error> {
+    named(FS_OPEN, name, mode).map(|w| (Fd(w[0]), w[1]))
 }
 
 /// Read up to `buf.len()` bytes (at most `FS_ICA_SIZE` a call); 0 at the end.
@@ -209,6 +214,12 @@ pub fn write(fd: Fd, data: &[u8]) -> Result<usize, Error> {
         |b| b[..len].copy_from_slice(&data[..len]),
         |_, _| len,
     )
+}
+
+/// Move `fd`'s position to byte `pos` (at most the file's length): the next read or
+/// write starts there.
+pub fn seek(fd: Fd, pos: u64) -> Result<(), Error> {
+    request(FS_SEEK, [fd.0, pos, 0, 0, 0, 0], |_| {}, |_, _| ())
 }
 
 /// Close `fd`: what was written is on the disk when this returns.

@@ -1,0 +1,180 @@
+//! The FAT's tail: the entries past a volume's last cluster.
+//!
+//! Why this exists: a FAT's last sector usually holds more entries than the volume has
+//! clusters, and `mkfs.fat` leaves those extra entries 0 ("free"). `embedded-sdmmc` 0.10
+//! looks for a free cluster a whole FAT sector at a time without stopping at the last
+//! cluster, so on a nearly full volume it hands out a cluster past the volume's end: a
+//! write there goes beyond the partition (`fsd` saw `TooLong` from the disk where "disk
+//! full" was due; on a larger disk it would overwrite whatever follows the partition).
+//! `fsd` therefore marks those entries bad (`0xFFF7` / `0x0FFFFFF7`) in every FAT copy
+//! when it mounts a volume; the FAT specification gives them no meaning and `fsck.fat`
+//! accepts them, and the library then reports a full volume as full (`NotEnoughSpace`).
+//!
+//! Pure: [`Layout::from_boot_sector`] reads the boot sector's BPB, [`Layout::tail_sectors`]
+//! says which FAT sectors hold such entries, [`seal`] marks them in one sector.
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+/// What the boot sector says about the FATs (FAT16 or FAT32; FAT12 is not read by
+/// `embedded-sdmmc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// First FAT's first sector, from the volume's start.
+    pub fat_start: u32,
+    /// Sectors per FAT.
+    pub fat_sectors: u32,
+    /// FAT copies.
+    pub fats: u32,
+    /// Clusters of the volume (valid cluster numbers are 2..clusters + 2).
+    pub clusters: u32,
+    /// Bytes per FAT entry: 2 (FAT16) or 4 (FAT32).
+    pub width: u32,
+}
+
+/// Bytes per sector this reads (the only size `embedded-sdmmc` takes).
+pub const SECTOR: usize = 512;
+
+fn u16_at(b: &[u8], at: usize) -> u32 {
+    u32::from(u16::from_le_bytes([b[at], b[at + 1]]))
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+impl Layout {
+    /// The layout of the volume whose boot sector is `b`; `None` for anything but a
+    /// FAT16 or FAT32 volume of 512-byte sectors.
+    pub fn from_boot_sector(b: &[u8; SECTOR]) -> Option<Layout> {
+        if b[510] != 0x55 || b[511] != 0xaa || u16_at(b, 11) != SECTOR as u32 {
+            return None;
+        }
+        let per_cluster = u32::from(b[13]);
+        let reserved = u16_at(b, 14);
+        let fats = u32::from(b[16]);
+        let root_sectors = (u16_at(b, 17) * 32).div_ceil(SECTOR as u32);
+        let total = match u16_at(b, 19) {
+            0 => u32_at(b, 32),
+            n => n,
+        };
+        let fat_sectors = match u16_at(b, 22) {
+            0 => u32_at(b, 36),
+            n => n,
+        };
+        if per_cluster == 0 || fats == 0 || fat_sectors == 0 {
+            return None;
+        }
+        let meta = reserved + fats * fat_sectors + root_sectors;
+        let clusters = total.checked_sub(meta)? / per_cluster;
+        let width = match clusters {
+            0..4085 => return None,
+            4085..65525 => 2,
+            _ => 4,
+        };
+        Some(Layout {
+            fat_start: reserved,
+            fat_sectors,
+            fats,
+            clusters,
+            width,
+        })
+    }
+
+    /// The first entry past the last cluster.
+    pub fn limit(&self) -> u32 {
+        self.clusters + 2
+    }
+
+    /// The sectors (from the volume's start) of every FAT copy that hold entries past the
+    /// last cluster, with the number of the first entry each holds.
+    pub fn tail_sectors(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let per_sector = SECTOR as u32 / self.width;
+        let first = self.limit() / per_sector;
+        (0..self.fats).flat_map(move |copy| {
+            (first..self.fat_sectors)
+                .map(move |s| (self.fat_start + copy * self.fat_sectors + s, s * per_sector))
+        })
+    }
+}
+
+/// Mark bad every free entry of `sector` (whose first entry is number `first`) at or past
+/// `layout.limit()`; how many it marked.
+pub fn seal(layout: &Layout, sector: &mut [u8; SECTOR], first: u32) -> u32 {
+    let w = layout.width as usize;
+    let mut changed = 0;
+    for (i, e) in sector.chunks_exact_mut(w).enumerate() {
+        if first + i as u32 >= layout.limit() && e.iter().all(|&b| b == 0) {
+            let bad: &[u8] = if w == 2 {
+                &[0xf7, 0xff]
+            } else {
+                &[0xf7, 0xff, 0xff, 0x0f]
+            };
+            e.copy_from_slice(bad);
+            changed += 1;
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The boot sector `mkfs.fat -F 16 -s 1` writes for 4 MiB (8,192 sectors): 4
+    /// reserved, 2 FATs of 32 sectors, 512 root entries.
+    fn fat16_4mib() -> [u8; SECTOR] {
+        let mut b = [0u8; SECTOR];
+        b[11..13].copy_from_slice(&512u16.to_le_bytes());
+        b[13] = 1;
+        b[14..16].copy_from_slice(&4u16.to_le_bytes());
+        b[16] = 2;
+        b[17..19].copy_from_slice(&512u16.to_le_bytes());
+        b[19..21].copy_from_slice(&8192u16.to_le_bytes());
+        b[22..24].copy_from_slice(&32u16.to_le_bytes());
+        b[510] = 0x55;
+        b[511] = 0xaa;
+        b
+    }
+
+    #[test]
+    fn fat16_layout_and_tail() {
+        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        // 8,192 - 4 - 64 - 32 = 8,092 clusters; entries 8,094.. are past the end.
+        assert_eq!(l.clusters, 8092);
+        assert_eq!((l.width, l.limit()), (2, 8094));
+        // Entry 8,094 is in FAT sector 31 (256 entries a sector): one sector per copy.
+        let tails: std::vec::Vec<_> = l.tail_sectors().collect();
+        assert_eq!(tails, [(4 + 31, 31 * 256), (4 + 32 + 31, 31 * 256)]);
+        let mut s = [0u8; SECTOR];
+        s[0] = 0xff; // entry 7,936: in use, kept
+                     // Entries 8,094..8,191 of this sector: 98.
+        assert_eq!(seal(&l, &mut s, 31 * 256), 98);
+        assert_eq!(s[0], 0xff);
+        let entry = |s: &[u8; SECTOR], n: u32| {
+            let at = ((n - 31 * 256) * 2) as usize;
+            u16::from_le_bytes([s[at], s[at + 1]])
+        };
+        assert_eq!(entry(&s, 8093), 0, "the last cluster stays free");
+        assert_eq!(entry(&s, 8094), 0xfff7);
+        assert_eq!(entry(&s, 8191), 0xfff7);
+        assert_eq!(
+            seal(&l, &mut s, 31 * 256),
+            0,
+            "sealing twice changes nothing"
+        );
+    }
+
+    #[test]
+    fn not_fat16_or_fat32() {
+        assert_eq!(Layout::from_boot_sector(&[0u8; SECTOR]), None);
+        let mut small = fat16_4mib();
+        small[19..21].copy_from_slice(&2048u16.to_le_bytes()); // FAT12-sized
+        assert_eq!(Layout::from_boot_sector(&small), None);
+        let mut bad = fat16_4mib();
+        bad[22..24].copy_from_slice(&9000u16.to_le_bytes()); // FATs larger than the volume
+        assert_eq!(Layout::from_boot_sector(&bad), None);
+    }
+}

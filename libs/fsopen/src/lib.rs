@@ -1,0 +1,246 @@
+//! The file service's open-file table in a byte area: `fsd`'s state ICA.
+//!
+//! Why: `fsd`'s open files are the library's (`embedded-sdmmc`) in the server's memory, so
+//! a new server that takes `fs` over (`replace fs fsd`) would know none of the handles its
+//! clients hold. The server therefore writes each open file here (its handle, owner, mode,
+//! position and path) whenever one is opened, moved or closed; a server that takes over
+//! reads the table and opens each file again at its position, under the same handle.
+//!
+//! Layout (little-endian): a header of 32 bytes (`MAGIC`, `VERSION`, the next handle to
+//! give, then zeroes) and [`SLOTS`] records of [`RECORD`] bytes: handle (0: free), owner
+//! (a pid's raw value), mode, path length, position, path bytes. [`Table::load`] refuses an
+//! area whose header or records make no sense (a corrupt or foreign state), so a server
+//! never opens files on its word.
+#![no_std]
+#![forbid(unsafe_code)]
+
+/// First word of a table.
+pub const MAGIC: u64 = 0x4e45_504f_5346_554d; // "MUSFOPEN"
+/// Layout version.
+pub const VERSION: u64 = 1;
+/// Open files the table holds (the library's limit).
+pub const SLOTS: usize = 16;
+/// Longest path kept.
+pub const PATH_MAX: usize = 100;
+/// Bytes of one record.
+pub const RECORD: usize = 8 + 8 + 1 + 1 + 4 + PATH_MAX + 6;
+/// Bytes of the header.
+pub const HEADER: usize = 32;
+/// Bytes the table needs.
+pub const SIZE: usize = HEADER + SLOTS * RECORD;
+
+/// One open file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Open {
+    pub handle: u64,
+    pub owner: u64,
+    /// `abi::fs::MODE_*`.
+    pub mode: u8,
+    pub position: u32,
+    path: [u8; PATH_MAX],
+    path_len: u8,
+}
+
+impl Open {
+    /// A record, or `None` for a path longer than [`PATH_MAX`] or a handle of 0.
+    pub fn new(handle: u64, owner: u64, mode: u8, position: u32, path: &str) -> Option<Open> {
+        if handle == 0 || path.len() > PATH_MAX {
+            return None;
+        }
+        let mut p = [0u8; PATH_MAX];
+        p[..path.len()].copy_from_slice(path.as_bytes());
+        Some(Open {
+            handle,
+            owner,
+            mode,
+            position,
+            path: p,
+            path_len: path.len() as u8,
+        })
+    }
+
+    pub fn path(&self) -> &str {
+        core::str::from_utf8(&self.path[..self.path_len as usize]).unwrap_or("")
+    }
+}
+
+/// Why an area is no table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bad {
+    TooSmall,
+    Magic,
+    Version,
+    Record(usize),
+}
+
+fn word(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The table in `area`.
+pub struct Table<'a> {
+    area: &'a mut [u8],
+}
+
+impl<'a> Table<'a> {
+    /// A new empty table over `area` (which it overwrites); handles start at `next`.
+    pub fn format(area: &'a mut [u8], next: u64) -> Result<Table<'a>, Bad> {
+        if area.len() < SIZE {
+            return Err(Bad::TooSmall);
+        }
+        area[..SIZE].fill(0);
+        area[0..8].copy_from_slice(&MAGIC.to_le_bytes());
+        area[8..16].copy_from_slice(&VERSION.to_le_bytes());
+        area[16..24].copy_from_slice(&next.to_le_bytes());
+        Ok(Table { area })
+    }
+
+    /// The table a server left in `area`, checked.
+    pub fn load(area: &'a mut [u8]) -> Result<Table<'a>, Bad> {
+        if area.len() < SIZE {
+            return Err(Bad::TooSmall);
+        }
+        if word(area, 0) != MAGIC {
+            return Err(Bad::Magic);
+        }
+        if word(area, 8) != VERSION {
+            return Err(Bad::Version);
+        }
+        let t = Table { area };
+        for i in 0..SLOTS {
+            let r = t.record(i);
+            let len = r[17] as usize;
+            let handle = word(r, 0);
+            let sane = handle == 0
+                || (len > 0
+                    && len <= PATH_MAX
+                    && r[16] <= 2
+                    && handle < t.next()
+                    && core::str::from_utf8(&r[22..22 + len]).is_ok());
+            if !sane {
+                return Err(Bad::Record(i));
+            }
+        }
+        Ok(t)
+    }
+
+    fn record(&self, i: usize) -> &[u8] {
+        &self.area[HEADER + i * RECORD..HEADER + (i + 1) * RECORD]
+    }
+
+    fn record_mut(&mut self, i: usize) -> &mut [u8] {
+        &mut self.area[HEADER + i * RECORD..HEADER + (i + 1) * RECORD]
+    }
+
+    /// The next handle to give.
+    pub fn next(&self) -> u64 {
+        word(self.area, 16)
+    }
+
+    /// Give a handle: the next one, counted on.
+    pub fn take_handle(&mut self) -> u64 {
+        let h = self.next();
+        self.area[16..24].copy_from_slice(&(h + 1).to_le_bytes());
+        h
+    }
+
+    /// Every open file.
+    pub fn iter(&self) -> impl Iterator<Item = Open> + '_ {
+        (0..SLOTS).filter_map(|i| {
+            let r = self.record(i);
+            let handle = word(r, 0);
+            (handle != 0).then(|| {
+                let mut path = [0u8; PATH_MAX];
+                path.copy_from_slice(&r[22..22 + PATH_MAX]);
+                Open {
+                    handle,
+                    owner: word(r, 8),
+                    mode: r[16],
+                    path_len: r[17],
+                    position: u32::from_le_bytes([r[18], r[19], r[20], r[21]]),
+                    path,
+                }
+            })
+        })
+    }
+
+    fn slot_of(&self, handle: u64) -> Option<usize> {
+        (0..SLOTS).find(|&i| word(self.record(i), 0) == handle)
+    }
+
+    /// Write `o` (over the record of its handle, or into a free one); false when full.
+    pub fn put(&mut self, o: &Open) -> bool {
+        let Some(i) = self.slot_of(o.handle).or_else(|| self.slot_of(0)) else {
+            return false;
+        };
+        let r = self.record_mut(i);
+        r[0..8].copy_from_slice(&o.handle.to_le_bytes());
+        r[8..16].copy_from_slice(&o.owner.to_le_bytes());
+        r[16] = o.mode;
+        r[17] = o.path_len;
+        r[18..22].copy_from_slice(&o.position.to_le_bytes());
+        r[22..22 + PATH_MAX].copy_from_slice(&o.path);
+        true
+    }
+
+    /// Move handle `h`'s position.
+    pub fn set_position(&mut self, h: u64, position: u32) {
+        if let Some(i) = self.slot_of(h) {
+            self.record_mut(i)[18..22].copy_from_slice(&position.to_le_bytes());
+        }
+    }
+
+    /// Forget handle `h`.
+    pub fn remove(&mut self, h: u64) {
+        if let Some(i) = self.slot_of(h) {
+            self.record_mut(i).fill(0);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kept_across_a_load() {
+        let mut area = [0u8; SIZE];
+        let mut t = Table::format(&mut area, 1).unwrap();
+        let (a, b) = (t.take_handle(), t.take_handle());
+        assert_eq!((a, b, t.next()), (1, 2, 3));
+        assert!(t.put(&Open::new(a, 7, 1, 0, "D0/F1.DAT").unwrap()));
+        assert!(t.put(&Open::new(b, 8, 0, 5, "F2.DAT").unwrap()));
+        t.set_position(a, 4096);
+        t.remove(b);
+        let t = Table::load(&mut area).unwrap();
+        let all: [Open; 1] = [t.iter().next().unwrap()];
+        assert_eq!(all[0].path(), "D0/F1.DAT");
+        assert_eq!((all[0].owner, all[0].mode, all[0].position), (7, 1, 4096));
+        assert_eq!(t.iter().count(), 1);
+        assert_eq!(t.next(), 3);
+    }
+
+    #[test]
+    fn full_and_bad() {
+        let mut area = [0u8; SIZE];
+        let mut t = Table::format(&mut area, 1).unwrap();
+        for _ in 0..SLOTS {
+            let h = t.take_handle();
+            assert!(t.put(&Open::new(h, 1, 0, 0, "F.DAT").unwrap()));
+        }
+        let h = t.take_handle();
+        assert!(!t.put(&Open::new(h, 1, 0, 0, "G.DAT").unwrap()));
+        assert!(Open::new(0, 1, 0, 0, "F").is_none());
+        assert!(Open::new(1, 1, 0, 0, core::str::from_utf8(&[b'a'; 101]).unwrap()).is_none());
+        // Zeroes (a new vregion), a foreign area, a record out of range: refused.
+        assert_eq!(Table::load(&mut [0u8; SIZE]).err(), Some(Bad::Magic));
+        assert_eq!(Table::load(&mut [0u8; 8]).err(), Some(Bad::TooSmall));
+        area[HEADER + 16] = 9; // record 0's mode
+        assert_eq!(Table::load(&mut area).err(), Some(Bad::Record(0)));
+        area[HEADER + 16] = 0;
+        area[HEADER] = 0xff; // record 0's handle above `next`
+        assert_eq!(Table::load(&mut area).err(), Some(Bad::Record(0)));
+    }
+}
