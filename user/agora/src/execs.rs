@@ -39,7 +39,10 @@ fn one_exec(arg: u64) -> u64 {
     let pid = if path == NETWORK {
         match fs::read_all(&format!("{IMAGE}{copy}")) {
             Ok(image) => sys::spawn_image(&image, "nop", &[], Priority::App),
-            Err(_) => return 1,
+            Err(e) => {
+                ulib::println!("agora execs: reading {IMAGE}{copy}: {e}");
+                return 1;
+            }
         }
     } else {
         sys::spawn("nop", &[], Priority::App)
@@ -60,15 +63,22 @@ fn round(k: u64, path: u64, m: &mut Meter) -> Res<()> {
     for i in 0..k {
         threads.push(thread::spawn(one_exec, path | i << 8).map_err(|_| "thread spawn failed")?);
     }
-    let mut failed = false;
+    let mut failed = OK;
     for t in threads {
-        failed |= t.join() != Ok(OK);
+        match t.join() {
+            Ok(OK) => {}
+            Ok(step) => failed = step,
+            Err(_) => failed = u64::MAX,
+        }
     }
     m.stop()?;
-    if failed {
-        return Err("an exec failed");
+    match failed {
+        OK => Ok(()),
+        1 => Err("an exec failed: reading the image through the file service"),
+        2 => Err("an exec failed: starting the program"),
+        3 => Err("an exec failed: the program did not exit 0"),
+        _ => Err("an exec failed: a thread could not be joined"),
     }
-    Ok(())
 }
 
 pub fn run(samples: u64, ks: &[u64]) -> Res<()> {

@@ -6,7 +6,8 @@
 //! (the kernel vouches the sender is this process), and exit with a value that `join`
 //! returns. Then a child on core CORE waits on a semaphore of this core (a P through RPCC
 //! that waits in the semaphore) until this process gives it a V; closing a semaphore wakes
-//! its waiters with an error; bad thread ids are errors.
+//! its waiters with an error; bad thread ids are errors. Last, four threads attach and
+//! detach vregions in the process itself at once (`attach_at_once`).
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -150,6 +151,59 @@ fn check(core: usize) -> Result<(), String> {
     }
     res::close(go).map_err(|e| format!("close: {e}"))?;
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
+    attach_at_once()
+}
+
+/// Attaches and detaches per thread in [`attach_at_once`].
+const ATTACHES: u64 = 2_000;
+/// Where thread `n` attaches its vregion.
+const ATTACH_AT: u64 = 0x0000_5600_0000_0000;
+
+/// One thread of [`attach_at_once`]: its own vregion attached and detached in the process
+/// itself [`ATTACHES`] times; 0, or 1 + the loop round that failed.
+fn attacher(n: u64) -> u64 {
+    let me = sys::getpid().map(|p| p.serial()).unwrap_or(0);
+    let Ok(r) = res::open_vregion(
+        &format!("here/vregion/lwpa-{me}-{n}"),
+        4096,
+        Rights::OWNER_ALL,
+    ) else {
+        return 1;
+    };
+    let at = ATTACH_AT + n * 0x10_0000;
+    let mut failed = 0;
+    for i in 0..ATTACHES {
+        if res::attach_here(r, at, true).is_err() || res::detach_here(at).is_err() {
+            failed = 2 + i;
+            break;
+        }
+    }
+    let _ = res::close(r);
+    failed
+}
+
+/// Threads attaching in the process itself at once (`ulib::res::attach_here`, which opens a
+/// handle to the process's own vspace for each call): each call's handle must be its own.
+/// They once shared one name, and a thread preempted between its open and close made the
+/// next thread's attach fail `AlreadyExists` (found by `bench agora`'s Figure 3, whose
+/// threads read files at once).
+fn attach_at_once() -> Result<(), String> {
+    let threads: Vec<thread::Thread> = (0..THREADS as u64)
+        .map(|n| thread::spawn(attacher, n).map_err(|e| format!("thread spawn: {e}")))
+        .collect::<Result<_, _>>()?;
+    for (n, t) in threads.into_iter().enumerate() {
+        match t.join() {
+            Ok(0) => {}
+            Ok(1) => return Err(format!("attacher {n}: open vregion failed")),
+            Ok(round) => {
+                return Err(format!(
+                    "attacher {n}: attach or detach in the process itself failed at round {} of {ATTACHES}",
+                    round - 2
+                ))
+            }
+            Err(e) => return Err(format!("join attacher {n}: {e}")),
+        }
+    }
     Ok(())
 }
 
