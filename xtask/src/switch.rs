@@ -230,6 +230,18 @@ mod tests {
         assert_eq!(t.len(), 2);
     }
 
+    /// The switch's counts once `done` holds of them, or as they are after 5 s.
+    fn settled(sw: &Switch, done: impl Fn(&SwitchCount) -> bool) -> SwitchCount {
+        let start = std::time::Instant::now();
+        loop {
+            let c = sw.count();
+            if done(&c) || start.elapsed() > Duration::from_secs(5) {
+                return c;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     #[test]
     fn forwards_real_datagrams_between_ports_and_drops_on_purpose() {
         let sw = Switch::start(3, Faults::default()).unwrap();
@@ -257,7 +269,9 @@ mod tests {
         socks[2].send_to(&g, to_switch(2)).unwrap();
         assert_eq!(socks[0].recv(&mut buf).unwrap(), g.len());
         assert_eq!(&buf[..g.len()], &g[..]);
-        let c = sw.count();
+        // The switch counts a frame out after its send returns, which may be after the
+        // receiver above woke: wait for the count (bounded), then check it exactly.
+        let c = settled(&sw, |c| c.frames_out >= 3);
         assert_eq!((c.frames_in, c.frames_out), (2, 3));
         drop(sw);
 
@@ -276,11 +290,8 @@ mod tests {
             s.send_to(&f, ("127.0.0.1", s0)).unwrap();
         }
         // Wait for the event (all ten counted), bounded only against a hang.
-        let start = std::time::Instant::now();
-        while sw.count().dropped < 10 && start.elapsed() < Duration::from_secs(10) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(sw.count().dropped, 10);
-        assert_eq!(sw.count().frames_out, 0);
+        let c = settled(&sw, |c| c.dropped >= 10);
+        assert_eq!(c.dropped, 10);
+        assert_eq!(c.frames_out, 0);
     }
 }
