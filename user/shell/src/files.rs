@@ -1,12 +1,44 @@
 //! The shell's file commands (issue 16): `ls`, `cat`, `write`, `cp`, `rm`, `mkdir` on the
 //! disk, through `ulib::fs` (the file service `fs`, which the kernel starts with the disk
-//! driver and the buffer managers when a disk is attached: `user/boot.cfg`).
+//! driver and the buffer managers when a disk is attached: `user/boot.cfg`). A command
+//! given while that service is still starting waits for it (`await_service`).
 
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::Error;
 use ulib::fs;
 use ulib::println;
+
+/// How long a file command waits for a file service that is starting.
+const START_WAIT_NS: u64 = 10_000_000_000;
+const START_POLL_NS: u64 = 10_000_000;
+
+/// Wait while the file service is starting: `fs` is not registered yet, but an `fsd` runs
+/// (the boot configuration starts it beside the shell, and it registers once it has read
+/// the volume, so a script's first file command can come before that). Returns at once
+/// when `fs` is up or no `fsd` runs (no disk: the command then says so).
+fn await_service() {
+    let start = ulib::sys::clock_ns().unwrap_or(0);
+    while ulib::fnid::lookup(ulib::abi::fs::FN_FS).is_err() && fsd_running() {
+        if ulib::sys::clock_ns()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(start)
+            > START_WAIT_NS
+        {
+            return;
+        }
+        let _ = ulib::sys::sleep_ns(START_POLL_NS);
+    }
+}
+
+/// Does a process named `fsd` run on any core?
+fn fsd_running() -> bool {
+    let mut procs = alloc::vec![ulib::abi::ProcInfo::EMPTY; 1024];
+    let n = ulib::sys::processes(&mut procs).unwrap_or(0);
+    procs[..n]
+        .iter()
+        .any(|p| p.name() == "fsd" && p.state != ulib::abi::STATE_ZOMBIE)
+}
 
 /// The error line of `what` failing with `e`; says so when the file service is not there.
 fn fail(what: &str, e: Error) -> String {
@@ -30,6 +62,7 @@ fn fail(what: &str, e: Error) -> String {
 
 /// Is there a file `name` on the disk (not a directory)?
 pub fn on_disk(name: &str) -> bool {
+    await_service();
     fs::stat(name).is_ok_and(|s| !s.dir)
 }
 
@@ -60,12 +93,14 @@ pub fn spawn(
 
 /// The text of file `name`, for `source`.
 pub fn read_text(name: &str) -> Result<String, String> {
+    await_service();
     let data = fs::read_all(name).map_err(|e| fail(&format!("source {name}"), e))?;
     String::from_utf8(data).map_err(|_| format!("source {name}: not a text file"))
 }
 
 /// `ls [DIR]`: name, size (`/` after a directory's name).
 pub fn ls(args: &[&str]) -> Result<(), String> {
+    await_service();
     let dir = match args {
         [] => "",
         [d] => d,
@@ -86,6 +121,7 @@ pub fn ls(args: &[&str]) -> Result<(), String> {
 
 /// `cat FILE`: its bytes as text.
 pub fn cat(args: &[&str]) -> Result<(), String> {
+    await_service();
     let [name] = args else {
         return Err("cat: usage: cat FILE".into());
     };
@@ -100,6 +136,7 @@ pub fn cat(args: &[&str]) -> Result<(), String> {
 
 /// `write FILE TEXT...`: FILE holds TEXT (the words joined by spaces) and a newline.
 pub fn write(args: &[&str]) -> Result<(), String> {
+    await_service();
     let Some((name, words)) = args.split_first().filter(|(_, w)| !w.is_empty()) else {
         return Err("write: usage: write FILE TEXT".into());
     };
@@ -110,6 +147,7 @@ pub fn write(args: &[&str]) -> Result<(), String> {
 
 /// `cp FROM TO`.
 pub fn cp(args: &[&str]) -> Result<(), String> {
+    await_service();
     let [from, to] = args else {
         return Err("cp: usage: cp FROM TO".into());
     };
@@ -119,6 +157,7 @@ pub fn cp(args: &[&str]) -> Result<(), String> {
 
 /// `rm NAME`: a file or an empty directory.
 pub fn rm(args: &[&str]) -> Result<(), String> {
+    await_service();
     let [name] = args else {
         return Err("rm: usage: rm NAME".into());
     };
@@ -127,6 +166,7 @@ pub fn rm(args: &[&str]) -> Result<(), String> {
 
 /// `mkdir DIR`.
 pub fn mkdir(args: &[&str]) -> Result<(), String> {
+    await_service();
     let [name] = args else {
         return Err("mkdir: usage: mkdir DIR".into());
     };
