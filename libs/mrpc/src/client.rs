@@ -241,27 +241,22 @@ impl Client {
             }
             return Vec::new();
         }
-        let mut done = Vec::new();
-        self.pending.retain(|p| {
-            if p.ticket.to != to {
-                return true;
+        self.end_all(to, |p| {
+            if p.pinned {
+                Error::StaleResource
+            } else {
+                Error::Gone
             }
-            done.push(Done {
-                ticket: p.ticket,
-                op: p.op,
-                result: Err(if p.pinned {
-                    Error::StaleResource
-                } else {
-                    Error::Gone
-                }),
-            });
-            false
-        });
-        done
+        })
     }
 
     /// End every request in flight to `to` with `error` (e.g. its machine is known down).
     pub fn fail_all(&mut self, to: u8, error: Error) -> Vec<Done> {
+        self.end_all(to, |_| error)
+    }
+
+    /// End every request in flight to `to`, each with the error `why` gives it.
+    fn end_all(&mut self, to: u8, why: impl Fn(&Pending) -> Error) -> Vec<Done> {
         let mut done = Vec::new();
         self.pending.retain(|p| {
             if p.ticket.to != to {
@@ -270,7 +265,7 @@ impl Client {
             done.push(Done {
                 ticket: p.ticket,
                 op: p.op,
-                result: Err(error),
+                result: Err(why(p)),
             });
             false
         });
