@@ -98,6 +98,23 @@ fn hammer(n: &str) -> Result<Pid, String> {
 }
 
 /// Wait for `hammer` to end and check that it passed (every reply as its model says).
+/// The hammers' ends: each one's verdict ([`passed`]), or, when the run already `failed`,
+/// each ended and reaped without one.
+fn settle(
+    hammers: impl IntoIterator<Item = Result<Pid, alloc::string::String>>,
+    failed: bool,
+) -> Vec<crate::ktest::TestResult> {
+    let mut results = Vec::new();
+    for h in hammers.into_iter().flatten() {
+        if failed {
+            super::end_and_reap(h);
+        } else {
+            results.push(passed(h));
+        }
+    }
+    results
+}
+
 fn passed(hammer: Pid) -> crate::ktest::TestResult {
     let s = finish(hammer, "kvcli all", 900)?;
     kassert!(
@@ -177,14 +194,7 @@ ktest! {
                 }
             }
         }
-        let mut results = Vec::new();
-        for h in hammers.into_iter().flatten() {
-            if failed.is_some() {
-                super::end_and_reap(h);
-            } else {
-                results.push(passed(h));
-            }
-        }
+        let results = settle(hammers, failed.is_some());
         let r = kvcli(server, &["get", "alpha", "one"]);
         end_kv(server);
         drop_kv(first)?;
@@ -479,14 +489,7 @@ fn hammered_churn(here: usize, other: usize) -> crate::ktest::TestResult {
             }
         }
     }
-    let mut results = Vec::new();
-    for h in hammers.into_iter().flatten() {
-        if failed.is_some() {
-            super::end_and_reap(h);
-        } else {
-            results.push(passed(h));
-        }
-    }
+    let results = settle(hammers, failed.is_some());
     let r = kvcli(server, &["get", "alpha", "one"]);
     let restarts = kv_info().map_or(0, |f| f.restarts);
     drop_restartable(first)?;
