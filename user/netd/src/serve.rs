@@ -19,7 +19,7 @@ use ulib::abi::fnid::RETIRE_NOTICE;
 use ulib::abi::ipc::{Msg, Received, MSG_ICA, SUBMIT_SEND};
 use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
-use ulib::abi::{Error, Pid, ProcInfo, STATE_ZOMBIE};
+use ulib::abi::{Error, Pid};
 use ulib::net::{OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND};
 use ulib::{fnid, ipc, println, res, sys};
 
@@ -541,11 +541,9 @@ impl Server {
 
 /// The pids of processes that have not ended.
 pub fn alive_pids() -> Vec<u64> {
-    let mut buf = alloc::vec![ProcInfo::EMPTY; 1024];
-    let n = sys::processes(&mut buf).unwrap_or(0);
-    buf[..n]
+    sys::live_processes()
+        .unwrap_or_default()
         .iter()
-        .filter(|p| p.state != STATE_ZOMBIE)
         .map(|p| p.pid.0)
         .collect()
 }

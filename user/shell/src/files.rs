@@ -33,11 +33,7 @@ fn await_service() {
 
 /// Does a process named `fsd` run on any core?
 fn fsd_running() -> bool {
-    let mut procs = alloc::vec![ulib::abi::ProcInfo::EMPTY; 1024];
-    let n = ulib::sys::processes(&mut procs).unwrap_or(0);
-    procs[..n]
-        .iter()
-        .any(|p| p.name() == "fsd" && p.state != ulib::abi::STATE_ZOMBIE)
+    ulib::sys::live_processes().is_ok_and(|l| l.iter().any(|p| p.name() == "fsd"))
 }
 
 /// The error line of `what` failing with `e`; says so when the file service is not there.

@@ -86,13 +86,8 @@ pub fn release(wait: bool) {
 /// killed (a killed program cannot let its spare go): every `fs-PID-N` vregion whose
 /// program no longer runs. Run when opening a fresh ICA hits a limit. Returns how many.
 fn close_leftovers(me: crate::abi::Pid) -> usize {
-    let mut procs = alloc::vec![crate::abi::ProcInfo::EMPTY; 1024];
-    let n = crate::sys::processes(&mut procs).unwrap_or(0);
-    let alive = |pid: u64| {
-        procs[..n]
-            .iter()
-            .any(|p| p.pid.0 == pid && p.state != crate::abi::STATE_ZOMBIE)
-    };
+    let live = crate::sys::live_processes().unwrap_or_default();
+    let alive = |pid: u64| live.iter().any(|p| p.pid.0 == pid);
     let mut closed = 0;
     for r in res::list_all(me.core()).unwrap_or_default() {
         let Some(rest) = r.name().strip_prefix("fs-") else {

@@ -329,6 +329,15 @@ pub fn processes(buf: &mut [ProcInfo]) -> Result<usize, Error> {
         .map(|n| n as usize)
 }
 
+/// The processes of every core that have not ended (zombies left out): at most 1,024.
+pub fn live_processes() -> Result<Vec<ProcInfo>, Error> {
+    let mut buf = alloc::vec![ProcInfo::EMPTY; 1024];
+    let n = processes(&mut buf)?;
+    buf.truncate(n);
+    buf.retain(|p| p.state != abi::STATE_ZOMBIE);
+    Ok(buf)
+}
+
 /// Fill `buf` with one record per core; returns how many were written.
 pub fn cores(buf: &mut [CoreInfo]) -> Result<usize, Error> {
     // SAFETY: `buf` is valid for writing `buf.len()` records.
