@@ -9,11 +9,18 @@
 //! two-core round trips, in TSC ticks, turned into ns with the TSC frequency the kernel
 //! printed at boot) and `mping 1 N bench` (each sample one cross-machine round trip, ns).
 //!
-//! Not measured: the issue's Linux peer (a UDP ping-pong between two Linux guests on the
-//! same virtual network) and P0's Tables 1 and 5 analogues; the report says so.
+//! With `--peer linux`, each run then boots the issue's peer: two Debian Linux 6.1 guests
+//! (2 vCPUs each, parallel TCG) joined the same way, one echoing UDP on port 7 and one
+//! pinging it `PINGS` times with 40-byte datagrams (an mrpc header's size), one at a time
+//! (`peer/linux/echo.c`, `bench_role=ping`; each sample one round trip, ns, measured by the
+//! pinging program). The target: Musubi's cross-machine round trip at most 1.0x Linux's.
+//!
+//! Not measured: P0's Tables 1 and 5 analogues; the report says so.
 
 use crate::bench::bench_samples;
 use crate::machines::{Cluster, Options};
+use crate::peer_linux_net::Echo;
+use crate::qemu::{NetBackend, NetCfg};
 use crate::results::{Check, Report, Row};
 use crate::switch::Faults;
 use anyhow::{bail, Context, Result};
@@ -28,6 +35,13 @@ const PAPER_RATIO: f64 = 17.0;
 const SAME: &str = "rendezvous round trip, same core";
 const CROSS: &str = "rendezvous round trip, two cores";
 const MACHINE: &str = "cross-machine round trip";
+const LINUX: &str = "UDP ping-pong, two guests";
+/// The Linux pinger's datagram: the size of an mrpc header (`libs/mrpc`), what `mping`'s
+/// request and answer carry.
+const LINUX_SIZE: usize = 40;
+/// Linux datagrams lost in one run beyond which the run fails (QEMU's dgram link does not
+/// drop; a loss means something is wrong).
+const LINUX_LOSS_LIMIT: u64 = 5;
 
 /// The TSC frequency (MHz) from the kernel's boot line `... TSC 2460 MHz ...`.
 fn tsc_mhz(lines: &[String]) -> Option<f64> {
@@ -37,7 +51,52 @@ fn tsc_mhz(lines: &[String]) -> Option<f64> {
     })
 }
 
-pub fn machines(runs: usize) -> Result<()> {
+/// The Linux peer: two Linux guests on a dgram pair on 127.0.0.1, one echoing and one
+/// pinging it [`PINGS`] times; the round trips (ns), the datagrams lost and the pinger's
+/// QEMU command line.
+fn linux_round_trips(smp: usize) -> Result<(Vec<f64>, u64, String)> {
+    let pair = [
+        crate::net_test::free_udp_port()?,
+        crate::net_test::free_udp_port()?,
+    ];
+    let net = |k: usize| NetCfg {
+        mac: format!("52:54:00:4c:00:{:02x}", k + 1),
+        backend: NetBackend::Wire {
+            local_port: pair[k],
+            remote_port: pair[1 - k],
+        },
+    };
+    let _echo = Echo::boot_with(smp, net(0), "bench_addr=10.9.0.1", "BENCH echo ready")?;
+    let ping = Echo::boot_with(
+        smp,
+        net(1),
+        &format!(
+            "bench_role=ping bench_addr=10.9.0.2 bench_peer=10.9.0.1 bench_count={PINGS} \
+             bench_size={LINUX_SIZE}"
+        ),
+        "BENCH done",
+    )?;
+    let lines = ping.lines();
+    let lost = lines
+        .iter()
+        .find_map(|l| l.split_once("BENCH lost ")?.1.trim().parse::<u64>().ok())
+        .context("the Linux pinger printed no 'BENCH lost' line")?;
+    if lost > LINUX_LOSS_LIMIT {
+        bail!(
+            "the Linux pinger lost {lost} datagrams; last lines:\n{}",
+            ping.tail()
+        );
+    }
+    let samples = bench_samples(&lines, "linux")?
+        .into_iter()
+        .find(|(c, _)| c == LINUX)
+        .map(|(_, s)| s)
+        .filter(|s| !s.is_empty())
+        .with_context(|| format!("no Linux round trips; last lines:\n{}", ping.tail()))?;
+    Ok((samples, lost, ping.command_line.clone()))
+}
+
+pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
     crate::qemu::ensure()?;
     let kernel = crate::build::kernel()?;
     let archive = crate::user::build_archive()?;
@@ -52,6 +111,7 @@ pub fn machines(runs: usize) -> Result<()> {
     let steps = crate::script::parse(&script)?;
     let mut samples: Vec<(String, Vec<f64>)> = Vec::new();
     let mut qemu = String::new();
+    let (mut linux, mut linux_lost, mut linux_qemu) = (Vec::new(), 0u64, String::new());
     for run in 0..runs {
         let cluster = Cluster::plan(&kernel, &archive, &o)?;
         qemu = cluster.guests[0].shown_command_line();
@@ -80,6 +140,12 @@ pub fn machines(runs: usize) -> Result<()> {
                 None => samples.push((case, s)),
             }
         }
+        if with_linux {
+            let (s, lost, cmd) = linux_round_trips(o.smp)?;
+            linux.extend(s);
+            linux_lost += lost;
+            linux_qemu = cmd;
+        }
     }
     let row = |case: &str, shown: &str| -> Result<Row> {
         let (_, s) = samples
@@ -88,7 +154,7 @@ pub fn machines(runs: usize) -> Result<()> {
             .with_context(|| format!("no samples for '{case}'"))?;
         Ok(Row::from_samples(shown, s))
     };
-    let rows = vec![
+    let mut rows = vec![
         row(SAME, "same-core rendezvous round trip (CALL, REPLY_RECV)")?,
         row(CROSS, "cross-core rendezvous round trip (inter-core RPCC)")?,
         row(
@@ -96,7 +162,31 @@ pub fn machines(runs: usize) -> Result<()> {
             "cross-machine null round trip (machd, mrpc over net.udp)",
         )?,
     ];
+    if with_linux {
+        rows.push(Row::from_samples(
+            "linux: UDP ping-pong between two guests (40-byte datagrams)",
+            &linux,
+        ));
+    }
     let checks = checks(&rows);
+    let peer_note = if with_linux {
+        format!(
+            "Linux peer (the issue's target): two Debian Linux 6.1 guests (2 vCPUs and 512 MiB \
+             each, parallel TCG) joined like the Musubi machines (a dgram pair on 127.0.0.1), \
+             booted after the Musubi machines in every run; `peer/linux/echo.c` echoes UDP on \
+             port 7 in one and, in the other, sends {PINGS} datagrams of {LINUX_SIZE} bytes \
+             one at a time (each sample one round trip, ns, CLOCK_MONOTONIC in the pinging \
+             program; datagrams lost: {linux_lost}). Equal work, or close: each side's \
+             round trip is one request datagram and one answer of about the same size, \
+             timed by the program that sends; Musubi's passes through three user processes \
+             per machine (machd, netd, netdrv) where Linux's passes through its kernel. \
+             QEMU (Linux pinger): `{linux_qemu}`"
+        )
+    } else {
+        "The issue's Linux peer (a UDP ping-pong between two Linux 6.1 guests on the same \
+         network) runs with `--peer linux`; not in this run."
+            .to_string()
+    };
     let report = Report {
         bench: "machines".into(),
         mode: crate::qemu::Mode::Parallel.name().into(),
@@ -116,11 +206,10 @@ pub fn machines(runs: usize) -> Result<()> {
                  request through netd and netdrv, machine 1's machd answers the same way)."
             ),
             "P0 (Agora-1) measured inter-processor IPC at 2.41-3.96 ms against 158-219 us \
-             within a processor (~17x). Not measured here: the issue's target against a UDP \
-             ping-pong between two Linux 6.1 guests on the same network (no Linux peer for \
-             two machines yet), P0 Table 1 (files on another machine's disk) and Table 5 \
-             (two jobs on one machine against two)."
+             within a processor (~17x). Not measured here: P0 Table 1 (files on another \
+             machine's disk) and Table 5 (two jobs on one machine against two)."
                 .into(),
+            peer_note,
             format!("QEMU (machine 0): `{qemu}`"),
         ],
     };
@@ -132,7 +221,15 @@ pub fn machines(runs: usize) -> Result<()> {
 fn checks(rows: &[Row]) -> Vec<Check> {
     let (same, cross, machine) = (rows[0].median, rows[1].median, rows[2].median);
     let r = machine / same;
-    vec![
+    let linux = rows.get(3).map(|l| {
+        Check::computed(
+            "cross-machine null round trip / Linux UDP ping-pong between two guests (medians)",
+            machine / l.median,
+            "<= 1.0",
+            machine <= l.median,
+        )
+    });
+    let mut checks = vec![
         Check {
             name: "cross-machine / same-core round trip (P0: inter/intra-processor IPC)".into(),
             value: (r * 1000.0).round() / 1000.0,
@@ -152,7 +249,9 @@ fn checks(rows: &[Row]) -> Vec<Check> {
             "> 1",
             machine > cross,
         ),
-    ]
+    ];
+    checks.extend(linux);
+    checks
 }
 
 #[cfg(test)]
@@ -184,5 +283,22 @@ mod tests {
         ];
         let c = checks(&rows);
         assert!(!c[0].holds && !c[1].holds && !c[2].holds);
+        assert_eq!(c.len(), 3, "no Linux row, no Linux check");
+    }
+
+    #[test]
+    fn the_linux_check_compares_the_cross_machine_round_trip() {
+        let mut rows = vec![
+            Row::from_samples("a", &[1000.0]),
+            Row::from_samples("b", &[5000.0]),
+            Row::from_samples("c", &[3000.0]),
+            Row::from_samples("linux", &[2000.0]),
+        ];
+        let c = checks(&rows);
+        assert_eq!(c.len(), 4);
+        assert_eq!(c[3].value, 1.5);
+        assert!(!c[3].holds);
+        rows[3] = Row::from_samples("linux", &[3000.0]);
+        assert!(checks(&rows)[3].holds);
     }
 }

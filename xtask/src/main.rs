@@ -331,7 +331,7 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 ("net-deterministic", None) => bench_net_det::deterministic(runs.max(1))?,
                 ("net-replace", None) => bench_net_replace::net_replace(runs.max(1))?,
-                ("machines", None) => bench_machines::machines(runs.max(1))?,
+                ("machines", peer) => bench_machines::machines(runs.max(1), peer.is_some())?,
                 (other, _) => {
                     bail!(
                         "unknown benchmark '{other}' (or it has no peer); available: boot, basics, \

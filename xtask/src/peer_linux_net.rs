@@ -10,9 +10,14 @@
 //! came from into `target/peer-linux/modules-VERSION/` (once; the package is downloaded
 //! again only for that, and removed after). `echo.c` loads them with `finit_module`.
 //!
-//! Unlike the other peers this guest does not end by itself: [`Echo::boot`] starts it in
-//! parallel mode and returns once it prints `BENCH echo ready`; dropping the [`Echo`] ends
-//! QEMU.
+//! Unlike the other peers the echo guest does not end by itself: [`Echo::boot`] starts it
+//! in parallel mode and returns once it prints `BENCH echo ready`; dropping the [`Echo`]
+//! ends QEMU.
+//!
+//! The same initramfs is the peer of `cargo xtask bench machines --peer linux`: two Linux
+//! guests joined like two Musubi machines (a QEMU-to-QEMU dgram pair on 127.0.0.1), one an
+//! echo and one pinging it ([`Echo::boot_with`] with `echo.c`'s `bench_role=ping` words,
+//! waiting for `BENCH done`).
 
 use crate::peer_linux::{build_static, checked, file_name, say, write_initramfs};
 use crate::qemu::{Guest, Mode, NetCfg};
@@ -50,10 +55,17 @@ impl Echo {
     /// Boot Linux with `echo.c` as `/init` on `smp` vCPUs in parallel mode, with `net`;
     /// return once it is listening.
     pub fn boot(smp: usize, net: NetCfg) -> Result<Echo> {
-        let mut guest = prepare(smp)?;
+        Echo::boot_with(smp, net, "", "BENCH echo ready")
+    }
+
+    /// Boot Linux with `echo.c` as `/init` on `smp` vCPUs in parallel mode, with `net` and
+    /// more kernel command-line `words` (`echo.c`'s `bench_...` settings); return once it
+    /// prints `ready` (a `BENCH error` line, or nothing within the boot limit, fails).
+    pub fn boot_with(smp: usize, net: NetCfg, words: &str, ready: &str) -> Result<Echo> {
+        let mut guest = prepare(smp, words)?;
         guest.net = Some(net);
         let command_line = guest.shown_command_line();
-        say(format_args!("booting the Linux echo: {command_line}"));
+        say(format_args!("booting Linux ({ready}): {command_line}"));
         let mut qemu = spawn_piped(&guest)?;
         let lines = Arc::new(Mutex::new(Vec::new()));
         let stdout = qemu.0.stdout.take().context("QEMU stdout")?;
@@ -83,7 +95,7 @@ impl Echo {
                 if let Some(e) = l.iter().find(|l| l.contains("BENCH error")) {
                     bail!("the Linux echo failed: {e}; last lines:\n{}", tail(&l));
                 }
-                l.iter().any(|l| l.contains("BENCH echo ready"))
+                l.iter().any(|l| l.contains(ready))
             };
             if ready {
                 return Ok(echo);
@@ -91,10 +103,15 @@ impl Echo {
             std::thread::sleep(Duration::from_millis(100));
         }
         bail!(
-            "the Linux echo was not ready within {} s; last lines:\n{}",
+            "the Linux guest did not print '{ready}' within {} s; last lines:\n{}",
             READY_LIMIT.as_secs(),
             echo.tail()
         )
+    }
+
+    /// Every console line so far.
+    pub fn lines(&self) -> Vec<String> {
+        self.lines.lock().unwrap().clone()
     }
 
     /// The last console lines, for error messages.
@@ -111,8 +128,9 @@ fn tail(lines: &[String]) -> String {
         .collect()
 }
 
-/// The kernel, `/init` (`echo.c`) and the modules in `initramfs-echo.cpio`; the guest.
-fn prepare(smp: usize) -> Result<Guest> {
+/// The kernel, `/init` (`echo.c`) and the modules in `initramfs-echo.cpio`; the guest,
+/// with more command-line `words`.
+fn prepare(smp: usize, words: &str) -> Result<Guest> {
     crate::qemu::ensure()?;
     let dir = crate::build::workspace_root().join("target/peer-linux");
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
@@ -133,7 +151,8 @@ fn prepare(smp: usize) -> Result<Guest> {
         .map(|(n, p)| (n.as_str(), p.as_path()))
         .collect();
     let initrd = write_initramfs(&dir.join("initramfs-echo.cpio"), &refs)?;
-    let mut guest = Guest::new(&kernel, smp, "console=ttyS0 quiet panic=-1");
+    let cmdline = format!("console=ttyS0 quiet panic=-1 {words}");
+    let mut guest = Guest::new(&kernel, smp, cmdline.trim());
     guest.initrd = Some(initrd);
     guest.mode = Mode::Parallel;
     Ok(guest)
