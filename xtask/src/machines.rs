@@ -14,9 +14,16 @@
 //!
 //! `machine=`/`machines=` say which machine this is (the kernel prints them at boot);
 //! `netd` gets the machine's static address on the machines' link (10.9.0.254 is a gateway
-//! nobody answers for: every peer is on the link); `machd` (on core `C` = 1, or 0 on one
-//! core) is the machine server. `netd` is started on core 0 so that it exists before the
-//! shell, which then does not start a DHCP `netd` of its own (`user/shell/src/net.rs`).
+//! nobody answers for: every peer is on the link); `machd` (on core `C` = 0) is the machine
+//! server. `netd` is started on core 0 so that it exists before the shell, which then does
+//! not start a DHCP `netd` of its own (`user/shell/src/net.rs`).
+//!
+//! All three (`netdrv`, `netd`, `machd`) share core 0 on purpose: every cross-machine
+//! request passes through the three on both machines, and on multi-threaded TCG each hop
+//! between cores wakes a halted vCPU, which on a busy host waits for a host core.
+//! `bench machines` measured the cross-machine null round trip at 2.08 ms with `machd` on
+//! core 1 and 0.97 ms with it on core 0 (one run each, the same Linux peer at 0.57 and
+//! 0.55 ms).
 //!
 //! The first machine's console is the terminal (or its `--script`); the others' go to
 //! `target/machines/mK.log` (or run `--machine-script K=FILE`, console to the same file).
@@ -63,12 +70,11 @@ fn mac(k: usize) -> String {
 }
 
 /// Machine `k`'s kernel command line (see the module's documentation).
-pub fn cmdline(k: usize, n: usize, smp: usize, extra: &str) -> String {
+pub fn cmdline(k: usize, n: usize, extra: &str) -> String {
     let [a, b, c, _] = abi::mach::addr(k);
-    let core = 1 % smp.max(1);
     format!(
         "{extra} machine={k} machines={n} driver=0:netdrv server=0:netd,{}/24,{a}.{b}.{c}.254 \
-         server={core}:machd,{k},{n}",
+         server=0:machd,{k},{n}",
         addr(k)
     )
     .trim()
@@ -109,7 +115,7 @@ impl Cluster {
                     Some(s) => s.ports(k),
                     None => (pair[k], pair[1 - k]),
                 };
-                let mut g = Guest::new(kernel, o.smp, &cmdline(k, n, o.smp, &o.cmdline));
+                let mut g = Guest::new(kernel, o.smp, &cmdline(k, n, &o.cmdline));
                 g.initrd = Some(initrd.to_path_buf());
                 g.mem_mib = o.mem_mib;
                 g.net = Some(NetCfg {

@@ -6,7 +6,7 @@
 //! | mrpc op | payload | reply |
 //! |---|---|---|
 //! | [`R_NULL`] | - | - |
-//! | [`R_SPAWN`] | core (u64, `u64::MAX`: any), `PROG\0ARG\0...` | pid (u64) |
+//! | [`R_SPAWN`] | core (u64, `u64::MAX`: the last core, [`default_core`]), `PROG\0ARG\0...` | pid (u64) |
 //! | [`R_WAIT`] | pid, timeout ns | how (`ENDED_*`), code |
 //! | [`R_KILL`] | pid | - |
 //! | [`R_PS`] | index | pid, state, count, name (24 bytes) |
@@ -182,6 +182,15 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
     })
 }
 
+/// Where a program another machine runs here goes when it names no core: the last core
+/// online, away from core 0, where `netdrv`, `netd` and this `machd` serve every
+/// cross-machine request (a remote job there would slow them; on one core, core 0).
+fn default_core() -> usize {
+    let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let n = sys::cores(&mut cores).unwrap_or(0);
+    cores[..n].iter().rposition(|c| c.online != 0).unwrap_or(0)
+}
+
 fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
     let core = word(p, 0)?;
     let text = core::str::from_utf8(p.get(8..).ok_or(Error::InvalidArgument)?)
@@ -192,14 +201,12 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         .filter(|p| !p.is_empty())
         .ok_or(Error::InvalidArgument)?;
     let args: Vec<&str> = parts.collect();
-    let pid = as_user(s, user, || {
-        if core == u64::MAX {
-            sys::spawn(prog, &args, Priority::App)
-        } else {
-            let core = usize::try_from(core).map_err(|_| Error::NoSuchCore)?;
-            sys::spawn_on(prog, &args, Priority::App, core)
-        }
-    })?;
+    let core = if core == u64::MAX {
+        default_core()
+    } else {
+        usize::try_from(core).map_err(|_| Error::NoSuchCore)?
+    };
+    let pid = as_user(s, user, || sys::spawn_on(prog, &args, Priority::App, core))?;
     s.spawned.push((pid, UserId(user)));
     Ok(words(&[pid.0]))
 }

@@ -4,7 +4,8 @@
 //! - `machines`: each machine: id, address, up/down, epoch, last heard; `machines wait`
 //!   waits until every machine is up (scripts start with it: the others may still boot);
 //! - `mping M [N]`: N null round trips to machine M, each one's time;
-//! - `run PROG [ARGS] -m M [-c C] [&]`: PROG on machine M (core C), as this shell's user;
+//! - `run PROG [ARGS] -m M [-c C] [&]`: PROG on machine M (core C; by default M's last
+//!   core, away from its network servers on core 0), as this shell's user;
 //!   without `&` the shell waits for it and reports its end as for a local program; its
 //!   console output is M's console (`target/machines/mM.log` under `cargo xtask run
 //!   --machines`);
