@@ -200,7 +200,7 @@ pub fn net(runs: usize, with_linux: bool) -> Result<()> {
         None
     };
     // The driver is a boot program at driver priority on core 0 (the shell may not start
-    // one); the shell starts netd on core 1.
+    // one); the shell starts netd beside it on core 0.
     let mut g = Guest::new(&kernel, SMP, "driver=0:netdrv");
     g.initrd = Some(archive);
     g.mode = Mode::Parallel;
@@ -288,7 +288,7 @@ fn report(runs: usize, g: &Guest, linux_qemu: Option<String>, clients: &[Client]
              127.0.0.1 that is each guest's whole network (QEMU's `dgram` netdev; \
              `xtask/src/net_relay.rs`; QEMU's user network with `restrict=on` drops every \
              UDP answer of a guest) to `udpecho 7` in Musubi (`netdrv` a boot program on core 0, `netd` started by \
-             the shell on core 1, `udpecho` on core 0; {SMP} cores){}. \
+             the shell on core 0 beside it, `udpecho` on core 0; {SMP} cores){}. \
              Each of {runs} rounds measures each system in turn (the first alternating): per \
              size, {PINGS} pings one at a time (every ping's RTT is a sample of the RTT row) \
              and one stream of {STREAM} datagrams with at most {WINDOW} unanswered (its \

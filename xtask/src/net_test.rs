@@ -242,10 +242,11 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     // The driver at driver priority on core 0, where the device resources are (a boot
     // program: the shell may not start one).
     g.cmdline = format!("{} driver=0:netdrv", g.cmdline).trim().to_string();
-    // The shell brought the network up before its first prompt (netdrv on core 0, netd on
-    // core 1); `net` shows the address.
+    // The shell brought the network up before its first prompt (netdrv and netd on core
+    // 0); `net` shows the address. Spread: netd moves to core 1 (a live replacement) and
+    // udpecho runs on core 3, so driver, server and echo are on three different cores.
     let echo = if spread {
-        "run udpecho 7 -c 3 &"
+        "replace net.udp netd -c 1\n# expect: replaced\nrun udpecho 7 -c 3 &"
     } else {
         "run udpecho 7 &"
     };
@@ -257,14 +258,14 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
         "net echo ({smp} cores{})",
         if spread { ", spread" } else { "" }
     );
+    // The step after which the host streams (once udpecho runs), then the counters' `net`.
+    let echo_step = if spread { 2 } else { 1 };
     crate::script::run_steps_with(&g, &name, &steps, |_| false, &mut |i, out| {
-        match i {
-            1 => host = Some(stream(port)?),
-            2 => {
-                guest_counts_seen =
-                    Some(guest_counts(out).context("shell `net` printed no counters line")?)
-            }
-            _ => {}
+        if i == echo_step {
+            host = Some(stream(port)?);
+        } else if i == echo_step + 1 {
+            guest_counts_seen =
+                Some(guest_counts(out).context("shell `net` printed no counters line")?);
         }
         Ok(())
     })?;
@@ -317,7 +318,7 @@ pub fn run_churn(guest: &Guest) -> Result<String> {
     )
     .trim()
     .to_string();
-    let churn = churn_steps(1);
+    let churn = churn_steps(0);
     let churn_len = churn.lines().filter(|l| !l.starts_with('#')).count();
     let script =
         format!("net\n# expect: address 10.0.2.15/24\nrun udpecho 7 &\n{churn}net\nfn ls\n");
@@ -395,8 +396,8 @@ mod tests {
 
     #[test]
     fn churn_replaces_ten_times_and_crashes_three() {
-        let s = churn_steps(1);
-        assert_eq!(s.matches("replace net.udp netd -c 1\n").count(), 10);
+        let s = churn_steps(0);
+        assert_eq!(s.matches("replace net.udp netd -c 0\n").count(), 10);
         assert_eq!(s.matches("net crash\n").count(), 3);
         assert!(crate::script::parse(&s).is_ok());
     }

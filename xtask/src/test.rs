@@ -706,8 +706,8 @@ fn trace_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
 }
 
 /// The host client of `xtask/src/net_test.rs` against `udpecho` in the guest: 10,000
-/// datagrams of 1..1,472 bytes, on 2 cores (driver and udpecho on core 0, netd on core 1)
-/// and on 4 (driver, netd and udpecho on cores 0, 1 and 3).
+/// datagrams of 1..1,472 bytes, on 2 cores (driver, netd and udpecho on core 0) and on 4
+/// (driver, netd and udpecho on cores 0, 1 and 3: netd moved there by a live replacement).
 fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
     net_streams(t, guest);
     let name = format!(
