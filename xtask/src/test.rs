@@ -633,6 +633,31 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         "fsdhold.script",
         Some(&image),
     );
+    // A program killed with a file open for writing: its bytes are kept, in the guest's
+    // listing and on the image the host reads after the power-off.
+    let image = root.join("target/test-drop.img");
+    disk::make(&image)?;
+    let listed = script(
+        t,
+        "a program killed with a file open: its bytes kept",
+        "fsdrop.script",
+        Some(&image),
+    );
+    let label =
+        "[files] a program killed with a file open: the image holds its 3,000 bytes (mtools)";
+    println!("xtask: {label}");
+    if !listed {
+        t.skip(label, "the guest's script failed");
+    } else {
+        match disk::get(&image, "DROP.DAT") {
+            Ok(d) if d == fsmodel::data(9, 3000) => t.pass(label),
+            Ok(d) => t.fail(
+                label,
+                &format!("DROP.DAT holds {} bytes, not fsfuzz drop's 3000", d.len()),
+            ),
+            Err(e) => t.fail(label, &format!("{e:#}")),
+        }
+    }
     bad_config(t, guest)?;
     Ok(())
 }

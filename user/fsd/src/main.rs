@@ -13,9 +13,12 @@
 //! An open file belongs to the process that opened it (the sender the kernel vouches for):
 //! another process's handle is `InvalidArgument`. A client that ended without closing
 //! (killed, faulted, or `exit` with a file open) would hold its file, and one of the
-//! library's 16 open-file slots, for ever: when an open finds its file (or every slot)
-//! taken, the server first closes the files of owners that no longer run, then tries once
-//! more.
+//! library's 16 open-file slots, for ever, and what it wrote would never reach the file's
+//! directory entry (the library writes the size there at close): so the server closes the
+//! files of owners that no longer run (flushing what they wrote) when an open finds its
+//! file (or every slot) taken, then tries once more; before a `stat` or a directory listing
+//! (which read the entries); and whenever it has waited [`ORPHAN_LOOK_NS`] for a request
+//! while files are open, so the disk holds their bytes soon even if nobody asks.
 #![no_std]
 #![no_main]
 
@@ -36,6 +39,10 @@ use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
 
 ulib::main!(main);
+
+/// How long the server waits for a request, while files are open, before it looks for
+/// files whose owners ended ([`Server::close_orphans`]).
+const ORPHAN_LOOK_NS: u64 = 500_000_000;
 
 /// FAT timestamps: Musubi has no wall clock yet, so every file gets 2026-01-01.
 struct Clock;
@@ -141,9 +148,16 @@ fn run(managers: usize, takeover: bool) -> Result<(), String> {
         }
     );
     loop {
-        match ipc::recv(ep, u64::MAX) {
+        let wait = if s.files.is_empty() {
+            u64::MAX
+        } else {
+            ORPHAN_LOOK_NS
+        };
+        match ipc::recv(ep, wait) {
             Ok(r) => s.request(r),
-            Err(Error::TimedOut) => {}
+            Err(Error::TimedOut) => {
+                s.close_orphans();
+            }
             Err(e) => return Err(format!("recv: {e}")),
         }
     }
@@ -225,8 +239,16 @@ impl Server {
                 })
                 .and_then(|w| self.durable(w))
             }),
-            FS_STAT => name.and_then(|n| self.stat(&n)),
-            FS_READDIR => name.and_then(|n| self.readdir(&n, w[0], buf)),
+            // Sizes come from the directory entries: first those of files whose owners
+            // ended are brought up to date (closed).
+            FS_STAT => name.and_then(|n| {
+                self.close_orphans_if_open();
+                self.stat(&n)
+            }),
+            FS_READDIR => name.and_then(|n| {
+                self.close_orphans_if_open();
+                self.readdir(&n, w[0], buf)
+            }),
             _ => Err(Error::NotSupported),
         };
         let (value, words) = match result {
@@ -290,6 +312,13 @@ impl Server {
         }
         self.files.insert(h, (file, owner, mode != Mode::ReadOnly));
         Ok([h, u64::from(len), 0, 0, 0, 0])
+    }
+
+    /// [`Server::close_orphans`], if any file is open.
+    fn close_orphans_if_open(&mut self) {
+        if !self.files.is_empty() {
+            self.close_orphans();
+        }
     }
 
     /// Close the files whose owners no longer run (or are zombies); how many.

@@ -6,7 +6,8 @@
 //! handles, names FAT's 8.3 form cannot hold, a file open twice) with the model's.
 //!
 //! `fsfuzz full` fills the disk instead (`full.rs`); `fsfuzz hold STOP` keeps files open
-//! while the file service is replaced (`hold.rs`).
+//! while the file service is replaced (`hold.rs`); `fsfuzz drop FILE N` ends with a file
+//! open for writing (`drop.rs`).
 //!
 //! It also checks durability: the disk driver's count of flushes (`BLK_INFO`) must grow by
 //! one per close of a file opened to write and per directory change, as the model counts.
@@ -20,6 +21,7 @@
 
 extern crate alloc;
 
+mod drop;
 mod full;
 mod hold;
 
@@ -33,7 +35,7 @@ use ulib::println;
 
 ulib::main!(main);
 
-const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP";
+const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP | fsfuzz drop FILE N";
 /// A handle the service never gave (it counts handles from 1).
 const NEVER: Fd = Fd(0xbad0_0000);
 
@@ -41,6 +43,7 @@ fn main(args: &[&str]) -> i32 {
     match args.get(1..) {
         Some(["full"]) => return full::run(),
         Some(["hold", stop]) => return hold::run(stop),
+        Some(["drop", name, len]) => return drop::run(name, len),
         _ => {}
     }
     let num = |i: usize, default: u64| -> Option<u64> {
