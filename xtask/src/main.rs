@@ -13,6 +13,7 @@ mod bench_ant_figs;
 mod bench_diros;
 mod bench_ipc;
 mod bench_machines;
+mod bench_machines_jobs;
 mod bench_net;
 mod bench_net_det;
 mod bench_net_replace;
