@@ -16,11 +16,12 @@
 //! | [`OP_SELF`] | - | this machine, machines, epoch |
 //! | [`OP_MEMBER`] | machine | address, state ([`UP`]/[`DOWN`]/[`NEVER`]), epoch, ns since last heard (`u64::MAX`: never), requests sent, retransmissions |
 //! | [`OP_PING`] | machine, deadline ns | round-trip ns |
-//! | [`OP_SPAWN`] | machine, core (`u64::MAX`: any), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
+//! | [`OP_SPAWN`] | machine, core word (the core in its low 32 bits, [`ANY_CORE`]: the machine's choice; [`SPAWN_RELAY`]: the output goes to a pipe the caller reads with `OP_OUTPUT`), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
 //! | [`OP_WAIT`] | machine, epoch, pid, timeout ns (`u64::MAX`: none) | how (`ENDED_*`), code |
 //! | [`OP_KILL`] | machine, epoch, pid | - |
 //! | [`OP_PS`] | machine, index | pid, state, count, name (24 bytes in words 3..5) |
 //! | [`OP_COUNT`] | machine | the counter's new value |
+//! | [`OP_OUTPUT`] | machine, epoch, pid | bytes printed, 1 once the output has ended |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
 //! another epoch, and a request naming the old one is refused with `StaleResource`.
@@ -71,6 +72,19 @@ pub const OP_PS: u64 = 7;
 /// once (the tests of exactly-once execution on a lossy network: `mcount`).
 pub const OP_COUNT: u64 = 8;
 
+/// What process `words[2]` (spawned by `OP_SPAWN` with [`SPAWN_RELAY`] on machine
+/// `words[0]`, life `words[1]`) has written since the last `OP_OUTPUT`, at most about 1 KiB:
+/// `machd` prints it on this machine's console and answers how many bytes, and 1 in the
+/// second word once the program's output has ended (it ended, and everything it wrote was
+/// printed). Nothing new is 0 bytes; the caller asks again later. Only the user the process
+/// was spawned for (or the administrator) may.
+pub const OP_OUTPUT: u64 = 9;
+/// `OP_SPAWN`'s core word: the low 32 bits name the core, or this value for the other
+/// machine's choice.
+pub const ANY_CORE: u64 = 0xffff_ffff;
+/// `OP_SPAWN`'s core word: the program's output goes to a pipe on its machine, which the
+/// caller reads with `OP_OUTPUT` (without it: that machine's console).
+pub const SPAWN_RELAY: u64 = 1 << 32;
 /// How long a request waits for its answer unless told: a hang guard, well above any
 /// round trip on the machines' link.
 pub const DEFAULT_DEADLINE_NS: u64 = 2_000_000_000;

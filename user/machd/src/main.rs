@@ -85,6 +85,10 @@ pub(crate) struct State {
     pub jobs: VecDeque<ops::Job>,
     /// Processes spawned here for other machines, and as which user.
     pub spawned: Vec<(Pid, UserId)>,
+    /// Processes spawned with their output relayed: (pid, its output pipe, the user).
+    pub outputs: Vec<(Pid, ResId, UserId)>,
+    /// Output pipes opened so far (their names' serials).
+    pub pipes: u64,
     /// This process's own user (it acts as others only around one call).
     pub my_user: UserId,
     /// Datagrams that were not mrpc messages for this machine.
@@ -238,6 +242,8 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             was_up: [false; mrpc::MAX_MACHINES],
             jobs: VecDeque::new(),
             spawned: Vec::new(),
+            outputs: Vec::new(),
+            pipes: 0,
             my_user,
             malformed: 0,
             counters: [0; mrpc::MAX_MACHINES],
@@ -314,7 +320,8 @@ fn local(r: &Received) -> Result<(), Error> {
         | mach::OP_WAIT
         | mach::OP_KILL
         | mach::OP_PS
-        | mach::OP_COUNT) => with(|s| {
+        | mach::OP_COUNT
+        | mach::OP_OUTPUT) => with(|s| {
             let m = machine(s).ok_or(Error::InvalidArgument)?;
             let (request, deadline, epoch) = ops::remote_request(op, m, &w)?;
             s.start(r.request, op, request, user, deadline, epoch)

@@ -6,11 +6,20 @@
 //! | mrpc op | payload | reply |
 //! |---|---|---|
 //! | [`R_NULL`] | - | - |
-//! | [`R_SPAWN`] | core (u64, `u64::MAX`: the last core, [`default_core`]), `PROG\0ARG\0...` | pid (u64) |
+//! | [`R_SPAWN`] | core word (`abi::mach::OP_SPAWN`'s: [`mach::ANY_CORE`] is the last core, [`default_core`]; [`mach::SPAWN_RELAY`]: output to a pipe), `PROG\0ARG\0...` | pid (u64) |
 //! | [`R_WAIT`] | pid, timeout ns | how (`ENDED_*`), code |
 //! | [`R_KILL`] | pid | - |
 //! | [`R_PS`] | index | pid, state, count, name (24 bytes) |
 //! | [`R_COUNT`] | - | the requesting machine's counter after adding one |
+//! | [`R_OUTPUT`] | pid | 1 if the output ended (else 0), then what was buffered (at most [`OUTPUT_MAX`]) |
+//!
+//! Output (`run -m M` in the foreground): a program spawned with `SPAWN_RELAY` writes to a
+//! pipe this `machd` holds the reading end of ([`spawn`]); each `R_OUTPUT` answers what the
+//! pipe holds without waiting (a read only once `RES_INFO` shows bytes, or no writer left),
+//! and the requesting `machd` prints it on its own console. The output has ended once the
+//! pipe is empty and no writer holds it, or its writer has ended (a killed program does not
+//! drop its end: the pipe's own waiters would notice, but nothing waits here); the pipe is
+//! closed then.
 //!
 //! Rights: the request carries the user the local caller acted as (the kernel vouched for
 //! it in `Received::sender_user`). `R_SPAWN` and `R_KILL` are made acting as that user
@@ -25,7 +34,9 @@ use alloc::vec::Vec;
 use mrpc::{Error, Header};
 use ulib::abi::mach;
 use ulib::abi::res::UserId;
+use ulib::abi::syscall::control;
 use ulib::abi::{Pid, Priority, ProcInfo};
+use ulib::stdio::{self, Stream};
 use ulib::{res, sem, sys};
 
 /// The administrator (the user boot programs and the shell start as).
@@ -37,6 +48,10 @@ pub const R_WAIT: u16 = 3;
 pub const R_KILL: u16 = 4;
 pub const R_PS: u16 = 5;
 pub const R_COUNT: u16 = 6;
+pub const R_OUTPUT: u16 = 7;
+
+/// Most bytes of output one `R_OUTPUT` answers (within mrpc's 1,024-byte payload).
+pub const OUTPUT_MAX: usize = 1000;
 
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
@@ -92,6 +107,7 @@ pub fn remote_request(
         mach::OP_KILL => ((m, R_KILL, words(&[w[2]])), deadline, Some(epoch()?)),
         mach::OP_PS => ((m, R_PS, words(&[w[1]])), deadline, None),
         mach::OP_COUNT => ((m, R_COUNT, Vec::new()), deadline, None),
+        mach::OP_OUTPUT => ((m, R_OUTPUT, words(&[w[2]])), deadline, Some(epoch()?)),
         _ => return Err(Error::NoSuchCall),
     })
 }
@@ -105,6 +121,13 @@ pub fn local_answer(op: u64, p: &[u8], started: u64, epoch: u32) -> Result<[u64;
         mach::OP_WAIT => [word(p, 0)?, word(p, 1)?, 0, 0, 0, 0],
         mach::OP_KILL => [0; 6],
         mach::OP_COUNT => [word(p, 0)?, 0, 0, 0, 0, 0],
+        mach::OP_OUTPUT => {
+            let (&ended, bytes) = p.split_first().ok_or(Error::InvalidArgument)?;
+            if !bytes.is_empty() {
+                ulib::print!("{}", alloc::string::String::from_utf8_lossy(bytes));
+            }
+            [bytes.len() as u64, u64::from(ended != 0), 0, 0, 0, 0]
+        }
         mach::OP_PS => [
             word(p, 0)?,
             word(p, 1)?,
@@ -178,6 +201,10 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             Ok(i) => ps(i),
             Err(e) => Err(e),
         },
+        R_OUTPUT => match word(p, 0) {
+            Ok(pid) => output(s, h.user, Pid(pid)),
+            Err(e) => Err(e),
+        },
         _ => Err(Error::NoSuchCall),
     })
 }
@@ -201,14 +228,85 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         .filter(|p| !p.is_empty())
         .ok_or(Error::InvalidArgument)?;
     let args: Vec<&str> = parts.collect();
-    let core = if core == u64::MAX {
-        default_core()
-    } else {
-        usize::try_from(core).map_err(|_| Error::NoSuchCore)?
+    let relay = core & mach::SPAWN_RELAY != 0;
+    let core = match core & mach::ANY_CORE {
+        mach::ANY_CORE => default_core(),
+        c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
     };
-    let pid = as_user(s, user, || sys::spawn_on(prog, &args, Priority::App, core))?;
+    if !relay {
+        let pid = as_user(s, user, || sys::spawn_on(prog, &args, Priority::App, core))?;
+        s.spawned.push((pid, UserId(user)));
+        return Ok(words(&[pid.0]));
+    }
+    // The pipe is the user's (opened acting as it), so the program may write it and only
+    // that user's `R_OUTPUT`s (read acting as it) may read it.
+    s.pipes += 1;
+    let serial = s.pipes;
+    let (pid, pipe) = as_user(s, user, || {
+        let pipe = stdio::pipe(None, None, serial)?;
+        let spawned = stdio::spawn(
+            prog,
+            &args,
+            Priority::App,
+            Some(core),
+            Stream::Console,
+            Stream::Pipe(pipe),
+        );
+        // Only the program writes: its end's holder gone, the pipe reads EOF.
+        let dropped = res::control(pipe, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+        match (spawned, dropped) {
+            (Ok(pid), Ok(_)) => Ok((pid, pipe)),
+            (Ok(pid), Err(e)) => {
+                let _ = sys::kill(pid);
+                let _ = res::close(pipe);
+                Err(e)
+            }
+            (Err(e), _) => {
+                let _ = res::close(pipe);
+                Err(e)
+            }
+        }
+    })?;
     s.spawned.push((pid, UserId(user)));
+    s.outputs.push((pid, pipe, UserId(user)));
     Ok(words(&[pid.0]))
+}
+
+/// `R_OUTPUT` for `user`: what process `pid`'s output pipe holds now (see the module's
+/// documentation).
+fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
+    let i = s
+        .outputs
+        .iter()
+        .position(|(q, _, u)| *q == pid && (u.0 == user || user == ADMIN))
+        .ok_or(Error::NoSuchProcess)?;
+    let (_, pipe, owner) = s.outputs[i];
+    let r = as_user(s, owner.0, || {
+        let info = res::info(pipe)?;
+        let writers = info.detail & 0xffff_ffff;
+        if info.size > 0 {
+            let mut buf = alloc::vec![0u8; (info.size as usize).min(OUTPUT_MAX)];
+            let n = res::read(pipe, &mut buf, 0)?;
+            buf.truncate(n);
+            let mut out = alloc::vec![0u8];
+            out.extend_from_slice(&buf);
+            return Ok((out, false));
+        }
+        let ended = writers == 0 || !sys::live_processes()?.iter().any(|p| p.pid == pid);
+        if ended {
+            let _ = res::close(pipe);
+        }
+        Ok((alloc::vec![u8::from(ended)], ended))
+    });
+    match r {
+        Ok((out, ended)) => {
+            if ended {
+                s.outputs.swap_remove(i);
+            }
+            Ok(out)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Kill `pid` for `user`. A process `machd` spawned is its child, which the kernel lets a

@@ -5,10 +5,11 @@
 //!   waits until every machine is up (scripts start with it: the others may still boot);
 //! - `mping M [N]`: N null round trips to machine M, each one's time;
 //! - `run PROG [ARGS] -m M [-c C] [&]`: PROG on machine M (core C; by default M's last
-//!   core, away from its network servers on core 0), as this shell's user;
-//!   without `&` the shell waits for it and reports its end as for a local program; its
-//!   console output is M's console (`target/machines/mM.log` under `cargo xtask run
-//!   --machines`);
+//!   core, away from its network servers on core 0), as this shell's user; in the
+//!   foreground its output comes back to this console (`OP_OUTPUT`: M's `machd` reads it
+//!   from a pipe, this machine's `machd` prints it), in the background to M's console
+//!   (`target/machines/mM.log` under `cargo xtask run --machines`); without `&` the shell
+//!   waits for it and reports its end as for a local program;
 //! - `wait mM:PID`, `kill mM:PID`: a process on machine M (the pid `run -m` printed);
 //! - `ps -a`: the processes of every machine that is up;
 //! - `mcount M N`: N increments of machine M's counter for this machine, each answer
@@ -24,7 +25,7 @@ use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::{self, Error, Pid, WaitStatus};
 use ulib::net::Ipv4;
-use ulib::{fnid, println};
+use ulib::{fnid, println, sys};
 
 /// A program started on another machine with `&`.
 pub(crate) struct RemoteJob {
@@ -267,9 +268,18 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
     let m = check_machine("run", machine_arg("run", &take("-m")?.ok_or(usage)?)?)?;
     let core = match take("-c")? {
         Some(c) => c
-            .parse::<u64>()
-            .map_err(|_| format!("run: bad core '{c}'"))?,
-        None => u64::MAX,
+            .parse::<u32>()
+            .ok()
+            .map(u64::from)
+            .filter(|&c| c != mach::ANY_CORE)
+            .ok_or_else(|| format!("run: bad core '{c}'"))?,
+        None => mach::ANY_CORE,
+    };
+    // In the foreground its output comes here; in the background it goes to M's console.
+    let core = if background {
+        core
+    } else {
+        core | mach::SPAWN_RELAY
     };
     let Some(prog) = words.first().copied() else {
         return Err(String::from(usage));
@@ -298,7 +308,28 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
         println!("[{}]", job.spelled());
         return Ok(Some(job));
     }
+    relay_output(&job)?;
     report(&job, &wait(&job)?).map(|()| None)
+}
+
+/// Pause between two looks at a remote program's output that found nothing new.
+const OUTPUT_POLL_NS: u64 = 20_000_000;
+
+/// Have `machd` print remote job `j`'s output on this console as it comes, until it ends.
+fn relay_output(j: &RemoteJob) -> Result<(), String> {
+    loop {
+        let r = call(
+            mach::OP_OUTPUT,
+            [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0],
+        )
+        .map_err(|e| why(&format!("run {} (its output)", j.spelled()), e))?;
+        if r[1] != 0 {
+            return Ok(());
+        }
+        if r[0] == 0 {
+            let _ = sys::sleep_ns(OUTPUT_POLL_NS);
+        }
+    }
 }
 
 /// Wait for remote job `j` to end.

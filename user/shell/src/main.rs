@@ -140,7 +140,8 @@ commands:
   mping M [N]                     N null round trips to machine M through machd
   run PROG [ARGS] -m M [-c CORE] [&]
                                   run PROG on machine M as this shell's user (its
-                                  output is M's console); wait mM:PID, kill mM:PID
+                                  output here; with & on M's console); wait mM:PID,
+                                  kill mM:PID
   ps -a                           the processes of every machine
   mcount M N                      N requests to machine M that each add one to a
                                   counter there: checks each was performed once
