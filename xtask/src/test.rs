@@ -581,11 +581,11 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
                     );
                 }
             }
-            // The one cluster of COPY.TXT, which the script deleted, may stay allocated
-            // (embedded-sdmmc 0.10 does not free a deleted file's clusters); nothing else.
+            // COPY.TXT, which the script deleted, left no cluster allocated (fsd frees the
+            // one embedded-sdmmc 0.10's delete leaves).
             let lost = disk::check(&image)?;
-            if lost > 1 {
-                bail!("fsck.fat -n: {lost} lost clusters (at most COPY.TXT's 1 expected)");
+            if lost > 0 {
+                bail!("fsck.fat -n: {lost} lost clusters (COPY.TXT's delete should free all)");
             }
             if disk::get(&image, "COPY.TXT").is_ok() {
                 bail!("COPY.TXT was removed in the guest but mtools still finds it");

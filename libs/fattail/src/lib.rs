@@ -12,6 +12,13 @@
 //!
 //! Pure: [`Layout::from_boot_sector`] reads the boot sector's BPB, [`Layout::tail_sectors`]
 //! says which FAT sectors hold such entries, [`seal`] marks them in one sector.
+//!
+//! The same library also leaves a deleted file's (or directory's) first cluster allocated:
+//! its delete removes the directory entry and frees nothing, and `fsd` truncates a file
+//! before deleting it, which frees every cluster of its chain but the first. So after a
+//! delete `fsd` frees that one cluster itself, in every FAT copy: [`Layout::entry_sectors`]
+//! says where its entry lies, [`free_end_of_chain`] frees it in one sector if it is a
+//! one-cluster chain's end (anything else is left alone).
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -100,6 +107,60 @@ impl Layout {
     }
 }
 
+impl Layout {
+    /// Where cluster `cluster`'s entry lies in every FAT copy: (sector from the volume's
+    /// start, byte offset in it); nothing for a cluster number outside the volume.
+    pub fn entry_sectors(&self, cluster: u32) -> impl Iterator<Item = (u32, usize)> + '_ {
+        let valid = (2..self.limit()).contains(&cluster);
+        let at = cluster as u64 * u64::from(self.width);
+        let (sector, offset) = ((at / SECTOR as u64) as u32, (at % SECTOR as u64) as usize);
+        (0..if valid { self.fats } else { 0 })
+            .map(move |copy| (self.fat_start + copy * self.fat_sectors + sector, offset))
+    }
+}
+
+/// Free the entry at `offset` of FAT `sector` if it marks the end of a chain (FAT16
+/// `0xFFF8..=0xFFFF`, FAT32 `0x0FFFFFF8..=0x0FFFFFFF`, the top four bits ignored): a
+/// deleted file's lone remaining cluster. Whether it did; an entry that is free, bad or
+/// links on is left as it is.
+pub fn free_end_of_chain(layout: &Layout, sector: &mut [u8; SECTOR], offset: usize) -> bool {
+    let w = layout.width as usize;
+    let Some(e) = sector.get_mut(offset..offset + w) else {
+        return false;
+    };
+    let end = if w == 2 {
+        u16_at(e, 0) >= 0xfff8
+    } else {
+        u32_at(e, 0) & 0x0fff_ffff >= 0x0fff_fff8
+    };
+    if end {
+        if w == 2 {
+            e.fill(0);
+        } else {
+            // FAT32 keeps an entry's top four bits.
+            e[..3].fill(0);
+            e[3] &= 0xf0;
+        }
+    }
+    end
+}
+
+/// The largest `n` for which `at_most(n)` holds, for a predicate that holds from 0 up to
+/// some `n` and not after it: how `fsd` reads a cluster's number, which `embedded-sdmmc`
+/// keeps private but lets one compare (`ClusterId::EMPTY + n <= id`).
+pub fn bisect(at_most: impl Fn(u32) -> bool) -> u32 {
+    let (mut lo, mut hi) = (0u64, 1u64 << 32);
+    while hi - lo > 1 {
+        let mid = (lo + hi) / 2;
+        if at_most(mid as u32) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo as u32
+}
+
 /// Mark bad every free entry of `sector` (whose first entry is number `first`) at or past
 /// `layout.limit()`; how many it marked.
 pub fn seal(layout: &Layout, sector: &mut [u8; SECTOR], first: u32) -> u32 {
@@ -122,6 +183,57 @@ pub fn seal(layout: &Layout, sector: &mut [u8; SECTOR], first: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_chain_end_is_freed_and_nothing_else() {
+        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        // Cluster 300: FAT16 entry at byte 600, sector 1 of each FAT (+ 4 reserved).
+        let at: std::vec::Vec<_> = l.entry_sectors(300).collect();
+        assert_eq!(at, [(5, 88), (5 + 32, 88)]);
+        assert_eq!(
+            l.entry_sectors(1).count(),
+            0,
+            "clusters 0 and 1 are not clusters"
+        );
+        assert_eq!(l.entry_sectors(l.limit()).count(), 0, "past the volume");
+        let mut s = [0u8; SECTOR];
+        s[88..90].copy_from_slice(&0xffffu16.to_le_bytes());
+        s[90..92].copy_from_slice(&0x0123u16.to_le_bytes());
+        s[92..94].copy_from_slice(&0xfff7u16.to_le_bytes());
+        assert!(free_end_of_chain(&l, &mut s, 88));
+        assert_eq!(&s[88..90], &[0, 0]);
+        assert!(!free_end_of_chain(&l, &mut s, 90), "a link is kept");
+        assert!(!free_end_of_chain(&l, &mut s, 92), "a bad cluster is kept");
+        assert!(!free_end_of_chain(&l, &mut s, 88), "free already");
+        assert!(
+            !free_end_of_chain(&l, &mut s, 511),
+            "an entry that does not fit"
+        );
+        assert_eq!(u16_at(&s, 90), 0x0123);
+        assert_eq!(u16_at(&s, 92), 0xfff7);
+    }
+
+    #[test]
+    fn bisect_finds_the_number() {
+        for n in [0u32, 1, 2, 300, 65_524, 0x0fff_ffff, u32::MAX] {
+            assert_eq!(bisect(|m| m <= n), n);
+        }
+    }
+
+    #[test]
+    fn a_fat32_chain_end_keeps_its_top_bits() {
+        let l = Layout {
+            fat_start: 32,
+            fat_sectors: 100,
+            fats: 2,
+            clusters: 100_000,
+            width: 4,
+        };
+        let mut s = [0u8; SECTOR];
+        s[8..12].copy_from_slice(&0xfffffff8u32.to_le_bytes());
+        assert!(free_end_of_chain(&l, &mut s, 8));
+        assert_eq!(u32_at(&s, 8), 0xf000_0000);
+    }
 
     /// The boot sector `mkfs.fat -F 16 -s 1` writes for 4 MiB (8,192 sectors): 4
     /// reserved, 2 FATs of 32 sectors, 512 root entries.

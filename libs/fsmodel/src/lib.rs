@@ -5,8 +5,9 @@
 //! Why a model of its own: the guest program `user/fsfuzz` applies each [`Op`] to the real
 //! service and compares what comes back with [`Model::apply`]'s [`Expect`]; after power-off
 //! xtask replays the same seed here on the host and compares every file of the image (read
-//! with mtools) with [`Model::files`], and `fsck.fat`'s lost clusters with
-//! [`Model::leaked_clusters`]. One pure model serves both sides, so they cannot drift apart.
+//! with mtools) with [`Model::files`], and `fsck.fat` finds no lost cluster (`fsd` frees
+//! what the library's deletes leave). One pure model serves both sides, so they cannot
+//! drift apart.
 //!
 //! The model says what the service does, mistakes included: a file open twice or an open
 //! file deleted is `Busy`, a handle the program does not hold is `Invalid`, a name FAT's 8.3
@@ -143,8 +144,6 @@ struct File {
     data: Vec<u8>,
     /// The size in the directory entry (written at create, truncate and every write).
     entry: u64,
-    /// A cluster was allocated (at the first write; a truncate keeps the first one).
-    allocated: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -160,7 +159,6 @@ pub struct Model {
     dirs: BTreeSet<String>,
     files: BTreeMap<String, File>,
     slots: [Option<Handle>; SLOTS],
-    leaked: u64,
     syncs: u64,
 }
 
@@ -188,7 +186,6 @@ impl Model {
             dirs: BTreeSet::new(),
             files: BTreeMap::new(),
             slots: Default::default(),
-            leaked: 0,
             syncs: 0,
         }
     }
@@ -208,13 +205,6 @@ impl Model {
     /// Slots holding a handle.
     pub fn open_slots(&self) -> impl Iterator<Item = usize> + '_ {
         (0..SLOTS).filter(|&s| self.slots[s].is_some())
-    }
-
-    /// Clusters the service leaves allocated: embedded-sdmmc 0.10 frees no cluster of a
-    /// deleted directory, and `fsd` empties a file before deleting it, which frees all its
-    /// clusters but the first (`fsck.fat` reports those left as lost).
-    pub fn leaked_clusters(&self) -> u64 {
-        self.leaked
     }
 
     /// Operations after which the service makes the disk durable (a `BLK_FLUSH`): every
@@ -256,11 +246,6 @@ impl Model {
         }
     }
 
-    /// Clusters a deleted file leaves allocated: its first one, if it ever had one.
-    fn clusters(f: &File) -> u64 {
-        u64::from(f.allocated)
-    }
-
     /// Apply `op` and say what the service must answer.
     pub fn apply(&mut self, op: &Op) -> Expect {
         match self.step(op) {
@@ -293,7 +278,6 @@ impl Model {
                         let f = File {
                             data: Vec::new(),
                             entry: 0,
-                            allocated: false,
                         };
                         self.files.insert(path.clone(), f);
                     }
@@ -332,7 +316,6 @@ impl Model {
                     f.data.resize(end, 0);
                 }
                 f.data[h.pos..end].copy_from_slice(&bytes);
-                f.allocated = true;
                 f.entry = f.data.len() as u64;
                 let h = self.handle(*slot)?;
                 h.pos = end;
@@ -351,13 +334,6 @@ impl Model {
                 self.slots[*slot] = None;
                 if h.mode != Mode::Read {
                     self.syncs += 1;
-                    // Closed empty with a cluster: fsd makes the file again without one,
-                    // and the cluster is lost (as a deleted file's first one).
-                    let f = self.files.get_mut(&h.path).ok_or(Fail::NotFound)?;
-                    if f.data.is_empty() && f.allocated {
-                        f.allocated = false;
-                        self.leaked += 1;
-                    }
                 }
                 Ok(Expect::Done)
             }
@@ -371,7 +347,6 @@ impl Model {
                         return Err(Fail::Busy);
                     }
                     self.dirs.remove(path);
-                    self.leaked += 1;
                     self.syncs += 1;
                     return Ok(Expect::Done);
                 }
@@ -381,8 +356,7 @@ impl Model {
                 if self.is_open(path) {
                     return Err(Fail::Busy);
                 }
-                let f = self.files.remove(path).ok_or(Fail::NotFound)?;
-                self.leaked += Self::clusters(&f);
+                self.files.remove(path).ok_or(Fail::NotFound)?;
                 self.syncs += 1;
                 Ok(Expect::Done)
             }

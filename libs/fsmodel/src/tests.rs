@@ -160,7 +160,7 @@ fn mistakes_are_the_services_errors() {
         path: "D0/F1.DAT".into(),
     };
     assert_eq!(m.apply(&ls_file), Expect::Fail(Fail::WrongType));
-    // 3,000 bytes in 2,048-byte clusters: the file's first cluster left behind, and D0's.
+    // A file in a directory, then the directory: both deleted.
     assert_eq!(
         m.apply(&Op::Unlink {
             path: "D0/F1.DAT".into()
@@ -168,7 +168,7 @@ fn mistakes_are_the_services_errors() {
         Expect::Done
     );
     assert_eq!(m.apply(&Op::Unlink { path: "D0".into() }), Expect::Done);
-    assert_eq!(m.leaked_clusters(), 2);
+    assert_eq!(m.dirs().count(), 0);
     // Durable points: the mkdir, the append's close, both deletes (not the read's close).
     assert_eq!(m.syncs(), 4);
     assert_eq!(m.apply(&ls), Expect::Fail(Fail::NotFound));
@@ -233,13 +233,12 @@ fn a_file_closed_empty_holds_no_cluster() {
             dir: false
         }
     );
-    // Truncated, closed empty: made again without a cluster, the cluster lost.
+    // Truncated, closed empty, deleted.
     m.apply(&Op::Close { slot: 0 });
-    assert_eq!(m.leaked_clusters(), 1);
     m.apply(&Op::Unlink {
         path: "F0.DAT".into(),
     });
-    assert_eq!(m.leaked_clusters(), 1);
+    assert_eq!(m.files().count(), 0);
 }
 
 #[test]

@@ -73,6 +73,16 @@ struct Server {
     state: fsopen::Table<'static>,
     /// Makes written data durable (the disk's cache flushed).
     flush: disk::Flush,
+    /// The volume's FATs, to free what the library's deletes leave ([`Server::free_left`]);
+    /// `None` if they could not be read at start.
+    fat: Option<Fat>,
+}
+
+/// Where the volume starts on the disk and how its FATs lie (`libs/fattail`).
+#[derive(Clone, Copy)]
+struct Fat {
+    lba: u32,
+    layout: fattail::Layout,
 }
 
 fn main(args: &[&str]) -> i32 {
@@ -114,12 +124,19 @@ fn run(managers: usize, takeover: bool) -> Result<(), String> {
     };
     let d = disk::Disk::open(managers)?;
     let flush = d.flusher();
-    match seal_fat_tail(&d) {
-        Ok(0) => {}
-        Ok(n) => println!("fsd: {n} FAT entries past the volume's last cluster marked bad"),
+    let fat = match seal_fat_tail(&d) {
+        Ok((n, fat)) => {
+            if n > 0 {
+                println!("fsd: {n} FAT entries past the volume's last cluster marked bad");
+            }
+            Some(fat)
+        }
         // The volume's open below says what is wrong with it.
-        Err(e) => println!("fsd: the FAT's tail not checked: {e}"),
-    }
+        Err(e) => {
+            println!("fsd: the FAT's tail not checked: {e}");
+            None
+        }
+    };
     let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
@@ -137,6 +154,7 @@ fn run(managers: usize, takeover: bool) -> Result<(), String> {
         files: BTreeMap::new(),
         state: table,
         flush,
+        fat,
     };
     let reopened = s.reopen();
     println!(
@@ -165,8 +183,8 @@ fn run(managers: usize, takeover: bool) -> Result<(), String> {
 
 /// Mark bad the FAT entries past the last cluster of the disk's first partition
 /// (`libs/fattail` says why: else the library allocates clusters beyond the volume when it
-/// is nearly full). How many it marked.
-fn seal_fat_tail(d: &disk::Disk) -> Result<u32, String> {
+/// is nearly full). How many it marked, and where the FATs are.
+fn seal_fat_tail(d: &disk::Disk) -> Result<(u32, Fat), String> {
     use embedded_sdmmc::{Block, BlockDevice, BlockIdx};
     let mut b = [Block::new()];
     d.read(&mut b, BlockIdx(0)).map_err(|e| format!("{e}"))?;
@@ -188,7 +206,7 @@ fn seal_fat_tail(d: &disk::Disk) -> Result<u32, String> {
             marked += n;
         }
     }
-    Ok(marked)
+    Ok((marked, Fat { lba, layout }))
 }
 
 /// What a library error means to a client.
@@ -448,14 +466,15 @@ impl Server {
 
     /// A file emptied by an open to write and closed empty keeps its first cluster in the
     /// library (its entry says 0 bytes, its chain one cluster: `fsck.fat` calls that an
-    /// error). Such a file is made again without a cluster: the entry deleted and made anew
-    /// (the cluster is then merely lost, as a deleted file's first cluster is).
+    /// error). Such a file is made again without a cluster: the entry deleted (its cluster
+    /// freed, [`Server::free_left`]) and made anew.
     fn no_empty_chain(&self, path: &str) -> Result<(), Error> {
         let e = self.at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))?;
         if e.cluster == embedded_sdmmc::ClusterId::EMPTY {
             return Ok(());
         }
         self.at_dir(path, |vm, dir, last| vm.delete_entry_in_dir(dir, last))?;
+        self.free_left(e.cluster);
         let f = self.at_dir(path, |vm, dir, last| {
             vm.open_file_in_dir(dir, last, Mode::ReadWriteCreate)
         })?;
@@ -464,9 +483,12 @@ impl Server {
 
     /// Delete a file or an empty directory. `embedded-sdmmc` 0.10 deletes a directory
     /// entry without freeing the file's clusters, so a file is emptied first (a truncate
-    /// frees every cluster but the first): a deleted file leaves one cluster allocated,
-    /// not all of them, and a full disk has room again after a delete.
+    /// frees every cluster but the first), and the one cluster left (a file's first, or an
+    /// empty directory's only one) is freed after the delete ([`Server::free_left`]).
     fn unlink(&self, path: &str) -> Result<[u64; 6], Error> {
+        let cluster = self
+            .at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))
+            .map(|e| e.cluster);
         let emptied = self.at_dir(path, |vm, dir, last| {
             vm.open_file_in_dir(dir, last, Mode::ReadWriteTruncate)
         });
@@ -475,7 +497,38 @@ impl Server {
             let _ = self.vm.close_file(f);
         }
         self.at_dir(path, |vm, dir, last| vm.delete_entry_in_dir(dir, last))?;
+        if let Ok(c) = cluster {
+            self.free_left(c);
+        }
         self.durable([0; 6])
+    }
+
+    /// Free `cluster`, the one a delete left allocated, in every FAT copy, if its entry
+    /// ends a chain (`libs/fattail`). Written past the library, which is safe here: its
+    /// one-block cache holds the directory sector the delete wrote last, not a FAT sector,
+    /// and it keeps no count of free clusters for FAT16 (for FAT32 its free-cluster hint
+    /// is one too low afterwards, which the FAT specification allows).
+    fn free_left(&self, cluster: embedded_sdmmc::ClusterId) {
+        use embedded_sdmmc::{Block, BlockDevice, BlockIdx, ClusterId};
+        let Some(fat) = self.fat else {
+            return;
+        };
+        if cluster == ClusterId::EMPTY || cluster == ClusterId::ROOT_DIR {
+            return;
+        }
+        let n = fattail::bisect(|n| ClusterId::EMPTY + n <= cluster);
+        self.vm.device(|d| {
+            for (sector, offset) in fat.layout.entry_sectors(n) {
+                let at = BlockIdx(fat.lba + sector);
+                let mut b = [Block::new()];
+                if d.read(&mut b, at).is_err() {
+                    return;
+                }
+                if fattail::free_end_of_chain(&fat.layout, &mut b[0].contents, offset) {
+                    let _ = d.write(&b, at);
+                }
+            }
+        });
     }
 
     /// `words`, once what was written is durable (an error of the flush otherwise).
