@@ -633,6 +633,16 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
         "fsdhold.script",
         Some(&image),
     );
+    // The file service killed (as a crash would) while a program holds files open: it
+    // restarts with them.
+    let image = root.join("target/test-crash.img");
+    disk::make(&image)?;
+    script(
+        t,
+        "fsd killed while files are open: restarted with them",
+        "fsdcrash.script",
+        Some(&image),
+    );
     // A program killed with a file open for writing: its bytes are kept, in the guest's
     // listing and on the image the host reads after the power-off.
     let image = root.join("target/test-drop.img");

@@ -13,7 +13,7 @@
 //! | `disk.core` | the disk manager `blkdrv` (driver priority): core 0 only, where devices live | 0 |
 //! | `buffers.cores` | buffer managers `bufd`: one per core listed (`0,1`: two managers, the disk's stripes split between them), 1 to 8 | `0` |
 //! | `buffers.size` | buffers (sectors) each manager owns, 1 to 4096 | 64 |
-//! | `files.core` | the file-system server `fsd` | 0 |
+//! | `files.core` | the file-system server `fsd` (started `restart=3`: restarted after a crash with its open files) | 0 |
 //! | `net.driver.core` | the network driver `netdrv` (driver priority): core 0 only | 0 |
 //! | `net.server.core` | the UDP/IP server `netd` | 0 |
 //!
@@ -27,6 +27,9 @@ use core::fmt::Write;
 pub const FILE: &str = "boot.cfg";
 /// Most buffer managers (`abi::buf::MAX_MANAGERS`).
 pub const MAX_BUFFER_MANAGERS: usize = 8;
+/// How many times a minute the file service `fsd` the configuration starts is restarted
+/// after a crash (`fsd restart=N`).
+pub const FSD_RESTARTS: u32 = 3;
 /// Most processes a configuration starts.
 pub const MAX_PLANNED: usize = 4 + MAX_BUFFER_MANAGERS;
 
@@ -250,7 +253,8 @@ pub fn plan(
             place(Service::Files, c, "bufd", args, false);
         }
         let mut args = heapless::String::new();
-        let _ = write!(args, "bufs={k}");
+        // The file service restarts after a crash, keeping its open files (`user/fsd`).
+        let _ = write!(args, "bufs={k} restart={FSD_RESTARTS}");
         place(Service::Files, cfg.files_core, "fsd", args, false);
     }
     if cfg.net {
@@ -309,7 +313,7 @@ mod tests {
                 (0, "blkdrv", "", true),
                 (0, "bufd", "part=0/2 buffers=128", false),
                 (1, "bufd", "part=1/2 buffers=128", false),
-                (1, "fsd", "bufs=2", false),
+                (1, "fsd", "bufs=2 restart=3", false),
                 (0, "netdrv", "", true),
                 (1, "netd", "", false),
             ]

@@ -85,23 +85,41 @@ struct Fat {
     layout: fattail::Layout,
 }
 
+/// The window `restart=N` counts restarts in.
+const RESTART_WINDOW_MS: u64 = 60_000;
+
 fn main(args: &[&str]) -> i32 {
     let mut managers = 1;
     let mut takeover = false;
+    let mut restart = 0;
     for a in &args[1..] {
-        match a.strip_prefix("bufs=").map(str::parse::<usize>) {
-            Some(Ok(k)) if (1..=ulib::abi::buf::MAX_MANAGERS).contains(&k) => managers = k,
-            None if *a == "takeover" => takeover = true,
+        let n = |key: &str| a.strip_prefix(key).map(str::parse::<u64>);
+        match (n("bufs="), n("restart=")) {
+            (Some(Ok(k)), _) if (1..=ulib::abi::buf::MAX_MANAGERS as u64).contains(&k) => {
+                managers = k as usize
+            }
+            (_, Some(Ok(r))) if r <= ulib::abi::fnid::MAX_RESTARTS => restart = r,
+            (None, None) if *a == "takeover" => takeover = true,
             _ => {
                 println!(
-                    "fsd: usage: fsd [bufs=K] [takeover] (K buffer managers fs.buf0.. serve the sectors, 1 to {})",
-                    ulib::abi::buf::MAX_MANAGERS
+                    "fsd: usage: fsd [bufs=K] [restart=N] [takeover] (K buffer managers fs.buf0.. \
+                     serve the sectors, 1 to {}; restarted after a crash at most N times a \
+                     minute, 0 to {})",
+                    ulib::abi::buf::MAX_MANAGERS,
+                    ulib::abi::fnid::MAX_RESTARTS
                 );
                 return 2;
             }
         }
     }
-    match run(managers, takeover) {
+    // A restart after a crash starts fsd with the same arguments, as a first server.
+    let again: alloc::vec::Vec<&str> = args[1..]
+        .iter()
+        .copied()
+        .filter(|a| *a != "takeover")
+        .collect();
+    let restart = (restart, again.join(" "));
+    match run(managers, takeover, &restart) {
         Ok(()) => 0,
         Err(e) => {
             println!("fsd: {e}");
@@ -110,7 +128,8 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(managers: usize, takeover: bool) -> Result<(), String> {
+/// Serve `fs`; `restart` is `restart=N`'s N (0: off) and the arguments a restart gets.
+fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), String> {
     let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let rights = Rights(0x0f | Rights::others(Op::Write));
     let ep = ipc::open_endpoint(&format!("here/endpoint/fsd-{}", me.serial()), rights)
@@ -141,13 +160,18 @@ fn run(managers: usize, takeover: bool) -> Result<(), String> {
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
-    let table = match table {
-        Some(t) => t,
+    let (table, id, inherited) = match table {
+        Some((t, id)) => (t, id, false),
         None => {
             let id = fnid::register(FN_FS, ep).map_err(|e| format!("register {FN_FS}: {e}"))?;
-            state::fresh(id)?
+            let (t, inherited) = state::first_or_inherited(id)?;
+            (t, id, inherited)
         }
     };
+    if restart.0 > 0 {
+        fnid::restart(id, restart.0, RESTART_WINDOW_MS, &restart.1)
+            .map_err(|e| format!("FN_RESTART {id}: {e}"))?;
+    }
     let mut s = Server {
         vm,
         vol,
@@ -161,6 +185,8 @@ fn run(managers: usize, takeover: bool) -> Result<(), String> {
         "fsd: serving {FN_FS} as {me} (FAT volume through {managers} buffer manager(s) on blk){}",
         if takeover {
             format!(", took it over with {reopened} open files")
+        } else if inherited {
+            format!(", restarted with {reopened} open files of the server before")
         } else {
             String::new()
         }

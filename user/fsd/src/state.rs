@@ -11,8 +11,11 @@
 //! meanwhile by the host, say) is dropped from the table with a console line; its client
 //! then gets `InvalidArgument` for the handle, as for any handle it does not hold.
 //!
-//! Not kept: a restart after a crash starts a first server (a new table; the kernel's
-//! restart is not armed for `fsd`).
+//! A restart after a crash (`fsd restart=N`, the kernel's `FN_RESTART`) keeps them too: the
+//! new server registers `fs` again, which keeps the function's state ICA, finds the table
+//! there ([`first_or_inherited`]) and reopens each file as a takeover does. The request in
+//! service at the crash got `Gone`; a write it was doing may have reached the disk or not,
+//! and the position in the table is the one before it.
 
 use crate::Server;
 use alloc::format;
@@ -52,8 +55,32 @@ pub fn fresh(id: FnId) -> Result<Table<'static>, String> {
     Ok(table)
 }
 
+/// A server that registered `fs` as `id`: the table a crashed server left in `fs`'s state
+/// ICA (a restart; `true`), or a new one ([`fresh`]).
+pub fn first_or_inherited(id: FnId) -> Result<(Table<'static>, bool), String> {
+    let Some(region) = fnid::state(id, None).map_err(|e| format!("FN_STATE: {e}"))? else {
+        return fresh(id).map(|t| (t, false));
+    };
+    // The crashed server's core may still be unmapping it: `attach_state` tries again.
+    fnid::attach_state(region, STATE_AT)
+        .map_err(|e| format!("attach state ICA {region} after a restart: {e}"))?;
+    Ok((load_or_new()?, true))
+}
+
+/// The table in the attached state ICA; one that makes no sense is not trusted: a new one,
+/// the old handles lost.
+fn load_or_new() -> Result<Table<'static>, String> {
+    match Table::load(area()) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            println!("fsd: the open-file table in the state ICA is unusable ({e:?}): a new one");
+            Table::format(area(), 1).map_err(|e| format!("state ICA: {e:?}"))
+        }
+    }
+}
+
 /// `fsd takeover`: check, take `fs` over, attach the table the old server kept.
-pub fn take_over(ep: ResId) -> Result<Table<'static>, String> {
+pub fn take_over(ep: ResId) -> Result<(Table<'static>, FnId), String> {
     let id = fnid::lookup(FN_FS).map_err(|e| format!("takeover: no {FN_FS}: {e}"))?;
     // The start-up check, before the switch: a state ICA this server can use.
     let region = fnid::state(id, None)
@@ -70,14 +97,7 @@ pub fn take_over(ep: ResId) -> Result<Table<'static>, String> {
     fnid::attach_state(region, STATE_AT)
         .map_err(|e| format!("attach state ICA {region} after takeover: {e}"))?;
     println!("fsd: took {FN_FS} over (server generation {generation})");
-    // A table that makes no sense is not trusted: a new one, the old handles lost.
-    match Table::load(area()) {
-        Ok(t) => Ok(t),
-        Err(e) => {
-            println!("fsd: the open-file table in the state ICA is unusable ({e:?}): a new one");
-            Table::format(area(), 1).map_err(|e| format!("state ICA: {e:?}"))
-        }
-    }
+    Ok((load_or_new()?, id))
 }
 
 impl Server {
