@@ -140,9 +140,14 @@ pub const FN_RESTART: u64 = 57;
 /// ptr, image len (at most [`MAX_IMAGE`]), args ptr, args len (NUL-terminated strings, the
 /// first the name the process is shown under), priority; pid of the child.
 pub const SPAWN_IMAGE: u64 = 58;
+/// The CPU time of the calling process so far, its running slice included (ns; under
+/// `-icount shift=0` on one core, instructions): for a server that times its own steps
+/// (`netd`'s request and result steps, P3 Table 3), which a core's TSC cannot do when a
+/// higher-priority process (its driver) runs in the middle of a step.
+pub const CPU_TIME: u64 = 59;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
-pub const COUNT: u64 = 59;
+pub const COUNT: u64 = 60;
 
 /// The largest image `SPAWN_IMAGE` takes (`TooLong` beyond).
 pub const MAX_IMAGE: u64 = 4 << 20;

@@ -74,6 +74,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
             nr::TRACE_STATUS => Ok(crate::trace::held()),
             _ => Err(Error::InvalidArgument),
         },
+        nr::CPU_TIME => sched::cpu_time_current().ok_or(Error::NoSuchProcess),
         nr::GETPID => proc::running_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
         nr::CORE => Ok(current_core() as u64),
         nr::YIELD => {

@@ -37,6 +37,9 @@ const FIG8: [&str; 7] = [
 ];
 /// P3 Figure 8: AnT's replacement added its whole time, about 33 ms, to the sends.
 const PAPER_FIG8_MS: f64 = 33.0;
+/// P3 Table 3: AnT's communication server per datagram, request step and result step (ms).
+const PAPER_REQUEST_MS: f64 = 0.0075;
+const PAPER_RESULT_MS: f64 = 0.0022;
 const PARTS: [&str; 10] = [
     "elapsed",
     "sender",
@@ -68,9 +71,11 @@ pub fn deterministic(runs: usize) -> Result<()> {
     let fig8 = format!(
         "replace net.udp netd\nrun netbench replace {DATAGRAMS} {SIZE} 10.0.2.2 9 {REPLACE_AT} -p server\n"
     );
+    // P3 Table 3's steps, timed by netd itself (`user/netbench/src/steps.rs`).
+    let steps = format!("run netbench steps {DATAGRAMS} {SIZE} 10.0.2.2 9\n");
     let orders = [
-        crate::script::parse(&format!("{ica}{local}{fig8}"))?,
-        crate::script::parse(&format!("{local}{ica}{fig8}"))?,
+        crate::script::parse(&format!("{ica}{local}{fig8}{steps}"))?,
+        crate::script::parse(&format!("{local}{ica}{fig8}{steps}"))?,
     ];
     let mut samples: Vec<(String, Vec<f64>)> = Vec::new();
     for run in 0..runs {
@@ -188,6 +193,28 @@ pub fn deterministic(runs: usize) -> Result<()> {
         });
     }
     rows.extend(fig8);
+    // Table 3: the server's request and result steps, and the driver (its CPU per datagram
+    // from the state-ICA measurement).
+    let mut table3 = Vec::new();
+    for step in ["request", "result"] {
+        let case = format!("steps netd {step} step");
+        let Some((_, s)) = samples.iter().find(|(c, s)| *c == case && !s.is_empty()) else {
+            bail!("netbench steps printed no samples for '{case}'");
+        };
+        table3.push(Row::from_samples(
+            &format!("Table 3: netd {step} step (instructions per datagram)"),
+            s,
+        ));
+    }
+    let (request, result) = (table3[0].median, table3[1].median);
+    checks.push(Check {
+        name: "Table 3: netd's request step / its result step (medians)".into(),
+        value: (request / result * 1000.0).round() / 1000.0,
+        target: "> 1 (AnT: 0.0075 / 0.0022 ms)".into(),
+        paper: Some((PAPER_REQUEST_MS / PAPER_RESULT_MS * 1000.0).round() / 1000.0),
+        holds: request > result,
+    });
+    rows.extend(table3);
     let qemu = g.shown_command_line();
     let report = Report {
         bench: "net-deterministic".into(),
@@ -213,14 +240,23 @@ pub fn deterministic(runs: usize) -> Result<()> {
                  from run to run, so that the second measurement of a boot weighs on both \
                  alike."
             ),
-            "Method for Table 3: per-process accounting, not per step: netd's request step \
-             (the sender's call) and result step (the driver's answer) are not separated; the \
-             split shown is user, kernel and other (interrupt and lock time, charged to the \
-             process that was running). The driver's figures move from run to run: when QEMU \
-             completes a transmission relative to the guest's instructions is not fixed by \
-             `-icount` (the user network runs in QEMU's main loop), so its interrupts and \
-             polls land differently; \"elapsed\" moves with them."
-                .into(),
+            format!(
+                "P3 Table 3 (AnT, per datagram: server request step {PAPER_REQUEST_MS} ms, \
+                 result step {PAPER_RESULT_MS} ms, NIC driver 0.0104 ms CPU): `netbench \
+                 steps` sends {DATAGRAMS} more datagrams of {SIZE} bytes with netd timing its \
+                 own steps (`ulib::net::OP_STEPS`, with its own CPU time, `CPU_TIME`, so the \
+                 driver running in the middle of a step is not counted): the request step is \
+                 a client's `OP_SEND` (the datagram built by smoltcp and handed to the driver \
+                 as a `DRV_TX` request, with the loop's polling around it), the result step \
+                 the driver's `DRV_TX` reply taken back (`Tx::reap`). Each step pays two \
+                 `CPU_TIME` calls for the timing, included. The driver's row is `netdrv, state \
+                 in the state ICA` above (its CPU per datagram); its split into user, kernel \
+                 and other (interrupt and lock time, charged to the process that was running) \
+                 is the per-process accounting's. The driver's figures move from run to run: \
+                 when QEMU completes a transmission relative to the guest's instructions is \
+                 not fixed by `-icount` (the user network runs in QEMU's main loop), so its \
+                 interrupts and polls land differently; \"elapsed\" moves with them."
+            ),
             "Reading Table 2 here: an instruction count cannot see where memory is (a state \
              ICA page and a heap page cost the same under TCG's icount), so the ICA's cost \
              shows only as instructions netd executes in addition, and there are none: the \

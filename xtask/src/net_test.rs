@@ -250,7 +250,12 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     } else {
         "run udpecho 7 &"
     };
-    let script = format!("net\n# expect: address 10.0.2.15/24\n{echo}\nnet\nfn ls\n");
+    // Last, netd times its own steps for a few sends (`netbench steps`: `OP_STEPS`, the
+    // kernel's `CPU_TIME`; the datagrams go to the relay, 10.0.2.2, which drops them).
+    let script = format!(
+        "net\n# expect: address 10.0.2.15/24\n{echo}\nnet\nfn ls\n\
+         run netbench steps 5 64 10.0.2.2 9\n# expect: steps netd result step\n"
+    );
     let steps = crate::script::parse(&script)?;
     let mut host = None;
     let mut guest_counts_seen = None;

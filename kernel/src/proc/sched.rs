@@ -410,6 +410,16 @@ impl Sched {
     }
 }
 
+/// `CPU_TIME`: the running process's CPU time (ns), its slice so far included (accounted
+/// now, as a switch would).
+pub fn cpu_time_current() -> Option<u64> {
+    with(|s| {
+        s.account();
+        let serial = s.current_process()?;
+        s.processes.get(&serial).map(|p| p.cpu_ns)
+    })
+}
+
 fn sched() -> &'static CoreCell<Sched> {
     &percore::this().sched
 }

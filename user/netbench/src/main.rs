@@ -18,7 +18,8 @@
 //! `netd kernel`, `netdrv`, `netdrv user`, `netdrv kernel` and the elapsed clock, then
 //! `BENCH done`.
 //!
-//! `netbench replace ...` (`replace.rs`) measures P3 Figure 8 for the network instead.
+//! `netbench replace ...` (`replace.rs`) measures P3 Figure 8 for the network instead, and
+//! `netbench steps ...` (`steps.rs`) P3 Table 3's request and result steps of `netd`.
 #![no_std]
 #![no_main]
 
@@ -30,6 +31,7 @@ use ulib::net::{Ipv4, UdpSocket, DATA_MAX};
 use ulib::{println, sys};
 
 mod replace;
+mod steps;
 
 ulib::main!(main);
 
@@ -74,6 +76,9 @@ fn fill(buf: &mut [u8], seq: u32) {
 fn main(args: &[&str]) -> i32 {
     if args.get(1) == Some(&"replace") {
         return replace::run(&args[2..]);
+    }
+    if args.get(1) == Some(&"steps") {
+        return steps::run(&args[2..]);
     }
     let parsed = match args {
         [_, n, s, h, p] | [_, n, s, h, p, _] => (

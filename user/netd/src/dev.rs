@@ -63,6 +63,9 @@ pub struct Tx {
     drv: Option<FnId>,
     scratch: Vec<u8>,
     pub counts: DevCounts,
+    /// Time the result steps ([`Tx::reap`]) into `result_ns` (`ulib::net::OP_STEPS`).
+    pub timing: bool,
+    pub result_ns: u64,
 }
 
 /// The device smoltcp polls.
@@ -101,6 +104,8 @@ impl NetDev {
                 drv: None,
                 scratch: alloc::vec![0; FRAME_MAX],
                 counts: DevCounts::default(),
+                timing: false,
+                result_ns: 0,
             },
         })
     }
@@ -135,8 +140,21 @@ impl Tx {
     }
 
     /// Take the driver's replies that are there (waiting at most `timeout_ns` for the
-    /// first), putting their pages back.
+    /// first), putting their pages back: the server's *result step* (P3 Table 3), timed
+    /// into [`Tx::result_ns`] while [`Tx::timing`] (this process's CPU time, so a wait or
+    /// the driver running meanwhile does not count).
     pub fn reap(&mut self, timeout_ns: u64) {
+        if !self.pages.iter().any(|p| p.ticket.is_some()) {
+            return;
+        }
+        let start = self.timing.then(|| sys::cpu_time_ns().unwrap_or(0));
+        self.take_replies(timeout_ns);
+        if let Some(t0) = start {
+            self.result_ns += sys::cpu_time_ns().unwrap_or(t0).saturating_sub(t0);
+        }
+    }
+
+    fn take_replies(&mut self, timeout_ns: u64) {
         let mut timeout = timeout_ns;
         while self.pages.iter().any(|p| p.ticket.is_some()) {
             let c = match ipc::collect(api::ANY, timeout) {

@@ -20,7 +20,7 @@ use ulib::abi::ipc::{Msg, Received, MSG_ICA, SUBMIT_SEND};
 use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
-use ulib::net::{OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND};
+use ulib::net::{OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND, OP_STEPS};
 use ulib::{fnid, ipc, println, res, sys};
 
 /// Most receives held at once (each holds its caller's page mapped: the ICA window has 64
@@ -60,6 +60,11 @@ pub struct Server {
     held: Vec<Held>,
     drv_pid: Option<Pid>,
     buf: Vec<u8>,
+    /// P3 Table 3 (`OP_STEPS`): while timing, this process's CPU time from each return of
+    /// its receive to the next receive (its steps: the request's, and the result steps
+    /// inside it, which `dev.tx.result_ns` times apart).
+    steps_on: bool,
+    busy_ns: u64,
 }
 
 pub fn now() -> Instant {
@@ -91,6 +96,8 @@ impl Server {
             held: Vec::new(),
             drv_pid: None,
             buf: alloc::vec![0; DATA_MAX],
+            steps_on: false,
+            busy_ns: 0,
         };
         let h = s.net.header();
         if h.addr != 0 {
@@ -149,10 +156,21 @@ impl Server {
 
     /// Serve forever.
     pub fn run(&mut self) -> Result<(), alloc::string::String> {
+        // While timing steps: this process's CPU time when its receive returned.
+        let mut woke: Option<u64> = None;
         loop {
             self.pump();
             let timeout = self.timeout();
-            match ipc::recv(self.ep, timeout) {
+            if let Some(t0) = woke.take() {
+                if self.steps_on {
+                    self.busy_ns += sys::cpu_time_ns().unwrap_or(t0).saturating_sub(t0);
+                }
+            }
+            let r = ipc::recv(self.ep, timeout);
+            if self.steps_on {
+                woke = sys::cpu_time_ns().ok();
+            }
+            match r {
                 Ok(r) => self.handle(&r),
                 Err(Error::TimedOut) => continue,
                 Err(e) => return Err(alloc::format!("receive: {e}")),
@@ -358,6 +376,25 @@ impl Server {
                     self.net.bound().count() as u64,
                     u64::from_le_bytes(mac),
                 ];
+                return answer6(r.request, w);
+            }
+            OP_STEPS => {
+                // 1: start timing (from zero); else: what was timed, and stop.
+                let start = r.msg.words[0] == 1;
+                let w = [
+                    self.busy_ns.saturating_sub(self.dev.tx.result_ns),
+                    self.dev.tx.result_ns,
+                    self.busy_ns,
+                    0,
+                    0,
+                    0,
+                ];
+                self.steps_on = start;
+                self.dev.tx.timing = start;
+                if start {
+                    self.busy_ns = 0;
+                    self.dev.tx.result_ns = 0;
+                }
                 return answer6(r.request, w);
             }
             OP_COUNTERS => {

@@ -22,6 +22,7 @@
 //! | [`OP_RECV`] | port, timeout ns (`u64::MAX`: none), capacity | room for the data | length, source address, source port, whole length |
 //! | [`OP_INFO`] | - | - | address, prefix, gateway, where from (`netstate::CONFIG_*`), bound sockets, MAC |
 //! | [`OP_COUNTERS`] | - | - | frames in, frames out, datagrams in, datagrams out, drops, errors |
+//! | [`OP_STEPS`] | 1: start timing from zero; 0: stop | - | CPU ns since the start in request steps, in result steps, in all steps (P3 Table 3) |
 //!
 //! Data (up to [`DATA_MAX`] = 1,472 bytes) travels in an ICA: each socket owns one
 //! one-page vregion that goes to `netd` with each `OP_SEND` and `OP_RECV` and comes back
@@ -67,6 +68,10 @@ pub const OP_RECV: u64 = 4;
 pub const OP_INFO: u64 = 5;
 /// Counters.
 pub const OP_COUNTERS: u64 = 6;
+/// Time `netd`'s steps (P3 Table 3): its CPU time from each return of its receive to the
+/// next (its *steps*), and apart the part spent taking the driver's answers (its *result
+/// steps*); the rest are its *request steps*. Costs two `CPU_TIME` calls a step while on.
+pub const OP_STEPS: u64 = 7;
 
 /// How many times a request answered `Again` is sent again before giving up (`Busy`): a
 /// replacement takes milliseconds; this is only a bound against a server that says `Again`
@@ -148,6 +153,14 @@ fn request(op: u64, words: [u64; 4]) -> Msg {
 /// MAC address).
 pub fn info() -> Result<[u64; 6], Error> {
     let r = call_again(server()?, &request(OP_INFO, [0; 4]))?;
+    status(&r)?;
+    Ok(r.words)
+}
+
+/// `OP_STEPS`: start timing `netd`'s steps (`true`), or stop and read (request step ns,
+/// result step ns, all steps ns) since the start.
+pub fn steps(start: bool) -> Result<[u64; 6], Error> {
+    let r = call_again(server()?, &request(OP_STEPS, [u64::from(start), 0, 0, 0]))?;
     status(&r)?;
     Ok(r.words)
 }

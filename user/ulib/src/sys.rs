@@ -254,6 +254,12 @@ pub fn getpid() -> Result<Pid, Error> {
     decode(unsafe { raw::syscall0(nr::GETPID) }).map(Pid)
 }
 
+/// This process's CPU time so far (ns; `CPU_TIME`).
+pub fn cpu_time_ns() -> Result<u64, Error> {
+    // SAFETY: CPU_TIME takes no arguments.
+    decode(unsafe { raw::syscall0(nr::CPU_TIME) })
+}
+
 /// Index of the core running this process.
 pub fn core() -> Result<usize, Error> {
     // SAFETY: CORE takes no arguments.
