@@ -624,35 +624,36 @@ fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
     crate::files_test::fuzz(t, guest)?;
     // A volume filled until a write fails.
     crate::files_test::full(t, guest)?;
+    // A script on a fresh image of its own (`target/test-IMAGE.img`); whether it passed.
+    let fresh = |t: &mut Tally, name: &str, file: &str, image: &str| -> Result<bool> {
+        let image = root.join(format!("target/test-{image}.img"));
+        disk::make(&image)?;
+        Ok(script(t, name, file, Some(&image)))
+    };
     // The file service replaced while a program holds files open.
-    let image = root.join("target/test-hold.img");
-    disk::make(&image)?;
-    script(
+    fresh(
         t,
         "fsd replaced while files are open",
         "fsdhold.script",
-        Some(&image),
-    );
+        "hold",
+    )?;
     // The file service killed (as a crash would) while a program holds files open: it
     // restarts with them.
-    let image = root.join("target/test-crash.img");
-    disk::make(&image)?;
-    script(
+    fresh(
         t,
         "fsd killed while files are open: restarted with them",
         "fsdcrash.script",
-        Some(&image),
-    );
+        "crash",
+    )?;
     // A program killed with a file open for writing: its bytes are kept, in the guest's
     // listing and on the image the host reads after the power-off.
-    let image = root.join("target/test-drop.img");
-    disk::make(&image)?;
-    let listed = script(
+    let listed = fresh(
         t,
         "a program killed with a file open: its bytes kept",
         "fsdrop.script",
-        Some(&image),
-    );
+        "drop",
+    )?;
+    let image = root.join("target/test-drop.img");
     let label =
         "[files] a program killed with a file open: the image holds its 3,000 bytes (mtools)";
     println!("xtask: {label}");

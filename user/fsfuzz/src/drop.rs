@@ -8,10 +8,8 @@
 //! size into its directory entry only at close, so without the server's close the entry
 //! would say 0 and the host would see an empty file.
 
-use alloc::format;
-use ulib::abi::res::{Op, Rights};
 use ulib::fs;
-use ulib::{fnid, ipc, println, sys};
+use ulib::{println, sys};
 
 /// How long it waits to be killed before it exits by itself (the file still open).
 const WAIT_NS: u64 = 60_000_000_000;
@@ -47,11 +45,7 @@ pub fn run(name: &str, len: &str) -> i32 {
             }
         }
     }
-    let rights = Rights(0x0f | Rights::others(Op::Write));
-    let me = sys::getpid().map(|p| p.serial()).unwrap_or(0);
-    let ready = ipc::open_endpoint(&format!("here/endpoint/fsfuzz-drop-{me}"), rights)
-        .and_then(|ep| fnid::register("fsfuzz.drop", ep));
-    if let Err(e) = ready {
+    if let Err(e) = super::say_ready("fsfuzz.drop") {
         println!("fsfuzz drop: register fsfuzz.drop: {e}");
         return 1;
     }

@@ -13,10 +13,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
-use ulib::abi::res::{Op, Rights};
 use ulib::abi::Error;
 use ulib::fs::{self, Fd};
-use ulib::{fnid, ipc, println, sys};
+use ulib::{fnid, println, sys};
 
 /// Polls for STOP before giving up (a hang guard: 60 s at 50 ms).
 const POLLS: u32 = 1200;
@@ -84,11 +83,7 @@ pub fn run(stop: &str) -> i32 {
     );
     let before = generation();
     // Ready: the script's `fn wait fsfuzz.hold` returns, and it replaces fs.
-    let rights = Rights(0x0f | Rights::others(Op::Write));
-    let me = sys::getpid().map(|p| p.serial()).unwrap_or(0);
-    let ready = ipc::open_endpoint(&format!("here/endpoint/fsfuzz-hold-{me}"), rights)
-        .and_then(|ep| fnid::register("fsfuzz.hold", ep));
-    if let Err(e) = ready {
+    if let Err(e) = super::say_ready("fsfuzz.hold") {
         println!("fsfuzz hold: register fsfuzz.hold: {e}");
         return 1;
     }

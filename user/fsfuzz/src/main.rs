@@ -36,6 +36,16 @@ use ulib::println;
 ulib::main!(main);
 
 const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP | fsfuzz drop FILE N";
+/// Say "ready" to a script waiting with `fn wait NAME`: register the function `NAME` (an
+/// endpoint others may send to, which nobody does).
+fn say_ready(name: &str) -> Result<(), ulib::abi::Error> {
+    use ulib::abi::res::{Op, Rights};
+    let rights = Rights(0x0f | Rights::others(Op::Write));
+    let me = ulib::sys::getpid().map(|p| p.serial()).unwrap_or(0);
+    let ep = ulib::ipc::open_endpoint(&format!("here/endpoint/{name}-{me}"), rights)?;
+    ulib::fnid::register(name, ep).map(drop)
+}
+
 /// A handle the service never gave (it counts handles from 1).
 const NEVER: Fd = Fd(0xbad0_0000);
 

@@ -73,6 +73,22 @@ fn fill(buf: &mut [u8], seq: u32) {
     }
 }
 
+/// `N SIZE HOST PORT [LABEL]`: how many datagrams, of how many bytes, to where; `None` if
+/// any is missing or out of range (N > 0, SIZE 1..=`DATA_MAX`).
+fn sends(args: &[&str]) -> Option<(u32, usize, Ipv4, u16)> {
+    let ([n, s, h, p] | [n, s, h, p, _]) = args else {
+        return None;
+    };
+    Some((
+        n.parse::<u32>().ok().filter(|n| *n > 0)?,
+        s.parse::<usize>()
+            .ok()
+            .filter(|s| (1..=DATA_MAX).contains(s))?,
+        Ipv4::parse(h)?,
+        p.parse::<u16>().ok()?,
+    ))
+}
+
 fn main(args: &[&str]) -> i32 {
     if args.get(1) == Some(&"replace") {
         return replace::run(&args[2..]);
@@ -80,18 +96,7 @@ fn main(args: &[&str]) -> i32 {
     if args.get(1) == Some(&"steps") {
         return steps::run(&args[2..]);
     }
-    let parsed = match args {
-        [_, n, s, h, p] | [_, n, s, h, p, _] => (
-            n.parse::<u32>().ok().filter(|n| *n > 0),
-            s.parse::<usize>()
-                .ok()
-                .filter(|s| (1..=DATA_MAX).contains(s)),
-            Ipv4::parse(h),
-            p.parse::<u16>().ok(),
-        ),
-        _ => (None, None, None, None),
-    };
-    let (Some(n), Some(size), Some(host), Some(port)) = parsed else {
+    let Some((n, size, host, port)) = sends(&args[1..]) else {
         println!("netbench: usage: netbench N SIZE HOST PORT [LABEL] (N > 0, SIZE 1..={DATA_MAX})");
         return 2;
     };

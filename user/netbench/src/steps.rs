@@ -19,18 +19,7 @@ use ulib::net::{self, Ipv4, UdpSocket, DATA_MAX};
 use ulib::{println, sys};
 
 pub fn run(args: &[&str]) -> i32 {
-    let parsed = match args {
-        [n, s, h, p] | [n, s, h, p, _] => (
-            n.parse::<u32>().ok().filter(|n| *n > 0),
-            s.parse::<usize>()
-                .ok()
-                .filter(|s| (1..=DATA_MAX).contains(s)),
-            Ipv4::parse(h),
-            p.parse::<u16>().ok(),
-        ),
-        _ => (None, None, None, None),
-    };
-    let (Some(n), Some(size), Some(host), Some(port)) = parsed else {
+    let Some((n, size, host, port)) = super::sends(args) else {
         println!(
             "netbench: usage: netbench steps N SIZE HOST PORT [LABEL] (N > 0, SIZE 1..={DATA_MAX})"
         );

@@ -94,7 +94,7 @@ pub(crate) fn await_restart(cmd: &str, name: &str, old: Pid, how: &str) -> Resul
 /// to keep as a job; a new server that does not take over in time is ended (the old one
 /// serves on). The `replaced ...` line ends with the replacement time, `in N us`: from
 /// just before the spawn until this look at the registry saw the new generation (so up to
-/// [`REPLACE_POLL_NS`] late).
+/// [`REPLACE_POLL_NS`] late), and, with `restart=N` among ARGS, its opt-in to restart.
 pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     const USAGE: &str = "replace: usage: replace NAME PROG [ARGS] [-c CORE]";
     let mut args: alloc::vec::Vec<&str> = args.to_vec();
@@ -119,9 +119,19 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
         Some(c) => sys::spawn_on(prog, &prog_args, Priority::Server, c),
     }
     .map_err(|e| format!("replace: {e}: {prog}"))?;
+    // A new server asked to restart after a crash (`restart=N`, N > 0) opts in once it
+    // serves: the replacement is done once that shows too (else a crash right after the
+    // `replaced` line would find no restart armed).
+    let restarts = rest.iter().any(|a| {
+        a.strip_prefix("restart=")
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n > 0)
+    });
     loop {
         let now = info(name).ok();
-        if let Some(i) = now.filter(|i| i.generation != before.generation && i.server == new) {
+        if let Some(i) = now.filter(|i| {
+            i.generation != before.generation && i.server == new && (!restarts || i.restart_max > 0)
+        }) {
             let took = sys::clock_ns().unwrap_or(start).saturating_sub(start);
             let old = if before.state == FN_UP {
                 format!("{}", before.server)
