@@ -778,11 +778,11 @@ mod tests {
                 _ => None,
             })
             .collect();
-        let want = "r1 r1 s1 r1 s1 r0 r1 s0 r0 s1 r0 r0 s0 r0 s0 r1 r0 s1 r1 s0";
+        let want = "r0 r0 s0 r0 s0 r1 r0 s1 r1 s0 r1 r1 s1 r1 s1 r0 r1 s0 r0 s1";
         let got: Vec<String> = cores.iter().map(|(k, c)| format!("{k}{c}")).collect();
         assert_eq!(got.join(" "), want);
         let s = script(&p);
-        assert_eq!(s.matches("replace net.udp netd -c 1\n").count(), 6);
+        assert_eq!(s.matches("replace net.udp netd -c 0\n").count(), 6);
         assert_eq!(s.matches("run nop -c ").count(), 8);
         assert_eq!(crate::script::parse(&s).unwrap().len(), p.len());
     }
