@@ -19,7 +19,9 @@
 //! and the requesting `machd` prints it on its own console. The output has ended once the
 //! pipe is empty and no writer holds it, or its writer has ended (a killed program does not
 //! drop its end: the pipe's own waiters would notice, but nothing waits here); the pipe is
-//! closed then.
+//! closed then, or when an `R_WAIT` collects the program. A requester that stops asking
+//! (its shell killed, its machine gone) leaves the program to block once the pipe (4 KiB)
+//! is full, until it is killed or waited for.
 //!
 //! Rights: the request carries the user the local caller acted as (the kernel vouched for
 //! it in `Received::sender_user`). `R_SPAWN` and `R_KILL` are made acting as that user
@@ -352,6 +354,11 @@ pub fn worker(_: u64) -> u64 {
         with(|s| {
             if r.is_ok() {
                 s.spawned.retain(|(q, _)| *q != job.pid);
+                // Its output pipe, if nobody read it to the end, goes with it.
+                if let Some(i) = s.outputs.iter().position(|(q, _, _)| *q == job.pid) {
+                    let (_, pipe, owner) = s.outputs.swap_remove(i);
+                    let _ = as_user(s, owner.0, || res::close(pipe));
+                }
             }
             let reply = match &r {
                 Ok(p) => s.server.finish(&job.header, Ok(p)),
