@@ -195,14 +195,14 @@ impl ProcIpc {
     }
 }
 
-/// Run `f` on the running process's queues.
 /// Count a request taken by a server of this core, sent by `sender` (P0's IPC count;
 /// `CoreStats::ipc_messages`, reported by `CORES`).
 fn note_request(sender: Pid) {
+    use core::sync::atomic::Ordering::Relaxed;
     let counts = &crate::percore::this().stats.ipc_messages;
-    counts[abi::IPC_REQUESTS].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    counts[abi::IPC_REQUESTS].fetch_add(1, Relaxed);
     if sender.core() != current_core() {
-        counts[abi::IPC_REQUESTS_CROSS].fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        counts[abi::IPC_REQUESTS_CROSS].fetch_add(1, Relaxed);
     }
 }
 
@@ -220,6 +220,7 @@ fn note_reply(caller: Pid, msg: &Msg) {
     }
 }
 
+/// Run `f` on the running process's queues.
 fn with_mine<R>(f: impl FnOnce(&mut ProcIpc, Pid) -> Result<R, Error>) -> Result<R, Error> {
     sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;

@@ -137,6 +137,18 @@ fn wait(pid: u64, status_ptr: u64, timeout_ns: u64) -> Result<u64, Error> {
     Ok(child.0)
 }
 
+/// The calling process, as the parent of a child at `priority` (`SPAWN`, `SPAWN_ON`,
+/// `SPAWN_IMAGE`): `Denied` if the child would outrank it (and so could starve it and
+/// everything else at its level), or `may_add_child`'s error if it has too many.
+fn parent_of_child(priority: Priority) -> Result<Pid, Error> {
+    let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
+    if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
+        return Err(Error::Denied);
+    }
+    proc::may_add_child()?;
+    Ok(parent)
+}
+
 fn spawn(
     name_ptr: u64,
     name_len: u64,
@@ -151,13 +163,7 @@ fn spawn(
     let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
     let args = core::str::from_utf8(&args).map_err(|_| Error::InvalidArgument)?;
     let args: Vec<&str> = args.split_terminator('\0').collect();
-    let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
-    // A program cannot start a child that would outrank it (and so could starve it and
-    // everything else at its level).
-    if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
-        return Err(Error::Denied);
-    }
-    proc::may_add_child()?;
+    let parent = parent_of_child(priority)?;
     let core = usize::try_from(core).map_err(|_| Error::NoSuchCore)?;
     if core == current_core() {
         return proc::spawn(name, &args, priority, parent).map(|c| c.0);
@@ -197,11 +203,7 @@ fn spawn_image(
         .filter(|n| !n.is_empty())
         .ok_or(Error::InvalidArgument)?;
     let args: Vec<&str> = args.collect();
-    let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
-    if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
-        return Err(Error::Denied);
-    }
-    proc::may_add_child()?;
+    let parent = parent_of_child(priority)?;
     let image = copy_in(image_ptr, image_len, nr::MAX_IMAGE)?;
     proc::spawn_image(name, &image, &args, priority, parent).map(|c| c.0)
 }
