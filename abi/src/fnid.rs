@@ -157,6 +157,9 @@ pub const FN_RESTARTING: u64 = 3;
 
 /// Most restarts `FN_RESTART` may allow in its window.
 pub const MAX_RESTARTS: u64 = 16;
+/// The window Musubi's servers count their restarts in: `restart=N` is N a minute (`kv`,
+/// `bufd`, `fsd`, `netdrv`).
+pub const RESTART_WINDOW_MS: u64 = 60_000;
 /// Longest argument text `FN_RESTART` keeps.
 pub const RESTART_ARGS_MAX: usize = 256;
 /// The wait before the first restart in a window (doubling for each further one).

@@ -59,12 +59,8 @@ pub fn run(samples: u64) -> Res<()> {
 
 pub fn wait_for_fs() -> Res<()> {
     let end = sys::clock_ns().map_err(|_| "clock")? + FS_WAIT_NS;
-    while fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
-        if sys::clock_ns().map_err(|_| "clock")? > end {
-            return Err("the file service fs never appeared");
-        }
-        let _ = sys::sleep_ns(10_000_000);
-    }
+    fnid::wait(ulib::abi::fs::FN_FS, FS_WAIT_NS)
+        .map_err(|_| "the file service fs never appeared")?;
     // Registered is not yet serving: wait for the volume to answer.
     while fs::stat(HIT_FILE).is_err() {
         if sys::clock_ns().map_err(|_| "clock")? > end {

@@ -15,7 +15,7 @@ use ulib::abi::blk::{self, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
 use ulib::abi::ipc::Msg;
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
-use ulib::{fnid, ipc, println, res, sys};
+use ulib::{fnid, ipc, println, res};
 
 ulib::main!(main);
 
@@ -65,15 +65,9 @@ impl Ica {
 }
 
 fn run() -> Result<(), String> {
-    let mut drv = None;
-    for _ in 0..200 {
-        if let Ok(f) = fnid::lookup(blk::FN_BLK) {
-            drv = Some(ResId(f.0));
-            break;
-        }
-        let _ = sys::sleep_ns(50_000_000);
-    }
-    let drv = drv.ok_or("blk never registered")?;
+    let drv = fnid::wait(blk::FN_BLK, 10_000_000_000)
+        .map(|f| ResId(f.0))
+        .map_err(|_| "blk never registered")?;
     let info = |drv| -> Result<[u64; 6], String> {
         let m = Msg {
             label: BLK_INFO,

@@ -39,8 +39,6 @@ ulib::main!(main);
 
 /// How long a takeover waits for the old manager to finish its request.
 const TAKEOVER_TIMEOUT_NS: u64 = 2_000_000_000;
-/// The window `restart=N` counts restarts in.
-const RESTART_WINDOW_MS: u64 = 60_000;
 
 struct Options {
     part: u64,
@@ -109,12 +107,7 @@ fn main(args: &[&str]) -> i32 {
         }
     };
     // A restart after a crash starts bufd as a first server, with the same options.
-    let restart_args: alloc::vec::Vec<&str> = args[1..]
-        .iter()
-        .copied()
-        .filter(|a| *a != "takeover")
-        .collect();
-    match run(&o, &restart_args.join(" ")) {
+    match run(&o, &fnid::restart_args(args, &[])) {
         Ok(()) => 0,
         Err(e) => {
             println!("bufd: {e}");
@@ -134,15 +127,7 @@ struct Manager {
 fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     let name = buf::fn_name(o.part as usize).ok_or("no such manager")?;
     // The disk driver may still be starting: wait for `blk` (a hang guard bounds it).
-    let mut blk = fnid::lookup(blk::FN_BLK);
-    for _ in 0..100 {
-        if blk.is_ok() {
-            break;
-        }
-        let _ = sys::sleep_ns(50_000_000);
-        blk = fnid::lookup(blk::FN_BLK);
-    }
-    let blk = blk.map_err(|e| format!("no disk (blk: {e})"))?;
+    let blk = fnid::wait(blk::FN_BLK, 5_000_000_000).map_err(|e| format!("no disk (blk: {e})"))?;
     let info = Msg {
         label: BLK_INFO,
         ..Msg::default()
@@ -164,8 +149,13 @@ fn run(o: &Options, restart_args: &str) -> Result<(), String> {
         fnid::register(name, ep).map_err(|e| format!("register {name}: {e}"))?
     };
     if o.restart > 0 {
-        fnid::restart(id, o.restart, RESTART_WINDOW_MS, restart_args)
-            .map_err(|e| format!("FN_RESTART {name}: {e}"))?;
+        fnid::restart(
+            id,
+            o.restart,
+            ulib::abi::fnid::RESTART_WINDOW_MS,
+            restart_args,
+        )
+        .map_err(|e| format!("FN_RESTART {name}: {e}"))?;
     }
     println!(
         "bufd: serving {name} as {me}: sectors {}/{} of {} ({} buffers)",

@@ -98,15 +98,8 @@ impl Disk {
         let mut sectors = 0;
         for i in 0..count {
             let name = buf::fn_name(i).ok_or("too many buffer managers")?;
-            let mut id = fnid::lookup(name);
-            for _ in 0..100 {
-                if id.is_ok() {
-                    break;
-                }
-                let _ = sys::sleep_ns(50_000_000);
-                id = fnid::lookup(name);
-            }
-            let id = id.map_err(|e| format!("no buffer manager {name} ({e}); is bufd running?"))?;
+            let id = fnid::wait(name, 5_000_000_000)
+                .map_err(|e| format!("no buffer manager {name} ({e}); is bufd running?"))?;
             let info = Msg {
                 label: BUF_INFO,
                 ..Msg::default()

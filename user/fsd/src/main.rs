@@ -85,9 +85,6 @@ struct Fat {
     layout: fattail::Layout,
 }
 
-/// The window `restart=N` counts restarts in.
-const RESTART_WINDOW_MS: u64 = 60_000;
-
 fn main(args: &[&str]) -> i32 {
     let mut managers = 1;
     let mut takeover = false;
@@ -113,12 +110,7 @@ fn main(args: &[&str]) -> i32 {
         }
     }
     // A restart after a crash starts fsd with the same arguments, as a first server.
-    let again: alloc::vec::Vec<&str> = args[1..]
-        .iter()
-        .copied()
-        .filter(|a| *a != "takeover")
-        .collect();
-    let restart = (restart, again.join(" "));
+    let restart = (restart, fnid::restart_args(args, &[]));
     match run(managers, takeover, &restart) {
         Ok(()) => 0,
         Err(e) => {
@@ -169,8 +161,13 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
         }
     };
     if restart.0 > 0 {
-        fnid::restart(id, restart.0, RESTART_WINDOW_MS, &restart.1)
-            .map_err(|e| format!("FN_RESTART {id}: {e}"))?;
+        fnid::restart(
+            id,
+            restart.0,
+            ulib::abi::fnid::RESTART_WINDOW_MS,
+            &restart.1,
+        )
+        .map_err(|e| format!("FN_RESTART {id}: {e}"))?;
     }
     let mut s = Server {
         vm,

@@ -177,12 +177,7 @@ fn main(args: &[&str]) -> i32 {
         }
     }
     // A restart after a crash starts kv as a first server, with the same options.
-    let restart_args: alloc::vec::Vec<&str> = args[1..]
-        .iter()
-        .copied()
-        .filter(|a| !matches!(*a, "takeover" | "fail" | "probe"))
-        .collect();
-    match run(&o, &restart_args.join(" ")) {
+    match run(&o, &fnid::restart_args(args, &["fail", "probe"])) {
         Ok(()) => 0,
         Err(e) => {
             println!("kv: {e}");
@@ -196,12 +191,9 @@ fn opt_in(id: FnId, o: &Options, args: &str) -> Result<(), String> {
     if o.restart == 0 {
         return Ok(());
     }
-    fnid::restart(id, o.restart, RESTART_WINDOW_MS, args)
+    fnid::restart(id, o.restart, ulib::abi::fnid::RESTART_WINDOW_MS, args)
         .map_err(|e| format!("FN_RESTART {id}: {e}"))
 }
-
-/// The window `restart=N` counts restarts in.
-const RESTART_WINDOW_MS: u64 = 60_000;
 
 fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;

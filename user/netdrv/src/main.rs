@@ -80,9 +80,6 @@ struct Driver {
     crashable: bool,
 }
 
-/// The window `restart=N` counts restarts in.
-const RESTART_WINDOW_MS: u64 = 60_000;
-
 fn main(args: &[&str]) -> i32 {
     let mut late_ack = false;
     let mut crashable = false;
@@ -169,7 +166,7 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
                 args += word;
             }
         }
-        fnid::restart(id, restart, RESTART_WINDOW_MS, &args)
+        fnid::restart(id, restart, ulib::abi::fnid::RESTART_WINDOW_MS, &args)
             .map_err(|e| format!("FN_RESTART {id}: {e}"))?;
     }
     println!(

@@ -18,7 +18,7 @@ use ulib::abi::ipc::Msg;
 use ulib::abi::net::{self, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, UDP_FRAME_IN};
 use ulib::abi::res::{Op, Rights};
 use ulib::abi::Error;
-use ulib::{fnid, ipc, println, res, sys};
+use ulib::{fnid, ipc, println, res};
 
 ulib::main!(main);
 
@@ -65,15 +65,7 @@ fn run(want: [u8; 6]) -> Result<(), String> {
 
 fn probe(ep: ulib::abi::res::ResId, want: [u8; 6]) -> Result<(), String> {
     // net.drv: wait until the driver has registered (a hang guard bounds it).
-    let mut drv = None;
-    for _ in 0..200 {
-        if let Ok(f) = fnid::lookup(net::FN_DRV) {
-            drv = Some(f);
-            break;
-        }
-        let _ = sys::sleep_ns(50_000_000);
-    }
-    let drv = drv.ok_or("net.drv never registered")?;
+    let drv = fnid::wait(net::FN_DRV, 10_000_000_000).map_err(|_| "net.drv never registered")?;
     let drv = ulib::abi::res::ResId(drv.0);
     let (_, info) = ipc::call(
         drv,

@@ -177,15 +177,9 @@ pub(crate) fn command(args: &[&str]) -> Result<(), String> {
 /// `fn wait NAME`: until a server registers NAME (a server started at boot may come up
 /// after the shell's first prompt); gives up after 30 s as a hang guard.
 fn wait(name: &str) -> Result<(), String> {
-    for _ in 0..600 {
-        if fnid::lookup(name).is_ok() {
-            return Ok(());
-        }
-        let _ = sys::sleep_ns(50_000_000);
-    }
-    Err(format!(
-        "fn wait: nobody registered {name} (is its server running?)"
-    ))
+    fnid::wait(name, 30_000_000_000)
+        .map(drop)
+        .map_err(|_| format!("fn wait: nobody registered {name} (is its server running?)"))
 }
 
 /// `fn ls`.

@@ -32,6 +32,22 @@ pub fn lookup(name: &str) -> Result<FnId, Error> {
         .map(FnId)
 }
 
+/// The function id registered under `name`, looked up every 10 ms until a server
+/// registers it (a server started at the same time may not have yet), at most `limit_ns`:
+/// then `lookup`'s last error.
+pub fn wait(name: &str, limit_ns: u64) -> Result<FnId, Error> {
+    let start = crate::sys::clock_ns()?;
+    loop {
+        match lookup(name) {
+            Ok(id) => return Ok(id),
+            Err(e) if crate::sys::clock_ns()?.saturating_sub(start) >= limit_ns => return Err(e),
+            Err(_) => {
+                let _ = crate::sys::sleep_ns(10_000_000);
+            }
+        }
+    }
+}
+
 /// FN_UNREGISTER: withdraw `fnid`.
 pub fn unregister(fnid: FnId) -> Result<(), Error> {
     // SAFETY: no memory is passed.
@@ -107,6 +123,19 @@ pub fn call_fn(fnid: FnId, msg: &Msg) -> Result<(u64, Msg), Error> {
             r => return r,
         }
     }
+}
+
+/// The arguments a server started with `args` (its name first) is restarted with after a
+/// crash (`restart`'s `args`): the same, but `takeover` (a restart starts a first server)
+/// and the words in `dropped` (takeover's own options).
+pub fn restart_args(args: &[&str], dropped: &[&str]) -> alloc::string::String {
+    let kept: Vec<&str> = args
+        .iter()
+        .skip(1)
+        .copied()
+        .filter(|a| *a != "takeover" && !dropped.contains(a))
+        .collect();
+    kept.join(" ")
 }
 
 /// FN_RESTART: the caller, `fnid`'s server, asks to be restarted after a crash (at most
