@@ -12,7 +12,7 @@
 use crate::qemu::Guest;
 use crate::runner::{run_captured, symbolize, Captured};
 use abi::protocol;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ impl Tally {
         self.passed += 1;
         println!("  ok    {name}");
     }
-    fn skip(&mut self, name: &str, why: &str) {
+    pub(crate) fn skip(&mut self, name: &str, why: &str) {
         self.skipped += 1;
         println!("  skip  {name}: {why}");
     }
@@ -128,7 +128,7 @@ pub fn run(opts: &Options) -> Result<bool> {
             shell_script(&mut t, &guest)?;
         }
         if opts.filter == "all" || only_files {
-            file_scripts(&mut t, &guest)?;
+            crate::files_test::scripts(&mut t, &guest)?;
         }
         if opts.filter == "all" {
             trace_script(&mut t, &guest)?;
@@ -511,205 +511,6 @@ fn shell_script(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<(
             Ok(()) => t.pass(&name),
             Err(e) => t.fail(&name, &format!("{e:#}")),
         }
-    }
-    Ok(())
-}
-
-/// The boot words of the [files] boots: none, so the boot configuration (`user/boot.cfg`)
-/// starts the disk driver, a buffer manager and the file service where it places them.
-const FILE_SERVICE: &str = "";
-
-/// Files on a disk (issue 16), each boot with `blkdrv` and `fsd` started at boot: the shell
-/// reads a file mtools put in and writes files the host then reads with mtools; a second
-/// boot on the same image sees them; a disk without a FAT volume and no disk at all are
-/// clear errors of the file commands, never a kernel fault.
-fn file_scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
-    use crate::disk;
-    let root = crate::build::workspace_root();
-    let image = root.join("target/test-files.img");
-    let script_with =
-        |t: &mut Tally, name: &str, file: &str, disk: Option<&std::path::Path>, cmdline: &str| {
-            let mut g = guest(2, cmdline);
-            g.disk = disk.map(|d| d.to_path_buf());
-            let label = format!("[files] {name}");
-            println!("xtask: {label}");
-            match crate::script::run(&g, &root.join("user/shell").join(file)) {
-                Ok(()) => {
-                    t.pass(&label);
-                    true
-                }
-                Err(e) => {
-                    t.fail(&label, &format!("{e:#}"));
-                    false
-                }
-            }
-        };
-    let script = |t: &mut Tally, name: &str, file: &str, disk: Option<&std::path::Path>| {
-        script_with(t, name, file, disk, FILE_SERVICE)
-    };
-    disk::make(&image)?;
-    disk::put(&image, "HOST.TXT", b"put in by mtools\n")?;
-    // Programs and scripts on the disk: a program (hello, as the boot archive packs it), the
-    // same cut in half (a corrupt one), and shell scripts.
-    let hello = std::fs::read(crate::user::target_dir().join("stripped/hello"))?;
-    disk::mkdir(&image, "BIN")?;
-    disk::put(&image, "BIN/HELLO", &hello)?;
-    disk::put(&image, "BAD.ELF", &hello[..hello.len() / 2])?;
-    disk::put(
-        &image,
-        "SCRIPT.SH",
-        b"# a shell script on the disk\nrun hello from a script\nwrite SCRIPT.OUT written by a script\ncat SCRIPT.OUT\n",
-    )?;
-    disk::put(&image, "BAD.SH", b"cat NOPE.TXT\nrun hello not reached\n")?;
-    if script(
-        t,
-        "shell writes, mtools put in",
-        "files.script",
-        Some(&image),
-    ) {
-        let label = "[files] mtools reads what the guest wrote";
-        let check = || -> Result<()> {
-            for (name, want) in [
-                ("GUEST.TXT", "hello from musubi\n"),
-                ("SUB/IN.TXT", "inside a directory\n"),
-            ] {
-                let got = disk::get(&image, name)?;
-                if got != want.as_bytes() {
-                    bail!(
-                        "{name} holds {:?}, not {want:?}",
-                        String::from_utf8_lossy(&got)
-                    );
-                }
-            }
-            // COPY.TXT, which the script deleted, left no cluster allocated (fsd frees the
-            // one embedded-sdmmc 0.10's delete leaves).
-            let lost = disk::check(&image)?;
-            if lost > 0 {
-                bail!("fsck.fat -n: {lost} lost clusters (COPY.TXT's delete should free all)");
-            }
-            if disk::get(&image, "COPY.TXT").is_ok() {
-                bail!("COPY.TXT was removed in the guest but mtools still finds it");
-            }
-            Ok(())
-        };
-        match check() {
-            Ok(()) => t.pass(label),
-            Err(e) => t.fail(label, &format!("{e:#}")),
-        }
-        script(
-            t,
-            "second boot on the same image",
-            "files2.script",
-            Some(&image),
-        );
-    }
-    // A disk whose volume's boot sector is zeroed: no FAT volume to read.
-    let corrupt = root.join("target/test-corrupt.img");
-    disk::make(&corrupt)?;
-    disk::corrupt(&corrupt)?;
-    script(t, "a corrupt image", "nodisk.script", Some(&corrupt));
-    script(t, "no disk", "nodisk.script", None);
-    // Two buffer managers on two cores, replaced and killed while a program writes and
-    // reads files; bad requests to them.
-    let image = root.join("target/test-bufd.img");
-    disk::make(&image)?;
-    script_with(
-        t,
-        "buffer managers replaced and killed under load",
-        "bufd.script",
-        Some(&image),
-        "buffers.cores=0,1 files.core=1",
-    );
-    // 1,000 random file operations against a model, then the image against it on the host.
-    crate::files_test::fuzz(t, guest)?;
-    // A volume filled until a write fails.
-    crate::files_test::full(t, guest)?;
-    // A script on a fresh image of its own (`target/test-IMAGE.img`); whether it passed.
-    let fresh = |t: &mut Tally, name: &str, file: &str, image: &str| -> Result<bool> {
-        let image = root.join(format!("target/test-{image}.img"));
-        disk::make(&image)?;
-        Ok(script(t, name, file, Some(&image)))
-    };
-    // The file service replaced while a program holds files open.
-    fresh(
-        t,
-        "fsd replaced while files are open",
-        "fsdhold.script",
-        "hold",
-    )?;
-    // The file service killed (as a crash would) while a program holds files open: it
-    // restarts with them.
-    fresh(
-        t,
-        "fsd killed while files are open: restarted with them",
-        "fsdcrash.script",
-        "crash",
-    )?;
-    // A program killed with a file open for writing: its bytes are kept, in the guest's
-    // listing and on the image the host reads after the power-off.
-    let listed = fresh(
-        t,
-        "a program killed with a file open: its bytes kept",
-        "fsdrop.script",
-        "drop",
-    )?;
-    let image = root.join("target/test-drop.img");
-    let label =
-        "[files] a program killed with a file open: the image holds its 3,000 bytes (mtools)";
-    println!("xtask: {label}");
-    if !listed {
-        t.skip(label, "the guest's script failed");
-    } else {
-        match disk::get(&image, "DROP.DAT") {
-            Ok(d) if d == fsmodel::data(9, 3000) => t.pass(label),
-            Ok(d) => t.fail(
-                label,
-                &format!("DROP.DAT holds {} bytes, not fsfuzz drop's 3000", d.len()),
-            ),
-            Err(e) => t.fail(label, &format!("{e:#}")),
-        }
-    }
-    bad_config(t, guest)?;
-    Ok(())
-}
-
-/// A boot archive whose `boot.cfg` is malformed: the kernel prints each line it cannot
-/// use, keeps the defaults for them, and the file service starts where the defaults put it.
-fn bad_config(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
-    const BAD: &str = "services = everything\nbuffers.cores = 0,x\nfiles.core = 99\n\
-                       not a setting\ndisk.core = 1\n";
-    let root = crate::build::workspace_root();
-    let label = "[files] a malformed boot.cfg: console errors, defaults used";
-    println!("xtask: {label}");
-    let archive = crate::user::build_archive_with(
-        BAD.as_bytes(),
-        &crate::user::target_dir().join("boot-badcfg.cpio"),
-    )?;
-    let image = root.join("target/test-badcfg.img");
-    crate::disk::make(&image)?;
-    let mut g = guest(2, "");
-    g.initrd = Some(archive);
-    g.disk = Some(image);
-    let file = root.join("user/shell/badcfg.script");
-    let result = crate::script::load(&file).and_then(|steps| {
-        let lines = crate::script::run_steps(&g, &file.display().to_string(), &steps, |_| false)?;
-        for want in [
-            "boot.cfg line 1: 'services = everything' ignored",
-            "boot.cfg line 2: 'buffers.cores = 0,x' ignored",
-            "boot.cfg line 3: 'files.core = 99' ignored",
-            "boot.cfg line 4: 'not a setting' ignored: not KEY = VALUE",
-            "boot.cfg line 5: 'disk.core = 1' ignored: 0 (devices",
-            "boot.cfg: system processes (program@core): blkdrv@0 bufd@0 fsd@0",
-        ] {
-            if !lines.iter().any(|l| l.contains(want)) {
-                bail!("the console has no line containing '{want}'");
-            }
-        }
-        Ok(())
-    });
-    match result {
-        Ok(()) => t.pass(label),
-        Err(e) => t.fail(label, &format!("{e:#}")),
     }
     Ok(())
 }
