@@ -32,7 +32,7 @@
 //! window as [`REPLY_WAIT`], a lower bound of its time); every loop is bounded.
 
 use crate::net_relay::Relay;
-use crate::net_test::{guest_counts, judge, probe, HostCount, GUEST_PORT};
+use crate::net_test::{frames_handed, guest_counts, judge, probe, HostCount, GUEST_PORT};
 use crate::qemu::{Guest, Mode, NetCfg};
 use crate::results::{Check, Report, Row};
 use anyhow::{bail, Context, Result};
@@ -151,21 +151,6 @@ fn replacement_us(output: &str) -> Option<f64> {
     let line = output.lines().find(|l| l.starts_with("replaced "))?;
     let rest = line.trim_end().strip_suffix(" us")?;
     rest.rsplit_once(" in ")?.1.parse().ok()
-}
-
-/// From shell `net`'s output: (frames the driver received less those it dropped, frames
-/// `netd` took in). Every frame the driver keeps goes to `netd`, so the two are equal
-/// unless a frame was lost between them.
-fn frames_handed(output: &str) -> Option<(u64, u64)> {
-    let after = |line: &str, key: &str| -> Option<u64> {
-        let rest = &line[line.find(key)? + key.len()..];
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
-    let netd = output.lines().find(|l| l.starts_with("frames in "))?;
-    let drv = output.lines().find(|l| l.starts_with("driver: "))?;
-    let kept = after(drv, "received ")?.checked_sub(after(drv, "drops ")?)?;
-    Some((kept, after(netd, "frames in ")?))
 }
 
 /// The bytes of datagram `tag`: [`SIZE`] bytes, the tag first.

@@ -18,9 +18,12 @@
 //! port unreachable (smoltcp does it when no socket takes a datagram).
 //!
 //! `takeover` (live replacement, `FN_TAKEOVER`, as `kv takeover`): it checks the state ICA
-//! and the driver first, then takes `net.udp` over; the old server answers the receives it
-//! holds with `Again` when the kernel gives it the retire notice (`ulib::net` sends them
-//! again, to this server), and ends. This one then attaches the state and serves.
+//! and the driver and makes everything that does not need the state (smoltcp's interface,
+//! socket buffers: `serve::Prepared`) first, then takes `net.udp` over; the old server
+//! answers the receives it holds with `Again` when the kernel gives it the retire notice
+//! (`ulib::net` sends them again, to this server), and ends. This one then attaches the
+//! state, opens the ports it lists and serves, printing its `serving` line once the
+//! requests queued meanwhile are answered.
 //!
 //! `local` (a measuring knob, as `kv local`): the state is set up (or found) in the state
 //! ICA as always, then copied into the heap and served from there, so that `cargo xtask
@@ -124,6 +127,12 @@ fn run(o: &Options) -> Result<(), String> {
     // The driver first: a server that cannot reach it does not take the name.
     let mac =
         dev::driver_mac(DRIVER_TRIES).map_err(|e| format!("no driver ({FN_DRV_NAME}): {e}"))?;
+    let mut cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
+    cfg.random_seed = sys::clock_ns().unwrap_or(1) ^ me.0;
+    let iface = Interface::new(cfg, &mut dev, serve::now());
+    // Everything that does not need the state is made before a takeover: the old server
+    // serves meanwhile, and stops only while this one attaches the state and opens its ports.
+    let prepared = serve::Prepared::new(iface, dev, mac);
     let (id, net, how, len) = if o.takeover {
         take_over(ep)?
     } else {
@@ -150,9 +159,6 @@ fn run(o: &Options) -> Result<(), String> {
     } else {
         (net, how)
     };
-    let mut cfg = Config::new(HardwareAddress::Ethernet(EthernetAddress(mac)));
-    cfg.random_seed = sys::clock_ns().unwrap_or(1) ^ me.0;
-    let iface = Interface::new(cfg, &mut dev, serve::now());
     let mut net = net;
     let configured = net.header().addr != 0;
     if !configured {
@@ -161,9 +167,9 @@ fn run(o: &Options) -> Result<(), String> {
         }
     }
     let dhcp = !configured && o.fixed.is_none();
-    let mut server = serve::Server::new(ep, net, iface, dev, mac, dhcp);
+    let mut server = serve::Server::new(ep, net, prepared, dhcp);
     let h = server.net.header();
-    println!(
+    let line = format!(
         "netd: serving {id} as {me}, state {how}, mac {}, address {}/{} gateway {}{}",
         EthernetAddress(mac),
         Ipv4::from_word(u64::from(h.addr)),
@@ -171,7 +177,7 @@ fn run(o: &Options) -> Result<(), String> {
         Ipv4::from_word(u64::from(h.gateway)),
         if dhcp { " (asking DHCP)" } else { "" }
     );
-    server.run()
+    server.run(line)
 }
 
 const FN_DRV_NAME: &str = ulib::abi::net::FN_DRV;

@@ -4,7 +4,9 @@
 //! Every datagram smoltcp receives for a bound port is moved at once into that socket's
 //! queue in the state ICA (`libs/netstate`), so smoltcp's own buffers hold at most the
 //! datagram of the frame being processed, and a replacement finds everything received and
-//! not yet taken. An `OP_RECV` for an empty queue is *held* (at most [`MAX_HELD`]): answered
+//! not yet taken. A frame the driver handed in is put through smoltcp before the next
+//! receive, because any receive may be the one that retires this server (P3: a step ends
+//! with its work in the state). An `OP_RECV` for an empty queue is *held* (at most [`MAX_HELD`]): answered
 //! when a datagram arrives or its timeout passes, or `Again` on the retire notice
 //! ([`Server::give_back_held`]).
 
@@ -31,6 +33,9 @@ const UDP_RX_PACKETS: usize = 4;
 const UDP_TX_PACKETS: usize = 16;
 /// Requests taken without waiting before smoltcp is polled again.
 const BATCH: usize = 32;
+/// Rounds of requests (of at most [`BATCH`]) served before the serving line is printed
+/// even if more wait.
+const ANNOUNCE_ROUNDS: u32 = 4;
 /// How often frames a restarting driver refused are offered again.
 const RESEND_POLL_NS: u64 = 2_000_000;
 
@@ -48,6 +53,50 @@ struct Held {
 /// A request's answer: its status, up to four words.
 type Answer = Result<[u64; 4], Error>;
 
+/// A UDP socket's smoltcp buffers (receive, transmit).
+type UdpBuffers = (udp::PacketBuffer<'static>, udp::PacketBuffer<'static>);
+
+/// Sockets' buffers made before a takeover (for the ports the old server bound), so that
+/// nothing is allocated between the old server's end and this one's first request.
+const SPARE_SOCKETS: usize = 4;
+
+/// Everything of a server that does not need its state: made before `FN_TAKEOVER`, while
+/// the old server still serves, so that the service stops only for attaching the state
+/// and opening the ports it lists ([`Server::new`]).
+pub struct Prepared {
+    iface: Interface,
+    dev: NetDev,
+    mac: [u8; 6],
+    buf: Vec<u8>,
+    spare: Vec<UdpBuffers>,
+}
+
+impl Prepared {
+    pub fn new(iface: Interface, dev: NetDev, mac: [u8; 6]) -> Prepared {
+        Prepared {
+            iface,
+            dev,
+            mac,
+            buf: alloc::vec![0; DATA_MAX],
+            spare: (0..SPARE_SOCKETS).map(|_| udp_buffers()).collect(),
+        }
+    }
+}
+
+/// A socket's smoltcp buffers, allocated.
+fn udp_buffers() -> UdpBuffers {
+    (
+        udp::PacketBuffer::new(
+            alloc::vec![udp::PacketMetadata::EMPTY; UDP_RX_PACKETS],
+            alloc::vec![0u8; UDP_RX_PACKETS * DATA_MAX],
+        ),
+        udp::PacketBuffer::new(
+            alloc::vec![udp::PacketMetadata::EMPTY; UDP_TX_PACKETS],
+            alloc::vec![0u8; UDP_TX_PACKETS * DATA_MAX],
+        ),
+    )
+}
+
 pub struct Server {
     pub ep: ResId,
     pub net: Net<'static>,
@@ -60,6 +109,11 @@ pub struct Server {
     held: Vec<Held>,
     drv_pid: Option<Pid>,
     buf: Vec<u8>,
+    /// Buffers made before the state was known ([`Prepared`]), taken by the first ports.
+    spare: Vec<UdpBuffers>,
+    /// The line saying it serves: printed when the first receive would wait, so that the
+    /// requests queued while it took over are answered before the console is written.
+    announce: Option<alloc::string::String>,
     /// P3 Table 3 (`OP_STEPS`): while timing, this process's CPU time from each return of
     /// its receive to the next receive (its steps: the request's, and the result steps
     /// inside it, which `dev.tx.result_ns` times apart).
@@ -76,14 +130,14 @@ fn ipv4(w: u32) -> Ipv4Address {
 }
 
 impl Server {
-    pub fn new(
-        ep: ResId,
-        net: Net<'static>,
-        iface: Interface,
-        dev: NetDev,
-        mac: [u8; 6],
-        dhcp: bool,
-    ) -> Server {
+    pub fn new(ep: ResId, net: Net<'static>, prepared: Prepared, dhcp: bool) -> Server {
+        let Prepared {
+            iface,
+            dev,
+            mac,
+            buf,
+            spare,
+        } = prepared;
         let mut s = Server {
             ep,
             net,
@@ -95,7 +149,9 @@ impl Server {
             dhcp: None,
             held: Vec::new(),
             drv_pid: None,
-            buf: alloc::vec![0; DATA_MAX],
+            buf,
+            spare,
+            announce: None,
             steps_on: false,
             busy_ns: 0,
         };
@@ -133,14 +189,7 @@ impl Server {
     }
 
     fn open_udp(&mut self, port: u16) {
-        let rx = udp::PacketBuffer::new(
-            alloc::vec![udp::PacketMetadata::EMPTY; UDP_RX_PACKETS],
-            alloc::vec![0u8; UDP_RX_PACKETS * DATA_MAX],
-        );
-        let tx = udp::PacketBuffer::new(
-            alloc::vec![udp::PacketMetadata::EMPTY; UDP_TX_PACKETS],
-            alloc::vec![0u8; UDP_TX_PACKETS * DATA_MAX],
-        );
+        let (rx, tx) = self.spare.pop().unwrap_or_else(udp_buffers);
         let mut sock = udp::Socket::new(rx, tx);
         let _ = sock.bind(port);
         let h = self.sockets.add(sock);
@@ -154,13 +203,22 @@ impl Server {
         }
     }
 
-    /// Serve forever.
-    pub fn run(&mut self) -> Result<(), alloc::string::String> {
+    /// Serve forever; `announce` is printed once nothing is left to do at first.
+    pub fn run(&mut self, announce: alloc::string::String) -> Result<(), alloc::string::String> {
+        self.announce = Some(announce);
         // While timing steps: this process's CPU time when its receive returned.
         let mut woke: Option<u64> = None;
+        let mut announce_in = ANNOUNCE_ROUNDS;
         loop {
             self.pump();
             let timeout = self.timeout();
+            // (Within a few rounds even if requests never stop coming.)
+            announce_in = announce_in.saturating_sub(1);
+            if timeout > 0 || announce_in == 0 {
+                if let Some(line) = self.announce.take() {
+                    println!("{line}");
+                }
+            }
             if let Some(t0) = woke.take() {
                 if self.steps_on {
                     self.busy_ns += sys::cpu_time_ns().unwrap_or(t0).saturating_sub(t0);
@@ -176,6 +234,12 @@ impl Server {
                 Err(e) => return Err(alloc::format!("receive: {e}")),
             }
             for _ in 1..BATCH {
+                // A frame taken in is this process's alone until smoltcp has put its
+                // datagram into the state, and the next receive may retire this server
+                // (regression: a frame answered and not yet polled was lost with it).
+                if self.dev.rx_pending() {
+                    self.ingest();
+                }
                 match ipc::recv(self.ep, 0) {
                     Ok(r) => self.handle(&r),
                     Err(_) => break,
@@ -213,6 +277,24 @@ impl Server {
     fn pump(&mut self) {
         let t = now();
         self.iface.poll_maintenance(t);
+        self.ingest_at(t);
+        self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+        self.dev.tx.reap(0);
+        self.dev.tx.resend();
+        self.poll_dhcp();
+        self.drain();
+        self.answer_held();
+        self.count_frames();
+    }
+
+    /// The frames taken in go through smoltcp, their datagrams into the state (with the
+    /// counters): afterwards nothing received is in this process alone.
+    fn ingest(&mut self) {
+        self.ingest_at(now());
+        self.count_frames();
+    }
+
+    fn ingest_at(&mut self, t: Instant) {
         loop {
             match self
                 .iface
@@ -222,12 +304,10 @@ impl Server {
                 _ => self.drain(),
             }
         }
-        self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
-        self.dev.tx.reap(0);
-        self.dev.tx.resend();
-        self.poll_dhcp();
-        self.drain();
-        self.answer_held();
+    }
+
+    /// The device's counts since the last call, added to the state's counters.
+    fn count_frames(&mut self) {
         let c = core::mem::take(&mut self.dev.tx.counts);
         if c.frames_in | c.frames_out | c.drops | c.errors != 0 {
             self.net.count(|n| {
