@@ -287,7 +287,7 @@ pub const CRASHES: u32 = 3;
 const POINT_LIMIT: Duration = Duration::from_secs(600);
 
 /// The churn's shell commands: [`TAKEOVERS`] replacements of `netd` (on `netd_core`, where
-/// `net up` put it), a crash of `netdrv` after every third, `crashes` at most.
+/// `net up` put it), a crash of `netdrv` after every third, `crash_max` at most.
 fn churn_steps(netd_core: usize, crash_max: u32) -> String {
     let mut s = String::new();
     let mut crashes = 0;

@@ -6,9 +6,9 @@
 //! datagram of the frame being processed, and a replacement finds everything received and
 //! not yet taken. A frame the driver handed in is put through smoltcp before the next
 //! receive, because any receive may be the one that retires this server (P3: a step ends
-//! with its work in the state). An `OP_RECV` for an empty queue is *held* (at most [`MAX_HELD`]): answered
-//! when a datagram arrives or its timeout passes, or `Again` on the retire notice
-//! ([`Server::give_back_held`]).
+//! with its work in the state). An `OP_RECV` for an empty queue is *held* (at most
+//! [`MAX_HELD`]): answered when a datagram arrives or its timeout passes, or `Again` on the
+//! retire notice ([`Server::give_back_held`]).
 
 use crate::dev::NetDev;
 use alloc::vec::Vec;
@@ -111,9 +111,6 @@ pub struct Server {
     buf: Vec<u8>,
     /// Buffers made before the state was known ([`Prepared`]), taken by the first ports.
     spare: Vec<UdpBuffers>,
-    /// The line saying it serves: printed when the first receive would wait, so that the
-    /// requests queued while it took over are answered before the console is written.
-    announce: Option<alloc::string::String>,
     /// P3 Table 3 (`OP_STEPS`): while timing, this process's CPU time from each return of
     /// its receive to the next receive (its steps: the request's, and the result steps
     /// inside it, which `dev.tx.result_ns` times apart).
@@ -151,7 +148,6 @@ impl Server {
             drv_pid: None,
             buf,
             spare,
-            announce: None,
             steps_on: false,
             busy_ns: 0,
         };
@@ -203,19 +199,20 @@ impl Server {
         }
     }
 
-    /// Serve forever; `announce` is printed once nothing is left to do at first.
+    /// Serve forever. `announce`, the line saying it serves, is printed when the first
+    /// receive would wait (or after [`ANNOUNCE_ROUNDS`] rounds), so that the requests queued
+    /// while it took over are answered before the console is written.
     pub fn run(&mut self, announce: alloc::string::String) -> Result<(), alloc::string::String> {
-        self.announce = Some(announce);
+        let mut announce = Some(announce);
         // While timing steps: this process's CPU time when its receive returned.
         let mut woke: Option<u64> = None;
         let mut announce_in = ANNOUNCE_ROUNDS;
         loop {
             self.pump();
             let timeout = self.timeout();
-            // (Within a few rounds even if requests never stop coming.)
             announce_in = announce_in.saturating_sub(1);
             if timeout > 0 || announce_in == 0 {
-                if let Some(line) = self.announce.take() {
+                if let Some(line) = announce.take() {
                     println!("{line}");
                 }
             }
