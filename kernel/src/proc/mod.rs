@@ -9,6 +9,7 @@
 mod family;
 pub mod migrate;
 pub mod sched;
+pub mod text;
 pub mod threads;
 pub mod vspace;
 
@@ -338,7 +339,7 @@ pub fn spawn_image(
     priority: Priority,
     parent: Pid,
 ) -> Result<Pid, Error> {
-    create(name, image, args, priority, parent, true)
+    create(name, Image::Passed(image), args, priority, parent, true)
 }
 
 /// Load program `name` as a *stopped* process on this core (the `process` resource's
@@ -350,12 +351,21 @@ pub fn create_stopped(
     parent: Pid,
 ) -> Result<Pid, Error> {
     let image = crate::archive::find(name).ok_or(Error::NoSuchProgram)?;
-    create(name, image, args, priority, parent, false)
+    create(name, Image::Archived(image), args, priority, parent, false)
+}
+
+/// Where a program's ELF image comes from.
+#[derive(Clone, Copy)]
+enum Image<'a> {
+    /// The boot archive, which never changes: its read-only segments are shared (`text`).
+    Archived(&'static [u8]),
+    /// A program's buffer (`SPAWN_IMAGE`): loaded privately.
+    Passed(&'a [u8]),
 }
 
 fn create(
     name: &str,
-    image: &[u8],
+    from: Image<'_>,
     args: &[&str],
     priority: Priority,
     parent: Pid,
@@ -363,6 +373,9 @@ fn create(
 ) -> Result<Pid, Error> {
     let name: heapless::String<MAX_NAME> =
         heapless::String::try_from(name).map_err(|_| Error::TooLong)?;
+    let image = match from {
+        Image::Archived(image) | Image::Passed(image) => image,
+    };
     let plan = elfload::plan(image).map_err(|e| {
         log::warn!("spawn {name}: refused: {e}");
         Error::BadExecutable
@@ -371,6 +384,10 @@ fn create(
     let mut vs = VSpace::new(user)?;
     for seg in &plan.segments {
         let (first, end) = seg.pages();
+        if let (Image::Archived(archived), false) = (from, seg.writable) {
+            vs.map_text(first, text::load(archived, seg)?, seg.executable)?;
+            continue;
+        }
         vs.map_zeroed(
             first,
             (end - first) / PAGE_SIZE,

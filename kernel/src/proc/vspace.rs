@@ -40,6 +40,11 @@ pub struct VSpace {
     /// Kernel-owned frames mapped for the program (a request ring): address, pages. Like
     /// attachments, unmapped without being freed: their owner frees them.
     pinned: Vec<(u64, u64)>,
+    /// Shared read-only segments of its program (`text`): address, and the frames, which
+    /// go back to their pool when the last address space mapping them drops them. Unlike
+    /// attachments and pinned pages they are the program's own for a move to another
+    /// core ([`VSpace::own_pages`]: the new core gets a private copy).
+    text: Vec<(u64, alloc::sync::Arc<super::text::SharedText>)>,
     /// DMA memory (`DMA_ALLOC`): address, pages. Own pages (freed with the rest), kept
     /// here so `DMA_FREE` gives back exactly what was allocated.
     dma: Vec<(u64, u64)>,
@@ -67,6 +72,7 @@ impl VSpace {
             attached: Vec::new(),
             landed: Vec::new(),
             pinned: Vec::new(),
+            text: Vec::new(),
             dma: Vec::new(),
             bar_pages: 0,
         })
@@ -246,6 +252,28 @@ impl VSpace {
         // space) has gone.
         let pages = unsafe { self.map_frames(vaddr, frames, flags)? };
         self.pinned.push((vaddr, pages));
+        self.pages += pages;
+        Ok(())
+    }
+
+    /// Map the shared frames of a read-only segment (`text::load`) at `vaddr` (page-aligned,
+    /// user half, nothing there yet), executable if `executable`, never writable. This
+    /// address space holds them until it goes.
+    pub fn map_text(
+        &mut self,
+        vaddr: u64,
+        text: alloc::sync::Arc<super::text::SharedText>,
+        executable: bool,
+    ) -> Result<(), Error> {
+        let mut flags = Flags::USER_ACCESSIBLE;
+        if !executable {
+            flags |= Flags::NO_EXECUTE;
+        }
+        // SAFETY: `text` is kept in `self.text` while mapped, so its frames are neither
+        // freed nor reused meanwhile; read-only, so no process can change what the
+        // others run.
+        let pages = unsafe { self.map_frames(vaddr, text.frames(), flags)? };
+        self.text.push((vaddr, text));
         self.pages += pages;
         Ok(())
     }
@@ -647,6 +675,11 @@ impl Drop for VSpace {
         }
         for (at, pages) in core::mem::take(&mut self.pinned) {
             self.unmap_shared(at, pages);
+        }
+        // Shared text: unmapped before the tables are freed; its frames go with the last
+        // reference (here, or in another address space still mapping them).
+        for (at, text) in core::mem::take(&mut self.text) {
+            self.unmap_shared(at, text.frames().len() as u64);
         }
         debug_assert!(
             paging::active_root() != self.root,

@@ -30,7 +30,7 @@ ktest! {
 ktest! {
     /// Each kind of user fault kills only the program; the parent sees the fault.
     fn user_faults_kill_only_the_program() -> TestResult {
-        for (kind, vector) in [("page-fault", 14), ("general-protection", 13), ("invalid-opcode", 6), ("divide", 0), ("kernel-memory", 14)] {
+        for (kind, vector) in [("page-fault", 14), ("general-protection", 13), ("invalid-opcode", 6), ("divide", 0), ("kernel-memory", 14), ("write-text", 14)] {
             let s = run("crash", &[kind], Priority::App)?;
             kassert!(s.how == abi::ENDED_FAULT && s.code == vector, "crash {kind} ended with {s:?}, expected fault vector {vector}");
         }
@@ -283,6 +283,62 @@ ktest! {
     fn resources_from_user_space() -> TestResult {
         let s = run("rescheck", &[], Priority::App)?;
         kassert!(exited_ok(&s), "rescheck ended with {s:?} (its console lines say which check failed)");
+        Ok(())
+    }
+}
+
+/// The frame mapped at `at` in process `pid` (of this core), and whether it is writable.
+fn frame_at(pid: Pid, at: u64) -> Result<(u64, bool), String> {
+    proc::with_vspace_of(pid, |vs| {
+        crate::arch::x86_64::paging::translate(vs.root(), at).ok_or(abi::Error::BadAddress)
+    })
+    .map(|t| (t.paddr & !0xfff, t.writable))
+    .map_err(|e| format!("nothing mapped at {at:#x} in {pid}: {e}"))
+}
+
+ktest! {
+    /// Pure text (`proc/text.rs`): two processes of one archived program map the same
+    /// frames, read-only, for its read-only segments and their own for its writable one;
+    /// the same program passed as an image gets a copy of its own; the shared frames
+    /// outlive the first process (the second still runs to a clean exit) and go back to
+    /// the pool with the last.
+    fn archived_programs_share_their_text() -> TestResult {
+        run("hello", &[], Priority::App)?;
+        let before = super::free_frames_here(0);
+        let image = crate::archive::find("hello").ok_or("no hello in the boot archive")?;
+        let plan = elfload::plan(image).map_err(|e| format!("hello's image: {e}"))?;
+        let text = plan.segments.iter().find(|s| s.executable).ok_or("hello has no text")?.vaddr;
+        let data = plan.segments.iter().find(|s| s.writable).ok_or("hello has no data")?.vaddr;
+        let e = |r: Result<Pid, abi::Error>| r.map_err(|e| format!("{e}"));
+        let a = e(proc::create_stopped("hello", &[], Priority::App, TEST_PARENT))?;
+        let b = e(proc::create_stopped("hello", &["b"], Priority::App, TEST_PARENT));
+        let c = e(proc::spawn_image("hello", image, &[], Priority::App, TEST_PARENT));
+        let checked = (|| {
+            let (b, c) = (b.clone()?, c.clone()?);
+            let (ta, wa) = frame_at(a, text)?;
+            let (tb, _) = frame_at(b, text)?;
+            let (tc, _) = frame_at(c, text)?;
+            kassert!(ta == tb, "two processes of hello: text at {ta:#x} and {tb:#x}, not shared");
+            kassert!(!wa, "shared text is writable");
+            kassert!(tc != ta, "hello passed as an image shares the archive's text frame");
+            kassert!(frame_at(a, data)?.0 != frame_at(b, data)?.0, "the writable segment is shared");
+            // The first goes; the second keeps the frames and runs on them.
+            proc::remove(a).map_err(|e| format!("remove {a}: {e}"))?;
+            kassert!(frame_at(b, text)?.0 == tb, "the text moved when its first user went");
+            proc::start(b, 1).map_err(|e| format!("start {b}: {e}"))?;
+            sched::run_until(60_000_000_000, || proc::has_ended(b));
+            let s = proc::take_status(b).ok_or("hello (second) did not end")?;
+            kassert!(exited_ok(&s), "hello on shared text ended with {s:?}");
+            Ok(())
+        })();
+        // Ended and forgotten whatever the checks said (a stopped or running one is killed).
+        for pid in [Ok(a), b, c].into_iter().flatten() {
+            let _ = proc::remove(pid);
+        }
+        checked?;
+        sched::run_until(30_000_000_000, || super::free_frames_here(0) == before);
+        let after = super::free_frames_here(0);
+        kassert!(before == after, "shared text leaked {} frames", before.abs_diff(after));
         Ok(())
     }
 }

@@ -7,6 +7,7 @@
 //! | `invalid-opcode` | executes `ud2` | killed, vector 6 |
 //! | `divide` | divides by zero | killed, vector 0 |
 //! | `kernel-memory` | reads kernel text at 0xffff_ffff_8020_0000 | killed, page fault |
+//! | `write-text` | writes a byte of its own code (text is shared with every other `crash`, read-only) | killed, page fault |
 //! | `bad-pointer` | `CONSOLE_WRITE` with a kernel pointer and an unmapped one | exit 0 if both are refused with `BadAddress`, else 1 |
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
 //! | `hog [USER]` | (as USER if given: run it as the administrator) grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if refused with `Limit` (its user's share of the core) or `NoMemory` (the core's pool), and the huge request with `NoMemory` |
@@ -64,6 +65,11 @@ fn main(args: &[&str]) -> i32 {
         "kernel-memory" => unsafe {
             asm!("mov {a}, qword ptr [{a}]", a = inout(reg) KERNEL_ADDRESS => _,
                  options(nostack, readonly));
+        },
+        // SAFETY: as above: the page is read-only (and shared with every process of this
+        // program), so the write faults before it changes anything.
+        "write-text" => unsafe {
+            asm!("mov byte ptr [{a}], 0xcc", a = in(reg) main as *const () as usize, options(nostack));
         },
         "bad-pointer" => return bad_pointer(),
         "bad-syscall" => return bad_syscall(),
