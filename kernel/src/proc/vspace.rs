@@ -1,7 +1,9 @@
 //! A process's address space: its own top-level page table whose lower half holds the
 //! process's pages and whose upper half is the kernel's, shared.
 //!
-//! Every frame of a process comes from the pool of the core the process lives on. The
+//! Every frame a process owns comes from the pool of the core the process lives on (what it
+//! maps but does not own may come from another core's: a vregion's frames, and the shared
+//! read-only segments of its program, `text`, loaded by whichever core ran it first). The
 //! kernel never dereferences a user address: [`VSpace::copy_in`] and [`VSpace::copy_out`]
 //! walk the process's page tables, check that each page is user-accessible (and writable,
 //! for `copy_out`), and copy through the direct map. A bad pointer is therefore an
