@@ -1,6 +1,6 @@
-//! Pure text: the read-only segments of a program from the boot archive are loaded once per
-//! core and mapped, read-only, into every process of that program on the core (the shared
-//! text segments of Unix since V7). A second `udpecho`, or the server a live replacement
+//! Pure text: the read-only segments of a program from the boot archive are loaded once and
+//! mapped, read-only, into every process of that program, on any core (the shared text
+//! segments of Unix since V7). A second `udpecho`, or the server a live replacement
 //! starts beside its predecessor, maps the very frames the first one runs instead of
 //! copying the program again.
 //!
@@ -28,8 +28,8 @@ use alloc::sync::{Arc, Weak};
 use alloc::vec::Vec;
 use elfload::Segment;
 
-/// The frames of one read-only segment of one archived program, on one core; they go back
-/// to their pool when the last address space mapping them drops its reference.
+/// The frames of one read-only segment of one archived program; they go back to their pool
+/// when the last address space mapping them drops its reference.
 pub struct SharedText {
     frames: Vec<u64>,
 }
@@ -51,15 +51,12 @@ impl Drop for SharedText {
 }
 
 /// What names a segment's contents: where the program's image lies in the archive (which
-/// never changes), and the segment's place in it.
+/// never changes, so the rest of the segment follows from its address), and the segment's
+/// address (segments of one image never share one: they would overlap).
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Key {
     image: usize,
-    image_len: usize,
     vaddr: u64,
-    mem_size: u64,
-    file_offset: u64,
-    file_size: u64,
 }
 
 /// The loaded read-only segments, of every core. A lock, though the kernel is per core:
@@ -75,11 +72,7 @@ pub fn load(image: &'static [u8], seg: &Segment) -> Result<Arc<SharedText>, Erro
     debug_assert!(!seg.writable, "only read-only segments are shared");
     let key = Key {
         image: image.as_ptr() as usize,
-        image_len: image.len(),
         vaddr: seg.vaddr,
-        mem_size: seg.mem_size,
-        file_offset: seg.file_offset,
-        file_size: seg.file_size,
     };
     let find = |loaded: &mut Vec<(Key, Weak<SharedText>)>| {
         // Entries whose processes all ended go (the list stays as small as what runs).
