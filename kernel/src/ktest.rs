@@ -134,9 +134,10 @@ pub struct Summary {
     pub skipped: usize,
 }
 
-/// Run the tests matching `patterns`. Expected-fault tests are listed (for xtask) and run
-/// only when `patterns` names one exactly; such a run does not return.
-pub fn run(patterns: &str) -> Summary {
+/// Run the tests matching `patterns`, in name order, those named after `after` only (if
+/// given). Expected-fault tests are listed (for xtask) and run only when `patterns` names
+/// one exactly; such a run does not return.
+pub fn run(patterns: &str, after: Option<&str>) -> Summary {
     let mut s = Summary {
         passed: 0,
         failed: 0,
@@ -148,6 +149,10 @@ pub fn run(patterns: &str) -> Summary {
     tests.sort_by_key(|t| t.full_name());
     for t in tests {
         let name = t.full_name();
+        // `ktest.after=NAME`: the harness booted again after the kernel stopped in NAME.
+        if after.is_some_and(|after| name.as_str() <= after) {
+            continue;
+        }
         match t.body {
             Body::Fault { expect, run } => {
                 if exact && name.as_str() == patterns {

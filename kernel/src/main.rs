@@ -419,7 +419,7 @@ extern "C" fn bsp_main() -> ! {
     summary(planned, started + 1);
 
     if let Some(patterns) = args.ktest {
-        let s = ktest::run(patterns);
+        let s = ktest::run(patterns, args.ktest_after);
         if s.failed > 0 {
             fatal::exit_failure();
         }

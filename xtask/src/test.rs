@@ -3,7 +3,8 @@
 //! 1. Host tests: `cargo test` over the host-testable crates (libs/, abi, xtask).
 //! 2. In-kernel tests: one boot per configuration (`-smp 1`, `2`, `4`, `2` with the x2APIC
 //!    hidden so the xAPIC path runs too, and `2` and `4` in big-lock mode), each with
-//!    `ktest=all` and a time limit. The shell scripts run in both kernel structures too.
+//!    `ktest=all` and a time limit (booted again after a test the kernel stopped in, with
+//!    `ktest.after=`). The shell scripts run in both kernel structures too.
 //! 3. Boot checks: `poweroff` boots for 1, 2 and 4 cores, `smp=N` limiting the cores, and
 //!    a command line full of mistakes that must still boot.
 //! 4. Expected-fault tests: each in its own `-smp 2` boot; the kernel must stop with the
@@ -100,11 +101,22 @@ pub fn run(opts: &Options) -> Result<bool> {
             // A virtio-net device for the `dev::*` tests (user-mode drivers).
             g.net = Some(crate::qemu::NetCfg::test());
             // A FAT disk of its own for the `dev::blk*` tests (never the user's disk.img).
+            // Made again before every boot of the configuration (see `kernel_suite`).
             let disk = crate::build::workspace_root().join("target/test-disk.img");
-            crate::disk::make(&disk)?;
-            crate::disk::put(&disk, "HOST.TXT", b"put in by mtools\n")?;
-            g.disk = Some(disk);
-            let found = kernel_suite(&mut t, &g, &opts.filter, label, &kernel, opts.verbose)?;
+            let fresh_disk = || {
+                crate::disk::make(&disk)?;
+                crate::disk::put(&disk, "HOST.TXT", b"put in by mtools\n")
+            };
+            g.disk = Some(disk.clone());
+            let found = kernel_suite(
+                &mut t,
+                &g,
+                &fresh_disk,
+                &mut |g| run_captured(g, SUITE_LIMIT, opts.verbose),
+                &opts.filter,
+                label,
+                &kernel,
+            )?;
             if fault_tests.is_empty() {
                 fault_tests = found;
             }
@@ -270,48 +282,59 @@ fn explain(c: &Captured, limit: Duration) -> String {
     }
 }
 
-/// One `ktest=...` boot; returns the expected-fault tests the kernel listed.
+/// Boots after the first for one configuration's suite, each after the kernel stopped in a
+/// test (a kernel fault, or QEMU itself ending): the tests after it still run and report.
+const SUITE_REBOOTS: usize = 3;
+
+/// One configuration's `ktest=...` suite; returns the expected-fault tests the kernel
+/// listed. If the kernel stops during a test, that test fails and the configuration boots
+/// again with `ktest.after=` it (`prepare` first, e.g. a fresh test disk), at most
+/// [`SUITE_REBOOTS`] times, so one stop never hides the tests behind it; a hang (the time
+/// limit) or a boot that stops outside any test ends the configuration, and whatever was
+/// not run is reported as a failure.
 fn kernel_suite(
     t: &mut Tally,
     g: &Guest,
+    prepare: &dyn Fn() -> Result<()>,
+    boot_once: &mut dyn FnMut(&Guest) -> Result<Captured>,
     filter: &str,
     label: &str,
     kernel: &Path,
-    verbose: bool,
 ) -> Result<Vec<(String, String)>> {
-    println!("xtask: [{label}] in-kernel tests ({})", g.cmdline);
-    let c = run_captured(g, SUITE_LIMIT, verbose)?;
-    let mut faults = Vec::new();
-    let mut running: Option<String> = None;
-    let mut done = false;
+    let mut faults: Vec<(String, String)> = Vec::new();
     let mut ran = 0;
-    for line in &c.lines {
-        if let Some(name) = line.strip_prefix(protocol::KTEST_RUN) {
-            running = Some(name.to_string());
-        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_OK) {
-            // `rest` is `name (N us)`: the time shows which tests make the suite long.
-            t.pass(&format!("[{label}] {rest}"));
-            running = None;
-            ran += 1;
-        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_SKIP) {
-            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            t.skip(&format!("[{label}] {name}"), why);
-            running = None;
-            ran += 1;
-        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAIL) {
-            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            t.fail(&format!("[{label}] {name}"), why);
-            running = None;
-            ran += 1;
-        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAULT_TEST) {
-            if let Some((name, expect)) = rest.split_once(" expects ") {
-                faults.push((name.to_string(), expect.trim_matches('"').to_string()));
-            }
-        } else if line.starts_with(protocol::KTEST_DONE) {
-            done = true;
+    let mut after: Option<String> = None;
+    for boot in 0..=SUITE_REBOOTS {
+        let mut g = g.clone();
+        if let Some(name) = &after {
+            g.cmdline = format!("{} ktest.after={name}", g.cmdline);
         }
-    }
-    if let Some(name) = running {
+        prepare()?;
+        println!("xtask: [{label}] in-kernel tests ({})", g.cmdline);
+        let c = boot_once(&g)?;
+        let stopped_in = suite_boot(t, &c, label, &mut faults, &mut ran);
+        println!("  [{label}] {:.1} s", c.wall.as_secs_f64());
+        let Some(name) = stopped_in else {
+            if !c.lines.iter().any(|l| l.starts_with(protocol::KTEST_DONE)) {
+                t.fail(
+                    &format!("[{label}] suite"),
+                    &format!("the test run did not finish: {}", explain(&c, SUITE_LIMIT)),
+                );
+            } else if ran == 0 && !faults.iter().any(|(n, _)| filter_selects(filter, n)) {
+                t.fail(
+                    &format!("[{label}] suite"),
+                    &format!("the boot ran no test: ktest pattern '{filter}' matched none"),
+                );
+            } else if c.status != Some(0)
+                && !c.lines.iter().any(|l| l.starts_with(protocol::KTEST_FAIL))
+            {
+                t.fail(
+                    &format!("[{label}] power-off"),
+                    &format!("all tests passed but {}", explain(&c, SUITE_LIMIT)),
+                );
+            }
+            return Ok(faults);
+        };
         let report = symbolize(&c.lines, kernel).join("\n");
         let fatal = report.find(protocol::FATAL).map_or("", |i| &report[i..]);
         t.fail(
@@ -321,24 +344,61 @@ fn kernel_suite(
                 explain(&c, SUITE_LIMIT)
             ),
         );
-    } else if !done {
-        t.fail(
-            &format!("[{label}] suite"),
-            &format!("the test run did not finish: {}", explain(&c, SUITE_LIMIT)),
-        );
-    } else if ran == 0 && !faults.iter().any(|(n, _)| filter_selects(filter, n)) {
-        t.fail(
-            &format!("[{label}] suite"),
-            &format!("the boot ran no test: ktest pattern '{filter}' matched none"),
-        );
-    } else if c.status != Some(0) && !c.lines.iter().any(|l| l.starts_with(protocol::KTEST_FAIL)) {
-        t.fail(
-            &format!("[{label}] power-off"),
-            &format!("all tests passed but {}", explain(&c, SUITE_LIMIT)),
-        );
+        if c.timed_out || boot == SUITE_REBOOTS {
+            let why = if c.timed_out {
+                "the guest hung"
+            } else {
+                "the kernel stopped too often"
+            };
+            t.fail(
+                &format!("[{label}] tests after {name}"),
+                &format!("not run: {why} (boots: {})", boot + 1),
+            );
+            return Ok(faults);
+        }
+        after = Some(name);
     }
-    println!("  [{label}] {:.1} s", c.wall.as_secs_f64());
     Ok(faults)
+}
+
+/// Tally one suite boot's results (adding to `faults` the expected-fault tests it lists,
+/// and counting in `ran`); returns the test the kernel stopped in, if it did.
+fn suite_boot(
+    t: &mut Tally,
+    c: &Captured,
+    label: &str,
+    faults: &mut Vec<(String, String)>,
+    ran: &mut usize,
+) -> Option<String> {
+    let mut running: Option<String> = None;
+    for line in &c.lines {
+        if let Some(name) = line.strip_prefix(protocol::KTEST_RUN) {
+            running = Some(name.to_string());
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_OK) {
+            // `rest` is `name (N us)`: the time shows which tests make the suite long.
+            t.pass(&format!("[{label}] {rest}"));
+            running = None;
+            *ran += 1;
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_SKIP) {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            t.skip(&format!("[{label}] {name}"), why);
+            running = None;
+            *ran += 1;
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAIL) {
+            let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
+            t.fail(&format!("[{label}] {name}"), why);
+            running = None;
+            *ran += 1;
+        } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAULT_TEST) {
+            if let Some((name, expect)) = rest.split_once(" expects ") {
+                let expect = expect.trim_matches('"').to_string();
+                if !faults.iter().any(|(n, _)| n == name) {
+                    faults.push((name.to_string(), expect));
+                }
+            }
+        }
+    }
+    running
 }
 
 fn summary_field(c: &Captured, key: &str) -> Option<u64> {
@@ -667,5 +727,132 @@ fn expected_output(name: &str) -> &'static [&'static str] {
             "hello from core 0 pid 0.1 args: y",
         ],
         _ => &[],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A boot's console as the kernel prints it for `ktest=`.
+    fn boot(lines: &[String], status: Option<i32>, timed_out: bool) -> Captured {
+        Captured {
+            status,
+            lines: lines.to_vec(),
+            timed_out,
+            wall: Duration::from_secs(1),
+        }
+    }
+
+    fn ok(name: &str) -> [String; 2] {
+        [
+            format!("{}{name}", protocol::KTEST_RUN),
+            format!("{}{name} (1 us)", protocol::KTEST_OK),
+        ]
+    }
+
+    fn done() -> String {
+        format!("{}0 passed, 0 failed, 0 skipped", protocol::KTEST_DONE)
+    }
+
+    /// A pretend kernel with tests `a`..`e` in name order that stops in each test of
+    /// `stops`: every boot runs the tests after its `ktest.after=`, as `ktest::run` does.
+    fn pretend(
+        stops: &'static [&'static str],
+        hang: bool,
+    ) -> impl FnMut(&Guest) -> Result<Captured> {
+        move |g: &Guest| {
+            let after = g
+                .cmdline
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("ktest.after="))
+                .unwrap_or("");
+            let mut lines = vec![format!(
+                "{}f::fault expects \"boom\"",
+                protocol::KTEST_FAULT_TEST
+            )];
+            for name in ["a", "b", "c", "d", "e"].into_iter().filter(|n| *n > after) {
+                if stops.contains(&name) {
+                    lines.push(format!("{}{name}", protocol::KTEST_RUN));
+                    lines.push(format!("{}: page fault", protocol::FATAL));
+                    return Ok(boot(&lines, if hang { None } else { Some(3) }, hang));
+                }
+                lines.extend(ok(name));
+            }
+            lines.push(done());
+            Ok(boot(&lines, Some(0), false))
+        }
+    }
+
+    fn suite(stops: &'static [&'static str], hang: bool) -> (Tally, Vec<String>, usize) {
+        let mut t = Tally::default();
+        let mut cmdlines = Vec::new();
+        let mut run = pretend(stops, hang);
+        let g = Guest::new(Path::new("/nonexistent"), 1, "ktest=all");
+        let prepared = std::cell::Cell::new(0);
+        let faults = kernel_suite(
+            &mut t,
+            &g,
+            &|| {
+                prepared.set(prepared.get() + 1);
+                Ok(())
+            },
+            &mut |g| {
+                cmdlines.push(g.cmdline.clone());
+                run(g)
+            },
+            "all",
+            "smp1",
+            Path::new("/nonexistent"),
+        )
+        .unwrap();
+        assert_eq!(faults.len(), 1, "the fault test is listed once: {faults:?}");
+        assert_eq!(prepared.get(), cmdlines.len(), "prepared before every boot");
+        (t, cmdlines, prepared.get())
+    }
+
+    #[test]
+    fn a_clean_suite_boots_once() {
+        let (t, cmdlines, _) = suite(&[], false);
+        assert_eq!((t.passed, t.failed), (5, 0));
+        assert_eq!(cmdlines, ["ktest=all"]);
+    }
+
+    #[test]
+    fn a_stop_fails_its_test_and_the_rest_still_run() {
+        let (t, cmdlines, _) = suite(&["b", "d"], false);
+        assert_eq!((t.passed, t.failed), (3, 2), "{:?}", t.failures);
+        assert!(t.failures[0].starts_with("[smp1] b: the kernel stopped"));
+        assert_eq!(
+            cmdlines,
+            [
+                "ktest=all",
+                "ktest=all ktest.after=b",
+                "ktest=all ktest.after=d"
+            ]
+        );
+    }
+
+    #[test]
+    fn too_many_stops_report_the_rest_as_not_run() {
+        let (t, cmdlines, _) = suite(&["a", "b", "c", "d"], false);
+        assert_eq!(cmdlines.len(), SUITE_REBOOTS + 1);
+        assert_eq!(t.passed, 0);
+        assert!(
+            t.failures
+                .last()
+                .unwrap()
+                .starts_with("[smp1] tests after d: not run"),
+            "{:?}",
+            t.failures
+        );
+    }
+
+    #[test]
+    fn a_hang_is_not_booted_again() {
+        let (t, cmdlines, _) = suite(&["c"], true);
+        assert_eq!(cmdlines.len(), 1);
+        assert_eq!((t.passed, t.failed), (2, 2), "{:?}", t.failures);
+        assert!(t.failures[1].contains("not run: the guest hung"));
     }
 }

@@ -11,6 +11,7 @@
 //! | `smp=N` | use at most N cores (1..=64) |
 //! | `poweroff` | print the boot summary and power off once boot is complete |
 //! | `ktest=PATTERNS` | run the in-kernel tests whose names match, then power off |
+//! | `ktest.after=NAME` | with `ktest=`: run only the tests named after NAME (they run in name order; the test harness boots again with it when the kernel stopped in NAME) |
 //! | `log=LEVEL` | `error`, `warn`, `info` (default), `debug` or `trace` |
 //! | `start=CORE:PROG[,ARG...]` | start a program on that core at boot (may repeat) |
 //! | `driver=CORE:PROG[,ARG...]` | the same at driver priority (a user-mode driver, e.g. `netdrv`; counts as a `start=`) |
@@ -71,6 +72,8 @@ pub struct BootArgs<'a> {
     pub smp: Option<usize>,
     pub poweroff: bool,
     pub ktest: Option<&'a str>,
+    /// `ktest.after=NAME`: skip the tests up to and including NAME in name order.
+    pub ktest_after: Option<&'a str>,
     pub log: LogLevel,
     pub starts: heapless::Vec<Start<'a>, MAX_STARTS>,
     pub shell: bool,
@@ -111,6 +114,7 @@ impl Default for BootArgs<'_> {
             smp: None,
             poweroff: false,
             ktest: None,
+            ktest_after: None,
             log: LogLevel::Info,
             starts: heapless::Vec::new(),
             shell: true,
@@ -278,6 +282,12 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                 value: v,
                 expected: "a test-name pattern",
             }),
+            ("ktest.after", Some(v)) if !v.is_empty() => args.ktest_after = Some(v),
+            ("ktest.after", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "a test name",
+            }),
             ("log", Some(v)) => match v {
                 "error" => args.log = LogLevel::Error,
                 "warn" => args.log = LogLevel::Warn,
@@ -359,6 +369,16 @@ mod tests {
         assert_eq!(a.ktest, Some("frames::*,ipi::all_pairs"));
         assert_eq!(a.log, LogLevel::Debug);
         assert!(w.is_empty());
+    }
+
+    #[test]
+    fn ktest_after_names_the_last_test_run() {
+        let (a, w) = parse_collect("ktest=* ktest.after=process::spawn");
+        assert_eq!(a.ktest_after, Some("process::spawn"));
+        assert!(w.is_empty());
+        let (a, w) = parse_collect("ktest=* ktest.after=");
+        assert_eq!(a.ktest_after, None);
+        assert_eq!(w.len(), 1);
     }
 
     #[test]
