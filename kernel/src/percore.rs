@@ -40,6 +40,9 @@ pub struct CoreLocal {
     /// higher-priority wake-up, the end of a slice, a stop request): the fast check of
     /// `sched::preempt_if_needed`.
     pub sched_attention: AtomicBool,
+    /// A thread of this core ended and its kernel stack waits to be freed once the core is
+    /// off it (`sched::free_dead_stacks`): the check every switch makes without a borrow.
+    pub dead_stacks_waiting: AtomicBool,
     pub rpcc: crate::rpcc::CoreRpcc,
     pub modes: crate::modes::CoreModes,
     /// This core's tick and deadline timer.
@@ -130,6 +133,7 @@ impl CoreLocal {
             running_pid: AtomicU64::new(0),
             running_priority: AtomicU32::new(abi::Priority::App as u32),
             sched_attention: AtomicBool::new(false),
+            dead_stacks_waiting: AtomicBool::new(false),
             rpcc: crate::rpcc::CoreRpcc::new(),
             modes: crate::modes::CoreModes::new(),
             timer: crate::time::CoreTimer::new(),

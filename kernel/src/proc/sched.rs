@@ -630,6 +630,10 @@ fn perform(plan: SwitchPlan) {
 }
 
 fn free_dead_stacks() {
+    // Most switches find none: no borrow for them.
+    if !percore::this().dead_stacks_waiting.load(Ordering::Relaxed) {
+        return;
+    }
     let stacks = with(|s| {
         if s.dead_stacks.is_empty() {
             return Vec::new();
@@ -643,6 +647,9 @@ fn free_dead_stacks() {
             .drain(..)
             .partition(|k| Some(k.bottom) != keep_current);
         s.dead_stacks = keep;
+        percore::this()
+            .dead_stacks_waiting
+            .store(!s.dead_stacks.is_empty(), Ordering::Relaxed);
         dead
     });
     for k in stacks {
@@ -692,6 +699,9 @@ pub fn exit_current() -> ! {
         if let Some(id) = s.current {
             if let Some(t) = s.threads.remove(&id) {
                 s.dead_stacks.push(t.kstack);
+                percore::this()
+                    .dead_stacks_waiting
+                    .store(true, Ordering::Relaxed);
             }
         }
         s.current_process = None;
