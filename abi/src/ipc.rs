@@ -65,8 +65,23 @@
 //! no other request queued, hands the core straight back. Every other case (a queued
 //! receiver, another core, a higher-priority thread ready) takes the ordinary path with
 //! the same results.
+//!
+//! **Messages in registers** (seL4's message registers): `CALL_REGS` and
+//! `REPLY_RECV_REGS` (`crate::syscall`) are `CALL` and `REPLY_RECV` with every message in
+//! the registers [`MSG_REGS`] (the label, then the six words), so the kernel touches no
+//! user memory: a direct switch copies the message from one thread's saved registers to
+//! the other's. A request's sender comes back in `rdi` (its pid) and `r15`
+//! (`sender_user << 32 | sender_thread`); its kind is `SUBMIT_SEND` if its handle is 0,
+//! else `SUBMIT_CALL`; the endpoint is the one named. `REPLY_RECV_REGS` has no time limit.
+//! On an error only (`rax`, `rdx`) change. Everything else (ICAs, function ids, other
+//! cores, the errors) is as for `CALL` and `REPLY_RECV`; a register call may be answered
+//! by `REPLY` and a `CALL` by `REPLY_RECV_REGS`.
 
 use crate::Pid;
+
+/// The registers of a message in `CALL_REGS` and `REPLY_RECV_REGS`, in order: the label,
+/// then `words[0..6]`.
+pub const MSG_REGS: [&str; 1 + MSG_WORDS] = ["rsi", "r10", "r8", "r9", "r12", "r13", "r14"];
 use bytemuck::{Pod, Zeroable};
 
 /// Words of inline payload in a message; larger data goes through a shared vregion.

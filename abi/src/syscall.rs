@@ -46,6 +46,7 @@
 //! | 40 | `ENTER` | submissions to take, completions to wait for, timeout ns | submissions taken (see [`crate::ring`]) |
 //! | 41 | `RING_SETUP` | address, submission entries | bytes mapped (see [`crate::ring`]) |
 //! | 42–47 | `FN_REGISTER`, `FN_LOOKUP`, `FN_UNREGISTER`, `FN_LIST`, `FN_STATE`, `FN_TAKEOVER` | see [`crate::fnid`] | |
+//! | 60, 61 | `CALL_REGS`, `REPLY_RECV_REGS` | `CALL` and `REPLY_RECV` with the messages in registers (see [`crate::ipc`]) | |
 //! | 48–55 | `DEV_LIST`, `DEV_CLAIM`, `DEV_CONFIG`, `DEV_MAP_BAR`, `DMA_ALLOC`, `DMA_FREE`, `DEV_IRQ`, `DEV_IRQ_ACK` | see [`crate::dev`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
@@ -145,9 +146,19 @@ pub const SPAWN_IMAGE: u64 = 58;
 /// (`netd`'s request and result steps, P3 Table 3), which a core's TSC cannot do when a
 /// higher-priority process (its driver) runs in the middle of a step.
 pub const CPU_TIME: u64 = 59;
+/// `CALL` with the message and the reply in registers (seL4's message registers; see
+/// [`crate::ipc`], "Messages in registers"): endpoint in `rdi`, message in
+/// [`crate::ipc::MSG_REGS`]; the reply's value in (`rax`, `rdx`), its message in the same
+/// registers.
+pub const CALL_REGS: u64 = 60;
+/// `REPLY_RECV` with both messages in registers: request handle (0: none) in `rdi`, value
+/// in `rdx`, endpoint in `r15`, reply message in [`crate::ipc::MSG_REGS`]; waits without a
+/// time limit; the next request's handle in (`rax`, `rdx`), its message in the same
+/// registers, its sender's pid in `rdi`, `sender_user << 32 | sender_thread` in `r15`.
+pub const REPLY_RECV_REGS: u64 = 61;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
-pub const COUNT: u64 = 60;
+pub const COUNT: u64 = 62;
 
 /// The largest image `SPAWN_IMAGE` takes (`TooLong` beyond).
 pub const MAX_IMAGE: u64 = 4 << 20;

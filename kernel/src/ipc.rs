@@ -38,6 +38,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod direct;
 mod fast;
 mod ica;
 mod owner;

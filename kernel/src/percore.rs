@@ -79,6 +79,9 @@ pub struct CoreStats {
     /// Rendezvous fast paths taken: a `CALL` or `REPLY_RECV` that handed the core straight
     /// to the thread waiting for it (`sched::switch_to`), with no run-queue round trip.
     pub ipc_direct: AtomicU64,
+    /// Of those, the register calls' handoffs (`ipc::direct`: the message written straight
+    /// into the other thread's saved registers).
+    pub ipc_handoffs: AtomicU64,
     /// Rendezvous messages between processes (P0's IPC count), counted on the serving
     /// core (`ipc::note_request`, `ipc::note_reply`), indexed by the `abi::IPC_*` values.
     pub ipc_messages: [AtomicU64; abi::IPC_COUNTERS],
@@ -103,6 +106,7 @@ impl CoreStats {
             ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
             serial_irqs: AtomicU64::new(0),
             ipc_direct: AtomicU64::new(0),
+            ipc_handoffs: AtomicU64::new(0),
             ipc_messages: [const { AtomicU64::new(0) }; abi::IPC_COUNTERS],
             idle_ticks: AtomicU64::new(0),
             processes: AtomicU64::new(0),

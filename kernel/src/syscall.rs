@@ -421,6 +421,10 @@ fn res_list(core: u64, ptr: u64, capacity: u64) -> Result<u64, Error> {
 /// `GETUSER`), answered before [`dispatch`]: they act on no resource, so they need no flow,
 /// and the large dispatcher's frame and argument spills are most of their cost. True if
 /// `frame` held one (its result is stored).
+///
+/// The register calls (`CALL_REGS`, `REPLY_RECV_REGS`: seL4's message registers, the
+/// rendezvous fast path's own calls) are answered here too, in a flow of their own: they
+/// take nothing from the dispatcher but its frame.
 #[inline(always)]
 pub fn quick(frame: &mut TrapFrame) -> bool {
     let r = match frame.rax {
@@ -428,6 +432,16 @@ pub fn quick(frame: &mut TrapFrame) -> bool {
         nr::CORE => Ok(current_core() as u64),
         nr::CLOCK => Ok(crate::time::now_ns()),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
+        nr::CALL_REGS | nr::REPLY_RECV_REGS => {
+            crate::res::begin_flow(proc::current_user());
+            let r = if frame.rax == nr::CALL_REGS {
+                crate::ipc::direct::call(frame)
+            } else {
+                crate::ipc::direct::reply_recv(frame)
+            };
+            crate::res::end_flow();
+            r
+        }
         _ => return false,
     };
     let (rax, rdx) = abi::syscall::encode(r);

@@ -73,7 +73,7 @@ pub fn recv(endpoint: ResId, timeout_ns: u64) -> Result<Received, Error> {
 /// Take the next request for `endpoint` (owned by `owner`, which must be the caller) from
 /// the caller's queue: `None` if none is queued, and then this thread is noted as the
 /// endpoint's receiver (a `CALL` on this core may switch straight to it).
-fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> {
+pub(super) fn take_request(owner: Pid, endpoint: ResId) -> Result<Option<Received>, Error> {
     sched::with(|s| {
         let thread = s.current_thread();
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;

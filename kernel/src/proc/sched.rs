@@ -27,6 +27,9 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 
+mod handoff;
+pub use handoff::{perform_direct, switch_to, Direct, NextRuns};
+
 /// Pages of each thread's kernel stack.
 pub const THREAD_STACK_PAGES: u64 = 8;
 /// Ticks a user thread may run before others of its level get a turn.
@@ -540,56 +543,6 @@ impl Sched {
     }
 }
 
-/// Hand the core straight to thread `next`, which is blocked (in `RECV`, `COLLECT` or a
-/// `CALL`) and has just been given what it waits for; the running thread blocks for `why`.
-/// This is the rendezvous fast path's direct switch (seL4's fastpath idea): no run-queue
-/// round trip and no pick, and the thread left behind is not made ready. Called with no
-/// borrow held; returns once the running thread is switched back to.
-///
-/// Refused (`false`, nothing changed) when the direct switch would be unfair or wrong:
-/// `next` is not a blocked thread of this core, there is no running thread, a thread of
-/// higher priority than `next` is ready, or the running thread has a stop or kill pending
-/// (it must reach its way back to user mode first). The caller then wakes `next` and
-/// blocks the ordinary way.
-pub fn switch_to(next: u32, why: Block) -> bool {
-    let plan = with(|s| {
-        let me = s.current?;
-        let next_priority = match s.threads.get(&next) {
-            Some(t) if matches!(t.state, ThreadState::Blocked(_)) && next != me => t.priority,
-            _ => return None,
-        };
-        // Priority first: a ready thread above `next` takes the core the ordinary way.
-        if s.ready[..next_priority as usize]
-            .iter()
-            .any(|q| !q.is_empty())
-        {
-            return None;
-        }
-        let t = s.threads.get_mut(&me)?;
-        if t.stop_requested || t.kill_requested {
-            return None;
-        }
-        t.state = ThreadState::Blocked(why);
-        t.user_boundary = false;
-        let save: *mut u64 = &mut t.rsp;
-        s.account();
-        s.need_resched = false;
-        s.slice_used = 0;
-        Some(s.plan_to(save, Some(me), Some(next)))
-    });
-    let Some(plan) = plan else {
-        return false;
-    };
-    // The thread handing over the core may wait with a deadline (REPLY_RECV's timeout).
-    arm_for(why);
-    percore::this()
-        .stats
-        .ipc_direct
-        .fetch_add(1, Ordering::Relaxed);
-    perform(plan);
-    true
-}
-
 /// A thread about to block for `why`: program this core's timer for its deadline, if any.
 fn arm_for(why: Block) {
     if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) | Block::Pipe(at) =
@@ -629,11 +582,17 @@ fn perform(plan: SwitchPlan) {
     free_dead_stacks();
 }
 
+#[inline(always)]
 fn free_dead_stacks() {
-    // Most switches find none: no borrow for them.
-    if !percore::this().dead_stacks_waiting.load(Ordering::Relaxed) {
-        return;
+    // Most switches find none: no borrow (and no call) for them.
+    if percore::this().dead_stacks_waiting.load(Ordering::Relaxed) {
+        free_dead_stacks_now();
     }
+}
+
+#[cold]
+#[inline(never)]
+fn free_dead_stacks_now() {
     let stacks = with(|s| {
         if s.dead_stacks.is_empty() {
             return Vec::new();

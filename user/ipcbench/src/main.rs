@@ -11,6 +11,8 @@
 //! |---|---|---|
 //! | `null call` | `GETPID`: the floor every system call pays (for reading the others) | 1000 |
 //! | `rendezvous round trip, same core` | a child on this core `CALL`s this process's endpoint; this process answers and waits for the next with one `REPLY_RECV` (the fast path: direct switches both ways) | 1000 |
+//! | `rendezvous round trip, same core, registers` | the same with the messages in registers: `CALL_REGS` answered by `REPLY_RECV_REGS` (no user memory touched; the direct handoff writes each message into the other thread's saved registers) | 1000 |
+//! | `rendezvous round trip, two cores, registers` | the register calls with the child on core 1 | 200 |
 //! | `rendezvous round trip, same core, RECV+REPLY` | the same served the old way: `RECV`, then `REPLY` (three system calls per round trip) | 1000 |
 //! | `rendezvous round trip, two cores` | `REPLY_RECV` with the child on core 1 (the calls travel by RPCC) | 200 |
 //! | `rendezvous round trip with a 4 KiB ICA both ways, same core` | the same-core round trip, the call passing a one-page vregion (P3's ICA) and the answer passing it back | 1000 |
@@ -54,6 +56,9 @@ const STOP: u64 = 2;
 /// The round trips whose calls pass an ICA (the server passes it back).
 const ICA_SAME_CORE: &str = "rendezvous round trip with a 4 KiB ICA both ways, same core";
 const ICA_TWO_CORES: &str = "rendezvous round trip with a 4 KiB ICA both ways, two cores";
+/// The round trips with the messages in registers.
+const REGS_SAME_CORE: &str = "rendezvous round trip, same core, registers";
+const REGS_TWO_CORES: &str = "rendezvous round trip, two cores, registers";
 /// Where the client attaches its ICA first.
 const ICA_AT: u64 = 0x0000_5200_0000_0000;
 
@@ -109,6 +114,24 @@ fn parent(samples: usize) -> Result<(), &'static str> {
         SAME_CORE_CALLS,
         Serve::ReplyRecv,
     )?;
+    rendezvous(
+        ep,
+        REGS_SAME_CORE,
+        here,
+        samples,
+        SAME_CORE_CALLS,
+        Serve::Regs,
+    )?;
+    if online >= 2 {
+        rendezvous(
+            ep,
+            REGS_TWO_CORES,
+            (here + 1) % online,
+            samples,
+            TWO_CORE_CALLS,
+            Serve::Regs,
+        )?;
+    }
     rendezvous(
         ep,
         "rendezvous round trip, same core, RECV+REPLY",
@@ -190,6 +213,8 @@ enum Serve {
     ReplyRecv,
     /// `RECV`, then `REPLY`.
     RecvThenReply,
+    /// One `REPLY_RECV_REGS` per request (the client calls with `CALL_REGS`).
+    Regs,
 }
 
 /// Serve a client on `core` until it says stop, then reap it.
@@ -218,6 +243,8 @@ fn rendezvous(
             Serve::ReplyRecv => ipc::reply_recv(answer.0, answer.1, &answer.2, ep, u64::MAX)
                 .map_err(|_| "reply_recv failed")?,
             Serve::RecvThenReply => ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?,
+            Serve::Regs => ipc::reply_recv_regs(answer.0, answer.1, &answer.2, ep)
+                .map_err(|_| "reply_recv_regs failed")?,
         };
         match r.msg.label & !api::MSG_ICA {
             ECHO => {
@@ -282,6 +309,7 @@ fn client(args: &[&str]) -> Result<(), &'static str> {
         None
     };
     let mut at = ICA_AT;
+    let regs = case.contains("registers");
     let r = bench::samples(case, samples, ops, |n| {
         let mut msg = Msg {
             label: ECHO,
@@ -293,7 +321,12 @@ fn client(args: &[&str]) -> Result<(), &'static str> {
         let start = rdtsc();
         for i in 0..n {
             msg.words[0] = i;
-            let (v, reply) = ipc::call(ep, &msg).map_err(|_| "call failed")?;
+            let (v, reply) = if regs {
+                ipc::call_regs(ep, &msg)
+            } else {
+                ipc::call(ep, &msg)
+            }
+            .map_err(|_| "call failed")?;
             if v != i + 1 {
                 return Err("wrong reply");
             }

@@ -22,6 +22,8 @@
 //! | (k) | a timeout after an answer: the caller has its answer (and keeps the core busy in user mode), the server `TimedOut`, not before its timeout; `ipccheck kfast [CORE]`, run above its caller's priority, also checks (best of five) that it ends within 4 ms after it |
 //! | (l) | an endpoint closed after the fast path used it: `REPLY_RECV` on it fails as `RECV` does, and a caller answered before the close fails its next call (`StaleResource`), never waits in a queue nobody reads |
 //!
+//! `ipccheck regs [CORE]`: the register calls, parts (m) to (q) (see `regs.rs`).
+//!
 //! Roles (the child side): `ipccheck caller EP N`, `ipccheck flood EP`, `ipccheck server`,
 //! `ipccheck leaver EP`, `ipccheck tagged EP N TAG [quiet|busy]`,
 //! `ipccheck stale EP`.
@@ -29,6 +31,8 @@
 #![no_main]
 
 extern crate alloc;
+
+mod regs;
 
 use alloc::format;
 use alloc::string::String;
@@ -53,6 +57,13 @@ fn main(args: &[&str]) -> i32 {
         Some("leaver") => leaver(args),
         Some("tagged") => tagged(args),
         Some("stale") => stale(args),
+        Some("rtagged") => regs::rtagged(args),
+        Some("rholder") => regs::rholder(),
+        Some("regs") => {
+            let here = sys::core().unwrap_or(0);
+            let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);
+            regs::regs(core).map(|()| println!("ipccheck: ok"))
+        }
         Some("kfast") => {
             let here = sys::core().unwrap_or(0);
             let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);

@@ -111,6 +111,62 @@ pub fn reply_recv(
     Ok(r)
 }
 
+/// CALL_REGS: [`call`] with the message and the reply in registers (`abi::ipc`, "Messages
+/// in registers"): the kernel touches no user memory, and a direct switch copies the
+/// message from this thread's saved registers to the receiver's.
+#[inline(always)]
+pub fn call_regs(endpoint: ResId, msg: &Msg) -> Result<(u64, Msg), Error> {
+    let mut m = *msg;
+    let (rax, rdx): (u64, u64);
+    // SAFETY: no memory is passed; the kernel answers in `rax`/`rdx` and the message
+    // registers (declared as outputs) and keeps every other register.
+    unsafe {
+        core::arch::asm!("syscall",
+            inlateout("rax") nr::CALL_REGS => rax, in("rdi") endpoint.0, lateout("rdx") rdx,
+            inout("rsi") m.label, inout("r10") m.words[0], inout("r8") m.words[1],
+            inout("r9") m.words[2], inout("r12") m.words[3], inout("r13") m.words[4],
+            inout("r14") m.words[5], out("rcx") _, out("r11") _, options(nostack));
+    }
+    nr::decode(rax, rdx).map(|v| (v, m))
+}
+
+/// REPLY_RECV_REGS: [`reply_recv`] with both messages in registers and no time limit.
+/// The request comes back as a [`Received`] whose `endpoint` is `endpoint` and whose `kind`
+/// follows from its handle (`SUBMIT_SEND` for 0).
+#[inline(always)]
+pub fn reply_recv_regs(
+    request: u64,
+    value: u64,
+    msg: &Msg,
+    endpoint: ResId,
+) -> Result<Received, Error> {
+    let mut m = *msg;
+    let (rax, rdx, sender, who): (u64, u64, u64, u64);
+    // SAFETY: as for `call_regs`.
+    unsafe {
+        core::arch::asm!("syscall",
+            inlateout("rax") nr::REPLY_RECV_REGS => rax, inlateout("rdi") request => sender,
+            inlateout("rdx") value => rdx, inlateout("r15") endpoint.0 => who,
+            inout("rsi") m.label, inout("r10") m.words[0], inout("r8") m.words[1],
+            inout("r9") m.words[2], inout("r12") m.words[3], inout("r13") m.words[4],
+            inout("r14") m.words[5], out("rcx") _, out("r11") _, options(nostack));
+    }
+    let handle = nr::decode(rax, rdx)?;
+    Ok(Received {
+        request: handle,
+        sender: abi::Pid(sender),
+        sender_thread: who & 0xffff_ffff,
+        sender_user: who >> 32,
+        endpoint: endpoint.0,
+        kind: if handle == 0 {
+            api::SUBMIT_SEND
+        } else {
+            api::SUBMIT_CALL
+        },
+        msg: m,
+    })
+}
+
 /// `msg` carrying vregion `region` as an ICA (`abi::ipc` has the contract): the kernel
 /// moves it from the sender's address space to the receiver's, which reads where it went
 /// with [`ica_at`].
