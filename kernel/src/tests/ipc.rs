@@ -47,28 +47,21 @@ ktest! {
     }
 }
 
+/// A per-core count of `CoreStats`, all cores together.
+fn all_cores(count: fn(&percore::CoreStats) -> &core::sync::atomic::AtomicU64) -> u64 {
+    (0..smp::cores_planned())
+        .map(|c| count(&percore::of(c).stats).load(core::sync::atomic::Ordering::Relaxed))
+        .sum()
+}
+
 /// Direct switches of the rendezvous fast path, all cores together.
 fn direct_switches() -> u64 {
-    (0..smp::cores_planned())
-        .map(|c| {
-            percore::of(c)
-                .stats
-                .ipc_direct
-                .load(core::sync::atomic::Ordering::Relaxed)
-        })
-        .sum()
+    all_cores(|s| &s.ipc_direct)
 }
 
 /// Of those, the register calls' handoffs, all cores together.
 fn handoffs() -> u64 {
-    (0..smp::cores_planned())
-        .map(|c| {
-            percore::of(c)
-                .stats
-                .ipc_handoffs
-                .load(core::sync::atomic::Ordering::Relaxed)
-        })
-        .sum()
+    all_cores(|s| &s.ipc_handoffs)
 }
 
 ktest! {

@@ -70,7 +70,20 @@ impl Sched {
             Some(t) if matches!(t.state, ThreadState::Blocked(_)) && next != me => t.priority,
             _ => return None,
         };
-        // Priority first: a ready thread above `next` takes the core the ordinary way.
+        let save = self.block_running(me, next_priority, why)?;
+        self.account();
+        self.need_resched = false;
+        self.slice_used = 0;
+        Some(Direct(self.plan_to(save, Some(me), Some(next))))
+    }
+
+    /// The running thread `me` blocks for `why` to hand the core to a thread of priority
+    /// `next_priority`; returns where its context is saved. `None`, with nothing changed, if
+    /// that would be unfair or wrong: a ready thread above `next_priority` (it takes the
+    /// core the ordinary way), or a stop or kill pending for `me` (it must reach its way
+    /// back to user mode first).
+    #[inline]
+    fn block_running(&mut self, me: u32, next_priority: Priority, why: Block) -> Option<*mut u64> {
         if self.ready[..next_priority as usize]
             .iter()
             .any(|q| !q.is_empty())
@@ -83,11 +96,7 @@ impl Sched {
         }
         t.state = ThreadState::Blocked(why);
         t.user_boundary = false;
-        let save: *mut u64 = &mut t.rsp;
-        self.account();
-        self.need_resched = false;
-        self.slice_used = 0;
-        Some(Direct(self.plan_to(save, Some(me), Some(next))))
+        Some(&mut t.rsp)
     }
 
     /// The running process, its CPU time charged up to now as a switch charges it, for a
@@ -145,20 +154,7 @@ impl Sched {
         }
         let next_priority = n.priority;
         let n: *mut Thread = &mut **n;
-        // Priority first: a ready thread above `next` takes the core the ordinary way.
-        if self.ready[..next_priority as usize]
-            .iter()
-            .any(|q| !q.is_empty())
-        {
-            return None;
-        }
-        let t = self.threads.get_mut(&me)?;
-        if t.stop_requested || t.kill_requested {
-            return None;
-        }
-        t.state = ThreadState::Blocked(why);
-        t.user_boundary = false;
-        let save: *mut u64 = &mut t.rsp;
+        let save = self.block_running(me, next_priority, why)?;
         #[allow(unsafe_code)]
         // SAFETY: `n` points into `next`'s box in `self.threads`, which stays put: nothing
         // was inserted or removed since it was taken, and the running thread's box, just
