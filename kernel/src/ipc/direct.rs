@@ -315,7 +315,7 @@ fn reply_direct(
         let p = s.charged_current()?;
         if fast::owner_checked(&mut p.ipc, endpoint, false).ok()? != p.pid
             || p.ipc.takeover.is_some()
-            || p.ipc.requests.iter().any(|r| r.endpoint == endpoint)
+            || (!p.ipc.requests.is_empty() && p.ipc.requests.iter().any(|r| r.endpoint == endpoint))
         {
             return None;
         }

@@ -392,6 +392,18 @@ impl Sched {
         self.ready.iter_mut().find_map(|q| q.pop_front())
     }
 
+    /// Is a thread of a level above `p` ready? One look per level, no iterator (the direct
+    /// switches ask on every handoff).
+    #[inline(always)]
+    fn ready_above(&self, p: Priority) -> bool {
+        let levels = &self.ready[..(p as usize).min(Priority::LEVELS)];
+        match levels {
+            [] => false,
+            [a] => !a.is_empty(),
+            [a, b, ..] => !a.is_empty() || !b.is_empty(),
+        }
+    }
+
     fn has_ready_at_or_above(&self, p: Priority) -> bool {
         self.ready[..=p as usize].iter().any(|q| !q.is_empty())
     }

@@ -84,10 +84,7 @@ impl Sched {
     /// back to user mode first).
     #[inline]
     fn block_running(&mut self, me: u32, next_priority: Priority, why: Block) -> Option<*mut u64> {
-        if self.ready[..next_priority as usize]
-            .iter()
-            .any(|q| !q.is_empty())
-        {
+        if self.ready_above(next_priority) {
             return None;
         }
         let t = self.threads.get_mut(&me)?;
