@@ -28,6 +28,9 @@ pub struct CoreLocal {
     pub res: CoreCell<crate::res::ResTable>,
     /// What each user holds on this core, against its limits.
     pub quota: CoreCell<crate::res::quota::CoreUsage>,
+    /// Processes of other cores to tell that a pipe of this core changed, once the
+    /// resource table's borrow is over (`res::pipe::send_notices`).
+    pub pipe_notices: CoreCell<crate::res::pipe::Notices>,
     /// The current kernel activity's flow id and user.
     pub flow: crate::res::Flow,
     /// The user of the running thread's process (0, the kernel, when idle).
@@ -85,6 +88,12 @@ pub struct CoreStats {
     /// Rendezvous messages between processes (P0's IPC count), counted on the serving
     /// core (`ipc::note_request`, `ipc::note_reply`), indexed by the `abi::IPC_*` values.
     pub ipc_messages: [AtomicU64; abi::IPC_COUNTERS],
+    /// `PipeChanged` notices sent: a pipe of this core changed for a process of another
+    /// core whose READ or WRITE it had answered `Busy` (`res::pipe::send_notices`).
+    pub pipe_notices_sent: AtomicU64,
+    /// Waits of this core's threads for another core's pipe that a `PipeChanged` notice
+    /// ended before their pause ran out (`res::pipe::wait_for_change`).
+    pub pipe_notice_wakes: AtomicU64,
     /// Timer ticks that found the core idle (no thread running).
     pub idle_ticks: AtomicU64,
     /// Processes living on this core.
@@ -108,6 +117,8 @@ impl CoreStats {
             ipc_direct: AtomicU64::new(0),
             ipc_handoffs: AtomicU64::new(0),
             ipc_messages: [const { AtomicU64::new(0) }; abi::IPC_COUNTERS],
+            pipe_notices_sent: AtomicU64::new(0),
+            pipe_notice_wakes: AtomicU64::new(0),
             idle_ticks: AtomicU64::new(0),
             processes: AtomicU64::new(0),
             boot_programs: AtomicU64::new(0),
@@ -132,6 +143,7 @@ impl CoreLocal {
             sched: CoreCell::new(crate::proc::sched::Sched::new()),
             res: CoreCell::new(crate::res::ResTable::new()),
             quota: CoreCell::new(crate::res::quota::CoreUsage::new()),
+            pipe_notices: CoreCell::new(crate::res::pipe::Notices::new()),
             flow: crate::res::Flow::new(),
             running_user: AtomicU32::new(0),
             running_pid: AtomicU64::new(0),

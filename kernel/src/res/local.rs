@@ -335,22 +335,30 @@ pub fn open(
 
 /// CLOSE: delete the resource.
 pub fn close(id: ResId) -> Result<(), Error> {
-    ops_of(local(id)?).close(id)
+    let r = ops_of(local(id)?).close(id);
+    super::pipe::send_notices();
+    r
 }
 
 /// READ (docs/resources.md): `len` is the caller's buffer size, `arg` type-specific.
 pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
-    ops_of(local(id)?).read(id, len, arg)
+    let r = ops_of(local(id)?).read(id, len, arg);
+    super::pipe::send_notices();
+    r
 }
 
 /// WRITE (docs/resources.md).
 pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
-    ops_of(local(id)?).write(id, data, arg)
+    let r = ops_of(local(id)?).write(id, data, arg);
+    super::pipe::send_notices();
+    r
 }
 
 /// CONTROL (docs/resources.md).
 pub fn control(id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
-    ops_of(local(id)?).control(id, cmd, a, b)
+    let r = ops_of(local(id)?).control(id, cmd, a, b);
+    super::pipe::send_notices();
+    r
 }
 
 /// RES_INFO: one resource's record (no right needed: knowing the id is enough to see it).

@@ -14,8 +14,12 @@
 //! this core: it sleeps in the pipe, and every read or write that changes the buffer, and
 //! every `PIPE_DROP`, wakes it to try again. An RPCC agent working for a caller of another
 //! core does not wait here (a core has few agents, and the write that would end the wait may
-//! need one): it answers `Busy`, and the caller's core tries again after a pause that grows
-//! from 50 us to a tick (`res::read`/`res::write`), as the kernel's own context does. A
+//! need one): it answers `Busy` and notes the caller's process; the next change of the
+//! pipe tells that process's core (`PipeChanged`, a notice sent once the table's borrow is
+//! over), and the caller, waiting there in the pipe's stead, tries again at once. Nothing
+//! polls while the pipe is still: a caller that was not noted (the list is full) or whose
+//! notice was lost tries again after a pause that grows from 50 us to a tick, as the
+//! kernel's own context does (`res::read`/`res::write`). A
 //! holder that ended without dropping its end (killed, faulted) is noticed by the waiters
 //! themselves: a sleeping waiter wakes at least once a tick and then asks the holders'
 //! cores which holders still live and forgets the others, and every retry from another
@@ -50,6 +54,8 @@ pub const CAPACITY: usize = 4096;
 pub const MAX_CAPACITY: usize = 64 * 1024;
 /// Most holders of one end.
 pub const MAX_HOLDERS: usize = 16;
+/// Most processes of other cores noted as waiting for one pipe (past that they poll).
+pub const MAX_REMOTE_WAITERS: usize = 32;
 
 /// A pipe (boxed: a table slot stays small).
 pub struct Pipe(Box<Inner>);
@@ -74,6 +80,9 @@ pub struct Inner {
     readers: Vec<Pid>,
     writers: Vec<Pid>,
     sleepers: Vec<u32>,
+    /// Processes of other cores whose READ or WRITE was answered `Busy`: told of the next
+    /// change.
+    remote: Vec<Pid>,
 }
 
 /// A READ that found the pipe empty with a writer held: wait for bytes or EOF.
@@ -110,6 +119,7 @@ impl Resource for Pipe {
             readers: Vec::new(),
             writers: Vec::new(),
             sleepers: Vec::new(),
+            remote: Vec::new(),
         })))
     }
 
@@ -215,8 +225,15 @@ impl Inner {
         Ok(Some(n as u64))
     }
 
-    /// Wake every thread waiting in the pipe: each tries again.
+    /// Wake every thread waiting in the pipe: each tries again. The processes of other
+    /// cores that wait are told once the table's borrow is over ([`send_notices`]).
     fn wake(&mut self) {
+        if !self.remote.is_empty() {
+            let remote = core::mem::take(&mut self.remote);
+            crate::percore::this()
+                .pipe_notices
+                .with(|n| n.0.extend(remote));
+        }
         if self.sleepers.is_empty() {
             return;
         }
@@ -276,8 +293,10 @@ impl Later<u64> for Hold {
 /// change wakes it or a tick passes; after a tick it forgets the holders that ended (and
 /// gives up if its requester ended). Where nobody here can wait (an RPCC agent working for
 /// another core's caller, big-lock mode working for another core, or the kernel's own
-/// context) it forgets the ended holders, tries once more and answers `Busy`: the caller
-/// tries again after a pause that grows from 50 us to a tick (`res::read`/`res::write`).
+/// context) it forgets the ended holders, tries once more, notes a requester of another
+/// core for the next change's notice ([`send_notices`]) and answers `Busy`: the caller
+/// waits for that notice, or a pause that grows from 50 us to a tick
+/// (`res::read`/`res::write`).
 /// (An agent must not wait here: the agents a core may have are few, and the write that
 /// would end the wait may need one.)
 fn wait<T>(
@@ -288,6 +307,11 @@ fn wait<T>(
         sched::with(|s| s.current_thread())
     } else {
         None
+    };
+    // Who waits elsewhere when nobody can wait here: the requester of another core.
+    let remote = match me {
+        None => flow_pid().filter(|p| p.core() != current_core()),
+        Some(_) => None,
     };
     let tick = 1_000_000_000 / crate::time::HZ;
     let mut look = me.is_none();
@@ -315,6 +339,11 @@ fn wait<T>(
                     p.sleepers.push(me);
                 }
             }
+            if let (None, Some(pid)) = (&r, remote) {
+                if !p.remote.contains(&pid) && p.remote.len() < MAX_REMOTE_WAITERS {
+                    p.remote.push(pid);
+                }
+            }
             Ok(r)
         })?;
         if let Some(v) = done {
@@ -326,6 +355,89 @@ fn wait<T>(
         let deadline = crate::time::now_ns().saturating_add(tick);
         sched::block(sched::Block::Pipe(deadline));
         look = crate::time::now_ns() >= deadline;
+    }
+}
+
+/// Processes of other cores to tell that a pipe of this core changed (per core: the
+/// `pipe_notices` outbox).
+pub struct Notices(Vec<Pid>);
+
+impl Notices {
+    pub const fn new() -> Self {
+        Notices(Vec::new())
+    }
+}
+
+/// Tell the processes that pipes of this core woke (`wake`) that their pipe changed: one
+/// `PipeChanged` notice each, to its core. Called after every resource operation of this
+/// core (`res::local`), outside the table's borrow.
+pub fn send_notices() {
+    let pids = crate::percore::this().pipe_notices.with(|n| {
+        if n.0.is_empty() {
+            None
+        } else {
+            Some(core::mem::take(&mut n.0))
+        }
+    });
+    for pid in pids.into_iter().flatten() {
+        crate::percore::this()
+            .stats
+            .pipe_notices_sent
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+        rpcc::notice(pid.core(), Op::PipeChanged(pid));
+    }
+}
+
+/// The `PipeChanged` notice, on the core of `pid`: count it, and wake its threads that wait
+/// for a pipe (each tries again; [`wait_for_change`]).
+pub fn changed_for(pid: Pid) {
+    sched::with(|s| {
+        let Some(p) = s.processes.get_mut(&pid.serial()).filter(|p| p.pid == pid) else {
+            return;
+        };
+        p.pipe_pokes += 1;
+        let threads = p.threads.clone();
+        for t in threads {
+            if matches!(s.state_of(t), Some(sched::ThreadState::Blocked(sched::Block::Pipe(_)))) {
+                s.wake(t);
+            }
+        }
+    });
+}
+
+/// The running process's count of `PipeChanged` notices (`None` in the kernel's own
+/// context), read before a pipe operation on another core.
+pub fn notices_seen() -> Option<u64> {
+    sched::with(|s| {
+        let serial = s.current_process()?;
+        s.processes.get(&serial).map(|p| p.pipe_pokes)
+    })
+}
+
+/// A pipe operation on another core answered `Busy`: wait until a `PipeChanged` notice
+/// comes for the running process (at once if one came since it counted `seen`), or for
+/// `ns` at most (a notice that was not sent, or got lost; the holders' deaths are noticed
+/// by trying again).
+pub fn wait_for_change(seen: Option<u64>, ns: u64) {
+    let Some(seen) = seen else {
+        sched::sleep_ns(ns);
+        return;
+    };
+    let deadline = crate::time::now_ns().saturating_add(ns);
+    loop {
+        // Checked and blocked in one stretch of kernel code: the notice, handled on this
+        // core, comes before the check or finds the thread blocked.
+        if notices_seen() != Some(seen) {
+            crate::percore::this()
+                .stats
+                .pipe_notice_wakes
+                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            return;
+        }
+        if crate::time::now_ns() >= deadline {
+            return;
+        }
+        sched::block(sched::Block::Pipe(deadline));
     }
 }
 

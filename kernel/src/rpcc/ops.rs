@@ -86,6 +86,8 @@ pub enum Op {
     MoveHeard(Pid),
     /// Process `0` (of another core) ended: its children here are the kernel's (a notice).
     Orphaned(Pid),
+    /// A pipe that process `0` (of this core) waits for changed: it tries again (a notice).
+    PipeChanged(Pid),
     /// Migration, step 1 on the process's core: stop it and describe it.
     MigrateOut(Pid),
     /// Step 2 on the destination: rebuild it; returns the new pid.
@@ -204,6 +206,10 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
         }
         Op::Orphaned(parent) => {
             proc::note_orphaned(*parent);
+            Ok(Out::Unit)
+        }
+        Op::PipeChanged(pid) => {
+            res::pipe::changed_for(*pid);
             Ok(Out::Unit)
         }
         Op::MigrateOut(pid) => proc::migrate::take_out(*pid).map(Out::Snapshot),

@@ -244,3 +244,69 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// A reader of another core's empty pipe is told when bytes come: `upper` (core 0)
+    /// waits for its input, a pipe of core 1; once it waits (answered `Busy`, in the pipe's
+    /// stead on its own core), a write there sends its core a `PipeChanged` notice, and the
+    /// bytes come out upper-cased.
+    fn remote_reader_is_told_of_a_write() -> TestResult {
+        if smp::cores_planned() < 2 {
+            crate::kskip!("needs 2 cores");
+        }
+        let mut c = Cleanup { pipes: Vec::new(), pids: Vec::new() };
+        let holder = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn spin")?;
+        c.pids.push(holder);
+        let input = open("c1/pipe/pt-told-in", 64)?;
+        c.pipes.push(input);
+        let output = open("c0/pipe/pt-told-out", 64)?;
+        c.pipes.push(output);
+        for (p, end) in [(input, PIPE_WRITE_END), (output, PIPE_READ_END)] {
+            hold(p, end, holder)?;
+        }
+        let tag = format!("\u{1}stdio={:x},{:x}", input.0, output.0);
+        let upper = e(proc::spawn("upper", &[tag.as_str()], Priority::App, TEST_PARENT), "spawn upper")?;
+        c.pids.push(upper);
+        hold(input, PIPE_READ_END, upper)?;
+        hold(output, PIPE_WRITE_END, upper)?;
+        let waits = crate::proc::sched::run_until(60_000_000_000, || waits_for_a_pipe(upper));
+        kassert!(waits, "upper never waited for its input");
+        let sent = || smp_stat(1, |s| &s.pipe_notices_sent);
+        let before = sent();
+        kassert!(e(res::write(input, b"told", 0), "write input")? == 4, "a 4-byte write");
+        let mut got = Vec::new();
+        while got.len() < 4 {
+            let b = read(output, 64)?;
+            kassert!(!b.is_empty(), "EOF after {got:?}");
+            got.extend_from_slice(&b);
+        }
+        kassert!(got == b"TOLD", "upper wrote {got:?}");
+        kassert!(sent() > before, "core 1 sent no PipeChanged notice for the waiting reader");
+        drop_end(input, PIPE_WRITE_END, holder)?;
+        let status = finish(upper, "upper", 60)?;
+        c.pids.retain(|p| *p != upper);
+        kassert!(status.how == abi::ENDED_EXIT && status.code == 0, "upper ended {status:?}");
+        Ok(())
+    }
+}
+
+/// Does a thread of `pid` (of this core) wait for a pipe?
+fn waits_for_a_pipe(pid: Pid) -> bool {
+    use crate::proc::sched::{self, Block, ThreadState};
+    sched::with(|s| {
+        let Some(p) = s.processes.get(&pid.serial()).filter(|p| p.pid == pid) else {
+            return false;
+        };
+        p.threads
+            .iter()
+            .any(|&t| matches!(s.state_of(t), Some(ThreadState::Blocked(Block::Pipe(_)))))
+    })
+}
+
+/// A counter of core `core`'s statistics.
+fn smp_stat(
+    core: usize,
+    counter: impl Fn(&crate::percore::CoreStats) -> &core::sync::atomic::AtomicU64,
+) -> u64 {
+    counter(&crate::percore::of(core).stats).load(core::sync::atomic::Ordering::Relaxed)
+}
