@@ -30,7 +30,7 @@ pub struct CoreLocal {
     pub quota: CoreCell<crate::res::quota::CoreUsage>,
     /// Processes of other cores to tell that a pipe of this core changed, once the
     /// resource table's borrow is over (`res::pipe::send_notices`).
-    pub pipe_notices: CoreCell<crate::res::pipe::Notices>,
+    pub pipe_notices: crate::res::pipe::Outbox,
     /// The current kernel activity's flow id and user.
     pub flow: crate::res::Flow,
     /// The user of the running thread's process (0, the kernel, when idle).
@@ -91,6 +91,9 @@ pub struct CoreStats {
     /// `PipeChanged` notices sent: a pipe of this core changed for a process of another
     /// core whose READ or WRITE it had answered `Busy` (`res::pipe::send_notices`).
     pub pipe_notices_sent: AtomicU64,
+    /// `PipeChanged` notices taken (`res::pipe::changed_for`): a thread waiting for another
+    /// core's pipe stops waiting once this moved since its request went out.
+    pub pipe_notices_taken: AtomicU64,
     /// Waits of this core's threads for another core's pipe that a `PipeChanged` notice
     /// ended before their pause ran out (`res::pipe::wait_for_change`).
     pub pipe_notice_wakes: AtomicU64,
@@ -118,6 +121,7 @@ impl CoreStats {
             ipc_handoffs: AtomicU64::new(0),
             ipc_messages: [const { AtomicU64::new(0) }; abi::IPC_COUNTERS],
             pipe_notices_sent: AtomicU64::new(0),
+            pipe_notices_taken: AtomicU64::new(0),
             pipe_notice_wakes: AtomicU64::new(0),
             idle_ticks: AtomicU64::new(0),
             processes: AtomicU64::new(0),
@@ -143,7 +147,7 @@ impl CoreLocal {
             sched: CoreCell::new(crate::proc::sched::Sched::new()),
             res: CoreCell::new(crate::res::ResTable::new()),
             quota: CoreCell::new(crate::res::quota::CoreUsage::new()),
-            pipe_notices: CoreCell::new(crate::res::pipe::Notices::new()),
+            pipe_notices: crate::res::pipe::Outbox::new(),
             flow: crate::res::Flow::new(),
             running_user: AtomicU32::new(0),
             running_pid: AtomicU64::new(0),

@@ -69,9 +69,6 @@ pub struct Process {
     pub moved_from: Option<Pid>,
     /// Its request and result queues (the request path).
     pub ipc: crate::ipc::ProcIpc,
-    /// Counts the notices that a pipe of another core it waits for changed
-    /// (`res::pipe::changed_for`): a wait for one ends at once if it moved meanwhile.
-    pub pipe_pokes: u64,
     /// Migration asked this process to stop (it was running) ([`migrate`]).
     pub stop_for_move: bool,
     /// Its description was taken for a migration; it must not run until the move is
@@ -511,7 +508,6 @@ pub fn install(
             child_event: false,
             moved_from: who.moved_from,
             ipc: crate::ipc::ProcIpc::default(),
-            pipe_pokes: 0,
             stop_for_move: false,
             moving: false,
         };

@@ -292,7 +292,7 @@ pub fn close(id: ResId) -> Result<(), Error> {
 pub fn read(id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
     let mut pause = RETRY_FIRST_NS;
     loop {
-        let seen = pipe_notices_seen(id);
+        let seen = pipe::notices_taken();
         let r = match route(id)? {
             None => local::read(id, len, arg),
             Some(core) => match rpcc::call(core, Op::ResRead { id, len, arg }) {
@@ -319,21 +319,11 @@ fn retry_later() {
 /// The first pause before a pipe operation that must wait on another core is tried again.
 const RETRY_FIRST_NS: u64 = 50_000;
 
-/// Before an operation on resource `id`: the running process's count of pipe notices, if
-/// `id` is a pipe (`pipe::notices_seen`).
-fn pipe_notices_seen(id: ResId) -> Option<u64> {
-    if id.kind() == Some(abi::res::ResType::Pipe) {
-        pipe::notices_seen()
-    } else {
-        None
-    }
-}
-
 /// A pipe operation must wait where it cannot (on another core's pipe: its agent does not
 /// wait there; or in the kernel's own context): wait for the pipe's `PipeChanged` notice
-/// (at once if one came since the process counted `seen`), for `pause` at most; the pause
+/// (at once if one came since this core's count was `seen`), for `pause` at most; the pause
 /// doubles up to a tick.
-fn retry_after(pause: &mut u64, seen: Option<u64>) {
+fn retry_after(pause: &mut u64, seen: u64) {
     pipe::wait_for_change(seen, *pause);
     *pause = (*pause * 2).min(1_000_000_000 / crate::time::HZ);
 }
@@ -342,7 +332,7 @@ fn retry_after(pause: &mut u64, seen: Option<u64>) {
 pub fn write(id: ResId, data: &[u8], arg: u64) -> Result<u64, Error> {
     let mut pause = RETRY_FIRST_NS;
     loop {
-        let seen = pipe_notices_seen(id);
+        let seen = pipe::notices_taken();
         let r = match route(id)? {
             None => local::write(id, data, arg),
             Some(core) => {

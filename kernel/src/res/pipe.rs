@@ -47,6 +47,8 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::convert::Infallible;
+use core::sync::atomic::{AtomicBool, Ordering};
+use crate::cpu_local::CoreCell;
 
 /// The capacity of a pipe opened without arguments (bytes).
 pub const CAPACITY: usize = 4096;
@@ -230,9 +232,9 @@ impl Inner {
     fn wake(&mut self) {
         if !self.remote.is_empty() {
             let remote = core::mem::take(&mut self.remote);
-            crate::percore::this()
-                .pipe_notices
-                .with(|n| n.0.extend(remote));
+            let outbox = &crate::percore::this().pipe_notices;
+            outbox.pids.with(|pids| pids.extend(remote));
+            outbox.waiting.store(true, Ordering::Relaxed);
         }
         if self.sleepers.is_empty() {
             return;
@@ -358,80 +360,90 @@ fn wait<T>(
     }
 }
 
-/// Processes of other cores to tell that a pipe of this core changed (per core: the
-/// `pipe_notices` outbox).
-pub struct Notices(Vec<Pid>);
+/// One core's processes of other cores to tell that a pipe of this core changed
+/// (`percore`'s `pipe_notices`): filled by `wake` inside the table's borrow, emptied by
+/// [`send_notices`] after it. `waiting` spares every resource operation a borrow.
+pub struct Outbox {
+    waiting: AtomicBool,
+    pids: CoreCell<Vec<Pid>>,
+}
 
-impl Notices {
+impl Outbox {
     pub const fn new() -> Self {
-        Notices(Vec::new())
+        Outbox {
+            waiting: AtomicBool::new(false),
+            pids: CoreCell::new(Vec::new()),
+        }
     }
 }
 
 /// Tell the processes that pipes of this core woke (`wake`) that their pipe changed: one
 /// `PipeChanged` notice each, to its core. Called after every resource operation of this
 /// core (`res::local`), outside the table's borrow.
+#[inline]
 pub fn send_notices() {
-    let pids = crate::percore::this().pipe_notices.with(|n| {
-        if n.0.is_empty() {
-            None
-        } else {
-            Some(core::mem::take(&mut n.0))
+    let core = crate::percore::this();
+    if core.pipe_notices.waiting.swap(false, Ordering::Relaxed) {
+        let pids = core.pipe_notices.pids.with(core::mem::take);
+        for pid in pids {
+            core.stats.pipe_notices_sent.fetch_add(1, Ordering::Relaxed);
+            rpcc::notice(pid.core(), Op::PipeChanged(pid));
         }
-    });
-    for pid in pids.into_iter().flatten() {
-        crate::percore::this()
-            .stats
-            .pipe_notices_sent
-            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-        rpcc::notice(pid.core(), Op::PipeChanged(pid));
     }
 }
 
-/// The `PipeChanged` notice, on the core of `pid`: count it, and wake its threads that wait
-/// for a pipe (each tries again; [`wait_for_change`]).
+/// The `PipeChanged` notice, on the core of `pid`: count it, and wake the threads of `pid`
+/// that wait for a pipe (each tries again; [`wait_for_change`]).
 pub fn changed_for(pid: Pid) {
+    crate::percore::this()
+        .stats
+        .pipe_notices_taken
+        .fetch_add(1, Ordering::Relaxed);
     sched::with(|s| {
-        let Some(p) = s.processes.get_mut(&pid.serial()).filter(|p| p.pid == pid) else {
+        let Some(p) = s.processes.get(&pid.serial()).filter(|p| p.pid == pid) else {
             return;
         };
-        p.pipe_pokes += 1;
         let threads = p.threads.clone();
         for t in threads {
-            if matches!(s.state_of(t), Some(sched::ThreadState::Blocked(sched::Block::Pipe(_)))) {
+            if matches!(
+                s.state_of(t),
+                Some(sched::ThreadState::Blocked(sched::Block::Pipe(_)))
+            ) {
                 s.wake(t);
             }
         }
     });
 }
 
-/// The running process's count of `PipeChanged` notices (`None` in the kernel's own
-/// context), read before a pipe operation on another core.
-pub fn notices_seen() -> Option<u64> {
-    sched::with(|s| {
-        let serial = s.current_process()?;
-        s.processes.get(&serial).map(|p| p.pipe_pokes)
-    })
+/// This core's count of `PipeChanged` notices taken, read before a pipe operation on
+/// another core: a notice taken since (for this process or another) ends the wait that
+/// may follow at once.
+#[inline]
+pub fn notices_taken() -> u64 {
+    crate::percore::this()
+        .stats
+        .pipe_notices_taken
+        .load(Ordering::Relaxed)
 }
 
 /// A pipe operation on another core answered `Busy`: wait until a `PipeChanged` notice
-/// comes for the running process (at once if one came since it counted `seen`), or for
-/// `ns` at most (a notice that was not sent, or got lost; the holders' deaths are noticed
-/// by trying again).
-pub fn wait_for_change(seen: Option<u64>, ns: u64) {
-    let Some(seen) = seen else {
+/// comes (at once if one came since the count was `seen`), or for `ns` at most (a notice
+/// that was not sent or got lost; the holders' deaths are noticed by trying again). The
+/// kernel's own context only sleeps.
+pub fn wait_for_change(seen: u64, ns: u64) {
+    if sched::with(|s| s.current_thread().is_none()) {
         sched::sleep_ns(ns);
         return;
-    };
+    }
     let deadline = crate::time::now_ns().saturating_add(ns);
     loop {
-        // Checked and blocked in one stretch of kernel code: the notice, handled on this
+        // Checked and blocked in one stretch of kernel code: the notice, taken on this
         // core, comes before the check or finds the thread blocked.
-        if notices_seen() != Some(seen) {
+        if notices_taken() != seen {
             crate::percore::this()
                 .stats
                 .pipe_notice_wakes
-                .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+                .fetch_add(1, Ordering::Relaxed);
             return;
         }
         if crate::time::now_ns() >= deadline {
