@@ -136,6 +136,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
         }
     }
     res::set_rcc(args.rcc);
+    res::pipe::set_notify(!args.pipe_poll);
     rpcc::configure(
         args.rpcc_notify,
         args.rpcc_agents,

@@ -7,6 +7,10 @@
 //!   message (`agora stream`), the reader on the writer's core or on the other core; the
 //!   think time from which two cores are faster (the paper: about 3 ms, where a pipe
 //!   transfer cost 8.2 ms inside a processor and 11.6 ms across).
+//! - Beside Figure 4, not in the paper: the pipe on the writer's core, so the reader on the
+//!   other core waits across cores (`agora rstream`), with the pipe's notice of a change
+//!   (`pipe.wait=notify`, the default) against the earlier design's pauses of 50 us to a
+//!   tick (`pipe.wait=poll`, a third boot).
 //! - Table 3: `ls -l | sort` (`agora ls`: `readdir` and a `stat` per entry; `agora sort`),
 //!   both programs on core 1, under two placements of the file service: (1) only the disk
 //!   manager on core 0, `fsd` on core 1 with the programs (less cross-core IPC), (2) the
@@ -22,6 +26,10 @@ use std::time::Duration;
 
 /// Figure 4's think times, µs (the paper's axis runs 0..10 ms).
 const THINKS_US: [u64; 8] = [0, 10, 30, 100, 300, 1000, 3000, 10000];
+/// The think times of the reader waiting across cores (notified against polled), µs.
+const REMOTE_THINKS_US: [u64; 3] = [0, 10, 100];
+/// The third boot's option: the earlier design for waits on another core's pipe.
+const POLL: &str = "pipe.wait=poll";
 /// P0 Figure 4: pipe cost per message inside one processor and across two (ms), and the
 /// think time from which two processors help (ms).
 const PAPER_PIPE_ONE_MS: f64 = 8.2;
@@ -41,6 +49,11 @@ fn stream_case(t: u64, two: bool) -> String {
     )
 }
 
+/// The reader on core 0 waiting for a pipe of the writer's core 1 (`agora rstream`).
+fn remote_case(t: u64) -> String {
+    format!("pipe stream, think {t} us, two cores, pipe on the writer's core")
+}
+
 fn lsort_case() -> &'static str {
     "ls piped to sort, ls on core 1, sort on core 1"
 }
@@ -52,6 +65,7 @@ pub fn parallel(runs: usize) -> Result<()> {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let thinks = THINKS_US.map(|t| t.to_string()).join(",");
+    let remote = REMOTE_THINKS_US.map(|t| t.to_string()).join(",");
     let limit = Duration::from_secs(600 + 120 * runs as u64);
     // Placement 1: only `ls | sort`.
     let g1 = guest(
@@ -68,10 +82,23 @@ pub fn parallel(runs: usize) -> Result<()> {
         &archive,
         Mode::Parallel,
         (0, 1),
-        &format!("lsort,{runs},1,1,+,stream,{runs},1,{thinks},+,stream,{runs},0,{thinks}"),
+        &format!(
+            "lsort,{runs},1,1,+,stream,{runs},1,{thinks},+,stream,{runs},0,{thinks},+,\
+             rstream,{runs},0,{remote}"
+        ),
     );
     let p2 = boot(&g2, &format!("Table 3, {PLACE_2}; Figure 4"), limit)?;
-    let mut report = build_report(runs, &p1, &p2, &g2.shown_command_line())?;
+    // The reader waiting across cores again, with the earlier design (pauses, no notice).
+    let mut g3 = guest(
+        &kernel,
+        &archive,
+        Mode::Parallel,
+        (0, 1),
+        &format!("rstream,{runs},0,{remote}"),
+    );
+    g3.cmdline = format!("{} {POLL}", g3.cmdline);
+    let p3 = boot(&g3, &format!("a reader across cores, {POLL}"), limit)?;
+    let mut report = build_report(runs, &p1, &p2, &p3, &g2.shown_command_line())?;
     // Wall time on a shared host: say how busy it was, so a reader can judge the spread.
     report.notes.push(format!(
         "Host: {cpus} CPUs, load average at the start (1, 5, 15 min) {}; two vCPUs in \
@@ -97,7 +124,13 @@ fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
 
-pub fn build_report(runs: usize, p1: &[Sample], p2: &[Sample], qemu: &str) -> Result<Report> {
+pub fn build_report(
+    runs: usize,
+    p1: &[Sample],
+    p2: &[Sample],
+    p3: &[Sample],
+    qemu: &str,
+) -> Result<Report> {
     let mut rows = Vec::new();
     let mut same = Vec::new();
     let mut two = Vec::new();
@@ -138,6 +171,16 @@ pub fn build_report(runs: usize, p1: &[Sample], p2: &[Sample], qemu: &str) -> Re
     )?;
     let (t1, t2, c1, c2) = (ls1.median, ls2.median, x1.median, x2.median);
     rows.extend([ls1, ls2, x1, x2]);
+    // The reader across cores: notified (the second boot) and polled (the third).
+    let (mut notified, mut polled) = (Vec::new(), Vec::new());
+    for t in REMOTE_THINKS_US {
+        let case = remote_case(t);
+        let a = row(p2, &case, &format!("{case}, notified"), |s| s.per_op)?;
+        let b = row(p3, &case, &format!("{case}, polled ({POLL})"), |s| s.per_op)?;
+        notified.push(a.median);
+        polled.push(b.median);
+        rows.extend([a, b]);
+    }
 
     // Figure 4: the first think time from which two cores are faster at every larger one.
     let crossover = (0..THINKS_US.len())
@@ -169,6 +212,16 @@ pub fn build_report(runs: usize, p1: &[Sample], p2: &[Sample], qemu: &str) -> Re
         paper: Some(round3(PAPER_LS_SORT_S[1] / PAPER_LS_SORT_S[0])),
         holds: ratio3 < 1.0,
     });
+    let told = notified[0] / polled[0];
+    checks.push(Check {
+        name: "A reader across cores at think 0, notified / polled (ns per message; not in \
+               the paper)"
+            .into(),
+        value: round3(told),
+        target: "< 1 (no pause between a write and the read it ends)".into(),
+        paper: None,
+        holds: told < 1.0,
+    });
     checks.push(Check {
         name: format!(
             "Table 3: cross-core messages per run, placement 2 (placement 1: {c1:.0}; paper {:.0} \
@@ -193,6 +246,21 @@ pub fn build_report(runs: usize, p1: &[Sample], p2: &[Sample], qemu: &str) -> Re
             two[i] / same[i]
         );
     }
+    let mut across = String::from(
+        "A reader waiting across cores (not in the paper: `agora rstream`, the pipe on the \
+         writer's core 1, the reader on core 0; median ns per message): told of each write by \
+         the pipe's notice (`pipe.wait=notify`, the default) against trying again after pauses \
+         of 50 us doubling to a tick (`pipe.wait=poll`, the earlier design, a third boot):\n\n\
+         | think (us) | notified | polled | notified / polled |\n|---:|---:|---:|---:|\n",
+    );
+    for (i, t) in REMOTE_THINKS_US.iter().enumerate() {
+        across += &format!(
+            "| {t} | {:.0} | {:.0} | {:.2} |\n",
+            notified[i],
+            polled[i],
+            notified[i] / polled[i]
+        );
+    }
     let say = |c: &Check| if c.holds { "holds" } else { "does not hold" };
     let notes = vec![
         "What is measured (`user/agora`, parallel mode: two vCPUs on multi-threaded TCG, wall \
@@ -206,6 +274,7 @@ pub fn build_report(runs: usize, p1: &[Sample], p2: &[Sample], qemu: &str) -> Re
          ends; cross-core rendezvous messages counted by the kernel over the same interval."
             .to_string(),
         fig,
+        across,
         format!(
             "Figure 4's shape ({}, {}): on one core the two think times add up, on two they \
              overlap, so two cores win once the think time exceeds what a cross-core transfer \
@@ -264,9 +333,15 @@ mod tests {
     }
 
     /// Same core costs 2t + 100 per message, two cores t + 150: two cores win from t > 50.
-    fn run(ls1: f64, ls2: f64) -> (Vec<Sample>, Vec<Sample>) {
+    /// Across cores with the pipe on the writer's core: 200 notified, 900 polled.
+    fn run(ls1: f64, ls2: f64) -> (Vec<Sample>, Vec<Sample>, Vec<Sample>) {
         let p1 = vec![s(lsort_case(), ls1, 10.0)];
         let mut p2 = vec![s(lsort_case(), ls2, 300.0)];
+        let mut p3 = Vec::new();
+        for t in REMOTE_THINKS_US {
+            p2.push(s(&remote_case(t), 200.0, 0.0));
+            p3.push(s(&remote_case(t), 900.0, 0.0));
+        }
         for t in THINKS_US {
             let t = t as f64 * 1000.0;
             p2.push(s(
@@ -276,13 +351,13 @@ mod tests {
             ));
             p2.push(s(&stream_case(t as u64 / 1000, true), t + 150.0, 0.0));
         }
-        (p1, p2)
+        (p1, p2, p3)
     }
 
     #[test]
     fn checks_are_computed_from_the_rows() {
-        let (p1, p2) = run(4.7e9, 3.8e9);
-        let r = build_report(1, &p1, &p2, "qemu -smp 2 x").unwrap();
+        let (p1, p2, p3) = run(4.7e9, 3.8e9);
+        let r = build_report(1, &p1, &p2, &p3, "qemu -smp 2 x").unwrap();
         let c = |n: &str| r.checks.iter().find(|c| c.name.contains(n)).unwrap();
         assert_eq!(c("at think 0").value, 1.5);
         assert!(c("at think 0").holds);
@@ -292,9 +367,13 @@ mod tests {
         assert!(c("placement 2 / placement 1 (time)").holds);
         assert_eq!(c("cross-core messages").value, 300.0);
         assert!(c("cross-core messages").holds);
-        let (p1, p2) = run(3.0e9, 3.8e9);
-        let r = build_report(1, &p1, &p2, "q").unwrap();
+        assert_eq!(c("notified / polled").value, 0.222);
+        assert!(c("notified / polled").holds);
+        let (p1, p2, p3) = run(3.0e9, 3.8e9);
+        let r = build_report(1, &p1, &p2, &p3, "q").unwrap();
         assert!(!r.checks[2].holds);
-        assert!(build_report(1, &[], &p2, "q").is_err());
+        assert!(build_report(1, &[], &p2, &p3, "q").is_err());
+        // A third boot that printed nothing is an error, not a row of zeros.
+        assert!(build_report(1, &p1, &p2, &[], "q").is_err());
     }
 }

@@ -59,6 +59,16 @@ pub const MAX_HOLDERS: usize = 16;
 /// Most processes of other cores noted as waiting for one pipe (past that they poll).
 pub const MAX_REMOTE_WAITERS: usize = 32;
 
+/// Waiters of other cores are noted and told of the next change (`pipe.wait=notify`, the
+/// default); with `pipe.wait=poll` they only try again after their pauses (the earlier
+/// design, kept so that the two can be compared).
+static NOTIFY: AtomicBool = AtomicBool::new(true);
+
+/// Choose how waiters of other cores learn of a change (boot option `pipe.wait=`).
+pub fn set_notify(on: bool) {
+    NOTIFY.store(on, Ordering::Relaxed);
+}
+
 /// A pipe (boxed: a table slot stays small).
 pub struct Pipe(Box<Inner>);
 
@@ -312,8 +322,10 @@ fn wait<T>(
     };
     // Who waits elsewhere when nobody can wait here: the requester of another core.
     let remote = match me {
-        None => flow_pid().filter(|p| p.core() != current_core()),
-        Some(_) => None,
+        None if NOTIFY.load(Ordering::Relaxed) => {
+            flow_pid().filter(|p| p.core() != current_core())
+        }
+        _ => None,
     };
     let tick = 1_000_000_000 / crate::time::HZ;
     let mut look = me.is_none();

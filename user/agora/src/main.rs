@@ -13,6 +13,7 @@
 //! | `agora calls SAMPLES` | Table 2: per call (read hit, read miss, write, open, close, exec) the instructions and the rendezvous messages it caused; plus the rendezvous round trip with a 4 KiB ICA (what one fs request's IPC costs) on this core and across cores, and a 1-byte pipe round trip on this core and across cores (deterministic mode) |
 //! | `agora execs SAMPLES K...` | Figure 3: K threads each start `nop` at once, read through the file service and started from that image, or from the boot archive by the kernel; the time until all have ended (`execs.rs`) |
 //! | `agora stream SAMPLES CORE THINK_US...` | Figure 4: 1-byte messages through a pipe from this program to a reader on `CORE`, each side computing THINK µs per message (parallel mode, wall time) |
+//! | `agora rstream SAMPLES CORE THINK_US...` | the same with the pipe on the writer's core, so the reader waits across cores (`pipe.wait=notify` against `poll`) |
 //! | `agora lsort SAMPLES LS_CORE SORT_CORE` | Table 3: `ls -l` piped to `sort` (a directory listed with a `stat` per entry, piped to a sort) with the two programs on the given cores (parallel mode) |
 //!
 //! Commands may be joined by `+` (`agora lsort 5 1 1 + stream 5 0 0 100`), and a last
@@ -95,15 +96,16 @@ fn command(words: &[&str]) -> Res<()> {
         Some("calls") => num(1)
             .ok_or("usage: agora calls SAMPLES")
             .and_then(calls::run),
-        Some("stream") => {
+        Some(cmd @ ("stream" | "rstream")) => {
             let thinks: Option<Vec<u64>> = words.get(3..).map_or(Some(Vec::new()), |w| {
                 w.iter().map(|a| a.parse().ok()).collect()
             });
+            let at_writer = cmd == "rstream";
             match (num(1), num(2), thinks) {
                 (Some(s), Some(core), Some(t)) if !t.is_empty() => {
-                    pipes::stream(s, core as usize, &t)
+                    pipes::stream(s, core as usize, &t, at_writer)
                 }
-                _ => Err("usage: agora stream SAMPLES CORE THINK_US..."),
+                _ => Err("usage: agora stream|rstream SAMPLES CORE THINK_US..."),
             }
         }
         Some("execs") => {
@@ -119,7 +121,7 @@ fn command(words: &[&str]) -> Res<()> {
             (Some(s), Some(a), Some(b)) => pipes::lsort(s, a as usize, b as usize),
             _ => Err("usage: agora lsort SAMPLES LS_CORE SORT_CORE"),
         },
-        _ => Err("usage: agora calls|execs|stream|lsort ARGS [+ ...] [off]"),
+        _ => Err("usage: agora calls|execs|stream|rstream|lsort ARGS [+ ...] [off]"),
     }
 }
 

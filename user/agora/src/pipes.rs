@@ -143,26 +143,29 @@ fn think(us: u64) -> Res<()> {
 }
 
 /// Figure 4 (parallel mode): for each think time, `samples` runs of a writer (here) and
-/// `agora sink` on `core`, per message in nanoseconds of wall time.
-pub fn stream(samples: u64, core: usize, thinks: &[u64]) -> Res<()> {
+/// `agora sink` on `core`, per message in nanoseconds of wall time. The pipe is on the
+/// reader's core, as the shell places it, or with `at_writer` on this one (the reader on
+/// another core then waits across cores: `pipe.wait=`).
+pub fn stream(samples: u64, core: usize, thinks: &[u64], at_writer: bool) -> Res<()> {
     let here = sys::core().map_err(|_| "core")?;
-    let place = if core == here {
-        "same core"
-    } else {
-        "two cores"
+    let place = match (core == here, at_writer) {
+        (true, _) => "same core",
+        (false, false) => "two cores",
+        (false, true) => "two cores, pipe on the writer's core",
     };
+    let pipe_core = if at_writer { here } else { core };
     for &t in thinks {
         let n = (STREAM_BUDGET_US / t.max(1)).clamp(STREAM_MIN_MESSAGES, STREAM_MESSAGES);
         let case = format!("pipe stream, think {t} us, {place}");
         sampled(&case, "ns", samples, n, |_, n, m| {
-            stream_once(t, n, core, m)
+            stream_once(t, n, core, pipe_core, m)
         })?;
     }
     Ok(())
 }
 
-fn stream_once(think_us: u64, n: u64, core: usize, m: &mut Meter) -> Res<()> {
-    let p = stdio::pipe(Some(core), None, serial()).map_err(|_| "pipe failed")?;
+fn stream_once(think_us: u64, n: u64, core: usize, pipe_core: usize, m: &mut Meter) -> Res<()> {
+    let p = stdio::pipe(Some(pipe_core), None, serial()).map_err(|_| "pipe failed")?;
     let r = (|| {
         let t = format!("{think_us}");
         let pid = child(&["sink", &t], core, Some(p), None)?;
