@@ -19,7 +19,8 @@
 //! over), and the caller, waiting there in the pipe's stead, tries again at once. Nothing
 //! polls while the pipe is still: a caller that was not noted (the list is full) or whose
 //! notice was lost tries again after a pause that grows from 50 us to a tick, as the
-//! kernel's own context does (`res::read`/`res::write`). A
+//! kernel's own context does (`res::read`/`res::write`), and as every caller did before
+//! the notice (`pipe.wait=poll` keeps that design, to compare; `bench agora-parallel`). A
 //! holder that ended without dropping its end (killed, faulted) is noticed by the waiters
 //! themselves: a sleeping waiter wakes at least once a tick and then asks the holders'
 //! cores which holders still live and forgets the others, and every retry from another
