@@ -27,7 +27,7 @@ use std::time::Duration;
 /// Figure 4's think times, µs (the paper's axis runs 0..10 ms).
 const THINKS_US: [u64; 8] = [0, 10, 30, 100, 300, 1000, 3000, 10000];
 /// The think times of the reader waiting across cores (notified against polled), µs.
-const REMOTE_THINKS_US: [u64; 3] = [0, 10, 100];
+const REMOTE_THINKS_US: [u64; 4] = [0, 100, 1000, 10000];
 /// The third boot's option: the earlier design for waits on another core's pipe.
 const POLL: &str = "pipe.wait=poll";
 /// P0 Figure 4: pipe cost per message inside one processor and across two (ms), and the
