@@ -94,9 +94,6 @@ pub struct CoreStats {
     /// `PipeChanged` notices taken (`res::pipe::changed_for`): a thread waiting for another
     /// core's pipe stops waiting once this moved since its request went out.
     pub pipe_notices_taken: AtomicU64,
-    /// Waits of this core's threads for another core's pipe that a `PipeChanged` notice
-    /// ended before their pause ran out (`res::pipe::wait_for_change`).
-    pub pipe_notice_wakes: AtomicU64,
     /// Timer ticks that found the core idle (no thread running).
     pub idle_ticks: AtomicU64,
     /// Processes living on this core.
@@ -122,7 +119,6 @@ impl CoreStats {
             ipc_messages: [const { AtomicU64::new(0) }; abi::IPC_COUNTERS],
             pipe_notices_sent: AtomicU64::new(0),
             pipe_notices_taken: AtomicU64::new(0),
-            pipe_notice_wakes: AtomicU64::new(0),
             idle_ticks: AtomicU64::new(0),
             processes: AtomicU64::new(0),
             boot_programs: AtomicU64::new(0),

@@ -396,7 +396,10 @@ impl Outbox {
 #[inline]
 pub fn send_notices() {
     let core = crate::percore::this();
-    if core.pipe_notices.waiting.swap(false, Ordering::Relaxed) {
+    // Only this core (or, in big-lock mode, the lock holder acting as it) writes the flag:
+    // a load and a store, no locked exchange on every resource operation.
+    if core.pipe_notices.waiting.load(Ordering::Relaxed) {
+        core.pipe_notices.waiting.store(false, Ordering::Relaxed);
         let pids = core.pipe_notices.pids.with(core::mem::take);
         for pid in pids {
             core.stats.pipe_notices_sent.fetch_add(1, Ordering::Relaxed);
@@ -452,14 +455,7 @@ pub fn wait_for_change(seen: u64, ns: u64) {
     loop {
         // Checked and blocked in one stretch of kernel code: the notice, taken on this
         // core, comes before the check or finds the thread blocked.
-        if notices_taken() != seen {
-            crate::percore::this()
-                .stats
-                .pipe_notice_wakes
-                .fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        if crate::time::now_ns() >= deadline {
+        if notices_taken() != seen || crate::time::now_ns() >= deadline {
             return;
         }
         sched::block(sched::Block::Pipe(deadline));

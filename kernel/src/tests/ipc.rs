@@ -3,7 +3,7 @@
 //! `lwpcheck` on this core and with their children on another core; afterwards every core
 //! has the memory it had.
 
-use super::{frames_after, free_frames_per_core, run_program, run_to_end};
+use super::{all_cores, frames_after, free_frames_per_core, run_program, run_to_end};
 use crate::{kassert, ktest, percore, smp};
 use alloc::format;
 
@@ -45,13 +45,6 @@ ktest! {
         kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
         Ok(())
     }
-}
-
-/// A per-core count of `CoreStats`, all cores together.
-fn all_cores(count: fn(&percore::CoreStats) -> &core::sync::atomic::AtomicU64) -> u64 {
-    (0..smp::cores_planned())
-        .map(|c| count(&percore::of(c).stats).load(core::sync::atomic::Ordering::Relaxed))
-        .sum()
 }
 
 /// Direct switches of the rendezvous fast path, all cores together.

@@ -120,6 +120,15 @@ pub(crate) fn until_asleep(pid: abi::Pid, name: &str, limit_s: u64) -> crate::kt
     Ok(())
 }
 
+/// A per-core count of `CoreStats`, all cores together.
+pub(crate) fn all_cores(
+    count: fn(&crate::percore::CoreStats) -> &core::sync::atomic::AtomicU64,
+) -> u64 {
+    (0..crate::smp::cores_planned())
+        .map(|c| count(&crate::percore::of(c).stats).load(core::sync::atomic::Ordering::Relaxed))
+        .sum()
+}
+
 /// End process `pid` (of this core) if it still runs and collect it, so that a test that
 /// fails leaves nothing behind (60 s only catches a hang).
 pub(crate) fn end_and_reap(pid: abi::Pid) {

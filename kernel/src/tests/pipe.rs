@@ -271,7 +271,10 @@ ktest! {
         hold(output, PIPE_WRITE_END, upper)?;
         let waits = crate::proc::sched::run_until(60_000_000_000, || waits_for_a_pipe(upper));
         kassert!(waits, "upper never waited for its input");
-        let sent = || smp_stat(1, |s| &s.pipe_notices_sent);
+        let sent = || {
+            let stats = &crate::percore::of(1).stats;
+            stats.pipe_notices_sent.load(core::sync::atomic::Ordering::Relaxed)
+        };
         let before = sent();
         kassert!(e(res::write(input, b"told", 0), "write input")? == 4, "a 4-byte write");
         let mut got = Vec::new();
@@ -301,12 +304,4 @@ fn waits_for_a_pipe(pid: Pid) -> bool {
             .iter()
             .any(|&t| matches!(s.state_of(t), Some(ThreadState::Blocked(Block::Pipe(_)))))
     })
-}
-
-/// A counter of core `core`'s statistics.
-fn smp_stat(
-    core: usize,
-    counter: impl Fn(&crate::percore::CoreStats) -> &core::sync::atomic::AtomicU64,
-) -> u64 {
-    counter(&crate::percore::of(core).stats).load(core::sync::atomic::Ordering::Relaxed)
 }

@@ -555,14 +555,7 @@ struct TimedOutWaits {
 
 /// This core's count of timed waits ended by a timer programmed for their deadline.
 fn deadline_wakes() -> Result<u64, String> {
-    let here = sys::core().map_err(|e| format!("core: {e}"))?;
-    let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
-    let n = sys::cores(&mut cores).map_err(|e| format!("cores: {e}"))?;
-    cores[..n]
-        .iter()
-        .find(|c| c.core as usize == here)
-        .map(|c| c.deadline_wakes)
-        .ok_or_else(|| format!("core {here} is not in CORES"))
+    sys::deadline_wakes().map_err(|e| format!("deadline wakes (CORES): {e}"))
 }
 
 /// Part (k), [`K_TRIES`] times: a caller on `core` has its answer by a direct switch and then

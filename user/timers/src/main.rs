@@ -29,7 +29,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::res::{ResId, Rights};
-use ulib::abi::{CoreInfo, Error, MAX_CORES};
+use ulib::abi::Error;
 use ulib::{ipc, println, sys};
 
 ulib::main!(main);
@@ -82,14 +82,7 @@ fn setup() -> Result<Setup, String> {
 
 /// The deadline wakes counted so far by the core this program runs on.
 fn deadline_wakes() -> Result<u64, String> {
-    let core = sys::core().map_err(|e| format!("CORE: {e}"))?;
-    let mut buf = [CoreInfo::default(); MAX_CORES];
-    let n = sys::cores(&mut buf).map_err(|e| format!("CORES: {e}"))?;
-    buf[..n]
-        .iter()
-        .find(|c| c.core as usize == core)
-        .map(|c| c.deadline_wakes)
-        .ok_or_else(|| format!("CORES: no record for core {core}"))
+    sys::deadline_wakes().map_err(|e| format!("deadline wakes (CORES): {e}"))
 }
 
 fn clock() -> Result<u64, String> {

@@ -344,6 +344,21 @@ pub fn live_processes() -> Result<Vec<ProcInfo>, Error> {
     Ok(buf)
 }
 
+/// The timed waits of the core this program runs on that a timer programmed for their
+/// deadline ended (`CoreInfo::deadline_wakes`): the event tests judge a deadline by, not
+/// how late it ended (a busy host stretches that). `NoSuchCore` if CORES has no record
+/// of this core.
+pub fn deadline_wakes() -> Result<u64, Error> {
+    let here = core()?;
+    let mut buf = [CoreInfo::default(); abi::MAX_CORES];
+    let n = cores(&mut buf)?;
+    buf[..n]
+        .iter()
+        .find(|c| c.core as usize == here)
+        .map(|c| c.deadline_wakes)
+        .ok_or(Error::NoSuchCore)
+}
+
 /// Fill `buf` with one record per core; returns how many were written.
 pub fn cores(buf: &mut [CoreInfo]) -> Result<usize, Error> {
     // SAFETY: `buf` is valid for writing `buf.len()` records.
