@@ -22,6 +22,7 @@
 //! | [`OP_PS`] | machine, index | pid, state, count, name (24 bytes in words 3..5) |
 //! | [`OP_COUNT`] | machine | the counter's new value |
 //! | [`OP_OUTPUT`] | machine, epoch, pid | bytes printed, 1 once the output has ended |
+//! | [`OP_FS`] | machine, fs op and name length ([`fs_word`]), epoch, the fs request's `words[0]` and `words[1]`; the request's ICA (`abi::fs`) | the fs reply's `words[0..3]`; the ICA back |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
 //! another epoch, and a request naming the old one is refused with `StaleResource`.
@@ -79,6 +80,30 @@ pub const OP_COUNT: u64 = 8;
 /// printed). Nothing new is 0 bytes; the caller asks again later. Only the user the process
 /// was spawned for (or the administrator) may.
 pub const OP_OUTPUT: u64 = 9;
+/// A file request (`abi::fs`) to the file service of machine `words[0]` (see
+/// [`fs_word`] for `words[0]`), carried by `machd` to that machine's `machd`, which makes
+/// it there to its own `fs`. `words[1]` names the life of that machine (its epoch, as
+/// `OP_SELF` or `OP_MEMBER` tell it) for a request on an open file, 0 for a request by
+/// name; `words[2]` and `words[3]` are the fs request's `words[0]` and `words[1]`. The
+/// request carries the caller's fs ICA, and the reply gives it back with the fs reply's
+/// bytes (a read's data, a listing) at its start: at most [`FS_REMOTE_MAX`] bytes each
+/// way. The reply's `words[0..3]` are the fs reply's, and `words[3]` the life of the
+/// machine that answered. An open file belongs to the process that opened it: requests
+/// on it from any other are `InvalidArgument`, as on its own machine, and its file is
+/// closed when that process ends, when its machine goes down, or when that machine
+/// restarts. A machine without a disk answers as its `fs` would not be there
+/// (`NoSuchResource`).
+pub const OP_FS: u64 = 10;
+/// Most bytes one `OP_FS` carries each way (a name, a write's or a read's data, a
+/// listing): what fits one `libs/mrpc` message beside the request's words.
+pub const FS_REMOTE_MAX: usize = 896;
+
+/// `OP_FS`'s `words[0]`: the machine in bits 0..8, the fs op in bits 8..16, the length of
+/// the name at the ICA's start in bits 16..32.
+pub const fn fs_word(machine: u64, op: u64, name_len: u64) -> u64 {
+    (machine & 0xff) | (op & 0xff) << 8 | (name_len & 0xffff) << 16
+}
+
 /// `OP_SPAWN`'s core word: the low 32 bits name the core, or this value for the other
 /// machine's choice.
 pub const ANY_CORE: u64 = 0xffff_ffff;

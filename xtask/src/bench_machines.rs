@@ -111,6 +111,7 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         mem_mib: 256,
         cmdline: String::new(),
         faults: Faults::default(),
+        disks: Vec::new(),
     };
     let script = format!("machines wait\nrun ipcbench {IPC_SAMPLES}\nmping 1 {PINGS} bench\n");
     let steps = crate::script::parse(&script)?;

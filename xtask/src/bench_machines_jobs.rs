@@ -58,6 +58,7 @@ pub fn run(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
         mem_mib: 256,
         cmdline: String::new(),
         faults: Faults::default(),
+        disks: Vec::new(),
     };
     let spread_first = index % 2 == 1;
     let script = format!(

@@ -46,6 +46,9 @@ pub struct Options {
     pub cmdline: String,
     /// Frames dropped and duplicated on purpose (a switch is used when any is set).
     pub faults: Faults,
+    /// Machine K's disk image (`disks[K]`; none past the end): its files, served by its
+    /// own file service and, through `machd`, to the other machines (`mK:NAME`).
+    pub disks: Vec<Option<PathBuf>>,
 }
 
 /// The machines' QEMU configurations and the network joining them.
@@ -79,6 +82,18 @@ pub fn cmdline(k: usize, n: usize, extra: &str) -> String {
     )
     .trim()
     .to_string()
+}
+
+/// Machine `k`'s disk for `cargo xtask run --machines N`: `target/machines/mK.img`, made
+/// if missing or if `fresh`, else kept between boots (as `target/disk.img` is for one).
+pub fn disk_image(k: usize, fresh: bool) -> Result<PathBuf> {
+    let path = log_path(k).with_extension("img");
+    std::fs::create_dir_all(path.parent().context("machines directory")?)?;
+    if fresh || !path.exists() {
+        crate::disk::make(&path)?;
+        eprintln!("xtask: made a new FAT disk image {}", path.display());
+    }
+    Ok(path)
 }
 
 /// Where machine `k`'s console goes when it is not the terminal's.
@@ -118,6 +133,7 @@ impl Cluster {
                 let mut g = Guest::new(kernel, o.smp, &cmdline(k, n, &o.cmdline));
                 g.initrd = Some(initrd.to_path_buf());
                 g.mem_mib = o.mem_mib;
+                g.disk = o.disks.get(k).cloned().flatten();
                 g.net = Some(NetCfg {
                     mac: mac(k),
                     backend: NetBackend::Wire {
@@ -155,7 +171,14 @@ impl Cluster {
             } else {
                 log_path(k).display().to_string()
             };
-            eprintln!("xtask: machine {k}: {}, console: {console}", addr(k));
+            let disk = g
+                .disk
+                .as_ref()
+                .map_or("no disk".to_string(), |d| format!("disk {}", d.display()));
+            eprintln!(
+                "xtask: machine {k}: {}, console: {console}, {disk} (its files are mK:NAME on the others)",
+                addr(k)
+            );
             eprintln!("xtask:   {}", g.shown_command_line());
         }
     }

@@ -44,6 +44,7 @@ fn options(machines: usize, smp: usize, faults: Faults) -> Options {
         mem_mib: 256,
         cmdline: String::new(),
         faults,
+        disks: Vec::new(),
     }
 }
 
@@ -281,5 +282,100 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
         c.frames_in,
         c.dropped,
         c.duplicated
+    ))
+}
+
+/// Bytes of the file the `files` test copies from machine 1's disk to itself through
+/// machine 0: more than one fs ICA (4 KiB) and many `OP_FS` pieces (896 bytes).
+const FILES_BIG: usize = 10_000;
+
+/// Files of another machine's disk (`abi::mach::OP_FS`, P0's one file system over two
+/// PCs): machine 0 has no disk, machine 1 has one the host filled; on a switch that drops
+/// 5% and duplicates 5% of the frames, so every file request is also retransmitted and
+/// suppressed as a duplicate. Machine 0's shell reads, copies, writes, lists and removes
+/// files there and runs a program from there; `mfcheck` shows that forged and malformed
+/// requests are refused and that a file left open by a program that ended is closed. After
+/// power-off the host reads machine 1's image: the copy is byte for byte, the writes are
+/// there once each, and `fsck.fat` finds the volume clean.
+pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
+    let image = crate::build::workspace_root().join("target/test-mfiles.img");
+    crate::disk::make(&image)?;
+    crate::disk::put(&image, "GREET.TXT", b"greetings from the host\n")?;
+    let big: Vec<u8> = (0..FILES_BIG)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_le_bytes()[3])
+        .collect();
+    crate::disk::put(&image, "BIG.BIN", &big)?;
+    let hello = std::fs::read(crate::user::target_dir().join("stripped/hello"))?;
+    crate::disk::put(&image, "HELLO", &hello)?;
+    let faults = Faults {
+        drop_pct: 5,
+        dup_pct: 5,
+        seed: 23,
+    };
+    let mut o = options(2, 2, faults);
+    o.disks = vec![None, Some(image.clone())];
+    let cluster = Cluster::plan(kernel, initrd, &o)?;
+    let lines: Vec<(&str, &[&str], &[&str])> = vec![
+        ("machines wait", &["all 2 up"], &[]),
+        ("cat m1:GREET.TXT", &["greetings from the host"], &[]),
+        ("cp m1:BIG.BIN m1:BIG2.BIN", &[], &[]),
+        ("write m1:OUT.TXT written by machine zero", &[], &[]),
+        ("cat m1:OUT.TXT", &["written by machine zero"], &[]),
+        ("mkdir m1:SUB", &[], &[]),
+        ("write m1:SUB/A.TXT a", &[], &[]),
+        ("ls m1:SUB", &["A.TXT", "1 entries"], &[]),
+        ("rm m1:SUB/A.TXT", &[], &[]),
+        ("rm m1:SUB", &[], &[]),
+        ("ls m1:", &["BIG2.BIN", "OUT.TXT", "GREET.TXT"], &[]),
+        ("cat GREET.TXT", &[], &["not running"]),
+        ("cat m1:NOPE.TXT", &[], &["no such file"]),
+        ("cat m3:X.TXT", &[], &["no machine 3"]),
+        ("cat m9:X.TXT", &[], &["not a FAT 8.3 name"]),
+        (
+            "run m1:HELLO from-the-other-disk",
+            &["args: from-the-other-disk"],
+            &[],
+        ),
+        ("run mfcheck hold 1 &", &[], &[]),
+        ("fn wait mfcheck.hold", &[], &[]),
+        ("run mfcheck forge 1", &["mfcheck forge: ok"], &[]),
+        ("write m1:ORPHAN.TXT taken", &[], &["in use"]),
+        ("write m1:STOP.TXT stop", &[], &[]),
+        ("run mfcheck reopen 1", &["mfcheck reopen: ok"], &[]),
+    ];
+    drive(&cluster, "files", &steps(&lines), &mut |_, _, _| Ok(()))?;
+    let c = cluster
+        .switch
+        .as_ref()
+        .map(|s| s.count())
+        .unwrap_or_default();
+    let copy = crate::disk::get(&image, "BIG2.BIN")?;
+    if copy != big {
+        bail!(
+            "BIG2.BIN on machine 1's disk differs from BIG.BIN ({} bytes, {} expected)",
+            copy.len(),
+            big.len()
+        );
+    }
+    let out = crate::disk::get(&image, "OUT.TXT")?;
+    if out != b"written by machine zero\n" {
+        bail!("OUT.TXT holds {:?}", String::from_utf8_lossy(&out));
+    }
+    let orphan = crate::disk::get(&image, "ORPHAN.TXT")?;
+    if orphan != b"reopened\n" {
+        bail!("ORPHAN.TXT holds {:?}", String::from_utf8_lossy(&orphan));
+    }
+    let lost = crate::disk::check(&image)?;
+    if lost != 0 {
+        bail!("fsck.fat reclaimed {lost} bytes on machine 1's disk");
+    }
+    if c.dropped == 0 || c.duplicated == 0 {
+        bail!("the switch dropped or duplicated nothing: no faults were tested");
+    }
+    Ok(format!(
+        "machine 0 (no disk) used machine 1's files: a {FILES_BIG}-byte copy identical, a program \
+         run from there, forged requests refused, an orphan closed; switch: {} frames, {} \
+         dropped, {} duplicated; fsck clean",
+        c.frames_in, c.dropped, c.duplicated
     ))
 }

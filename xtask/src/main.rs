@@ -123,7 +123,7 @@ enum Cmd {
         /// Only in-kernel tests whose names match (glob with *, comma-separated); `files`:
         /// only the [files] group (disk, buffer managers, file service; no in-kernel boots);
         /// `net`: the host network streams too; `machines` (or
-        /// `machines:two|four|killed|rebooted|lossy`): only the several-machine tests.
+        /// `machines:two|four|killed|rebooted|lossy|files`): only the several-machine tests.
         #[arg(long, default_value = "all")]
         filter: String,
         /// Print every console line.
@@ -218,6 +218,9 @@ fn run(cli: Cli) -> Result<()> {
                         dup_pct: dup,
                         seed: 17,
                     },
+                    disks: (0..n)
+                        .map(|k| machines::disk_image(k, fresh_disk).map(Some))
+                        .collect::<Result<_>>()?,
                 };
                 let cluster = machines::Cluster::plan(&kernel, &user::build_archive()?, &o)?;
                 return machines::run(&cluster, script.as_deref(), &machine_script);

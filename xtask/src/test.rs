@@ -633,10 +633,10 @@ fn net_echo(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
 }
 
 /// Several machines as one system (`xtask/src/machines_test.rs`); `--filter machines:NAME`
-/// runs one of them (two, four, killed, rebooted, lossy).
+/// runs one of them (two, four, killed, rebooted, lossy, files).
 fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
     type Test = fn(&Path, &Path) -> Result<String>;
-    let tests: [(&str, &str, Test); 5] = [
+    let tests: [(&str, &str, Test); 6] = [
         (
             "two",
             "[machines] 2 machines: user/shell/machines.script",
@@ -661,6 +661,11 @@ fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
             "lossy",
             "[machines] 5% of frames dropped and 5% duplicated: each request performed once",
             crate::machines_test::lossy,
+        ),
+        (
+            "files",
+            "[machines] machine 0 without a disk uses machine 1's files (5% dropped, 5% duplicated)",
+            crate::machines_test::files,
         ),
     ];
     let only = filter.strip_prefix("machines:");

@@ -32,6 +32,7 @@
 
 extern crate alloc;
 
+mod files;
 mod net;
 mod ops;
 
@@ -64,6 +65,8 @@ struct Waiter {
     request: u64,
     op: u64,
     started: u64,
+    /// An `OP_FS` request's ICA and what its answer changes.
+    fs: Option<files::Waiting>,
 }
 
 /// What the threads share.
@@ -95,6 +98,10 @@ pub(crate) struct State {
     pub malformed: u64,
     /// Per requesting machine: how many `R_COUNT` requests were performed.
     pub counters: [u64; mrpc::MAX_MACHINES],
+    /// Files of this machine open for programs of others (`files`).
+    pub served: Vec<files::Served>,
+    /// Files of other machines open for programs of this one (`files`).
+    pub opened: Vec<files::Opened>,
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -132,6 +139,10 @@ impl State {
             };
             let w = self.waiters.swap_remove(i);
             let epoch = self.client.known_epoch(w.ticket.to);
+            if let Some(fs) = w.fs {
+                files::answer(self, w.request, w.ticket.to, epoch, fs, d.result);
+                continue;
+            }
             let r = d
                 .result
                 .and_then(|payload| ops::local_answer(w.op, &payload, w.started, epoch));
@@ -142,16 +153,17 @@ impl State {
         }
     }
 
-    /// Start a request for the local caller of `request`.
+    /// Start a request for the local caller of `request` (`op`, acting as `user`): `call`
+    /// is what [`ops::remote_request`] makes of it.
     fn start(
         &mut self,
         request: u64,
         op: u64,
-        (to, rop, payload): (u8, u16, Vec<u8>),
+        call: ops::RemoteCall,
         user: u32,
-        deadline_ns: u64,
-        epoch: Option<u32>,
+        fs: Option<files::Waiting>,
     ) -> Result<(), Error> {
+        let ((to, rop, payload), deadline_ns, epoch) = call;
         if to >= self.n {
             return Err(Error::InvalidArgument);
         }
@@ -169,6 +181,7 @@ impl State {
             request,
             op,
             started: now,
+            fs,
         });
         self.send(to, &bytes);
         Ok(())
@@ -247,6 +260,8 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             my_user,
             malformed: 0,
             counters: [0; mrpc::MAX_MACHINES],
+            served: Vec::new(),
+            opened: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));
@@ -289,6 +304,13 @@ fn local(r: &Received) -> Result<(), Error> {
     let reply = |words: [u64; 6]| ipc::reply(r.request, 0, &Msg { label: 0, words });
     let machine = |s: &State| u8::try_from(w[0]).ok().filter(|m| *m < s.n);
     match r.msg.label {
+        // The one request that carries an ICA (the fs request's).
+        l if l == mach::OP_FS | ulib::abi::ipc::MSG_ICA => {
+            with(|s| files::local(s, r, user));
+            Ok(())
+        }
+        // A file request without its ICA.
+        mach::OP_FS => Err(Error::InvalidArgument),
         mach::OP_SELF => {
             let (me, n, e) = with(|s| (s.me, s.n, s.epoch));
             reply([u64::from(me), u64::from(n), u64::from(e), 0, 0, 0])
@@ -323,8 +345,8 @@ fn local(r: &Received) -> Result<(), Error> {
         | mach::OP_COUNT
         | mach::OP_OUTPUT) => with(|s| {
             let m = machine(s).ok_or(Error::InvalidArgument)?;
-            let (request, deadline, epoch) = ops::remote_request(op, m, &w)?;
-            s.start(r.request, op, request, user, deadline, epoch)
+            let call = ops::remote_request(op, m, &w)?;
+            s.start(r.request, op, call, user, None)
         }),
         _ => Err(Error::NoSuchCall),
     }

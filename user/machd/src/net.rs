@@ -70,6 +70,7 @@ fn datagram(s: &mut State, bytes: &[u8], from: Ipv4) {
                 h.from, h.epoch
             );
             s.server.retire(h.from, old);
+            crate::files::machine_gone(s, h.from);
             let done = s.client.peer_epoch(h.from, h.epoch);
             s.complete(done);
         }
@@ -117,6 +118,7 @@ fn tick(s: &mut State) {
             s.send(m, &hb);
         }
         s.next_heartbeat = now + mach::HEARTBEAT_NS;
+        crate::files::close_orphans(s);
     }
     let me = s.me;
     for m in (0..s.n).filter(|&m| m != me) {
@@ -128,6 +130,7 @@ fn tick(s: &mut State) {
             );
             let done = s.client.fail_all(m, Error::Gone);
             s.complete(done);
+            crate::files::machine_gone(s, m);
         }
         s.was_up[usize::from(m)] = up;
     }

@@ -12,6 +12,7 @@
 //! | [`R_PS`] | index | pid, state, count, name (24 bytes) |
 //! | [`R_COUNT`] | - | the requesting machine's counter after adding one |
 //! | [`R_OUTPUT`] | pid | 1 if the output ended (else 0), then what was buffered (at most [`OUTPUT_MAX`]) |
+//! | `R_FS` (8) | a file request: see `files` | |
 //!
 //! Output (`run -m M` in the foreground): a program spawned with `SPAWN_RELAY` writes to a
 //! pipe this `machd` holds the reading end of ([`spawn`]); each `R_OUTPUT` answers what the
@@ -58,8 +59,14 @@ pub const OUTPUT_MAX: usize = 1000;
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
 
-/// A request that waits, for a [`worker`].
-pub struct Job {
+/// Work for a [`worker`]: a request that waits, or a file request (`files`).
+pub enum Job {
+    Wait(WaitJob),
+    Fs(crate::files::Job),
+}
+
+/// A remote `wait`.
+pub struct WaitJob {
     header: Header,
     pid: Pid,
     timeout_ns: u64,
@@ -76,14 +83,12 @@ fn words(ws: &[u64]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
-/// The mrpc request for local request `op` with `w` to machine `m`: (machine, mrpc op,
-/// payload), its deadline (relative ns) and the server life it names.
-#[allow(clippy::type_complexity)]
-pub fn remote_request(
-    op: u64,
-    m: u8,
-    w: &[u64; 6],
-) -> Result<((u8, u16, Vec<u8>), u64, Option<u32>), Error> {
+/// An mrpc request to start: (machine, mrpc op, payload), its deadline (relative ns) and
+/// the server life it names.
+pub type RemoteCall = ((u8, u16, Vec<u8>), u64, Option<u32>);
+
+/// The mrpc request for local request `op` with `w` to machine `m`.
+pub fn remote_request(op: u64, m: u8, w: &[u64; 6]) -> Result<RemoteCall, Error> {
     let deadline = mach::DEFAULT_DEADLINE_NS;
     let epoch = || u32::try_from(w[1]).map_err(|_| Error::InvalidArgument);
     Ok(match op {
@@ -177,11 +182,11 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             if s.jobs.len() >= crate::WORKERS as usize * 8 {
                 return Some(Err(Error::Busy));
             }
-            s.jobs.push_back(Job {
+            s.jobs.push_back(Job::Wait(WaitJob {
                 header: *h,
                 pid,
                 timeout_ns,
-            });
+            }));
             match crate::jobs_sem().map(sem::v) {
                 Some(Ok(())) => return None,
                 _ => {
@@ -207,6 +212,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             Ok(pid) => output(s, h.user, Pid(pid)),
             Err(e) => Err(e),
         },
+        crate::files::R_FS => return crate::files::perform(s, h, p),
         _ => Err(Error::NoSuchCall),
     })
 }
@@ -346,8 +352,13 @@ pub fn worker(_: u64) -> u64 {
             let _ = sys::sleep_ns(10_000_000);
             continue;
         }
-        let Some(job) = with(|s| s.jobs.pop_front()) else {
-            continue;
+        let job = match with(|s| s.jobs.pop_front()) {
+            Some(Job::Wait(job)) => job,
+            Some(Job::Fs(job)) => {
+                crate::files::job(job);
+                continue;
+            }
+            None => continue,
         };
         let r = sys::wait_timeout(Some(job.pid), job.timeout_ns)
             .map(|(_, st)| words(&[st.how, st.code]));

@@ -36,14 +36,31 @@ fn fsd_running() -> bool {
     ulib::sys::live_processes().is_ok_and(|l| l.iter().any(|p| p.name() == "fsd"))
 }
 
-/// The error line of `what` failing with `e`; says so when the file service is not there.
-fn fail(what: &str, e: Error) -> String {
+/// The error line of `what` failing with `e` for the file `name`; says so when the file
+/// service is not there (this machine's, or that of the machine `name` names: `mK:`).
+fn fail(name: &str, what: &str, e: Error) -> String {
+    if let Some(m) = fs::machine_named(name) {
+        let text = match e {
+            Error::NotSupported => format!("machine {m} has no file service (no disk there)"),
+            Error::InvalidArgument => format!("no machine {m} (or a bad request)"),
+            Error::Gone => format!("machine {m} is down"),
+            Error::StaleResource => format!("machine {m} restarted since the file was opened"),
+            Error::TimedOut => format!("machine {m} did not answer in time"),
+            _ => return fail_text(what, e),
+        };
+        return format!("{what}: {text}");
+    }
     if ulib::fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
         return format!(
             "{what}: the file service fs is not running (no disk, or fsd could not read it: \
              see its console line)"
         );
     }
+    fail_text(what, e)
+}
+
+/// The error line of `what` failing with `e` from a file service.
+fn fail_text(what: &str, e: Error) -> String {
     let text = match e {
         Error::NoSuchResource => "no such file or directory",
         Error::AlreadyExists => "exists already",
@@ -77,7 +94,7 @@ pub fn spawn(
              ({here}), not core {c}"
         ));
     }
-    let image = fs::read_all(path).map_err(|e| fail(&format!("run {path}"), e))?;
+    let image = fs::read_all(path).map_err(|e| fail(path, &format!("run {path}"), e))?;
     let name = path
         .rsplit('/')
         .next()
@@ -90,7 +107,7 @@ pub fn spawn(
 /// The text of file `name`, for `source`.
 pub fn read_text(name: &str) -> Result<String, String> {
     await_service();
-    let data = fs::read_all(name).map_err(|e| fail(&format!("source {name}"), e))?;
+    let data = fs::read_all(name).map_err(|e| fail(name, &format!("source {name}"), e))?;
     String::from_utf8(data).map_err(|_| format!("source {name}: not a text file"))
 }
 
@@ -102,8 +119,13 @@ pub fn ls(args: &[&str]) -> Result<(), String> {
         [d] => d,
         _ => return Err("ls: usage: ls [DIR]".into()),
     };
-    let entries = fs::readdir(dir)
-        .map_err(|e| fail(&format!("ls {}", if dir.is_empty() { "/" } else { dir }), e))?;
+    let entries = fs::readdir(dir).map_err(|e| {
+        fail(
+            dir,
+            &format!("ls {}", if dir.is_empty() { "/" } else { dir }),
+            e,
+        )
+    })?;
     for e in &entries {
         if e.dir {
             println!("{:<13} {:>9}", format!("{}/", e.name), "-");
@@ -121,7 +143,7 @@ pub fn cat(args: &[&str]) -> Result<(), String> {
     let [name] = args else {
         return Err("cat: usage: cat FILE".into());
     };
-    let data = fs::read_all(name).map_err(|e| fail(&format!("cat {name}"), e))?;
+    let data = fs::read_all(name).map_err(|e| fail(name, &format!("cat {name}"), e))?;
     let text = String::from_utf8_lossy(&data);
     ulib::print!("{text}");
     if !text.is_empty() && !text.ends_with('\n') {
@@ -138,7 +160,7 @@ pub fn write(args: &[&str]) -> Result<(), String> {
     };
     let mut text = words.join(" ");
     text.push('\n');
-    fs::write_all(name, text.as_bytes()).map_err(|e| fail(&format!("write {name}"), e))
+    fs::write_all(name, text.as_bytes()).map_err(|e| fail(name, &format!("write {name}"), e))
 }
 
 /// `cp FROM TO`.
@@ -147,8 +169,8 @@ pub fn cp(args: &[&str]) -> Result<(), String> {
     let [from, to] = args else {
         return Err("cp: usage: cp FROM TO".into());
     };
-    let data = fs::read_all(from).map_err(|e| fail(&format!("cp {from}"), e))?;
-    fs::write_all(to, &data).map_err(|e| fail(&format!("cp {to}"), e))
+    let data = fs::read_all(from).map_err(|e| fail(from, &format!("cp {from}"), e))?;
+    fs::write_all(to, &data).map_err(|e| fail(to, &format!("cp {to}"), e))
 }
 
 /// `rm NAME`: a file or an empty directory.
@@ -157,7 +179,7 @@ pub fn rm(args: &[&str]) -> Result<(), String> {
     let [name] = args else {
         return Err("rm: usage: rm NAME".into());
     };
-    fs::unlink(name).map_err(|e| fail(&format!("rm {name}"), e))
+    fs::unlink(name).map_err(|e| fail(name, &format!("rm {name}"), e))
 }
 
 /// `mkdir DIR`.
@@ -166,5 +188,5 @@ pub fn mkdir(args: &[&str]) -> Result<(), String> {
     let [name] = args else {
         return Err("mkdir: usage: mkdir DIR".into());
     };
-    fs::mkdir(name).map_err(|e| fail(&format!("mkdir {name}"), e))
+    fs::mkdir(name).map_err(|e| fail(name, &format!("mkdir {name}"), e))
 }

@@ -11,9 +11,21 @@
 //! slot is empty when it comes back); a spare made on another core (the program migrated)
 //! is closed and replaced, and an ICA that does not come back (the server ended holding
 //! it) is closed. [`read_all`] and [`write_all`] loop over the ICA-sized pieces.
+//!
+//! **Another machine's files** (issue 17; P0's one system over two PCs): a name that
+//! starts with `mK:` (`m1:DIR/FILE.TXT`) is a file of machine K's disk. Its requests go to
+//! this machine's `machd` (`abi::mach::OP_FS`), which carries them to machine K's `machd`,
+//! which makes them to K's `fs`; the same ICA goes to `machd` and comes back with the
+//! answer, which carries at most `FS_REMOTE_MAX` bytes (so reads and writes of another
+//! machine's file are cut into pieces of that size). An open file of another machine is an
+//! [`Fd`] of this program's table of such files ([`REMOTE`]), which remembers the machine,
+//! the life (epoch) of that machine that opened it, and its handle there: after that
+//! machine restarts, requests on it are refused (`StaleResource`). `mK:` naming this
+//! machine is the local file service.
 
 use crate::abi::fs::*;
 use crate::abi::ipc::Msg;
+use crate::abi::mach;
 use crate::abi::res::{ResId, Rights};
 use crate::abi::Error;
 use crate::cell::Local;
@@ -25,9 +37,115 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 pub use crate::abi::fs::{MODE_APPEND, MODE_READ, MODE_WRITE};
 
-/// An open file (the server's handle).
+/// An open file: the server's handle, or (with [`REMOTE_FD`]) an entry of [`REMOTE`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Fd(pub u64);
+
+/// An [`Fd`]'s flag: a file of another machine, its index in [`REMOTE`] in the low bits.
+pub const REMOTE_FD: u64 = 1 << 63;
+
+/// This program's open files of other machines: machine, its life (epoch) that opened the
+/// file, and the handle there. A closed one's slot is `None` (reused).
+static REMOTE: Local<Vec<Option<(u8, u32, u64)>>> = Local::new(Vec::new());
+
+/// Where a request goes: this machine's file service, or machine `m`'s (in its life
+/// `epoch`; 0 for a request by name, which any life may answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Route {
+    Here,
+    Machine(u8, u32),
+}
+
+impl Route {
+    /// Most bytes a request on this route carries each way.
+    fn max(self) -> usize {
+        match self {
+            Route::Here => FS_ICA_SIZE as usize,
+            Route::Machine(..) => mach::FS_REMOTE_MAX,
+        }
+    }
+}
+
+/// This machine's id, once asked (`machd`'s `OP_SELF`; 0 where there is no `machd`).
+static ME: Local<Option<u8>> = Local::new(None);
+
+fn this_machine() -> u8 {
+    if let Some(m) = ME.with(|m| *m) {
+        return m;
+    }
+    let me = fnid::lookup(mach::FN_MACH)
+        .and_then(|f| {
+            ipc::call(
+                ResId(f.0),
+                &Msg {
+                    label: mach::OP_SELF,
+                    words: [0; 6],
+                },
+            )
+        })
+        .map_or(0, |(_, m)| m.words[0] as u8);
+    ME.with(|m| *m = Some(me));
+    me
+}
+
+/// `mK:PATH`: K and PATH (K as written, not checked).
+fn split_machine(name: &str) -> Option<(&str, &str)> {
+    name.strip_prefix('m')
+        .and_then(|rest| rest.split_once(':'))
+        .filter(|(m, _)| !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The machine a name names (`mK:PATH`) other than this one, if any.
+pub fn machine_named(name: &str) -> Option<u8> {
+    let m = split_machine(name)?.0.parse().ok()?;
+    (m != this_machine()).then_some(m)
+}
+
+/// Split `name` into where it is and its path there: `mK:PATH` is machine K's `PATH`.
+fn locate(name: &str) -> Result<(Route, &str), Error> {
+    let Some((m, path)) = split_machine(name) else {
+        return Ok((Route::Here, name));
+    };
+    let m: u8 = m.parse().map_err(|_| Error::BadName)?;
+    if usize::from(m) >= mach::MAX_MACHINES {
+        return Err(Error::BadName);
+    }
+    Ok(if m == this_machine() {
+        (Route::Here, path)
+    } else {
+        (Route::Machine(m, 0), path)
+    })
+}
+
+/// Where `fd`'s file is, and its handle there.
+fn route_of(fd: Fd) -> Result<(Route, u64), Error> {
+    if fd.0 & REMOTE_FD == 0 {
+        return Ok((Route::Here, fd.0));
+    }
+    let i = (fd.0 & !REMOTE_FD) as usize;
+    REMOTE
+        .with(|t| t.get(i).copied().flatten())
+        .map(|(m, epoch, handle)| (Route::Machine(m, epoch), handle))
+        .ok_or(Error::InvalidArgument)
+}
+
+/// Remember machine `m`'s open file `handle` (opened by its life `epoch`): its [`Fd`].
+fn remember(m: u8, epoch: u32, handle: u64) -> Fd {
+    REMOTE.with(|t| {
+        let entry = Some((m, epoch, handle));
+        let i = match t.iter().position(Option::is_none) {
+            Some(i) => {
+                t[i] = entry;
+                i
+            }
+            None => {
+                t.push(entry);
+                t.len() - 1
+            }
+        };
+        Fd(REMOTE_FD | i as u64)
+    })
+}
 
 /// Where fresh request ICAs are attached while the caller fills them: slot `n % SLOTS` of
 /// a window of [`SLOTS`] ICAs, so that threads asking at once never share an address.
@@ -120,14 +238,31 @@ fn give_back(region: ResId, at: u64, core: usize) {
     }
 }
 
-/// One request to `fs`: `fill` writes the ICA, `take` reads the reply's ICA.
+/// One request to `fs` on `route`: `fill` writes the ICA, `take` reads the reply's ICA.
+/// To another machine it goes to `machd` as `OP_FS` (`words[0]`, `words[1]` and the name's
+/// length, `words[3]`, travel; the answer's `words[3]` is the answering machine's life).
 fn request<T>(
+    route: Route,
     label: u64,
     words: [u64; 6],
     fill: impl FnOnce(&mut [u8]),
     take: impl FnOnce(&[u8], &Msg) -> T,
 ) -> Result<T, Error> {
-    let server = ResId(fnid::lookup(FN_FS)?.0);
+    let (server, label, words) = match route {
+        Route::Here => (ResId(fnid::lookup(FN_FS)?.0), label, words),
+        Route::Machine(m, epoch) => (
+            ResId(fnid::lookup(mach::FN_MACH)?.0),
+            mach::OP_FS,
+            [
+                mach::fs_word(u64::from(m), label, words[3]),
+                u64::from(epoch),
+                words[0],
+                words[1],
+                0,
+                0,
+            ],
+        ),
+    };
     let pid = crate::sys::getpid()?;
     let (region, at) = take_ica(pid)?;
     // SAFETY: attached writable at `at`, FS_ICA_SIZE bytes, by us alone (the spare is
@@ -162,17 +297,20 @@ fn request<T>(
     out
 }
 
-/// A request whose ICA carries only `name`.
-fn named(label: u64, name: &str, w0: u64) -> Result<[u64; 6], Error> {
-    if name.len() > FS_ICA_SIZE as usize {
+/// A request whose ICA carries only `name` (on the machine it names).
+fn named(label: u64, name: &str, w0: u64) -> Result<(Route, [u64; 6]), Error> {
+    let (route, name) = locate(name)?;
+    if name.len() > route.max() {
         return Err(Error::TooLong);
     }
     request(
+        route,
         label,
         [w0, 0, 0, name.len() as u64, 0, 0],
         |b| b[..name.len()].copy_from_slice(name.as_bytes()),
         |_, m| m.words,
     )
+    .map(|w| (route, w))
 }
 
 /// Open `name` with `mode` ([`MODE_READ`], [`MODE_WRITE`], [`MODE_APPEND`]).
@@ -182,15 +320,21 @@ pub fn open(name: &str, mode: u64) -> Result<Fd, Error> {
 
 /// [`open`], also giving the file's length (0 for a file made or emptied by the open).
 pub fn open_len(name: &str, mode: u64) -> Result<(Fd, u64), Error> {
-    named(FS_OPEN, name, mode).map(|w| (Fd(w[0]), w[1]))
+    named(FS_OPEN, name, mode).map(|(route, w)| match route {
+        Route::Here => (Fd(w[0]), w[1]),
+        Route::Machine(m, _) => (remember(m, w[3] as u32, w[0]), w[1]),
+    })
 }
 
-/// Read up to `buf.len()` bytes (at most `FS_ICA_SIZE` a call); 0 at the end.
+/// Read up to `buf.len()` bytes (at most `FS_ICA_SIZE` a call, `FS_REMOTE_MAX` from
+/// another machine); 0 at the end.
 pub fn read(fd: Fd, buf: &mut [u8]) -> Result<usize, Error> {
-    let len = buf.len().min(FS_ICA_SIZE as usize);
+    let (route, handle) = route_of(fd)?;
+    let len = buf.len().min(route.max());
     request(
+        route,
         FS_READ,
-        [fd.0, len as u64, 0, 0, 0, 0],
+        [handle, len as u64, 0, 0, 0, 0],
         |_| {},
         |data, m| {
             let n = (m.words[0] as usize).min(len);
@@ -200,12 +344,15 @@ pub fn read(fd: Fd, buf: &mut [u8]) -> Result<usize, Error> {
     )
 }
 
-/// Write `data` (at most `FS_ICA_SIZE` bytes a call); returns the bytes written.
+/// Write `data` (at most `FS_ICA_SIZE` bytes a call, `FS_REMOTE_MAX` to another
+/// machine); returns the bytes written.
 pub fn write(fd: Fd, data: &[u8]) -> Result<usize, Error> {
-    let len = data.len().min(FS_ICA_SIZE as usize);
+    let (route, handle) = route_of(fd)?;
+    let len = data.len().min(route.max());
     request(
+        route,
         FS_WRITE,
-        [fd.0, len as u64, 0, 0, 0, 0],
+        [handle, len as u64, 0, 0, 0, 0],
         |b| b[..len].copy_from_slice(&data[..len]),
         |_, _| len,
     )
@@ -214,12 +361,20 @@ pub fn write(fd: Fd, data: &[u8]) -> Result<usize, Error> {
 /// Move `fd`'s position to byte `pos` (at most the file's length): the next read or
 /// write starts there.
 pub fn seek(fd: Fd, pos: u64) -> Result<(), Error> {
-    request(FS_SEEK, [fd.0, pos, 0, 0, 0, 0], |_| {}, |_, _| ())
+    let (route, handle) = route_of(fd)?;
+    request(route, FS_SEEK, [handle, pos, 0, 0, 0, 0], |_| {}, |_, _| ())
 }
 
-/// Close `fd`: what was written is on the disk when this returns.
+/// Close `fd`: what was written is on the disk when this returns. A file of another
+/// machine leaves this program's table whatever the answer (if that machine did not
+/// close it, its `machd` does when this program ends).
 pub fn close(fd: Fd) -> Result<(), Error> {
-    request(FS_CLOSE, [fd.0, 0, 0, 0, 0, 0], |_| {}, |_, _| ())
+    let (route, handle) = route_of(fd)?;
+    if route != Route::Here {
+        let i = (fd.0 & !REMOTE_FD) as usize;
+        REMOTE.with(|t| t[i] = None);
+    }
+    request(route, FS_CLOSE, [handle, 0, 0, 0, 0, 0], |_| {}, |_, _| ())
 }
 
 /// Delete the file (or empty directory) `name`.
@@ -241,7 +396,7 @@ pub struct Stat {
 
 /// Size and kind of `name`.
 pub fn stat(name: &str) -> Result<Stat, Error> {
-    named(FS_STAT, name, 0).map(|w| Stat {
+    named(FS_STAT, name, 0).map(|(_, w)| Stat {
         size: w[0],
         dir: w[1] == 1,
     })
@@ -257,10 +412,15 @@ pub struct Entry {
 
 /// The entries of directory `name` (`""` or `"/"`: the root).
 pub fn readdir(name: &str) -> Result<Vec<Entry>, Error> {
+    let (route, name) = locate(name)?;
+    if name.len() > route.max() {
+        return Err(Error::TooLong);
+    }
     let mut out = Vec::new();
     loop {
         let mut text = String::new();
         let w = request(
+            route,
             FS_READDIR,
             [out.len() as u64, 0, 0, name.len() as u64, 0, 0],
             |b| b[..name.len()].copy_from_slice(name.as_bytes()),
@@ -304,12 +464,43 @@ pub fn read_all(name: &str) -> Result<Vec<u8>, Error> {
 pub fn write_all(name: &str, data: &[u8]) -> Result<(), Error> {
     let fd = open(name, MODE_WRITE)?;
     let mut r = Ok(());
-    for chunk in data.chunks(FS_ICA_SIZE as usize) {
-        if let Err(e) = write(fd, chunk) {
-            r = Err(e);
-            break;
+    let mut rest = data;
+    while !rest.is_empty() {
+        // A piece at a time: as much as one request carries on the file's route.
+        match write(fd, rest) {
+            Ok(0) => {
+                r = Err(Error::Unknown);
+                break;
+            }
+            Ok(n) => rest = &rest[n.min(rest.len())..],
+            Err(e) => {
+                r = Err(e);
+                break;
+            }
         }
     }
     let c = close(fd);
     r.and(c)
+}
+
+/// One request to this machine's file service made for a program on another machine
+/// (`machd`, `abi::mach::OP_FS`): `data` at the ICA's start; the reply's words and the
+/// first `out` bytes of the reply's ICA.
+pub fn proxy(
+    label: u64,
+    words: [u64; 6],
+    data: &[u8],
+    out: usize,
+) -> Result<([u64; 6], Vec<u8>), Error> {
+    if data.len() > FS_ICA_SIZE as usize {
+        return Err(Error::TooLong);
+    }
+    let out = out.min(FS_ICA_SIZE as usize);
+    request(
+        Route::Here,
+        label,
+        words,
+        |b| b[..data.len()].copy_from_slice(data),
+        |d, m| (m.words, d[..out].to_vec()),
+    )
 }

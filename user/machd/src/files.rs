@@ -1,0 +1,364 @@
+//! Files of another machine's disk (`abi::mach::OP_FS`; P0's one file system over two
+//! PCs): both halves.
+//!
+//! **Here, for a local program** ([`local`], [`answer`]): the program's fs request comes
+//! with its fs ICA; the request's words and at most `FS_REMOTE_MAX` bytes of the ICA (a
+//! name, or a write's data) become an [`R_FS`] request to the other machine, and the ICA
+//! waits here until the answer, which is copied into it (a read's data, a listing) before
+//! it goes back with the fs reply's words.
+//!
+//! **There, for the other machine** ([`perform`], [`job`]): a worker makes the request to
+//! this machine's own `fs` (`ulib::fs::proxy`) and answers its words and bytes.
+//!
+//! | mrpc op | payload | reply |
+//! |---|---|---|
+//! | [`R_FS`] | fs op, fs `words[0]`, fs `words[1]`, name length, the requesting pid (u64 each), then the name or the data | fs reply `words[0..3]` (u64 each), then the read data or the listing |
+//!
+//! **Open files** are this machine's `fs` handles held by `machd`, so `fs`'s own rule (a
+//! handle belongs to the process that opened it) is kept here instead: [`Served`] notes
+//! which machine, life and process opened each one, and a request on it from any other is
+//! `InvalidArgument`. The files are closed when their opener cannot close them any more:
+//! its machine goes down or restarts ([`machine_gone`]), or the program ends on its own
+//! machine, whose `machd` notes every file its programs opened elsewhere ([`Opened`]) and
+//! closes those of programs that ended ([`close_orphans`], every heartbeat).
+
+use crate::{now, with, State};
+use alloc::vec::Vec;
+use mrpc::Header;
+use ulib::abi::fs::{
+    FS_CLOSE, FS_ICA_SIZE, FS_MKDIR, FS_OPEN, FS_READ, FS_READDIR, FS_SEEK, FS_STAT, FS_UNLINK,
+    FS_WRITE,
+};
+use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::mach::{self, FS_REMOTE_MAX};
+use ulib::abi::res::ResId;
+use ulib::abi::{Error, Pid};
+use ulib::{fnid, fs, ipc, sem};
+
+pub const R_FS: u16 = 8;
+
+/// How long a file request waits for its answer: a close flushes the disk, which under TCG
+/// on a loaded host can take a while; a machine that goes down ends it sooner (`Gone`).
+const FS_DEADLINE_NS: u64 = 10_000_000_000;
+
+/// A file of this machine opened by a program of another (the serving half).
+pub struct Served {
+    handle: u64,
+    machine: u8,
+    epoch: u32,
+    pid: Pid,
+}
+
+/// A file of another machine opened by a program of this one (the requesting half).
+pub struct Opened {
+    pid: Pid,
+    machine: u8,
+    epoch: u32,
+    handle: u64,
+}
+
+/// What a local caller's request keeps while it waits: its ICA, and what the answer
+/// changes in [`State::opened`].
+#[derive(Clone, Copy)]
+pub struct Waiting {
+    region: ResId,
+    at: u64,
+    op: u64,
+    handle: u64,
+    pid: Pid,
+}
+
+fn word(p: &[u8], i: usize) -> Result<u64, Error> {
+    p.get(i * 8..i * 8 + 8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or(Error::InvalidArgument)
+}
+
+fn words(ws: &[u64]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// Does fs op `op` name a file by the name at the ICA's start?
+fn named(op: u64) -> bool {
+    matches!(op, FS_OPEN | FS_UNLINK | FS_MKDIR | FS_STAT | FS_READDIR)
+}
+
+/// Does fs op `op` act on an open file's handle (`words[0]`)?
+fn on_handle(op: u64) -> bool {
+    matches!(op, FS_READ | FS_WRITE | FS_SEEK | FS_CLOSE)
+}
+
+/// `OP_FS` from a local program (`r`, acting as `user`): started, or answered at once
+/// with an error (the ICA back either way).
+pub fn local(s: &mut State, r: &Received, user: u32) {
+    let Some((region, at)) = ipc::ica_at(&r.msg) else {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+        return;
+    };
+    let give_back = |e: Error| {
+        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+    };
+    let w = r.msg.words;
+    let (m, op, name_len) = (w[0] & 0xff, (w[0] >> 8) & 0xff, (w[0] >> 16) & 0xffff);
+    let Ok(m) = u8::try_from(m) else {
+        return give_back(Error::InvalidArgument);
+    };
+    if m >= s.n || m == s.me || !(named(op) || on_handle(op)) {
+        return give_back(Error::InvalidArgument);
+    }
+    let len = match op {
+        _ if named(op) => name_len,
+        FS_WRITE => w[3],
+        _ => 0,
+    };
+    if len > FS_REMOTE_MAX as u64 || len > FS_ICA_SIZE {
+        return give_back(Error::TooLong);
+    }
+    // A read asks for no more than one answer carries.
+    let w1 = if op == FS_READ {
+        w[3].min(FS_REMOTE_MAX as u64)
+    } else {
+        w[3]
+    };
+    let mut payload = words(&[op, w[2], w1, name_len, r.sender.0]);
+    // SAFETY: the request's ICA is attached at `at`, FS_ICA_SIZE bytes, ours until we
+    // answer; `len` is at most that.
+    payload
+        .extend_from_slice(unsafe { core::slice::from_raw_parts(at as *const u8, len as usize) });
+    let epoch = u32::try_from(w[1]).ok().filter(|&e| e != 0);
+    if on_handle(op) && epoch.is_none() {
+        return give_back(Error::InvalidArgument);
+    }
+    let waiting = Waiting {
+        region,
+        at,
+        op,
+        handle: w[2],
+        pid: r.sender,
+    };
+    let call = ((m, R_FS, payload), FS_DEADLINE_NS, epoch);
+    if let Err(e) = s.start(r.request, mach::OP_FS, call, user, Some(waiting)) {
+        give_back(e);
+    }
+}
+
+/// The answer to a local caller's `OP_FS` (`result`: the reply's payload) from machine
+/// `m` in its life `epoch`: into the ICA, and back.
+pub fn answer(
+    s: &mut State,
+    request: u64,
+    m: u8,
+    epoch: u32,
+    w: Waiting,
+    result: Result<Vec<u8>, Error>,
+) {
+    if w.op == FS_CLOSE {
+        // Closed there, or not: either way the program let it go.
+        s.opened
+            .retain(|o| !(o.pid == w.pid && o.machine == m && o.handle == w.handle));
+    }
+    let parsed = result.and_then(|p| {
+        let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
+        Ok((fw, p[24..].to_vec()))
+    });
+    let (value, words) = match parsed {
+        Ok((fw, bytes)) => {
+            let n = bytes.len().min(FS_ICA_SIZE as usize);
+            // SAFETY: the caller's ICA, attached at `at`, FS_ICA_SIZE bytes, ours until
+            // the reply below.
+            unsafe { core::slice::from_raw_parts_mut(w.at as *mut u8, n) }
+                .copy_from_slice(&bytes[..n]);
+            if w.op == FS_OPEN {
+                s.opened.push(Opened {
+                    pid: w.pid,
+                    machine: m,
+                    epoch,
+                    handle: fw[0],
+                });
+            }
+            (0, [fw[0], fw[1], fw[2], u64::from(epoch), 0, 0])
+        }
+        Err(e) => (e as u64, [0; 6]),
+    };
+    let _ = ipc::reply(
+        request,
+        value,
+        &ipc::with_ica(Msg { label: 0, words }, w.region),
+    );
+}
+
+/// A job for the workers: a file request from another machine, or a file to close
+/// whose opener is gone.
+pub enum Job {
+    Request(Header, Vec<u8>),
+    Close(u64),
+}
+
+/// `R_FS` from machine `h.from`: queued for a worker (`None`), or refused at once.
+pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Error>> {
+    if p.len() < 40 {
+        return Some(Err(Error::InvalidArgument));
+    }
+    queue(s, crate::ops::Job::Fs(Job::Request(*h, p.to_vec())))
+        .err()
+        .map(Err)
+}
+
+fn queue(s: &mut State, job: crate::ops::Job) -> Result<(), Error> {
+    if s.jobs.len() >= crate::WORKERS as usize * 8 {
+        return Err(Error::Busy);
+    }
+    s.jobs.push_back(job);
+    match crate::jobs_sem().map(sem::v) {
+        Some(Ok(())) => Ok(()),
+        _ => {
+            s.jobs.pop_back();
+            Err(Error::Busy)
+        }
+    }
+}
+
+/// A worker's file job.
+pub fn job(job: Job) {
+    match job {
+        Job::Close(handle) => {
+            let _ = fs::proxy(FS_CLOSE, [handle, 0, 0, 0, 0, 0], &[], 0);
+        }
+        Job::Request(h, p) => {
+            let r = request(&h, &p);
+            with(|s| {
+                let reply = match &r {
+                    Ok(p) => s.server.finish(&h, Ok(p)),
+                    Err(e) => s.server.finish(&h, Err(*e)),
+                };
+                if let Some(b) = reply {
+                    s.send(h.from, &b);
+                }
+            });
+        }
+    }
+}
+
+/// Make request `p` of machine `h.from` to this machine's `fs`: the reply's payload.
+fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
+    let (op, w0, w1, name_len, pid) = (
+        word(p, 0)?,
+        word(p, 1)?,
+        word(p, 2)?,
+        word(p, 3)?,
+        word(p, 4)?,
+    );
+    let data = &p[40..];
+    if fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
+        return Err(Error::NotSupported);
+    }
+    let pid = Pid(pid);
+    let mine = |s: &State| {
+        s.served
+            .iter()
+            .any(|f| f.handle == w0 && f.machine == h.from && f.epoch == h.epoch && f.pid == pid)
+    };
+    if on_handle(op) && !with(|s| mine(s)) {
+        return Err(Error::InvalidArgument);
+    }
+    let (name_len, len) = match op {
+        _ if named(op) => (name_len, name_len),
+        FS_WRITE => (0, w1),
+        FS_READ | FS_SEEK | FS_CLOSE => (0, 0),
+        _ => return Err(Error::InvalidArgument),
+    };
+    if len as usize > data.len() || len > FS_REMOTE_MAX as u64 {
+        return Err(Error::InvalidArgument);
+    }
+    let out = match op {
+        FS_READ | FS_READDIR => FS_ICA_SIZE as usize,
+        _ => 0,
+    };
+    let w1 = if op == FS_READ {
+        w1.min(FS_REMOTE_MAX as u64)
+    } else {
+        w1
+    };
+    let r = fs::proxy(op, [w0, w1, 0, name_len, 0, 0], &data[..len as usize], out);
+    if op == FS_CLOSE {
+        with(|s| {
+            s.served
+                .retain(|f| !(f.handle == w0 && f.machine == h.from && f.pid == pid))
+        });
+    }
+    let (mut fw, mut bytes) = r?;
+    match op {
+        FS_OPEN => with(|s| {
+            s.served.push(Served {
+                handle: fw[0],
+                machine: h.from,
+                epoch: h.epoch,
+                pid,
+            })
+        }),
+        FS_READ => bytes.truncate((fw[0] as usize).min(FS_REMOTE_MAX)),
+        FS_READDIR => {
+            // Whole lines that fit one answer; the caller asks again from the next entry.
+            bytes.truncate((fw[0] as usize).min(bytes.len()));
+            if bytes.len() > FS_REMOTE_MAX {
+                let cut = bytes[..FS_REMOTE_MAX]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                bytes.truncate(cut);
+                fw[1] = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+                fw[2] = 1;
+            }
+            fw[0] = bytes.len() as u64;
+        }
+        _ => bytes.clear(),
+    }
+    let mut out = words(&fw[..3]);
+    out.extend_from_slice(&bytes);
+    Ok(out)
+}
+
+/// Machine `m` went down or restarted: the files its programs held here are closed.
+pub fn machine_gone(s: &mut State, m: u8) {
+    let (gone, kept): (Vec<Served>, Vec<Served>) = core::mem::take(&mut s.served)
+        .into_iter()
+        .partition(|f| f.machine == m);
+    s.served = kept;
+    for f in gone {
+        let _ = queue(s, crate::ops::Job::Fs(Job::Close(f.handle)));
+    }
+    // And what this machine's programs held there is gone with that life.
+    s.opened.retain(|o| o.machine != m);
+}
+
+/// Files of other machines opened by programs of this one that ended: closed there
+/// (requests nobody waits for; their answers are dropped).
+pub fn close_orphans(s: &mut State) {
+    if s.opened.is_empty() {
+        return;
+    }
+    let Ok(live) = ulib::sys::live_processes() else {
+        return;
+    };
+    let (ended, kept): (Vec<Opened>, Vec<Opened>) = core::mem::take(&mut s.opened)
+        .into_iter()
+        .partition(|o| !live.iter().any(|p| p.pid == o.pid));
+    s.opened = kept;
+    let now = now();
+    for o in ended {
+        let payload = words(&[FS_CLOSE, o.handle, 0, 0, o.pid.0]);
+        let deadline = now.saturating_add(FS_DEADLINE_NS);
+        if let Ok((_, bytes)) = s.client.start_in(
+            now,
+            o.machine,
+            R_FS,
+            s.my_user.0,
+            &payload,
+            deadline,
+            Some(o.epoch),
+        ) {
+            s.send(o.machine, &bytes);
+        }
+    }
+}

@@ -1,0 +1,228 @@
+//! `mfcheck`: checks of the files of another machine's disk (issue 17; `abi::mach::OP_FS`),
+//! run by `cargo xtask test`'s several-machine file test.
+//!
+//! - `mfcheck hold M`: opens `mM:ORPHAN.TXT` to write, writes a line, says it is ready
+//!   (registers `mfcheck.hold`), waits until `mM:STOP.TXT` exists, and then ends *without
+//!   closing* the file: its `machd` must close it on machine M (`reopen` shows it did).
+//! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
+//!   opened (every handle from 0 to [`HANDLES`]) and malformed requests to `machd` must all
+//!   be refused with the right error, never served.
+//! - `mfcheck reopen M`: opens `mM:ORPHAN.TXT` to write again, waiting while it is still
+//!   held (`Busy`; at most [`POLLS`] tries, a hang guard), and writes it.
+//!
+//! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use ulib::abi::fs::{FS_ICA_SIZE, FS_READ, FS_WRITE, MODE_WRITE};
+use ulib::abi::ipc::Msg;
+use ulib::abi::mach::{self, FN_MACH};
+use ulib::abi::res::{ResId, Rights};
+use ulib::abi::Error;
+use ulib::{fnid, fs, ipc, println, res, sys};
+
+ulib::main!(main);
+
+/// Handles tried by `forge`.
+const HANDLES: u64 = 64;
+/// Tries of `reopen` and of `hold`'s look for STOP, 50 ms apart (a hang guard: 60 s).
+const POLLS: u32 = 1200;
+const POLL_NS: u64 = 50_000_000;
+
+fn main(args: &[&str]) -> i32 {
+    let (mode, m) = match args {
+        [_, mode, m] => match m.parse::<u8>() {
+            Ok(m) => (*mode, m),
+            Err(_) => return usage(),
+        },
+        _ => return usage(),
+    };
+    let r = match mode {
+        "hold" => hold(m),
+        "forge" => forge(m),
+        "reopen" => reopen(m),
+        _ => return usage(),
+    };
+    match r {
+        Ok(what) => {
+            println!("mfcheck {mode}: ok{what}");
+            0
+        }
+        Err(e) => {
+            println!("mfcheck {mode}: FAILED: {e}");
+            1
+        }
+    }
+}
+
+fn usage() -> i32 {
+    println!("mfcheck: usage: mfcheck hold|forge|reopen MACHINE");
+    2
+}
+
+fn hold(m: u8) -> Result<String, String> {
+    let name = format!("m{m}:ORPHAN.TXT");
+    let fd = fs::open(&name, MODE_WRITE).map_err(|e| format!("open {name}: {e}"))?;
+    fs::write(fd, b"held\n").map_err(|e| format!("write {name}: {e}"))?;
+    let rights = Rights(0x0f | Rights::others(ulib::abi::res::Op::Write));
+    let me = sys::getpid().map(|p| p.serial()).unwrap_or(0);
+    let ep = ipc::open_endpoint(&format!("here/endpoint/mfcheck-{me}"), rights)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    fnid::register("mfcheck.hold", ep).map_err(|e| format!("register: {e}"))?;
+    println!("mfcheck hold: holding {name}");
+    let stop = format!("m{m}:STOP.TXT");
+    for _ in 0..POLLS {
+        if fs::stat(&stop).is_ok() {
+            // Ends with the file open: its machd closes it there.
+            return Ok(format!(", ending with {name} open"));
+        }
+        let _ = sys::sleep_ns(POLL_NS);
+    }
+    Err(format!("{stop} never came"))
+}
+
+fn reopen(m: u8) -> Result<String, String> {
+    let name = format!("m{m}:ORPHAN.TXT");
+    for tries in 1..=POLLS {
+        match fs::open(&name, MODE_WRITE) {
+            Ok(fd) => {
+                fs::write(fd, b"reopened\n").map_err(|e| format!("write: {e}"))?;
+                fs::close(fd).map_err(|e| format!("close: {e}"))?;
+                return Ok(format!(" after {tries} tries"));
+            }
+            Err(Error::Busy) => {
+                let _ = sys::sleep_ns(POLL_NS);
+            }
+            Err(e) => return Err(format!("open {name}: {e}")),
+        }
+    }
+    Err(format!("{name} still held after {POLLS} tries"))
+}
+
+/// A raw `OP_FS` to `machd` with an ICA of our own (or none): the call's result.
+fn raw(words: [u64; 6], with_ica: bool) -> Result<(), Error> {
+    let server = ResId(fnid::lookup(FN_MACH)?.0);
+    if !with_ica {
+        let msg = Msg {
+            label: mach::OP_FS,
+            words,
+        };
+        return ipc::call(server, &msg).map(drop);
+    }
+    let me = sys::getpid()?;
+    let region = res::open_vregion(
+        &format!("here/vregion/mfcheck-{}", me.0),
+        FS_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )?;
+    let at = 0x0000_5600_0000_0000;
+    if let Err(e) = res::attach_here(region, at, true) {
+        let _ = res::close(region);
+        return Err(e);
+    }
+    let msg = ipc::with_ica(
+        Msg {
+            label: mach::OP_FS,
+            words,
+        },
+        region,
+    );
+    let r = ipc::call(server, &msg);
+    let back = r.as_ref().ok().and_then(|(_, reply)| ipc::ica_at(reply));
+    if let Some((_, at)) = back {
+        let _ = res::detach_here(at);
+    }
+    let _ = res::close(region);
+    match r {
+        Ok((0, _)) => Ok(()),
+        Ok((v, _)) => Err(Error::from_code(v)),
+        Err(e) => Err(e),
+    }
+}
+
+fn forge(m: u8) -> Result<String, String> {
+    let server = ResId(
+        fnid::lookup(FN_MACH)
+            .map_err(|e| format!("{FN_MACH}: {e}"))?
+            .0,
+    );
+    let (_, member) = ipc::call(
+        server,
+        &Msg {
+            label: mach::OP_MEMBER,
+            words: [u64::from(m), 0, 0, 0, 0, 0],
+        },
+    )
+    .map_err(|e| format!("member {m}: {e}"))?;
+    let epoch = member.words[2];
+    let mut wrong: Vec<String> = Vec::new();
+    let mut expect = |what: String, got: Result<(), Error>, want: Error| {
+        if got != Err(want) {
+            wrong.push(format!("{what}: {got:?}, not {want:?}"));
+        }
+    };
+    let read = |h: u64, epoch: u64| [mach::fs_word(u64::from(m), FS_READ, 0), epoch, h, 16, 0, 0];
+    for h in 0..HANDLES {
+        expect(
+            format!("a read of handle {h}"),
+            raw(read(h, epoch), true),
+            Error::InvalidArgument,
+        );
+    }
+    expect(
+        "no ICA".into(),
+        raw(read(1, epoch), false),
+        Error::InvalidArgument,
+    );
+    expect(
+        "a stale life".into(),
+        raw(read(1, epoch ^ 0x5a5a), true),
+        Error::StaleResource,
+    );
+    expect(
+        "no life named".into(),
+        raw(read(1, 0), true),
+        Error::InvalidArgument,
+    );
+    let bad_machine = [mach::fs_word(7, FS_READ, 0), epoch, 1, 16, 0, 0];
+    expect(
+        "machine 7".into(),
+        raw(bad_machine, true),
+        Error::InvalidArgument,
+    );
+    let unknown = [mach::fs_word(u64::from(m), 99, 3), 0, 0, 0, 0, 0];
+    expect(
+        "fs op 99".into(),
+        raw(unknown, true),
+        Error::InvalidArgument,
+    );
+    let long_name = [mach::fs_word(u64::from(m), 1, 4000), 0, 0, 0, 0, 0];
+    expect(
+        "a 4,000-byte name".into(),
+        raw(long_name, true),
+        Error::TooLong,
+    );
+    let long_write = [
+        mach::fs_word(u64::from(m), FS_WRITE, 0),
+        epoch,
+        1,
+        2000,
+        0,
+        0,
+    ];
+    expect(
+        "a 2,000-byte write".into(),
+        raw(long_write, true),
+        Error::TooLong,
+    );
+    if wrong.is_empty() {
+        Ok(format!(" ({} requests refused)", HANDLES + 7))
+    } else {
+        Err(wrong.join("; "))
+    }
+}
