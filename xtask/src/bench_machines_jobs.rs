@@ -18,10 +18,14 @@
 //! start and end travelling through `machd` when spread. `pmake job WORK` (`user/pmake`) is
 //! a compiler run in miniature: a 16 KiB "source" written to and read back from a vregion,
 //! WORK passes of tokenising it into a symbol table, a 4 KiB "object" written, both
-//! deleted. Its files are vregions, not files on a disk: the machines have no disks
-//! (Agora-1's diskless PC read its files from the other's disk; P0 Table 1's analogue,
-//! files on another machine, is not built). Each run measures both placements, the first
-//! alternating.
+//! deleted. Its files are vregions, not files on a disk: the machines have no disks. Each
+//! run measures both placements, the first alternating.
+//!
+//! P0 Table 1's analogue ([`table1`]): Agora-1 ran cc, yacc and nroff on the PC with the
+//! disk and on the diskless one (its files then on the other's disk), 4-10% slower there.
+//! Here `pmake cc` (the same miniature compiler, its source and object files on machine 1's
+//! disk) runs on machine 1 and on machine 0, which has no disk (`m1:` files through
+//! `machd`).
 
 use crate::machines::{Cluster, Options};
 use crate::switch::Faults;
@@ -103,6 +107,61 @@ pub fn run(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
     })
 }
 
+/// P0 Table 1: the diskless machine's response time over the disk machine's, per program
+/// (cc 1-3, yacc, nroff: 29.6/27.1, 45.8/42.7, 90.5/87.0, 21.9/21.1, 21.4/19.4 s): the
+/// median of the five.
+pub const TABLE1_PAPER: f64 = 1.073;
+
+/// The time (us) a `pmake cc files=FILES: N us` line gives for `files`.
+fn cc_time(lines: &[String], files: &str) -> Option<f64> {
+    let tag = format!("pmake cc files={files}: ");
+    lines.iter().find_map(|l| {
+        let rest = l.trim().strip_prefix(&tag)?.strip_suffix(" us")?;
+        rest.parse().ok()
+    })
+}
+
+/// P0 Table 1's analogue, one run: `pmake cc` (the miniature compiler with its source and
+/// object on machine 1's disk) run on machine 1, where the disk is, and on machine 0, which
+/// has none (its files then `m1:`): (disk machine, diskless machine), us of the program's
+/// own clock, the first placement alternating between runs.
+pub fn table1(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
+    let image = crate::build::workspace_root().join("target/bench-mfiles.img");
+    crate::disk::make(&image)?;
+    let o = Options {
+        machines: 2,
+        smp: 1,
+        mem_mib: 256,
+        cmdline: String::new(),
+        faults: Faults::default(),
+        disks: vec![None, Some(image)],
+    };
+    let there = format!("run pmake cc - {WORK} -m 1\n");
+    let here = format!("run pmake cc m1: {WORK}\n");
+    let (a, b) = if index % 2 == 1 {
+        (&here, &there)
+    } else {
+        (&there, &here)
+    };
+    let script = format!("machines wait\nrun pmake src m1:\n{a}{b}");
+    let steps = crate::script::parse(&script)?;
+    let cluster = Cluster::plan(kernel, archive, &o)?;
+    let others = cluster.start_logged(1)?;
+    let lines = crate::script::run_steps_with(
+        &cluster.guests[0],
+        &format!("bench machines, Table 1, run {}", index + 1),
+        &steps,
+        |_| false,
+        &mut |_, _| Ok(()),
+    );
+    drop(others);
+    let lines = lines?;
+    match (cc_time(&lines, "-"), cc_time(&lines, "m1:")) {
+        (Some(disk), Some(diskless)) => Ok((disk, diskless)),
+        _ => bail!("a `pmake cc` printed no time; see the console above"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,6 +178,17 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         assert_eq!(uptimes(&l), vec![12034.0, 13500.0]);
+    }
+
+    #[test]
+    fn cc_times_are_read_by_their_files() {
+        let l: Vec<String> = ["pmake cc files=-: 1200 us", " pmake cc files=m1:: 1300 us"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(cc_time(&l, "-"), Some(1200.0));
+        assert_eq!(cc_time(&l, "m1:"), Some(1300.0));
+        assert_eq!(cc_time(&l, "m2:"), None);
     }
 
     #[test]

@@ -14,6 +14,13 @@
 //! second vregion and deletes both. So a job is a short process whose life is a spawn, a
 //! few resource operations and an exit around user-mode work, as a compiler's is. Exits 0,
 //! or 1 after printing the failed call.
+//!
+//! `pmake cc FILES WORK` is the same compiler run with its files on a disk (P0 Table 1's
+//! analogue, `cargo xtask bench machines`): it reads the source `FILES` + `SRC.C` (`-` for
+//! no prefix: this machine's disk; `m1:` for machine 1's), compiles it WORK times, writes
+//! the object `FILES` + `OBJ.O` and deletes it, and prints `pmake cc files=FILES: N us`,
+//! its time from the first file request to the last. `pmake src FILES` writes that source
+//! (the one `pmake job` generates) first.
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -26,7 +33,7 @@ use alloc::vec::Vec;
 use core::hint::black_box;
 use ulib::abi::res::Rights;
 use ulib::abi::{Error, Pid, Priority, ENDED_EXIT};
-use ulib::{println, res, sys};
+use ulib::{fs, println, res, sys};
 
 ulib::main!(main);
 
@@ -39,6 +46,23 @@ const SLOTS: usize = 512;
 fn main(args: &[&str]) -> i32 {
     let num = |i: usize| args.get(i).and_then(|a| a.parse::<u64>().ok());
     match (args.get(1).copied(), num(2), num(3)) {
+        (Some("src"), _, _) if args.len() == 3 => match write_source(args[2]) {
+            Ok(()) => 0,
+            Err((what, e)) => {
+                println!("pmake src: {what}: {e}");
+                1
+            }
+        },
+        (Some("cc"), _, Some(work)) => match cc(args[2], work) {
+            Ok(us) => {
+                println!("pmake cc files={}: {us} us", args[2]);
+                0
+            }
+            Err((what, e)) => {
+                println!("pmake cc: {what}: {e}");
+                1
+            }
+        },
         (Some("job"), Some(work), _) => match job(work) {
             Ok(()) => 0,
             Err((what, e)) => {
@@ -55,7 +79,9 @@ fn main(args: &[&str]) -> i32 {
 }
 
 fn usage() -> i32 {
-    println!("usage: pmake JOBS WAVE WORK | pmake job WORK");
+    println!(
+        "usage: pmake JOBS WAVE WORK | pmake job WORK | pmake src FILES | pmake cc FILES WORK"
+    );
     2
 }
 
@@ -113,7 +139,8 @@ fn job(work: u64) -> Result<(), Failed> {
     res::read(src, &mut text, 0).map_err(|e| ("read source", e))?;
     let mut table = [(0u64, 0u32); SLOTS];
     for _ in 0..work {
-        compile(black_box(&text), &mut table);
+        // A generated source has VOCABULARY symbols: the table never fills.
+        let _ = compile(black_box(&text), &mut table);
     }
     let mut object = vec![0u8; OBJECT];
     for (i, (h, n)) in table.iter().enumerate() {
@@ -129,6 +156,40 @@ fn job(work: u64) -> Result<(), Failed> {
     res::close(obj).map_err(|e| ("close object", e))?;
     res::close(src).map_err(|e| ("close source", e))?;
     Ok(())
+}
+
+/// The disk names with `files` before them (`-`: none).
+fn named(files: &str, name: &str) -> alloc::string::String {
+    format!("{}{name}", files.strip_prefix('-').unwrap_or(files))
+}
+
+/// `pmake src FILES`: the source `cc` compiles, made on the disk.
+fn write_source(files: &str) -> Result<(), Failed> {
+    fs::write_all(&named(files, "SRC.C"), &generate(1)).map_err(|e| ("write SRC.C", e))
+}
+
+/// `pmake cc FILES WORK`: the compiler run with its files on a disk; its time in us.
+fn cc(files: &str, work: u64) -> Result<u64, Failed> {
+    let start = sys::clock_ns().map_err(|e| ("clock", e))?;
+    let text = fs::read_all(&named(files, "SRC.C")).map_err(|e| ("read SRC.C", e))?;
+    let mut table = [(0u64, 0u32); SLOTS];
+    for _ in 0..work {
+        if !compile(black_box(&text), &mut table) {
+            return Err((
+                "compile SRC.C: more symbols than the table holds",
+                Error::Limit,
+            ));
+        }
+    }
+    let mut object = vec![0u8; OBJECT];
+    for (i, (h, n)) in table.iter().enumerate() {
+        object[i * 8..i * 8 + 8].copy_from_slice(&(h ^ u64::from(*n)).to_le_bytes());
+    }
+    let obj = named(files, "OBJ.O");
+    fs::write_all(&obj, &object).map_err(|e| ("write OBJ.O", e))?;
+    fs::unlink(&obj).map_err(|e| ("delete OBJ.O", e))?;
+    let end = sys::clock_ns().map_err(|e| ("clock", e))?;
+    Ok(end.saturating_sub(start) / 1000)
 }
 
 /// Distinct words in a source file (fewer than the symbol table's slots).
@@ -160,8 +221,9 @@ fn generate(seed: u32) -> Vec<u8> {
 }
 
 /// One pass: split `text` into words and count each in `table` (FNV-1a hash, linear
-/// probing; a slot holds the hash and the count).
-fn compile(text: &[u8], table: &mut [(u64, u32); SLOTS]) {
+/// probing; a slot holds the hash and the count). False if a word found the table full (a
+/// source read from a disk may have any number of symbols).
+fn compile(text: &[u8], table: &mut [(u64, u32); SLOTS]) -> bool {
     for word in text.split(|&b| b == b' ' || b == b'\n') {
         if word.is_empty() {
             continue;
@@ -170,6 +232,7 @@ fn compile(text: &[u8], table: &mut [(u64, u32); SLOTS]) {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
         let mut i = h as usize & (SLOTS - 1);
+        let mut probes = 0;
         loop {
             let slot = &mut table[i];
             if slot.1 == 0 || slot.0 == h {
@@ -177,7 +240,12 @@ fn compile(text: &[u8], table: &mut [(u64, u32); SLOTS]) {
                 slot.1 += 1;
                 break;
             }
+            probes += 1;
+            if probes == SLOTS {
+                return false;
+            }
             i = (i + 1) & (SLOTS - 1);
         }
     }
+    true
 }
