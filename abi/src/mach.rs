@@ -22,6 +22,8 @@
 //! | [`OP_PS`] | machine, index | pid, state, count, name (24 bytes in words 3..5) |
 //! | [`OP_COUNT`] | machine | the counter's new value |
 //! | [`OP_OUTPUT`] | machine, epoch, pid | bytes printed, 1 once the output has ended |
+//! | [`OP_FOLLOW`] | machine, epoch, pid | - |
+//! | [`OP_UNFOLLOW`] | machine, epoch, pid | - |
 //! | [`OP_FS`] | machine, fs op and name length ([`fs_word`]), epoch, the fs request's `words[0]` and `words[1]`; the request's ICA (`abi::fs`) | the fs reply's `words[0..3]`; the ICA back |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
@@ -103,6 +105,18 @@ pub const FS_REMOTE_MAX: usize = 896;
 pub const fn fs_word(machine: u64, op: u64, name_len: u64) -> u64 {
     (machine & 0xff) | (op & 0xff) << 8 | (name_len & 0xffff) << 16
 }
+
+/// Print the output of process `words[2]` of machine `words[0]` (life `words[1]`; spawned
+/// with [`SPAWN_RELAY`]) on this machine's console as it comes, in the background, until it
+/// ends: a remote background job's output (`run PROG -m M &`). At most [`FOLLOW_MAX`] at
+/// once (`Limit`). Only the user the process was spawned for (or the administrator) may.
+pub const OP_FOLLOW: u64 = 11;
+/// Stop [`OP_FOLLOW`]ing process `words[2]` of machine `words[0]` (life `words[1]`): answered
+/// once no look at its output is under way, so that what the caller then asks itself
+/// (`OP_OUTPUT`) comes after everything printed for it. `NoSuchProcess` if not followed.
+pub const OP_UNFOLLOW: u64 = 12;
+/// Most processes followed at once.
+pub const FOLLOW_MAX: usize = 16;
 
 /// `OP_SPAWN`'s core word: the low 32 bits name the core, or this value for the other
 /// machine's choice.

@@ -4,7 +4,8 @@
 //!
 //! - [`two`]: `user/shell/machines.script`: the machines see each other, null round trips,
 //!   a remote run with its exit status (0 and 2), every machine's processes, a counter
-//!   incremented 200 times, each exactly once.
+//!   incremented 200 times, each exactly once, a background remote program's output here.
+//! - [`files`]: machine 0 without a disk uses machine 1's files, on a lossy switch.
 //! - [`four`]: four machines on the xtask switch: all up, a round trip to each, a remote
 //!   run on the last one.
 //! - [`killed`]: three machines; machine 0's shell waits for a program on machine 1 when
@@ -84,13 +85,23 @@ pub fn two(kernel: &Path, initrd: &Path) -> Result<String> {
     let cluster = Cluster::plan(kernel, initrd, &options(2, 2, Faults::default()))?;
     let file = crate::build::workspace_root().join("user/shell/machines.script");
     let steps = crate::script::load(&file)?;
-    drive(
+    let lines = drive(
         &cluster,
         "user/shell/machines.script",
         &steps,
         &mut |_, _, _| Ok(()),
     )?;
-    Ok("machines.script passed on 2 machines".into())
+    // The background program's output came here (in the step that started it or in
+    // `wait`), not to machine 1's console.
+    let background = "args: in-the-background";
+    if !lines.iter().any(|l| l.contains(background)) {
+        bail!("the output of `run hello in-the-background -m 1 &` never reached machine 0");
+    }
+    let m1 = std::fs::read_to_string(crate::machines::log_path(1)).unwrap_or_default();
+    if m1.contains(background) {
+        bail!("the background program's output went to machine 1's console");
+    }
+    Ok("machines.script passed on 2 machines; a background job's output came here".into())
 }
 
 /// Four machines on the switch.

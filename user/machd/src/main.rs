@@ -33,6 +33,7 @@
 extern crate alloc;
 
 mod files;
+mod follow;
 mod net;
 mod ops;
 
@@ -102,6 +103,8 @@ pub(crate) struct State {
     pub served: Vec<files::Served>,
     /// Files of other machines open for programs of this one (`files`).
     pub opened: Vec<files::Opened>,
+    /// Remote background programs whose output this machine's console shows (`follow`).
+    pub followed: follow::List,
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -133,7 +136,11 @@ impl State {
 
     /// Requests that ended: answer their local callers.
     pub fn complete(&mut self, done: Vec<Done>) {
+        let now = now();
         for d in done {
+            let Some(d) = follow::done(self, d, now) else {
+                continue;
+            };
             let Some(i) = self.waiters.iter().position(|w| w.ticket == d.ticket) else {
                 continue;
             };
@@ -262,6 +269,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             counters: [0; mrpc::MAX_MACHINES],
             served: Vec::new(),
             opened: Vec::new(),
+            followed: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));
@@ -311,6 +319,8 @@ fn local(r: &Received) -> Result<(), Error> {
         }
         // A file request without its ICA.
         mach::OP_FS => Err(Error::InvalidArgument),
+        mach::OP_FOLLOW => with(|s| follow::follow(s, r, user)),
+        mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r)),
         mach::OP_SELF => {
             let (me, n, e) = with(|s| (s.me, s.n, s.epoch));
             reply([u64::from(me), u64::from(n), u64::from(e), 0, 0, 0])

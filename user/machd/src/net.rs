@@ -44,6 +44,7 @@ pub fn main(_: u64) -> u64 {
 fn next_wake(s: &mut State) -> u64 {
     s.client
         .next_deadline()
+        .min(crate::follow::next_wake(s))
         .min(s.next_heartbeat)
         .min(now().saturating_add(mach::HEARTBEAT_NS))
 }
@@ -110,6 +111,7 @@ fn tick(s: &mut State) {
         s.send(to, &bytes);
     }
     s.complete(done);
+    crate::follow::tick(s, now);
     if now >= s.next_heartbeat {
         s.heartbeats += 1;
         let me = s.me;

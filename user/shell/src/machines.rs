@@ -33,6 +33,8 @@ pub(crate) struct RemoteJob {
     pub epoch: u32,
     pub pid: Pid,
     pub name: String,
+    /// Its output comes to this console in the background (`machd` follows it).
+    pub followed: bool,
 }
 
 impl RemoteJob {
@@ -275,12 +277,9 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
             .ok_or_else(|| format!("run: bad core '{c}'"))?,
         None => mach::ANY_CORE,
     };
-    // In the foreground its output comes here; in the background it goes to M's console.
-    let core = if background {
-        core
-    } else {
-        core | mach::SPAWN_RELAY
-    };
+    // Its output comes here: in the foreground the shell asks for it, in the background
+    // this machine's `machd` does (`OP_FOLLOW`).
+    let core = core | mach::SPAWN_RELAY;
     let Some(prog) = words.first().copied() else {
         return Err(String::from(usage));
     };
@@ -298,13 +297,27 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
         w[2 + i] = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
     }
     let r = call(mach::OP_SPAWN, w).map_err(|e| why(&format!("run {prog} -m {m}"), e))?;
-    let job = RemoteJob {
+    let mut job = RemoteJob {
         machine: m as u8,
         epoch: r[1] as u32,
         pid: Pid(r[0]),
         name: String::from(prog),
+        followed: false,
     };
     if background {
+        let who = [
+            u64::from(job.machine),
+            u64::from(job.epoch),
+            job.pid.0,
+            0,
+            0,
+            0,
+        ];
+        match call(mach::OP_FOLLOW, who) {
+            Ok(_) => job.followed = true,
+            // Its output then waits in its pipe there until `wait` reads it here.
+            Err(e) => println!("run: {}: its output comes at `wait` ({e})", job.spelled()),
+        }
         println!("[{}]", job.spelled());
         return Ok(Some(job));
     }
@@ -312,17 +325,54 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
     report(&job, &wait(&job)?).map(|()| None)
 }
 
+/// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped
+/// following it (if it did, and had not seen the end already).
+fn drain(j: &RemoteJob) -> Result<(), String> {
+    let who = [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0];
+    if j.followed {
+        match call(mach::OP_UNFOLLOW, who) {
+            Ok(_) => {}
+            // `machd` saw the end of its output: everything was printed.
+            Err(Error::NoSuchProcess) => return Ok(()),
+            Err(e) => return Err(why(&format!("wait {} (its output)", j.spelled()), e)),
+        }
+    }
+    relay_output_from(j, j.followed)
+}
+
 /// Pause between two looks at a remote program's output that found nothing new.
 const OUTPUT_POLL_NS: u64 = 20_000_000;
+/// Looks at a remote program's output in a row that may end `TimedOut` (each after
+/// `abi::mach::DEFAULT_DEADLINE_NS`) before the shell gives up on it: a hang guard.
+const OUTPUT_LATE_MAX: u32 = 30;
 
 /// Have `machd` print remote job `j`'s output on this console as it comes, until it ends.
 fn relay_output(j: &RemoteJob) -> Result<(), String> {
+    relay_output_from(j, false)
+}
+
+/// [`relay_output`]; `after_follow`: `machd` followed it until now, and if its last look
+/// found the end the output is gone there (`NoSuchProcess`): nothing is left to print.
+fn relay_output_from(j: &RemoteJob, after_follow: bool) -> Result<(), String> {
+    let mut late = 0;
     loop {
-        let r = call(
+        let r = match call(
             mach::OP_OUTPUT,
             [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0],
-        )
-        .map_err(|e| why(&format!("run {} (its output)", j.spelled()), e))?;
+        ) {
+            Err(Error::NoSuchProcess) if after_follow => return Ok(()),
+            // A slow machine (a loaded host): look again. A dead one is declared down
+            // within `DOWN_AFTER_NS`, and then the look ends `Gone`.
+            Err(Error::TimedOut) if late < OUTPUT_LATE_MAX => {
+                late += 1;
+                continue;
+            }
+            r => r.map_err(|e| {
+                let cmd = if after_follow { "wait" } else { "run" };
+                why(&format!("{cmd} {} (its output)", j.spelled()), e)
+            })?,
+        };
+        late = 0;
         if r[1] != 0 {
             return Ok(());
         }
@@ -432,6 +482,7 @@ pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> 
         return kill(&jobs[i]);
     }
     let j = jobs.remove(i);
+    drain(&j)?;
     report(&j, &wait(&j)?)
 }
 
@@ -439,7 +490,9 @@ pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> 
 pub(crate) fn wait_all(jobs: &mut Vec<RemoteJob>) -> Result<(), String> {
     let mut first_error = None;
     for j in core::mem::take(jobs) {
-        let r = wait(&j).and_then(|st| report(&j, &st));
+        let r = drain(&j)
+            .and_then(|()| wait(&j))
+            .and_then(|st| report(&j, &st));
         if let Err(e) = r {
             first_error.get_or_insert(e);
         }

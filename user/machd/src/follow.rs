@@ -1,0 +1,169 @@
+//! A remote background program's output on this machine's console (`abi::mach::OP_FOLLOW`,
+//! P0's `remote` command: the job runs there, its output comes here).
+//!
+//! A program spawned on another machine with `SPAWN_RELAY` writes to a pipe its `machd`
+//! holds; in the foreground the shell itself asks for what the pipe holds (`OP_OUTPUT`)
+//! until it ends. In the background nobody at the shell asks, so this `machd` does: the
+//! network thread sends an `R_OUTPUT` request for each followed program whose previous one
+//! ended and whose pause is over ([`tick`]), prints what the answer carries ([`done`]),
+//! asks again at once while there is output, after [`POLL_NS`] when there was none, and
+//! forgets the program when its output has ended, or when the request failed (its machine
+//! gone: the reason is printed). One request per program is in flight at a time, so its
+//! output is printed in order.
+//!
+//! `OP_UNFOLLOW` (the shell's `wait` for such a job, which then reads the rest itself) is
+//! answered once no request for the program is in flight ([`unfollow`]).
+
+use crate::State;
+use alloc::vec::Vec;
+use mrpc::client::{Done, Ticket};
+use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::mach::{self, FOLLOW_MAX};
+use ulib::abi::{Error, Pid};
+use ulib::{ipc, println};
+
+/// Pause before looking again at a program's output when the last look found nothing.
+const POLL_NS: u64 = 20_000_000;
+
+/// A followed program.
+pub struct Followed {
+    machine: u8,
+    epoch: u32,
+    pid: Pid,
+    /// The user it was spawned for (its `R_OUTPUT`s act as that user).
+    user: u32,
+    /// The request under way.
+    asking: Option<Ticket>,
+    /// When to ask next.
+    next: u64,
+    /// A local `OP_UNFOLLOW` waiting for the request under way to end.
+    unfollow: Option<u64>,
+}
+
+fn target(s: &State, r: &Received) -> Result<(u8, u32, Pid), Error> {
+    let w = r.msg.words;
+    let m = u8::try_from(w[0])
+        .ok()
+        .filter(|&m| m < s.n && m != s.me)
+        .ok_or(Error::InvalidArgument)?;
+    let epoch = u32::try_from(w[1]).map_err(|_| Error::InvalidArgument)?;
+    Ok((m, epoch, Pid(w[2])))
+}
+
+/// `OP_FOLLOW` from a local program acting as `user`.
+pub fn follow(s: &mut State, r: &Received, user: u32) -> Result<(), Error> {
+    let (machine, epoch, pid) = target(s, r)?;
+    if !s
+        .followed
+        .iter()
+        .any(|f| f.machine == machine && f.pid == pid)
+    {
+        if s.followed.len() >= FOLLOW_MAX {
+            return Err(Error::Limit);
+        }
+        s.followed.push(Followed {
+            machine,
+            epoch,
+            pid,
+            user,
+            asking: None,
+            next: 0,
+            unfollow: None,
+        });
+    }
+    ipc::reply(r.request, 0, &Msg::default())
+}
+
+/// `OP_UNFOLLOW`: answered now, or once the request under way ends.
+pub fn unfollow(s: &mut State, r: &Received) -> Result<(), Error> {
+    let (machine, _, pid) = target(s, r)?;
+    let i = s
+        .followed
+        .iter()
+        .position(|f| f.machine == machine && f.pid == pid && f.unfollow.is_none())
+        .ok_or(Error::NoSuchProcess)?;
+    if s.followed[i].asking.is_some() {
+        s.followed[i].unfollow = Some(r.request);
+        return Ok(());
+    }
+    s.followed.swap_remove(i);
+    ipc::reply(r.request, 0, &Msg::default())
+}
+
+/// Start the looks that are due.
+pub fn tick(s: &mut State, now: u64) {
+    for i in 0..s.followed.len() {
+        let f = &s.followed[i];
+        if f.asking.is_some() || f.unfollow.is_some() || now < f.next {
+            continue;
+        }
+        let (to, user, epoch) = (f.machine, f.user, f.epoch);
+        let payload = f.pid.0.to_le_bytes();
+        let deadline = now.saturating_add(mach::DEFAULT_DEADLINE_NS);
+        match s.client.start_in(
+            now,
+            to,
+            crate::ops::R_OUTPUT,
+            user,
+            &payload,
+            deadline,
+            Some(epoch),
+        ) {
+            Ok((ticket, bytes)) => {
+                s.followed[i].asking = Some(ticket);
+                s.send(to, &bytes);
+            }
+            // Too many requests in flight to that machine: the next tick tries again.
+            Err(_) => s.followed[i].next = now.saturating_add(POLL_NS),
+        }
+    }
+}
+
+/// When the next look is due (`u64::MAX`: none).
+pub fn next_wake(s: &State) -> u64 {
+    s.followed
+        .iter()
+        .filter(|f| f.asking.is_none() && f.unfollow.is_none())
+        .map(|f| f.next)
+        .min()
+        .unwrap_or(u64::MAX)
+}
+
+/// A request that ended: a look at a followed program's output (printed; `None`), or
+/// another's (given back).
+pub fn done(s: &mut State, d: Done, now: u64) -> Option<Done> {
+    let Some(i) = s.followed.iter().position(|f| f.asking == Some(d.ticket)) else {
+        return Some(d);
+    };
+    let f = &mut s.followed[i];
+    f.asking = None;
+    let spelled = |f: &Followed| alloc::format!("m{}:{}", f.machine, f.pid);
+    let ended = match &d.result {
+        Ok(p) => match p.split_first() {
+            Some((&ended, bytes)) => {
+                if !bytes.is_empty() {
+                    ulib::print!("{}", alloc::string::String::from_utf8_lossy(bytes));
+                    f.next = now;
+                } else {
+                    f.next = now.saturating_add(POLL_NS);
+                }
+                ended != 0
+            }
+            None => true,
+        },
+        Err(e) => {
+            println!("machd: the output of {} is lost: {e}", spelled(f));
+            true
+        }
+    };
+    if let Some(request) = f.unfollow {
+        let _ = ipc::reply(request, 0, &Msg::default());
+        s.followed.swap_remove(i);
+    } else if ended {
+        s.followed.swap_remove(i);
+    }
+    None
+}
+
+/// The followed programs (for `Vec` in [`State`]).
+pub type List = Vec<Followed>;
