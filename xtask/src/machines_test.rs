@@ -124,11 +124,20 @@ pub fn four(kernel: &Path, initrd: &Path) -> Result<String> {
     Ok("4 machines up, each reached, a remote run on m3".into())
 }
 
-/// Three machines; machine 1 killed while machine 0 waits for a program on it.
+/// Three machines; machine 1 killed while machine 0 waits for a program on it. Machine 0
+/// has a disk, and a program on machine 1 holds a file of it open when machine 1 dies:
+/// machine 0's `machd` must close it (`mfcheck reopen` then opens it).
 pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
-    let cluster = Cluster::plan(kernel, initrd, &options(3, 1, Faults::default()))?;
+    let image = crate::build::workspace_root().join("target/test-mkilled.img");
+    crate::disk::make(&image)?;
+    let mut o = options(3, 1, Faults::default());
+    o.disks = vec![Some(image)];
+    let cluster = Cluster::plan(kernel, initrd, &o)?;
     let steps = steps(&[
         ("machines wait", &["all 3 up"], &[]),
+        ("run mfcheck hold 0 -m 1 &", &["[m1:"], &[]),
+        ("run mfcheck await READY.TXT", &["mfcheck await: ok"], &[]),
+        ("write ORPHAN.TXT taken", &[], &["in use"]),
         ("run spin -m 1 &", &["[m1:"], &[]),
         ("mping 1", &["mping m1: 1 round trips"], &[]),
         // The wait in progress when machine 1 dies.
@@ -142,6 +151,8 @@ pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
             &[],
         ),
         ("mcount 2 100", &["each performed exactly once"], &[]),
+        // The file machine 1's program held is closed now that machine 1 is down.
+        ("run mfcheck reopen 0", &["mfcheck reopen: ok"], &[]),
     ]);
     // After the `mping 1` step: kill machine 1's QEMU a little later, while `wait` runs.
     let killed_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
@@ -149,7 +160,7 @@ pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
     let k = killed_at.clone();
     let mut victim: Option<std::thread::JoinHandle<()>> = None;
     let r = drive(&cluster, "a machine killed", &steps, &mut |i, _, others| {
-        if i == 2 {
+        if i == 5 {
             let mut m1 = others[0].take().context("machine 1 is not running")?;
             let k = k.clone();
             victim = Some(std::thread::spawn(move || {
@@ -161,7 +172,7 @@ pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
                 drop(m1);
             }));
         }
-        if i == 3 {
+        if i == 6 {
             let at = *k.lock().unwrap_or_else(|p| p.into_inner());
             let at = at.context("wait ended before machine 1 was killed")?;
             wait_took = Some(at.elapsed());

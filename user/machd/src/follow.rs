@@ -38,7 +38,13 @@ pub struct Followed {
     next: u64,
     /// A local `OP_UNFOLLOW` waiting for the request under way to end.
     unfollow: Option<u64>,
+    /// Looks in a row that ended `TimedOut` (a slow machine: asked again, up to
+    /// [`LATE_MAX`]; a dead one ends them `Gone` once it is known down).
+    late: u32,
 }
+
+/// Looks in a row that may end `TimedOut` before the program is forgotten (a hang guard).
+const LATE_MAX: u32 = 30;
 
 fn target(s: &State, r: &Received) -> Result<(u8, u32, Pid), Error> {
     let w = r.msg.words;
@@ -69,6 +75,7 @@ pub fn follow(s: &mut State, r: &Received, user: u32) -> Result<(), Error> {
             asking: None,
             next: 0,
             unfollow: None,
+            late: 0,
         });
     }
     ipc::reply(r.request, 0, &Msg::default())
@@ -151,11 +158,17 @@ pub fn done(s: &mut State, d: Done, now: u64) -> Option<Done> {
             }
             None => true,
         },
+        Err(Error::TimedOut) if f.late < LATE_MAX && f.unfollow.is_none() => {
+            f.late += 1;
+            f.next = now;
+            return None;
+        }
         Err(e) => {
             println!("machd: the output of {} is lost: {e}", spelled(f));
             true
         }
     };
+    f.late = 0;
     if let Some(request) = f.unfollow {
         let _ = ipc::reply(request, 0, &Msg::default());
         s.followed.swap_remove(i);

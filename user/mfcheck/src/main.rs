@@ -2,8 +2,11 @@
 //! run by `cargo xtask test`'s several-machine file test.
 //!
 //! - `mfcheck hold M`: opens `mM:ORPHAN.TXT` to write, writes a line, says it is ready
-//!   (registers `mfcheck.hold`), waits until `mM:STOP.TXT` exists, and then ends *without
-//!   closing* the file: its `machd` must close it on machine M (`reopen` shows it did).
+//!   (registers `mfcheck.hold` and writes `mM:READY.TXT`), waits until `mM:STOP.TXT`
+//!   exists, and then ends *without closing* the file: its `machd` must close it on
+//!   machine M (`reopen` shows it did). Run on a machine that is then killed, machine M's
+//!   `machd` must close it when that machine goes down.
+//! - `mfcheck await NAME`: waits until the file NAME exists (at most [`POLLS`] looks).
 //! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
 //!   opened (every handle from 0 to [`HANDLES`]) and malformed requests to `machd` must all
 //!   be refused with the right error, never served.
@@ -35,6 +38,18 @@ const POLLS: u32 = 1200;
 const POLL_NS: u64 = 50_000_000;
 
 fn main(args: &[&str]) -> i32 {
+    if let [_, "await", name] = args {
+        return match await_file(name) {
+            Ok(tries) => {
+                println!("mfcheck await: ok, {name} after {tries} looks");
+                0
+            }
+            Err(e) => {
+                println!("mfcheck await: FAILED: {e}");
+                1
+            }
+        };
+    }
     let (mode, m) = match args {
         [_, mode, m] => match m.parse::<u8>() {
             Ok(m) => (*mode, m),
@@ -61,7 +76,7 @@ fn main(args: &[&str]) -> i32 {
 }
 
 fn usage() -> i32 {
-    println!("mfcheck: usage: mfcheck hold|forge|reopen MACHINE");
+    println!("mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME");
     2
 }
 
@@ -74,6 +89,8 @@ fn hold(m: u8) -> Result<String, String> {
     let ep = ipc::open_endpoint(&format!("here/endpoint/mfcheck-{me}"), rights)
         .map_err(|e| format!("endpoint: {e}"))?;
     fnid::register("mfcheck.hold", ep).map_err(|e| format!("register: {e}"))?;
+    let ready = format!("m{m}:READY.TXT");
+    fs::write_all(&ready, b"ready\n").map_err(|e| format!("write {ready}: {e}"))?;
     println!("mfcheck hold: holding {name}");
     let stop = format!("m{m}:STOP.TXT");
     for _ in 0..POLLS {
@@ -84,6 +101,16 @@ fn hold(m: u8) -> Result<String, String> {
         let _ = sys::sleep_ns(POLL_NS);
     }
     Err(format!("{stop} never came"))
+}
+
+fn await_file(name: &str) -> Result<u32, String> {
+    for tries in 1..=POLLS {
+        if fs::stat(name).is_ok() {
+            return Ok(tries);
+        }
+        let _ = sys::sleep_ns(POLL_NS);
+    }
+    Err(format!("{name} never came"))
 }
 
 fn reopen(m: u8) -> Result<String, String> {
