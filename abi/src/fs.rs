@@ -13,7 +13,7 @@
 //! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an
 //! open of a path above 100 bytes, which the open-file table cannot keep),
 //! `InvalidArgument` for a bad handle, mode, a seek past the end or a request without its
-//! ICA, `WrongType` for a directory opened as a file or a file named as a directory,
+//! ICA (or with one mapped read-only: `abi::ipc::MSG_ICA_READ_ONLY`), `WrongType` for a directory opened as a file or a file named as a directory,
 //! `Denied` for a write to a file opened to read, `Unknown` for a volume the server cannot
 //! read (no disk, a corrupt image: the server's console says which).
 

@@ -13,7 +13,7 @@
 //!
 //! | op | request words | reply words |
 //! |---|---|---|
-//! | [`OP_SELF`] | - | this machine, machines, epoch |
+//! | [`OP_SELF`] | - | this machine, machines, epoch, programs whose output it follows ([`OP_FOLLOW`]) |
 //! | [`OP_MEMBER`] | machine | address, state ([`UP`]/[`DOWN`]/[`NEVER`]), epoch, ns since last heard (`u64::MAX`: never), requests sent, retransmissions |
 //! | [`OP_PING`] | machine, deadline ns | round-trip ns |
 //! | [`OP_SPAWN`] | machine, core word (the core in its low 32 bits, [`ANY_CORE`]: the machine's choice; [`SPAWN_RELAY`]: the output goes to a pipe the caller reads with `OP_OUTPUT`), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
@@ -54,7 +54,8 @@ pub const fn mac(k: usize) -> [u8; 6] {
     [0x52, 0x54, 0x00, 0x4d, 0x53, k as u8]
 }
 
-/// This machine: `words[0]` its id, `words[1]` how many machines, `words[2]` its epoch.
+/// This machine: `words[0]` its id, `words[1]` how many machines, `words[2]` its epoch,
+/// `words[3]` how many remote programs' output it follows now ([`OP_FOLLOW`]).
 pub const OP_SELF: u64 = 1;
 /// What this machine knows of machine `words[0]`.
 pub const OP_MEMBER: u64 = 2;
@@ -93,8 +94,8 @@ pub const OP_OUTPUT: u64 = 9;
 /// machine that answered. An open file belongs to the process that opened it: requests
 /// on it from any other are `InvalidArgument`, as on its own machine, and its file is
 /// closed when that process ends, when its machine goes down, or when that machine
-/// restarts. A machine without a disk answers as its `fs` would not be there
-/// (`NoSuchResource`).
+/// restarts. A machine without a disk answers `NotSupported`. An ICA mapped read-only here
+/// (`abi::ipc::MSG_ICA_READ_ONLY`: the answer is written into it) is `InvalidArgument`.
 pub const OP_FS: u64 = 10;
 /// Most bytes one `OP_FS` carries each way (a name, a write's or a read's data, a
 /// listing): what fits one `libs/mrpc` message beside the request's words.
@@ -109,11 +110,14 @@ pub const fn fs_word(machine: u64, op: u64, name_len: u64) -> u64 {
 /// Print the output of process `words[2]` of machine `words[0]` (life `words[1]`; spawned
 /// with [`SPAWN_RELAY`]) on this machine's console as it comes, in the background, until it
 /// ends: a remote background job's output (`run PROG -m M &`). At most [`FOLLOW_MAX`] at
-/// once (`Limit`). Only the user the process was spawned for (or the administrator) may.
+/// once (`Limit`). The looks act as the caller's user, so only the user the process was
+/// spawned for (or the administrator) sees its output; another's follow is accepted, and
+/// its refusal comes later, as a console line saying the output is not shown.
 pub const OP_FOLLOW: u64 = 11;
-/// Stop [`OP_FOLLOW`]ing process `words[2]` of machine `words[0]` (life `words[1]`): answered
-/// once no look at its output is under way, so that what the caller then asks itself
-/// (`OP_OUTPUT`) comes after everything printed for it. `NoSuchProcess` if not followed.
+/// Stop [`OP_FOLLOW`]ing process `words[2]` of machine `words[0]` (life `words[1]`) for the
+/// caller's user: answered once no look at its output is under way, so that what the
+/// caller then asks itself (`OP_OUTPUT`) comes after everything printed for it.
+/// `NoSuchProcess` if this user does not follow it.
 pub const OP_UNFOLLOW: u64 = 12;
 /// Most processes followed at once.
 pub const FOLLOW_MAX: usize = 16;

@@ -28,7 +28,7 @@
 
 use super::{answer, deliver, note_reply, with_mine, Incoming};
 use crate::proc::{sched, vspace::VSpace};
-use abi::ipc::{Completion, Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA};
+use abi::ipc::{Completion, Msg, ICA_AT_WORD, ICA_ID_WORD, MSG_ICA, MSG_ICA_READ_ONLY};
 use abi::res::{ResId, ResType};
 use abi::{Error, Pid};
 use alloc::boxed::Box;
@@ -148,11 +148,16 @@ pub fn give_back(taken: Taken) {
 }
 
 /// Map `ica` in `vs` (the receiver's address space, on this core) and tell the receiver
-/// where: `msg`'s `ICA_AT_WORD`.
+/// where (`msg`'s `ICA_AT_WORD`) and whether it may write there (`MSG_ICA_READ_ONLY`).
 #[cold]
 pub fn land(vs: Option<&mut VSpace>, ica: &Ica, msg: &mut Msg) -> Result<(), Error> {
     let vs = vs.ok_or(Error::Gone)?;
     msg.words[ICA_AT_WORD] = vs.attach_in_window(&ica.frames, ica.writable, ica.region)?;
+    if ica.writable {
+        msg.label &= !MSG_ICA_READ_ONLY;
+    } else {
+        msg.label |= MSG_ICA_READ_ONLY;
+    }
     Ok(())
 }
 

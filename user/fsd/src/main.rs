@@ -33,7 +33,7 @@ use alloc::string::String;
 use core::fmt::Write;
 use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timestamp, VolumeIdx};
 use ulib::abi::fs::*;
-use ulib::abi::ipc::{Msg, Received, MSG_ICA};
+use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY};
 use ulib::abi::res::{Op, Rights};
 use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
@@ -255,11 +255,20 @@ impl Server {
         if r.request == 0 {
             return;
         }
-        let label = r.msg.label & !MSG_ICA;
+        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
         let Some((region, at)) = ipc::ica_at(&r.msg) else {
             let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
             return;
         };
+        if ipc::ica_read_only(&r.msg) {
+            // Read and listing answers are written into it: refused, given back.
+            let _ = ipc::reply(
+                r.request,
+                Error::InvalidArgument as u64,
+                &ipc::with_ica(Msg::default(), region),
+            );
+            return;
+        }
         // SAFETY: the ICA is attached writable at `at`, FS_ICA_SIZE bytes, ours until the reply.
         let buf = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
         let w = r.msg.words;

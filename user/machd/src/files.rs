@@ -19,8 +19,12 @@
 //! which machine, life and process opened each one, and a request on it from any other is
 //! `InvalidArgument`. The files are closed when their opener cannot close them any more:
 //! its machine goes down or restarts ([`machine_gone`]), or the program ends on its own
-//! machine, whose `machd` notes every file its programs opened elsewhere ([`Opened`]) and
-//! closes those of programs that ended ([`close_orphans`], every heartbeat).
+//! machine. That machine's `machd` notes every program that opened (or tried to open) a
+//! file elsewhere ([`Opener`], at the start of the open, so an open whose answer was lost
+//! counts too) and, once the program has ended, asks each such machine to close all of its
+//! files ([`FS_CLOSE_ALL`], [`close_orphans`], every heartbeat, again until the request
+//! is sent). The requests of other machines run on their own workers ([`worker`]), so
+//! that remote `wait`s, which hold the other workers, never hold up a file request.
 
 use crate::{now, with, State};
 use alloc::vec::Vec;
@@ -36,6 +40,11 @@ use ulib::abi::{Error, Pid};
 use ulib::{fnid, fs, ipc, sem};
 
 pub const R_FS: u16 = 8;
+/// `R_FS`'s op (not an `abi::fs` one): close every file the requesting process (the pid in
+/// the payload) of the requesting machine's life holds here. Sent when that program ended.
+pub const FS_CLOSE_ALL: u64 = 0x80;
+/// Threads making other machines' file requests.
+pub const FS_WORKERS: u64 = 2;
 
 /// How long a file request waits for its answer: a close flushes the disk, which under TCG
 /// on a loaded host can take a while; a machine that goes down ends it sooner (`Gone`).
@@ -49,23 +58,19 @@ pub struct Served {
     pid: Pid,
 }
 
-/// A file of another machine opened by a program of this one (the requesting half).
-pub struct Opened {
+/// A program of this one that opened (or tried to open) a file of machine `machine` in
+/// its life `epoch` (the requesting half).
+pub struct Opener {
     pid: Pid,
     machine: u8,
     epoch: u32,
-    handle: u64,
 }
 
-/// What a local caller's request keeps while it waits: its ICA, and what the answer
-/// changes in [`State::opened`].
+/// What a local caller's request keeps while it waits: its ICA.
 #[derive(Clone, Copy)]
 pub struct Waiting {
     region: ResId,
     at: u64,
-    op: u64,
-    handle: u64,
-    pid: Pid,
 }
 
 fn word(p: &[u8], i: usize) -> Result<u64, Error> {
@@ -130,14 +135,24 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     if on_handle(op) && epoch.is_none() {
         return give_back(Error::InvalidArgument);
     }
-    let waiting = Waiting {
-        region,
-        at,
-        op,
-        handle: w[2],
-        pid: r.sender,
-    };
+    let waiting = Waiting { region, at };
     let call = ((m, R_FS, payload), FS_DEADLINE_NS, epoch);
+    if op == FS_OPEN {
+        // Noted before the answer: an open performed there whose answer is lost still
+        // holds a file, which the program's end must close.
+        let life = s.client.known_epoch(m);
+        if !s
+            .opened
+            .iter()
+            .any(|o| o.pid == r.sender && o.machine == m && o.epoch == life)
+        {
+            s.opened.push(Opener {
+                pid: r.sender,
+                machine: m,
+                epoch: life,
+            });
+        }
+    }
     if let Err(e) = s.start(r.request, mach::OP_FS, call, user, Some(waiting)) {
         give_back(e);
     }
@@ -145,19 +160,7 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
 
 /// The answer to a local caller's `OP_FS` (`result`: the reply's payload) from machine
 /// `m` in its life `epoch`: into the ICA, and back.
-pub fn answer(
-    s: &mut State,
-    request: u64,
-    m: u8,
-    epoch: u32,
-    w: Waiting,
-    result: Result<Vec<u8>, Error>,
-) {
-    if w.op == FS_CLOSE {
-        // Closed there, or not: either way the program let it go.
-        s.opened
-            .retain(|o| !(o.pid == w.pid && o.machine == m && o.handle == w.handle));
-    }
+pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Error>) {
     let parsed = result.and_then(|p| {
         let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
         Ok((fw, p[24..].to_vec()))
@@ -169,14 +172,6 @@ pub fn answer(
             // the reply below.
             unsafe { core::slice::from_raw_parts_mut(w.at as *mut u8, n) }
                 .copy_from_slice(&bytes[..n]);
-            if w.op == FS_OPEN {
-                s.opened.push(Opened {
-                    pid: w.pid,
-                    machine: m,
-                    epoch,
-                    handle: fw[0],
-                });
-            }
             (0, [fw[0], fw[1], fw[2], u64::from(epoch), 0, 0])
         }
         Err(e) => (e as u64, [0; 6]),
@@ -188,39 +183,56 @@ pub fn answer(
     );
 }
 
-/// A job for the workers: a file request from another machine, or a file to close
+/// A job for the file workers: a file request from another machine, or a file to close
 /// whose opener is gone.
 pub enum Job {
     Request(Header, Vec<u8>),
     Close(u64),
 }
 
-/// `R_FS` from machine `h.from`: queued for a worker (`None`), or refused at once.
+/// `R_FS` from machine `h.from`: queued for a file worker (`None`), or refused at once.
 pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Error>> {
     if p.len() < 40 {
         return Some(Err(Error::InvalidArgument));
     }
-    queue(s, crate::ops::Job::Fs(Job::Request(*h, p.to_vec())))
-        .err()
-        .map(Err)
+    queue(s, Job::Request(*h, p.to_vec())).err().map(Err)
 }
 
-fn queue(s: &mut State, job: crate::ops::Job) -> Result<(), Error> {
-    if s.jobs.len() >= crate::WORKERS as usize * 8 {
+/// Queue `job` for the file workers. Requests beyond what they can soon make are `Busy`
+/// (the requester sends them again); closes are always taken (there are at most as many
+/// as files open here).
+fn queue(s: &mut State, job: Job) -> Result<(), Error> {
+    if matches!(job, Job::Request(..)) && s.fs_jobs.len() >= FS_WORKERS as usize * 8 {
         return Err(Error::Busy);
     }
-    s.jobs.push_back(job);
-    match crate::jobs_sem().map(sem::v) {
+    s.fs_jobs.push_back(job);
+    match crate::fs_jobs_sem().map(sem::v) {
         Some(Ok(())) => Ok(()),
         _ => {
-            s.jobs.pop_back();
+            s.fs_jobs.pop_back();
             Err(Error::Busy)
         }
     }
 }
 
-/// A worker's file job.
-pub fn job(job: Job) {
+/// A file worker thread: performs the file jobs, one at a time.
+pub fn worker(_: u64) -> u64 {
+    let Some(jobs) = crate::fs_jobs_sem() else {
+        return 1;
+    };
+    loop {
+        if sem::p(jobs).is_err() {
+            let _ = ulib::sys::sleep_ns(10_000_000);
+            continue;
+        }
+        if let Some(j) = with(|s| s.fs_jobs.pop_front()) {
+            job(j);
+        }
+    }
+}
+
+/// One file job.
+fn job(job: Job) {
     match job {
         Job::Close(handle) => {
             let _ = fs::proxy(FS_CLOSE, [handle, 0, 0, 0, 0, 0], &[], 0);
@@ -250,10 +262,24 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         word(p, 4)?,
     );
     let data = &p[40..];
+    let pid = Pid(pid);
+    if op == FS_CLOSE_ALL {
+        // The program ended: its files here go.
+        let handles: Vec<u64> = with(|s| {
+            let (gone, kept): (Vec<Served>, Vec<Served>) = core::mem::take(&mut s.served)
+                .into_iter()
+                .partition(|f| f.machine == h.from && f.epoch == h.epoch && f.pid == pid);
+            s.served = kept;
+            gone.into_iter().map(|f| f.handle).collect()
+        });
+        for handle in handles {
+            let _ = fs::proxy(FS_CLOSE, [handle, 0, 0, 0, 0, 0], &[], 0);
+        }
+        return Ok(words(&[0, 0, 0]));
+    }
     if fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
         return Err(Error::NotSupported);
     }
-    let pid = Pid(pid);
     let mine = |s: &State| {
         s.served
             .iter()
@@ -290,12 +316,20 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let (mut fw, mut bytes) = r?;
     match op {
         FS_OPEN => with(|s| {
-            s.served.push(Served {
-                handle: fw[0],
-                machine: h.from,
-                epoch: h.epoch,
-                pid,
-            })
+            // Opened for a life of that machine that may have ended meanwhile (it went
+            // down or restarted while the open was made): then closed at once.
+            let live = s.members.get(h.from).is_some_and(|m| m.epoch == h.epoch)
+                && s.members.state(h.from, now()) != Some(mrpc::members::State::Down);
+            if live {
+                s.served.push(Served {
+                    handle: fw[0],
+                    machine: h.from,
+                    epoch: h.epoch,
+                    pid,
+                });
+            } else {
+                let _ = queue(s, Job::Close(fw[0]));
+            }
         }),
         FS_READ => bytes.truncate((fw[0] as usize).min(FS_REMOTE_MAX)),
         FS_READDIR => {
@@ -319,21 +353,26 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     Ok(out)
 }
 
-/// Machine `m` went down or restarted: the files its programs held here are closed.
-pub fn machine_gone(s: &mut State, m: u8) {
+/// Machine `m` went down (`restarted` false) or restarted: the files its programs held
+/// here are closed. After a restart, what this machine's programs opened there is gone
+/// with that life; a machine only seen as down may still hold them (one-way loss), so
+/// their closing stays noted.
+pub fn machine_gone(s: &mut State, m: u8, restarted: bool) {
     let (gone, kept): (Vec<Served>, Vec<Served>) = core::mem::take(&mut s.served)
         .into_iter()
         .partition(|f| f.machine == m);
     s.served = kept;
     for f in gone {
-        let _ = queue(s, crate::ops::Job::Fs(Job::Close(f.handle)));
+        let _ = queue(s, Job::Close(f.handle));
     }
-    // And what this machine's programs held there is gone with that life.
-    s.opened.retain(|o| o.machine != m);
+    if restarted {
+        s.opened.retain(|o| o.machine != m);
+    }
 }
 
-/// Files of other machines opened by programs of this one that ended: closed there
-/// (requests nobody waits for; their answers are dropped).
+/// Programs of this machine that opened files elsewhere and ended: each such machine is
+/// asked to close all of their files there (a request nobody waits for; noted again if it
+/// could not be sent now).
 pub fn close_orphans(s: &mut State) {
     if s.opened.is_empty() {
         return;
@@ -341,15 +380,15 @@ pub fn close_orphans(s: &mut State) {
     let Ok(live) = ulib::sys::live_processes() else {
         return;
     };
-    let (ended, kept): (Vec<Opened>, Vec<Opened>) = core::mem::take(&mut s.opened)
+    let (ended, kept): (Vec<Opener>, Vec<Opener>) = core::mem::take(&mut s.opened)
         .into_iter()
         .partition(|o| !live.iter().any(|p| p.pid == o.pid));
     s.opened = kept;
     let now = now();
     for o in ended {
-        let payload = words(&[FS_CLOSE, o.handle, 0, 0, o.pid.0]);
+        let payload = words(&[FS_CLOSE_ALL, 0, 0, 0, o.pid.0]);
         let deadline = now.saturating_add(FS_DEADLINE_NS);
-        if let Ok((_, bytes)) = s.client.start_in(
+        match s.client.start_in(
             now,
             o.machine,
             R_FS,
@@ -358,7 +397,11 @@ pub fn close_orphans(s: &mut State) {
             deadline,
             Some(o.epoch),
         ) {
-            s.send(o.machine, &bytes);
+            Ok((_, bytes)) => s.send(o.machine, &bytes),
+            // Too many requests in flight there: the next heartbeat tries again.
+            Err(Error::Busy) => s.opened.push(o),
+            // That life is gone (its files with it), or the machine is not one.
+            Err(_) => {}
         }
     }
 }

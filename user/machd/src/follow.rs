@@ -62,7 +62,7 @@ pub fn follow(s: &mut State, r: &Received, user: u32) -> Result<(), Error> {
     if !s
         .followed
         .iter()
-        .any(|f| f.machine == machine && f.pid == pid)
+        .any(|f| f.machine == machine && f.epoch == epoch && f.pid == pid && f.user == user)
     {
         if s.followed.len() >= FOLLOW_MAX {
             return Err(Error::Limit);
@@ -81,13 +81,19 @@ pub fn follow(s: &mut State, r: &Received, user: u32) -> Result<(), Error> {
     ipc::reply(r.request, 0, &Msg::default())
 }
 
-/// `OP_UNFOLLOW`: answered now, or once the request under way ends.
-pub fn unfollow(s: &mut State, r: &Received) -> Result<(), Error> {
-    let (machine, _, pid) = target(s, r)?;
+/// `OP_UNFOLLOW` for `user`: answered now, or once the request under way ends.
+pub fn unfollow(s: &mut State, r: &Received, user: u32) -> Result<(), Error> {
+    let (machine, epoch, pid) = target(s, r)?;
     let i = s
         .followed
         .iter()
-        .position(|f| f.machine == machine && f.pid == pid && f.unfollow.is_none())
+        .position(|f| {
+            f.machine == machine
+                && f.epoch == epoch
+                && f.pid == pid
+                && f.user == user
+                && f.unfollow.is_none()
+        })
         .ok_or(Error::NoSuchProcess)?;
     if s.followed[i].asking.is_some() {
         s.followed[i].unfollow = Some(r.request);
@@ -97,8 +103,25 @@ pub fn unfollow(s: &mut State, r: &Received) -> Result<(), Error> {
     ipc::reply(r.request, 0, &Msg::default())
 }
 
-/// Start the looks that are due.
+/// Start the looks that are due (and forget the programs of machines known down).
 pub fn tick(s: &mut State, now: u64) {
+    let down: Vec<usize> = (0..s.followed.len())
+        .filter(|&i| {
+            let f = &s.followed[i];
+            f.asking.is_none()
+                && f.unfollow.is_none()
+                && s.members.state(f.machine, now) == Some(mrpc::members::State::Down)
+        })
+        .collect();
+    for &i in down.iter().rev() {
+        let f = s.followed.swap_remove(i);
+        println!(
+            "machd: the output of m{}:{} is lost: {}",
+            f.machine,
+            f.pid,
+            Error::Gone
+        );
+    }
     for i in 0..s.followed.len() {
         let f = &s.followed[i];
         if f.asking.is_some() || f.unfollow.is_some() || now < f.next {

@@ -26,7 +26,7 @@
 //! endpoint and starts mrpc requests; the *network* thread ([`net`]) receives datagrams,
 //! performs other machines' requests, sends heartbeats and retransmissions, and answers the
 //! local callers when their requests end. A pool of [`WORKERS`] threads performs requests
-//! that wait (a remote `wait`). All share [`State`] behind a `ulib::cell::Local` lock.
+//! that wait (a remote `wait`), and [`files::FS_WORKERS`] others the file requests. All share [`State`] behind a `ulib::cell::Local` lock.
 #![no_std]
 #![no_main]
 
@@ -101,8 +101,10 @@ pub(crate) struct State {
     pub counters: [u64; mrpc::MAX_MACHINES],
     /// Files of this machine open for programs of others (`files`).
     pub served: Vec<files::Served>,
-    /// Files of other machines open for programs of this one (`files`).
-    pub opened: Vec<files::Opened>,
+    /// Programs of this one that opened files of other machines (`files`).
+    pub opened: Vec<files::Opener>,
+    /// Other machines' file requests, for the file workers (`files`).
+    pub fs_jobs: VecDeque<files::Job>,
     /// Remote background programs whose output this machine's console shows (`follow`).
     pub followed: follow::List,
 }
@@ -112,6 +114,8 @@ pub(crate) static STATE: Local<Option<State>> = Local::new(None);
 static RX: Local<Option<UdpSocket>> = Local::new(None);
 /// Counts the jobs for the workers.
 static JOBS: Local<Option<ResId>> = Local::new(None);
+/// Counts the jobs for the file workers.
+static FS_JOBS: Local<Option<ResId>> = Local::new(None);
 
 /// Run `f` on the shared state (which exists once `main` set it up).
 pub(crate) fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -147,7 +151,7 @@ impl State {
             let w = self.waiters.swap_remove(i);
             let epoch = self.client.known_epoch(w.ticket.to);
             if let Some(fs) = w.fs {
-                files::answer(self, w.request, w.ticket.to, epoch, fs, d.result);
+                files::answer(w.request, epoch, fs, d.result);
                 continue;
             }
             let r = d
@@ -242,6 +246,12 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
         Rights::OWNER_ALL,
     )
     .map_err(|e| format!("semaphore: {e}"))?;
+    let fs_jobs = ulib::sem::open_sem(
+        &format!("here/sem/machd-fs-{}", pid.serial()),
+        0,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("semaphore: {e}"))?;
     let started = now();
     // A new epoch every start: the clock at this instant differs from boot to boot (TCG
     // timing and the boot's own work), and `epoch_from` spreads close values apart.
@@ -269,15 +279,20 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             counters: [0; mrpc::MAX_MACHINES],
             served: Vec::new(),
             opened: Vec::new(),
+            fs_jobs: VecDeque::new(),
             followed: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));
     JOBS.with(|j| *j = Some(jobs));
+    FS_JOBS.with(|j| *j = Some(fs_jobs));
     // The threads run as long as the program: never joined (detached).
     let _ = ulib::thread::spawn(net::main, 0).map_err(|e| format!("network thread: {e}"))?;
     for i in 0..WORKERS {
         let _ = ulib::thread::spawn(ops::worker, i).map_err(|e| format!("worker: {e}"))?;
+    }
+    for i in 0..files::FS_WORKERS {
+        let _ = ulib::thread::spawn(files::worker, i).map_err(|e| format!("file worker: {e}"))?;
     }
     let id = fnid::register(FN_MACH, ep).map_err(|e| format!("register {FN_MACH}: {e}"))?;
     println!(
@@ -307,23 +322,39 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
 /// A request from a program on this machine: answered now, or once its request to another
 /// machine ends ([`State::complete`]).
 fn local(r: &Received) -> Result<(), Error> {
+    use ulib::abi::ipc::{MSG_ICA, MSG_ICA_READ_ONLY};
     let w = r.msg.words;
-    let user = u32::try_from(r.sender_user).map_err(|_| Error::InvalidArgument)?;
+    let user = u32::try_from(r.sender_user).map_err(|_| Error::InvalidArgument);
+    if let Some((region, _)) = ipc::ica_at(&r.msg) {
+        // Every ICA goes back with its answer, whatever the request (else each one would
+        // stay mapped here, and a full ICA window would refuse every file request).
+        let refused = match (r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY), user) {
+            (mach::OP_FS, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
+            (mach::OP_FS, Ok(user)) => {
+                with(|s| files::local(s, r, user));
+                return Ok(());
+            }
+            (mach::OP_FS, Err(e)) => e,
+            _ => Error::NoSuchCall,
+        };
+        let _ = ipc::reply(
+            r.request,
+            refused as u64,
+            &ipc::with_ica(Msg::default(), region),
+        );
+        return Ok(());
+    }
+    let user = user?;
     let reply = |words: [u64; 6]| ipc::reply(r.request, 0, &Msg { label: 0, words });
     let machine = |s: &State| u8::try_from(w[0]).ok().filter(|m| *m < s.n);
     match r.msg.label {
-        // The one request that carries an ICA (the fs request's).
-        l if l == mach::OP_FS | ulib::abi::ipc::MSG_ICA => {
-            with(|s| files::local(s, r, user));
-            Ok(())
-        }
         // A file request without its ICA.
         mach::OP_FS => Err(Error::InvalidArgument),
         mach::OP_FOLLOW => with(|s| follow::follow(s, r, user)),
-        mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r)),
+        mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r, user)),
         mach::OP_SELF => {
-            let (me, n, e) = with(|s| (s.me, s.n, s.epoch));
-            reply([u64::from(me), u64::from(n), u64::from(e), 0, 0, 0])
+            let (me, n, e, f) = with(|s| (s.me, s.n, s.epoch, s.followed.len() as u64));
+            reply([u64::from(me), u64::from(n), u64::from(e), f, 0, 0])
         }
         mach::OP_MEMBER => {
             let words = with(|s| {
@@ -365,6 +396,11 @@ fn local(r: &Received) -> Result<(), Error> {
 /// The semaphore the workers wait on.
 pub(crate) fn jobs_sem() -> Option<ResId> {
     JOBS.with(|j| *j)
+}
+
+/// The semaphore the file workers wait on.
+pub(crate) fn fs_jobs_sem() -> Option<ResId> {
+    FS_JOBS.with(|j| *j)
 }
 
 /// The receiving socket (the network thread takes it once).

@@ -71,7 +71,7 @@ fn datagram(s: &mut State, bytes: &[u8], from: Ipv4) {
                 h.from, h.epoch
             );
             s.server.retire(h.from, old);
-            crate::files::machine_gone(s, h.from);
+            crate::files::machine_gone(s, h.from, true);
             let done = s.client.peer_epoch(h.from, h.epoch);
             s.complete(done);
         }
@@ -132,7 +132,7 @@ fn tick(s: &mut State) {
             );
             let done = s.client.fail_all(m, Error::Gone);
             s.complete(done);
-            crate::files::machine_gone(s, m);
+            crate::files::machine_gone(s, m, false);
         }
         s.was_up[usize::from(m)] = up;
     }

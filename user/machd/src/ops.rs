@@ -59,14 +59,8 @@ pub const OUTPUT_MAX: usize = 1000;
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
 
-/// Work for a [`worker`]: a request that waits, or a file request (`files`).
-pub enum Job {
-    Wait(WaitJob),
-    Fs(crate::files::Job),
-}
-
-/// A remote `wait`.
-pub struct WaitJob {
+/// Work for a [`worker`]: a remote `wait`.
+pub struct Job {
     header: Header,
     pid: Pid,
     timeout_ns: u64,
@@ -182,11 +176,11 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             if s.jobs.len() >= crate::WORKERS as usize * 8 {
                 return Some(Err(Error::Busy));
             }
-            s.jobs.push_back(Job::Wait(WaitJob {
+            s.jobs.push_back(Job {
                 header: *h,
                 pid,
                 timeout_ns,
-            }));
+            });
             match crate::jobs_sem().map(sem::v) {
                 Some(Ok(())) => return None,
                 _ => {
@@ -352,13 +346,8 @@ pub fn worker(_: u64) -> u64 {
             let _ = sys::sleep_ns(10_000_000);
             continue;
         }
-        let job = match with(|s| s.jobs.pop_front()) {
-            Some(Job::Wait(job)) => job,
-            Some(Job::Fs(job)) => {
-                crate::files::job(job);
-                continue;
-            }
-            None => continue,
+        let Some(job) = with(|s| s.jobs.pop_front()) else {
+            continue;
         };
         let r = sys::wait_timeout(Some(job.pid), job.timeout_ns)
             .map(|(_, st)| words(&[st.how, st.code]));

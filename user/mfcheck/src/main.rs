@@ -7,6 +7,8 @@
 //!   machine M (`reopen` shows it did). Run on a machine that is then killed, machine M's
 //!   `machd` must close it when that machine goes down.
 //! - `mfcheck await NAME`: waits until the file NAME exists (at most [`POLLS`] looks).
+//! - `mfcheck quiet`: waits until this machine's `machd` follows no remote program's output
+//!   (`OP_SELF`'s count; at most [`POLLS`] looks): everything it followed has been printed.
 //! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
 //!   opened (every handle from 0 to [`HANDLES`]) and malformed requests to `machd` must all
 //!   be refused with the right error, never served.
@@ -22,7 +24,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::fs::{FS_ICA_SIZE, FS_READ, FS_WRITE, MODE_WRITE};
+use ulib::abi::fs::{FS_ICA_SIZE, FS_READ, FS_STAT, FS_WRITE, MODE_WRITE};
 use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::res::{ResId, Rights};
@@ -38,6 +40,18 @@ const POLLS: u32 = 1200;
 const POLL_NS: u64 = 50_000_000;
 
 fn main(args: &[&str]) -> i32 {
+    if let [_, "quiet"] = args {
+        return match quiet() {
+            Ok(tries) => {
+                println!("mfcheck quiet: ok after {tries} looks");
+                0
+            }
+            Err(e) => {
+                println!("mfcheck quiet: FAILED: {e}");
+                1
+            }
+        };
+    }
     if let [_, "await", name] = args {
         return match await_file(name) {
             Ok(tries) => {
@@ -76,7 +90,9 @@ fn main(args: &[&str]) -> i32 {
 }
 
 fn usage() -> i32 {
-    println!("mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME");
+    println!(
+        "mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME | mfcheck quiet"
+    );
     2
 }
 
@@ -101,6 +117,26 @@ fn hold(m: u8) -> Result<String, String> {
         let _ = sys::sleep_ns(POLL_NS);
     }
     Err(format!("{stop} never came"))
+}
+
+fn quiet() -> Result<u32, String> {
+    let server = ResId(
+        fnid::lookup(FN_MACH)
+            .map_err(|e| format!("{FN_MACH}: {e}"))?
+            .0,
+    );
+    let ask = Msg {
+        label: mach::OP_SELF,
+        words: [0; 6],
+    };
+    for tries in 1..=POLLS {
+        let (_, me) = ipc::call(server, &ask).map_err(|e| format!("OP_SELF: {e}"))?;
+        if me.words[3] == 0 {
+            return Ok(tries);
+        }
+        let _ = sys::sleep_ns(POLL_NS);
+    }
+    Err(format!("machd still follows programs after {POLLS} looks"))
 }
 
 fn await_file(name: &str) -> Result<u32, String> {
@@ -131,8 +167,13 @@ fn reopen(m: u8) -> Result<String, String> {
     Err(format!("{name} still held after {POLLS} tries"))
 }
 
-/// A raw `OP_FS` to `machd` with an ICA of our own (or none): the call's result.
+/// A raw `OP_FS` to `machd` with a writable ICA of our own (or none): the call's result.
 fn raw(words: [u64; 6], with_ica: bool) -> Result<(), Error> {
+    raw_as(words, with_ica, true)
+}
+
+/// [`raw`], the ICA attached `writable` or read-only.
+fn raw_as(words: [u64; 6], with_ica: bool, writable: bool) -> Result<(), Error> {
     let server = ResId(fnid::lookup(FN_MACH)?.0);
     if !with_ica {
         let msg = Msg {
@@ -147,8 +188,10 @@ fn raw(words: [u64; 6], with_ica: bool) -> Result<(), Error> {
         FS_ICA_SIZE,
         Rights::OWNER_ALL,
     )?;
+    // A one-byte name, for the requests that carry one.
+    let _ = res::write(region, b"X", 0);
     let at = 0x0000_5600_0000_0000;
-    if let Err(e) = res::attach_here(region, at, true) {
+    if let Err(e) = res::attach_here(region, at, writable) {
         let _ = res::close(region);
         return Err(e);
     }
@@ -247,8 +290,22 @@ fn forge(m: u8) -> Result<String, String> {
         raw(long_write, true),
         Error::TooLong,
     );
+    // A stat of a missing name would be `NoSuchResource`: refused before, the ICA being
+    // read-only (the answer is written into it).
+    let stat = [mach::fs_word(u64::from(m), FS_STAT, 1), 0, 0, 0, 0, 0];
+    expect(
+        "a read-only ICA".into(),
+        raw_as(stat, true, false),
+        Error::InvalidArgument,
+    );
+    // The same request with a writable ICA reaches machine M's fs.
+    expect(
+        "a stat of 'X'".into(),
+        raw(stat, true),
+        Error::NoSuchResource,
+    );
     if wrong.is_empty() {
-        Ok(format!(" ({} requests refused)", HANDLES + 7))
+        Ok(format!(" ({} requests refused)", HANDLES + 8))
     } else {
         Err(wrong.join("; "))
     }

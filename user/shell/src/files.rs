@@ -40,6 +40,9 @@ fn fsd_running() -> bool {
 /// service is not there (this machine's, or that of the machine `name` names: `mK:`).
 fn fail(name: &str, what: &str, e: Error) -> String {
     if let Some(m) = fs::machine_named(name) {
+        if ulib::fnid::lookup(ulib::abi::mach::FN_MACH).is_err() {
+            return format!("{what}: m{m}: names another machine, and there is no machd here");
+        }
         let text = match e {
             Error::NotSupported => format!("machine {m} has no file service (no disk there)"),
             Error::InvalidArgument => format!("no machine {m} (or a bad request)"),

@@ -331,9 +331,9 @@ fn drain(j: &RemoteJob) -> Result<(), String> {
     let who = [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0];
     if j.followed {
         match call(mach::OP_UNFOLLOW, who) {
-            Ok(_) => {}
-            // `machd` saw the end of its output: everything was printed.
-            Err(Error::NoSuchProcess) => return Ok(()),
+            // `machd` saw the end of its output (then the next look finds nothing there),
+            // or it gave up on it (then the next look reads the rest).
+            Ok(_) | Err(Error::NoSuchProcess) => {}
             Err(e) => return Err(why(&format!("wait {} (its output)", j.spelled()), e)),
         }
     }

@@ -66,26 +66,25 @@ impl Route {
     }
 }
 
-/// This machine's id, once asked (`machd`'s `OP_SELF`; 0 where there is no `machd`).
+/// This machine's id, once `machd` told it (`OP_SELF`).
 static ME: Local<Option<u8>> = Local::new(None);
 
-fn this_machine() -> u8 {
+/// This machine's id; `None` while no `machd` answers (one machine, or `machd` not
+/// started yet: then an `mK:` name cannot be told from a local one, and is refused).
+fn this_machine() -> Option<u8> {
     if let Some(m) = ME.with(|m| *m) {
-        return m;
+        return Some(m);
     }
+    let msg = Msg {
+        label: mach::OP_SELF,
+        words: [0; 6],
+    };
     let me = fnid::lookup(mach::FN_MACH)
-        .and_then(|f| {
-            ipc::call(
-                ResId(f.0),
-                &Msg {
-                    label: mach::OP_SELF,
-                    words: [0; 6],
-                },
-            )
-        })
-        .map_or(0, |(_, m)| m.words[0] as u8);
+        .and_then(|f| ipc::call(ResId(f.0), &msg))
+        .ok()
+        .map(|(_, m)| m.words[0] as u8)?;
     ME.with(|m| *m = Some(me));
-    me
+    Some(me)
 }
 
 /// `mK:PATH`: K and PATH (K as written, not checked).
@@ -98,7 +97,7 @@ fn split_machine(name: &str) -> Option<(&str, &str)> {
 /// The machine a name names (`mK:PATH`) other than this one, if any.
 pub fn machine_named(name: &str) -> Option<u8> {
     let m = split_machine(name)?.0.parse().ok()?;
-    (m != this_machine()).then_some(m)
+    (this_machine() != Some(m)).then_some(m)
 }
 
 /// Split `name` into where it is and its path there: `mK:PATH` is machine K's `PATH`.
@@ -110,11 +109,11 @@ fn locate(name: &str) -> Result<(Route, &str), Error> {
     if usize::from(m) >= mach::MAX_MACHINES {
         return Err(Error::BadName);
     }
-    Ok(if m == this_machine() {
-        (Route::Here, path)
-    } else {
-        (Route::Machine(m, 0), path)
-    })
+    match this_machine() {
+        Some(me) if me == m => Ok((Route::Here, path)),
+        Some(_) => Ok((Route::Machine(m, 0), path)),
+        None => Err(Error::NoSuchResource),
+    }
 }
 
 /// Where `fd`'s file is, and its handle there.

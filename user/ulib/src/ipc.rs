@@ -176,6 +176,12 @@ pub fn with_ica(mut msg: Msg, region: ResId) -> Msg {
     msg
 }
 
+/// Is the ICA a received request carries mapped read-only here (`MSG_ICA_READ_ONLY`)? A
+/// server that writes into its requests' ICAs refuses such a request.
+pub fn ica_read_only(msg: &Msg) -> bool {
+    msg.label & api::MSG_ICA != 0 && msg.label & api::MSG_ICA_READ_ONLY != 0
+}
+
 /// The ICA a received message (or reply) carries: its vregion and where it is mapped.
 pub fn ica_at(msg: &Msg) -> Option<(ResId, u64)> {
     (msg.label & api::MSG_ICA != 0).then(|| {
