@@ -7,6 +7,9 @@
 //!   machine M (`reopen` shows it did). Run on a machine that is then killed, machine M's
 //!   `machd` must close it when that machine goes down.
 //! - `mfcheck await NAME`: waits until the file NAME exists (at most [`POLLS`] looks).
+//! - `mfcheck rofs`: a request to this machine's `fs` whose ICA is mapped read-only must be
+//!   refused (`InvalidArgument`: `fsd` writes its answers into the ICA), and the same with
+//!   a writable one answered (`NoSuchResource` for the name `X`).
 //! - `mfcheck quiet`: waits until this machine's `machd` follows no remote program's output
 //!   (`OP_SELF`'s count; at most [`POLLS`] looks): everything it followed has been printed.
 //! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
@@ -24,7 +27,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::fs::{FS_ICA_SIZE, FS_READ, FS_STAT, FS_WRITE, MODE_WRITE};
+use ulib::abi::fs::{FN_FS, FS_ICA_SIZE, FS_READ, FS_STAT, FS_WRITE, MODE_WRITE};
 use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::res::{ResId, Rights};
@@ -40,6 +43,19 @@ const POLLS: u32 = 1200;
 const POLL_NS: u64 = 50_000_000;
 
 fn main(args: &[&str]) -> i32 {
+    if let [_, "rofs"] = args {
+        // This machine's own file service and a read-only ICA.
+        let stat = [0, 0, 0, 1, 0, 0];
+        let ro = raw_to(FN_FS, FS_STAT, stat, true, false);
+        let rw = raw_to(FN_FS, FS_STAT, stat, true, true);
+        return if ro == Err(Error::InvalidArgument) && rw == Err(Error::NoSuchResource) {
+            println!("mfcheck rofs: ok");
+            0
+        } else {
+            println!("mfcheck rofs: FAILED: read-only ICA {ro:?}, writable {rw:?}");
+            1
+        };
+    }
     if let [_, "quiet"] = args {
         return match quiet() {
             Ok(tries) => {
@@ -91,7 +107,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME | mfcheck quiet"
+        "mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME | mfcheck quiet | mfcheck rofs"
     );
     2
 }
@@ -174,12 +190,21 @@ fn raw(words: [u64; 6], with_ica: bool) -> Result<(), Error> {
 
 /// [`raw`], the ICA attached `writable` or read-only.
 fn raw_as(words: [u64; 6], with_ica: bool, writable: bool) -> Result<(), Error> {
-    let server = ResId(fnid::lookup(FN_MACH)?.0);
+    raw_to(FN_MACH, mach::OP_FS, words, with_ica, writable)
+}
+
+/// A request `label` with `words` to function `name`, with an ICA (`writable` or not) whose
+/// first byte is `X`, or none: the call's result, the ICA let go afterwards.
+fn raw_to(
+    name: &str,
+    label: u64,
+    words: [u64; 6],
+    with_ica: bool,
+    writable: bool,
+) -> Result<(), Error> {
+    let server = ResId(fnid::lookup(name)?.0);
     if !with_ica {
-        let msg = Msg {
-            label: mach::OP_FS,
-            words,
-        };
+        let msg = Msg { label, words };
         return ipc::call(server, &msg).map(drop);
     }
     let me = sys::getpid()?;
@@ -195,13 +220,7 @@ fn raw_as(words: [u64; 6], with_ica: bool, writable: bool) -> Result<(), Error> 
         let _ = res::close(region);
         return Err(e);
     }
-    let msg = ipc::with_ica(
-        Msg {
-            label: mach::OP_FS,
-            words,
-        },
-        region,
-    );
+    let msg = ipc::with_ica(Msg { label, words }, region);
     let r = ipc::call(server, &msg);
     let back = r.as_ref().ok().and_then(|(_, reply)| ipc::ica_at(reply));
     if let Some((_, at)) = back {
