@@ -81,7 +81,9 @@ pub const OP_COUNT: u64 = 8;
 /// `machd` prints it on this machine's console and answers how many bytes, and 1 in the
 /// second word once the program's output has ended (it ended, and everything it wrote was
 /// printed). Nothing new is 0 bytes; the caller asks again later. Only the user the process
-/// was spawned for (or the administrator) may.
+/// was spawned for (or the administrator) may. With an ICA (`abi::ipc::MSG_ICA`, writable)
+/// nothing is printed: the bytes are copied to the ICA's start and the reply gives it back
+/// (a shell feeding a remote program's output into a local pipeline).
 pub const OP_OUTPUT: u64 = 9;
 /// A file request (`abi::fs`) to the file service of machine `words[0]` (see
 /// [`fs_word`] for `words[0]`), carried by `machd` to that machine's `machd`, which makes

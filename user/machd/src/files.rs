@@ -66,11 +66,13 @@ pub struct Opener {
     epoch: u32,
 }
 
-/// What a local caller's request keeps while it waits: its ICA.
+/// What a local caller's request keeps while it waits: its ICA, and whether the request
+/// is `OP_OUTPUT` (the output into the ICA, [`output_local`]) rather than `OP_FS`.
 #[derive(Clone, Copy)]
 pub struct Waiting {
     region: ResId,
     at: u64,
+    output: bool,
 }
 
 fn word(p: &[u8], i: usize) -> Result<u64, Error> {
@@ -135,7 +137,11 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     if on_handle(op) && epoch.is_none() {
         return give_back(Error::InvalidArgument);
     }
-    let waiting = Waiting { region, at };
+    let waiting = Waiting {
+        region,
+        at,
+        output: false,
+    };
     let call = ((m, R_FS, payload), FS_DEADLINE_NS, epoch);
     if op == FS_OPEN {
         // Noted before the answer: an open performed there whose answer is lost still
@@ -162,6 +168,12 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
 /// `m` in its life `epoch`: into the ICA, and back.
 pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Error>) {
     let parsed = result.and_then(|p| {
+        if w.output {
+            // `R_OUTPUT`'s answer: whether the output ended, then the bytes.
+            let (&ended, bytes) = p.split_first().ok_or(Error::InvalidArgument)?;
+            let n = bytes.len() as u64;
+            return Ok(([n, u64::from(ended != 0), 0], bytes.to_vec()));
+        }
         let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
         Ok((fw, p[24..].to_vec()))
     });
@@ -181,6 +193,39 @@ pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Erro
         value,
         &ipc::with_ica(Msg { label: 0, words }, w.region),
     );
+}
+
+/// `OP_OUTPUT` with an ICA from a local program acting as `user`: the output of process
+/// `words[2]` of machine `words[0]` (life `words[1]`) copied into the ICA instead of
+/// printed (a pipeline's remote first program: the shell writes it into the next one's
+/// pipe). Started, or answered at once with an error (the ICA back either way).
+pub fn output_local(s: &mut State, r: &Received, user: u32) {
+    let Some((region, at)) = ipc::ica_at(&r.msg) else {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+        return;
+    };
+    let w = r.msg.words;
+    let started = u8::try_from(w[0])
+        .ok()
+        .filter(|&m| m < s.n && m != s.me)
+        .zip(u32::try_from(w[1]).ok())
+        .ok_or(Error::InvalidArgument)
+        .and_then(|(m, epoch)| {
+            let call = (
+                (m, crate::ops::R_OUTPUT, w[2].to_le_bytes().to_vec()),
+                mach::DEFAULT_DEADLINE_NS,
+                Some(epoch),
+            );
+            let waiting = Waiting {
+                region,
+                at,
+                output: true,
+            };
+            s.start(r.request, mach::OP_OUTPUT, call, user, Some(waiting))
+        });
+    if let Err(e) = started {
+        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+    }
 }
 
 /// A job for the file workers: a file request from another machine, or a file to close

@@ -335,6 +335,12 @@ fn local(r: &Received) -> Result<(), Error> {
                 return Ok(());
             }
             (mach::OP_FS, Err(e)) => e,
+            (mach::OP_OUTPUT, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
+            (mach::OP_OUTPUT, Ok(user)) => {
+                with(|s| files::output_local(s, r, user));
+                return Ok(());
+            }
+            (mach::OP_OUTPUT, Err(e)) => e,
             _ => Error::NoSuchCall,
         };
         let _ = ipc::reply(

@@ -7,9 +7,10 @@
 //! - `run PROG [ARGS] -m M [-c C] [&]`: PROG on machine M (core C; by default M's last
 //!   core, away from its network servers on core 0), as this shell's user; in the
 //!   foreground its output comes back to this console (`OP_OUTPUT`: M's `machd` reads it
-//!   from a pipe, this machine's `machd` prints it), in the background to M's console
-//!   (`target/machines/mM.log` under `cargo xtask run --machines`); without `&` the shell
-//!   waits for it and reports its end as for a local program;
+//!   from a pipe, this machine's `machd` prints it), in the background too (this
+//!   machine's `machd` follows it: `OP_FOLLOW`); without `&` the shell waits for it and
+//!   reports its end as for a local program; as the first program of a pipeline (`run
+//!   PROG -m M | wc`) its output goes into the pipe ([`pipe_from`]);
 //! - `wait mM:PID`, `kill mM:PID`: a process on machine M (the pid `run -m` printed);
 //! - `ps -a`: the processes of every machine that is up;
 //! - `mcount M N`: N increments of machine M's counter for this machine, each answer
@@ -251,12 +252,38 @@ pub(crate) fn mping(args: &[&str]) -> Result<(), String> {
 
 /// `run PROG [ARGS] -m M [-c C] [&]`: returns the job when started with `&`.
 pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
-    let usage = "run: usage: run PROG [ARGS] -m MACHINE [-c CORE] [&]";
     let mut words: Vec<&str> = args.to_vec();
     let background = words.last() == Some(&"&");
     if background {
         words.pop();
     }
+    let mut job = start_relayed(&words)?;
+    if background {
+        let who = [
+            u64::from(job.machine),
+            u64::from(job.epoch),
+            job.pid.0,
+            0,
+            0,
+            0,
+        ];
+        match call(mach::OP_FOLLOW, who) {
+            Ok(_) => job.followed = true,
+            // Its output then waits in its pipe there until `wait` reads it here.
+            Err(e) => println!("run: {}: its output comes at `wait` ({e})", job.spelled()),
+        }
+        println!("[{}]", job.spelled());
+        return Ok(Some(job));
+    }
+    relay_output(&job)?;
+    report(&job, &wait(&job)?).map(|()| None)
+}
+
+/// Start `PROG [ARGS] -m M [-c C]` on machine M with its output relayed (written to a pipe
+/// there that `OP_OUTPUT` reads): the job.
+pub(crate) fn start_relayed(args: &[&str]) -> Result<RemoteJob, String> {
+    let usage = "run: usage: run PROG [ARGS] -m MACHINE [-c CORE] [&]";
+    let mut words: Vec<&str> = args.to_vec();
     let mut take = |flag: &str| -> Result<Option<String>, String> {
         match words.iter().position(|w| *w == flag) {
             Some(i) => {
@@ -297,32 +324,61 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
         w[2 + i] = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
     }
     let r = call(mach::OP_SPAWN, w).map_err(|e| why(&format!("run {prog} -m {m}"), e))?;
-    let mut job = RemoteJob {
+    Ok(RemoteJob {
         machine: m as u8,
         epoch: r[1] as u32,
         pid: Pid(r[0]),
         name: String::from(prog),
         followed: false,
-    };
-    if background {
-        let who = [
-            u64::from(job.machine),
-            u64::from(job.epoch),
-            job.pid.0,
-            0,
-            0,
-            0,
-        ];
-        match call(mach::OP_FOLLOW, who) {
-            Ok(_) => job.followed = true,
-            // Its output then waits in its pipe there until `wait` reads it here.
-            Err(e) => println!("run: {}: its output comes at `wait` ({e})", job.spelled()),
+    })
+}
+
+/// The first program of a pipeline on another machine (`run PROG [ARGS] -m M [-c C] |
+/// ...`): its output read here (`ulib::mach::output`) and written into `pipe`, the next
+/// program's input, until it ends; then the shell lets go of the pipe's writing end (the
+/// reader sees EOF), and waits for the remote program. If the reader ended first (`Gone`),
+/// the remote program is killed, as a Unix writer dies of a broken pipe.
+pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<(), String> {
+    use ulib::abi::syscall::control;
+    let mut late = 0;
+    let mut bytes = Vec::new();
+    let pumped = loop {
+        bytes.clear();
+        let ended = match ulib::mach::output(j.machine, j.epoch, j.pid, &mut bytes) {
+            Ok(ended) => ended,
+            Err(Error::TimedOut) if late < OUTPUT_LATE_MAX => {
+                late += 1;
+                continue;
+            }
+            Err(e) => break Err(why(&format!("run {} (its output)", j.spelled()), e)),
+        };
+        late = 0;
+        let mut rest = &bytes[..];
+        let mut reader_gone = false;
+        while !rest.is_empty() {
+            match ulib::res::write(pipe, rest, 0) {
+                Ok(n) => rest = &rest[n.min(rest.len())..],
+                Err(_) => {
+                    reader_gone = true;
+                    break;
+                }
+            }
         }
-        println!("[{}]", job.spelled());
-        return Ok(Some(job));
-    }
-    relay_output(&job)?;
-    report(&job, &wait(&job)?).map(|()| None)
+        if reader_gone {
+            let _ = kill(j);
+            break Ok(());
+        }
+        if ended {
+            break Ok(());
+        }
+        if bytes.is_empty() {
+            let _ = sys::sleep_ns(OUTPUT_POLL_NS);
+        }
+    };
+    let _ = ulib::res::control(pipe, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+    let status = wait(j)?;
+    pumped?;
+    report(j, &status)
 }
 
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped

@@ -265,7 +265,7 @@ impl Shell {
             "machines" => no_args(cmd).and_then(|_| machines::list()),
             "mping" => machines::mping(args),
             "mcount" => machines::mcount(args),
-            "run" if args.contains(&"-m") => {
+            "run" if args.contains(&"-m") && !args.contains(&"|") => {
                 if let Some(job) = machines::run(args)? {
                     self.remote_jobs.push(job);
                 }

@@ -20,6 +20,9 @@
 //!
 //! `remote CORE PROG [ARGS...]`: start PROG on CORE, its output to this console, and wait
 //! for it.
+//!
+//! `run A [ARGS] -m M | B ...`: the first program on machine M (issue 17); the shell reads
+//! its output through `machd` and writes it into the pipe to B ([`from_machine`]).
 
 use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
@@ -35,10 +38,30 @@ use ulib::sys;
 /// Pipes opened so far (their names' serial numbers).
 static PIPES: AtomicU64 = AtomicU64::new(0);
 
-/// `run A ... | B ... [| ...]` (`words` after `run`).
+/// `run A ... | B ... [| ...]` (`words` after `run`); A may run on another machine
+/// (`-m M`).
 pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
+    let mut parts: Vec<&[&str]> = words.split(|w| *w == "|").collect();
+    let remote_first = parts.first().is_some_and(|p| p.contains(&"-m"));
+    if parts.iter().skip(1).any(|p| p.contains(&"-m")) {
+        return Err(
+            "run: only the first program of a pipeline can run on another machine \
+                    (-m)"
+                .into(),
+        );
+    }
+    let remote = if remote_first {
+        let first = parts.remove(0);
+        let first = match first.first() {
+            Some(&"run") => &first[1..],
+            _ => first,
+        };
+        Some(first)
+    } else {
+        None
+    };
     let mut stages: Vec<Stage> = Vec::new();
-    for part in words.split(|w| *w == "|") {
+    for part in parts {
         let part = match part.first() {
             Some(&"run") => &part[1..],
             _ => part,
@@ -54,7 +77,10 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
     }
     let here = sys::core().map_err(|e| format!("run: {e}"))?;
     let mut pipes: Vec<ResId> = Vec::new();
-    let result = start_and_wait(&stages, here, &mut pipes, typeahead);
+    let result = match remote {
+        Some(first) => from_machine(first, &stages, here, &mut pipes, typeahead),
+        None => start_and_wait(&stages, here, &mut pipes, typeahead),
+    };
     for id in pipes {
         // Dropping ends the shell still holds is harmless if already dropped.
         let _ = ulib::res::control(id, control::PIPE_DROP, control::PIPE_READ_END, 0);
@@ -178,6 +204,69 @@ fn start_and_wait(
     for (i, (pid, prog)) in pids.into_iter().enumerate() {
         let status = wait_foreground(pid, typeahead)?;
         // A writer whose reader ended first ends so (Unix's SIGPIPE): not a failure.
+        let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
+        if i == last || !broken {
+            continue_or_note(&status, pid, prog, &mut first_error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// A pipeline whose first program (`first`: `PROG [ARGS] -m M [-c C]`) runs on another
+/// machine (P0's pipes across processors, across machines): one more pipe before the
+/// local `stages`, which the shell writes with the remote program's output
+/// (`machines::pipe_from`) while they run; then every program is waited for.
+fn from_machine(
+    first: &[&str],
+    stages: &[Stage],
+    here: usize,
+    pipes: &mut Vec<ResId>,
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
+    for stage in stages {
+        let serial = PIPES.fetch_add(1, Ordering::Relaxed);
+        let core = stage.core.unwrap_or(here);
+        let id = stdio::pipe(Some(core), None, serial)
+            .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))?;
+        pipes.push(id);
+    }
+    let mut pids: Vec<(Pid, &str)> = Vec::new();
+    let started = stages.iter().enumerate().try_for_each(|(i, stage)| {
+        let output = pipes
+            .get(i + 1)
+            .map_or(Stream::Console, |p| Stream::Pipe(*p));
+        let pid = stdio::spawn(
+            stage.prog,
+            &stage.args,
+            stage.priority,
+            stage.core,
+            Stream::Pipe(pipes[i]),
+            output,
+        )
+        .map_err(|e| format!("run: {e}: {}", stage.prog))?;
+        pids.push((pid, stage.prog));
+        Ok::<(), String>(())
+    });
+    // The shell keeps only the writing end of the first pipe (the remote program's output
+    // goes in there).
+    for (k, id) in pipes.iter().enumerate() {
+        let _ = ulib::res::control(*id, control::PIPE_DROP, control::PIPE_READ_END, 0);
+        if k > 0 {
+            let _ = ulib::res::control(*id, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+        }
+    }
+    let remote = started.and_then(|()| crate::machines::start_relayed(first));
+    let mut first_error = match remote {
+        Ok(job) => crate::machines::pipe_from(&job, pipes[0]).err(),
+        Err(e) => {
+            // The local programs see EOF and end.
+            let _ = ulib::res::control(pipes[0], control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+            Some(e)
+        }
+    };
+    let last = pids.len().saturating_sub(1);
+    for (i, (pid, prog)) in pids.into_iter().enumerate() {
+        let status = wait_foreground(pid, typeahead)?;
         let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
         if i == last || !broken {
             continue_or_note(&status, pid, prog, &mut first_error);

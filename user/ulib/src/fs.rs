@@ -262,6 +262,19 @@ fn request<T>(
             ],
         ),
     };
+    call_with_ica(server, label, words, fill, take)
+}
+
+/// A call to `server` (`label`, `words`) carrying a request ICA of `FS_ICA_SIZE` bytes
+/// (this program's spare, or a fresh one): `fill` writes it, `take` reads it as the reply
+/// gives it back (with the reply's words) when the call's value is 0.
+pub(crate) fn call_with_ica<T>(
+    server: ResId,
+    label: u64,
+    words: [u64; 6],
+    fill: impl FnOnce(&mut [u8]),
+    take: impl FnOnce(&[u8], &Msg) -> T,
+) -> Result<T, Error> {
     let pid = crate::sys::getpid()?;
     let (region, at) = take_ica(pid)?;
     // SAFETY: attached writable at `at`, FS_ICA_SIZE bytes, by us alone (the spare is

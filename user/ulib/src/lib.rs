@@ -36,6 +36,7 @@ pub mod fs;
 pub mod heap;
 pub mod io;
 pub mod ipc;
+pub mod mach;
 pub mod net;
 pub mod res;
 pub mod ring;
