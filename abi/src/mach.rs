@@ -23,6 +23,7 @@
 //! | [`OP_COUNT`] | machine | the counter's new value |
 //! | [`OP_OUTPUT`] | machine, epoch, pid | bytes printed, 1 once the output has ended |
 //! | [`OP_FOLLOW`] | machine, epoch, pid | - |
+//! | [`OP_INPUT`] | machine, epoch, pid, length and [`INPUT_END`]; the bytes in the ICA | bytes written; the ICA back |
 //! | [`OP_UNFOLLOW`] | machine, epoch, pid | - |
 //! | [`OP_FS`] | machine, fs op and name length ([`fs_word`]), epoch, the fs request's `words[0]` and `words[1]`; the request's ICA (`abi::fs`) | the fs reply's `words[0..3]`; the ICA back |
 //!
@@ -123,6 +124,22 @@ pub const OP_FOLLOW: u64 = 11;
 pub const OP_UNFOLLOW: u64 = 12;
 /// Most processes followed at once.
 pub const FOLLOW_MAX: usize = 16;
+
+/// Write into the standard input of process `words[2]` of machine `words[0]` (life
+/// `words[1]`; spawned with [`SPAWN_STDIN`]) the bytes at the start of the request's ICA:
+/// `words[3]`'s low 32 bits say how many (at most [`INPUT_MAX`]), and [`INPUT_END`] in it
+/// ends the input after them (the program reads EOF). As many as fit its pipe now are
+/// written: the reply's `words[0]` (0 when the pipe is full: the caller offers the rest
+/// again later); the end is given only once all were written. `Gone` once the program no
+/// longer reads (it ended). Only the user it was spawned for (or the administrator) may.
+pub const OP_INPUT: u64 = 13;
+/// Most bytes one [`OP_INPUT`] carries.
+pub const INPUT_MAX: usize = 1000;
+/// [`OP_INPUT`]'s `words[3]` flag: the input ends after these bytes.
+pub const INPUT_END: u64 = 1 << 32;
+/// `OP_SPAWN`'s core word: the program's standard input is a pipe on its machine that the
+/// caller writes with [`OP_INPUT`] (without it: that machine's console).
+pub const SPAWN_STDIN: u64 = 1 << 33;
 
 /// `OP_SPAWN`'s core word: the low 32 bits name the core, or this value for the other
 /// machine's choice.

@@ -274,6 +274,10 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
         ("machines wait", &["all 2 up"], &[]),
         (&count, &["each performed exactly once"], &[]),
     ];
+    // Pipelines both ways: every piece of input and output performed exactly once, or
+    // the counts differ.
+    lines.push(("run seq 2000 | wc -m 1", &["2000 2000 8893"], &[]));
+    lines.push(("run seq 2000 -m 1 | wc", &["2000 2000 8893"], &[]));
     for _ in 0..10 {
         lines.push((
             "run hello lossy -m 1",
@@ -306,7 +310,8 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
         );
     }
     Ok(format!(
-        "{}; switch: {} frames, {} dropped, {} duplicated; 20 remote runs with their exit status",
+        "{}; switch: {} frames, {} dropped, {} duplicated; pipelines both ways; 20 remote runs \
+         with their exit status",
         out.trim(),
         c.frames_in,
         c.dropped,

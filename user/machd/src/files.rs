@@ -66,13 +66,23 @@ pub struct Opener {
     epoch: u32,
 }
 
-/// What a local caller's request keeps while it waits: its ICA, and whether the request
-/// is `OP_OUTPUT` (the output into the ICA, [`output_local`]) rather than `OP_FS`.
+/// What a local caller's request keeps while it waits: its ICA, and what the request is.
 #[derive(Clone, Copy)]
 pub struct Waiting {
     region: ResId,
     at: u64,
-    output: bool,
+    kind: Kind,
+}
+
+/// The requests whose ICA `machd` keeps while they wait for another machine.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `OP_FS`: the fs answer's bytes go into the ICA.
+    Fs,
+    /// `OP_OUTPUT` with an ICA ([`output_local`]): the output goes into it.
+    Output,
+    /// `OP_INPUT` ([`input_local`]): its bytes came from it.
+    Input,
 }
 
 fn word(p: &[u8], i: usize) -> Result<u64, Error> {
@@ -140,7 +150,7 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     let waiting = Waiting {
         region,
         at,
-        output: false,
+        kind: Kind::Fs,
     };
     let call = ((m, R_FS, payload), FS_DEADLINE_NS, epoch);
     if op == FS_OPEN {
@@ -167,15 +177,19 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
 /// The answer to a local caller's `OP_FS` (`result`: the reply's payload) from machine
 /// `m` in its life `epoch`: into the ICA, and back.
 pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Error>) {
-    let parsed = result.and_then(|p| {
-        if w.output {
+    let parsed = result.and_then(|p| match w.kind {
+        Kind::Output => {
             // `R_OUTPUT`'s answer: whether the output ended, then the bytes.
             let (&ended, bytes) = p.split_first().ok_or(Error::InvalidArgument)?;
             let n = bytes.len() as u64;
-            return Ok(([n, u64::from(ended != 0), 0], bytes.to_vec()));
+            Ok(([n, u64::from(ended != 0), 0], bytes.to_vec()))
         }
-        let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
-        Ok((fw, p[24..].to_vec()))
+        // `R_INPUT`'s: how many bytes were written.
+        Kind::Input => Ok(([word(&p, 0)?, 0, 0], Vec::new())),
+        Kind::Fs => {
+            let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
+            Ok((fw, p[24..].to_vec()))
+        }
     });
     let (value, words) = match parsed {
         Ok((fw, bytes)) => {
@@ -219,9 +233,51 @@ pub fn output_local(s: &mut State, r: &Received, user: u32) {
             let waiting = Waiting {
                 region,
                 at,
-                output: true,
+                kind: Kind::Output,
             };
             s.start(r.request, mach::OP_OUTPUT, call, user, Some(waiting))
+        });
+    if let Err(e) = started {
+        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+    }
+}
+
+/// `OP_INPUT` from a local program acting as `user`: the bytes at the start of its ICA
+/// into the input of process `words[2]` of machine `words[0]` (life `words[1]`). Started,
+/// or answered at once with an error (the ICA back either way).
+pub fn input_local(s: &mut State, r: &Received, user: u32) {
+    let Some((region, at)) = ipc::ica_at(&r.msg) else {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+        return;
+    };
+    let w = r.msg.words;
+    let len = w[3] & 0xffff_ffff;
+    let started = u8::try_from(w[0])
+        .ok()
+        .filter(|&m| m < s.n && m != s.me)
+        .zip(u32::try_from(w[1]).ok())
+        .ok_or(Error::InvalidArgument)
+        .and_then(|(m, epoch)| {
+            if len > mach::INPUT_MAX as u64 {
+                return Err(Error::TooLong);
+            }
+            let mut payload = words(&[w[2], u64::from(w[3] & mach::INPUT_END != 0)]);
+            // SAFETY: the request's ICA is attached at `at`, at least a page, ours until
+            // we answer; `len` is at most INPUT_MAX, under a page.
+            payload.extend_from_slice(unsafe {
+                core::slice::from_raw_parts(at as *const u8, len as usize)
+            });
+            let call = (
+                (m, crate::ops::R_INPUT, payload),
+                mach::DEFAULT_DEADLINE_NS,
+                Some(epoch),
+            );
+            let waiting = Waiting {
+                region,
+                at,
+                kind: Kind::Input,
+            };
+            s.start(r.request, mach::OP_INPUT, call, user, Some(waiting))
         });
     if let Err(e) = started {
         let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));

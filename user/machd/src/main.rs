@@ -91,6 +91,9 @@ pub(crate) struct State {
     pub spawned: Vec<(Pid, UserId)>,
     /// Processes spawned with their output relayed: (pid, its output pipe, the user).
     pub outputs: Vec<(Pid, ResId, UserId)>,
+    /// Processes spawned with their input from the requester (`SPAWN_STDIN`): (pid, its
+    /// input pipe, of which this machd holds the writing end, the user).
+    pub inputs: Vec<(Pid, ResId, UserId)>,
     /// Output pipes opened so far (their names' serials).
     pub pipes: u64,
     /// This process's own user (it acts as others only around one call).
@@ -273,6 +276,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             jobs: VecDeque::new(),
             spawned: Vec::new(),
             outputs: Vec::new(),
+            inputs: Vec::new(),
             pipes: 0,
             my_user,
             malformed: 0,
@@ -341,6 +345,11 @@ fn local(r: &Received) -> Result<(), Error> {
                 return Ok(());
             }
             (mach::OP_OUTPUT, Err(e)) => e,
+            (mach::OP_INPUT, Ok(user)) => {
+                with(|s| files::input_local(s, r, user));
+                return Ok(());
+            }
+            (mach::OP_INPUT, Err(e)) => e,
             _ => Error::NoSuchCall,
         };
         let _ = ipc::reply(

@@ -12,6 +12,7 @@
 //! | [`R_PS`] | index | pid, state, count, name (24 bytes) |
 //! | [`R_COUNT`] | - | the requesting machine's counter after adding one |
 //! | [`R_OUTPUT`] | pid | 1 if the output ended (else 0), then what was buffered (at most [`OUTPUT_MAX`]) |
+//! | [`R_INPUT`] | pid, flags (1: the input ends after these bytes), the bytes (at most `abi::mach::INPUT_MAX`) | bytes written into its input pipe (u64) |
 //! | `R_FS` (8) | a file request: see `files` | |
 //!
 //! Output (`run -m M` in the foreground): a program spawned with `SPAWN_RELAY` writes to a
@@ -36,7 +37,7 @@ use crate::{now, with, State};
 use alloc::vec::Vec;
 use mrpc::{Error, Header};
 use ulib::abi::mach;
-use ulib::abi::res::UserId;
+use ulib::abi::res::{ResId, UserId};
 use ulib::abi::syscall::control;
 use ulib::abi::{Pid, Priority, ProcInfo};
 use ulib::stdio::{self, Stream};
@@ -52,6 +53,10 @@ pub const R_KILL: u16 = 4;
 pub const R_PS: u16 = 5;
 pub const R_COUNT: u16 = 6;
 pub const R_OUTPUT: u16 = 7;
+pub const R_INPUT: u16 = 9;
+
+/// Capacity of a remote program's input pipe ([`mach::SPAWN_STDIN`]).
+const INPUT_PIPE: usize = 4096;
 
 /// Most bytes of output one `R_OUTPUT` answers (within mrpc's 1,024-byte payload).
 pub const OUTPUT_MAX: usize = 1000;
@@ -206,6 +211,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             Ok(pid) => output(s, h.user, Pid(pid)),
             Err(e) => Err(e),
         },
+        R_INPUT => input(s, h.user, p),
         crate::files::R_FS => return crate::files::perform(s, h, p),
         _ => Err(Error::NoSuchCall),
     })
@@ -231,47 +237,119 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         .ok_or(Error::InvalidArgument)?;
     let args: Vec<&str> = parts.collect();
     let relay = core & mach::SPAWN_RELAY != 0;
+    let stdin = core & mach::SPAWN_STDIN != 0;
     let core = match core & mach::ANY_CORE {
         mach::ANY_CORE => default_core(),
         c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
     };
-    if !relay {
+    if !relay && !stdin {
         let pid = as_user(s, user, || sys::spawn_on(prog, &args, Priority::App, core))?;
         s.spawned.push((pid, UserId(user)));
         return Ok(words(&[pid.0]));
     }
-    // The pipe is the user's (opened acting as it), so the program may write it and only
-    // that user's `R_OUTPUT`s (read acting as it) may read it.
-    s.pipes += 1;
+    // The pipes are the user's (opened acting as it), so the program may use them and only
+    // that user's `R_OUTPUT`s and `R_INPUT`s (made acting as it) may.
+    s.pipes += 2;
     let serial = s.pipes;
-    let (pid, pipe) = as_user(s, user, || {
-        let pipe = stdio::pipe(None, None, serial)?;
-        let spawned = stdio::spawn(
+    let (pid, output, input) = as_user(s, user, || {
+        let output = relay.then(|| stdio::pipe(None, None, serial)).transpose()?;
+        let input = match stdin
+            .then(|| stdio::pipe(None, Some(INPUT_PIPE as u64), serial + 1))
+            .transpose()
+        {
+            Ok(p) => p,
+            Err(e) => {
+                output.map(res::close);
+                return Err(e);
+            }
+        };
+        let close = || {
+            output.map(res::close);
+            input.map(res::close);
+        };
+        let stream = |p: Option<ResId>| p.map_or(Stream::Console, Stream::Pipe);
+        let pid = match stdio::spawn(
             prog,
             &args,
             Priority::App,
             Some(core),
-            Stream::Console,
-            Stream::Pipe(pipe),
-        );
-        // Only the program writes: its end's holder gone, the pipe reads EOF.
-        let dropped = res::control(pipe, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
-        match (spawned, dropped) {
-            (Ok(pid), Ok(_)) => Ok((pid, pipe)),
-            (Ok(pid), Err(e)) => {
-                let _ = sys::kill(pid);
-                let _ = res::close(pipe);
-                Err(e)
+            stream(input),
+            stream(output),
+        ) {
+            Ok(pid) => pid,
+            Err(e) => {
+                close();
+                return Err(e);
             }
-            (Err(e), _) => {
-                let _ = res::close(pipe);
-                Err(e)
-            }
+        };
+        // The ends the program alone uses: only it writes its output (once it lets go,
+        // the pipe reads EOF) and only it reads its input (then a write is `Gone`).
+        let dropped = output
+            .map_or(Ok(0), |p| {
+                res::control(p, control::PIPE_DROP, control::PIPE_WRITE_END, 0)
+            })
+            .and(input.map_or(Ok(0), |p| {
+                res::control(p, control::PIPE_DROP, control::PIPE_READ_END, 0)
+            }));
+        if let Err(e) = dropped {
+            let _ = sys::kill(pid);
+            close();
+            return Err(e);
         }
+        Ok((pid, output, input))
     })?;
     s.spawned.push((pid, UserId(user)));
-    s.outputs.push((pid, pipe, UserId(user)));
+    if let Some(pipe) = output {
+        s.outputs.push((pid, pipe, UserId(user)));
+    }
+    if let Some(pipe) = input {
+        s.inputs.push((pid, pipe, UserId(user)));
+    }
     Ok(words(&[pid.0]))
+}
+
+/// `R_INPUT` for `user` (payload: pid, flags, bytes): as many of the bytes as fit now into
+/// process `pid`'s input pipe (never waiting: this is the network thread), and the end of
+/// its input once all were written and the flags ask for it. `Gone` once no one reads it.
+fn input(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
+    let (pid, end) = (Pid(word(p, 0)?), word(p, 1)? & 1 != 0);
+    let bytes = &p[16..];
+    let i = s
+        .inputs
+        .iter()
+        .position(|(q, _, u)| *q == pid && (u.0 == user || user == ADMIN))
+        .ok_or(Error::NoSuchProcess)?;
+    let (_, pipe, owner) = s.inputs[i];
+    let r = as_user(s, owner.0, || {
+        let info = res::info(pipe)?;
+        if info.detail >> 32 == 0 {
+            return Err(Error::Gone);
+        }
+        // Only this machd writes it, so the room can only grow before the write.
+        let room = INPUT_PIPE
+            .saturating_sub(info.size as usize)
+            .min(bytes.len());
+        if room == 0 {
+            return Ok(0);
+        }
+        res::write(pipe, &bytes[..room], 0)
+    });
+    match &r {
+        // The end of its input: this machd lets go of the writing end, so the program
+        // reads EOF once it has read the rest (the pipe is closed when it is waited for).
+        Ok(n) if end && *n == bytes.len() => {
+            let _ = as_user(s, owner.0, || {
+                res::control(pipe, control::PIPE_DROP, control::PIPE_WRITE_END, 0)
+            });
+        }
+        Ok(_) => {}
+        // It reads no more: the pipe goes now.
+        Err(_) => {
+            let _ = as_user(s, owner.0, || res::close(pipe));
+            s.inputs.swap_remove(i);
+        }
+    }
+    r.map(|n| words(&[n as u64]))
 }
 
 /// `R_OUTPUT` for `user`: what process `pid`'s output pipe holds now (see the module's
@@ -354,9 +432,14 @@ pub fn worker(_: u64) -> u64 {
         with(|s| {
             if r.is_ok() {
                 s.spawned.retain(|(q, _)| *q != job.pid);
-                // Its output pipe, if nobody read it to the end, goes with it.
+                // Its output pipe, if nobody read it to the end, goes with it, and its input
+                // pipe if nobody ended it.
                 if let Some(i) = s.outputs.iter().position(|(q, _, _)| *q == job.pid) {
                     let (_, pipe, owner) = s.outputs.swap_remove(i);
+                    let _ = as_user(s, owner.0, || res::close(pipe));
+                }
+                if let Some(i) = s.inputs.iter().position(|(q, _, _)| *q == job.pid) {
+                    let (_, pipe, owner) = s.inputs.swap_remove(i);
                     let _ = as_user(s, owner.0, || res::close(pipe));
                 }
             }

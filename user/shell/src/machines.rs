@@ -257,7 +257,7 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
     if background {
         words.pop();
     }
-    let mut job = start_relayed(&words)?;
+    let mut job = start_relayed(&words, false)?;
     if background {
         let who = [
             u64::from(job.machine),
@@ -280,8 +280,9 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
 }
 
 /// Start `PROG [ARGS] -m M [-c C]` on machine M with its output relayed (written to a pipe
-/// there that `OP_OUTPUT` reads): the job.
-pub(crate) fn start_relayed(args: &[&str]) -> Result<RemoteJob, String> {
+/// there that `OP_OUTPUT` reads) and, with `stdin`, its input from this machine
+/// (`OP_INPUT`): the job.
+pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, String> {
     let usage = "run: usage: run PROG [ARGS] -m MACHINE [-c CORE] [&]";
     let mut words: Vec<&str> = args.to_vec();
     let mut take = |flag: &str| -> Result<Option<String>, String> {
@@ -306,7 +307,7 @@ pub(crate) fn start_relayed(args: &[&str]) -> Result<RemoteJob, String> {
     };
     // Its output comes here: in the foreground the shell asks for it, in the background
     // this machine's `machd` does (`OP_FOLLOW`).
-    let core = core | mach::SPAWN_RELAY;
+    let core = core | mach::SPAWN_RELAY | if stdin { mach::SPAWN_STDIN } else { 0 };
     let Some(prog) = words.first().copied() else {
         return Err(String::from(usage));
     };
@@ -379,6 +380,67 @@ pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<()
     let status = wait(j)?;
     pumped?;
     report(j, &status)
+}
+
+/// The last program of a pipeline on another machine (`run ... | PROG [ARGS] -m M [-c
+/// C]`): started with its input from here and its output followed to this console; what
+/// the local programs write into `pipe` (the shell holds its reading end) is sent into its
+/// input (`ulib::mach::input`) until EOF, which ends its input too; then the rest of its
+/// output is printed and it is waited for. If it reads no more (`Gone`), the shell lets go
+/// of `pipe`, and its writer ends as a Unix writer of a broken pipe does.
+pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<(), String> {
+    use ulib::abi::syscall::control;
+    let drop_pipe = || {
+        let _ = ulib::res::control(pipe, control::PIPE_DROP, control::PIPE_READ_END, 0);
+    };
+    let mut job = match start_relayed(args, true) {
+        Ok(j) => j,
+        Err(e) => {
+            drop_pipe();
+            return Err(e);
+        }
+    };
+    let who = [
+        u64::from(job.machine),
+        u64::from(job.epoch),
+        job.pid.0,
+        0,
+        0,
+        0,
+    ];
+    job.followed = call(mach::OP_FOLLOW, who).is_ok();
+    let mut buf = alloc::vec![0u8; mach::INPUT_MAX];
+    let mut late = 0;
+    let fed: Result<(), String> = 'feed: loop {
+        let n = match ulib::res::read(pipe, &mut buf, 0) {
+            Ok(n) => n,
+            Err(e) => break Err(format!("run: reading the pipeline: {e}")),
+        };
+        let mut rest = &buf[..n];
+        // Offered until all is written (and, at EOF, the end given).
+        loop {
+            match ulib::mach::input(job.machine, job.epoch, job.pid, rest, n == 0) {
+                Ok(w) if w >= rest.len() && (n > 0 || w == 0) => break,
+                Ok(w) => {
+                    rest = &rest[w.min(rest.len())..];
+                    if w == 0 {
+                        let _ = sys::sleep_ns(OUTPUT_POLL_NS);
+                    }
+                    late = 0;
+                }
+                Err(Error::TimedOut) if late < OUTPUT_LATE_MAX => late += 1,
+                Err(Error::Gone) => break 'feed Ok(()),
+                Err(e) => break 'feed Err(why(&format!("run {} (its input)", job.spelled()), e)),
+            }
+        }
+        if n == 0 {
+            break Ok(());
+        }
+    };
+    drop_pipe();
+    let status = drain(&job).and_then(|()| wait(&job));
+    fed?;
+    report(&job, &status?)
 }
 
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped

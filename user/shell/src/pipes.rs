@@ -22,7 +22,9 @@
 //! for it.
 //!
 //! `run A [ARGS] -m M | B ...`: the first program on machine M (issue 17); the shell reads
-//! its output through `machd` and writes it into the pipe to B ([`from_machine`]).
+//! its output through `machd` and writes it into the pipe to B ([`from_machine`]). `run A
+//! ... | Z [ARGS] -m M`: the last one there; the shell reads the pipe from the program
+//! before it and sends the bytes into Z's input through `machd` ([`to_machine`]).
 
 use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
@@ -38,34 +40,28 @@ use ulib::sys;
 /// Pipes opened so far (their names' serial numbers).
 static PIPES: AtomicU64 = AtomicU64::new(0);
 
-/// `run A ... | B ... [| ...]` (`words` after `run`); A may run on another machine
-/// (`-m M`).
+/// `run A ... | B ... [| ...]` (`words` after `run`); the first or the last program may
+/// run on another machine (`-m M`).
 pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
-    let mut parts: Vec<&[&str]> = words.split(|w| *w == "|").collect();
-    let remote_first = parts.first().is_some_and(|p| p.contains(&"-m"));
-    if parts.iter().skip(1).any(|p| p.contains(&"-m")) {
+    let mut parts: Vec<&[&str]> = words.split(|w| *w == "|").map(strip_run).collect();
+    let remote = |p: &&[&str]| p.contains(&"-m");
+    let n = parts.len();
+    let first = parts.first().is_some_and(remote);
+    let last = n > 1 && parts.last().is_some_and(remote);
+    if first && last || parts.iter().take(n.saturating_sub(1)).skip(1).any(remote) {
         return Err(
-            "run: only the first program of a pipeline can run on another machine \
-                    (-m)"
+            "run: only the first or the last program of a pipeline can run on \
+                    another machine (-m)"
                 .into(),
         );
     }
-    let remote = if remote_first {
-        let first = parts.remove(0);
-        let first = match first.first() {
-            Some(&"run") => &first[1..],
-            _ => first,
-        };
-        Some(first)
-    } else {
-        None
+    let (from, to) = match (first, last) {
+        (true, _) => (Some(parts.remove(0)), None),
+        (_, true) => (None, parts.pop()),
+        _ => (None, None),
     };
     let mut stages: Vec<Stage> = Vec::new();
     for part in parts {
-        let part = match part.first() {
-            Some(&"run") => &part[1..],
-            _ => part,
-        };
         if part.is_empty() {
             return Err("run: a pipeline needs a program on each side of '|'".into());
         }
@@ -77,9 +73,10 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
     }
     let here = sys::core().map_err(|e| format!("run: {e}"))?;
     let mut pipes: Vec<ResId> = Vec::new();
-    let result = match remote {
-        Some(first) => from_machine(first, &stages, here, &mut pipes, typeahead),
-        None => start_and_wait(&stages, here, &mut pipes, typeahead),
+    let result = match (from, to) {
+        (Some(first), _) => from_machine(first, &stages, here, &mut pipes, typeahead),
+        (_, Some(last)) => to_machine(&stages, last, here, &mut pipes, typeahead),
+        _ => start_and_wait(&stages, here, &mut pipes, typeahead),
     };
     for id in pipes {
         // Dropping ends the shell still holds is harmless if already dropped.
@@ -90,6 +87,14 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
         }
     }
     result
+}
+
+/// A pipeline part without a leading `run`.
+fn strip_run<'a, 'b>(part: &'b [&'a str]) -> &'b [&'a str] {
+    match part.first() {
+        Some(&"run") => &part[1..],
+        _ => part,
+    }
 }
 
 /// Is `w` a redirection (`<`, `>`, `>>`)?
@@ -255,7 +260,7 @@ fn from_machine(
             let _ = ulib::res::control(*id, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
         }
     }
-    let remote = started.and_then(|()| crate::machines::start_relayed(first));
+    let remote = started.and_then(|()| crate::machines::start_relayed(first, false));
     let mut first_error = match remote {
         Ok(job) => crate::machines::pipe_from(&job, pipes[0]).err(),
         Err(e) => {
@@ -269,6 +274,72 @@ fn from_machine(
         let status = wait_foreground(pid, typeahead)?;
         let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
         if i == last || !broken {
+            continue_or_note(&status, pid, prog, &mut first_error);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// A pipeline whose last program (`last`: `PROG [ARGS] -m M [-c C]`) runs on another
+/// machine: the local `stages` joined by pipes as usual, the last of them writing into one
+/// more pipe that the shell reads and sends into the remote program's input
+/// (`machines::pipe_into`); then every program is waited for.
+fn to_machine(
+    stages: &[Stage],
+    last: &[&str],
+    here: usize,
+    pipes: &mut Vec<ResId>,
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
+    for _ in stages {
+        let serial = PIPES.fetch_add(1, Ordering::Relaxed);
+        // Each pipe on its reader's core; the last one's reader is the shell.
+        let core = stages
+            .get(pipes.len() + 1)
+            .and_then(|s| s.core)
+            .unwrap_or(here);
+        let id = stdio::pipe(Some(core), None, serial)
+            .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))?;
+        pipes.push(id);
+    }
+    let mut pids: Vec<(Pid, &str)> = Vec::new();
+    let started = stages.iter().enumerate().try_for_each(|(i, stage)| {
+        let input = match i {
+            0 => Stream::Console,
+            i => Stream::Pipe(pipes[i - 1]),
+        };
+        let pid = stdio::spawn(
+            stage.prog,
+            &stage.args,
+            stage.priority,
+            stage.core,
+            input,
+            Stream::Pipe(pipes[i]),
+        )
+        .map_err(|e| format!("run: {e}: {}", stage.prog))?;
+        pids.push((pid, stage.prog));
+        Ok::<(), String>(())
+    });
+    // The shell keeps only the reading end of the last pipe (it sends what comes there).
+    let feed = pipes.len() - 1;
+    for (k, id) in pipes.iter().enumerate() {
+        let _ = ulib::res::control(*id, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+        if k != feed {
+            let _ = ulib::res::control(*id, control::PIPE_DROP, control::PIPE_READ_END, 0);
+        }
+    }
+    let mut first_error = match started {
+        Ok(()) => crate::machines::pipe_into(last, pipes[feed]).err(),
+        Err(e) => {
+            let _ = ulib::res::control(pipes[feed], control::PIPE_DROP, control::PIPE_READ_END, 0);
+            Some(e)
+        }
+    };
+    for (pid, prog) in pids {
+        let status = wait_foreground(pid, typeahead)?;
+        // A writer whose reader ended first ends so: not a failure.
+        let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
+        if !broken {
             continue_or_note(&status, pid, prog, &mut first_error);
         }
     }
