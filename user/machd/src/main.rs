@@ -36,6 +36,7 @@ mod files;
 mod follow;
 mod net;
 mod ops;
+mod streams;
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -341,12 +342,12 @@ fn local(r: &Received) -> Result<(), Error> {
             (mach::OP_FS, Err(e)) => e,
             (mach::OP_OUTPUT, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
             (mach::OP_OUTPUT, Ok(user)) => {
-                with(|s| files::output_local(s, r, user));
+                with(|s| streams::output_local(s, r, user));
                 return Ok(());
             }
             (mach::OP_OUTPUT, Err(e)) => e,
             (mach::OP_INPUT, Ok(user)) => {
-                with(|s| files::input_local(s, r, user));
+                with(|s| streams::input_local(s, r, user));
                 return Ok(());
             }
             (mach::OP_INPUT, Err(e)) => e,

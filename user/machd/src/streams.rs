@@ -1,0 +1,87 @@
+//! A remote program's standard streams for a local pipeline (`abi::mach::OP_OUTPUT` with
+//! an ICA, `OP_INPUT`; the shell's `run PROG -m M | ...` and `run ... | PROG -m M`): the
+//! local halves, which keep the caller's ICA while the request travels, as file requests
+//! do (`files::Waiting`, `files::answer`). The other machine's halves are `ops::output`
+//! and `ops::input`.
+
+use crate::files::{words, Kind, Waiting};
+use crate::State;
+use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::mach;
+use ulib::abi::Error;
+use ulib::ipc;
+
+/// `OP_OUTPUT` with an ICA from a local program acting as `user`: the output of process
+/// `words[2]` of machine `words[0]` (life `words[1]`) copied into the ICA instead of
+/// printed (a pipeline's remote first program: the shell writes it into the next one's
+/// pipe). Started, or answered at once with an error (the ICA back either way).
+pub fn output_local(s: &mut State, r: &Received, user: u32) {
+    let Some((region, at)) = ipc::ica_at(&r.msg) else {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+        return;
+    };
+    let w = r.msg.words;
+    let started = u8::try_from(w[0])
+        .ok()
+        .filter(|&m| m < s.n && m != s.me)
+        .zip(u32::try_from(w[1]).ok())
+        .ok_or(Error::InvalidArgument)
+        .and_then(|(m, epoch)| {
+            let call = (
+                (m, crate::ops::R_OUTPUT, w[2].to_le_bytes().to_vec()),
+                mach::DEFAULT_DEADLINE_NS,
+                Some(epoch),
+            );
+            let waiting = Waiting {
+                region,
+                at,
+                kind: Kind::Output,
+            };
+            s.start(r.request, mach::OP_OUTPUT, call, user, Some(waiting))
+        });
+    if let Err(e) = started {
+        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+    }
+}
+
+/// `OP_INPUT` from a local program acting as `user`: the bytes at the start of its ICA
+/// into the input of process `words[2]` of machine `words[0]` (life `words[1]`). Started,
+/// or answered at once with an error (the ICA back either way).
+pub fn input_local(s: &mut State, r: &Received, user: u32) {
+    let Some((region, at)) = ipc::ica_at(&r.msg) else {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+        return;
+    };
+    let w = r.msg.words;
+    let len = w[3] & 0xffff_ffff;
+    let started = u8::try_from(w[0])
+        .ok()
+        .filter(|&m| m < s.n && m != s.me)
+        .zip(u32::try_from(w[1]).ok())
+        .ok_or(Error::InvalidArgument)
+        .and_then(|(m, epoch)| {
+            if len > mach::INPUT_MAX as u64 {
+                return Err(Error::TooLong);
+            }
+            let mut payload = words(&[w[2], u64::from(w[3] & mach::INPUT_END != 0)]);
+            // SAFETY: the request's ICA is attached at `at`, at least a page, ours until
+            // we answer; `len` is at most INPUT_MAX, under a page.
+            payload.extend_from_slice(unsafe {
+                core::slice::from_raw_parts(at as *const u8, len as usize)
+            });
+            let call = (
+                (m, crate::ops::R_INPUT, payload),
+                mach::DEFAULT_DEADLINE_NS,
+                Some(epoch),
+            );
+            let waiting = Waiting {
+                region,
+                at,
+                kind: Kind::Input,
+            };
+            s.start(r.request, mach::OP_INPUT, call, user, Some(waiting))
+        });
+    if let Err(e) = started {
+        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+    }
+}
