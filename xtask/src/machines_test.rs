@@ -281,10 +281,15 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
     for _ in 0..10 {
         lines.push((
             "run hello lossy -m 1",
-            &["(hello) exited with status 0"],
+            &["args: lossy", "(hello) exited with status 0"],
             &[],
         ));
-        lines.push(("run crash nope -m 1", &[], &["exited with status 2"]));
+        // Its one line printed just before it ends: each must come (a race lost it once).
+        lines.push((
+            "run crash nope -m 1",
+            &["crash: unknown case"],
+            &["exited with status 2"],
+        ));
     }
     let mut out = String::new();
     drive(&cluster, "lossy", &steps(&lines), &mut |i, o, _| {

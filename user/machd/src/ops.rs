@@ -362,18 +362,27 @@ fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
         .ok_or(Error::NoSuchProcess)?;
     let (_, pipe, owner) = s.outputs[i];
     let r = as_user(s, owner.0, || {
-        let info = res::info(pipe)?;
-        let writers = info.detail & 0xffff_ffff;
-        if info.size > 0 {
-            let mut buf = alloc::vec![0u8; (info.size as usize).min(OUTPUT_MAX)];
+        let held = |size: u64| -> Result<Vec<u8>, Error> {
+            let mut buf = alloc::vec![0u8; (size as usize).min(OUTPUT_MAX)];
             let n = res::read(pipe, &mut buf, 0)?;
             buf.truncate(n);
             let mut out = alloc::vec![0u8];
             out.extend_from_slice(&buf);
-            return Ok((out, false));
+            Ok(out)
+        };
+        let info = res::info(pipe)?;
+        let writers = info.detail & 0xffff_ffff;
+        if info.size > 0 {
+            return Ok((held(info.size)?, false));
         }
         let ended = writers == 0 || !sys::live_processes()?.iter().any(|p| p.pid == pid);
         if ended {
+            // It may have written its last bytes between the first look and its end: once
+            // it has ended nothing more comes, so this look is the last word.
+            let last = res::info(pipe)?;
+            if last.size > 0 {
+                return Ok((held(last.size)?, false));
+            }
             let _ = res::close(pipe);
         }
         Ok((alloc::vec![u8::from(ended)], ended))
