@@ -54,6 +54,26 @@ fn uptimes(lines: &[String]) -> Vec<f64> {
         .collect()
 }
 
+/// Boot the machines `o` describes (1.. logged) and run `script` in machine 0's shell: its
+/// console lines.
+fn drive(
+    kernel: &Path,
+    archive: &Path,
+    o: &Options,
+    name: &str,
+    script: &str,
+) -> Result<Vec<String>> {
+    let steps = crate::script::parse(script)?;
+    let cluster = Cluster::plan(kernel, archive, o)?;
+    let others = cluster.start_logged(1)?;
+    let lines =
+        crate::script::run_steps_with(&cluster.guests[0], name, &steps, |_| false, &mut |_, _| {
+            Ok(())
+        });
+    drop(others);
+    lines
+}
+
 /// One run: (both jobs on one machine, spread over two), in ns of machine 0's clock.
 pub fn run(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
     let o = Options {
@@ -70,18 +90,8 @@ pub fn run(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
         placement(spread_first),
         placement(!spread_first)
     );
-    let steps = crate::script::parse(&script)?;
-    let cluster = Cluster::plan(kernel, archive, &o)?;
-    let others = cluster.start_logged(1)?;
-    let lines = crate::script::run_steps_with(
-        &cluster.guests[0],
-        &format!("bench machines, Table 5, run {}", index + 1),
-        &steps,
-        |_| false,
-        &mut |_, _| Ok(()),
-    );
-    drop(others);
-    let lines = lines?;
+    let name = format!("bench machines, Table 5, run {}", index + 1);
+    let lines = drive(kernel, archive, &o, &name, &script)?;
     // A local job that exited 0 is `[0.N] done`; the remote one `m1:0.N (pmake) exited
     // with status 0`; anything else is an error line, which fails the script.
     let ended = lines
@@ -144,18 +154,8 @@ pub fn table1(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)>
         (&there, &here)
     };
     let script = format!("machines wait\nrun pmake src m1:\n{a}{b}");
-    let steps = crate::script::parse(&script)?;
-    let cluster = Cluster::plan(kernel, archive, &o)?;
-    let others = cluster.start_logged(1)?;
-    let lines = crate::script::run_steps_with(
-        &cluster.guests[0],
-        &format!("bench machines, Table 1, run {}", index + 1),
-        &steps,
-        |_| false,
-        &mut |_, _| Ok(()),
-    );
-    drop(others);
-    let lines = lines?;
+    let name = format!("bench machines, Table 1, run {}", index + 1);
+    let lines = drive(kernel, archive, &o, &name, &script)?;
     match (cc_time(&lines, "-"), cc_time(&lines, "m1:")) {
         (Some(disk), Some(diskless)) => Ok((disk, diskless)),
         _ => bail!("a `pmake cc` printed no time; see the console above"),

@@ -26,6 +26,7 @@
 //! is sent). The requests of other machines run on their own workers ([`worker`]), so
 //! that remote `wait`s, which hold the other workers, never hold up a file request.
 
+use crate::ops::{word, words};
 use crate::{now, with, State};
 use alloc::vec::Vec;
 use mrpc::Header;
@@ -84,17 +85,6 @@ pub enum Kind {
     Output,
     /// `OP_INPUT` (`streams::input_local`): its bytes came from it.
     Input,
-}
-
-fn word(p: &[u8], i: usize) -> Result<u64, Error> {
-    p.get(i * 8..i * 8 + 8)
-        .and_then(|b| b.try_into().ok())
-        .map(u64::from_le_bytes)
-        .ok_or(Error::InvalidArgument)
-}
-
-pub(crate) fn words(ws: &[u64]) -> Vec<u8> {
-    ws.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 
 /// Does fs op `op` name a file by the name at the ICA's start?

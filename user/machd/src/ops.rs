@@ -71,14 +71,16 @@ pub struct Job {
     timeout_ns: u64,
 }
 
-fn word(p: &[u8], i: usize) -> Result<u64, Error> {
+/// Word `i` (little-endian u64) of payload `p`.
+pub(crate) fn word(p: &[u8], i: usize) -> Result<u64, Error> {
     p.get(i * 8..i * 8 + 8)
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)
         .ok_or(Error::InvalidArgument)
 }
 
-fn words(ws: &[u64]) -> Vec<u8> {
+/// `ws` as a payload.
+pub(crate) fn words(ws: &[u64]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_le_bytes()).collect()
 }
 

@@ -165,11 +165,7 @@ fn start_and_wait(
     typeahead: &mut Vec<u8>,
 ) -> Result<(), String> {
     for stage in &stages[1..] {
-        let serial = PIPES.fetch_add(1, Ordering::Relaxed);
-        let core = stage.core.unwrap_or(here);
-        let id = stdio::pipe(Some(core), None, serial)
-            .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))?;
-        pipes.push(id);
+        pipes.push(open_pipe(stage.core.unwrap_or(here))?);
     }
     let mut pids: Vec<(Pid, &str)> = Vec::new();
     for (i, stage) in stages.iter().enumerate() {
@@ -205,16 +201,35 @@ fn start_and_wait(
         }
     }
     let mut first_error = None;
-    let last = pids.len() - 1;
+    wait_stages(pids, true, typeahead, &mut first_error)?;
+    first_error.map_or(Ok(()), Err)
+}
+
+/// Wait for a pipeline's local programs, noting the first failure. A program that ended
+/// because its reader had gone (`stdio::BROKEN_PIPE`, Unix's SIGPIPE) is not a failure,
+/// unless it is the last and `last_to_console` (it had no reader).
+fn wait_stages(
+    pids: Vec<(Pid, &str)>,
+    last_to_console: bool,
+    typeahead: &mut Vec<u8>,
+    first_error: &mut Option<String>,
+) -> Result<(), String> {
+    let last = pids.len().saturating_sub(1);
     for (i, (pid, prog)) in pids.into_iter().enumerate() {
         let status = wait_foreground(pid, typeahead)?;
-        // A writer whose reader ended first ends so (Unix's SIGPIPE): not a failure.
         let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
-        if i == last || !broken {
-            continue_or_note(&status, pid, prog, &mut first_error);
+        if (i == last && last_to_console) || !broken {
+            continue_or_note(&status, pid, prog, first_error);
         }
     }
-    first_error.map_or(Ok(()), Err)
+    Ok(())
+}
+
+/// A pipe read on `core`.
+fn open_pipe(core: usize) -> Result<ResId, String> {
+    let serial = PIPES.fetch_add(1, Ordering::Relaxed);
+    stdio::pipe(Some(core), None, serial)
+        .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))
 }
 
 /// A pipeline whose first program (`first`: `PROG [ARGS] -m M [-c C]`) runs on another
@@ -229,11 +244,7 @@ fn from_machine(
     typeahead: &mut Vec<u8>,
 ) -> Result<(), String> {
     for stage in stages {
-        let serial = PIPES.fetch_add(1, Ordering::Relaxed);
-        let core = stage.core.unwrap_or(here);
-        let id = stdio::pipe(Some(core), None, serial)
-            .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))?;
-        pipes.push(id);
+        pipes.push(open_pipe(stage.core.unwrap_or(here))?);
     }
     let mut pids: Vec<(Pid, &str)> = Vec::new();
     let started = stages.iter().enumerate().try_for_each(|(i, stage)| {
@@ -269,14 +280,7 @@ fn from_machine(
             Some(e)
         }
     };
-    let last = pids.len().saturating_sub(1);
-    for (i, (pid, prog)) in pids.into_iter().enumerate() {
-        let status = wait_foreground(pid, typeahead)?;
-        let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
-        if i == last || !broken {
-            continue_or_note(&status, pid, prog, &mut first_error);
-        }
-    }
+    wait_stages(pids, true, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
 }
 
@@ -292,15 +296,12 @@ fn to_machine(
     typeahead: &mut Vec<u8>,
 ) -> Result<(), String> {
     for _ in stages {
-        let serial = PIPES.fetch_add(1, Ordering::Relaxed);
         // Each pipe on its reader's core; the last one's reader is the shell.
         let core = stages
             .get(pipes.len() + 1)
             .and_then(|s| s.core)
             .unwrap_or(here);
-        let id = stdio::pipe(Some(core), None, serial)
-            .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))?;
-        pipes.push(id);
+        pipes.push(open_pipe(core)?);
     }
     let mut pids: Vec<(Pid, &str)> = Vec::new();
     let started = stages.iter().enumerate().try_for_each(|(i, stage)| {
@@ -335,14 +336,8 @@ fn to_machine(
             Some(e)
         }
     };
-    for (pid, prog) in pids {
-        let status = wait_foreground(pid, typeahead)?;
-        // A writer whose reader ended first ends so: not a failure.
-        let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
-        if !broken {
-            continue_or_note(&status, pid, prog, &mut first_error);
-        }
-    }
+    // The last local program writes into the shell's pipe: its reader may go first too.
+    wait_stages(pids, false, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
 }
 
