@@ -110,6 +110,22 @@ pub const fn fs_word(machine: u64, op: u64, name_len: u64) -> u64 {
     (machine & 0xff) | (op & 0xff) << 8 | (name_len & 0xffff) << 16
 }
 
+/// How much of a directory listing (`abi::fs::FS_READDIR`'s lines `NAME SIZE\n`) one
+/// `OP_FS` answer of at most `max` bytes carries: whole lines only. Returns the bytes kept,
+/// the entries (lines) they hold, and whether lines were left out (the caller asks again
+/// from the next entry).
+pub fn fit_listing(listing: &[u8], max: usize) -> (usize, u64, bool) {
+    let lines = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() as u64;
+    if listing.len() <= max {
+        return (listing.len(), lines(listing), false);
+    }
+    let cut = listing[..max]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    (cut, lines(&listing[..cut]), true)
+}
+
 /// Print the output of process `words[2]` of machine `words[0]` (life `words[1]`; spawned
 /// with [`SPAWN_RELAY`]) on this machine's console as it comes, in the background, until it
 /// ends: a remote background job's output (`run PROG -m M &`). At most [`FOLLOW_MAX`] at
@@ -163,3 +179,31 @@ pub const UP: u64 = 1;
 pub const DOWN: u64 = 2;
 /// Never heard from.
 pub const NEVER: u64 = 3;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fs_word_packs_machine_op_and_name_length() {
+        let w = fs_word(3, 8, 4000);
+        assert_eq!(w & 0xff, 3);
+        assert_eq!((w >> 8) & 0xff, 8);
+        assert_eq!((w >> 16) & 0xffff, 4000);
+        // Out-of-range parts are cut to their fields, never spill into the next.
+        assert_eq!(fs_word(0x1ff, 0, 0), 0xff);
+        assert_eq!(fs_word(0, 0x1ff, 0) >> 16, 0);
+    }
+
+    #[test]
+    fn a_listing_is_cut_at_whole_lines() {
+        let l = b"A.TXT 1\nBB.TXT 22\nDIR/ 0\n";
+        assert_eq!(fit_listing(l, 100), (l.len(), 3, false));
+        // 17 bytes: the first two lines (8 + 10 = 18) do not fit; the first does.
+        assert_eq!(fit_listing(l, 17), (8, 1, true));
+        assert_eq!(fit_listing(l, 18), (18, 2, true));
+        // A line longer than the answer: nothing fits (the caller stops: no entries).
+        assert_eq!(fit_listing(l, 5), (0, 0, true));
+        assert_eq!(fit_listing(b"", 10), (0, 0, false));
+    }
+}

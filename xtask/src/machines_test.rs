@@ -346,6 +346,11 @@ pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
     crate::disk::put(&image, "BIG.BIN", &big)?;
     let hello = std::fs::read(crate::user::target_dir().join("stripped/hello"))?;
     crate::disk::put(&image, "HELLO", &hello)?;
+    // A directory whose listing (80 lines, about 1,100 bytes) takes two answers.
+    crate::disk::mkdir(&image, "MANY")?;
+    for i in 0..80 {
+        crate::disk::put(&image, &format!("MANY/FILE{i:02}.TXT"), b"many\n")?;
+    }
     let faults = Faults {
         drop_pct: 5,
         dup_pct: 5,
@@ -366,6 +371,11 @@ pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
         ("rm m1:SUB/A.TXT", &[], &[]),
         ("rm m1:SUB", &[], &[]),
         ("ls m1:", &["BIG2.BIN", "OUT.TXT", "GREET.TXT"], &[]),
+        (
+            "ls m1:MANY",
+            &["FILE00.TXT", "FILE79.TXT", "80 entries"],
+            &[],
+        ),
         ("cat GREET.TXT", &[], &["not running"]),
         ("cat m1:NOPE.TXT", &[], &["no such file"]),
         ("cat m3:X.TXT", &[], &["no machine 3"]),

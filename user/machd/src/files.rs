@@ -352,13 +352,10 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         FS_READDIR => {
             // Whole lines that fit one answer; the caller asks again from the next entry.
             bytes.truncate((fw[0] as usize).min(bytes.len()));
-            if bytes.len() > FS_REMOTE_MAX {
-                let cut = bytes[..FS_REMOTE_MAX]
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |i| i + 1);
-                bytes.truncate(cut);
-                fw[1] = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+            let (kept, entries, cut) = mach::fit_listing(&bytes, FS_REMOTE_MAX);
+            if cut {
+                bytes.truncate(kept);
+                fw[1] = entries;
                 fw[2] = 1;
             }
             fw[0] = bytes.len() as u64;
