@@ -54,6 +54,18 @@ fn uptimes(lines: &[String]) -> Vec<f64> {
         .collect()
 }
 
+/// Two one-core machines (a core each, as Agora-1's PCs had one processor), with `disks`.
+fn options(disks: Vec<Option<std::path::PathBuf>>) -> Options {
+    Options {
+        machines: 2,
+        smp: 1,
+        mem_mib: 256,
+        cmdline: String::new(),
+        faults: Faults::default(),
+        disks,
+    }
+}
+
 /// Boot the machines `o` describes (1.. logged) and run `script` in machine 0's shell: its
 /// console lines.
 fn drive(
@@ -76,14 +88,7 @@ fn drive(
 
 /// One run: (both jobs on one machine, spread over two), in ns of machine 0's clock.
 pub fn run(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
-    let o = Options {
-        machines: 2,
-        smp: 1,
-        mem_mib: 256,
-        cmdline: String::new(),
-        faults: Faults::default(),
-        disks: Vec::new(),
-    };
+    let o = options(Vec::new());
     let spread_first = index % 2 == 1;
     let script = format!(
         "machines wait\n{}{}",
@@ -138,14 +143,7 @@ fn cc_time(lines: &[String], files: &str) -> Option<f64> {
 pub fn table1(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
     let image = crate::build::workspace_root().join("target/bench-mfiles.img");
     crate::disk::make(&image)?;
-    let o = Options {
-        machines: 2,
-        smp: 1,
-        mem_mib: 256,
-        cmdline: String::new(),
-        faults: Faults::default(),
-        disks: vec![None, Some(image)],
-    };
+    let o = options(vec![None, Some(image)]);
     let there = format!("run pmake cc - {WORK} -m 1\n");
     let here = format!("run pmake cc m1: {WORK}\n");
     let (a, b) = if index % 2 == 1 {

@@ -59,6 +59,21 @@ pub struct Served {
     pid: Pid,
 }
 
+impl Served {
+    /// Opened by process `pid` of machine `h.from` in its life `h.epoch`?
+    fn by(&self, h: &Header, pid: Pid) -> bool {
+        self.machine == h.from && self.epoch == h.epoch && self.pid == pid
+    }
+}
+
+/// Take out of `s.served` the files `gone` picks: their handles.
+fn take_served(s: &mut State, gone: impl Fn(&Served) -> bool) -> Vec<u64> {
+    let (out, kept): (Vec<Served>, Vec<Served>) =
+        core::mem::take(&mut s.served).into_iter().partition(gone);
+    s.served = kept;
+    out.into_iter().map(|f| f.handle).collect()
+}
+
 /// A program of this one that opened (or tried to open) a file of machine `machine` in
 /// its life `epoch` (the requesting half).
 pub struct Opener {
@@ -108,10 +123,7 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
         let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
     };
     let w = r.msg.words;
-    let (m, op, name_len) = (w[0] & 0xff, (w[0] >> 8) & 0xff, (w[0] >> 16) & 0xffff);
-    let Ok(m) = u8::try_from(m) else {
-        return give_back(Error::InvalidArgument);
-    };
+    let (m, op, name_len) = (w[0] as u8, (w[0] >> 8) & 0xff, (w[0] >> 16) & 0xffff);
     if m >= s.n || m == s.me || !(named(op) || on_handle(op)) {
         return give_back(Error::InvalidArgument);
     }
@@ -120,18 +132,14 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
         FS_WRITE => w[3],
         _ => 0,
     };
-    if len > FS_REMOTE_MAX as u64 || len > FS_ICA_SIZE {
+    // (`FS_REMOTE_MAX` is under `FS_ICA_SIZE`.) A read's length travels as asked: the
+    // other machine answers at most `FS_REMOTE_MAX` bytes.
+    if len > FS_REMOTE_MAX as u64 {
         return give_back(Error::TooLong);
     }
-    // A read asks for no more than one answer carries.
-    let w1 = if op == FS_READ {
-        w[3].min(FS_REMOTE_MAX as u64)
-    } else {
-        w[3]
-    };
-    let mut payload = words(&[op, w[2], w1, name_len, r.sender.0]);
+    let mut payload = words(&[op, w[2], w[3], name_len, r.sender.0]);
     // SAFETY: the request's ICA is attached at `at`, FS_ICA_SIZE bytes, ours until we
-    // answer; `len` is at most that.
+    // answer; `len` is at most FS_REMOTE_MAX, less than that.
     payload
         .extend_from_slice(unsafe { core::slice::from_raw_parts(at as *const u8, len as usize) });
     let epoch = u32::try_from(w[1]).ok().filter(|&e| e != 0);
@@ -282,14 +290,7 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let pid = Pid(pid);
     if op == FS_CLOSE_ALL {
         // The program ended: its files here go.
-        let handles: Vec<u64> = with(|s| {
-            let (gone, kept): (Vec<Served>, Vec<Served>) = core::mem::take(&mut s.served)
-                .into_iter()
-                .partition(|f| f.machine == h.from && f.epoch == h.epoch && f.pid == pid);
-            s.served = kept;
-            gone.into_iter().map(|f| f.handle).collect()
-        });
-        for handle in handles {
+        for handle in with(|s| take_served(s, |f| f.by(h, pid))) {
             let _ = fs::proxy(FS_CLOSE, [handle, 0, 0, 0, 0, 0], &[], 0);
         }
         return Ok(words(&[0, 0, 0]));
@@ -297,12 +298,8 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     if fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
         return Err(Error::NotSupported);
     }
-    let mine = |s: &State| {
-        s.served
-            .iter()
-            .any(|f| f.handle == w0 && f.machine == h.from && f.epoch == h.epoch && f.pid == pid)
-    };
-    if on_handle(op) && !with(|s| mine(s)) {
+    let mine = |f: &Served| f.handle == w0 && f.by(h, pid);
+    if on_handle(op) && !with(|s| s.served.iter().any(mine)) {
         return Err(Error::InvalidArgument);
     }
     let (name_len, len) = match op {
@@ -325,10 +322,7 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     };
     let r = fs::proxy(op, [w0, w1, 0, name_len, 0, 0], &data[..len as usize], out);
     if op == FS_CLOSE {
-        with(|s| {
-            s.served
-                .retain(|f| !(f.handle == w0 && f.machine == h.from && f.pid == pid))
-        });
+        with(|s| take_served(s, mine));
     }
     let (mut fw, mut bytes) = r?;
     match op {
@@ -372,12 +366,8 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
 /// with that life; a machine only seen as down may still hold them (one-way loss), so
 /// their closing stays noted.
 pub fn machine_gone(s: &mut State, m: u8, restarted: bool) {
-    let (gone, kept): (Vec<Served>, Vec<Served>) = core::mem::take(&mut s.served)
-        .into_iter()
-        .partition(|f| f.machine == m);
-    s.served = kept;
-    for f in gone {
-        let _ = queue(s, Job::Close(f.handle));
+    for handle in take_served(s, |f| f.machine == m) {
+        let _ = queue(s, Job::Close(handle));
     }
     if restarted {
         s.opened.retain(|o| o.machine != m);
