@@ -318,6 +318,8 @@ pub struct CoreInfo {
     /// Rendezvous messages between processes served on this core (P0's IPC count: a
     /// request taken by `RECV`, an answer given by `REPLY`), indexed by the `IPC_*` values.
     pub ipc_messages: [u64; IPC_COUNTERS],
+    /// Address-space switches (CR3 writes; each flushes the core's TLB).
+    pub vspace_switches: u64,
 }
 
 /// `CoreInfo::ipc_messages`: requests taken by a server of the core (one-way sends too).

@@ -284,37 +284,63 @@ fn complete_in_but(
     }
     // A thread the caller switches to takes the result itself: the others need not look.
     if wake {
-        wake_waiting_threads(s, pid.serial());
+        wake_waiting_threads(s, pid.serial(), Waits::Answer);
     }
     true
 }
 
-/// Is thread `t` blocked in COLLECT, RECV or a CALL?
-fn waits_in_ipc(s: &sched::Sched, t: u32) -> bool {
-    s.state_of(t)
-        .is_some_and(|st| matches!(st, sched::ThreadState::Blocked(sched::Block::Ipc(_))))
+/// What a thread blocked in the request path waits for, so that an event wakes only the
+/// threads it concerns (a result does not wake a server waiting in `RECV`: that would cost
+/// two context switches for nothing).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Waits {
+    /// A result: COLLECT, CALL, ENTER (`Block::Ipc`).
+    Answer,
+    /// A request: RECV, REPLY_RECV (`Block::Recv`).
+    Request,
+    /// Either (a retirement's notice, ring completions a thread may wait for either way).
+    Any,
 }
 
-/// Wake the threads of process `serial` waiting in COLLECT or RECV (without copying its
-/// thread list).
-pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32) {
+/// Is thread `t` blocked in the request path waiting for `what`?
+fn waits_for(s: &sched::Sched, t: u32, what: Waits) -> bool {
+    use sched::{Block, ThreadState::Blocked};
+    match s.state_of(t) {
+        Some(Blocked(Block::Ipc(_))) => what != Waits::Request,
+        Some(Blocked(Block::Recv(_))) => what != Waits::Answer,
+        _ => false,
+    }
+}
+
+/// Wake the threads of process `serial` waiting for `what` (without copying its thread
+/// list).
+pub(crate) fn wake_waiting_threads(s: &mut sched::Sched, serial: u32, what: Waits) {
     let mut i = 0;
     while let Some(t) = s
         .processes
         .get(&serial)
         .and_then(|p| p.threads.get(i).copied())
     {
-        if waits_in_ipc(s, t) {
+        if waits_for(s, t, what) {
+            note_wake();
             s.wake(t);
         }
         i += 1;
     }
 }
 
-/// Wake the threads (of one process) waiting in COLLECT or RECV: each looks again.
+fn note_wake() {
+    let stats = &crate::percore::this().stats;
+    stats
+        .ipc_wakes
+        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Wake the threads (of one process) waiting for an answer: each looks again.
 fn wake_if_waiting(s: &mut sched::Sched, threads: &[u32]) {
     for &thread in threads {
-        if waits_in_ipc(s, thread) {
+        if waits_for(s, thread, Waits::Answer) {
+            note_wake();
             s.wake(thread);
         }
     }
@@ -440,7 +466,7 @@ fn call_as<const PASS: bool>(
         }
     };
     if let Some(receiver) = receiver {
-        hand_over(receiver, u64::MAX);
+        hand_over(receiver, sched::Block::Ipc(u64::MAX));
         // Switched back, most often by the receiver's REPLY_RECV with the answer.
         if let Some(c) = fast::first_answer(ticket) {
             return Ok(c);

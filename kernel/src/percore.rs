@@ -85,6 +85,12 @@ pub struct CoreStats {
     /// Of those, the register calls' handoffs (`ipc::direct`: the message written straight
     /// into the other thread's saved registers).
     pub ipc_handoffs: AtomicU64,
+    /// Threads woken in the request path to look at their queues again (`ipc::Waits`): a
+    /// result woke a thread waiting for answers, a request one waiting to receive.
+    pub ipc_wakes: AtomicU64,
+    /// Address-space switches (CR3 writes by `paging::activate`): each flushes the core's
+    /// TLB, the dominant cost of a switch under QEMU's TCG (docs/design.md, "Measuring").
+    pub vspace_switches: AtomicU64,
     /// Rendezvous messages between processes (P0's IPC count), counted on the serving
     /// core (`ipc::note_request`, `ipc::note_reply`), indexed by the `abi::IPC_*` values.
     pub ipc_messages: [AtomicU64; abi::IPC_COUNTERS],
@@ -116,6 +122,8 @@ impl CoreStats {
             serial_irqs: AtomicU64::new(0),
             ipc_direct: AtomicU64::new(0),
             ipc_handoffs: AtomicU64::new(0),
+            ipc_wakes: AtomicU64::new(0),
+            vspace_switches: AtomicU64::new(0),
             ipc_messages: [const { AtomicU64::new(0) }; abi::IPC_COUNTERS],
             pipe_notices_sent: AtomicU64::new(0),
             pipe_notices_taken: AtomicU64::new(0),

@@ -186,7 +186,7 @@ fn flush(mem: &RingMem) -> Result<(), Error> {
         // Another thread of the process may wait in ENTER for these.
         sched::with(|s| {
             if let Some(serial) = s.current_process() {
-                ipc::wake_waiting_threads(s, serial);
+                ipc::wake_waiting_threads(s, serial, ipc::Waits::Answer);
             }
         });
     }

@@ -88,7 +88,7 @@ pub fn call(frame: &mut TrapFrame) -> Result<u64, Error> {
         fast::call_local(endpoint, msg, via, None).map_err(|e| crate::fnid::gone_if_via(e, via))?;
     frame.error_code = WAITS_ANSWER;
     match receiver {
-        Some(r) => super::hand_over(r, u64::MAX),
+        Some(r) => super::hand_over(r, Block::Ipc(u64::MAX)),
         None => sched::block(Block::Ipc(u64::MAX)),
     }
     escaped(frame);
@@ -279,7 +279,7 @@ fn receive(frame: &mut TrapFrame, target: ResId, endpoint: ResId) -> Result<u64,
             Ok(None) => {
                 // Noted as the receiver: wait marked.
                 frame.error_code = WAITS_RECV;
-                sched::block(Block::Ipc(u64::MAX));
+                sched::block(Block::Recv(u64::MAX));
                 escaped(frame);
                 continue;
             }
@@ -335,7 +335,7 @@ fn reply_direct(
                 Some(sched::NextRuns::of(caller.pid.serial(), c))
             });
         let handed = runs
-            .and_then(|runs| s.handoff(caller.thread, Block::Ipc(u64::MAX), WAITS_ANSWER, runs));
+            .and_then(|runs| s.handoff(caller.thread, Block::Recv(u64::MAX), WAITS_ANSWER, runs));
         let Some((direct, to)) = handed else {
             // Refused: put back what was taken.
             if runs.is_some() {

@@ -5,7 +5,7 @@
 //! path, which they must agree with (same errors, in the same order).
 
 use super::{
-    waits_in_ipc, wake_waiting_threads, Caller, Incoming, ProcIpc, MAX_IN_FLIGHT, MAX_QUEUED,
+    waits_for, wake_waiting_threads, Caller, Incoming, ProcIpc, Waits, MAX_IN_FLIGHT, MAX_QUEUED,
 };
 use crate::proc::sched;
 use abi::ipc::{self as api, Completion, Msg};
@@ -176,10 +176,10 @@ pub(super) fn call_local(
                 return Err(e);
             }
         };
-        let receiver = receiver.filter(|&t| waits_in_ipc(s, t));
+        let receiver = receiver.filter(|&t| waits_for(s, t, Waits::Request));
         // The receiver handed the core takes the request: the others need not look.
         if receiver.is_none() {
-            wake_waiting_threads(s, owner.serial());
+            wake_waiting_threads(s, owner.serial(), Waits::Request);
         }
         Ok((ticket, receiver))
     })

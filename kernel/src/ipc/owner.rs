@@ -33,18 +33,17 @@ pub fn enqueue(mut incoming: Incoming) -> Result<(), Error> {
             ica::land(p.vspace.as_mut(), ica, &mut incoming.msg)?;
         }
         p.ipc.requests.push_back(incoming);
-        wake_waiting_threads(s, owner.serial());
+        wake_waiting_threads(s, owner.serial(), Waits::Request);
         Ok(())
     })
 }
 
 /// Hand the core to `thread`, just given what it waits for, blocking the running thread
-/// until `deadline`; if the direct switch is refused, wake `thread` and block the ordinary
-/// way.
-pub(super) fn hand_over(thread: u32, deadline: u64) {
-    if !sched::switch_to(thread, sched::Block::Ipc(deadline)) {
+/// for `why`; if the direct switch is refused, wake `thread` and block the ordinary way.
+pub(super) fn hand_over(thread: u32, why: sched::Block) {
+    if !sched::switch_to(thread, why) {
         sched::with(|s| s.wake(thread));
-        sched::block(sched::Block::Ipc(deadline));
+        sched::block(why);
     }
 }
 
@@ -149,8 +148,8 @@ fn receive(
             break Err(Error::TimedOut);
         }
         match first.take() {
-            Some(t) => hand_over(t, deadline),
-            None => sched::block(sched::Block::Ipc(deadline)),
+            Some(t) => hand_over(t, sched::Block::Recv(deadline)),
+            None => sched::block(sched::Block::Recv(deadline)),
         }
     };
     // The answered thread was not handed the core (a request was waiting): wake it.
@@ -296,7 +295,8 @@ fn reply_recv_as<const PASS: bool>(
             p.ipc.receiver = thread.map(|t| (t, endpoint));
         }
         // On this core: queue the answer; the caller's thread is woken below or switched to.
-        let direct = (!queued && waits_in_ipc(s, caller.thread)).then_some(caller.thread);
+        let direct =
+            (!queued && waits_for(s, caller.thread, Waits::Answer)).then_some(caller.thread);
         let done = match if PASS { ica.take() } else { None } {
             None => complete_in_but(
                 s,

@@ -106,7 +106,7 @@ pub fn ask(r: Retire) -> Result<(), Error> {
             retire: r,
             noticed: false,
         }));
-        wake_waiting_threads(s, serial);
+        wake_waiting_threads(s, serial, super::Waits::Any);
         Ok(())
     })
 }

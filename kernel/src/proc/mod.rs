@@ -599,7 +599,10 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
         .is_some_and(|v| v.root() == paging::active_root())
     {
         // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
-        unsafe { paging::activate(paging::kernel_root()) };
+        if unsafe { paging::activate(paging::kernel_root()) } {
+            let stats = &crate::percore::this().stats;
+            stats.vspace_switches.fetch_add(1, Ordering::Relaxed);
+        }
     }
     if let Some(v) = vspace.as_ref().filter(|_| !moved) {
         crate::entry::events::vregions_detached(v.attachments().iter().map(|a| a.2));

@@ -50,8 +50,13 @@ pub enum Block {
     Rpcc(u64),
     /// An RPCC agent kept asleep for its next request.
     Agent,
-    /// In COLLECT or RECV, until this time at the latest (ns since reset).
+    /// Waiting for an answer (COLLECT, CALL, ENTER), until this time at the latest (ns since
+    /// reset): woken by results, not by requests.
     Ipc(u64),
+    /// Waiting for a request (RECV, the receiving half of REPLY_RECV), until this time at
+    /// the latest: woken by requests (and a retirement's notice), not by results, so that
+    /// a server's own asynchronous calls finishing do not switch to it for nothing.
+    Recv(u64),
     /// In THREAD_JOIN, until this time at the latest.
     Join(u64),
     /// In a semaphore's P.
@@ -543,7 +548,7 @@ impl Sched {
             None => SwitchPlan {
                 save,
                 next_rsp: self.idle_rsp,
-                root: paging::kernel_root(),
+                root: idle_root(),
                 kstack_top: None,
                 user: 0,
                 pid: 0,
@@ -555,10 +560,29 @@ impl Sched {
     }
 }
 
+/// The address space the idle context runs on. It touches only the kernel half, which every
+/// address space maps alike, so in per-core mode it keeps the one that is active (Linux's
+/// lazy TLB): a thread of the same process woken from idle then resumes without a CR3
+/// write, which flushes the TLB (under QEMU's TCG about half of a same-core rendezvous's
+/// time). The address space is never freed under it: only its own core frees a process's
+/// address space, leaving it first if active (`VSpace::drop`). In big-lock mode another
+/// core may free it (acting for this one), so the idle context takes the kernel's tables.
+fn idle_root() -> u64 {
+    if crate::structure::biglock() {
+        paging::kernel_root()
+    } else {
+        paging::active_root()
+    }
+}
+
 /// A thread about to block for `why`: program this core's timer for its deadline, if any.
 fn arm_for(why: Block) {
-    if let Block::Sleep(at) | Block::Wait(at) | Block::Ipc(at) | Block::Join(at) | Block::Pipe(at) =
-        why
+    if let Block::Sleep(at)
+    | Block::Wait(at)
+    | Block::Ipc(at)
+    | Block::Recv(at)
+    | Block::Join(at)
+    | Block::Pipe(at) = why
     {
         time::arm(at);
     }
@@ -579,13 +603,14 @@ fn perform(plan: SwitchPlan) {
     core.running_priority
         .store(plan.priority, Ordering::Relaxed);
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
-    // copies it); `save` points into this core's scheduler state (a boxed thread, or the
-    // Sched itself), which stays put until the switch writes it; `next_rsp` was saved by a
-    // switch or built by `prepare_user_entry` on a stack that is still mapped.
-    unsafe {
-        paging::activate(plan.root);
-        context::switch(plan.save, plan.next_rsp);
+    // copies it).
+    if unsafe { paging::activate(plan.root) } {
+        core.stats.vspace_switches.fetch_add(1, Ordering::Relaxed);
     }
+    // SAFETY: `save` points into this core's scheduler state (a boxed thread, or the Sched
+    // itself), which stays put until the switch writes it; `next_rsp` was saved by a switch
+    // or built by `prepare_user_entry` on a stack that is still mapped.
+    unsafe { context::switch(plan.save, plan.next_rsp) };
     // Resumed: this context's kernel activity acts for its own user again.
     crate::entry::events::context_resumed(UserId(
         percore::this().running_user.load(Ordering::Relaxed),
@@ -742,6 +767,7 @@ pub fn on_timer(now: u64, tick: bool, from_user: bool) -> u64 {
                 Block::Sleep(at)
                 | Block::Wait(at)
                 | Block::Ipc(at)
+                | Block::Recv(at)
                 | Block::Join(at)
                 | Block::Pipe(at),
             ) = t.state

@@ -683,10 +683,17 @@ impl Drop for VSpace {
         for (at, text) in core::mem::take(&mut self.text) {
             self.unmap_shared(at, text.frames().len() as u64);
         }
-        debug_assert!(
-            paging::active_root() != self.root,
-            "dropping the active address space"
-        );
+        if paging::active_root() == self.root {
+            // The idle context kept it (`sched::idle_root`), or its last thread ended here:
+            // leave it for the kernel's tables before they go.
+            // SAFETY: the kernel's tables map the kernel half, all the kernel uses here.
+            if unsafe { paging::activate(paging::kernel_root()) } {
+                let stats = &crate::percore::this().stats;
+                stats
+                    .vspace_switches
+                    .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
         // SAFETY: nobody runs on this address space any more (the owner switched away);
         // the lower-half tables were built by `map_4k` from this core's pool.
         unsafe {

@@ -24,6 +24,9 @@
 //!
 //! `ipccheck regs [CORE]`: the register calls, parts (m) to (q) (see `regs.rs`).
 //!
+//! `ipccheck quiet`: part (r), a thread waiting in `RECV` is not woken by its process's
+//! results (see `quiet.rs`).
+//!
 //! Roles (the child side): `ipccheck caller EP N`, `ipccheck flood EP`, `ipccheck server`,
 //! `ipccheck leaver EP`, `ipccheck tagged EP N TAG [quiet|busy]`,
 //! `ipccheck stale EP`.
@@ -32,6 +35,7 @@
 
 extern crate alloc;
 
+mod quiet;
 mod regs;
 
 use alloc::format;
@@ -64,6 +68,7 @@ fn main(args: &[&str]) -> i32 {
             let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);
             regs::regs(core).map(|()| println!("ipccheck: ok"))
         }
+        Some("quiet") => quiet::quiet().map(|()| println!("ipccheck: ok")),
         Some("kfast") => {
             let here = sys::core().unwrap_or(0);
             let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);

@@ -55,7 +55,8 @@ commands:
   help                            this list
   ps                              processes of every core, by core: pid, core, state,
                                   priority, cpu time, memory
-  cores                           cores: load since boot, free frames, processes, IPIs
+  cores                           cores: load since boot, free frames, processes, IPIs,
+                                  address-space switches (CR3 writes)
   pci                             PCI functions: bus:dev.fn, ids, class, BARs, IRQ, holder
   mem                             free and total memory per core
   run PROG [ARGS...] [-p PRIO] [-c CORE] [&]

@@ -300,15 +300,18 @@ pub fn lower_half_pages(root: u64) -> alloc::vec::Vec<(u64, u64, bool, bool)> {
     out
 }
 
-/// Switch this core to the address space `root` (no-op if already active).
+/// Switch this core to the address space `root` (no-op if already active); whether it
+/// switched (a CR3 write, which flushes the core's non-global translations).
 ///
 /// # Safety
 /// `root` must map the kernel half like the kernel's own tables.
-pub unsafe fn activate(root: u64) {
-    if active_root() != root {
-        // SAFETY: per the caller, the kernel stays mapped.
-        unsafe { super::cpu::write_cr3(root) };
+pub unsafe fn activate(root: u64) -> bool {
+    if active_root() == root {
+        return false;
     }
+    // SAFETY: per the caller, the kernel stays mapped.
+    unsafe { super::cpu::write_cr3(root) };
+    true
 }
 
 /// Physical address of the active top-level table.

@@ -136,7 +136,11 @@ impl Sched {
             return None;
         }
         let n = self.threads.get_mut(&next)?;
-        if !matches!(n.state, ThreadState::Blocked(Block::Ipc(_))) || n.process != runs.serial {
+        if !matches!(
+            n.state,
+            ThreadState::Blocked(Block::Ipc(_) | Block::Recv(_))
+        ) || n.process != runs.serial
+        {
             return None;
         }
         // A thread in a system call has its user registers in the frame at the top of its
