@@ -169,23 +169,27 @@ impl core::fmt::Display for Pid {
 }
 
 /// Scheduling priority: a lower number runs first (AnT's order: driver processes, then OS
-/// servers, then applications).
+/// servers, then applications), and below them work that may use only what is left: a
+/// replacement server preparing itself while the old one serves (`FN_TAKEOVER` raises it to
+/// server priority once it has taken over).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Priority {
     Driver = 0,
     Server = 1,
     App = 2,
+    Background = 3,
 }
 
 impl Priority {
-    pub const LEVELS: usize = 3;
+    pub const LEVELS: usize = 4;
 
     pub fn from_u64(v: u64) -> Option<Priority> {
         match v {
             0 => Some(Priority::Driver),
             1 => Some(Priority::Server),
             2 => Some(Priority::App),
+            3 => Some(Priority::Background),
             _ => None,
         }
     }
@@ -195,15 +199,17 @@ impl Priority {
             Priority::Driver => "driver",
             Priority::Server => "server",
             Priority::App => "app",
+            Priority::Background => "background",
         }
     }
 
-    /// Parse a name (`driver`, `server`, `app`) or a number (0, 1, 2).
+    /// Parse a name (`driver`, `server`, `app`, `background`) or a number (0 to 3).
     pub fn parse(s: &str) -> Option<Priority> {
         match s {
             "driver" => Some(Priority::Driver),
             "server" => Some(Priority::Server),
             "app" => Some(Priority::App),
+            "background" => Some(Priority::Background),
             _ => s.parse().ok().and_then(Priority::from_u64),
         }
     }
@@ -462,8 +468,15 @@ mod tests {
     fn priorities() {
         assert_eq!(Priority::parse("server"), Some(Priority::Server));
         assert_eq!(Priority::parse("0"), Some(Priority::Driver));
-        assert_eq!(Priority::parse("3"), None);
+        assert_eq!(Priority::parse("3"), Some(Priority::Background));
+        assert_eq!(Priority::parse("background"), Some(Priority::Background));
+        assert_eq!(Priority::parse("4"), None);
         assert!(Priority::Driver < Priority::App);
+        assert!(Priority::App < Priority::Background);
+        for l in 0..Priority::LEVELS as u64 {
+            assert_eq!(Priority::from_u64(l).map(|p| p as u64), Some(l));
+        }
+        assert_eq!(Priority::from_u64(Priority::LEVELS as u64), None);
     }
 
     #[test]

@@ -90,8 +90,9 @@ pub enum State {
     },
 }
 
-/// On the old server's core: mark it to be retired and wake it if it waits for a request.
-pub fn ask(r: Retire) -> Result<(), Error> {
+/// On the old server's core: mark it to be retired and wake it if it waits for a request;
+/// its priority (the new server takes it).
+pub fn ask(r: Retire) -> Result<abi::Priority, Error> {
     sched::with(|s| {
         let serial = r.server.serial();
         let p = s
@@ -102,12 +103,13 @@ pub fn ask(r: Retire) -> Result<(), Error> {
         if p.ipc.takeover.is_some() {
             return Err(Error::Busy);
         }
+        let priority = p.priority;
         p.ipc.takeover = Some(Box::new(State::Asked {
             retire: r,
             noticed: false,
         }));
         wake_waiting_threads(s, serial, super::Waits::Any);
-        Ok(())
+        Ok(priority)
     })
 }
 
@@ -438,6 +440,9 @@ pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Erro
         let (old, old_server) = crate::fnid::serving(fnid)?;
         let g = crate::fnid::takeover_check(fnid, old, endpoint, server)?;
         if g != 0 {
+            // It was down: no old server to take the priority of; a new server prepared
+            // in the background serves at server priority.
+            take_priority(server, abi::Priority::Server);
             return Ok(g);
         }
         let r = Retire {
@@ -459,6 +464,11 @@ pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Erro
         }
     }
     Err(Error::Busy)
+}
+
+/// The new server takes `priority` if it is higher than its own (which, if higher, stays).
+fn take_priority(server: Pid, priority: abi::Priority) {
+    sched::with(|s| s.raise_process(server.serial(), priority));
 }
 
 /// On the new server's core: ask for `r` (its `waiter` filled in here) and wait at most
@@ -485,11 +495,20 @@ fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
     let asked = if r.server.core() == crate::percore::current_core() {
         ask(r)
     } else {
-        rpcc::call(r.server.core(), Op::Retire(r)).map(drop)
+        rpcc::call(r.server.core(), Op::Retire(r)).and_then(|o| {
+            let p = o.value()?;
+            abi::Priority::from_u64(p).ok_or(Error::Unknown)
+        })
     };
-    if let Err(e) = asked {
-        forget();
-        return Err(e);
+    match asked {
+        // Prepared, it waits for the old server's end at the old server's priority, so
+        // that it serves as soon as that comes (not behind the clients of a priority
+        // between; `replace` starts it in the background).
+        Ok(priority) => take_priority(r.successor, priority),
+        Err(e) => {
+            forget();
+            return Err(e);
+        }
     }
     let got = match super::collect(ticket, timeout_ns) {
         Err(Error::TimedOut) => {

@@ -136,7 +136,7 @@ impl Sched {
             processes: BTreeMap::new(),
             forwards: Vec::new(),
             threads: BTreeMap::new(),
-            ready: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
+            ready: [const { VecDeque::new() }; Priority::LEVELS],
             current: None,
             current_process: None,
             idle_rsp: 0,
@@ -354,6 +354,37 @@ impl Sched {
         }
     }
 
+    /// Raise process `serial` and each of its threads below priority `p` to `p` (a thread
+    /// already above keeps its own); a ready thread moves to its new level's queue.
+    pub fn raise_process(&mut self, serial: u32, p: Priority) {
+        let Some(proc) = self.processes.get_mut(&serial) else {
+            return;
+        };
+        proc.priority = proc.priority.min(p);
+        let mut i = 0;
+        while let Some(id) = self
+            .processes
+            .get(&serial)
+            .and_then(|proc| proc.threads.get(i).copied())
+        {
+            i += 1;
+            let Some(t) = self.threads.get_mut(&id).filter(|t| t.priority > p) else {
+                continue;
+            };
+            let old = t.priority;
+            t.priority = p;
+            if t.state == ThreadState::Ready {
+                self.ready[old as usize].retain(|&x| x != id);
+                self.ready[p as usize].push_back(id);
+            }
+            if self.current == Some(id) {
+                percore::this()
+                    .running_priority
+                    .store(p as u32, Ordering::Relaxed);
+            }
+        }
+    }
+
     /// Wake every thread blocked for `what`.
     pub fn wake_all(&mut self, what: impl Fn(Block) -> bool) {
         let ids: Vec<u32> = self
@@ -405,7 +436,8 @@ impl Sched {
         match levels {
             [] => false,
             [a] => !a.is_empty(),
-            [a, b, ..] => !a.is_empty() || !b.is_empty(),
+            [a, b] => !a.is_empty() || !b.is_empty(),
+            [a, b, c, ..] => !a.is_empty() || !b.is_empty() || !c.is_empty(),
         }
     }
 

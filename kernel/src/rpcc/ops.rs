@@ -226,7 +226,7 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             Ok(Out::Unit)
         }
         Op::Fn(op) => crate::fnid::perform(op),
-        Op::Retire(r) => crate::ipc::takeover::ask(*r).map(|()| Out::Unit),
+        Op::Retire(r) => crate::ipc::takeover::ask(*r).map(|p| Out::Value(p as u64)),
         Op::RetireCancel { server, waiter } => Ok(Out::Value(
             match crate::ipc::takeover::cancel(*server, *waiter) {
                 crate::ipc::takeover::Cancelled::Yes => 0,

@@ -114,9 +114,11 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     let mut prog_args = alloc::vec!["takeover"];
     prog_args.extend_from_slice(rest);
     let start = sys::clock_ns().unwrap_or(0);
+    // In the background: the old server and its clients keep the core while the new one
+    // loads and prepares; taking over raises it to server priority.
     let new = match core {
-        None => sys::spawn(prog, &prog_args, Priority::Server),
-        Some(c) => sys::spawn_on(prog, &prog_args, Priority::Server, c),
+        None => sys::spawn(prog, &prog_args, Priority::Background),
+        Some(c) => sys::spawn_on(prog, &prog_args, Priority::Background, c),
     }
     .map_err(|e| format!("replace: {e}: {prog}"))?;
     // A new server asked to restart after a crash (`restart=N`, N > 0) opts in once it

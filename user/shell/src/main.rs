@@ -60,9 +60,9 @@ commands:
   pci                             PCI functions: bus:dev.fn, ids, class, BARs, IRQ, holder
   mem                             free and total memory per core
   run PROG [ARGS...] [-p PRIO] [-c CORE] [&]
-                                  start PROG (PRIO: driver, server, app or 0-2; default
-                                  app) on CORE (default this one); wait for it, or with &
-                                  run it in the background
+                                  start PROG (PRIO: driver, server, app, background or
+                                  0-3; default app) on CORE (default this one); wait for
+                                  it, or with & run it in the background
   run A [ARGS] [-c CORE] | B [ARGS] [-c CORE] [| ...]
                                   a pipeline: A's output is B's input (a pipe on B's
                                   core), each on its core; waits for all of them
@@ -127,8 +127,11 @@ commands:
                                   restart (FN_RESTART) or that NAME is down
   replace NAME PROG [ARGS] [-c CORE]
                                   replace NAME's server while it serves: starts
-                                  PROG takeover ARGS (a job), reports the switch
-                                  and how long it took
+                                  PROG takeover ARGS (a job) at background
+                                  priority, so it prepares on what the old server
+                                  and its clients leave; taking over gives it the
+                                  old server's priority. Reports the switch and how
+                                  long it took
   net                             netd's address, MAC and counters (frames, datagrams,
                                   drops, errors)
   net up [ADDR/PREFIX GATEWAY] [-c CORE]
@@ -618,7 +621,7 @@ pub fn parse_run<'a>(args: &[&'a str]) -> Result<(Stage<'a>, bool), String> {
         match flag {
             "-p" => {
                 let p = Priority::parse(value).ok_or_else(|| {
-                    format!("run: bad priority '{value}' (driver, server, app or 0-2)")
+                    format!("run: bad priority '{value}' (driver, server, app, background or 0-3)")
                 })?;
                 priority.replace(p).map_or(Ok(()), |_| Err(duplicate()))?;
             }

@@ -213,6 +213,22 @@ fn with_own_vspace(f: impl FnOnce(ResId) -> Result<(), Error>) -> Result<(), Err
     r
 }
 
+/// DETACH the vregions attached at each of `addresses` in the calling process itself,
+/// through one handle to its vspace (a server letting many go at once); every one is
+/// tried, and the first error is returned.
+pub fn detach_here_each(addresses: &[u64]) -> Result<(), Error> {
+    with_own_vspace(|vs| {
+        let mut first = Ok(());
+        for &at in addresses {
+            let r = detach(vs, at);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    })
+}
+
 /// ATTACH `vregion` at `address` in the calling process itself.
 pub fn attach_here(vregion: ResId, address: u64, writable: bool) -> Result<(), Error> {
     with_own_vspace(|vs| attach(vs, vregion, address, writable))
