@@ -10,9 +10,9 @@
 //! It sends N datagrams one at a time, each timed on its own (`CLOCK` around `send_to`,
 //! which returns once `netd` has handed the frame to the driver), twice:
 //! 1. the baseline: no replacement;
-//! 2. the replaced run: before send AT it starts `netd takeover` on CORE at server priority
-//!    (what the shell's `replace net.udp netd` starts; this program must run at server
-//!    priority to be allowed to) and sends on. Between two timed sends it looks whether
+//! 2. the replaced run: before send AT it starts `netd takeover` on CORE at background
+//!    priority (as the shell's `replace net.udp netd` does: it prepares on what is left, and
+//!    taking over gives it the old server's priority) and sends on. Between two timed sends it looks whether
 //!    the function's server generation moved; if the N sends end first, it sends on (at
 //!    most [`EXTRA`] more) until it has.
 //!
@@ -166,8 +166,8 @@ fn replaced(
             started = Some(sys::clock_ns().unwrap_or(0));
             let args = ["takeover"];
             let pid = match core {
-                Some(c) => sys::spawn_on("netd", &args, Priority::Server, c),
-                None => sys::spawn("netd", &args, Priority::Server),
+                Some(c) => sys::spawn_on("netd", &args, Priority::Background, c),
+                None => sys::spawn("netd", &args, Priority::Background),
             }
             .map_err(|e| format!("spawn netd takeover: {e}"))?;
             new = Some(pid);

@@ -323,13 +323,14 @@ impl Tx {
             }
         }
         self.counts.errors += self.refused() as u64;
-        for p in core::mem::take(&mut self.pages) {
-            if p.ticket.is_some() {
-                continue;
-            }
-            if p.at != 0 {
-                let _ = res::detach_here(p.at);
-            }
+        let pages: Vec<Page> = core::mem::take(&mut self.pages)
+            .into_iter()
+            .filter(|p| p.ticket.is_none())
+            .collect();
+        // One handle to the own vspace for all (this runs while the new server waits).
+        let mapped: Vec<u64> = pages.iter().map(|p| p.at).filter(|&at| at != 0).collect();
+        let _ = res::detach_here_each(&mapped);
+        for p in pages {
             let _ = res::close(p.region);
         }
     }

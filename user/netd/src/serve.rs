@@ -69,6 +69,8 @@ pub struct Prepared {
     mac: [u8; 6],
     buf: Vec<u8>,
     spare: Vec<UdpBuffers>,
+    /// The driver's process, looked up now (its first frame is not kept waiting for it).
+    drv_pid: Option<Pid>,
 }
 
 impl Prepared {
@@ -79,8 +81,18 @@ impl Prepared {
             mac,
             buf: alloc::vec![0; DATA_MAX],
             spare: (0..SPARE_SOCKETS).map(|_| udp_buffers()).collect(),
+            drv_pid: driver_pid(),
         }
     }
+}
+
+/// The process serving `net.drv` now, if it is up.
+fn driver_pid() -> Option<Pid> {
+    fnid::list().ok().and_then(|l| {
+        l.iter()
+            .find(|f| f.name() == FN_DRV && f.state == ulib::abi::fnid::FN_UP)
+            .map(|f| f.server)
+    })
 }
 
 /// A socket's smoltcp buffers, allocated.
@@ -134,6 +146,7 @@ impl Server {
             mac,
             buf,
             spare,
+            drv_pid,
         } = prepared;
         let mut s = Server {
             ep,
@@ -145,7 +158,7 @@ impl Server {
             udp: Vec::new(),
             dhcp: None,
             held: Vec::new(),
-            drv_pid: None,
+            drv_pid,
             buf,
             spare,
             steps_on: false,
@@ -210,10 +223,25 @@ impl Server {
         loop {
             self.pump();
             let timeout = self.timeout();
-            announce_in = announce_in.saturating_sub(1);
-            if timeout > 0 || announce_in == 0 {
-                if let Some(line) = announce.take() {
-                    println!("{line}");
+            if announce.is_some() {
+                // Only once nothing waits (a takeover's moved requests are answered first:
+                // the console is slow), or after a few rounds.
+                announce_in = announce_in.saturating_sub(1);
+                let queued = match announce_in {
+                    0 => Err(Error::TimedOut),
+                    _ => ipc::recv(self.ep, 0),
+                };
+                match queued {
+                    Ok(r) => {
+                        self.handle(&r);
+                        continue;
+                    }
+                    Err(Error::TimedOut) => {
+                        if let Some(line) = announce.take() {
+                            println!("{line}");
+                        }
+                    }
+                    Err(e) => return Err(alloc::format!("receive: {e}")),
                 }
             }
             if let Some(t0) = woke.take() {
@@ -409,11 +437,7 @@ impl Server {
         if self.drv_pid == Some(pid) {
             return true;
         }
-        self.drv_pid = fnid::list().ok().and_then(|l| {
-            l.iter()
-                .find(|f| f.name() == FN_DRV && f.state == ulib::abi::fnid::FN_UP)
-                .map(|f| f.server)
-        });
+        self.drv_pid = driver_pid();
         self.drv_pid == Some(pid)
     }
 
