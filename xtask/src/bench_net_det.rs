@@ -270,9 +270,10 @@ pub fn deterministic(runs: usize) -> Result<()> {
                  {SIZE} bytes one at a time, each timed on its own (`send_to` returns once \
                  netd has handed the frame to the driver), first without a replacement (the \
                  baseline), then again with `netd takeover` started on the same core before \
-                 send {REPLACE_AT}, at background priority as the shell's `replace` starts it \
-                 (it prepares on what is left; taking over gives it the old server's \
-                 priority). Added time = the longest send from then on minus the \
+                 send {REPLACE_AT}, at server priority (not in the background as the shell's \
+                 `replace` starts it: the sender keeps the core busy at server priority, so \
+                 a background server would not run before the sends end; `bench \
+                 net-replace` measures the shell's replacement). Added time = the longest send from then on minus the \
                  baseline's median; replacement time = from just before the spawn until the \
                  first send that ended after the switch was seen (the new server's start \
                  included: loading, its driver check, its transmit pages). Instructions = \

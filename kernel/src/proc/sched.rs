@@ -128,7 +128,15 @@ pub struct Sched {
     /// the core back at every tick so it can look, even if threads are always ready.
     idle_polls: bool,
     return_to_idle: bool,
+    /// Ticks in a row that found a background thread ready and the core busy with others
+    /// (see [`BACKGROUND_AGING_TICKS`]).
+    background_starved: u32,
 }
+
+/// Ticks a ready background thread may be passed over before its process is raised to
+/// application priority: background work uses what the others leave, but a core kept busy
+/// by applications does not starve it (a replacement server would never take over).
+pub const BACKGROUND_AGING_TICKS: u32 = 10;
 
 impl Sched {
     pub const fn new() -> Self {
@@ -149,6 +157,24 @@ impl Sched {
             ran_since: 0,
             idle_polls: false,
             return_to_idle: false,
+            background_starved: 0,
+        }
+    }
+
+    /// At a tick: a background thread passed over for [`BACKGROUND_AGING_TICKS`] ticks
+    /// has its process raised to application priority.
+    fn age_background(&mut self) {
+        let Some(&id) = self.ready[Priority::Background as usize].front() else {
+            self.background_starved = 0;
+            return;
+        };
+        self.background_starved += 1;
+        if self.background_starved < BACKGROUND_AGING_TICKS {
+            return;
+        }
+        self.background_starved = 0;
+        if let Some(serial) = self.threads.get(&id).map(|t| t.process) {
+            self.raise_process(serial, Priority::App);
         }
     }
 
@@ -819,6 +845,7 @@ pub fn on_timer(now: u64, tick: bool, from_user: bool) -> u64 {
         if !tick {
             return earliest;
         }
+        s.age_background();
         match s.current {
             None => {
                 core.stats.idle_ticks.fetch_add(1, Ordering::Relaxed);

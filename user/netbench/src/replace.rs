@@ -10,9 +10,12 @@
 //! It sends N datagrams one at a time, each timed on its own (`CLOCK` around `send_to`,
 //! which returns once `netd` has handed the frame to the driver), twice:
 //! 1. the baseline: no replacement;
-//! 2. the replaced run: before send AT it starts `netd takeover` on CORE at background
-//!    priority (as the shell's `replace net.udp netd` does: it prepares on what is left, and
-//!    taking over gives it the old server's priority) and sends on. Between two timed sends it looks whether
+//! 2. the replaced run: before send AT it starts `netd takeover` on CORE at server priority
+//!    and sends on. (Not in the background, as the shell's `replace` starts it: this program
+//!    sends back to back at server priority, so the core has nothing left for background
+//!    work, and a new server there would not run before the sends end; `cargo xtask bench
+//!    net-replace` measures the shell's replacement, with the host's datagrams paced by
+//!    their round trips.) Between two timed sends it looks whether
 //!    the function's server generation moved; if the N sends end first, it sends on (at
 //!    most [`EXTRA`] more) until it has.
 //!
@@ -166,8 +169,8 @@ fn replaced(
             started = Some(sys::clock_ns().unwrap_or(0));
             let args = ["takeover"];
             let pid = match core {
-                Some(c) => sys::spawn_on("netd", &args, Priority::Background, c),
-                None => sys::spawn("netd", &args, Priority::Background),
+                Some(c) => sys::spawn_on("netd", &args, Priority::Server, c),
+                None => sys::spawn("netd", &args, Priority::Server),
             }
             .map_err(|e| format!("spawn netd takeover: {e}"))?;
             new = Some(pid);
