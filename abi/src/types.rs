@@ -170,8 +170,9 @@ impl core::fmt::Display for Pid {
 
 /// Scheduling priority: a lower number runs first (AnT's order: driver processes, then OS
 /// servers, then applications), and below them work that may use only what is left: a
-/// replacement server preparing itself while the old one serves (`FN_TAKEOVER` raises it to
-/// server priority once it has taken over).
+/// replacement server preparing itself while the old one serves (`FN_TAKEOVER` gives it the
+/// old server's priority; a background thread passed over for 10 ticks is raised to
+/// application priority).
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Priority {

@@ -298,7 +298,7 @@ pub(crate) enum Waits {
     Answer,
     /// A request: RECV, REPLY_RECV (`Block::Recv`).
     Request,
-    /// Either (a retirement's notice, ring completions a thread may wait for either way).
+    /// Either (a retirement's notice: a receiver takes it, a collector must look too).
     Any,
 }
 

@@ -593,16 +593,8 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     }
     // If the process is ending itself its address space is the active one: leave it for
     // the kernel's tables first. (Another process's death must not touch the caller's.)
-    use crate::arch::x86_64::paging;
-    if vspace
-        .as_ref()
-        .is_some_and(|v| v.root() == paging::active_root())
-    {
-        // SAFETY: the kernel's tables map the kernel half, which is all we use from here.
-        if unsafe { paging::activate(paging::kernel_root()) } {
-            let stats = &crate::percore::this().stats;
-            stats.vspace_switches.fetch_add(1, Ordering::Relaxed);
-        }
+    if let Some(v) = vspace.as_ref() {
+        vspace::leave(v.root());
     }
     if let Some(v) = vspace.as_ref().filter(|_| !moved) {
         crate::entry::events::vregions_detached(v.attachments().iter().map(|a| a.2));

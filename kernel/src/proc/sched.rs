@@ -662,9 +662,7 @@ fn perform(plan: SwitchPlan) {
         .store(plan.priority, Ordering::Relaxed);
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
     // copies it).
-    if unsafe { paging::activate(plan.root) } {
-        core.stats.vspace_switches.fetch_add(1, Ordering::Relaxed);
-    }
+    unsafe { super::vspace::load(plan.root) };
     // SAFETY: `save` points into this core's scheduler state (a boxed thread, or the Sched
     // itself), which stays put until the switch writes it; `next_rsp` was saved by a switch
     // or built by `prepare_user_entry` on a stack that is still mapped.

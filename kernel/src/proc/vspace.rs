@@ -668,6 +668,30 @@ impl UserMemory for VSpace {
     }
 }
 
+/// Load the address space `root` on this core (nothing if it is loaded), counting the CR3
+/// write (`CoreStats::vspace_switches`).
+///
+/// # Safety
+/// `root` must map the kernel half like the kernel's own tables.
+pub(crate) unsafe fn load(root: u64) {
+    // SAFETY: per the caller.
+    if unsafe { paging::activate(root) } {
+        let stats = &crate::percore::this().stats;
+        stats
+            .vspace_switches
+            .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// If `root` is the loaded address space, load the kernel's tables instead: it is about to
+/// go (its process ends, or the idle context kept it: `sched::idle_root`).
+pub(crate) fn leave(root: u64) {
+    if paging::active_root() == root {
+        // SAFETY: the kernel's tables map the kernel half, all the kernel uses from here.
+        unsafe { load(paging::kernel_root()) };
+    }
+}
+
 impl Drop for VSpace {
     /// Free every user frame and every page-table frame of the lower half, then the root.
     fn drop(&mut self) {
@@ -683,17 +707,7 @@ impl Drop for VSpace {
         for (at, text) in core::mem::take(&mut self.text) {
             self.unmap_shared(at, text.frames().len() as u64);
         }
-        if paging::active_root() == self.root {
-            // The idle context kept it (`sched::idle_root`), or its last thread ended here:
-            // leave it for the kernel's tables before they go.
-            // SAFETY: the kernel's tables map the kernel half, all the kernel uses here.
-            if unsafe { paging::activate(paging::kernel_root()) } {
-                let stats = &crate::percore::this().stats;
-                stats
-                    .vspace_switches
-                    .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
-            }
-        }
+        leave(self.root);
         // SAFETY: nobody runs on this address space any more (the owner switched away);
         // the lower-half tables were built by `map_4k` from this core's pool.
         unsafe {

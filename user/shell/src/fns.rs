@@ -115,7 +115,7 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     prog_args.extend_from_slice(rest);
     let start = sys::clock_ns().unwrap_or(0);
     // In the background: the old server and its clients keep the core while the new one
-    // loads and prepares; taking over raises it to server priority.
+    // loads and prepares; taking over gives it the old server's priority.
     let new = match core {
         None => sys::spawn(prog, &prog_args, Priority::Background),
         Some(c) => sys::spawn_on(prog, &prog_args, Priority::Background, c),

@@ -220,10 +220,7 @@ pub fn detach_here_each(addresses: &[u64]) -> Result<(), Error> {
     with_own_vspace(|vs| {
         let mut first = Ok(());
         for &at in addresses {
-            let r = detach(vs, at);
-            if first.is_ok() {
-                first = r;
-            }
+            first = first.and(detach(vs, at));
         }
         first
     })
