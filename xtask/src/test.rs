@@ -371,9 +371,13 @@ fn suite_boot(
     ran: &mut usize,
 ) -> Option<String> {
     let mut running: Option<String> = None;
+    // What the test's programs and the kernel printed since it began: a failure shows
+    // the last of it, since a program's own message says which check failed.
+    let mut console: Vec<&str> = Vec::new();
     for line in &c.lines {
         if let Some(name) = line.strip_prefix(protocol::KTEST_RUN) {
             running = Some(name.to_string());
+            console.clear();
         } else if let Some(rest) = line.strip_prefix(protocol::KTEST_OK) {
             // `rest` is `name (N us)`: the time shows which tests make the suite long.
             t.pass(&format!("[{label}] {rest}"));
@@ -386,7 +390,7 @@ fn suite_boot(
             *ran += 1;
         } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAIL) {
             let (name, why) = rest.split_once(": ").unwrap_or((rest, ""));
-            t.fail(&format!("[{label}] {name}"), why);
+            t.fail(&format!("[{label}] {name}"), &with_console(why, &console));
             running = None;
             *ran += 1;
         } else if let Some(rest) = line.strip_prefix(protocol::KTEST_FAULT_TEST) {
@@ -396,9 +400,33 @@ fn suite_boot(
                     faults.push((name.to_string(), expect));
                 }
             }
+        } else if running.is_some() {
+            console.push(line);
         }
     }
     running
+}
+
+/// Lines of console output a failing in-kernel test shows, at most.
+const FAIL_CONSOLE_LINES: usize = 20;
+
+/// A failed test's reason followed by the last [`FAIL_CONSOLE_LINES`] console lines printed
+/// while it ran (the first line stays the reason, for the summary).
+fn with_console(why: &str, console: &[&str]) -> String {
+    if console.is_empty() {
+        return why.to_string();
+    }
+    let from = console.len().saturating_sub(FAIL_CONSOLE_LINES);
+    let mut s = format!(
+        "{why}\n        console while it ran (last {} of {} lines):",
+        console.len() - from,
+        console.len()
+    );
+    for l in &console[from..] {
+        s.push_str("\n        | ");
+        s.push_str(l);
+    }
+    s
 }
 
 fn summary_field(c: &Captured, key: &str) -> Option<u64> {
@@ -851,6 +879,30 @@ mod tests {
             "{:?}",
             t.failures
         );
+    }
+
+    #[test]
+    fn a_failed_test_shows_the_console_lines_printed_while_it_ran() {
+        let mut lines: Vec<String> = ok("a").into();
+        lines.push("before b".into());
+        lines.push(format!("{}b", protocol::KTEST_RUN));
+        lines.extend((0..30).map(|i| format!("prog: line {i}")));
+        lines.push(format!("{}b: exit 1", protocol::KTEST_FAIL));
+        let shown = with_console(
+            "exit 1",
+            &lines[4..34].iter().map(|l| l.as_str()).collect::<Vec<_>>(),
+        );
+        assert!(shown.starts_with("exit 1\n"), "{shown}");
+        assert!(shown.contains("last 20 of 30 lines"), "{shown}");
+        assert!(shown.contains("| prog: line 29") && shown.contains("| prog: line 10"));
+        assert!(!shown.contains("line 9\n"), "{shown}");
+        let (mut t, mut faults, mut ran) = (Tally::default(), Vec::new(), 0);
+        let c = boot(&lines, Some(1), false);
+        assert_eq!(suite_boot(&mut t, &c, "smp1", &mut faults, &mut ran), None);
+        assert_eq!((t.passed, t.failed, ran), (1, 1, 2));
+        // The summary keeps only the reason; the lines of test a and before b are not shown.
+        assert_eq!(t.failures, ["[smp1] b: exit 1"]);
+        assert_eq!(with_console("why", &[]), "why");
     }
 
     #[test]
