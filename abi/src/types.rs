@@ -327,6 +327,9 @@ pub struct CoreInfo {
     pub ipc_messages: [u64; IPC_COUNTERS],
     /// Address-space switches (CR3 writes; each flushes the core's TLB).
     pub vspace_switches: u64,
+    /// Threads woken in the request path (`COLLECT`, `CALL`, `RECV` and their kin) by a
+    /// result, a request or a retirement's notice: each is a switch to the thread.
+    pub ipc_wakes: u64,
 }
 
 /// `CoreInfo::ipc_messages`: requests taken by a server of the core (one-way sends too).

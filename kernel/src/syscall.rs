@@ -364,6 +364,7 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
                 frames_reserved: crate::mm::frames::kernel_reserve(c),
                 deadline_wakes: core.stats.deadline_wakes.load(Ordering::Relaxed),
                 vspace_switches: core.stats.vspace_switches.load(Ordering::Relaxed),
+                ipc_wakes: core.stats.ipc_wakes.load(Ordering::Relaxed),
                 ipc_messages: core
                     .stats
                     .ipc_messages

@@ -181,20 +181,21 @@ ktest! {
 }
 
 ktest! {
-    /// A thread waiting in `RECV` is not woken by its process's results (`ipccheck quiet`):
-    /// around the run, the core's request-path wakes (`CoreStats::ipc_wakes`) are one per
-    /// result collected and one for the request that ends the receiver's wait, not two per
-    /// result (regression: each result woke the receiver too, which looked, found no
-    /// request and blocked again: two context switches for nothing).
+    /// A thread waiting in `RECV` is not woken by its process's results (`ipccheck quiet`
+    /// checks it: the core's request-path wakes while it collects are at most one per
+    /// collect that waited; regression: each result woke the receiver too, which looked,
+    /// found no request and blocked again, two context switches for nothing). Here: the
+    /// wakes around the whole run are counted by the kernel itself as a check on the
+    /// program's reading, at most one per result and one for the request that ends the
+    /// receiver's wait.
     fn recv_not_woken_by_results() -> TestResult {
         let wakes = || percore::this().stats.ipc_wakes.load(core::sync::atomic::Ordering::Relaxed);
         let before = wakes();
         run_ipccheck(&["quiet"])?;
         let woken = wakes() - before;
-        // 20 results and one request: 21; with the receiver woken per result, 41 or more.
-        let bound = 20 + 20 / 2;
-        kassert!(woken <= bound, "request-path wakes during ipccheck quiet: {woken} (at most {bound})");
-        kassert!(woken >= 20, "request-path wakes during ipccheck quiet: {woken} (the collector alone takes 20)");
+        // 20 results and one request: 21 at most; with the receiver woken per result, the
+        // program itself fails.
+        kassert!(woken <= 21, "request-path wakes during ipccheck quiet: {woken} (at most 21)");
         Ok(())
     }
 }

@@ -349,13 +349,23 @@ pub fn live_processes() -> Result<Vec<ProcInfo>, Error> {
 /// how late it ended (a busy host stretches that). `NoSuchCore` if CORES has no record
 /// of this core.
 pub fn deadline_wakes() -> Result<u64, Error> {
+    this_core().map(|c| c.deadline_wakes)
+}
+
+/// This core's count of threads woken in the request path (`CoreInfo::ipc_wakes`).
+pub fn ipc_wakes() -> Result<u64, Error> {
+    this_core().map(|c| c.ipc_wakes)
+}
+
+/// The record `CORES` gives of the core this thread runs on.
+pub fn this_core() -> Result<CoreInfo, Error> {
     let here = core()?;
     let mut buf = [CoreInfo::default(); abi::MAX_CORES];
     let n = cores(&mut buf)?;
     buf[..n]
         .iter()
         .find(|c| c.core as usize == here)
-        .map(|c| c.deadline_wakes)
+        .copied()
         .ok_or(Error::NoSuchCore)
 }
 
