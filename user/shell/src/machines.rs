@@ -24,7 +24,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
+use ulib::abi::syscall::control::{PIPE_READ_END, PIPE_WRITE_END};
 use ulib::abi::{self, Error, Pid, WaitStatus};
+use ulib::mach::{Copied, Remote};
 use ulib::net::Ipv4;
 use ulib::{fnid, println, sys};
 
@@ -41,6 +43,14 @@ pub(crate) struct RemoteJob {
 impl RemoteJob {
     pub fn spelled(&self) -> String {
         format!("m{}:{}", self.machine, self.pid)
+    }
+
+    fn remote(&self) -> Remote {
+        Remote {
+            machine: self.machine,
+            epoch: self.epoch,
+            pid: self.pid,
+        }
     }
 }
 
@@ -311,24 +321,17 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
     let Some(prog) = words.first().copied() else {
         return Err(String::from(usage));
     };
-    let cmd = words.join("\0");
-    if cmd.len() > 32 {
-        return Err(format!(
+    let r = ulib::mach::spawn(m as u8, core, &words).map_err(|e| match e {
+        Error::TooLong => format!(
             "run: '{}' is too long for a remote run (at most 32 bytes of program and arguments)",
             words.join(" ")
-        ));
-    }
-    let mut bytes = [0u8; 32];
-    bytes[..cmd.len()].copy_from_slice(cmd.as_bytes());
-    let mut w = [m, core, 0, 0, 0, 0];
-    for (i, chunk) in bytes.chunks(8).enumerate() {
-        w[2 + i] = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
-    }
-    let r = call(mach::OP_SPAWN, w).map_err(|e| why(&format!("run {prog} -m {m}"), e))?;
+        ),
+        e => why(&format!("run {prog} -m {m}"), e),
+    })?;
     Ok(RemoteJob {
-        machine: m as u8,
-        epoch: r[1] as u32,
-        pid: Pid(r[0]),
+        machine: r.machine,
+        epoch: r.epoch,
+        pid: r.pid,
         name: String::from(prog),
         followed: false,
     })
@@ -340,43 +343,15 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
 /// reader sees EOF), and waits for the remote program. If the reader ended first (`Gone`),
 /// the remote program is killed, as a Unix writer dies of a broken pipe.
 pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<(), String> {
-    use ulib::abi::syscall::control;
-    let mut late = 0;
-    let mut bytes = Vec::new();
-    let pumped = loop {
-        bytes.clear();
-        let ended = match ulib::mach::output(j.machine, j.epoch, j.pid, &mut bytes) {
-            Ok(ended) => ended,
-            Err(Error::TimedOut) if late < OUTPUT_LATE_MAX => {
-                late += 1;
-                continue;
-            }
-            Err(e) => break Err(why(&format!("run {} (its output)", j.spelled()), e)),
-        };
-        late = 0;
-        let mut rest = &bytes[..];
-        let mut reader_gone = false;
-        while !rest.is_empty() {
-            match ulib::res::write(pipe, rest, 0) {
-                Ok(n) => rest = &rest[n.min(rest.len())..],
-                Err(_) => {
-                    reader_gone = true;
-                    break;
-                }
-            }
-        }
-        if reader_gone {
+    let pumped = match ulib::mach::output_into(&j.remote(), ulib::stdio::Stream::Pipe(pipe)) {
+        Ok(Copied::All) => Ok(()),
+        Ok(Copied::ReaderGone) => {
             let _ = kill(j);
-            break Ok(());
+            Ok(())
         }
-        if ended {
-            break Ok(());
-        }
-        if bytes.is_empty() {
-            let _ = sys::sleep_ns(OUTPUT_POLL_NS);
-        }
+        Err(e) => Err(why(&format!("run {} (its output)", j.spelled()), e)),
     };
-    let _ = ulib::res::control(pipe, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
+    ulib::mach::drop_end(pipe, PIPE_WRITE_END);
     let status = wait(j)?;
     pumped?;
     report(j, &status)
@@ -389,14 +364,10 @@ pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<()
 /// output is printed and it is waited for. If it reads no more (`Gone`), the shell lets go
 /// of `pipe`, and its writer ends as a Unix writer of a broken pipe does.
 pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<(), String> {
-    use ulib::abi::syscall::control;
-    let drop_pipe = || {
-        let _ = ulib::res::control(pipe, control::PIPE_DROP, control::PIPE_READ_END, 0);
-    };
     let mut job = match start_relayed(args, true) {
         Ok(j) => j,
         Err(e) => {
-            drop_pipe();
+            ulib::mach::drop_end(pipe, PIPE_READ_END);
             return Err(e);
         }
     };
@@ -409,35 +380,10 @@ pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<()
         0,
     ];
     job.followed = call(mach::OP_FOLLOW, who).is_ok();
-    let mut buf = alloc::vec![0u8; mach::INPUT_MAX];
-    let mut late = 0;
-    let fed: Result<(), String> = 'feed: loop {
-        let n = match ulib::res::read(pipe, &mut buf, 0) {
-            Ok(n) => n,
-            Err(e) => break Err(format!("run: reading the pipeline: {e}")),
-        };
-        let mut rest = &buf[..n];
-        // Offered until all is written (and, at EOF, the end given).
-        loop {
-            match ulib::mach::input(job.machine, job.epoch, job.pid, rest, n == 0) {
-                Ok(w) if w >= rest.len() && (n > 0 || w == 0) => break,
-                Ok(w) => {
-                    rest = &rest[w.min(rest.len())..];
-                    if w == 0 {
-                        let _ = sys::sleep_ns(OUTPUT_POLL_NS);
-                    }
-                    late = 0;
-                }
-                Err(Error::TimedOut) if late < OUTPUT_LATE_MAX => late += 1,
-                Err(Error::Gone) => break 'feed Ok(()),
-                Err(e) => break 'feed Err(why(&format!("run {} (its input)", job.spelled()), e)),
-            }
-        }
-        if n == 0 {
-            break Ok(());
-        }
-    };
-    drop_pipe();
+    let fed = ulib::mach::input_from(&job.remote(), pipe)
+        .map(drop)
+        .map_err(|e| why(&format!("run {} (its input)", job.spelled()), e));
+    ulib::mach::drop_end(pipe, PIPE_READ_END);
     let status = drain(&job).and_then(|()| wait(&job));
     fed?;
     report(&job, &status?)
@@ -459,10 +405,10 @@ fn drain(j: &RemoteJob) -> Result<(), String> {
 }
 
 /// Pause between two looks at a remote program's output that found nothing new.
-const OUTPUT_POLL_NS: u64 = 20_000_000;
-/// Looks at a remote program's output in a row that may end `TimedOut` (each after
-/// `abi::mach::DEFAULT_DEADLINE_NS`) before the shell gives up on it: a hang guard.
-const OUTPUT_LATE_MAX: u32 = 30;
+const OUTPUT_POLL_NS: u64 = ulib::mach::POLL_NS;
+/// Looks at a remote program's output in a row that may end `TimedOut` before the shell
+/// gives up on it: a hang guard.
+const OUTPUT_LATE_MAX: u32 = ulib::mach::LATE_MAX;
 
 /// Have `machd` print remote job `j`'s output on this console as it comes, until it ends.
 fn relay_output(j: &RemoteJob) -> Result<(), String> {
@@ -502,24 +448,7 @@ fn relay_output_from(j: &RemoteJob, after_follow: bool) -> Result<(), String> {
 
 /// Wait for remote job `j` to end.
 pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
-    let r = call(
-        mach::OP_WAIT,
-        [
-            u64::from(j.machine),
-            u64::from(j.epoch),
-            j.pid.0,
-            u64::MAX,
-            0,
-            0,
-        ],
-    )
-    .map_err(|e| why(&format!("wait {}", j.spelled()), e))?;
-    Ok(WaitStatus {
-        how: r[0],
-        code: r[1],
-        address: 0,
-        rip: 0,
-    })
+    ulib::mach::wait(&j.remote()).map_err(|e| why(&format!("wait {}", j.spelled()), e))
 }
 
 /// `mM:PID` as (machine, pid).
@@ -530,12 +459,7 @@ pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
 
 /// `kill mM:PID` (of a job: its epoch is known).
 pub(crate) fn kill(j: &RemoteJob) -> Result<(), String> {
-    call(
-        mach::OP_KILL,
-        [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0],
-    )
-    .map(drop)
-    .map_err(|e| why(&format!("kill {}", j.spelled()), e))
+    ulib::mach::kill(&j.remote()).map_err(|e| why(&format!("kill {}", j.spelled()), e))
 }
 
 /// `ps -a`: this machine's processes, then every other machine's that answers.

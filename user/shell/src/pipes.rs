@@ -24,7 +24,10 @@
 //! `run A [ARGS] -m M | B ...`: the first program on machine M (issue 17); the shell reads
 //! its output through `machd` and writes it into the pipe to B ([`from_machine`]). `run A
 //! ... | Z [ARGS] -m M`: the last one there; the shell reads the pipe from the program
-//! before it and sends the bytes into Z's input through `machd` ([`to_machine`]).
+//! before it and sends the bytes into Z's input through `machd` ([`to_machine`]). Any
+//! other program on another machine (`run seq 9 | upper -m 1 | wc`, or the last when the
+//! first is remote too) is stood in for here by `mrun`, a local program that feeds its
+//! input there and copies its output back ([`on_machine`]).
 
 use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
@@ -40,21 +43,14 @@ use ulib::sys;
 /// Pipes opened so far (their names' serial numbers).
 static PIPES: AtomicU64 = AtomicU64::new(0);
 
-/// `run A ... | B ... [| ...]` (`words` after `run`); the first or the last program may
-/// run on another machine (`-m M`).
+/// `run A ... | B ... [| ...]` (`words` after `run`); any program may run on another
+/// machine (`-m M`).
 pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
     let mut parts: Vec<&[&str]> = words.split(|w| *w == "|").map(strip_run).collect();
     let remote = |p: &&[&str]| p.contains(&"-m");
     let n = parts.len();
     let first = parts.first().is_some_and(remote);
-    let last = n > 1 && parts.last().is_some_and(remote);
-    if first && last || parts.iter().take(n.saturating_sub(1)).skip(1).any(remote) {
-        return Err(
-            "run: only the first or the last program of a pipeline can run on \
-                    another machine (-m)"
-                .into(),
-        );
-    }
+    let last = n > 1 && !first && parts.last().is_some_and(remote);
     let (from, to) = match (first, last) {
         (true, _) => (Some(parts.remove(0)), None),
         (_, true) => (None, parts.pop()),
@@ -64,6 +60,10 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
     for part in parts {
         if part.is_empty() {
             return Err("run: a pipeline needs a program on each side of '|'".into());
+        }
+        if remote(&part) {
+            stages.push(on_machine(part)?);
+            continue;
         }
         let (stage, background) = parse_run(part)?;
         if background {
@@ -87,6 +87,21 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
         }
     }
     result
+}
+
+/// A program of a pipeline on another machine, neither the first (the shell reads its
+/// output) nor the last (the shell feeds its input): a local `mrun PROG [ARGS] -m M [-c
+/// C]` stands in for it, with its input and output (`user/upper/src/bin/mrun.rs`).
+fn on_machine<'a>(part: &[&'a str]) -> Result<Stage<'a>, String> {
+    if part.last().is_some_and(|w| w.ends_with('&')) {
+        return Err("run: a pipeline cannot run in the background ('&')".into());
+    }
+    Ok(Stage {
+        prog: "mrun",
+        args: part.to_vec(),
+        priority: Priority::App,
+        core: None,
+    })
 }
 
 /// A pipeline part without a leading `run`.

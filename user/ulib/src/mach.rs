@@ -1,24 +1,210 @@
-//! Several machines (issue 17): what programs other than the shell ask of `machd` beyond
-//! files (`fs` names `mK:PATH` itself).
+//! Several machines (issue 17): what programs ask of `machd` about programs on other
+//! machines (files: `fs` names `mK:PATH` itself).
 //!
-//! [`output`]: the output of a program spawned on another machine with its output relayed
+//! [`spawn`], [`wait`], [`kill`]: a program on another machine, as this program's user.
+//! [`output`]: the output of a program spawned there with its output relayed
 //! (`abi::mach::SPAWN_RELAY`), read into this program rather than printed by `machd`, so
-//! that it can go on into a pipe (the shell's `run PROG -m M | ...`). [`input`]: bytes for
-//! the input of a program spawned there with `SPAWN_STDIN` (`run ... | PROG -m M`).
+//! that it can go on into a pipe; [`output_into`] copies all of it into one. [`input`]:
+//! bytes for the input of a program spawned there with `SPAWN_STDIN`; [`input_from`] sends
+//! a pipe's bytes until its EOF. The shell's pipelines (`run PROG -m M | ...`, `run ... |
+//! PROG -m M`) and `mrun` (a pipeline stage on another machine anywhere in a pipeline) are
+//! built of these.
 
+use crate::abi::fnid::FnId;
 use crate::abi::ipc::Msg;
 use crate::abi::mach::{self, FN_MACH};
 use crate::abi::res::ResId;
-use crate::abi::{Error, Pid};
-use crate::fnid;
+use crate::abi::syscall::control;
+use crate::abi::{Error, Pid, WaitStatus};
+use crate::stdio::Stream;
+use crate::{fnid, sys};
 use alloc::vec::Vec;
+
+/// A program started on another machine by [`spawn`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remote {
+    pub machine: u8,
+    /// The life of `machine` that spawned it: after a restart there, its pid is refused
+    /// (`StaleResource`).
+    pub epoch: u32,
+    pub pid: Pid,
+}
+
+impl Remote {
+    fn words(&self, w3: u64) -> [u64; 6] {
+        [
+            u64::from(self.machine),
+            u64::from(self.epoch),
+            self.pid.0,
+            w3,
+            0,
+            0,
+        ]
+    }
+}
+
+/// This machine's `machd` (`NotSupported`: there is none, a machine booted alone).
+fn server() -> Result<FnId, Error> {
+    match fnid::lookup(FN_MACH) {
+        Ok(id) => Ok(id),
+        Err(Error::NoSuchResource) => Err(Error::NotSupported),
+        Err(e) => Err(e),
+    }
+}
+
+/// One request to `machd` without an ICA: its answer's words.
+fn call(op: u64, words: [u64; 6]) -> Result<[u64; 6], Error> {
+    let (_, r) = fnid::call_fn(server()?, &Msg { label: op, words })?;
+    Ok(r.words)
+}
+
+/// Start `words` (`PROG ARGS...`, at most 32 bytes joined by NULs: `TooLong` beyond) on
+/// `machine`, on the core and with the streams `core` says (`abi::mach::OP_SPAWN`'s core
+/// word: a core or `ANY_CORE`, with `SPAWN_RELAY`, `SPAWN_STDIN`).
+pub fn spawn(machine: u8, core: u64, words: &[&str]) -> Result<Remote, Error> {
+    let mut cmd = [0u8; 32];
+    let mut len = 0;
+    for (i, w) in words.iter().enumerate() {
+        let sep = usize::from(i > 0);
+        let end = len + sep + w.len();
+        if w.is_empty() || end > cmd.len() {
+            return Err(if w.is_empty() {
+                Error::InvalidArgument
+            } else {
+                Error::TooLong
+            });
+        }
+        cmd[len + sep..end].copy_from_slice(w.as_bytes());
+        len = end;
+    }
+    if len == 0 {
+        return Err(Error::InvalidArgument);
+    }
+    let mut w = [u64::from(machine), core, 0, 0, 0, 0];
+    for (i, chunk) in cmd.chunks(8).enumerate() {
+        w[2 + i] = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+    }
+    let r = call(mach::OP_SPAWN, w)?;
+    Ok(Remote {
+        machine,
+        epoch: r[1] as u32,
+        pid: Pid(r[0]),
+    })
+}
+
+/// Wait for `r` to end: its status.
+pub fn wait(r: &Remote) -> Result<WaitStatus, Error> {
+    let a = call(mach::OP_WAIT, r.words(u64::MAX))?;
+    Ok(WaitStatus {
+        how: a[0],
+        code: a[1],
+        address: 0,
+        rip: 0,
+    })
+}
+
+/// End `r` (as `kill` does).
+pub fn kill(r: &Remote) -> Result<(), Error> {
+    call(mach::OP_KILL, r.words(0)).map(drop)
+}
+
+/// Pause between two looks at a remote program's output (or offers of its input) that
+/// found nothing new (or no room).
+pub const POLL_NS: u64 = 20_000_000;
+/// Looks at a remote program in a row that may end `TimedOut` (each after
+/// `abi::mach::DEFAULT_DEADLINE_NS`) before giving up on it: a hang guard. A dead machine
+/// is declared down well within that, and then a look ends `Gone`.
+pub const LATE_MAX: u32 = 30;
+
+/// How [`output_into`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// The remote program's output ended, all of it written into the pipe.
+    All,
+    /// The pipe's reader went first (the caller may kill the writer, as a Unix writer
+    /// dies of a broken pipe).
+    ReaderGone,
+}
+
+/// Write `r`'s output (spawned with `SPAWN_RELAY`) to `to` (a pipe, or this console) as it
+/// comes, until it ends or the pipe's reader goes.
+pub fn output_into(r: &Remote, to: Stream) -> Result<Copied, Error> {
+    let mut late = 0;
+    let mut bytes = Vec::new();
+    loop {
+        bytes.clear();
+        let ended = match output(r.machine, r.epoch, r.pid, &mut bytes) {
+            Ok(ended) => ended,
+            Err(Error::TimedOut) if late < LATE_MAX => {
+                late += 1;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        late = 0;
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let wrote = match to {
+                Stream::Pipe(pipe) => crate::res::write(pipe, rest, 0),
+                Stream::Console => sys::write(rest),
+            };
+            match wrote {
+                Ok(n) => rest = &rest[n.min(rest.len())..],
+                Err(_) => return Ok(Copied::ReaderGone),
+            }
+        }
+        if ended {
+            return Ok(Copied::All);
+        }
+        if bytes.is_empty() {
+            let _ = sys::sleep_ns(POLL_NS);
+        }
+    }
+}
+
+/// Send what `pipe` holds into `r`'s input (spawned with `SPAWN_STDIN`) until the pipe's
+/// EOF, then end `r`'s input. Returns `false` if `r` stopped reading first (`Gone`): the
+/// caller then lets go of the pipe, so its writer sees a broken pipe.
+pub fn input_from(r: &Remote, pipe: ResId) -> Result<bool, Error> {
+    let mut buf = alloc::vec![0u8; mach::INPUT_MAX];
+    let mut late = 0;
+    loop {
+        let n = crate::res::read(pipe, &mut buf, 0)?;
+        let mut rest = &buf[..n];
+        // Offered until all is written (and, at EOF, the end given).
+        loop {
+            match input(r.machine, r.epoch, r.pid, rest, n == 0) {
+                Ok(w) if w >= rest.len() && (n > 0 || w == 0) => break,
+                Ok(w) => {
+                    rest = &rest[w.min(rest.len())..];
+                    if w == 0 {
+                        let _ = sys::sleep_ns(POLL_NS);
+                    }
+                    late = 0;
+                }
+                Err(Error::TimedOut) if late < LATE_MAX => late += 1,
+                Err(Error::Gone) => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        if n == 0 {
+            return Ok(true);
+        }
+    }
+}
+
+/// Let go of this program's reading end of `pipe` (its writer then sees a broken pipe
+/// once nobody reads), or of its writing end (its reader then sees EOF).
+pub fn drop_end(pipe: ResId, end: u64) {
+    let _ = crate::res::control(pipe, control::PIPE_DROP, end, 0);
+}
 
 /// What process `pid` of machine `machine` (life `epoch`) has written since the last look,
 /// appended to `out` (at most about 1 KiB a look; nothing new is nothing appended), and
 /// whether its output has ended. Only the user it was spawned for (or the administrator)
 /// may (`NoSuchProcess` otherwise, or once its output has ended and was read).
 pub fn output(machine: u8, epoch: u32, pid: Pid, out: &mut Vec<u8>) -> Result<bool, Error> {
-    let server = ResId(fnid::lookup(FN_MACH)?.0);
+    let server = server()?.as_target();
     let words = [u64::from(machine), u64::from(epoch), pid.0, 0, 0, 0];
     crate::fs::call_with_ica(
         server,
@@ -41,7 +227,7 @@ pub fn input(machine: u8, epoch: u32, pid: Pid, bytes: &[u8], end: bool) -> Resu
     if bytes.len() > mach::INPUT_MAX {
         return Err(Error::TooLong);
     }
-    let server = ResId(fnid::lookup(FN_MACH)?.0);
+    let server = server()?.as_target();
     let len = bytes.len() as u64 | if end { mach::INPUT_END } else { 0 };
     let words = [u64::from(machine), u64::from(epoch), pid.0, len, 0, 0];
     crate::fs::call_with_ica(
