@@ -195,10 +195,9 @@ extern "C" fn agent_main(src: u64) -> ! {
         // reply arrives, and touches it only after that (release/acquire via the rings).
         let request: &Request = unsafe { &*(request as *const Request) };
         crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
-        set_current(Some((src, tag, record)));
+        begin_work(me, src, tag, record);
         perform(request);
-        let deferred = current_deferred();
-        set_current(None);
+        let deferred = end_work(me);
         crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
         // A request left waiting (a P on a semaphore) is answered later, by its V.
         if !deferred {
@@ -257,20 +256,56 @@ fn perform(request: &Request) {
 }
 
 // ---- the request an agent performs now, and requests it leaves waiting ------------------
+//
+// Kept per agent, not per core: an agent may block in the middle of a request (an RPCC
+// call of its own, e.g. asking another core whether a pipe's holder still lives), and
+// meanwhile other agents and threads of the core run. A semaphore `P` that must wait asks
+// [`defer_current`] whether it works for a request of another core; only the agent
+// performing that request may say yes (regression: with one record per core, a program's
+// `P` on the agent's core during that block took the agent's request as its own; the
+// program's `P` returned without a unit, and the request was never answered, so its
+// requester on the other core waited for ever: a remote `wc` of a pipeline hung).
 
-/// An agent starts (`Some`) or ends (`None`) performing a request.
-fn set_current(current: Option<(usize, u64, u64)>) {
-    let (src, tag, request) = current.unwrap_or((0, 0, 0));
-    let cur = &super::me().current;
-    cur[0].store(src as u64, Ordering::Relaxed);
-    cur[1].store(tag, Ordering::Relaxed);
-    cur[2].store(request, Ordering::Relaxed);
-    super::me().deferred.store(false, Ordering::Relaxed);
+/// A request an agent is performing: the agent's thread, the request's source core, tag and
+/// record, and whether the agent left it waiting ([`defer_current`]).
+pub struct Working {
+    thread: u32,
+    src: usize,
+    tag: u64,
+    request: u64,
+    deferred: bool,
 }
 
-/// Did the agent leave its current request waiting?
+/// Agent `thread` starts performing request `tag` (record `request`) from core `src`.
+pub(crate) fn begin_work(thread: u32, src: usize, tag: u64, request: u64) {
+    super::with_state(|s| {
+        s.working.retain(|w| w.thread != thread);
+        s.working.push(Working {
+            thread,
+            src,
+            tag,
+            request,
+            deferred: false,
+        });
+    });
+}
+
+/// Agent `thread` is done with its request: whether it left it waiting (then it does not
+/// answer it; whoever took the [`Deferred`] does).
+pub(crate) fn end_work(thread: u32) -> bool {
+    super::with_state(|s| {
+        let i = s.working.iter().position(|w| w.thread == thread)?;
+        Some(s.working.swap_remove(i).deferred)
+    })
+    .unwrap_or(false)
+}
+
+/// Did the running agent leave its request waiting?
 fn current_deferred() -> bool {
-    super::me().deferred.load(Ordering::Relaxed)
+    let Some(me) = sched::with(|s| s.current_thread()) else {
+        return false;
+    };
+    super::with_state(|s| s.working.iter().any(|w| w.thread == me && w.deferred))
 }
 
 /// A request an agent left waiting (in a semaphore): its source core, tag and record.
@@ -281,19 +316,23 @@ pub struct Deferred {
     request: u64,
 }
 
-/// The agent running now leaves its request waiting: it will not answer it; whoever holds
-/// the returned handle does, with [`answer_deferred`]. `None` outside an agent's request.
+/// The running thread, if it is an agent performing a request of another core, leaves that
+/// request waiting: it will not answer it; whoever holds the returned handle does, with
+/// [`answer_deferred`]. `None` for any other thread or context (their own wait is theirs),
+/// and for a request already left waiting.
 pub fn defer_current() -> Option<Deferred> {
-    let cur = &super::me().current;
-    let request = cur[2].load(Ordering::Relaxed);
-    if request == 0 || super::me().deferred.load(Ordering::Relaxed) {
-        return None;
-    }
-    super::me().deferred.store(true, Ordering::Relaxed);
-    Some(Deferred {
-        src: cur[0].load(Ordering::Relaxed) as usize,
-        tag: cur[1].load(Ordering::Relaxed),
-        request,
+    let me = sched::with(|s| s.current_thread())?;
+    super::with_state(|s| {
+        let w = s
+            .working
+            .iter_mut()
+            .find(|w| w.thread == me && !w.deferred)?;
+        w.deferred = true;
+        Some(Deferred {
+            src: w.src,
+            tag: w.tag,
+            request: w.request,
+        })
     })
 }
 

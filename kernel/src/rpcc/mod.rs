@@ -47,6 +47,7 @@ use crate::proc::sched;
 use crate::{smp, structure, time};
 use abi::{Error, MAX_CORES};
 pub use agent::{answer_deferred, defer_current, Deferred};
+pub(crate) use agent::{begin_work, end_work};
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -158,6 +159,10 @@ pub struct State {
     spare: Vec<Box<Request>>,
     /// When this core last handled a message (hybrid spinning).
     last_activity: u64,
+    /// The requests this core's agents are performing, one per agent (`agent::Working`):
+    /// an agent may block in the middle of one (a nested RPCC call), and other agents and
+    /// threads of the core run meanwhile.
+    pub working: Vec<agent::Working>,
 }
 
 impl State {
@@ -172,6 +177,7 @@ impl State {
             daemons: Vec::new(),
             spare: Vec::new(),
             last_activity: 0,
+            working: Vec::new(),
         }
     }
 }
@@ -182,10 +188,6 @@ pub struct CoreRpcc {
     inbox: [AtomicPtr<Ring>; MAX_CORES],
     /// This core is spinning on its rings (hybrid mode: no IPI needed).
     polling: AtomicBool,
-    /// The request an agent of this core performs now: source core, tag, record (0: none).
-    current: [AtomicU64; 3],
-    /// The agent left it waiting (`defer_current`).
-    deferred: AtomicBool,
     pub state: CoreCell<State>,
     pub stats: Stats,
 }
@@ -210,8 +212,6 @@ impl CoreRpcc {
         CoreRpcc {
             inbox: [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_CORES],
             polling: AtomicBool::new(false),
-            current: [const { AtomicU64::new(0) }; 3],
-            deferred: AtomicBool::new(false),
             state: CoreCell::new(State::new()),
             stats: Stats {
                 agents_live: AtomicU32::new(0),

@@ -464,3 +464,24 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// Only the agent performing a request of another core may leave that request waiting
+    /// in a semaphore (`rpcc::defer_current`); every other context's `P` is its own
+    /// (regression: the request an agent performed was one record per core, and while the
+    /// agent was blocked in the middle of it, in an RPCC call of its own, a program's `P`
+    /// on that core took the request as its own: the `P` returned without a unit and the
+    /// request was never answered, so a remote `wc` of a pipeline waited for ever).
+    fn only_the_performing_agent_defers_its_request() -> TestResult {
+        // An agent, by a thread id no thread has, in the middle of request 42 of core 1;
+        // here the test's own context runs, as another thread would.
+        let agent = u32::MAX - 7;
+        rpcc::begin_work(agent, 1, 42, 0x1000);
+        let taken = rpcc::defer_current();
+        let deferred = rpcc::end_work(agent);
+        kassert!(taken.is_none(), "another context took the agent's request: {taken:?}");
+        kassert!(!deferred, "the agent's request was left waiting by another context");
+        kassert!(!rpcc::end_work(agent), "the agent's record outlived its request");
+        Ok(())
+    }
+}
