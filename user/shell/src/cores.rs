@@ -27,19 +27,24 @@ pub(crate) fn core_infos() -> Result<Vec<CoreInfo>, Error> {
 /// `cores`.
 pub(crate) fn cores() -> Result<(), String> {
     let infos = core_infos().map_err(|e| format!("cores: {e}"))?;
-    println!("CORE  ONLINE  LOAD  FRAMES FREE/TOTAL  PROCS  IPIS      VSPACE SWITCHES");
+    println!(
+        "CORE  ONLINE  LOAD  FRAMES FREE/TOTAL  PROCS  IPIS      TICKS     DEADLINE WAKES  \
+         VSPACE SWITCHES"
+    );
     for c in &infos {
         let busy = c.ticks.saturating_sub(c.idle_ticks);
         let load = (busy * 100).checked_div(c.ticks).unwrap_or(0);
         let frames = format!("{}/{}", c.frames_free, c.frames_total);
         println!(
-            "{:<5} {:<7} {:>3}%  {:<18} {:<6} {:<9} {}",
+            "{:<5} {:<7} {:>3}%  {:<18} {:<6} {:<9} {:<9} {:<15} {}",
             c.core,
             if c.online != 0 { "yes" } else { "no" },
             load,
             frames,
             c.processes,
             c.ipis,
+            c.ticks,
+            c.deadline_wakes,
             c.vspace_switches
         );
     }
