@@ -330,6 +330,9 @@ pub struct CoreInfo {
     /// Threads woken in the request path (`COLLECT`, `CALL`, `RECV` and their kin) by a
     /// result, a request or a retirement's notice: each is a switch to the thread.
     pub ipc_wakes: u64,
+    /// Timed waits ended by a timer interrupt programmed for later than their deadline (a
+    /// later tick: their own timer was not armed).
+    pub late_wakes: u64,
 }
 
 /// `CoreInfo::ipc_messages`: requests taken by a server of the core (one-way sends too).

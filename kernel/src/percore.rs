@@ -73,6 +73,9 @@ pub struct CoreStats {
     /// Timed waits ended by a timer interrupt programmed for no later than their deadline
     /// (`time::note_due`): ended by their own deadline, not by a later tick.
     pub deadline_wakes: AtomicU64,
+    /// Timed waits ended by a timer interrupt programmed for later than their deadline: a
+    /// later tick ended them, so their timer was not armed for them (`time::note_due`).
+    pub late_wakes: AtomicU64,
     /// IPIs taken, all senders together.
     pub ipis: AtomicU64,
     /// IPIs taken from each sender core.
@@ -117,6 +120,7 @@ impl CoreStats {
             apic_id: AtomicU32::new(0),
             ticks: AtomicU64::new(0),
             deadline_wakes: AtomicU64::new(0),
+            late_wakes: AtomicU64::new(0),
             ipis: AtomicU64::new(0),
             ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
             serial_irqs: AtomicU64::new(0),

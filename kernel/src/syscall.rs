@@ -365,6 +365,7 @@ fn cores(ptr: u64, capacity: u64) -> Result<u64, Error> {
                 deadline_wakes: core.stats.deadline_wakes.load(Ordering::Relaxed),
                 vspace_switches: core.stats.vspace_switches.load(Ordering::Relaxed),
                 ipc_wakes: core.stats.ipc_wakes.load(Ordering::Relaxed),
+                late_wakes: core.stats.late_wakes.load(Ordering::Relaxed),
                 ipc_messages: core
                     .stats
                     .ipc_messages

@@ -181,13 +181,18 @@ pub fn on_timer(now: u64) -> bool {
 
 /// A timer interrupt ends a timed wait whose deadline was `deadline_ns`: count a deadline
 /// wake (`CoreStats::deadline_wakes`) if the interrupt was programmed for no later than
-/// the deadline, that is the wait was ended by its own deadline (or an earlier one), not
-/// by a later tick. Counting the event, not the lateness, is what lets tests check this
-/// whatever the host's load (an interrupt may come late; its programmed time does not).
+/// the deadline, that is the wait was ended by its own deadline (or an earlier one), else
+/// a late wake (`CoreStats::late_wakes`): a later tick ended it, its timer was not armed.
+/// Counting the event, not the lateness, is what lets tests check this whatever the
+/// host's load (an interrupt may come late; its programmed time does not). A wait whose
+/// deadline passed before it blocked (its vCPU stalled by the host) ends without any
+/// timer, and counts as neither.
 pub fn note_due(deadline_ns: u64) {
     let core = percore::this();
     if core.timer.fired_for.load(Ordering::Relaxed) <= deadline_ns {
         core.stats.deadline_wakes.fetch_add(1, Ordering::Relaxed);
+    } else {
+        core.stats.late_wakes.fetch_add(1, Ordering::Relaxed);
     }
 }
 

@@ -80,8 +80,9 @@ ktest! {
             kassert!(across == 0, "direct switches with the callers on another core: {across}");
         }
         // REPLY_RECV's timeout, the answer handed over by a direct switch to a caller that
-        // then keeps the core busy: the server (above the caller) must be woken by the
-        // core's timer at its deadline (regression: the direct switch did not arm it).
+        // then keeps the core busy: the server (above the caller) must not be woken by a
+        // later tick than its deadline (regression: the direct switch did not arm the
+        // core's timer).
         let s = run_to_end("ipccheck", &["kfast", here.as_str()], abi::Priority::Server, 120)?;
         kassert!(
             s.how == abi::ENDED_EXIT && s.code == 0,

@@ -352,6 +352,12 @@ pub fn deadline_wakes() -> Result<u64, Error> {
     this_core().map(|c| c.deadline_wakes)
 }
 
+/// The timed waits of this core ended by a later tick than their deadline
+/// (`CoreInfo::late_wakes`): their timer was not armed for them.
+pub fn late_wakes() -> Result<u64, Error> {
+    this_core().map(|c| c.late_wakes)
+}
+
 /// This core's count of threads woken in the request path (`CoreInfo::ipc_wakes`).
 pub fn ipc_wakes() -> Result<u64, Error> {
     this_core().map(|c| c.ipc_wakes)
