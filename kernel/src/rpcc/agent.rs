@@ -196,11 +196,12 @@ extern "C" fn agent_main(src: u64) -> ! {
         let request: &Request = unsafe { &*(request as *const Request) };
         crate::trace::event(crate::trace::Kind::AgentStart, src as u64, tag);
         begin_work(me, src, tag, record);
-        perform(request);
+        let result = perform(request);
         let deferred = end_work(me);
         crate::trace::event(crate::trace::Kind::AgentEnd, src as u64, tag);
         // A request left waiting (a P on a semaphore) is answered later, by its V.
         if !deferred {
+            request.set_reply(result);
             super::reply(src, tag, request);
         }
         performed += 1;
@@ -236,8 +237,8 @@ fn end(successor: Option<usize>) -> ! {
     sched::exit_current()
 }
 
-/// Perform one request under its requester's flow.
-fn perform(request: &Request) {
+/// Perform one request under its requester's flow: its result.
+fn perform(request: &Request) -> Result<super::Out, abi::Error> {
     let flow = &request.flow;
     log::trace!(
         "rpcc: agent on core {} performs flow {} of machine {} core {} (user {})",
@@ -250,9 +251,7 @@ fn perform(request: &Request) {
     crate::res::adopt_flow(flow);
     let result = ops::perform(&request.op);
     crate::res::end_remote_flow();
-    if !current_deferred() {
-        request.set_reply(result);
-    }
+    result
 }
 
 // ---- the request an agent performs now, and requests it leaves waiting ------------------
@@ -276,10 +275,10 @@ pub struct Working {
     deferred: bool,
 }
 
-/// Agent `thread` starts performing request `tag` (record `request`) from core `src`.
+/// Agent `thread` starts performing request `tag` (record `request`) from core `src` (an
+/// agent performs one request at a time and always ends it with [`end_work`]).
 pub(crate) fn begin_work(thread: u32, src: usize, tag: u64, request: u64) {
     super::with_state(|s| {
-        s.working.retain(|w| w.thread != thread);
         s.working.push(Working {
             thread,
             src,
@@ -298,14 +297,6 @@ pub(crate) fn end_work(thread: u32) -> bool {
         Some(s.working.swap_remove(i).deferred)
     })
     .unwrap_or(false)
-}
-
-/// Did the running agent leave its request waiting?
-fn current_deferred() -> bool {
-    let Some(me) = sched::with(|s| s.current_thread()) else {
-        return false;
-    };
-    super::with_state(|s| s.working.iter().any(|w| w.thread == me && w.deferred))
 }
 
 /// A request an agent left waiting (in a semaphore): its source core, tag and record.
