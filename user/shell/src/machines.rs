@@ -26,15 +26,13 @@ use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::syscall::control::{PIPE_READ_END, PIPE_WRITE_END};
 use ulib::abi::{self, Error, Pid, WaitStatus};
-use ulib::mach::{Copied, Remote};
+use ulib::mach::{Copied, Remote, RunError, RunWords};
 use ulib::net::Ipv4;
 use ulib::{fnid, println, sys};
 
 /// A program started on another machine with `&`.
 pub(crate) struct RemoteJob {
-    pub machine: u8,
-    pub epoch: u32,
-    pub pid: Pid,
+    pub remote: Remote,
     pub name: String,
     /// Its output comes to this console in the background (`machd` follows it).
     pub followed: bool,
@@ -42,15 +40,7 @@ pub(crate) struct RemoteJob {
 
 impl RemoteJob {
     pub fn spelled(&self) -> String {
-        format!("m{}:{}", self.machine, self.pid)
-    }
-
-    fn remote(&self) -> Remote {
-        Remote {
-            machine: self.machine,
-            epoch: self.epoch,
-            pid: self.pid,
-        }
+        format!("m{}:{}", self.remote.machine, self.remote.pid)
     }
 }
 
@@ -152,7 +142,11 @@ pub(crate) fn list() -> Result<(), String> {
 fn machine_arg(cmd: &str, word: &str) -> Result<u64, String> {
     word.trim_start_matches('m')
         .parse::<u64>()
-        .map_err(|_| format!("{cmd}: '{word}' is not a machine (0, 1, ... or m0, m1, ...)"))
+        .map_err(|_| machine_error(cmd, word))
+}
+
+fn machine_error(cmd: &str, word: &str) -> String {
+    format!("{cmd}: '{word}' is not a machine (0, 1, ... or m0, m1, ...)")
 }
 
 /// `machine M` checked against this system's machines.
@@ -269,15 +263,7 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
     }
     let mut job = start_relayed(&words, false)?;
     if background {
-        let who = [
-            u64::from(job.machine),
-            u64::from(job.epoch),
-            job.pid.0,
-            0,
-            0,
-            0,
-        ];
-        match call(mach::OP_FOLLOW, who) {
+        match call(mach::OP_FOLLOW, job.remote.words(0)) {
             Ok(_) => job.followed = true,
             // Its output then waits in its pipe there until `wait` reads it here.
             Err(e) => println!("run: {}: its output comes at `wait` ({e})", job.spelled()),
@@ -294,33 +280,20 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
 /// (`OP_INPUT`): the job.
 pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, String> {
     let usage = "run: usage: run PROG [ARGS] -m MACHINE [-c CORE] [&]";
-    let mut words: Vec<&str> = args.to_vec();
-    let mut take = |flag: &str| -> Result<Option<String>, String> {
-        match words.iter().position(|w| *w == flag) {
-            Some(i) => {
-                let v = String::from(*words.get(i + 1).ok_or(usage)?);
-                words.drain(i..i + 2);
-                Ok(Some(v))
-            }
-            None => Ok(None),
-        }
-    };
-    let m = check_machine("run", machine_arg("run", &take("-m")?.ok_or(usage)?)?)?;
-    let core = match take("-c")? {
-        Some(c) => c
-            .parse::<u32>()
-            .ok()
-            .map(u64::from)
-            .filter(|&c| c != mach::ANY_CORE)
-            .ok_or_else(|| format!("run: bad core '{c}'"))?,
-        None => mach::ANY_CORE,
-    };
+    let RunWords {
+        machine,
+        core,
+        words,
+    } = ulib::mach::parse_run(args).map_err(|e| match e {
+        RunError::Usage => String::from(usage),
+        RunError::Machine(w) => machine_error("run", w),
+        RunError::Core(c) => format!("run: bad core '{c}'"),
+    })?;
+    let m = check_machine("run", machine)?;
     // Its output comes here: in the foreground the shell asks for it, in the background
     // this machine's `machd` does (`OP_FOLLOW`).
     let core = core | mach::SPAWN_RELAY | if stdin { mach::SPAWN_STDIN } else { 0 };
-    let Some(prog) = words.first().copied() else {
-        return Err(String::from(usage));
-    };
+    let prog = words[0];
     let r = ulib::mach::spawn(m as u8, core, &words).map_err(|e| match e {
         Error::TooLong => format!(
             "run: '{}' is too long for a remote run (at most 32 bytes of program and arguments)",
@@ -329,9 +302,7 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
         e => why(&format!("run {prog} -m {m}"), e),
     })?;
     Ok(RemoteJob {
-        machine: r.machine,
-        epoch: r.epoch,
-        pid: r.pid,
+        remote: r,
         name: String::from(prog),
         followed: false,
     })
@@ -343,7 +314,7 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
 /// reader sees EOF), and waits for the remote program. If the reader ended first (`Gone`),
 /// the remote program is killed, as a Unix writer dies of a broken pipe.
 pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<(), String> {
-    let pumped = match ulib::mach::output_into(&j.remote(), ulib::stdio::Stream::Pipe(pipe)) {
+    let pumped = match ulib::mach::output_into(&j.remote, ulib::stdio::Stream::Pipe(pipe)) {
         Ok(Copied::All) => Ok(()),
         Ok(Copied::ReaderGone) => {
             let _ = kill(j);
@@ -371,16 +342,8 @@ pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<()
             return Err(e);
         }
     };
-    let who = [
-        u64::from(job.machine),
-        u64::from(job.epoch),
-        job.pid.0,
-        0,
-        0,
-        0,
-    ];
-    job.followed = call(mach::OP_FOLLOW, who).is_ok();
-    let fed = ulib::mach::input_from(&job.remote(), pipe)
+    job.followed = call(mach::OP_FOLLOW, job.remote.words(0)).is_ok();
+    let fed = ulib::mach::input_from(&job.remote, pipe)
         .map(drop)
         .map_err(|e| why(&format!("run {} (its input)", job.spelled()), e));
     ulib::mach::drop_end(pipe, PIPE_READ_END);
@@ -392,7 +355,7 @@ pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<()
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped
 /// following it (if it did, and had not seen the end already).
 fn drain(j: &RemoteJob) -> Result<(), String> {
-    let who = [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0];
+    let who = j.remote.words(0);
     if j.followed {
         match call(mach::OP_UNFOLLOW, who) {
             // `machd` saw the end of its output (then the next look finds nothing there),
@@ -420,10 +383,7 @@ fn relay_output(j: &RemoteJob) -> Result<(), String> {
 fn relay_output_from(j: &RemoteJob, after_follow: bool) -> Result<(), String> {
     let mut late = 0;
     loop {
-        let r = match call(
-            mach::OP_OUTPUT,
-            [u64::from(j.machine), u64::from(j.epoch), j.pid.0, 0, 0, 0],
-        ) {
+        let r = match call(mach::OP_OUTPUT, j.remote.words(0)) {
             Err(Error::NoSuchProcess) if after_follow => return Ok(()),
             // A slow machine (a loaded host): look again. A dead one is declared down
             // within `DOWN_AFTER_NS`, and then the look ends `Gone`.
@@ -448,7 +408,7 @@ fn relay_output_from(j: &RemoteJob, after_follow: bool) -> Result<(), String> {
 
 /// Wait for remote job `j` to end.
 pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
-    ulib::mach::wait(&j.remote()).map_err(|e| why(&format!("wait {}", j.spelled()), e))
+    ulib::mach::wait(&j.remote).map_err(|e| why(&format!("wait {}", j.spelled()), e))
 }
 
 /// `mM:PID` as (machine, pid).
@@ -459,7 +419,7 @@ pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
 
 /// `kill mM:PID` (of a job: its epoch is known).
 pub(crate) fn kill(j: &RemoteJob) -> Result<(), String> {
-    ulib::mach::kill(&j.remote()).map_err(|e| why(&format!("kill {}", j.spelled()), e))
+    ulib::mach::kill(&j.remote).map_err(|e| why(&format!("kill {}", j.spelled()), e))
 }
 
 /// `ps -a`: this machine's processes, then every other machine's that answers.
@@ -518,7 +478,7 @@ pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> 
     let (m, pid) = parse_remote(word).ok_or_else(|| format!("{cmd}: bad remote pid '{word}'"))?;
     let i = jobs
         .iter()
-        .position(|j| j.machine == m && j.pid == pid)
+        .position(|j| j.remote.machine == m && j.remote.pid == pid)
         .ok_or_else(|| format!("{cmd}: {word} is not a job of this shell (run ... -m M &)"))?;
     if cmd == "kill" {
         return kill(&jobs[i]);

@@ -31,7 +31,8 @@ pub struct Remote {
 }
 
 impl Remote {
-    fn words(&self, w3: u64) -> [u64; 6] {
+    /// The request words that name it to `machd` (machine, epoch, pid), with `w3` after.
+    pub fn words(&self, w3: u64) -> [u64; 6] {
         [
             u64::from(self.machine),
             u64::from(self.epoch),
@@ -41,6 +42,63 @@ impl Remote {
             0,
         ]
     }
+}
+
+/// A remote run's words, `PROG [ARGS] -m M [-c C]`, taken apart by [`parse_run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunWords<'a> {
+    /// `M` (`m1` or `1`).
+    pub machine: u64,
+    /// [`spawn`]'s core word: `C`, or `ANY_CORE` without `-c`.
+    pub core: u64,
+    /// `PROG [ARGS]`.
+    pub words: Vec<&'a str>,
+}
+
+/// What is wrong with a remote run's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunError<'a> {
+    /// No program, no `-m`, or a flag without its value.
+    Usage,
+    /// `-m`'s value is not a machine number.
+    Machine(&'a str),
+    /// `-c`'s value is not a core number.
+    Core(&'a str),
+}
+
+/// Take `PROG [ARGS] -m M [-c C]` apart (the flags anywhere among the words).
+pub fn parse_run<'a>(args: &[&'a str]) -> Result<RunWords<'a>, RunError<'a>> {
+    let mut words = args.to_vec();
+    let mut take = |flag: &str| -> Result<Option<&'a str>, RunError<'a>> {
+        let Some(i) = words.iter().position(|w| *w == flag) else {
+            return Ok(None);
+        };
+        let v = *words.get(i + 1).ok_or(RunError::Usage)?;
+        words.drain(i..i + 2);
+        Ok(Some(v))
+    };
+    let m = take("-m")?.ok_or(RunError::Usage)?;
+    let machine = m
+        .trim_start_matches('m')
+        .parse::<u64>()
+        .map_err(|_| RunError::Machine(m))?;
+    let core = match take("-c")? {
+        Some(c) => c
+            .parse::<u32>()
+            .ok()
+            .map(u64::from)
+            .filter(|&c| c != mach::ANY_CORE)
+            .ok_or(RunError::Core(c))?,
+        None => mach::ANY_CORE,
+    };
+    if words.is_empty() {
+        return Err(RunError::Usage);
+    }
+    Ok(RunWords {
+        machine,
+        core,
+        words,
+    })
 }
 
 /// This machine's `machd` (`NotSupported`: there is none, a machine booted alone).

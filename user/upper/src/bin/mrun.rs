@@ -18,12 +18,11 @@ extern crate alloc;
 
 use alloc::format;
 use alloc::string::String;
-use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
-use ulib::abi::mach::{ANY_CORE, SPAWN_RELAY, SPAWN_STDIN};
+use ulib::abi::mach::{SPAWN_RELAY, SPAWN_STDIN};
 use ulib::abi::syscall::control::PIPE_READ_END;
 use ulib::abi::{Error, Pid, ENDED_EXIT, ENDED_KILLED};
-use ulib::mach::{self, Copied, Remote};
+use ulib::mach::{self, Copied, Remote, RunError, RunWords};
 use ulib::stdio::{self, Stream};
 use ulib::{eprintln, thread};
 
@@ -45,42 +44,17 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-/// `PROG [ARGS] -m M [-c C]` as (machine, the spawn's core word, program and arguments).
-fn parse<'a>(words: &[&'a str]) -> Result<(u8, u64, Vec<&'a str>), String> {
-    let mut words = words.to_vec();
-    let mut take = |flag: &str| -> Result<Option<&'a str>, String> {
-        match words.iter().position(|w| *w == flag) {
-            Some(i) => {
-                let v = *words.get(i + 1).ok_or(USAGE)?;
-                words.drain(i..i + 2);
-                Ok(Some(v))
-            }
-            None => Ok(None),
-        }
-    };
-    let m = take("-m")?.ok_or(USAGE)?;
-    let machine = m
-        .strip_prefix('m')
-        .unwrap_or(m)
-        .parse::<u8>()
-        .map_err(|_| format!("bad machine '{m}' (a number, e.g. 1)"))?;
-    let core = match take("-c")? {
-        Some(c) => c
-            .parse::<u32>()
-            .ok()
-            .map(u64::from)
-            .filter(|&c| c != ANY_CORE)
-            .ok_or_else(|| format!("bad core '{c}'"))?,
-        None => ANY_CORE,
-    };
-    if words.is_empty() {
-        return Err(USAGE.into());
-    }
-    Ok((machine, core, words))
-}
-
 fn run(words: &[&str]) -> Result<i32, String> {
-    let (machine, core, words) = parse(words)?;
+    let RunWords {
+        machine,
+        core,
+        words,
+    } = mach::parse_run(words).map_err(|e| match e {
+        RunError::Usage => String::from(USAGE),
+        RunError::Machine(m) => format!("bad machine '{m}' (a number, e.g. 1)"),
+        RunError::Core(c) => format!("bad core '{c}'"),
+    })?;
+    let machine = u8::try_from(machine).map_err(|_| format!("no machine {machine}"))?;
     let prog = words[0];
     let r = mach::spawn(machine, core | SPAWN_RELAY | SPAWN_STDIN, &words).map_err(|e| {
         let why = match e {
