@@ -274,9 +274,10 @@ pub fn deterministic(runs: usize) -> Result<()> {
                  `replace` starts it: the sender keeps the core busy at server priority, so \
                  a background server would not run before the sends end; `bench \
                  net-replace` measures the shell's replacement). Added time = the longest \
-                 send from then on minus the baseline's median; replacement time = from just before the spawn until the \
-                 first send that ended after the switch was seen (the new server's start \
-                 included: loading, its driver check, its transmit pages). Instructions = \
+                 send from then on minus the baseline's median; replacement time = from \
+                 just before the spawn until the first send that ended after the switch \
+                 was seen (the new server's start included: loading, its driver check, its \
+                 transmit pages). Instructions = \
                  virtual ns. AnT added its whole replacement time, {PAPER_FIG8_MS} ms. The \
                  host-stream side of Figure 8 is `cargo xtask bench net-replace` (parallel \
                  mode, wall time)."

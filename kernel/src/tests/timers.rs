@@ -13,8 +13,9 @@
 //! programmed for no later than its deadline, however late it came); such a wait may be
 //! woken by another interrupt just after its deadline, before the timer's own interrupt
 //! arrives, so for it the wake may be counted right after the wait ([`FIRE_GUARD_NS`] only
-//! catches one that never comes). Ending before the deadline fails at once. How late the waits end is printed, as information
-//! (the benchmark `bench timers` measures it, in deterministic mode).
+//! catches one that never comes). Ending before the deadline fails at once. How late the
+//! waits end is printed, as information (the benchmark `bench timers` measures it, in
+//! deterministic mode).
 
 use super::run_program;
 use crate::proc::sched;
