@@ -35,6 +35,15 @@ pub fn owner_of(paddr: u64) -> Option<usize> {
         .position(|ranges| ranges.iter().any(|r| r.contains(paddr)))
 }
 
+/// The end of the pool range that holds `paddr` (0 if none): a run of frames given to
+/// [`free_contiguous`] must stay below it.
+pub fn range_end(paddr: u64) -> u64 {
+    LAYOUT
+        .get()
+        .and_then(|l| l.iter().flatten().find(|r| r.contains(paddr)))
+        .map_or(0, |r| r.end)
+}
+
 /// Build this core's pool allocator, its bitmap stored in the pool's own frames.
 pub fn init_this_core() {
     let me = current_core();

@@ -695,26 +695,62 @@ pub(crate) fn leave(root: u64) {
 impl Drop for VSpace {
     /// Free every user frame and every page-table frame of the lower half, then the root.
     fn drop(&mut self) {
-        // Shared pages first: their frames are the vregions', not ours to free.
-        for (at, pages, _) in core::mem::take(&mut self.attached) {
-            self.unmap_shared(at, pages);
-        }
-        for (at, pages) in core::mem::take(&mut self.pinned) {
-            self.unmap_shared(at, pages);
-        }
-        // Shared text: unmapped before the tables are freed; its frames go with the last
-        // reference (here, or in another address space still mapping them).
-        for (at, text) in core::mem::take(&mut self.text) {
-            self.unmap_shared(at, text.frames().len() as u64);
-        }
         leave(self.root);
+        // Shared pages are not ours to free: an attachment's or a pinned region's frames
+        // are the vregion's, shared text's go with its last reference (here, when `text`
+        // is dropped, or in another address space still mapping them). The walk goes up
+        // the addresses, so one cursor over the sorted ranges tells each page.
+        let mut shared: Vec<(u64, u64)> = self
+            .attached
+            .iter()
+            .map(|&(at, pages, _)| (at, at + pages * PAGE_SIZE))
+            .chain(
+                self.pinned
+                    .iter()
+                    .map(|&(at, pages)| (at, at + pages * PAGE_SIZE)),
+            )
+            .chain(
+                self.text
+                    .iter()
+                    .map(|(at, t)| (*at, at + t.frames().len() as u64 * PAGE_SIZE)),
+            )
+            .collect();
+        shared.sort_unstable();
+        let mut next_shared = 0;
+        // Frames are freed a run of consecutive ones at a time (a heap's pages mostly
+        // came from the pool in a row), never across the end of a pool's range (`limit`).
+        let (mut run, mut limit) = ((0u64, 0u64), 0u64);
+        let free_run = |run: &mut (u64, u64)| {
+            if run.1 > 0 {
+                let _ = frames::free_contiguous(run.0, run.1);
+            }
+            *run = (0, 0);
+        };
         // SAFETY: nobody runs on this address space any more (the owner switched away);
         // the lower-half tables were built by `map_4k` from this core's pool.
         unsafe {
-            paging::free_lower_half(self.root, &mut |f| {
-                let _ = frames::free(f);
+            paging::free_lower_half(self.root, &mut |at, frame, leaf| {
+                if leaf {
+                    while shared.get(next_shared).is_some_and(|&(_, end)| end <= at) {
+                        next_shared += 1;
+                    }
+                    if shared
+                        .get(next_shared)
+                        .is_some_and(|&(start, _)| start <= at)
+                    {
+                        return;
+                    }
+                }
+                if run.1 > 0 && frame == run.0 + run.1 * PAGE_SIZE && frame < limit {
+                    run.1 += 1;
+                } else {
+                    free_run(&mut run);
+                    run = (frame, 1);
+                    limit = frames::range_end(frame);
+                }
             })
         };
+        free_run(&mut run);
         let _ = frames::free(self.root);
         quota::uncharge_frames(self.user, self.charged);
     }
