@@ -12,7 +12,7 @@
 //! | 42 | `FN_REGISTER` | name ptr, name len, endpoint (the caller's own) | the function id |
 //! | 43 | `FN_LOOKUP` | name ptr, name len | the function id (`NoSuchResource` if none) |
 //! | 44 | `FN_UNREGISTER` | function id | 0 |
-//! | 45 | `FN_LIST` | `*mut FnInfo`, capacity | number of records written |
+//! | 45 | `FN_LIST` | `*mut FnInfo`, capacity, flags (0 or [`FN_LIST_LOCAL`]) | number of records written |
 //! | 46 | `FN_STATE` | function id, vregion (0: only ask) | the function's state ICA (0: none) |
 //! | 47 | `FN_TAKEOVER` | function id, endpoint (the caller's own), timeout ns | the function's new server generation |
 //! | 57 | `FN_RESTART` | function id, most restarts in the window (0: off; at most [`MAX_RESTARTS`]), window ms, `*const u8` arguments, their length | 0 |
@@ -80,6 +80,12 @@ use bytemuck::{Pod, Zeroable};
 
 /// Longest function name.
 pub const FN_NAME_MAX: usize = 16;
+/// `FN_LIST` flag: this core's copy of the registry only, whose records are as current as
+/// every other field's, but `served` counts only the requests taken on this core: no other
+/// core is asked. For a program that looks for one function's server or generation, often
+/// (the shell's `replace` waits so), without an inter-core request each time. Any other
+/// flag bit is `InvalidArgument`.
+pub const FN_LIST_LOCAL: u64 = 1;
 /// Most function ids registered at once.
 pub const MAX_FNIDS: usize = 64;
 
@@ -178,7 +184,8 @@ pub struct FnInfo {
     pub endpoint: u64,
     /// 1 for the first server, one more for each that took over.
     pub generation: u64,
-    /// Requests the function's servers have taken (`RECV`) under this id.
+    /// Requests the function's servers have taken (`RECV`) under this id (on this core
+    /// only with [`FN_LIST_LOCAL`]).
     pub served: u64,
     /// The state ICA handed from server to server (a `ResId`), or 0 if none.
     pub state_ica: u64,

@@ -28,7 +28,8 @@
 //!   still exists before answering `AlreadyExists`, so a restart never waits for the news.
 //! - `FN_LOOKUP`, `FN_STATE` (ask) and `FN_LIST` read the caller's own copy; `FN_LIST`
 //!   gathers the `served` counts from every core (each counts the requests its servers
-//!   take, where they take them: [`note_served`]).
+//!   take, where they take them: [`note_served`]), unless asked for this core's only
+//!   (`FN_LIST_LOCAL`: no inter-core request, for programs that look often).
 //!
 //! In big-lock mode the same code runs: RPCC requests and notices are performed at once by
 //! the calling core acting as the target (`structure::directly`), so a push updates every
@@ -685,8 +686,8 @@ pub fn state(fnid: u64, vregion: u64) -> Result<u64, Error> {
 }
 
 /// FN_LIST: every registered function as this core's copy has it, with the requests taken
-/// under it on every core.
-pub fn list() -> Result<Vec<FnInfo>, Error> {
+/// under it on every core (`local`: on this core only, asking no other core).
+pub fn list(local: bool) -> Result<Vec<FnInfo>, Error> {
     let (mut infos, mut served) = table(|t| {
         let infos: Vec<FnInfo> = (0..MAX_FNIDS)
             .filter_map(|i| {
@@ -716,7 +717,8 @@ pub fn list() -> Result<Vec<FnInfo>, Error> {
         (infos, t.served.to_vec())
     });
     let here = current_core();
-    for core in (0..crate::smp::cores_planned()).filter(|&c| c != here && rpcc::reachable(c)) {
+    let others = (0..crate::smp::cores_planned()).filter(|&c| !local && c != here);
+    for core in others.filter(|&c| rpcc::reachable(c)) {
         if let Out::Served(v) = rpcc::call(core, Op::Fn(FnOp::Served))? {
             served.extend(v);
         }

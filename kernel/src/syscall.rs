@@ -232,7 +232,7 @@ fn fn_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
             .and_then(|name| crate::fnid::lookup(&name))
             .map(|id| id.0),
         nr::FN_UNREGISTER => crate::fnid::unregister(a[0]).map(|()| 0),
-        nr::FN_LIST => fn_list(a[0], a[1]),
+        nr::FN_LIST => fn_list(a[0], a[1], a[2]),
         nr::FN_STATE => crate::fnid::state(a[0], a[1]),
         nr::FN_TAKEOVER => crate::ipc::takeover::takeover(a[0], ResId(a[1]), a[2]),
         _ => Err(Error::NoSuchCall),
@@ -279,13 +279,16 @@ fn dev_call(number: u64, a: [u64; 6]) -> Result<u64, Error> {
     }
 }
 
-/// FN_LIST(`*mut FnInfo`, capacity): the whole room is checked first, so a bad pointer is
-/// `BadAddress` however many functions there are.
-fn fn_list(ptr: u64, capacity: u64) -> Result<u64, Error> {
+/// FN_LIST(`*mut FnInfo`, capacity, flags): the whole room is checked first, so a bad
+/// pointer is `BadAddress` however many functions there are.
+fn fn_list(ptr: u64, capacity: u64, flags: u64) -> Result<u64, Error> {
+    if flags & !abi::fnid::FN_LIST_LOCAL != 0 {
+        return Err(Error::InvalidArgument);
+    }
     let room = capacity.min(abi::fnid::MAX_FNIDS as u64) as usize;
     let out = UserSliceMut::<abi::fnid::FnInfo>::new(ptr, room);
     proc::with_current_vspace(|vs| out.check(vs))?;
-    let infos = crate::fnid::list()?;
+    let infos = crate::fnid::list(flags & abi::fnid::FN_LIST_LOCAL != 0)?;
     write_records(ptr, &infos[..infos.len().min(room)])
 }
 

@@ -102,7 +102,7 @@ pub(super) fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
 
 /// Requests served under `kv` so far (every core's count).
 pub(super) fn served() -> u64 {
-    crate::fnid::list()
+    crate::fnid::list(false)
         .ok()
         .and_then(|l| l.into_iter().find(|f| f.name() == "kv"))
         .map_or(0, |f| f.served)
@@ -259,7 +259,7 @@ ktest! {
             s.how == abi::ENDED_EXIT && s.code == 2,
             "kv cpu=abc ended with {s:?}, want exit 2"
         );
-        let registered = crate::fnid::list()
+        let registered = crate::fnid::list(false)
             .map_err(|e| format!("FN_LIST: {e:?}"))?
             .iter()
             .any(|f| f.name() == "kv");

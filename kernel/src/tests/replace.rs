@@ -30,7 +30,7 @@ use alloc::vec::Vec;
 
 /// `kv`'s server generation and server, as this core's copy has them.
 fn kv_now() -> (u64, Pid) {
-    crate::fnid::list()
+    crate::fnid::list(false)
         .ok()
         .and_then(|l| l.into_iter().find(|f| f.name() == "kv"))
         .map_or((0, Pid(0)), |f| (f.generation, f.server))
@@ -330,7 +330,7 @@ ktest! {
 
 /// `kv`'s record in this core's copy of the registry.
 fn kv_info() -> Option<abi::fnid::FnInfo> {
-    crate::fnid::list()
+    crate::fnid::list(false)
         .ok()
         .and_then(|l| l.into_iter().find(|f| f.name() == "kv"))
 }

@@ -64,7 +64,7 @@ fn pattern(r: u32, i: usize) -> alloc::vec::Vec<u8> {
 
 /// The server generation of every buffer manager, as `fs.buf0 G, fs.buf1 G`.
 fn generations() -> String {
-    let list = fnid::list().unwrap_or_default();
+    let list = fnid::list_local().unwrap_or_default();
     let mut out = String::new();
     for name in buf::FN_NAMES {
         if let Some(f) = list.iter().find(|f| f.name() == name) {

@@ -5,9 +5,9 @@
 //!
 //! | part | what |
 //! |---|---|
-//! | (a) | bad names (`BadName`, `TooLong`), bad pointers (`BadAddress`), an unknown name, forged function ids (never issued, a slot past the table, core bits set: `NoSuchResource` for every call), an endpoint argument that is a vregion or a function id (`WrongType`) |
-//! | (b) | this program serves `fnchk.a`: a second registration is `AlreadyExists`, lookup finds it, `FN_LIST` describes it; callers on this core and on CORE call, send, submit and submit through a ring by function id and may not receive on it (`Denied`); the server receives by function id; `served` counts every request; `FN_STATE` of a non-vregion is `WrongType`; unregistered: calls `StaleResource`, lookup `NoSuchResource`, a new registration a new id |
-//! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it and `Denied` unregistering it; this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down; a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
+//! | (a) | bad names (`BadName`, `TooLong`), bad pointers (`BadAddress`), an unknown `FN_LIST` flag (`InvalidArgument`), an unknown name, forged function ids (never issued, a slot past the table, core bits set: `NoSuchResource` for every call), an endpoint argument that is a vregion or a function id (`WrongType`) |
+//! | (b) | this program serves `fnchk.a`: a second registration is `AlreadyExists`, lookup finds it, `FN_LIST` describes it (this core's copy alone, `FN_LIST_LOCAL`, too); callers on this core and on CORE call, send, submit and submit through a ring by function id and may not receive on it (`Denied`); the server receives by function id; `served` counts every request; `FN_STATE` of a non-vregion is `WrongType`; unregistered: calls `StaleResource`, lookup `NoSuchResource`, a new registration a new id |
+//! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it and `Denied` unregistering it; this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down (this core's copy alone counts only the requests served here); a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
 //! | (d) | `Limit` at `MAX_FNIDS` registered names, then all withdrawn |
 //! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
 //!
@@ -157,10 +157,18 @@ fn bad_input(ep: ResId) -> Check {
     // SAFETY: as above.
     let (list_kernel, list_unmapped) = unsafe {
         (
-            raw::syscall2(nr::FN_LIST, 0xffff_8000_0000_0000, 4),
-            raw::syscall2(nr::FN_LIST, 0x10, 1),
+            raw::syscall3(nr::FN_LIST, 0xffff_8000_0000_0000, 4, 0),
+            raw::syscall3(nr::FN_LIST, 0x10, 1, 0),
         )
     };
+    let mut room = [FnInfo::default(); 4];
+    // SAFETY: `room` is valid for writing 4 records.
+    let bad_flag = unsafe { raw::syscall3(nr::FN_LIST, room.as_mut_ptr() as u64, 4, 2) };
+    expect(
+        "(a) list, unknown flag",
+        nr::decode(bad_flag.0, bad_flag.1),
+        Error::InvalidArgument,
+    )?;
     expect(
         "(a) list, kernel pointer",
         nr::decode(list_kernel.0, list_kernel.1),
@@ -303,6 +311,11 @@ fn local_server_on(fa: FnId, me: Pid, user: UserId, ep: ResId, ep2: ResId, core:
     match info_of(fa)? {
         Some(i) if i == want(served) => {}
         other => return fail("(b) list after serving", other),
+    }
+    // This core's copy alone: the same, as this program took every request here.
+    match fnid::info(fa) {
+        Ok(i) if i == want(served) => {}
+        other => return fail("(b) this core's list after serving", other),
     }
     fnid::unregister(fa).map_err(|e| format!("(b) unregister: {e}"))?;
     expect(
@@ -538,6 +551,17 @@ fn remote_server_with(core: usize, servers: &mut Vec<Pid>) -> Check {
     match info_of(fb)? {
         Some(i) if i == want(Pid(0), 1, 3, FN_DOWN) => {}
         other => return fail("(c) list, down", other),
+    }
+    // This core's copy alone (`FN_LIST_LOCAL`): the same record, but only the requests taken
+    // on this core, so none when the server ran on CORE (no other core was asked).
+    let here_only = if sys::core().map_err(|e| format!("core: {e}"))? == core {
+        3
+    } else {
+        0
+    };
+    match fnid::info(fb) {
+        Ok(i) if i == want(Pid(0), 1, here_only, FN_DOWN) => {}
+        other => return fail("(c) this core's list, down", other),
     }
     match fnid::lookup("fnchk.b") {
         Ok(id) if id == fb => {}

@@ -26,9 +26,7 @@ fn bytes(seed: u64, len: usize) -> Vec<u8> {
 
 fn generation() -> u64 {
     let id = fnid::lookup(ulib::abi::fs::FN_FS).ok();
-    fnid::list()
-        .ok()
-        .and_then(|l| l.into_iter().find(|f| Some(f.fnid) == id))
+    id.and_then(|id| fnid::info(id).ok())
         .map_or(0, |f| f.generation)
 }
 

@@ -259,7 +259,7 @@ impl Client {
     /// answered `Gone` then stays unanswered, however often it is sent again.
     pub fn down(&self) -> bool {
         use ulib::abi::fnid::{FN_RESTARTING, FN_UP};
-        match fnid::list() {
+        match fnid::list_local() {
             Ok(list) => !list
                 .iter()
                 .any(|i| i.fnid == self.fnid && (i.state == FN_UP || i.state == FN_RESTARTING)),

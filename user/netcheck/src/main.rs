@@ -121,7 +121,7 @@ fn run(
     let start = sys::clock_ns().unwrap_or(0);
     while p.udp.is_none() {
         p.serve(5_000_000);
-        p.udp = fnid::list().ok().and_then(|l| {
+        p.udp = fnid::list_local().ok().and_then(|l| {
             l.iter()
                 .find(|f| f.name() == FN_UDP && f.state == ulib::abi::fnid::FN_UP)
                 .map(|f| f.fnid)

@@ -88,7 +88,7 @@ impl Prepared {
 
 /// The process serving `net.drv` now, if it is up.
 fn driver_pid() -> Option<Pid> {
-    fnid::list().ok().and_then(|l| {
+    fnid::list_local().ok().and_then(|l| {
         l.iter()
             .find(|f| f.name() == FN_DRV && f.state == ulib::abi::fnid::FN_UP)
             .map(|f| f.server)

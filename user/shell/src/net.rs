@@ -93,7 +93,7 @@ pub(crate) fn crash() -> Result<(), String> {
 
 /// Is function `name` served (registered and up)?
 fn served(name: &str) -> bool {
-    ulib::fnid::list().is_ok_and(|l| {
+    ulib::fnid::list_local().is_ok_and(|l| {
         l.iter()
             .any(|f| f.name() == name && f.state == ulib::abi::fnid::FN_UP)
     })

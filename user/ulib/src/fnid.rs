@@ -54,12 +54,39 @@ pub fn unregister(fnid: FnId) -> Result<(), Error> {
     decode(unsafe { raw::syscall1(nr::FN_UNREGISTER, fnid.0) }).map(|_| ())
 }
 
-/// FN_LIST: every registered function.
+/// FN_LIST: every registered function, with the requests taken under it on every core
+/// (the kernel asks each other core for its count).
 pub fn list() -> Result<Vec<FnInfo>, Error> {
+    list_with(0)
+}
+
+/// FN_LIST with [`abi::fnid::FN_LIST_LOCAL`]: every registered function as this core's copy
+/// of the registry has it, `served` counting this core's requests only; no other core is
+/// asked, so it is cheap enough to look often (a server's or a generation's change).
+pub fn list_local() -> Result<Vec<FnInfo>, Error> {
+    list_with(crate::abi::fnid::FN_LIST_LOCAL)
+}
+
+/// Function `fnid`'s record in this core's copy of the registry ([`list_local`]);
+/// `NoSuchResource` if it is not registered.
+pub fn info(fnid: FnId) -> Result<FnInfo, Error> {
+    list_local()?
+        .into_iter()
+        .find(|i| i.fnid == fnid)
+        .ok_or(Error::NoSuchResource)
+}
+
+fn list_with(flags: u64) -> Result<Vec<FnInfo>, Error> {
     let mut buf = alloc::vec![FnInfo::default(); MAX_FNIDS];
     // SAFETY: `buf` is valid for writing `buf.len()` records.
-    let n =
-        decode(unsafe { raw::syscall2(nr::FN_LIST, buf.as_mut_ptr() as u64, buf.len() as u64) })?;
+    let n = decode(unsafe {
+        raw::syscall3(
+            nr::FN_LIST,
+            buf.as_mut_ptr() as u64,
+            buf.len() as u64,
+            flags,
+        )
+    })?;
     buf.truncate(n as usize);
     Ok(buf)
 }
