@@ -80,7 +80,7 @@ impl NetDev {
         let mut pages = Vec::with_capacity(TX_PAGES);
         for i in 0..TX_PAGES {
             let region = res::open_vregion(
-                &format!("here/vregion/netd-tx-{tag}-{i}"),
+                &format!("here/vregion/{}", ulib::net::tx_page_name(tag, i)),
                 FRAME_ICA_SIZE,
                 Rights::OWNER_ALL,
             )
@@ -307,10 +307,13 @@ impl Tx {
         }
     }
 
-    /// Close the transmit pages (a retiring server: its vregions would outlive it). Frames
-    /// still with the driver are waited for (a bounded wait); a page that does not come
-    /// back is left to its fate (it comes back detached to this ended creator).
-    pub fn close_pages(&mut self) {
+    /// A retiring server's last sends: the frames still with the driver are waited for (a
+    /// bounded wait), and those a restarting driver refused are offered to the next one, so
+    /// that nothing it accepted is lost with it. Its pages are not closed here: that kept
+    /// the service waiting (16 detaches and closes, most of a replacement's pause in
+    /// parallel mode); the successor closes them once they are free
+    /// ([`close_leftover_pages`]).
+    pub fn settle(&mut self) {
         for _ in 0..50 {
             self.resend();
             if self.in_flight() == 0 && self.refused() == 0 {
@@ -323,16 +326,6 @@ impl Tx {
             }
         }
         self.counts.errors += self.refused() as u64;
-        let pages: Vec<Page> = core::mem::take(&mut self.pages)
-            .into_iter()
-            .filter(|p| p.ticket.is_none())
-            .collect();
-        // One handle to the own vspace for all (this runs while the new server waits).
-        let mapped: Vec<u64> = pages.iter().map(|p| p.at).filter(|&at| at != 0).collect();
-        let _ = res::detach_here_each(&mapped);
-        for p in pages {
-            let _ = res::close(p.region);
-        }
     }
 
     /// Frames still with the driver.
@@ -424,4 +417,35 @@ pub fn driver_mac(tries: u32) -> Result<[u8; 6], Error> {
         let _ = sys::sleep_ns(10_000_000);
     }
     Err(last)
+}
+
+/// Close the transmit pages earlier servers left, on every core: `netd-tx-TAG-I` on core C
+/// is process C.TAG's (vregions outlive their creator: a replaced server leaves its pages
+/// to its successor, [`Tx::settle`], and a crashed one could not close them). A page is
+/// closed once its process no longer runs and nothing maps it (one that was with the
+/// driver comes back detached to its ended creator); `me`'s own are never touched.
+/// Returns how many are left to close later (still mapped somewhere: `Busy`).
+pub fn close_leftover_pages(me: ulib::abi::Pid) -> usize {
+    use ulib::abi::res::ResType;
+    let Ok(live) = sys::live_processes() else {
+        return 1;
+    };
+    let mut left = 0;
+    for core in 0..ulib::abi::MAX_CORES {
+        let Ok(list) = res::list_all(core) else {
+            break;
+        };
+        for r in list.iter().filter(|r| r.kind == ResType::VRegion as u8) {
+            let Some(owner) = ulib::net::tx_page_owner(core, r.name()) else {
+                continue;
+            };
+            if owner == me || live.iter().any(|p| p.pid == owner) {
+                continue;
+            }
+            if res::close(r.id) == Err(Error::Busy) {
+                left += 1;
+            }
+        }
+    }
+    left
 }

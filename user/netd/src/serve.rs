@@ -38,6 +38,13 @@ const BATCH: usize = 32;
 const ANNOUNCE_ROUNDS: u32 = 4;
 /// How often frames a restarting driver refused are offered again.
 const RESEND_POLL_NS: u64 = 2_000_000;
+/// When a server first looks for the transmit pages an earlier one left (after its start:
+/// a predecessor it took over from has ended by then, and its pages the driver held have
+/// come back), how often it looks again while some are still mapped, and how many times.
+/// Only when no request waits: the service never waits for it.
+const LEFTOVER_DELAY_NS: u64 = 50_000_000;
+const LEFTOVER_AGAIN_NS: u64 = 100_000_000;
+const LEFTOVER_LOOKS: u32 = 20;
 
 /// A receive waiting for a datagram.
 struct Held {
@@ -128,6 +135,10 @@ pub struct Server {
     /// inside it, which `dev.tx.result_ns` times apart).
     steps_on: bool,
     busy_ns: u64,
+    /// When to look for transmit pages earlier servers left (`dev::close_leftover_pages`),
+    /// and how many more looks are allowed; `None` once none are left.
+    leftovers_at: Option<u64>,
+    leftover_looks: u32,
 }
 
 pub fn now() -> Instant {
@@ -163,6 +174,12 @@ impl Server {
             spare,
             steps_on: false,
             busy_ns: 0,
+            leftovers_at: Some(
+                sys::clock_ns()
+                    .unwrap_or(0)
+                    .saturating_add(LEFTOVER_DELAY_NS),
+            ),
+            leftover_looks: LEFTOVER_LOOKS,
         };
         let h = s.net.header();
         if h.addr != 0 {
@@ -244,6 +261,17 @@ impl Server {
                     Err(e) => return Err(alloc::format!("receive: {e}")),
                 }
             }
+            if self.leftovers_due() && !self.dev.rx_pending() {
+                // Nothing may wait meanwhile: a request queued is served first.
+                match ipc::recv(self.ep, 0) {
+                    Ok(r) => {
+                        self.handle(&r);
+                        continue;
+                    }
+                    Err(Error::TimedOut) => self.close_leftovers(),
+                    Err(e) => return Err(alloc::format!("receive: {e}")),
+                }
+            }
             if let Some(t0) = woke.take() {
                 if self.steps_on {
                     self.busy_ns += sys::cpu_time_ns().unwrap_or(t0).saturating_sub(t0);
@@ -273,8 +301,26 @@ impl Server {
         }
     }
 
+    fn leftovers_due(&self) -> bool {
+        self.leftovers_at
+            .is_some_and(|at| sys::clock_ns().unwrap_or(0) >= at)
+    }
+
+    /// Close what earlier servers left ([`LEFTOVER_DELAY_NS`]); look again later while some
+    /// pages are still mapped, at most [`LEFTOVER_LOOKS`] times.
+    fn close_leftovers(&mut self) {
+        let me = sys::getpid().unwrap_or(Pid(0));
+        let left = crate::dev::close_leftover_pages(me);
+        self.leftover_looks = self.leftover_looks.saturating_sub(1);
+        self.leftovers_at = (left > 0 && self.leftover_looks > 0).then(|| {
+            sys::clock_ns()
+                .unwrap_or(0)
+                .saturating_add(LEFTOVER_AGAIN_NS)
+        });
+    }
+
     /// How long the next receive may wait: until smoltcp wants polling or a held receive
-    /// times out.
+    /// times out, or it is time to look for an earlier server's pages.
     fn timeout(&mut self) -> u64 {
         if self.dev.rx_pending() {
             return 0;
@@ -294,6 +340,9 @@ impl Server {
         // Frames a restarting driver refused: try the next one soon.
         if self.dev.tx.refused() > 0 {
             t = t.min(RESEND_POLL_NS);
+        }
+        if let Some(at) = self.leftovers_at {
+            t = t.min(at.saturating_sub(now_ns));
         }
         t
     }
@@ -426,10 +475,11 @@ impl Server {
         for h in core::mem::take(&mut self.held) {
             answer(h.request, Err(Error::Again), Some(h.page));
         }
-        // The next receive retires this server: its transmit pages go now (vregions outlive
-        // their creator). Frames smoltcp still has to send are lost with it (the new server
-        // has the datagrams received; a datagram accepted for sending was answered already).
-        self.dev.tx.close_pages();
+        // The next receive retires this server: what it gave the driver is sent first; its
+        // transmit pages are left to the new server (`dev::close_leftover_pages`). Frames
+        // smoltcp still has to send are lost with it (the new server has the datagrams
+        // received; a datagram accepted for sending was answered already).
+        self.dev.tx.settle();
     }
 
     /// Is `pid` the process serving `net.drv`?
