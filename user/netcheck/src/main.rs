@@ -331,7 +331,7 @@ fn run(
 }
 
 /// How long `netcheck leftovers` waits for the last pages to be closed: a hang guard (a
-/// server looks for its predecessors' pages 50 ms after it starts, when nothing waits).
+/// server looks for its predecessors' pages at its first moment with nothing to do).
 const LEFTOVER_LIMIT_NS: u64 = 10_000_000_000;
 const LEFTOVER_POLL_NS: u64 = 20_000_000;
 

@@ -38,11 +38,11 @@ const BATCH: usize = 32;
 const ANNOUNCE_ROUNDS: u32 = 4;
 /// How often frames a restarting driver refused are offered again.
 const RESEND_POLL_NS: u64 = 2_000_000;
-/// When a server first looks for the transmit pages an earlier one left (after its start:
-/// a predecessor it took over from has ended by then, and its pages the driver held have
-/// come back), how often it looks again while some are still mapped, and how many times.
-/// Only when no request waits: the service never waits for it.
-const LEFTOVER_DELAY_NS: u64 = 50_000_000;
+/// A server looks for the transmit pages earlier ones left at its first moment with no
+/// request waiting (a predecessor it took over from has ended by then: it waited for the
+/// frames it gave the driver before it retired), then again while some are still mapped,
+/// this often and at most this many times. Never while a request waits: the service does
+/// not wait for it, and a one-time cost is not paid inside the sends that follow.
 const LEFTOVER_AGAIN_NS: u64 = 100_000_000;
 const LEFTOVER_LOOKS: u32 = 20;
 
@@ -174,11 +174,7 @@ impl Server {
             spare,
             steps_on: false,
             busy_ns: 0,
-            leftovers_at: Some(
-                sys::clock_ns()
-                    .unwrap_or(0)
-                    .saturating_add(LEFTOVER_DELAY_NS),
-            ),
+            leftovers_at: Some(0),
             leftover_looks: LEFTOVER_LOOKS,
         };
         let h = s.net.header();
@@ -306,8 +302,8 @@ impl Server {
             .is_some_and(|at| sys::clock_ns().unwrap_or(0) >= at)
     }
 
-    /// Close what earlier servers left ([`LEFTOVER_DELAY_NS`]); look again later while some
-    /// pages are still mapped, at most [`LEFTOVER_LOOKS`] times.
+    /// Close what earlier servers left; look again later while some pages are still mapped,
+    /// at most [`LEFTOVER_LOOKS`] times.
     fn close_leftovers(&mut self) {
         let me = sys::getpid().unwrap_or(Pid(0));
         let left = crate::dev::close_leftover_pages(me);
