@@ -422,15 +422,14 @@ pub fn driver_mac(tries: u32) -> Result<[u8; 6], Error> {
 /// Close the transmit pages earlier servers left, on every core: `netd-tx-TAG-I` on core C
 /// is process C.TAG's (vregions outlive their creator: a replaced server leaves its pages
 /// to its successor, [`Tx::settle`], and a crashed one could not close them). A page is
-/// closed once its process no longer runs and nothing maps it (one that was with the
-/// driver comes back detached to its ended creator); `me`'s own are never touched.
-/// Returns how many are left to close later (still mapped somewhere: `Busy`).
-pub fn close_leftover_pages(me: ulib::abi::Pid) -> usize {
+/// closed once its process no longer runs and nothing maps it; `me`'s own are never
+/// touched. Returns the pages still mapped somewhere (`Busy`: one the driver held when its
+/// server ended comes back detached to that ended creator), to be closed later
+/// ([`close_pages`]); `Err` if the processes could not be listed (look again later).
+pub fn close_leftover_pages(me: ulib::abi::Pid) -> Result<Vec<ResId>, Error> {
     use ulib::abi::res::ResType;
-    let Ok(live) = sys::live_processes() else {
-        return 1;
-    };
-    let mut left = 0;
+    let live = sys::live_processes()?;
+    let mut left = Vec::new();
     for core in 0..ulib::abi::MAX_CORES {
         let Ok(list) = res::list_all(core) else {
             break;
@@ -442,10 +441,16 @@ pub fn close_leftover_pages(me: ulib::abi::Pid) -> usize {
             if owner == me || live.iter().any(|p| p.pid == owner) {
                 continue;
             }
-            if res::close(r.id) == Err(Error::Busy) {
-                left += 1;
-            }
+            left.push(r.id);
         }
     }
-    left
+    Ok(close_pages(left))
+}
+
+/// Close `pages`; those still mapped somewhere (`Busy`) are returned.
+pub fn close_pages(pages: Vec<ResId>) -> Vec<ResId> {
+    pages
+        .into_iter()
+        .filter(|&id| res::close(id) == Err(Error::Busy))
+        .collect()
 }

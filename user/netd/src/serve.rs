@@ -39,12 +39,13 @@ const ANNOUNCE_ROUNDS: u32 = 4;
 /// How often frames a restarting driver refused are offered again.
 const RESEND_POLL_NS: u64 = 2_000_000;
 /// A server looks for the transmit pages earlier ones left at its first moment with no
-/// request waiting (a predecessor it took over from has ended by then: it waited for the
-/// frames it gave the driver before it retired), then again while some are still mapped,
-/// this often and at most this many times. Never while a request waits: the service does
-/// not wait for it, and a one-time cost is not paid inside the sends that follow.
-const LEFTOVER_AGAIN_NS: u64 = 100_000_000;
-const LEFTOVER_LOOKS: u32 = 20;
+/// request waiting (a predecessor it took over from has ended by then), and tries those
+/// still mapped again (a page the driver held when its server ended comes back soon after),
+/// this often and at most this many times, without looking on every core again. Never
+/// while a request waits: the service does not wait for it, and a one-time cost is not
+/// paid inside the sends that follow.
+const LEFTOVER_AGAIN_NS: u64 = 10_000_000;
+const LEFTOVER_LOOKS: u32 = 200;
 
 /// A receive waiting for a datagram.
 struct Held {
@@ -136,9 +137,11 @@ pub struct Server {
     steps_on: bool,
     busy_ns: u64,
     /// When to look for transmit pages earlier servers left (`dev::close_leftover_pages`),
-    /// and how many more looks are allowed; `None` once none are left.
+    /// or to close those found still mapped (`leftovers`) again, and how many more tries
+    /// are allowed; `None` once none are left.
     leftovers_at: Option<u64>,
     leftover_looks: u32,
+    leftovers: Option<Vec<ResId>>,
 }
 
 pub fn now() -> Instant {
@@ -176,6 +179,7 @@ impl Server {
             busy_ns: 0,
             leftovers_at: Some(0),
             leftover_looks: LEFTOVER_LOOKS,
+            leftovers: None,
         };
         let h = s.net.header();
         if h.addr != 0 {
@@ -302,13 +306,17 @@ impl Server {
             .is_some_and(|at| sys::clock_ns().unwrap_or(0) >= at)
     }
 
-    /// Close what earlier servers left; look again later while some pages are still mapped,
-    /// at most [`LEFTOVER_LOOKS`] times.
+    /// Close what earlier servers left (the first time: look for it on every core); close
+    /// what was still mapped again later, at most [`LEFTOVER_LOOKS`] times.
     fn close_leftovers(&mut self) {
-        let me = sys::getpid().unwrap_or(Pid(0));
-        let left = crate::dev::close_leftover_pages(me);
+        let left = match self.leftovers.take() {
+            None => crate::dev::close_leftover_pages(sys::getpid().unwrap_or(Pid(0))),
+            Some(pages) => Ok(crate::dev::close_pages(pages)),
+        };
         self.leftover_looks = self.leftover_looks.saturating_sub(1);
-        self.leftovers_at = (left > 0 && self.leftover_looks > 0).then(|| {
+        let more = left.as_ref().map_or(true, |l| !l.is_empty());
+        self.leftovers = left.ok();
+        self.leftovers_at = (more && self.leftover_looks > 0).then(|| {
             sys::clock_ns()
                 .unwrap_or(0)
                 .saturating_add(LEFTOVER_AGAIN_NS)
