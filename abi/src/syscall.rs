@@ -194,6 +194,11 @@ pub mod control {
     pub const PIPE_READ_END: u64 = 0;
     /// `PIPE_HOLD`/`PIPE_DROP`'s end: the writing one.
     pub const PIPE_WRITE_END: u64 = 1;
+    /// vregion (attached somewhere now, else `InvalidArgument`): the kernel closes it as
+    /// soon as it is attached nowhere (its last mapping detached, the address space that
+    /// held it gone, an ICA of it lost with its receiver), so it dies with the processes
+    /// that map it instead of outliving its creator. Needs the close right.
+    pub const CLOSE_WHEN_DETACHED: u64 = 9;
 }
 
 /// Name of a call, for traces and error messages.

@@ -122,18 +122,42 @@ pub fn with_state<T: Stored, R>(
 
 /// Run `f` on the state of each of `ids` that is a `T` of this table (no rights: for the
 /// kernel's own bookkeeping; ids that name nothing are skipped).
-pub fn for_each_state<T: Stored>(ids: &[ResId], mut f: impl FnMut(&mut T)) {
+pub fn for_each_state<T: Stored>(ids: &[ResId], mut f: impl FnMut(ResId, &mut T)) {
     with_table(|t| {
-        for id in ids {
+        for &id in ids {
             if let Some(s) = t
                 .get_mut(id.slot(), id.generation())
                 .ok()
                 .and_then(|e| T::of_mut(&mut e.state))
             {
-                f(s);
+                f(id, s);
             }
         }
     });
+}
+
+/// Close resource `id` (a `T` of this core) as its `CLOSE` would, without a rights check:
+/// the kernel closing it for its creator (a vregion that asked to be closed once attached
+/// nowhere, `vregion::note_detached`). Whatever the type refuses (`Busy`) stays.
+pub fn close_by_kernel<T: Resource>(id: ResId) -> Result<(), Error> {
+    let (state, creator) = percore::this().res.with(|t| {
+        let e = t
+            .table
+            .get_mut(id.slot(), id.generation())
+            .map_err(lookup_error)?;
+        T::of_mut(&mut e.state).ok_or(Error::WrongType)?.close()?;
+        let e = t
+            .table
+            .remove(id.slot(), id.generation())
+            .map_err(lookup_error)?;
+        t.names.remove(&(e.state.kind() as u8, e.name));
+        Ok::<_, Error>((e.state, e.creator))
+    })?;
+    super::quota::uncharge_resource(creator);
+    if let Some(state) = T::take(state) {
+        state.release(Some(id));
+    }
+    Ok(())
 }
 
 /// Drop from the table every `T` for which `gone` holds, without releasing anything (for
@@ -236,7 +260,13 @@ impl<T: Resource> Ops for Kind<T> {
     }
 
     fn control(&self, id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
-        let step = with_state(id, &[Op::Control], |s: &mut T| s.control(cmd, a, b))?;
+        // Asking to be closed later is closing: it needs the close right too.
+        let need: &[Op] = if cmd == abi::syscall::control::CLOSE_WHEN_DETACHED {
+            &[Op::Control, Op::Close]
+        } else {
+            &[Op::Control]
+        };
+        let step = with_state(id, need, |s: &mut T| s.control(cmd, a, b))?;
         finish(step, id, &[])
     }
 

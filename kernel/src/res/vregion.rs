@@ -7,6 +7,12 @@
 //! first pass until it is attached nowhere: meanwhile `ATTACH`, `READ` and `WRITE` are
 //! `Busy` for everyone, so only the one address space that maps it can touch it
 //! ([`pass`], [`note_detached`]).
+//!
+//! Vregions outlive their creator unless asked otherwise: one marked `CLOSE_WHEN_DETACHED`
+//! is closed by the kernel the moment it is attached nowhere ([`note_detached`]: its last
+//! mapping detached, the address space holding it gone, an ICA of it lost), so pages a
+//! server hands around as ICAs go with the last process that maps them, whether that
+//! server retires, is replaced or crashes.
 
 use super::kind::{u64_arg, Resource, Step};
 use super::local;
@@ -32,6 +38,8 @@ pub struct VRegion {
     passed: bool,
     /// The user its frames are charged to (its creator; `res/quota.rs`).
     charged: abi::res::UserId,
+    /// `CLOSE_WHEN_DETACHED`: closed by the kernel once attached nowhere.
+    close_when_detached: bool,
 }
 
 impl Resource for VRegion {
@@ -71,6 +79,7 @@ impl Resource for VRegion {
             attached: 0,
             passed: false,
             charged,
+            close_when_detached: false,
         })
     }
 
@@ -131,10 +140,16 @@ impl Resource for VRegion {
         Ok(Step::Done(data.len() as u64))
     }
 
-    /// `INFO`: the size.
+    /// `INFO`: the size; `CLOSE_WHEN_DETACHED` (the caller has the close right too: see
+    /// `local::Kind::control`), refused while attached nowhere (close it instead).
     fn control(&mut self, cmd: u64, _: u64, _: u64) -> Result<Step<u64, Infallible>, Error> {
         match cmd {
             control::INFO => Ok(Step::Done(self.size)),
+            control::CLOSE_WHEN_DETACHED if self.attached == 0 => Err(Error::InvalidArgument),
+            control::CLOSE_WHEN_DETACHED => {
+                self.close_when_detached = true;
+                Ok(Step::Done(0))
+            }
             _ => Err(Error::NotSupported),
         }
     }
@@ -186,13 +201,21 @@ pub fn note_detached(regions: impl Iterator<Item = ResId>) {
     if regions.is_empty() {
         return;
     }
-    local::for_each_state(&regions, |v: &mut VRegion| {
+    let mut closing = Vec::new();
+    local::for_each_state(&regions, |id, v: &mut VRegion| {
         v.attached = v.attached.saturating_sub(1);
-        // Attached nowhere: a pass ends here (the vregion is ordinary again).
+        // Attached nowhere: a pass ends here (the vregion is ordinary again), and one that
+        // asked for it is closed (`CLOSE_WHEN_DETACHED`).
         if v.attached == 0 {
             v.passed = false;
+            if v.close_when_detached {
+                closing.push(id);
+            }
         }
     });
+    for id in closing {
+        let _ = local::close_by_kernel::<VRegion>(id);
+    }
 }
 
 /// Vregion `region` (of this core) is being passed as an ICA (`passed`: true), or a pass

@@ -9,6 +9,7 @@
 //! | (c) | while the server holds it, its sender's ATTACH, READ, WRITE, CLOSE and a second pass are `Busy`; once back and detached, READ works again |
 //! | (d) | a sender that touches the area after passing it ends at a page fault (child `toucher`), and its vregion comes back through the server's reply |
 //! | (e) | a server that exits holding it, one killed before taking the request, one that closes its endpoint with the request queued: the vregion comes back detached, and its creator attaches it by id |
+//! | (f) | `CLOSE_WHEN_DETACHED`: refused for a vregion attached nowhere; a marked one is closed by the kernel once detached, and once the server it was passed to exits holding it |
 //!
 //! `icacheck frames CORE`: the kernel test `ica::same_frames_on_both_sides` compares the
 //! frames while a server on CORE holds the vregion `icaframes`, then wakes this program
@@ -188,6 +189,7 @@ fn parent(core: usize) -> Check {
     toucher_faults(sep)?;
     stop_server(server, sep)?;
     comes_back(core, me, vs, v)?;
+    closes_when_detached(core, me, vs)?;
     res::detach(vs, AREA_AT).map_err(e("detach at the end"))?;
     res::close(v).map_err(e("close the vregion"))?;
     res::close(vs).map_err(e("close the vspace"))?;
@@ -433,6 +435,51 @@ fn comes_back(core: usize, me: Pid, vs: ResId, v: ResId) -> Check {
     ipc::send(b, &cmd(CLOSE, 0, 0)).map_err(e("(e) close command"))?;
     expect_exit(pid, "(e) closer")?;
     back("(e) after the endpoint closed", 0x31)
+}
+
+/// (f): a vregion marked `CLOSE_WHEN_DETACHED` is closed by the kernel once attached
+/// nowhere: detached here, or passed as an ICA to a server that exits holding it.
+fn closes_when_detached(core: usize, me: Pid, vs: ResId) -> Check {
+    let open = |n: u32| {
+        res::open_vregion(
+            &format!("here/vregion/icacwd{}-{n}", me.0),
+            SIZE,
+            Rights::OWNER_ALL,
+        )
+        .map_err(e("(f) vregion"))
+    };
+    let gone = |what: &str, id: ResId| -> Check {
+        match res::info(id) {
+            Err(Error::StaleResource | Error::NoSuchResource) => Ok(()),
+            other => fail(what, other),
+        }
+    };
+    // Attached nowhere: refused (close it instead), and nothing changes.
+    let w = open(1)?;
+    let r = res::close_when_detached(w);
+    if r != Err(Error::InvalidArgument) {
+        return fail("(f) marked while attached nowhere", r);
+    }
+    // Detached: closed.
+    res::attach(vs, w, SECOND_AT, true).map_err(e("(f) attach"))?;
+    res::close_when_detached(w).map_err(e("(f) mark"))?;
+    res::info(w).map_err(e("(f) still there while attached"))?;
+    res::detach(vs, SECOND_AT).map_err(e("(f) detach"))?;
+    gone("(f) after its detach", w)?;
+    // Passed to a server that exits holding it: closed (unmarked, it would come back).
+    let w = open(2)?;
+    res::attach(vs, w, SECOND_AT, true).map_err(e("(f) attach 2"))?;
+    res::close_when_detached(w).map_err(e("(f) mark 2"))?;
+    fill(SECOND_AT, 0x40);
+    let (pid, ep) = start_server(core, &format!("icacwd{}", me.0))?;
+    let (bad, _) =
+        ipc::call(ep, &ipc::with_ica(cmd(KEEP, 0x40, 0x41), w)).map_err(e("(f) keep"))?;
+    if bad != 0 {
+        return fail("(f) keep", bad);
+    }
+    res::info(w).map_err(e("(f) still there while the server holds it"))?;
+    stop_server(pid, ep)?;
+    gone("(f) after its holder exited", w)
 }
 
 // ---- roles ----------------------------------------------------------------------------------

@@ -88,6 +88,11 @@ impl NetDev {
             let home = TX_AT + i as u64 * FRAME_ICA_SIZE;
             res::attach_here(region, home, true)
                 .map_err(|e| format!("attach transmit page {i}: {e}"))?;
+            // Closed by the kernel once attached nowhere: when this server's address space
+            // goes (replaced or crashed), or after it, when the driver gives back a page it
+            // held (vregions outlive their creator otherwise).
+            res::close_when_detached(region)
+                .map_err(|e| format!("transmit page {i}: close when detached: {e}"))?;
             pages.push(Page {
                 region,
                 home,
@@ -309,10 +314,9 @@ impl Tx {
 
     /// A retiring server's last sends: the frames still with the driver are waited for (a
     /// bounded wait), and those a restarting driver refused are offered to the next one, so
-    /// that nothing it accepted is lost with it. Its pages are not closed here: that kept
-    /// the service waiting (16 detaches and closes, most of a replacement's pause in
-    /// parallel mode); the successor closes them once they are free
-    /// ([`close_leftover_pages`]).
+    /// that nothing it accepted is lost with it. Its pages are not closed here (detaching
+    /// and closing 16 pages was most of a replacement's pause in parallel mode): the
+    /// kernel closes each once attached nowhere (`CLOSE_WHEN_DETACHED`, [`NetDev::new`]).
     pub fn settle(&mut self) {
         for _ in 0..50 {
             self.resend();
@@ -417,40 +421,4 @@ pub fn driver_mac(tries: u32) -> Result<[u8; 6], Error> {
         let _ = sys::sleep_ns(10_000_000);
     }
     Err(last)
-}
-
-/// Close the transmit pages earlier servers left, on every core: `netd-tx-TAG-I` on core C
-/// is process C.TAG's (vregions outlive their creator: a replaced server leaves its pages
-/// to its successor, [`Tx::settle`], and a crashed one could not close them). A page is
-/// closed once its process no longer runs and nothing maps it; `me`'s own are never
-/// touched. Returns the pages still mapped somewhere (`Busy`: one the driver held when its
-/// server ended comes back detached to that ended creator), to be closed later
-/// ([`close_pages`]); `Err` if the processes could not be listed (look again later).
-pub fn close_leftover_pages(me: ulib::abi::Pid) -> Result<Vec<ResId>, Error> {
-    use ulib::abi::res::ResType;
-    let live = sys::live_processes()?;
-    let mut left = Vec::new();
-    for core in 0..ulib::abi::MAX_CORES {
-        let Ok(list) = res::list_all(core) else {
-            break;
-        };
-        for r in list.iter().filter(|r| r.kind == ResType::VRegion as u8) {
-            let Some(owner) = ulib::net::tx_page_owner(core, r.name()) else {
-                continue;
-            };
-            if owner == me || live.iter().any(|p| p.pid == owner) {
-                continue;
-            }
-            left.push(r.id);
-        }
-    }
-    Ok(close_pages(left))
-}
-
-/// Close `pages`; those still mapped somewhere (`Busy`) are returned.
-pub fn close_pages(pages: Vec<ResId>) -> Vec<ResId> {
-    pages
-        .into_iter()
-        .filter(|&id| res::close(id) == Err(Error::Busy))
-        .collect()
 }

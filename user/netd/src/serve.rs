@@ -38,14 +38,6 @@ const BATCH: usize = 32;
 const ANNOUNCE_ROUNDS: u32 = 4;
 /// How often frames a restarting driver refused are offered again.
 const RESEND_POLL_NS: u64 = 2_000_000;
-/// A server looks for the transmit pages earlier ones left at its first moment with no
-/// request waiting (a predecessor it took over from has ended by then), and tries those
-/// still mapped again (a page the driver held when its server ended comes back soon after),
-/// this often and at most this many times, without looking on every core again. Never
-/// while a request waits: the service does not wait for it, and a one-time cost is not
-/// paid inside the sends that follow.
-const LEFTOVER_AGAIN_NS: u64 = 10_000_000;
-const LEFTOVER_LOOKS: u32 = 200;
 
 /// A receive waiting for a datagram.
 struct Held {
@@ -136,12 +128,6 @@ pub struct Server {
     /// inside it, which `dev.tx.result_ns` times apart).
     steps_on: bool,
     busy_ns: u64,
-    /// When to look for transmit pages earlier servers left (`dev::close_leftover_pages`),
-    /// or to close those found still mapped (`leftovers`) again, and how many more tries
-    /// are allowed; `None` once none are left.
-    leftovers_at: Option<u64>,
-    leftover_looks: u32,
-    leftovers: Option<Vec<ResId>>,
 }
 
 pub fn now() -> Instant {
@@ -177,9 +163,6 @@ impl Server {
             spare,
             steps_on: false,
             busy_ns: 0,
-            leftovers_at: Some(0),
-            leftover_looks: LEFTOVER_LOOKS,
-            leftovers: None,
         };
         let h = s.net.header();
         if h.addr != 0 {
@@ -261,17 +244,6 @@ impl Server {
                     Err(e) => return Err(alloc::format!("receive: {e}")),
                 }
             }
-            if self.leftovers_due() && !self.dev.rx_pending() {
-                // Nothing may wait meanwhile: a request queued is served first.
-                match ipc::recv(self.ep, 0) {
-                    Ok(r) => {
-                        self.handle(&r);
-                        continue;
-                    }
-                    Err(Error::TimedOut) => self.close_leftovers(),
-                    Err(e) => return Err(alloc::format!("receive: {e}")),
-                }
-            }
             if let Some(t0) = woke.take() {
                 if self.steps_on {
                     self.busy_ns += sys::cpu_time_ns().unwrap_or(t0).saturating_sub(t0);
@@ -301,30 +273,8 @@ impl Server {
         }
     }
 
-    fn leftovers_due(&self) -> bool {
-        self.leftovers_at
-            .is_some_and(|at| sys::clock_ns().unwrap_or(0) >= at)
-    }
-
-    /// Close what earlier servers left (the first time: look for it on every core); close
-    /// what was still mapped again later, at most [`LEFTOVER_LOOKS`] times.
-    fn close_leftovers(&mut self) {
-        let left = match self.leftovers.take() {
-            None => crate::dev::close_leftover_pages(sys::getpid().unwrap_or(Pid(0))),
-            Some(pages) => Ok(crate::dev::close_pages(pages)),
-        };
-        self.leftover_looks = self.leftover_looks.saturating_sub(1);
-        let more = left.as_ref().map_or(true, |l| !l.is_empty());
-        self.leftovers = left.ok();
-        self.leftovers_at = (more && self.leftover_looks > 0).then(|| {
-            sys::clock_ns()
-                .unwrap_or(0)
-                .saturating_add(LEFTOVER_AGAIN_NS)
-        });
-    }
-
     /// How long the next receive may wait: until smoltcp wants polling or a held receive
-    /// times out, or it is time to look for an earlier server's pages.
+    /// times out.
     fn timeout(&mut self) -> u64 {
         if self.dev.rx_pending() {
             return 0;
@@ -344,9 +294,6 @@ impl Server {
         // Frames a restarting driver refused: try the next one soon.
         if self.dev.tx.refused() > 0 {
             t = t.min(RESEND_POLL_NS);
-        }
-        if let Some(at) = self.leftovers_at {
-            t = t.min(at.saturating_sub(now_ns));
         }
         t
     }
@@ -480,7 +427,7 @@ impl Server {
             answer(h.request, Err(Error::Again), Some(h.page));
         }
         // The next receive retires this server: what it gave the driver is sent first; its
-        // transmit pages are left to the new server (`dev::close_leftover_pages`). Frames
+        // transmit pages close with its address space (`CLOSE_WHEN_DETACHED`). Frames
         // smoltcp still has to send are lost with it (the new server has the datagrams
         // received; a datagram accepted for sending was answered already).
         self.dev.tx.settle();

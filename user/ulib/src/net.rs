@@ -63,8 +63,8 @@ pub fn tx_page_name(tag: u32, i: usize) -> alloc::string::String {
 }
 
 /// The `netd` whose transmit page is the vregion `name` of core `core`, if it is one
-/// ([`tx_page_name`]). Vregions outlive their creator, so a server that ended leaves them
-/// to be closed by the next (`netd` does, once they are free).
+/// ([`tx_page_name`]). `netd` marks its pages `CLOSE_WHEN_DETACHED`, so the kernel closes
+/// them once the server has ended and no driver holds them (`netcheck leftovers` checks).
 pub fn tx_page_owner(core: usize, name: &str) -> Option<abi::Pid> {
     let tag = name.strip_prefix("netd-tx-")?.split('-').next()?;
     Some(abi::Pid::new(core, tag.parse().ok()?))

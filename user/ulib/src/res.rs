@@ -231,6 +231,12 @@ pub fn attach_here(vregion: ResId, address: u64, writable: bool) -> Result<(), E
     with_own_vspace(|vs| attach(vs, vregion, address, writable))
 }
 
+/// CLOSE_WHEN_DETACHED: the kernel closes vregion `region` (attached somewhere now) as
+/// soon as it is attached nowhere, so it does not outlive the processes that map it.
+pub fn close_when_detached(region: ResId) -> Result<(), Error> {
+    control(region, nr::control::CLOSE_WHEN_DETACHED, 0, 0).map(drop)
+}
+
 /// DETACH what is at `address` in the calling process itself.
 pub fn detach_here(address: u64) -> Result<(), Error> {
     with_own_vspace(|vs| detach(vs, address))
