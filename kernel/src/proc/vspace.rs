@@ -721,8 +721,12 @@ impl Drop for VSpace {
         // came from the pool in a row), never across the end of a pool's range (`limit`).
         let (mut run, mut limit) = ((0u64, 0u64), 0u64);
         let free_run = |run: &mut (u64, u64)| {
-            if run.1 > 0 {
-                let _ = frames::free_contiguous(run.0, run.1);
+            // A run the pool refuses (it changed nothing) goes frame by frame, so that one
+            // bad frame does not keep the others.
+            if run.1 > 0 && frames::free_contiguous(run.0, run.1).is_err() {
+                for i in 0..run.1 {
+                    let _ = frames::free(run.0 + i * PAGE_SIZE);
+                }
             }
             *run = (0, 0);
         };

@@ -19,10 +19,6 @@
 //! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
 //! `netd` in the same boot starts afresh). Prints `netcheck: ok (...)` and exits 0, or one
 //! `netcheck: FAIL ...` line per failed check and exits 1.
-//!
-//! `netcheck leftovers` (with the real driver and `netd`, after replacements and crashes):
-//! waits until no transmit page of a `netd` that no longer runs is open (the server after
-//! it closes them), bounded: `netcheck: leftovers 0 (...)`, or the pages left and exit 1.
 #![no_std]
 #![no_main]
 
@@ -51,7 +47,6 @@ const ECHOES: u32 = 200;
 
 fn main(args: &[&str]) -> i32 {
     let cores = match args {
-        [_, "leftovers"] => return leftovers(),
         [_] => None,
         [_, a, b] => match (a.parse::<usize>(), b.parse::<usize>()) {
             (Ok(a), Ok(b)) => Some((a, b)),
@@ -89,7 +84,7 @@ fn main(args: &[&str]) -> i32 {
 }
 
 fn usage() -> i32 {
-    println!("netcheck: usage: netcheck [NETDCORE ECHOCORE] | netcheck leftovers");
+    println!("netcheck: usage: netcheck [NETDCORE ECHOCORE]");
     2
 }
 
@@ -328,48 +323,4 @@ fn run(
     }
     drop(mine);
     Ok(())
-}
-
-/// How long `netcheck leftovers` waits for the last pages to be closed: a hang guard (a
-/// server looks for its predecessors' pages at its first moment with nothing to do).
-const LEFTOVER_LIMIT_NS: u64 = 10_000_000_000;
-const LEFTOVER_POLL_NS: u64 = 20_000_000;
-
-/// `netcheck leftovers`: every transmit page of a `netd` that no longer runs (a replaced
-/// or crashed one) is closed by the server after it; waits for that (bounded), then prints
-/// `netcheck: leftovers 0 (N pages of live servers)`, or the pages still there and exits 1.
-fn leftovers() -> i32 {
-    use ulib::abi::res::ResType;
-    let start = sys::clock_ns().unwrap_or(0);
-    loop {
-        let live = sys::live_processes().unwrap_or_default();
-        let (mut kept, mut left) = (0, Vec::new());
-        for core in 0..ulib::abi::MAX_CORES {
-            let Ok(list) = ulib::res::list_all(core) else {
-                break;
-            };
-            for r in list.iter().filter(|r| r.kind == ResType::VRegion as u8) {
-                match ulib::net::tx_page_owner(core, r.name()) {
-                    Some(owner) if live.iter().any(|p| p.pid == owner) => kept += 1,
-                    Some(_) => left.push(String::from(r.name())),
-                    None => {}
-                }
-            }
-        }
-        if left.is_empty() {
-            println!("netcheck: leftovers 0 ({kept} pages of live servers)");
-            return 0;
-        }
-        if sys::clock_ns().unwrap_or(u64::MAX).saturating_sub(start) > LEFTOVER_LIMIT_NS {
-            let shown = left.len().min(8);
-            println!(
-                "netcheck: FAIL leftovers {} pages of ended servers still open: {}{}",
-                left.len(),
-                left[..shown].join(" "),
-                if left.len() > shown { " ..." } else { "" }
-            );
-            return 1;
-        }
-        let _ = sys::sleep_ns(LEFTOVER_POLL_NS);
-    }
 }

@@ -80,7 +80,7 @@ impl NetDev {
         let mut pages = Vec::with_capacity(TX_PAGES);
         for i in 0..TX_PAGES {
             let region = res::open_vregion(
-                &format!("here/vregion/{}", ulib::net::tx_page_name(tag, i)),
+                &format!("here/vregion/netd-tx-{tag}-{i}"),
                 FRAME_ICA_SIZE,
                 Rights::OWNER_ALL,
             )
@@ -88,11 +88,6 @@ impl NetDev {
             let home = TX_AT + i as u64 * FRAME_ICA_SIZE;
             res::attach_here(region, home, true)
                 .map_err(|e| format!("attach transmit page {i}: {e}"))?;
-            // Closed by the kernel once attached nowhere: when this server's address space
-            // goes (replaced or crashed), or after it, when the driver gives back a page it
-            // held (vregions outlive their creator otherwise).
-            res::close_when_detached(region)
-                .map_err(|e| format!("transmit page {i}: close when detached: {e}"))?;
             pages.push(Page {
                 region,
                 home,
@@ -312,12 +307,10 @@ impl Tx {
         }
     }
 
-    /// A retiring server's last sends: the frames still with the driver are waited for (a
-    /// bounded wait), and those a restarting driver refused are offered to the next one, so
-    /// that nothing it accepted is lost with it. Its pages are not closed here (detaching
-    /// and closing 16 pages was most of a replacement's pause in parallel mode): the
-    /// kernel closes each once attached nowhere (`CLOSE_WHEN_DETACHED`, [`NetDev::new`]).
-    pub fn settle(&mut self) {
+    /// Close the transmit pages (a retiring server: its vregions would outlive it). Frames
+    /// still with the driver are waited for (a bounded wait); a page that does not come
+    /// back is left to its fate (it comes back detached to this ended creator).
+    pub fn close_pages(&mut self) {
         for _ in 0..50 {
             self.resend();
             if self.in_flight() == 0 && self.refused() == 0 {
@@ -330,6 +323,16 @@ impl Tx {
             }
         }
         self.counts.errors += self.refused() as u64;
+        let pages: Vec<Page> = core::mem::take(&mut self.pages)
+            .into_iter()
+            .filter(|p| p.ticket.is_none())
+            .collect();
+        // One handle to the own vspace for all (this runs while the new server waits).
+        let mapped: Vec<u64> = pages.iter().map(|p| p.at).filter(|&at| at != 0).collect();
+        let _ = res::detach_here_each(&mapped);
+        for p in pages {
+            let _ = res::close(p.region);
+        }
     }
 
     /// Frames still with the driver.

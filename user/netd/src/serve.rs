@@ -426,11 +426,10 @@ impl Server {
         for h in core::mem::take(&mut self.held) {
             answer(h.request, Err(Error::Again), Some(h.page));
         }
-        // The next receive retires this server: what it gave the driver is sent first; its
-        // transmit pages close with its address space (`CLOSE_WHEN_DETACHED`). Frames
-        // smoltcp still has to send are lost with it (the new server has the datagrams
-        // received; a datagram accepted for sending was answered already).
-        self.dev.tx.settle();
+        // The next receive retires this server: its transmit pages go now (vregions outlive
+        // their creator). Frames smoltcp still has to send are lost with it (the new server
+        // has the datagrams received; a datagram accepted for sending was answered already).
+        self.dev.tx.close_pages();
     }
 
     /// Is `pid` the process serving `net.drv`?

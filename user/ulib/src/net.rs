@@ -56,20 +56,6 @@ pub const FN_UDP: &str = abi::net::FN_UDP;
 /// Largest datagram payload (1,500-byte MTU - IPv4 and UDP headers).
 pub const DATA_MAX: usize = 1472;
 
-/// The name of `netd`'s transmit page `i` (a vregion on its own core; `tag`: its pid's
-/// serial there).
-pub fn tx_page_name(tag: u32, i: usize) -> alloc::string::String {
-    alloc::format!("netd-tx-{tag}-{i}")
-}
-
-/// The `netd` whose transmit page is the vregion `name` of core `core`, if it is one
-/// ([`tx_page_name`]). `netd` marks its pages `CLOSE_WHEN_DETACHED`, so the kernel closes
-/// them once the server has ended and no driver holds them (`netcheck leftovers` checks).
-pub fn tx_page_owner(core: usize, name: &str) -> Option<abi::Pid> {
-    let tag = name.strip_prefix("netd-tx-")?.split('-').next()?;
-    Some(abi::Pid::new(core, tag.parse().ok()?))
-}
-
 /// Bind a port.
 pub const OP_BIND: u64 = 1;
 /// Close a port.
