@@ -717,10 +717,12 @@ pub fn list(local: bool) -> Result<Vec<FnInfo>, Error> {
         (infos, t.served.to_vec())
     });
     let here = current_core();
-    let others = (0..crate::smp::cores_planned()).filter(|&c| !local && c != here);
-    for core in others.filter(|&c| rpcc::reachable(c)) {
-        if let Out::Served(v) = rpcc::call(core, Op::Fn(FnOp::Served))? {
-            served.extend(v);
+    let others = (0..crate::smp::cores_planned()).filter(|&c| c != here && rpcc::reachable(c));
+    if !local {
+        for core in others {
+            if let Out::Served(v) = rpcc::call(core, Op::Fn(FnOp::Served))? {
+                served.extend(v);
+            }
         }
     }
     for info in &mut infos {

@@ -98,6 +98,13 @@ pub trait Resource: Stored {
         Err(Error::NotSupported)
     }
 
+    /// The rights CONTROL command `cmd` needs (checked before [`Resource::control`] runs):
+    /// the control right, unless the type says more.
+    fn control_rights(cmd: u64) -> &'static [abi::res::Op] {
+        let _ = cmd;
+        &[abi::res::Op::Control]
+    }
+
     /// CONTROL: command `cmd` (`abi::syscall::control`) with two arguments.
     fn control(
         &mut self,

@@ -260,13 +260,7 @@ impl<T: Resource> Ops for Kind<T> {
     }
 
     fn control(&self, id: ResId, cmd: u64, a: u64, b: u64) -> Result<u64, Error> {
-        // Asking to be closed later is closing: it needs the close right too.
-        let need: &[Op] = if cmd == abi::syscall::control::CLOSE_WHEN_DETACHED {
-            &[Op::Control, Op::Close]
-        } else {
-            &[Op::Control]
-        };
-        let step = with_state(id, need, |s: &mut T| s.control(cmd, a, b))?;
+        let step = with_state(id, T::control_rights(cmd), |s: &mut T| s.control(cmd, a, b))?;
         finish(step, id, &[])
     }
 

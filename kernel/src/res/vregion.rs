@@ -140,8 +140,16 @@ impl Resource for VRegion {
         Ok(Step::Done(data.len() as u64))
     }
 
-    /// `INFO`: the size; `CLOSE_WHEN_DETACHED` (the caller has the close right too: see
-    /// `local::Kind::control`), refused while attached nowhere (close it instead).
+    /// Asking to be closed later is closing: `CLOSE_WHEN_DETACHED` needs the close right too.
+    fn control_rights(cmd: u64) -> &'static [Op] {
+        match cmd {
+            control::CLOSE_WHEN_DETACHED => &[Op::Control, Op::Close],
+            _ => &[Op::Control],
+        }
+    }
+
+    /// `INFO`: the size; `CLOSE_WHEN_DETACHED`, refused while attached nowhere (close it
+    /// instead).
     fn control(&mut self, cmd: u64, _: u64, _: u64) -> Result<Step<u64, Infallible>, Error> {
         match cmd {
             control::INFO => Ok(Step::Done(self.size)),
