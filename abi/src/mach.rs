@@ -13,7 +13,7 @@
 //!
 //! | op | request words | reply words |
 //! |---|---|---|
-//! | [`OP_SELF`] | - | this machine, machines, epoch, programs whose output it follows ([`OP_FOLLOW`]) |
+//! | [`OP_SELF`] | - | this machine, machines, epoch, programs whose output it follows ([`OP_FOLLOW`]), remote waits in flight, requests held for room in a window |
 //! | [`OP_MEMBER`] | machine | address, state ([`UP`]/[`DOWN`]/[`NEVER`]), epoch, ns since last heard (`u64::MAX`: never), requests sent, retransmissions |
 //! | [`OP_PING`] | machine, deadline ns | round-trip ns |
 //! | [`OP_SPAWN`] | machine, core word (the core in its low 32 bits, [`ANY_CORE`]: the machine's choice; [`SPAWN_RELAY`]: the output goes to a pipe the caller reads with `OP_OUTPUT`), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
@@ -56,7 +56,10 @@ pub const fn mac(k: usize) -> [u8; 6] {
 }
 
 /// This machine: `words[0]` its id, `words[1]` how many machines, `words[2]` its epoch,
-/// `words[3]` how many remote programs' output it follows now ([`OP_FOLLOW`]).
+/// `words[3]` how many remote programs' output it follows now ([`OP_FOLLOW`]), `words[4]`
+/// how many of this machine's programs' [`OP_WAIT`]s are in flight, `words[5]` how many
+/// requests wait for room in their machine's window (mrpc's `WINDOW` past the oldest
+/// request not yet answered).
 pub const OP_SELF: u64 = 1;
 /// What this machine knows of machine `words[0]`.
 pub const OP_MEMBER: u64 = 2;

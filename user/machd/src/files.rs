@@ -223,11 +223,16 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
     queue(s, Job::Request(*h, p.to_vec())).err().map(Err)
 }
 
-/// Queue `job` for the file workers. Requests beyond what they can soon make are `Busy`
-/// (the requester sends them again); closes are always taken (there are at most as many
-/// as files open here).
+/// Most file requests queued here: as many as the other machines may have in flight to
+/// this one (`mrpc::WINDOW` each), so a requester that keeps to its window is never
+/// refused for want of room.
+const FS_QUEUE_MAX: usize = mrpc::WINDOW as usize * (mrpc::MAX_MACHINES - 1);
+
+/// Queue `job` for the file workers. Requests beyond [`FS_QUEUE_MAX`] are `Busy` (the
+/// program that asked is told so); closes are always taken (there are at most as many as
+/// files open here).
 fn queue(s: &mut State, job: Job) -> Result<(), Error> {
-    if matches!(job, Job::Request(..)) && s.fs_jobs.len() >= FS_WORKERS as usize * 8 {
+    if matches!(job, Job::Request(..)) && s.fs_jobs.len() >= FS_QUEUE_MAX {
         return Err(Error::Busy);
     }
     s.fs_jobs.push_back(job);

@@ -60,16 +60,38 @@ const WORKERS: u64 = 4;
 /// How long `machd` waits for `net.udp` at start (x 10 ms).
 const NET_TRIES: u32 = 3000;
 
-/// A local caller waiting for its request to another machine.
-struct Waiter {
-    ticket: Ticket,
+/// What a local caller asked of another machine, kept until it is answered.
+pub(crate) struct Call {
     /// The `RECV` handle to answer.
     request: u64,
     op: u64,
+    /// When it was asked (`OP_PING` answers the time since).
     started: u64,
     /// An `OP_FS` request's ICA and what its answer changes.
     fs: Option<files::Waiting>,
+    /// A remote wait, made in slices: what is left of it.
+    wait: Option<ops::WaitLeft>,
 }
+
+/// A local caller whose request to another machine is in flight.
+struct Waiter {
+    ticket: Ticket,
+    call: Call,
+}
+
+/// A local caller whose request waits for room in the window to its machine (mrpc's
+/// `WINDOW` requests in flight past the oldest one not yet answered): started as soon as
+/// there is room, in the order the callers came.
+struct Held {
+    remote: ops::RemoteCall,
+    user: u32,
+    /// When it was asked: its deadline counts from then.
+    asked: u64,
+    call: Call,
+}
+
+/// Most local requests held for room in a window at once; beyond, `Busy`.
+const MAX_HELD: usize = 256;
 
 /// What the threads share.
 pub(crate) struct State {
@@ -82,6 +104,8 @@ pub(crate) struct State {
     /// The socket requests, replies and heartbeats go out on.
     tx: UdpSocket,
     waiters: Vec<Waiter>,
+    /// Requests waiting for room in their machine's window.
+    held: VecDeque<Held>,
     pub next_heartbeat: u64,
     pub heartbeats: u64,
     /// Which machines were up at the last tick.
@@ -142,7 +166,9 @@ impl State {
         let _ = self.tx.send_to(addr_of(to), mach::PORT, bytes);
     }
 
-    /// Requests that ended: answer their local callers.
+    /// Requests that ended: answer their local callers (a remote wait's slice that ended
+    /// with its program still running goes on with the next slice), then start what was
+    /// held for room in a window.
     pub fn complete(&mut self, done: Vec<Done>) {
         let now = now();
         for d in done {
@@ -152,33 +178,103 @@ impl State {
             let Some(i) = self.waiters.iter().position(|w| w.ticket == d.ticket) else {
                 continue;
             };
-            let w = self.waiters.swap_remove(i);
-            let epoch = self.client.known_epoch(w.ticket.to);
-            if let Some(fs) = w.fs {
-                files::answer(w.request, epoch, fs, d.result);
-                continue;
-            }
-            let r = d
-                .result
-                .and_then(|payload| ops::local_answer(w.op, &payload, w.started, epoch));
-            let _ = match r {
-                Ok(words) => ipc::reply(w.request, 0, &Msg { label: 0, words }),
-                Err(e) => ipc::reply_error(w.request, e),
+            let Waiter { ticket, call } = self.waiters.swap_remove(i);
+            let next = match (&d.result, call.wait) {
+                (Err(Error::TimedOut), Some(left)) => left.next(ticket.to, now),
+                _ => None,
             };
+            match next {
+                Some((remote, user)) => {
+                    if let Err((e, call)) = self.place(call, remote, user, now) {
+                        self.answer(call, ticket.to, Err(e));
+                    }
+                }
+                None => self.answer(call, ticket.to, d.result),
+            }
         }
+        self.start_held();
+    }
+
+    /// Answer local `call` to machine `to` with `result` (the reply's payload).
+    fn answer(&mut self, call: Call, to: u8, result: Result<Vec<u8>, Error>) {
+        let epoch = self.client.known_epoch(to);
+        if let Some(fs) = call.fs {
+            files::answer(call.request, epoch, fs, result);
+            return;
+        }
+        let r =
+            result.and_then(|payload| ops::local_answer(call.op, &payload, call.started, epoch));
+        let _ = match r {
+            Ok(words) => ipc::reply(call.request, 0, &Msg { label: 0, words }),
+            Err(e) => ipc::reply_error(call.request, e),
+        };
     }
 
     /// Start a request for the local caller of `request` (`op`, acting as `user`): `call`
-    /// is what [`ops::remote_request`] makes of it.
+    /// is what [`ops::remote_request`] makes of it. Held if its machine's window is full;
+    /// an error is for the caller to answer.
     fn start(
         &mut self,
         request: u64,
         op: u64,
-        call: ops::RemoteCall,
+        remote: ops::RemoteCall,
         user: u32,
         fs: Option<files::Waiting>,
     ) -> Result<(), Error> {
-        let ((to, rop, payload), deadline_ns, epoch) = call;
+        let now = now();
+        let call = Call {
+            request,
+            op,
+            started: now,
+            fs,
+            wait: None,
+        };
+        self.place(call, remote, user, now).map_err(|(e, _)| e)
+    }
+
+    /// Send `remote` for `call` (asked at `asked`), or hold it while its machine's window
+    /// is full (behind the requests held for that machine before it); the call back with
+    /// the error otherwise.
+    fn place(
+        &mut self,
+        call: Call,
+        remote: ops::RemoteCall,
+        user: u32,
+        asked: u64,
+    ) -> Result<(), (Error, Call)> {
+        let to = remote.0 .0;
+        let r = if self.held.iter().any(|h| h.remote.0 .0 == to) {
+            Err(Error::Busy)
+        } else {
+            self.send_call(&remote, user, asked)
+        };
+        match r {
+            Ok(ticket) => {
+                self.waiters.push(Waiter { ticket, call });
+                Ok(())
+            }
+            Err(Error::Busy) if self.held.len() < MAX_HELD => {
+                self.held.push_back(Held {
+                    remote,
+                    user,
+                    asked,
+                    call,
+                });
+                Ok(())
+            }
+            Err(e) => Err((e, call)),
+        }
+    }
+
+    /// Start mrpc request `remote` asked at `asked`, its deadline counted from then: its
+    /// ticket. `Busy`: the machine's window is full.
+    fn send_call(
+        &mut self,
+        remote: &ops::RemoteCall,
+        user: u32,
+        asked: u64,
+    ) -> Result<Ticket, Error> {
+        let ((to, rop, ref payload), deadline_ns, epoch) = *remote;
         if to >= self.n {
             return Err(Error::InvalidArgument);
         }
@@ -187,19 +283,58 @@ impl State {
             // Known down: say so at once rather than at the deadline.
             return Err(Error::Gone);
         }
-        let deadline = now.saturating_add(deadline_ns);
+        let deadline = asked.saturating_add(deadline_ns);
+        if now >= deadline {
+            return Err(Error::TimedOut);
+        }
         let (ticket, bytes) = self
             .client
-            .start_in(now, to, rop, user, &payload, deadline, epoch)?;
-        self.waiters.push(Waiter {
-            ticket,
-            request,
-            op,
-            started: now,
-            fs,
-        });
+            .start_in(now, to, rop, user, payload, deadline, epoch)?;
         self.send(to, &bytes);
-        Ok(())
+        Ok(ticket)
+    }
+
+    /// Start the held requests whose machine has room in its window again, in the order
+    /// they came; answer those whose deadline passed meanwhile (`TimedOut`) or whose
+    /// machine went down (`Gone`). Called whenever requests end and at every tick.
+    pub fn start_held(&mut self) {
+        let mut full = [false; mrpc::MAX_MACHINES];
+        let mut i = 0;
+        while let Some(h) = self.held.remove(i) {
+            let to = h.remote.0 .0;
+            let r = if full.get(usize::from(to)) == Some(&true) {
+                Err(Error::Busy)
+            } else {
+                self.send_call(&h.remote, h.user, h.asked)
+            };
+            match r {
+                Ok(ticket) => self.waiters.push(Waiter {
+                    ticket,
+                    call: h.call,
+                }),
+                Err(Error::Busy) => {
+                    // Still no room: it keeps its place, and so do the later ones for
+                    // that machine.
+                    if let Some(f) = full.get_mut(usize::from(to)) {
+                        *f = true;
+                    }
+                    self.held.insert(i, h);
+                    i += 1;
+                }
+                Err(e) => self.answer(h.call, to, Err(e)),
+            }
+        }
+    }
+
+    /// This machine's remote waits in flight, and the requests held for room in a window
+    /// (`OP_SELF`).
+    fn in_flight(&self) -> (u64, u64) {
+        let waits = self
+            .waiters
+            .iter()
+            .filter(|w| w.call.wait.is_some())
+            .count();
+        (waits as u64, self.held.len() as u64)
     }
 }
 
@@ -271,6 +406,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             members: Members::new(me, n, mach::DOWN_AFTER_NS),
             tx,
             waiters: Vec::new(),
+            held: VecDeque::new(),
             next_heartbeat: started,
             heartbeats: 0,
             was_up: [false; mrpc::MAX_MACHINES],
@@ -369,8 +505,9 @@ fn local(r: &Received) -> Result<(), Error> {
         mach::OP_FOLLOW => with(|s| follow::follow(s, r, user)),
         mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r, user)),
         mach::OP_SELF => {
-            let (me, n, e, f) = with(|s| (s.me, s.n, s.epoch, s.followed.len() as u64));
-            reply([u64::from(me), u64::from(n), u64::from(e), f, 0, 0])
+            let (me, n, e, f, (waits, held)) =
+                with(|s| (s.me, s.n, s.epoch, s.followed.len() as u64, s.in_flight()));
+            reply([u64::from(me), u64::from(n), u64::from(e), f, waits, held])
         }
         mach::OP_MEMBER => {
             let words = with(|s| {
@@ -394,9 +531,22 @@ fn local(r: &Received) -> Result<(), Error> {
             })?;
             reply(words)
         }
+        mach::OP_WAIT => with(|s| {
+            let m = machine(s).ok_or(Error::InvalidArgument)?;
+            let now = now();
+            let left = ops::WaitLeft::new(&w, user, now)?;
+            let (remote, _) = left.next(m, now).ok_or(Error::InvalidArgument)?;
+            let call = Call {
+                request: r.request,
+                op: mach::OP_WAIT,
+                started: now,
+                fs: None,
+                wait: Some(left),
+            };
+            s.place(call, remote, user, now).map_err(|(e, _)| e)
+        }),
         op @ (mach::OP_PING
         | mach::OP_SPAWN
-        | mach::OP_WAIT
         | mach::OP_KILL
         | mach::OP_PS
         | mach::OP_COUNT

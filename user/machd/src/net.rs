@@ -136,4 +136,6 @@ fn tick(s: &mut State) {
         }
         s.was_up[usize::from(m)] = up;
     }
+    // Held requests whose deadline passed or whose machine went down end here.
+    s.start_held();
 }

@@ -107,17 +107,58 @@ pub fn remote_request(op: u64, m: u8, w: &[u64; 6]) -> Result<RemoteCall, Error>
             p.extend_from_slice(&cmd[..len]);
             ((m, R_SPAWN, p), deadline, None)
         }
-        mach::OP_WAIT => {
-            // The request lasts as long as the wait, and a little more for the answer.
-            let d = w[3].saturating_add(deadline);
-            ((m, R_WAIT, words(&[w[2], w[3]])), d, Some(epoch()?))
-        }
         mach::OP_KILL => ((m, R_KILL, words(&[w[2]])), deadline, Some(epoch()?)),
         mach::OP_PS => ((m, R_PS, words(&[w[1]])), deadline, None),
         mach::OP_COUNT => ((m, R_COUNT, Vec::new()), deadline, None),
         mach::OP_OUTPUT => ((m, R_OUTPUT, words(&[w[2]])), deadline, Some(epoch()?)),
         _ => return Err(Error::NoSuchCall),
     })
+}
+
+/// Longest slice of a remote wait: one `R_WAIT` waits at most this long, and the next
+/// slice is asked for while the caller's own timeout lasts. A request in flight holds back
+/// its client's window (the requests after it may run at most `mrpc::WINDOW` ahead), so a
+/// wait of a minute in one request would hold every other request to that machine once
+/// the window filled, the relayed output a waited-for program needs to go on included.
+pub const WAIT_SLICE_NS: u64 = 500_000_000;
+
+/// What is left of a local caller's remote wait (`OP_WAIT`), made in slices.
+#[derive(Clone, Copy)]
+pub struct WaitLeft {
+    pid: u64,
+    epoch: u32,
+    /// The caller's timeout ends here (absolute ns; `u64::MAX`: never).
+    until: u64,
+    user: u32,
+}
+
+impl WaitLeft {
+    /// `OP_WAIT`'s words (machine, epoch, pid, timeout ns) asked by `user` at `now`.
+    pub fn new(w: &[u64; 6], user: u32, now: u64) -> Result<WaitLeft, Error> {
+        Ok(WaitLeft {
+            pid: w[2],
+            epoch: u32::try_from(w[1]).map_err(|_| Error::InvalidArgument)?,
+            until: now.saturating_add(w[3]),
+            user,
+        })
+    }
+
+    /// The next slice's request to machine `m` at `now`, and the user it acts as: `None`
+    /// once the caller's timeout has passed (the first slice of a wait of timeout 0, a
+    /// look, is asked at its start).
+    pub fn next(&self, m: u8, now: u64) -> Option<(RemoteCall, u32)> {
+        if now > self.until {
+            return None;
+        }
+        let slice = (self.until - now).min(WAIT_SLICE_NS);
+        // The request lasts as long as its slice, and a little more for the answer.
+        let deadline = slice.saturating_add(mach::DEFAULT_DEADLINE_NS);
+        let payload = words(&[self.pid, slice]);
+        Some((
+            ((m, R_WAIT, payload), deadline, Some(self.epoch)),
+            self.user,
+        ))
+    }
 }
 
 /// The local caller's answer from the reply's payload.

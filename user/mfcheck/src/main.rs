@@ -14,7 +14,10 @@
 //!   (`OP_SELF`'s count; at most [`POLLS`] looks): everything it followed has been printed.
 //! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
 //!   opened (every handle from 0 to [`HANDLES`]) and malformed requests to `machd` must all
-//!   be refused with the right error, never served.
+//!   be refused with the right error, never served. All of them are made while a remote
+//!   wait (for `mfcheck await GO.TXT` on machine M, which `forge` ends by writing that
+//!   file) is the oldest request in flight there: more than mrpc's window of requests
+//!   overtake it, and none may be refused `Busy` for that.
 //! - `mfcheck reopen M`: opens `mM:ORPHAN.TXT` to write again, waiting while it is still
 //!   held (`Busy`; at most [`POLLS`] tries, a hang guard), and writes it.
 //!
@@ -32,6 +35,7 @@ use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
+use ulib::mach as mach_client;
 use ulib::{fnid, fs, ipc, println, res, sys};
 
 ulib::main!(main);
@@ -249,6 +253,10 @@ fn forge(m: u8) -> Result<String, String> {
     )
     .map_err(|e| format!("member {m}: {e}"))?;
     let epoch = member.words[2];
+    // All of it while a remote wait is in flight to machine M: the oldest request there,
+    // which the others may overtake by at most mrpc's window (32); `machd` holds the rest
+    // until there is room, never answering them `Busy`.
+    let lingering = linger(server, m)?;
     let mut wrong: Vec<String> = Vec::new();
     let mut expect = |what: String, got: Result<(), Error>, want: Error| {
         if got != Err(want) {
@@ -323,9 +331,78 @@ fn forge(m: u8) -> Result<String, String> {
         raw(stat, true),
         Error::NoSuchResource,
     );
-    if wrong.is_empty() {
-        Ok(format!(" ({} requests refused)", HANDLES + 8))
-    } else {
-        Err(wrong.join("; "))
+    let waited = end_linger(m, lingering);
+    match waited {
+        Err(e) => wrong.push(e),
+        Ok(()) if wrong.is_empty() => {
+            return Ok(format!(
+                " ({} requests refused, a remote wait in flight)",
+                HANDLES + 8
+            ))
+        }
+        Ok(()) => {}
+    }
+    Err(wrong.join("; "))
+}
+
+/// The remote program [`linger`] waits for.
+static LINGERER: ulib::cell::Local<Option<mach_client::Remote>> = ulib::cell::Local::new(None);
+
+/// Start `mfcheck await GO.TXT` on machine `m` (it looks at its own disk until the file
+/// exists) and a thread that waits for it, and return once this machine's `machd` (the
+/// function's `server`) shows the wait in flight (`OP_SELF`'s `words[4]`).
+fn linger(server: ResId, m: u8) -> Result<ulib::thread::Thread, String> {
+    let r = mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "await", "GO.TXT"])
+        .map_err(|e| format!("spawn mfcheck await on machine {m}: {e}"))?;
+    LINGERER.with(|l| *l = Some(r));
+    let t = ulib::thread::spawn(wait_lingerer, 0).map_err(|e| format!("thread: {e}"))?;
+    let ask = Msg {
+        label: mach::OP_SELF,
+        words: [0; 6],
+    };
+    for _ in 0..POLLS {
+        let (_, me) = ipc::call(server, &ask).map_err(|e| format!("OP_SELF: {e}"))?;
+        if me.words[4] > 0 {
+            return Ok(t);
+        }
+        let _ = sys::sleep_ns(POLL_NS / 10);
+    }
+    Err(format!(
+        "machd never showed the remote wait in flight after {POLLS} looks"
+    ))
+}
+
+/// The thread: waits for the lingering program; its exit code, or `u64::MAX`.
+fn wait_lingerer(_: u64) -> u64 {
+    match LINGERER.with(|l| *l) {
+        Some(r) => match mach_client::wait(&r) {
+            Ok(st) if st.how == ulib::abi::ENDED_EXIT => st.code,
+            Ok(st) => {
+                println!("mfcheck forge: the lingering program ended {}", st.how);
+                u64::MAX
+            }
+            Err(e) => {
+                println!("mfcheck forge: wait for the lingering program: {e}");
+                u64::MAX
+            }
+        },
+        None => u64::MAX,
+    }
+}
+
+/// Let the lingering program on machine `m` end (write `GO.TXT` there) and collect the
+/// thread that waits for it: it must have ended with 0.
+fn end_linger(m: u8, t: ulib::thread::Thread) -> Result<(), String> {
+    let go = format!("m{m}:GO.TXT");
+    fs::write_all(&go, b"go\n").map_err(|e| format!("write {go}: {e}"))?;
+    let code = t
+        .join_timeout(u64::from(POLLS) * POLL_NS)
+        .map_err(|(_, e)| format!("the waiting thread did not end: {e}"))?;
+    let _ = fs::unlink(&go);
+    match code {
+        0 => Ok(()),
+        c => Err(format!(
+            "the remote wait for the lingering program ended {c:#x}"
+        )),
     }
 }
