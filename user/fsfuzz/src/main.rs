@@ -7,7 +7,8 @@
 //!
 //! `fsfuzz full` fills the disk instead (`full.rs`); `fsfuzz hold STOP` keeps files open
 //! while the file service is replaced (`hold.rs`); `fsfuzz drop FILE N` ends with a file
-//! open for writing (`drop.rs`).
+//! open for writing (`drop.rs`); `fsfuzz nowait` checks the reply-less calls
+//! (`nowait.rs`).
 //!
 //! It also checks durability: the disk driver's count of flushes (`BLK_INFO`) must grow by
 //! one per close of a file opened to write and per directory change, as the model counts.
@@ -24,6 +25,7 @@ extern crate alloc;
 mod drop;
 mod full;
 mod hold;
+mod nowait;
 
 use alloc::format;
 use alloc::string::String;
@@ -35,7 +37,8 @@ use ulib::println;
 
 ulib::main!(main);
 
-const USAGE: &str = "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP | fsfuzz drop FILE N";
+const USAGE: &str =
+    "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP | fsfuzz drop FILE N | fsfuzz nowait";
 /// Say "ready" to a script waiting with `fn wait NAME`: register the function `NAME` (an
 /// endpoint others may send to, which nobody does).
 fn say_ready(name: &str) -> Result<(), ulib::abi::Error> {
@@ -54,6 +57,8 @@ fn main(args: &[&str]) -> i32 {
         Some(["full"]) => return full::run(),
         Some(["hold", stop]) => return hold::run(stop),
         Some(["drop", name, len]) => return drop::run(name, len),
+        Some(["nowait"]) => return nowait::run(),
+        Some(["nowait-child"]) => return nowait::child(),
         _ => {}
     }
     let num = |i: usize, default: u64| -> Option<u64> {

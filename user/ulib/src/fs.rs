@@ -4,13 +4,18 @@
 //! relative to the volume's root (`DIR/FILE.TXT`).
 //!
 //! Each request carries an ICA of `FS_ICA_SIZE` bytes, which the reply gives back. The
-//! program keeps one such ICA between calls (`SPARE`) and sends it with the next request:
+//! program keeps such ICAs between calls (`SPARES`) and sends one with the next request:
 //! opening, attaching, detaching and closing a fresh vregion for every call cost about
-//! 21,000 of a cached read's 31,000 instructions (`cargo xtask bench agora`). A second
-//! thread that asks while the spare is out gets a fresh one (which becomes the spare if the
-//! slot is empty when it comes back); a spare made on another core (the program migrated)
-//! is closed and replaced, and an ICA that does not come back (the server ended holding
-//! it) is closed. [`read_all`] and [`write_all`] loop over the ICA-sized pieces.
+//! 21,000 of a cached read's 31,000 instructions (`cargo xtask bench agora`). A thread that
+//! asks while every spare is out gets a fresh one (kept if there is room when it comes
+//! back); a spare made on another core (the program migrated) is let go and replaced.
+//! Each ICA is marked `CLOSE_WHEN_DETACHED`, so one that does not come back (the server
+//! ended holding it, or the program ended first) is closed by the kernel. [`read_all`] and
+//! [`write_all`] loop over the ICA-sized pieces.
+//!
+//! **Reply-less calls** ([`nowait`]; P0 Table 4): [`write_nowait`], [`close_nowait`] and
+//! [`unlink_nowait`] send their request and return without waiting for the answer;
+//! [`settle`] waits for them and says whether any failed.
 //!
 //! **Another machine's files** (issue 17; P0's one system over two PCs): a name that
 //! starts with `mK:` (`m1:DIR/FILE.TXT`) is a file of machine K's disk. Its requests go to
@@ -34,6 +39,9 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
+
+pub mod nowait;
+pub use nowait::{close_nowait, settle, unlink_nowait, write_nowait};
 
 pub use crate::abi::fs::{MODE_APPEND, MODE_READ, MODE_WRITE};
 
@@ -151,22 +159,29 @@ fn remember(m: u8, epoch: u32, handle: u64) -> Fd {
 const AT: u64 = 0x0000_5500_0000_0000;
 const SLOTS: u64 = 256;
 
-/// The ICA kept for the next request: the vregion, where it is attached now, and the core
-/// that owns it.
-static SPARE: Local<Option<(ResId, u64, usize)>> = Local::new(None);
+/// The ICAs kept for the next requests: the vregion, where it is attached now, and the
+/// core that owns it. One serves a program that waits for each answer; the reply-less
+/// calls ([`nowait`]) have up to [`nowait::MAX_PENDING`] out at once.
+static SPARES: Local<Vec<(ResId, u64, usize)>> = Local::new(Vec::new());
+/// Most ICAs kept.
+const SPARES_MAX: usize = nowait::MAX_PENDING + 1;
 /// Fresh ICAs made so far (their names and attach slots).
 static MADE: AtomicU64 = AtomicU64::new(0);
 
-/// An ICA to send: the spare, or a fresh one. Returns it and where it is attached.
+/// An ICA to send: a spare, or a fresh one. Returns it and where it is attached.
+///
+/// A fresh one is marked `CLOSE_WHEN_DETACHED`: the kernel closes it once it is attached
+/// nowhere, so letting one go is a detach, and one out with a request when the program
+/// ends (killed, or a reply-less call's answer still to come) is closed when its answer
+/// finds nobody to map it.
 fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
-    if let Some((region, at, core)) = SPARE.with(Option::take) {
+    while let Some((region, at, core)) = SPARES.with(Vec::pop) {
         if core == pid.core() {
             return Ok((region, at));
         }
         // Made on the core this program ran on before it migrated: sent from here, it
         // would cross cores with every request.
-        let _ = res::detach_here(at);
-        let _ = res::close(region);
+        let_go(region, at);
     }
     let n = MADE.fetch_add(1, Ordering::Relaxed);
     let name = format!("here/vregion/fs-{}-{n}", pid.0);
@@ -181,21 +196,35 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         let _ = res::close(region);
         return Err(e);
     }
+    if res::close_when_detached(region).is_err() {
+        // (Not refused while attached here; if it were, it is let go by hand.)
+        let _ = res::detach_here(at);
+        let _ = res::close(region);
+        return Err(Error::Unknown);
+    }
     Ok((region, at))
 }
 
-/// Let the spare go: called as the program ends (`rt::start`, the panic handler), since a
-/// vregion outlives the process that opened it. `wait`: false where the spare may be in use
-/// by the caller (a panic inside a request); it is then left to [`close_leftovers`].
+/// Let an ICA attached here at `at` go: detached, the kernel closes it (marked at
+/// [`take_ica`]); the close is for one the kernel did not (it then fails, harmlessly).
+fn let_go(region: ResId, at: u64) {
+    let _ = res::detach_here(at);
+    let _ = res::close(region);
+}
+
+/// Let the spares go: called as the program ends (`rt::start`, the panic handler). (Its
+/// end would detach them, and the kernel close them, anyway; this says so where it
+/// happens.) `wait`: false where the spares may be in use by the caller (a panic inside a
+/// request); they then go with the program's address space. Reply-less calls still out
+/// are not waited for: their ICAs are closed when their answers find nobody.
 pub fn release(wait: bool) {
-    let spare = if wait {
-        SPARE.with(Option::take)
+    let spares = if wait {
+        SPARES.with(core::mem::take)
     } else {
-        SPARE.try_with(Option::take).flatten()
+        SPARES.try_with(core::mem::take).unwrap_or_default()
     };
-    if let Some((region, at, _)) = spare {
-        let _ = res::detach_here(at);
-        let _ = res::close(region);
+    for (region, at, _) in spares {
+        let_go(region, at);
     }
 }
 
@@ -221,19 +250,19 @@ fn close_leftovers(me: crate::abi::Pid) -> usize {
     closed
 }
 
-/// An ICA that came back attached at `at`: kept as the spare, or let go if there is one.
+/// An ICA that came back attached at `at`: kept as a spare, or let go if there are
+/// enough.
 fn give_back(region: ResId, at: u64, core: usize) {
-    let kept = SPARE.with(|s| {
-        if s.is_none() {
-            *s = Some((region, at, core));
+    let kept = SPARES.with(|s| {
+        if s.len() < SPARES_MAX {
+            s.push((region, at, core));
             true
         } else {
             false
         }
     });
     if !kept {
-        let _ = res::detach_here(at);
-        let _ = res::close(region);
+        let_go(region, at);
     }
 }
 
@@ -283,14 +312,15 @@ pub(crate) fn call_with_ica<T>(
     let (value, reply) = match ipc::call(server, &ipc::with_ica(Msg { label, words }, region)) {
         Ok(r) => r,
         Err(e) => {
-            // Whether the ICA left is not known here: let it go either way.
-            let _ = res::detach_here(at);
-            let _ = res::close(region);
+            // Whether the ICA left is not known here: let it go either way (one that left
+            // is closed when it comes back to nobody).
+            let_go(region, at);
             return Err(e);
         }
     };
     let Some((back, at)) = ipc::ica_at(&reply).filter(|(r, _)| *r == region) else {
-        // The server ended holding it: it is ours again, detached.
+        // The server ended holding it: detached, the kernel closed it (or, unmarked,
+        // it is ours to close).
         let _ = res::close(region);
         return Err(if value == 0 {
             Error::Unknown
