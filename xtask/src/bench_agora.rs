@@ -223,6 +223,7 @@ pub fn deterministic(runs: usize, peer: Option<Peer>) -> Result<()> {
     };
     let mut report = build_report(runs, &placements, &linux, &qemu, &peer_cmd)?;
     crate::bench_agora_fig3::add(&mut report, &placements[0].1)?;
+    crate::bench_agora_t4::add_deterministic(&mut report, &placements)?;
     report.musubi_commit = crate::results::commit();
     report.publish()
 }

@@ -17,6 +17,8 @@
 //!   paper's prototype's, `blkdrv` and `fsd` on core 0 (more cross-core IPC, but the file
 //!   service works while the programs run). The paper: 4.7 s with 79 inter-processor IPCs
 //!   against 3.8 s with 276: the placement with more crossing was faster.
+//! - Table 4: a compile's file calls with rendezvous only against write, close and delete
+//!   reply-less, the program on core 1 and the file service on core 0 (`bench_agora_t4.rs`).
 
 use crate::bench_agora::{boot, guest, Sample};
 use crate::qemu::Mode;
@@ -84,10 +86,14 @@ pub fn parallel(runs: usize) -> Result<()> {
         (0, 1),
         &format!(
             "lsort,{runs},1,1,+,stream,{runs},1,{thinks},+,stream,{runs},0,{thinks},+,\
-             rstream,{runs},0,{remote}"
+             rstream,{runs},0,{remote},+,table4,{runs}"
         ),
     );
-    let p2 = boot(&g2, &format!("Table 3, {PLACE_2}; Figure 4"), limit)?;
+    let p2 = boot(
+        &g2,
+        &format!("Table 3, {PLACE_2}; Figure 4; Table 4"),
+        limit,
+    )?;
     // The reader waiting across cores again, with the earlier design (pauses, no notice).
     let mut g3 = guest(
         &kernel,
@@ -99,6 +105,7 @@ pub fn parallel(runs: usize) -> Result<()> {
     g3.cmdline = format!("{} {POLL}", g3.cmdline);
     let p3 = boot(&g3, &format!("a reader across cores, {POLL}"), limit)?;
     let mut report = build_report(runs, &p1, &p2, &p3, &g2.shown_command_line())?;
+    crate::bench_agora_t4::add_parallel(&mut report, &p2, PLACE_2)?;
     // Wall time on a shared host: say how busy it was, so a reader can judge the spread.
     report.notes.push(format!(
         "Host: {cpus} CPUs, load average at the start (1, 5, 15 min) {}; two vCPUs in \
@@ -307,8 +314,8 @@ pub fn build_report(
         qemu: crate::bench::qemu_from_smp(qemu),
         musubi_commit: String::new(),
         runs,
-        unit: "ns of wall time (per message for Figure 4, per run for Table 3; rows named \
-               \"messages\": cross-core rendezvous messages per run)"
+        unit: "ns of wall time (per message for Figure 4, per run for Table 3, per compile \
+               for Table 4; rows named \"messages\": cross-core rendezvous messages per run)"
             .into(),
         rows,
         checks,

@@ -8,6 +8,7 @@ mod bench;
 mod bench_agora;
 mod bench_agora_fig3;
 mod bench_agora_par;
+mod bench_agora_t4;
 mod bench_ant;
 mod bench_ant_figs;
 mod bench_diros;

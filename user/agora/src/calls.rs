@@ -21,7 +21,7 @@ use ulib::{fnid, ipc, res, sys};
 
 /// A read or write: one sector, as in the paper's Table 2 (512 bytes).
 const BLOCK: usize = 512;
-const HIT_FILE: &str = "HIT.DAT";
+pub const HIT_FILE: &str = "HIT.DAT";
 const HIT_BLOCKS: u64 = 32;
 const MISS_FILE: &str = "MISS.DAT";
 const MISS_BLOCKS: u64 = 1024;
@@ -51,6 +51,7 @@ pub fn run(samples: u64) -> Res<()> {
     read_hit(samples)?;
     read_miss(samples)?;
     write(samples)?;
+    crate::table4::run(samples, false)?;
     open_close(samples)?;
     exec(samples)?;
     round_trips(samples)?;
@@ -72,7 +73,7 @@ pub fn wait_for_fs() -> Res<()> {
 }
 
 /// Read one block of `fd` and check it is the block at `offset`.
-fn read_block(fd: fs::Fd, offset: u64, buf: &mut [u8; BLOCK]) -> Res<()> {
+pub fn read_block(fd: fs::Fd, offset: u64, buf: &mut [u8; BLOCK]) -> Res<()> {
     if fs::read(fd, buf).map_err(|_| "read failed")? != BLOCK {
         return Err("short read");
     }

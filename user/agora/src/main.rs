@@ -10,7 +10,8 @@
 //!
 //! | command | what it prints |
 //! |---|---|
-//! | `agora calls SAMPLES` | Table 2: per call (read hit, read miss, write, open, close, exec) the instructions and the rendezvous messages it caused; plus the rendezvous round trip with a 4 KiB ICA (what one fs request's IPC costs) on this core and across cores, and a 1-byte pipe round trip on this core and across cores (deterministic mode) |
+//! | `agora calls SAMPLES` | Table 2: per call (read hit, read miss, write, open, close, exec) the instructions and the rendezvous messages it caused; Table 4: a compile's file calls with rendezvous only and with write, close and unlink reply-less (`table4.rs`); plus the rendezvous round trip with a 4 KiB ICA (what one fs request's IPC costs) on this core and across cores, and a 1-byte pipe round trip on this core and across cores (deterministic mode) |
+//! | `agora table4 SAMPLES` | Table 4 in wall time (parallel mode): a compile's file calls with rendezvous only and with write, close and unlink reply-less, ns per compile (`table4.rs`) |
 //! | `agora execs SAMPLES K...` | Figure 3: K threads each start `nop` at once, read through the file service and started from that image, or from the boot archive by the kernel; the time until all have ended (`execs.rs`) |
 //! | `agora stream SAMPLES CORE THINK_US...` | Figure 4: 1-byte messages through a pipe from this program to a reader on `CORE`, each side computing THINK µs per message (parallel mode, wall time) |
 //! | `agora rstream SAMPLES CORE THINK_US...` | the same with the pipe on the writer's core, so the reader waits across cores (`pipe.wait=notify` against `poll`) |
@@ -42,6 +43,7 @@ use alloc::vec::Vec;
 mod calls;
 mod execs;
 mod pipes;
+mod table4;
 
 use ulib::abi::{CoreInfo, ENDED_EXIT, IPC_COUNTERS, MAX_CORES, MODE_IDLE};
 use ulib::abi::{Pid, IPC_REQUESTS_CROSS};
@@ -96,6 +98,10 @@ fn command(words: &[&str]) -> Res<()> {
         Some("calls") => num(1)
             .ok_or("usage: agora calls SAMPLES")
             .and_then(calls::run),
+        Some("table4") => num(1).ok_or("usage: agora table4 SAMPLES").and_then(|s| {
+            calls::wait_for_fs()?;
+            table4::run(s, true)
+        }),
         Some(cmd @ ("stream" | "rstream")) => {
             let thinks: Option<Vec<u64>> = words.get(3..).map_or(Some(Vec::new()), |w| {
                 w.iter().map(|a| a.parse().ok()).collect()
