@@ -252,9 +252,10 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     };
     // Last, netd times its own steps for a few sends (`netbench steps`: `OP_STEPS`, the
     // kernel's `CPU_TIME`; the datagrams go to the relay, 10.0.2.2, which drops them).
+    // Then the resources of core 0: no transmit page of a `netd` that is gone.
     let script = format!(
         "net\n# expect: address 10.0.2.15/24\n{echo}\nnet\nfn ls\n\
-         run netbench steps 5 64 10.0.2.2 9\n# expect: steps netd result step\n"
+         run netbench steps 5 64 10.0.2.2 9\n# expect: steps netd result step\nres ls 0\n"
     );
     let steps = crate::script::parse(&script)?;
     let mut host = None;
@@ -265,15 +266,29 @@ pub fn run(guest: &Guest, smp: usize, spread: bool) -> Result<String> {
     );
     // The step after which the host streams (once udpecho runs), then the counters' `net`.
     let echo_step = if spread { 2 } else { 1 };
+    let last = steps.len() - 1;
+    let mut pages = None;
     crate::script::run_steps_with(&g, &name, &steps, |_| false, &mut |i, out| {
         if i == echo_step {
             host = Some(stream(port)?);
         } else if i == echo_step + 1 {
             guest_counts_seen =
                 Some(guest_counts(out).context("shell `net` printed no counters line")?);
+        } else if i == last {
+            pages = Some(tx_pages(out));
         }
         Ok(())
     })?;
+    // The live `netd`'s pages are on its core: 0 on core 1 (replaced there before the echo
+    // ran, holding no request, so without the retire notice), else all of them.
+    let want = if spread { 0 } else { TX_PAGES };
+    match pages {
+        Some(n) if n == want => {}
+        n => bail!(
+            "{n:?} netd transmit pages on core 0, not {want} (a replaced netd's pages \
+             outlived it)"
+        ),
+    }
     let host = host.context("the stream did not run")?;
     let guest = guest_counts_seen.context("no guest counters")?;
     judge(&host, guest, &relay.count())
@@ -330,8 +345,9 @@ pub fn run_churn(guest: &Guest, crashes: u32) -> Result<String> {
     .to_string();
     let churn = churn_steps(0, crashes);
     let churn_len = churn.lines().filter(|l| !l.starts_with('#')).count();
-    let script =
-        format!("net\n# expect: address 10.0.2.15/24\nrun udpecho 7 &\n{churn}net\nfn ls\n");
+    let script = format!(
+        "net\n# expect: address 10.0.2.15/24\nrun udpecho 7 &\n{churn}net\nfn ls\nres ls 0\n"
+    );
     let steps = crate::script::parse(&script)?;
     let first_churn = 2;
     let last_churn = first_churn + churn_len - 1;
@@ -341,6 +357,7 @@ pub fn run_churn(guest: &Guest, crashes: u32) -> Result<String> {
     let mut host = None;
     let mut guest_counts_seen = None;
     let mut handed = None;
+    let mut pages = None;
     crate::script::run_steps_with(
         &g,
         "net churn (2 cores)",
@@ -379,9 +396,19 @@ pub fn run_churn(guest: &Guest, crashes: u32) -> Result<String> {
                     Some(guest_counts(out).context("shell `net` printed no counters line")?);
                 handed = frames_handed(out);
             }
+            if i == last_churn + 3 {
+                pages = Some(tx_pages(out));
+            }
             Ok(())
         },
     )?;
+    // Ten servers replaced, drivers crashed under them: only the live one's pages are left.
+    if pages != Some(TX_PAGES) {
+        bail!(
+            "{pages:?} netd transmit pages on core 0 after {TAKEOVERS} replacements, not \
+             {TX_PAGES} (a replaced netd's pages outlived it)"
+        );
+    }
     let host = host.context("the stream did not run")?;
     let guest = guest_counts_seen.context("no guest counters")?;
     let report = judge(&host, guest, &relay.count())?;
@@ -397,6 +424,14 @@ pub fn run_churn(guest: &Guest, crashes: u32) -> Result<String> {
     Ok(format!(
         "{report}; netdrv kept {kept} frames, netd took in all"
     ))
+}
+
+/// `netd`'s transmit pages (`user/netd/src/dev.rs`: 16 one-page vregions, `netd-tx-...`).
+const TX_PAGES: usize = 16;
+
+/// How many `netd` transmit pages shell `res ls`'s output lists.
+fn tx_pages(out: &str) -> usize {
+    out.lines().filter(|l| l.contains(" netd-tx-")).count()
 }
 
 /// From shell `net`'s output: (frames the driver received less those it dropped, frames

@@ -7,10 +7,17 @@
 //! A full receive queue, or no free page after a short wait for the driver's replies, drops
 //! the frame and counts it.
 //!
-//! A driver that is restarting (`Again`) or ended (`Gone`) has not sent the frame: its page
-//! (come back in the reply, or detached to this server if the driver died holding it)
-//! still holds it, so it is kept and sent again to the next driver ([`Tx::resend`], at
-//! most [`RESEND_LIMIT_NS`] after the first refusal; past that it counts as an error).
+//! Every page is marked `CLOSE_WHEN_DETACHED`: the kernel closes it once it is attached
+//! nowhere, so none outlives this server, however it ends (retired by a takeover with or
+//! without the retire notice, killed, crashed), and one in flight when it ends is closed
+//! when the driver's answer finds nobody.
+//!
+//! A driver that is restarting (`Again`) or ended (`Gone`) has not sent the frame. A page
+//! that came back in the reply still holds it; one the driver died holding was closed on
+//! its way back, so each frame in flight is also kept here ([`Page::copy`]) and put into a
+//! fresh page for that slot. Either way it is sent again to the next driver
+//! ([`Tx::resend`], at most [`RESEND_LIMIT_NS`] after the first refusal; past that it
+//! counts as an error).
 
 use alloc::collections::VecDeque;
 use alloc::format;
@@ -47,12 +54,16 @@ pub struct DevCounts {
 struct Page {
     region: ResId,
     home: u64,
-    /// Where it is mapped now (0: not mapped: attach it at `home` again).
+    /// Where it is mapped now (0: not mapped: attach it at `home` again, or a fresh page
+    /// there if the kernel closed it).
     at: u64,
     /// The ticket of the `DRV_TX` request it went with.
     ticket: Option<u64>,
     /// The frame's length, kept while the page waits to be sent again ([`Tx::resend`]).
     len: usize,
+    /// The frame's bytes while it is in flight or refused: what a fresh page gets if this
+    /// one is lost with a driver that died holding it.
+    copy: Vec<u8>,
     /// A frame the driver did not take: since when (0: none).
     refused_at: u64,
 }
@@ -60,6 +71,9 @@ struct Page {
 /// The transmit side: pages and the driver's function id.
 pub struct Tx {
     pages: Vec<Page>,
+    /// This server's tag (in its pages' names) and the fresh pages opened so far.
+    tag: u32,
+    renewed: u32,
     drv: Option<FnId>,
     scratch: Vec<u8>,
     pub counts: DevCounts,
@@ -79,21 +93,16 @@ impl NetDev {
     pub fn new(tag: u32) -> Result<NetDev, alloc::string::String> {
         let mut pages = Vec::with_capacity(TX_PAGES);
         for i in 0..TX_PAGES {
-            let region = res::open_vregion(
-                &format!("here/vregion/netd-tx-{tag}-{i}"),
-                FRAME_ICA_SIZE,
-                Rights::OWNER_ALL,
-            )
-            .map_err(|e| format!("transmit page {i}: {e}"))?;
             let home = TX_AT + i as u64 * FRAME_ICA_SIZE;
-            res::attach_here(region, home, true)
-                .map_err(|e| format!("attach transmit page {i}: {e}"))?;
+            let region = open_page(&format!("netd-tx-{tag}-{i}"), home)
+                .map_err(|e| format!("transmit page {i}: {e}"))?;
             pages.push(Page {
                 region,
                 home,
                 at: home,
                 ticket: None,
                 len: 0,
+                copy: Vec::with_capacity(FRAME_MAX),
                 refused_at: 0,
             });
         }
@@ -101,6 +110,8 @@ impl NetDev {
             rx: VecDeque::with_capacity(RX_QUEUE),
             tx: Tx {
                 pages,
+                tag,
+                renewed: 0,
                 drv: None,
                 scratch: alloc::vec![0; FRAME_MAX],
                 counts: DevCounts::default(),
@@ -196,13 +207,40 @@ impl Tx {
     /// A free page, mapped (one that came back detached is attached again).
     fn free_page(&mut self) -> Option<usize> {
         for i in 0..self.pages.len() {
-            let p = &mut self.pages[i];
-            if p.ticket.is_some() || p.refused_at != 0 || !p.map() {
+            let p = &self.pages[i];
+            if p.ticket.is_some() || p.refused_at != 0 || !self.map(i) {
                 continue;
             }
             return Some(i);
         }
         None
+    }
+
+    /// Page `i` mapped: attached at its home again if it came back detached, or a fresh
+    /// page there (holding the frame kept for it) if the kernel closed it; false if
+    /// neither can be.
+    fn map(&mut self, i: usize) -> bool {
+        let p = &mut self.pages[i];
+        if p.at != 0 {
+            return true;
+        }
+        if res::attach_here(p.region, p.home, true).is_ok() {
+            p.at = p.home;
+            return true;
+        }
+        self.renewed += 1;
+        let name = format!("netd-tx-{}-{i}.{}", self.tag, self.renewed);
+        let Ok(region) = open_page(&name, p.home) else {
+            return false;
+        };
+        p.region = region;
+        p.at = p.home;
+        let n = p.copy.len().min(FRAME_MAX);
+        // SAFETY: the fresh page (FRAME_ICA_SIZE bytes, writable) was just attached at
+        // `p.home` in this process; nothing else refers to it; `n <= FRAME_MAX`.
+        unsafe { core::slice::from_raw_parts_mut(p.home as *mut u8, n) }
+            .copy_from_slice(&p.copy[..n]);
+        true
     }
 
     /// Frames the driver did not take, waiting for the next one.
@@ -219,12 +257,12 @@ impl Tx {
         }
         let now = sys::clock_ns().unwrap_or(0);
         for i in 0..self.pages.len() {
-            let p = &mut self.pages[i];
+            let p = &self.pages[i];
             if p.refused_at == 0 {
                 continue;
             }
-            if now.saturating_sub(p.refused_at) > RESEND_LIMIT_NS || !p.map() {
-                p.refused_at = 0;
+            if now.saturating_sub(p.refused_at) > RESEND_LIMIT_NS || !self.map(i) {
+                self.pages[i].refused_at = 0;
                 self.counts.errors += 1;
                 continue;
             }
@@ -260,8 +298,10 @@ impl Tx {
         // process and no other reference to it exists while it is not in flight;
         // `len <= FRAME_MAX < FRAME_ICA_SIZE`.
         let buf = unsafe { core::slice::from_raw_parts_mut(p.at as *mut u8, len) };
-        let r = f(buf);
+        let r = f(&mut buf[..]);
         p.len = len;
+        p.copy.clear();
+        p.copy.extend_from_slice(buf);
         // Behind refused frames, or with no driver (yet): kept, sent by `resend`.
         let outcome = match self.driver() {
             Some(drv) if self.refused() == 0 => self.submit(i, drv),
@@ -307,13 +347,13 @@ impl Tx {
         }
     }
 
-    /// Close the transmit pages (a retiring server: its vregions would outlive it). Frames
-    /// still with the driver are waited for (a bounded wait); a page that does not come
-    /// back is left to its fate (it comes back detached to this ended creator).
-    pub fn close_pages(&mut self) {
+    /// A retiring server: frames a restarting driver refused are sent to the next one
+    /// first (a bounded wait). The pages need nothing: marked, the kernel closes them as
+    /// it ends this process, and those in flight once the driver answers.
+    pub fn retire(&mut self) {
         for _ in 0..50 {
             self.resend();
-            if self.in_flight() == 0 && self.refused() == 0 {
+            if self.refused() == 0 {
                 break;
             }
             self.reap(TX_WAIT_NS);
@@ -323,16 +363,6 @@ impl Tx {
             }
         }
         self.counts.errors += self.refused() as u64;
-        let pages: Vec<Page> = core::mem::take(&mut self.pages)
-            .into_iter()
-            .filter(|p| p.ticket.is_none())
-            .collect();
-        // One handle to the own vspace for all (this runs while the new server waits).
-        let mapped: Vec<u64> = pages.iter().map(|p| p.at).filter(|&at| at != 0).collect();
-        let _ = res::detach_here_each(&mapped);
-        for p in pages {
-            let _ = res::close(p.region);
-        }
     }
 
     /// Frames still with the driver.
@@ -341,17 +371,23 @@ impl Tx {
     }
 }
 
-impl Page {
-    /// Mapped at its home again if it came back detached; false if it cannot be.
-    fn map(&mut self) -> bool {
-        if self.at == 0 {
-            if res::attach_here(self.region, self.home, true).is_err() {
-                return false;
-            }
-            self.at = self.home;
-        }
-        true
+/// Open vregion `name` (one page), attach it at `home` and mark it `CLOSE_WHEN_DETACHED`.
+fn open_page(name: &str, home: u64) -> Result<ResId, Error> {
+    let region = res::open_vregion(
+        &format!("here/vregion/{name}"),
+        FRAME_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )?;
+    let marked = res::attach_here(region, home, true).and_then(|()| {
+        res::close_when_detached(region).inspect_err(|_| {
+            let _ = res::detach_here(home);
+        })
+    });
+    if let Err(e) = marked {
+        let _ = res::close(region);
+        return Err(e);
     }
+    Ok(region)
 }
 
 /// A refusal that means "not sent, send again to the next driver": the function is

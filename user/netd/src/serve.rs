@@ -426,10 +426,11 @@ impl Server {
         for h in core::mem::take(&mut self.held) {
             answer(h.request, Err(Error::Again), Some(h.page));
         }
-        // The next receive retires this server: its transmit pages go now (vregions outlive
-        // their creator). Frames smoltcp still has to send are lost with it (the new server
-        // has the datagrams received; a datagram accepted for sending was answered already).
-        self.dev.tx.close_pages();
+        // The next receive retires this server: frames a restarting driver refused are
+        // handed to the next one first (its transmit pages go with it, closed by the
+        // kernel). Frames smoltcp still has to send are lost with it (the new server has
+        // the datagrams received; a datagram accepted for sending was answered already).
+        self.dev.tx.retire();
     }
 
     /// Is `pid` the process serving `net.drv`?
