@@ -7,9 +7,10 @@
 //! 2. a reply-less write on a handle the service never gave returns at once, and the next
 //!    `settle` says `InvalidArgument` (the one after, nothing);
 //! 3. a reply-less delete is seen by the next `stat`;
-//! 4. a child that ends with its reply-less calls out (`fsfuzz nowait-child`): its writes
-//!    and close are performed (the file reads back whole), and none of its ICAs is left
-//!    once the service has answered them (no `fs-PID-N` vregion of the child).
+//! 4. a child that ends with its reply-less calls out (`fsfuzz nowait-child`, which first
+//!    checks that it has request ICAs): its writes and close are performed (the file reads
+//!    back whole), and none of its ICAs is left once the service has answered them (no
+//!    `fs-PID-N` vregion of the child).
 //!
 //! Prints `fsfuzz nowait: ok` or what went wrong; exits 0 or 1.
 
@@ -53,14 +54,33 @@ fn write_nowait_file(name: &str, seed: u8) -> Result<Vec<u8>, String> {
 }
 
 pub fn child() -> i32 {
-    // Ends with its calls out: no settle.
-    match write_nowait_file(CHILD_FILE, 7) {
-        Ok(_) => 0,
+    // Ends with its calls out: no settle. First it makes sure it has request ICAs (so the
+    // parent's look for them afterwards tests something).
+    let r = write_nowait_file(CHILD_FILE, 7).and_then(|_| {
+        let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+        let mine = icas_of(me)?;
+        if mine == 0 {
+            return Err(format!("no fs-{}-N request ICA to leave behind", me.0));
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => 0,
         Err(e) => {
             println!("fsfuzz nowait-child: {e}");
             1
         }
     }
+}
+
+/// How many request ICAs of `ulib::fs` (`fs-PID-N` vregions) process `pid` has on its core.
+fn icas_of(pid: ulib::abi::Pid) -> Result<usize, String> {
+    let prefix = format!("fs-{}-", pid.0);
+    Ok(res::list_all(pid.core())
+        .map_err(|e| format!("list: {e}"))?
+        .iter()
+        .filter(|r| r.name().starts_with(&prefix))
+        .count())
 }
 
 pub fn run() -> i32 {
@@ -131,19 +151,20 @@ fn checks() -> Result<(), String> {
         ));
     }
     let _ = fs::unlink(CHILD_FILE);
-    let prefix = format!("fs-{}-", pid.0);
+    if pid.core() != me.core() {
+        return Err(format!(
+            "the child {pid} is not on this core ({})",
+            me.core()
+        ));
+    }
     for _ in 0..LOOKS {
-        let left = res::list_all(me.core())
-            .map_err(|e| format!("list: {e}"))?
-            .iter()
-            .filter(|r| r.name().starts_with(&prefix))
-            .count();
-        if left == 0 {
+        if icas_of(pid)? == 0 {
             return Ok(());
         }
         let _ = sys::sleep_ns(10_000_000);
     }
     Err(format!(
-        "the child's request ICAs ({prefix}N) are still there after {LOOKS} looks"
+        "the child's request ICAs (fs-{}-N) are still there after {LOOKS} looks",
+        pid.0
     ))
 }

@@ -226,7 +226,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
 /// Most file requests queued here: as many as the other machines may have in flight to
 /// this one (`mrpc::WINDOW` each), so a requester that keeps to its window is never
 /// refused for want of room.
-const FS_QUEUE_MAX: usize = mrpc::WINDOW as usize * (mrpc::MAX_MACHINES - 1);
+const FS_QUEUE_MAX: usize = mrpc::WINDOW as usize * (mach::MAX_MACHINES - 1);
 
 /// Queue `job` for the file workers. Requests beyond [`FS_QUEUE_MAX`] are `Busy` (the
 /// program that asked is told so); closes are always taken (there are at most as many as

@@ -69,8 +69,9 @@ pub(crate) struct Call {
     started: u64,
     /// An `OP_FS` request's ICA and what its answer changes.
     fs: Option<files::Waiting>,
-    /// A remote wait, made in slices: what is left of it.
-    wait: Option<ops::WaitLeft>,
+    /// A remote wait, made in slices: what is left of it, and the program waiting (the
+    /// slices stop once it has ended).
+    wait: Option<(ops::WaitLeft, Pid)>,
 }
 
 /// A local caller whose request to another machine is in flight.
@@ -90,8 +91,13 @@ struct Held {
     call: Call,
 }
 
-/// Most local requests held for room in a window at once; beyond, `Busy`.
-const MAX_HELD: usize = 256;
+/// Most local requests held for room in the window to one machine; beyond, `Busy` (so one
+/// slow machine cannot hold up requests to the others).
+const MAX_HELD: usize = 64;
+/// Most local requests with an ICA (file and stream requests) in flight or held at once;
+/// beyond, `Busy`: each ICA stays mapped here until its answer, and an address space holds
+/// at most 64 attachments (the socket pages and the file workers' own ICAs among them).
+const MAX_ICAS: usize = 32;
 
 /// What the threads share.
 pub(crate) struct State {
@@ -114,6 +120,8 @@ pub(crate) struct State {
     pub jobs: VecDeque<ops::Job>,
     /// Processes spawned here for other machines, and as which user.
     pub spawned: Vec<(Pid, UserId)>,
+    /// Of those, the ones a wait collected: their status (how, code), the newest last.
+    pub reaped: VecDeque<(Pid, UserId, [u64; 2])>,
     /// Processes spawned with their output relayed: (pid, its output pipe, the user).
     pub outputs: Vec<(Pid, ResId, UserId)>,
     /// Processes spawned with their input from the requester (`SPAWN_STDIN`): (pid, its
@@ -180,7 +188,9 @@ impl State {
             };
             let Waiter { ticket, call } = self.waiters.swap_remove(i);
             let next = match (&d.result, call.wait) {
-                (Err(Error::TimedOut), Some(left)) => left.next(ticket.to, now),
+                (Err(Error::TimedOut), Some((left, caller))) if alive(caller) => {
+                    left.next(ticket.to, now)
+                }
                 _ => None,
             };
             match next {
@@ -210,7 +220,7 @@ impl State {
         };
     }
 
-    /// Start a request for the local caller of `request` (`op`, acting as `user`): `call`
+    /// Start a request for the local caller of `request` (`op`, acting as `user`): `remote`
     /// is what [`ops::remote_request`] makes of it. Held if its machine's window is full;
     /// an error is for the caller to answer.
     fn start(
@@ -243,7 +253,15 @@ impl State {
         asked: u64,
     ) -> Result<(), (Error, Call)> {
         let to = remote.0 .0;
-        let r = if self.held.iter().any(|h| h.remote.0 .0 == to) {
+        let icas = || {
+            let held = self.held.iter().filter(|h| h.call.fs.is_some()).count();
+            held + self.waiters.iter().filter(|w| w.call.fs.is_some()).count()
+        };
+        if call.fs.is_some() && icas() >= MAX_ICAS {
+            return Err((Error::Busy, call));
+        }
+        let held_there = self.held.iter().filter(|h| h.remote.0 .0 == to).count();
+        let r = if held_there > 0 {
             Err(Error::Busy)
         } else {
             self.send_call(&remote, user, asked)
@@ -253,7 +271,7 @@ impl State {
                 self.waiters.push(Waiter { ticket, call });
                 Ok(())
             }
-            Err(Error::Busy) if self.held.len() < MAX_HELD => {
+            Err(Error::Busy) if held_there < MAX_HELD => {
                 self.held.push_back(Held {
                     remote,
                     user,
@@ -296,18 +314,37 @@ impl State {
 
     /// Start the held requests whose machine has room in its window again, in the order
     /// they came; answer those whose deadline passed meanwhile (`TimedOut`) or whose
-    /// machine went down (`Gone`). Called whenever requests end and at every tick.
+    /// machine went down (`Gone`), whether or not there is room. A remote wait's slice is
+    /// made as it is sent, its deadline counted from then. Called whenever requests end
+    /// and at every tick.
     pub fn start_held(&mut self) {
+        let now = now();
         let mut full = [false; mrpc::MAX_MACHINES];
         let mut i = 0;
-        while let Some(h) = self.held.remove(i) {
+        while let Some(mut h) = self.held.remove(i) {
             let to = h.remote.0 .0;
-            let r = if full.get(usize::from(to)) == Some(&true) {
-                Err(Error::Busy)
-            } else {
-                self.send_call(&h.remote, h.user, h.asked)
-            };
-            match r {
+            if let Some(e) = self.expired(&h, now) {
+                self.answer(h.call, to, Err(e));
+                continue;
+            }
+            if full.get(usize::from(to)) == Some(&true) {
+                self.held.insert(i, h);
+                i += 1;
+                continue;
+            }
+            if let Some((left, _)) = h.call.wait {
+                match left.next(to, now) {
+                    Some((remote, _)) => {
+                        h.remote = remote;
+                        h.asked = now;
+                    }
+                    None => {
+                        self.answer(h.call, to, Err(Error::TimedOut));
+                        continue;
+                    }
+                }
+            }
+            match self.send_call(&h.remote, h.user, h.asked) {
                 Ok(ticket) => self.waiters.push(Waiter {
                     ticket,
                     call: h.call,
@@ -324,6 +361,19 @@ impl State {
                 Err(e) => self.answer(h.call, to, Err(e)),
             }
         }
+    }
+
+    /// Why held request `h` ends now without being sent, if it does: its machine is down
+    /// (`Gone`), or its deadline (a wait: the caller's timeout) has passed (`TimedOut`).
+    fn expired(&self, h: &Held, now: u64) -> Option<Error> {
+        if self.members.state(h.remote.0 .0, now) == Some(Member::Down) {
+            return Some(Error::Gone);
+        }
+        let over = match h.call.wait {
+            Some((left, _)) => left.over(now),
+            None => now >= h.asked.saturating_add(h.remote.1),
+        };
+        over.then_some(Error::TimedOut)
     }
 
     /// This machine's remote waits in flight, and the requests held for room in a window
@@ -412,6 +462,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             was_up: [false; mrpc::MAX_MACHINES],
             jobs: VecDeque::new(),
             spawned: Vec::new(),
+            reaped: VecDeque::new(),
             outputs: Vec::new(),
             inputs: Vec::new(),
             pipes: 0,
@@ -541,7 +592,7 @@ fn local(r: &Received) -> Result<(), Error> {
                 op: mach::OP_WAIT,
                 started: now,
                 fs: None,
-                wait: Some(left),
+                wait: Some((left, r.sender)),
             };
             s.place(call, remote, user, now).map_err(|(e, _)| e)
         }),
@@ -557,6 +608,11 @@ fn local(r: &Received) -> Result<(), Error> {
         }),
         _ => Err(Error::NoSuchCall),
     }
+}
+
+/// Is process `pid` of this machine still running? (Yes if it cannot be told.)
+fn alive(pid: Pid) -> bool {
+    sys::live_processes().map_or(true, |live| live.iter().any(|p| p.pid == pid))
 }
 
 /// The semaphore the workers wait on.

@@ -61,6 +61,9 @@ const INPUT_PIPE: usize = 4096;
 /// Most bytes of output one `R_OUTPUT` answers (within mrpc's 1,024-byte payload).
 pub const OUTPUT_MAX: usize = 1000;
 
+/// Exit statuses of collected programs kept for a wait asked again (the oldest goes first).
+pub const REAPED_MAX: usize = 64;
+
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
 
@@ -143,11 +146,16 @@ impl WaitLeft {
         })
     }
 
+    /// Has the caller's timeout passed at `now`?
+    pub fn over(&self, now: u64) -> bool {
+        now > self.until
+    }
+
     /// The next slice's request to machine `m` at `now`, and the user it acts as: `None`
     /// once the caller's timeout has passed (the first slice of a wait of timeout 0, a
     /// look, is asked at its start).
     pub fn next(&self, m: u8, now: u64) -> Option<(RemoteCall, u32)> {
-        if now > self.until {
+        if self.over(now) {
             return None;
         }
         let slice = (self.until - now).min(WAIT_SLICE_NS);
@@ -213,6 +221,15 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
                 (Ok(pid), Ok(t)) => (Pid(pid), t),
                 _ => return Some(Err(Error::InvalidArgument)),
             };
+            // Collected already (by a slice whose answer the requester gave up on, or
+            // lost): the same status again.
+            if let Some((_, _, st)) = s
+                .reaped
+                .iter()
+                .find(|(q, u, _)| *q == pid && (u.0 == h.user || h.user == ADMIN))
+            {
+                return Some(Ok(words(st)));
+            }
             // Only the user it was spawned for (or the administrator) may wait for it.
             let mine = s
                 .spawned
@@ -482,7 +499,16 @@ pub fn worker(_: u64) -> u64 {
         let r = sys::wait_timeout(Some(job.pid), job.timeout_ns)
             .map(|(_, st)| words(&[st.how, st.code]));
         with(|s| {
-            if r.is_ok() {
+            if let Ok(st) = &r {
+                // Kept for a wait asked again (a slice the requester gave up on while it was
+                // queued here would otherwise take the status with it).
+                if let Some(&(_, user)) = s.spawned.iter().find(|(q, _)| *q == job.pid) {
+                    if s.reaped.len() >= REAPED_MAX {
+                        s.reaped.pop_front();
+                    }
+                    let st = [word(st, 0).unwrap_or(0), word(st, 1).unwrap_or(0)];
+                    s.reaped.push_back((job.pid, user, st));
+                }
                 s.spawned.retain(|(q, _)| *q != job.pid);
                 // Its output pipe, if nobody read it to the end, goes with it, and its input
                 // pipe if nobody ended it.

@@ -196,11 +196,11 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         let _ = res::close(region);
         return Err(e);
     }
-    if res::close_when_detached(region).is_err() {
+    if let Err(e) = res::close_when_detached(region) {
         // (Not refused while attached here; if it were, it is let go by hand.)
         let _ = res::detach_here(at);
         let _ = res::close(region);
-        return Err(Error::Unknown);
+        return Err(e);
     }
     Ok((region, at))
 }

@@ -18,6 +18,10 @@
 //! they are performed all the same, and each ICA, marked `CLOSE_WHEN_DETACHED`, is closed
 //! when its answer finds nobody to map it. Only this machine's files: a file of another
 //! machine (`mK:`) is written, closed or deleted as by the waiting calls.
+//!
+//! A program that collects completions of any ticket itself (`COLLECT` with `ANY`) must
+//! not mix that with these calls: it could take their answers, and [`settle`], which waits
+//! for each call's own ticket, would then wait for ever.
 
 use super::{give_back, let_go, locate, route_of, take_ica, Fd, Route, REMOTE_FD};
 use crate::abi::fs::{FN_FS, FS_CLOSE, FS_ICA_SIZE, FS_UNLINK, FS_WRITE};
