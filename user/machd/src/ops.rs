@@ -67,6 +67,30 @@ pub const REAPED_MAX: usize = 64;
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
 
+/// Process `pid`'s status if another worker collected it: two slices of one wait may be
+/// waiting at once (one its requester gave up on, still queued here, and the next), and
+/// the kernel gives the status to one of them. The other's `wait` fails at that moment,
+/// perhaps before the first has noted the status: it looks until `pid` is no longer
+/// among the spawned programs (a bounded look).
+fn collected_by_another(pid: Pid) -> Option<Vec<u8>> {
+    for _ in 0..1000 {
+        let (spawned, st) = with(|s| {
+            (
+                s.spawned.iter().any(|(q, _)| *q == pid),
+                s.reaped.iter().find(|(q, _, _)| *q == pid).map(|e| e.2),
+            )
+        });
+        if let Some(st) = st {
+            return Some(words(&st));
+        }
+        if !spawned {
+            return None;
+        }
+        let _ = sys::sleep_ns(1_000_000);
+    }
+    None
+}
+
 /// Work for a [`worker`]: a remote `wait`.
 pub struct Job {
     header: Header,
@@ -496,8 +520,11 @@ pub fn worker(_: u64) -> u64 {
         let Some(job) = with(|s| s.jobs.pop_front()) else {
             continue;
         };
-        let r = sys::wait_timeout(Some(job.pid), job.timeout_ns)
+        let mut r = sys::wait_timeout(Some(job.pid), job.timeout_ns)
             .map(|(_, st)| words(&[st.how, st.code]));
+        if r == Err(Error::NoSuchProcess) {
+            r = collected_by_another(job.pid).ok_or(Error::NoSuchProcess);
+        }
         with(|s| {
             if let Ok(st) = &r {
                 // Kept for a wait asked again (a slice the requester gave up on while it was

@@ -21,6 +21,10 @@
 //! - `mfcheck reopen M`: opens `mM:ORPHAN.TXT` to write again, waiting while it is still
 //!   held (`Busy`; at most [`POLLS`] tries, a hang guard), and writes it.
 //!
+//! - `mfcheck waits M K MS`: K programs on machine M that each sleep MS ms (`mfcheck nap
+//!   MS`), waited for at once by K threads: every wait must get exit status 0, also when
+//!   more waits than machine M's `machd` has workers for make their slices late.
+//!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
 #![no_main]
@@ -72,6 +76,27 @@ fn main(args: &[&str]) -> i32 {
             }
         };
     }
+    if let [_, "nap", ms] = args {
+        // A remote program for `waits`: sleeps MS ms and exits 0.
+        let ms: u64 = ms.parse().unwrap_or(0);
+        let _ = sys::sleep_ns(ms.saturating_mul(1_000_000));
+        return 0;
+    }
+    if let [_, "waits", m, k, ms] = args {
+        return match (m.parse::<u8>(), k.parse::<usize>()) {
+            (Ok(m), Ok(k)) if (1..=WAITERS_MAX).contains(&k) => match waits(m, k, ms) {
+                Ok(()) => {
+                    println!("mfcheck waits: ok, {k} remote waits each got exit status 0");
+                    0
+                }
+                Err(e) => {
+                    println!("mfcheck waits: FAILED: {e}");
+                    1
+                }
+            },
+            _ => usage(),
+        };
+    }
     if let [_, "await", name] = args {
         return match await_file(name) {
             Ok(tries) => {
@@ -111,7 +136,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME | mfcheck quiet | mfcheck rofs"
+        "mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
     );
     2
 }
@@ -343,6 +368,67 @@ fn forge(m: u8) -> Result<String, String> {
         Ok(()) => {}
     }
     Err(wrong.join("; "))
+}
+
+/// Most remote waits `waits` makes at once (one thread each).
+const WAITERS_MAX: usize = 32;
+
+/// The programs `waits` waits for, one per thread (by the thread's argument).
+static NAPPERS: ulib::cell::Local<Vec<mach_client::Remote>> = ulib::cell::Local::new(Vec::new());
+
+/// `waits M K MS`: start K programs on machine M that each sleep MS ms (`mfcheck nap MS`)
+/// and wait for all of them at once, a thread each: every wait must end with exit status
+/// 0. With more waits than machine M's `machd` has workers for (4, each slice up to
+/// 0.5 s), slices queue there past their requester's deadline and are asked again; a
+/// status collected by one the requester gave up on must still reach the next.
+fn waits(m: u8, k: usize, ms: &str) -> Result<(), String> {
+    for i in 0..k {
+        let r = mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "nap", ms])
+            .map_err(|e| format!("spawn nap {i} on machine {m}: {e}"))?;
+        NAPPERS.with(|n| n.push(r));
+    }
+    let mut threads = Vec::new();
+    for i in 0..k {
+        threads.push(
+            ulib::thread::spawn(wait_napper, i as u64).map_err(|e| format!("thread {i}: {e}"))?,
+        );
+    }
+    let mut wrong = Vec::new();
+    for (i, t) in threads.into_iter().enumerate() {
+        match t.join_timeout(u64::from(POLLS) * POLL_NS) {
+            Ok(0) => {}
+            Ok(code) => wrong.push(format!("wait {i}: {}", describe(code))),
+            Err((_, e)) => wrong.push(format!("wait {i} did not end: {e}")),
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
+/// A thread of `waits`: waits for napper `i`; 0 for exit status 0, else the status or
+/// error as a code [`describe`] reads.
+fn wait_napper(i: u64) -> u64 {
+    let Some(r) = NAPPERS.with(|n| n.get(i as usize).copied()) else {
+        return 1 << 48;
+    };
+    match mach_client::wait(&r) {
+        Ok(st) if st.how == ulib::abi::ENDED_EXIT => st.code,
+        Ok(st) => (1 << 40) | st.how,
+        Err(e) => (1 << 32) | e as u64,
+    }
+}
+
+/// What [`wait_napper`]'s code says.
+fn describe(code: u64) -> String {
+    match code >> 32 {
+        0 => format!("exit status {code}"),
+        1 => format!("{}", Error::from_code(code & 0xffff_ffff)),
+        256 => format!("ended (how {})", code & 0xff),
+        _ => "no program".into(),
+    }
 }
 
 /// The remote program [`linger`] waits for.
