@@ -140,11 +140,24 @@ pub fn for_each_state<T: Stored>(ids: &[ResId], mut f: impl FnMut(ResId, &mut T)
 /// the kernel closing it for its creator (a vregion that asked to be closed once attached
 /// nowhere, `vregion::note_detached`). Whatever the type refuses (`Busy`) stays.
 pub fn close_by_kernel<T: Resource>(id: ResId) -> Result<(), Error> {
+    close_entry::<T>(id, false)
+}
+
+/// Close resource `id`, a `T` of this core: its type's `close` (which may refuse), then out
+/// of the table, its creator uncharged, its state released. `checked`: the caller's close
+/// right is checked first (a program's `CLOSE`; not the kernel's own closing).
+fn close_entry<T: Resource>(id: ResId, checked: bool) -> Result<(), Error> {
     let (state, creator) = percore::this().res.with(|t| {
         let e = t
             .table
             .get_mut(id.slot(), id.generation())
             .map_err(lookup_error)?;
+        if T::of(&e.state).is_none() {
+            return Err(Error::WrongType);
+        }
+        if checked {
+            check(e.rights, e.creator, Op::Close)?;
+        }
         T::of_mut(&mut e.state).ok_or(Error::WrongType)?.close()?;
         let e = t
             .table
@@ -223,30 +236,8 @@ impl<T: Resource> Ops for Kind<T> {
     }
 
     fn close(&self, id: ResId) -> Result<(), Error> {
-        let kind = local(id)?;
-        let state = percore::this().res.with(|t| {
-            let e = t
-                .table
-                .get_mut(id.slot(), id.generation())
-                .map_err(lookup_error)?;
-            if e.state.kind() != kind {
-                return Err(Error::WrongType);
-            }
-            check(e.rights, e.creator, Op::Close)?;
-            T::of_mut(&mut e.state).ok_or(Error::WrongType)?.close()?;
-            let e = t
-                .table
-                .remove(id.slot(), id.generation())
-                .map_err(lookup_error)?;
-            t.names.remove(&(kind as u8, e.name));
-            Ok((e.state, e.creator))
-        })?;
-        let (state, creator) = state;
-        super::quota::uncharge_resource(creator);
-        if let Some(state) = T::take(state) {
-            state.release(Some(id));
-        }
-        Ok(())
+        local(id)?;
+        close_entry::<T>(id, true)
     }
 
     fn read(&self, id: ResId, len: u64, arg: u64) -> Result<ReadOut, Error> {
