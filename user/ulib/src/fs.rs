@@ -171,9 +171,9 @@ static MADE: AtomicU64 = AtomicU64::new(0);
 /// An ICA to send: a spare, or a fresh one. Returns it and where it is attached.
 ///
 /// A fresh one is marked `CLOSE_WHEN_DETACHED`: the kernel closes it once it is attached
-/// nowhere, so letting one go is a detach, and one out with a request when the program
-/// ends (killed, or a reply-less call's answer still to come) is closed when its answer
-/// finds nobody to map it.
+/// nowhere, so letting one go is a detach, the spares go with the program's address space
+/// when it ends (however it ends), and one out with a request then (a reply-less call's
+/// answer still to come) is closed when its answer finds nobody to map it.
 fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
     while let Some((region, at, core)) = SPARES.with(Vec::pop) {
         if core == pid.core() {
@@ -185,12 +185,7 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
     }
     let n = MADE.fetch_add(1, Ordering::Relaxed);
     let name = format!("here/vregion/fs-{}-{n}", pid.0);
-    let region = match res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL) {
-        Err(Error::Limit | Error::NoMemory) if close_leftovers(pid) > 0 => {
-            res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL)?
-        }
-        r => r?,
-    };
+    let region = res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL)?;
     let at = AT + (n % SLOTS) * FS_ICA_SIZE;
     if let Err(e) = res::attach_here(region, at, true) {
         let _ = res::close(region);
@@ -198,8 +193,7 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
     }
     if let Err(e) = res::close_when_detached(region) {
         // (Not refused while attached here; if it were, it is let go by hand.)
-        let _ = res::detach_here(at);
-        let _ = res::close(region);
+        let_go(region, at);
         return Err(e);
     }
     Ok((region, at))
@@ -210,44 +204,6 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
 fn let_go(region: ResId, at: u64) {
     let _ = res::detach_here(at);
     let _ = res::close(region);
-}
-
-/// Let the spares go: called as the program ends (`rt::start`, the panic handler). (Its
-/// end would detach them, and the kernel close them, anyway; this says so where it
-/// happens.) `wait`: false where the spares may be in use by the caller (a panic inside a
-/// request); they then go with the program's address space. Reply-less calls still out
-/// are not waited for: their ICAs are closed when their answers find nobody.
-pub fn release(wait: bool) {
-    let spares = if wait {
-        SPARES.with(core::mem::take)
-    } else {
-        SPARES.try_with(core::mem::take).unwrap_or_default()
-    };
-    for (region, at, _) in spares {
-        let_go(region, at);
-    }
-}
-
-/// Close the request ICAs that programs of this user left on this core when they were
-/// killed (a killed program cannot let its spare go): every `fs-PID-N` vregion whose
-/// program no longer runs. Run when opening a fresh ICA hits a limit. Returns how many.
-fn close_leftovers(me: crate::abi::Pid) -> usize {
-    let live = crate::sys::live_processes().unwrap_or_default();
-    let alive = |pid: u64| live.iter().any(|p| p.pid.0 == pid);
-    let mut closed = 0;
-    for r in res::list_all(me.core()).unwrap_or_default() {
-        let Some(rest) = r.name().strip_prefix("fs-") else {
-            continue;
-        };
-        let owner = rest.split('-').next().and_then(|p| p.parse::<u64>().ok());
-        if r.kind == crate::abi::res::ResType::VRegion as u8
-            && owner.is_some_and(|p| p != me.0 && !alive(p))
-            && res::close(r.id).is_ok()
-        {
-            closed += 1;
-        }
-    }
-    closed
 }
 
 /// An ICA that came back attached at `at`: kept as a spare, or let go if there are

@@ -64,6 +64,5 @@ fn panic(info: &core::panic::PanicInfo) -> ! {
         ),
         None => eprintln!("panic in {program}: {}", info.message()),
     }
-    fs::release(false);
     sys::exit(PANIC_STATUS)
 }

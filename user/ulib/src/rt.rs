@@ -84,7 +84,6 @@ pub unsafe fn start(argc: usize, argv: *const [u64; 2], main: fn(&[&str]) -> i32
     };
     let status = main(args);
     crate::stdio::finish();
-    crate::fs::release(true);
     crate::sys::exit(status)
 }
 
