@@ -120,8 +120,8 @@ pub(crate) struct State {
     pub jobs: VecDeque<ops::Job>,
     /// Processes spawned here for other machines, and as which user.
     pub spawned: Vec<(Pid, UserId)>,
-    /// Of those, the ones a wait collected: their status (how, code), the newest last.
-    pub reaped: VecDeque<(Pid, UserId, [u64; 2])>,
+    /// Of those, the ones a wait collected: its answer (how, code), the newest last.
+    pub reaped: VecDeque<(Pid, UserId, Vec<u8>)>,
     /// Processes spawned with their output relayed: (pid, its output pipe, the user).
     pub outputs: Vec<(Pid, ResId, UserId)>,
     /// Processes spawned with their input from the requester (`SPAWN_STDIN`): (pid, its

@@ -77,11 +77,14 @@ fn collected_by_another(pid: Pid) -> Option<Vec<u8>> {
         let (spawned, st) = with(|s| {
             (
                 s.spawned.iter().any(|(q, _)| *q == pid),
-                s.reaped.iter().find(|(q, _, _)| *q == pid).map(|e| e.2),
+                s.reaped
+                    .iter()
+                    .find(|(q, _, _)| *q == pid)
+                    .map(|e| e.2.clone()),
             )
         });
-        if let Some(st) = st {
-            return Some(words(&st));
+        if st.is_some() {
+            return st;
         }
         if !spawned {
             return None;
@@ -252,7 +255,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
                 .iter()
                 .find(|(q, u, _)| *q == pid && (u.0 == h.user || h.user == ADMIN))
             {
-                return Some(Ok(words(st)));
+                return Some(Ok(st.clone()));
             }
             // Only the user it was spawned for (or the administrator) may wait for it.
             let mine = s
@@ -533,8 +536,7 @@ pub fn worker(_: u64) -> u64 {
                     if s.reaped.len() >= REAPED_MAX {
                         s.reaped.pop_front();
                     }
-                    let st = [word(st, 0).unwrap_or(0), word(st, 1).unwrap_or(0)];
-                    s.reaped.push_back((job.pid, user, st));
+                    s.reaped.push_back((job.pid, user, st.clone()));
                 }
                 s.spawned.retain(|(q, _)| *q != job.pid);
                 // Its output pipe, if nobody read it to the end, goes with it, and its input

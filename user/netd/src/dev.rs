@@ -59,10 +59,9 @@ struct Page {
     at: u64,
     /// The ticket of the `DRV_TX` request it went with.
     ticket: Option<u64>,
-    /// The frame's length, kept while the page waits to be sent again ([`Tx::resend`]).
-    len: usize,
-    /// The frame's bytes while it is in flight or refused: what a fresh page gets if this
-    /// one is lost with a driver that died holding it.
+    /// The frame's bytes while it is in flight or refused (its length is the frame's, sent
+    /// again by [`Tx::resend`]): what a fresh page gets if this one is lost with a driver
+    /// that died holding it.
     copy: Vec<u8>,
     /// A frame the driver did not take: since when (0: none).
     refused_at: u64,
@@ -101,7 +100,6 @@ impl NetDev {
                 home,
                 at: home,
                 ticket: None,
-                len: 0,
                 copy: Vec::with_capacity(FRAME_MAX),
                 refused_at: 0,
             });
@@ -235,11 +233,11 @@ impl Tx {
         };
         p.region = region;
         p.at = p.home;
-        let n = p.copy.len().min(FRAME_MAX);
         // SAFETY: the fresh page (FRAME_ICA_SIZE bytes, writable) was just attached at
-        // `p.home` in this process; nothing else refers to it; `n <= FRAME_MAX`.
-        unsafe { core::slice::from_raw_parts_mut(p.home as *mut u8, n) }
-            .copy_from_slice(&p.copy[..n]);
+        // `p.home` in this process; nothing else refers to it; a frame is at most
+        // FRAME_MAX < FRAME_ICA_SIZE bytes.
+        unsafe { core::slice::from_raw_parts_mut(p.home as *mut u8, p.copy.len()) }
+            .copy_from_slice(&p.copy);
         true
     }
 
@@ -299,7 +297,6 @@ impl Tx {
         // `len <= FRAME_MAX < FRAME_ICA_SIZE`.
         let buf = unsafe { core::slice::from_raw_parts_mut(p.at as *mut u8, len) };
         let r = f(&mut buf[..]);
-        p.len = len;
         p.copy.clear();
         p.copy.extend_from_slice(buf);
         // Behind refused frames, or with no driver (yet): kept, sent by `resend`.
@@ -324,7 +321,7 @@ impl Tx {
         let p = &mut self.pages[i];
         let msg = Msg {
             label: DRV_TX,
-            words: [p.len as u64, 0, 0, 0, 0, 0],
+            words: [p.copy.len() as u64, 0, 0, 0, 0, 0],
         };
         let mut sub = ipc::op(api::SUBMIT_CALL, drv.as_target().0, [0; 4]);
         sub.msg = ipc::with_ica(msg, p.region);
