@@ -373,8 +373,40 @@ fn forge(m: u8) -> Result<String, String> {
 /// Most remote waits `waits` makes at once (one thread each).
 const WAITERS_MAX: usize = 32;
 
-/// The programs `waits` waits for, one per thread (by the thread's argument).
-static NAPPERS: ulib::cell::Local<Vec<mach_client::Remote>> = ulib::cell::Local::new(Vec::new());
+/// Remote programs waited for by threads, each thread's argument its index here.
+static REMOTES: ulib::cell::Local<Vec<mach_client::Remote>> = ulib::cell::Local::new(Vec::new());
+
+/// A thread that waits for remote program `r` (`ulib::mach::wait`): its value is 0 for
+/// exit status 0, else a code [`describe`] reads.
+fn wait_in_thread(r: mach_client::Remote) -> Result<ulib::thread::Thread, String> {
+    let i = REMOTES.with(|v| {
+        v.push(r);
+        v.len() - 1
+    });
+    ulib::thread::spawn(wait_remote, i as u64).map_err(|e| format!("thread {i}: {e}"))
+}
+
+/// The thread of [`wait_in_thread`].
+fn wait_remote(i: u64) -> u64 {
+    let Some(r) = REMOTES.with(|v| v.get(i as usize).copied()) else {
+        return 1 << 48;
+    };
+    match mach_client::wait(&r) {
+        Ok(st) if st.how == ulib::abi::ENDED_EXIT => st.code,
+        Ok(st) => (1 << 40) | st.how,
+        Err(e) => (1 << 32) | e as u64,
+    }
+}
+
+/// What [`wait_remote`]'s code says.
+fn describe(code: u64) -> String {
+    match code >> 32 {
+        0 => format!("exit status {code}"),
+        1 => format!("{}", Error::from_code(code & 0xffff_ffff)),
+        256 => format!("ended (how {})", code & 0xff),
+        _ => "no program".into(),
+    }
+}
 
 /// `waits M K MS`: start K programs on machine M that each sleep MS ms (`mfcheck nap MS`)
 /// and wait for all of them at once, a thread each: every wait must end with exit status
@@ -382,17 +414,17 @@ static NAPPERS: ulib::cell::Local<Vec<mach_client::Remote>> = ulib::cell::Local:
 /// 0.5 s), slices queue there past their requester's deadline and are asked again; a
 /// status collected by one the requester gave up on must still reach the next.
 fn waits(m: u8, k: usize, ms: &str) -> Result<(), String> {
+    let mut naps = Vec::new();
     for i in 0..k {
-        let r = mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "nap", ms])
-            .map_err(|e| format!("spawn nap {i} on machine {m}: {e}"))?;
-        NAPPERS.with(|n| n.push(r));
-    }
-    let mut threads = Vec::new();
-    for i in 0..k {
-        threads.push(
-            ulib::thread::spawn(wait_napper, i as u64).map_err(|e| format!("thread {i}: {e}"))?,
+        naps.push(
+            mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "nap", ms])
+                .map_err(|e| format!("spawn nap {i} on machine {m}: {e}"))?,
         );
     }
+    let threads = naps
+        .into_iter()
+        .map(wait_in_thread)
+        .collect::<Result<Vec<_>, String>>()?;
     let mut wrong = Vec::new();
     for (i, t) in threads.into_iter().enumerate() {
         match t.join_timeout(u64::from(POLLS) * POLL_NS) {
@@ -408,40 +440,13 @@ fn waits(m: u8, k: usize, ms: &str) -> Result<(), String> {
     }
 }
 
-/// A thread of `waits`: waits for napper `i`; 0 for exit status 0, else the status or
-/// error as a code [`describe`] reads.
-fn wait_napper(i: u64) -> u64 {
-    let Some(r) = NAPPERS.with(|n| n.get(i as usize).copied()) else {
-        return 1 << 48;
-    };
-    match mach_client::wait(&r) {
-        Ok(st) if st.how == ulib::abi::ENDED_EXIT => st.code,
-        Ok(st) => (1 << 40) | st.how,
-        Err(e) => (1 << 32) | e as u64,
-    }
-}
-
-/// What [`wait_napper`]'s code says.
-fn describe(code: u64) -> String {
-    match code >> 32 {
-        0 => format!("exit status {code}"),
-        1 => format!("{}", Error::from_code(code & 0xffff_ffff)),
-        256 => format!("ended (how {})", code & 0xff),
-        _ => "no program".into(),
-    }
-}
-
-/// The remote program [`linger`] waits for.
-static LINGERER: ulib::cell::Local<Option<mach_client::Remote>> = ulib::cell::Local::new(None);
-
 /// Start `mfcheck await GO.TXT` on machine `m` (it looks at its own disk until the file
 /// exists) and a thread that waits for it, and return once this machine's `machd` (the
 /// function's `server`) shows the wait in flight (`OP_SELF`'s `words[4]`).
 fn linger(server: ResId, m: u8) -> Result<ulib::thread::Thread, String> {
     let r = mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "await", "GO.TXT"])
         .map_err(|e| format!("spawn mfcheck await on machine {m}: {e}"))?;
-    LINGERER.with(|l| *l = Some(r));
-    let t = ulib::thread::spawn(wait_lingerer, 0).map_err(|e| format!("thread: {e}"))?;
+    let t = wait_in_thread(r)?;
     let ask = Msg {
         label: mach::OP_SELF,
         words: [0; 6],
@@ -458,24 +463,6 @@ fn linger(server: ResId, m: u8) -> Result<ulib::thread::Thread, String> {
     ))
 }
 
-/// The thread: waits for the lingering program; its exit code, or `u64::MAX`.
-fn wait_lingerer(_: u64) -> u64 {
-    match LINGERER.with(|l| *l) {
-        Some(r) => match mach_client::wait(&r) {
-            Ok(st) if st.how == ulib::abi::ENDED_EXIT => st.code,
-            Ok(st) => {
-                println!("mfcheck forge: the lingering program ended {}", st.how);
-                u64::MAX
-            }
-            Err(e) => {
-                println!("mfcheck forge: wait for the lingering program: {e}");
-                u64::MAX
-            }
-        },
-        None => u64::MAX,
-    }
-}
-
 /// Let the lingering program on machine `m` end (write `GO.TXT` there) and collect the
 /// thread that waits for it: it must have ended with 0.
 fn end_linger(m: u8, t: ulib::thread::Thread) -> Result<(), String> {
@@ -488,7 +475,8 @@ fn end_linger(m: u8, t: ulib::thread::Thread) -> Result<(), String> {
     match code {
         0 => Ok(()),
         c => Err(format!(
-            "the remote wait for the lingering program ended {c:#x}"
+            "the remote wait for the lingering program: {}",
+            describe(c)
         )),
     }
 }
