@@ -9,7 +9,7 @@
 //! | event | raised by | heard by |
 //! |---|---|---|
 //! | [`halt`] | idle loop, `time::wait_until` | big lock (released around the halt), modes |
-//! | [`idle_returned`] | idle loop, after running threads | resources (the kernel's flow) |
+//! | [`idle_returned`] | idle loop, after running threads | resources (the kernel's flow), modes (Kernel) |
 //! | [`idle_poll`] / [`idle_stop_polling`] | idle loop, nothing to run | RPCC (poll, hybrid spin) |
 //! | [`idle_quiet`] | idle loop, woken from a halt | RPCC (nothing to look for: halt again) |
 //! | [`thread_may_run_user`] | context switch to a thread | RPCC (senders announce again) |
@@ -32,10 +32,12 @@ pub fn halt() {
 }
 
 /// The idle context is back from running threads: it acts as the kernel again (a thread
-/// that exited never ended its flow).
+/// that exited never ended its flow), in Kernel mode (the switch back may have come from
+/// an interrupt's preemption of a program, in Interrupt mode).
 #[inline]
 pub fn idle_returned() {
     crate::res::end_flow();
+    crate::modes::enter(crate::modes::Mode::Kernel);
 }
 
 /// Nothing to run: look for messages from other cores (in poll or hybrid mode, keep

@@ -78,6 +78,27 @@ ktest! {
     }
 }
 
+ktest! {
+    /// The idle context is back in Kernel mode after it ran threads, even when the last of
+    /// them gave the core back from an interrupt (a spinning program preempted by the
+    /// timer, which switches in Interrupt mode). Regression: `modes_partition_time` found
+    /// the test in Interrupt mode once on a loaded host, and the idle loop's time was
+    /// charged to Interrupt until its next halt.
+    fn idle_context_is_kernel_after_a_preemption() -> TestResult {
+        let here = percore::current_core();
+        let spin = proc::spawn("spin", &[], Priority::App, TEST_PARENT).map_err(|e| format!("{e}"))?;
+        let started = |pid: Pid| proc::infos().into_iter().any(|p| p.pid == pid && p.mode_ns[MODE_USER] > 0);
+        // Until it has run (then every return to this context is from the timer's
+        // preemption of a program that never blocks); 60 s only catches a hang.
+        let ran = sched::run_until(60_000_000_000, || started(spin));
+        let mode = modes::current();
+        super::end_and_reap(spin);
+        kassert!(ran, "spin never ran on core {here}");
+        kassert!(mode == Mode::Kernel, "back from spin in {mode:?} mode");
+        Ok(())
+    }
+}
+
 fn holds_here(_: u64) -> u64 {
     u64::from(crate::biglock::held())
 }
