@@ -34,7 +34,7 @@
 //!
 //! | word | the sender writes | the receiver reads |
 //! |---|---|---|
-//! | `label` | its label with [`MSG_ICA`] set | the same (`MSG_ICA` cleared if the ICA could not be mapped, see below); in a request, [`MSG_ICA_READ_ONLY`] set if the ICA is mapped read-only, else cleared |
+//! | `label` | its label with [`MSG_ICA`] set, and [`MSG_ICA_READ_ONLY`] to lend it read-only (below) | the same (`MSG_ICA` cleared if the ICA could not be mapped, see below), with [`MSG_ICA_READ_ONLY`] set if the ICA is mapped read-only here, else cleared |
 //! | `words[ICA_ID_WORD]` (5) | the vregion's id | the same |
 //! | `words[ICA_AT_WORD]` (4) | anything (overwritten) | where the vregion is mapped in the receiver |
 //!
@@ -97,10 +97,18 @@ pub struct Msg {
 
 /// A message's label flag: it carries an ICA (the vregion id in `words[ICA_ID_WORD]`).
 pub const MSG_ICA: u64 = 1 << 63;
-/// A received request's label flag, set by the kernel beside [`MSG_ICA`]: the ICA is mapped
-/// read-only in the receiver (its sender's mapping was), so a server that would write into
-/// it must refuse the request instead (a write would end the server at a page fault).
-/// Cleared by the kernel when the ICA is writable; meaningless without `MSG_ICA`.
+/// A label flag beside [`MSG_ICA`], meaningless without it.
+///
+/// In a received request or answer, set by the kernel: the ICA is mapped read-only here
+/// (its sender's mapping was, or it was lent so), so a server that would write into it
+/// must refuse the request instead (a write would end the server at a page fault).
+/// Cleared by the kernel when the ICA is writable.
+///
+/// Set by a sender whose mapping is writable, it *lends* the ICA read-only: the receiver
+/// maps it read-only, and so does any process it is passed on to, until it is passed back
+/// to the lender, where it lands writable again. A client lends what the server only
+/// reads (a name, a write's data), so the server cannot change it, and its answer carries
+/// no reply data (the kernel counts such answers, P0 Table 4: `IPC_REPLIES_CROSS_BARE`).
 pub const MSG_ICA_READ_ONLY: u64 = 1 << 62;
 /// The word of an ICA-carrying message that names the vregion.
 pub const ICA_ID_WORD: usize = 5;

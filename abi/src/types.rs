@@ -343,9 +343,10 @@ pub const IPC_REQUESTS_CROSS: usize = 1;
 pub const IPC_REPLIES: usize = 2;
 /// ... of them to a caller on another core.
 pub const IPC_REPLIES_CROSS: usize = 3;
-/// ... of those cross-core answers, the ones that carry no reply data (no ICA and no
-/// message words: the return value alone), which P0's Table 4 could send without a
-/// rendezvous.
+/// ... of those cross-core answers, the ones that carry no reply data (the return value
+/// alone: no message word other than 0, and no ICA the server could write in; one lent
+/// read-only, `ipc::MSG_ICA_READ_ONLY`, only comes back), which P0's Table 4 could send
+/// without a rendezvous.
 pub const IPC_REPLIES_CROSS_BARE: usize = 4;
 pub const IPC_COUNTERS: usize = 5;
 

@@ -208,14 +208,24 @@ fn note_request(sender: Pid) {
 }
 
 /// Count an answer `msg` given on this core to `caller`; across cores, note whether it
-/// carries reply data (an ICA or message words) or the return value alone.
-fn note_reply(caller: Pid, msg: &Msg) {
+/// carries reply data or the return value alone (P0 Table 4). Reply data is a message word
+/// other than 0 (beside an ICA's own two), or an ICA the answering server could write in
+/// (`writable_ica`): one it held read-only, lent so by its caller (`MSG_ICA_READ_ONLY`),
+/// comes back as it went.
+fn note_reply(caller: Pid, msg: &Msg, writable_ica: bool) {
     use core::sync::atomic::Ordering::Relaxed;
     let counts = &crate::percore::this().stats.ipc_messages;
     counts[abi::IPC_REPLIES].fetch_add(1, Relaxed);
     if caller.core() != current_core() {
         counts[abi::IPC_REPLIES_CROSS].fetch_add(1, Relaxed);
-        if !ica::carries(msg) && msg.words.iter().all(|&w| w == 0) {
+        let ica = ica::carries(msg);
+        let ica_word = |i| ica && (i == abi::ipc::ICA_AT_WORD || i == abi::ipc::ICA_ID_WORD);
+        let no_words = msg
+            .words
+            .iter()
+            .enumerate()
+            .all(|(i, &w)| w == 0 || ica_word(i));
+        if !writable_ica && no_words {
             counts[abi::IPC_REPLIES_CROSS_BARE].fetch_add(1, Relaxed);
         }
     }

@@ -349,7 +349,7 @@ fn reply_direct(
             }
             return None;
         };
-        note_reply(caller.pid, msg);
+        note_reply(caller.pid, msg, false);
         write_frame(to, |f| {
             f.rax = 0;
             f.rdx = value;

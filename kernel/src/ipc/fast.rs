@@ -144,7 +144,7 @@ pub(super) fn call_local(
                     return Err(Error::Busy);
                 }
                 if let Some(ica) = &ica {
-                    super::ica::land(target.vspace.as_mut(), ica, &mut msg)?;
+                    super::ica::land(target.vspace.as_mut(), target.pid, ica, &mut msg)?;
                 }
                 let receiver = match target.ipc.receiver {
                     Some((t, ep)) if ep == endpoint && target.ipc.requests.is_empty() => {

@@ -34,12 +34,15 @@ use abi::{Error, Pid};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
-/// An ICA on its way: the vregion and its frames, and whether the receiver may write.
+/// An ICA on its way: the vregion and its frames, whether the receiver may write, and the
+/// process that lent it read-only (it had it writable), if one did: there it lands
+/// writable again.
 #[derive(Clone, Debug)]
 pub struct Ica {
     pub region: ResId,
     frames: Vec<u64>,
     writable: bool,
+    lender: Option<Pid>,
 }
 
 /// An ICA taken out of its sender: what is needed to give it back. (The [`Ica`] itself goes
@@ -50,10 +53,18 @@ pub struct Taken {
     from: Pid,
     at: u64,
     writable: bool,
+    /// `Some` if it had come as an ICA, with its lender if it was lent read-only.
+    landed: Option<Option<Pid>>,
     /// Whether the pass marked the vregion (else it was passed already), and whether it was
     /// passed before.
     marked: bool,
     was_passed: bool,
+}
+
+/// Was the ICA `taken` took (if any) writable by its sender (an answering server could
+/// have written reply data in it)?
+pub fn writable(taken: Option<&Taken>) -> bool {
+    taken.is_some_and(|t| t.writable)
 }
 
 /// Does `msg` carry an ICA?
@@ -82,31 +93,38 @@ fn take_carried(msg: &Msg) -> Result<(Taken, Box<Ica>), Error> {
         return Err(Error::WrongType);
     }
     let from = crate::proc::running_pid().ok_or(Error::NoSuchProcess)?;
-    let (at, frames, writable, landed) = match crate::proc::take_attachment(from, region) {
+    let a = match crate::proc::take_attachment(from, region) {
         Ok(taken) => taken,
         Err(Error::InvalidArgument) => return Err(why_not_attached(region)),
         Err(e) => return Err(e),
     };
+    // Lent read-only: the receiver (and whoever it passes it on to) maps it read-only,
+    // and it lands writable again here. A mapping that is read-only already has nothing
+    // to lend; one lent to us keeps its lender.
+    let lend = msg.label & MSG_ICA_READ_ONLY != 0 && a.writable;
     let ica = Box::new(Ica {
         region,
-        frames,
-        writable,
+        frames: a.frames,
+        writable: a.writable && !lend,
+        lender: if lend { Some(from) } else { a.landed.flatten() },
     });
     let taken = |marked, was_passed| Taken {
         region,
         from,
-        at,
-        writable,
+        at: a.at,
+        writable: a.writable,
+        landed: a.landed,
         marked,
         was_passed,
     };
-    if landed {
+    if a.landed.is_some() {
         return Ok((taken(false, true), ica));
     }
     match crate::res::pass_region(region, true, true) {
         Ok(was_passed) => Ok((taken(true, was_passed), ica)),
         Err(e) => {
-            put_back(from, at, &ica.frames, writable, region);
+            let t = taken(true, false);
+            put_back(&t, ica.frames);
             Err(e)
         }
     }
@@ -124,12 +142,18 @@ fn why_not_attached(region: ResId) -> Error {
     }
 }
 
-/// Map vregion `region`'s `frames` again at `at` in `from` (its sender, on this core), where
-/// it was; if that fails (the program mapped something there meanwhile), it is attached
-/// nowhere.
-fn put_back(from: Pid, at: u64, frames: &[u64], writable: bool, region: ResId) {
-    if crate::proc::attach(from, at, frames, writable, region).is_err() {
-        lost(region);
+/// Map what `taken` took out (its vregion's `frames`) again in its sender (on this core),
+/// where and as it was; if that fails (the program mapped something there meanwhile), it
+/// is attached nowhere.
+fn put_back(taken: &Taken, frames: Vec<u64>) {
+    let a = crate::proc::vspace::Attachment {
+        at: taken.at,
+        frames,
+        writable: taken.writable,
+        landed: taken.landed,
+    };
+    if crate::proc::put_back(taken.from, &a, taken.region).is_err() {
+        lost(taken.region);
     }
 }
 
@@ -142,18 +166,22 @@ pub fn give_back(taken: Taken) {
         let _ = crate::res::pass_region(region, taken.was_passed, false);
     }
     match crate::res::region_frames(region) {
-        Ok(frames) => put_back(taken.from, taken.at, &frames, taken.writable, region),
+        Ok(frames) => put_back(&taken, frames),
         Err(_) => lost(region),
     }
 }
 
-/// Map `ica` in `vs` (the receiver's address space, on this core) and tell the receiver
-/// where (`msg`'s `ICA_AT_WORD`) and whether it may write there (`MSG_ICA_READ_ONLY`).
+/// Map `ica` in `vs` (the address space of `receiver`, on this core) and tell the receiver
+/// where (`msg`'s `ICA_AT_WORD`) and whether it may write there (`MSG_ICA_READ_ONLY`): as
+/// the ICA came, but writable again back at the process that lent it read-only.
 #[cold]
-pub fn land(vs: Option<&mut VSpace>, ica: &Ica, msg: &mut Msg) -> Result<(), Error> {
+pub fn land(vs: Option<&mut VSpace>, receiver: Pid, ica: &Ica, msg: &mut Msg) -> Result<(), Error> {
     let vs = vs.ok_or(Error::Gone)?;
-    msg.words[ICA_AT_WORD] = vs.attach_in_window(&ica.frames, ica.writable, ica.region)?;
-    if ica.writable {
+    let home = ica.lender == Some(receiver);
+    let writable = ica.writable || home;
+    let lender = if home { None } else { ica.lender };
+    msg.words[ICA_AT_WORD] = vs.attach_in_window(&ica.frames, writable, ica.region, lender)?;
+    if writable {
         msg.label &= !MSG_ICA_READ_ONLY;
     } else {
         msg.label |= MSG_ICA_READ_ONLY;
@@ -183,7 +211,7 @@ pub(super) fn land_answer(
         .get_mut(&pid.serial())
         .filter(|p| p.ipc.pending.contains_key(&completion.ticket));
     let landed = match p {
-        Some(p) => land(p.vspace.as_mut(), &ica, &mut completion.msg).is_ok(),
+        Some(p) => land(p.vspace.as_mut(), pid, &ica, &mut completion.msg).is_ok(),
         None => false,
     };
     if !landed {
@@ -213,7 +241,7 @@ pub(super) fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
             return Err(e);
         }
     };
-    note_reply(caller.pid, &msg);
+    note_reply(caller.pid, &msg, writable(taken.as_ref()));
     deliver(None, caller, answer(caller, msg, value), ica);
     Ok(())
 }

@@ -30,7 +30,7 @@ pub fn enqueue(mut incoming: Incoming) -> Result<(), Error> {
             return Err(Error::Busy);
         }
         if let Some(ica) = &incoming.ica {
-            ica::land(p.vspace.as_mut(), ica, &mut incoming.msg)?;
+            ica::land(p.vspace.as_mut(), p.pid, ica, &mut incoming.msg)?;
         }
         p.ipc.requests.push_back(incoming);
         wake_waiting_threads(s, owner.serial(), Waits::Request);
@@ -186,7 +186,7 @@ pub fn reply(handle: u64, msg: Msg, value: u64) -> Result<(), Error> {
         return ica::reply(handle, msg, value);
     }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
-    note_reply(caller.pid, &msg);
+    note_reply(caller.pid, &msg, false);
     deliver(None, caller, answer(caller, msg, value), None);
     Ok(())
 }
@@ -201,7 +201,7 @@ pub fn reply_error(handle: u64, code: u64) -> Result<(), Error> {
         return Err(Error::InvalidArgument);
     }
     let caller = with_mine(|ipc, _| ipc.serving.remove(&handle).ok_or(Error::NoSuchResource))?;
-    note_reply(caller.pid, &Msg::default());
+    note_reply(caller.pid, &Msg::default(), false);
     fail(None, caller, e);
     Ok(())
 }
@@ -282,7 +282,7 @@ fn reply_recv_as<const PASS: bool>(
             return Ok((owner, None, None, false));
         }
         let caller = p.ipc.serving.remove(&handle).ok_or(Error::NoSuchResource)?;
-        note_reply(caller.pid, &msg);
+        note_reply(caller.pid, &msg, ica::writable(taken.as_ref()));
         if caller.pid.core() != here {
             return Ok((owner, Some(caller), None, false));
         }

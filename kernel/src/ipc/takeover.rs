@@ -235,7 +235,7 @@ pub(super) fn accept_or_queue(
         return Err(Error::Busy);
     }
     if let Some(ica) = &incoming.ica {
-        super::ica::land(target.vspace.as_mut(), ica, &mut incoming.msg)?;
+        super::ica::land(target.vspace.as_mut(), target.pid, ica, &mut incoming.msg)?;
     }
     target.ipc.requests.push_back(incoming);
     Ok(())
@@ -289,7 +289,7 @@ fn roll_back(first: Option<Incoming>) {
         let mut failed = alloc::vec::Vec::new();
         for mut i in first.into_iter().chain(queue).rev() {
             if let Some(ica) = &i.ica {
-                if super::ica::land(p.vspace.as_mut(), ica, &mut i.msg).is_err() {
+                if super::ica::land(p.vspace.as_mut(), p.pid, ica, &mut i.msg).is_err() {
                     super::ica::lost(ica.region);
                     failed.extend(i.caller);
                     continue;

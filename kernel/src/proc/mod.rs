@@ -282,16 +282,18 @@ pub fn detach(pid: Pid, addr: u64) -> Result<abi::res::ResId, Error> {
     with_vspace_of(pid, |vs| vs.detach(addr).ok_or(Error::InvalidArgument))
 }
 
-/// Take vregion `region`'s attachment out of `pid`'s address space (an ICA being passed):
-/// its address, frames, writability and whether it came as an ICA; `InvalidArgument` if it
-/// is not attached there.
-pub fn take_attachment(
-    pid: Pid,
-    region: abi::res::ResId,
-) -> Result<(u64, Vec<u64>, bool, bool), Error> {
+/// Take vregion `region`'s attachment out of `pid`'s address space (an ICA being passed);
+/// `InvalidArgument` if it is not attached there.
+pub fn take_attachment(pid: Pid, region: abi::res::ResId) -> Result<vspace::Attachment, Error> {
     with_vspace_of(pid, |vs| {
         vs.take_attachment(region).ok_or(Error::InvalidArgument)
     })
+}
+
+/// Map attachment `a` of vregion `region`, taken out of `pid`'s address space, again where
+/// it was.
+pub fn put_back(pid: Pid, a: &vspace::Attachment, region: abi::res::ResId) -> Result<(), Error> {
+    with_vspace_of(pid, |vs| vs.put_back(a, region))
 }
 
 /// `pid`'s attachments: (address, region).

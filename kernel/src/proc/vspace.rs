@@ -26,6 +26,17 @@ pub const MAX_USER_PAGES: u64 = 1 << 18;
 /// Highest address the heap may reach.
 pub const HEAP_LIMIT: u64 = 0x0000_7000_0000_0000;
 
+/// An attachment taken out of an address space to be passed as an ICA.
+pub struct Attachment {
+    pub at: u64,
+    pub frames: Vec<u64>,
+    /// Whether every page was mapped writable.
+    pub writable: bool,
+    /// `Some` if it came as an ICA (its vregion passed already), with the process that
+    /// lent it read-only, if one did (`abi::ipc::MSG_ICA_READ_ONLY` on the pass).
+    pub landed: Option<Option<abi::Pid>>,
+}
+
 pub struct VSpace {
     root: u64,
     /// User pages mapped (for accounting and teardown).
@@ -36,9 +47,10 @@ pub struct VSpace {
     /// Vregions attached (shared memory): address, pages, and the region's resource id.
     /// Their frames belong to the vregion, not to this address space.
     attached: Vec<(u64, u64, abi::res::ResId)>,
-    /// The addresses of the attachments that came as ICAs (`attach_in_window`): their
-    /// vregions are passed, so this address space is their one mapper (`take_attachment`).
-    landed: Vec<u64>,
+    /// The attachments that came as ICAs (`attach_in_window`): their address, and the
+    /// process that lent it read-only, if it was lent so (`Landed`). Their vregions are
+    /// passed, so this address space is their one mapper (`take_attachment`).
+    landed: Vec<(u64, Option<abi::Pid>)>,
     /// Kernel-owned frames mapped for the program (a request ring): address, pages. Like
     /// attachments, unmapped without being freed: their owner frees them.
     pinned: Vec<(u64, u64)>,
@@ -366,19 +378,17 @@ impl VSpace {
     pub fn detach(&mut self, vaddr: u64) -> Option<abi::res::ResId> {
         let i = self.attached.iter().position(|a| a.0 == vaddr)?;
         let (at, pages, region) = self.attached.remove(i);
-        self.landed.retain(|&a| a != at);
+        self.landed.retain(|&(a, _)| a != at);
         self.unmap_shared(at, pages);
         self.pages -= pages;
         Some(region)
     }
 
     /// Take the attachment of vregion `region` out (an ICA being passed): unmapped, with
-    /// its address, frames, writability, and whether it came as an ICA (then its vregion is
-    /// still passed, and this was its one mapping); `None` if `region` is not attached here.
-    pub fn take_attachment(
-        &mut self,
-        region: abi::res::ResId,
-    ) -> Option<(u64, Vec<u64>, bool, bool)> {
+    /// its address, frames and writability, and whether it came as an ICA (then its vregion
+    /// is still passed, and this was its one mapping) and from which lender; `None` if
+    /// `region` is not attached here.
+    pub fn take_attachment(&mut self, region: abi::res::ResId) -> Option<Attachment> {
         let &(at, pages, _) = self.attached.iter().find(|a| a.2 == region)?;
         let mut frames = Vec::with_capacity(pages as usize);
         let mut writable = true;
@@ -387,18 +397,25 @@ impl VSpace {
             writable &= t.writable;
             frames.push(t.paddr);
         }
-        let landed = self.landed.contains(&at);
+        let landed = self.landed.iter().find(|l| l.0 == at).map(|l| l.1);
         self.detach(at)?;
-        Some((at, frames, writable, landed))
+        Some(Attachment {
+            at,
+            frames,
+            writable,
+            landed,
+        })
     }
 
     /// Attach vregion `region`'s `frames` at the lowest slot of the ICA window
-    /// (`abi::ipc::ICA_WINDOW`) with nothing mapped in its range; the address.
+    /// (`abi::ipc::ICA_WINDOW`) with nothing mapped in its range, as an ICA lent read-only
+    /// by `lender` if any; the address.
     pub fn attach_in_window(
         &mut self,
         frames: &[u64],
         writable: bool,
         region: abi::res::ResId,
+        lender: Option<abi::Pid>,
     ) -> Result<u64, Error> {
         use abi::ipc::{ICA_SLOT, ICA_SLOTS, ICA_WINDOW};
         if frames.len() as u64 * PAGE_SIZE > ICA_SLOT {
@@ -411,7 +428,7 @@ impl VSpace {
             }
             match self.attach(at, frames, writable, region) {
                 Ok(()) => {
-                    self.landed.push(at);
+                    self.landed.push((at, lender));
                     return Ok(at);
                 }
                 Err(Error::Busy) => continue, // something of the program's is there
@@ -419,6 +436,16 @@ impl VSpace {
             }
         }
         Err(Error::NoMemory)
+    }
+
+    /// Map an attachment taken out by [`take_attachment`](Self::take_attachment) again
+    /// where it was, as it was (an ICA whose pass was refused).
+    pub fn put_back(&mut self, a: &Attachment, region: abi::res::ResId) -> Result<(), Error> {
+        self.attach(a.at, &a.frames, a.writable, region)?;
+        if let Some(lender) = a.landed {
+            self.landed.push((a.at, lender));
+        }
+        Ok(())
     }
 
     /// The pages this address space owns (not attachments): (address, frame, writable,

@@ -10,6 +10,7 @@
 //! | (d) | a sender that touches the area after passing it ends at a page fault (child `toucher`), and its vregion comes back through the server's reply |
 //! | (e) | a server that exits holding it, one killed before taking the request, one that closes its endpoint with the request queued: the vregion comes back detached, and its creator attaches it by id |
 //! | (f) | `CLOSE_WHEN_DETACHED`: refused for a vregion attached nowhere; a marked one is closed by the kernel once detached, and once the server it was passed to exits holding it |
+//! | (g) | lending read-only (`MSG_ICA_READ_ONLY` on the pass): the server maps it read-only, and so does a second server it passes it on to; it lands writable again at the lender; a read-only mapping lent comes back read-only (nothing gained); a server that writes into a lent ICA ends at a page fault and the vregion comes back; across cores, answers that give back a lent ICA and no words count as carrying no reply data (`IPC_REPLIES_CROSS_BARE`), writable ones do not |
 //!
 //! `icacheck frames CORE`: the kernel test `ica::same_frames_on_both_sides` compares the
 //! frames while a server on CORE holds the vregion `icaframes`, then wakes this program
@@ -53,6 +54,17 @@ const GIVE: u64 = 3;
 const EXIT: u64 = 4;
 /// Close endpoint `NAME-a` (the closer's command).
 const CLOSE: u64 = 5;
+/// Check the ICA against `words[0]` without writing in it, and pass it back: the answer's
+/// value is [`SAW_READ_ONLY`] if it came read-only, 0 if writable, [`SAW_WRONG`] if it did
+/// not hold `words[0]`.
+const PEEK: u64 = 6;
+/// Pass the ICA on to endpoint `words[2]` with `PEEK` and, once it is back, back to the
+/// caller: the value is the other server's, plus [`CAME_BACK_READ_ONLY`] if it came back
+/// here read-only.
+const FORWARD: u64 = 7;
+const SAW_READ_ONLY: u64 = 1;
+const SAW_WRONG: u64 = 2;
+const CAME_BACK_READ_ONLY: u64 = 4;
 
 fn fail<T>(what: &str, got: impl core::fmt::Debug) -> Result<T, String> {
     Err(format!("{what}: got {got:?}"))
@@ -190,6 +202,7 @@ fn parent(core: usize) -> Check {
     stop_server(server, sep)?;
     comes_back(core, me, vs, v)?;
     closes_when_detached(core, me, vs)?;
+    lends_read_only(core, me, vs, v)?;
     res::detach(vs, AREA_AT).map_err(e("detach at the end"))?;
     res::close(v).map_err(e("close the vregion"))?;
     res::close(vs).map_err(e("close the vspace"))?;
@@ -437,6 +450,112 @@ fn comes_back(core: usize, me: Pid, vs: ResId, v: ResId) -> Check {
     back("(e) after the endpoint closed", 0x31)
 }
 
+/// `msg` lending its ICA read-only.
+fn lent(msg: Msg) -> Msg {
+    Msg {
+        label: msg.label | api::MSG_ICA_READ_ONLY,
+        ..msg
+    }
+}
+
+/// Answers of this machine's cores counted as carrying no reply data across cores.
+fn bare_answers() -> Result<u64, String> {
+    let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let n = sys::cores(&mut cores).map_err(e("(g) CORES"))?;
+    Ok(cores[..n]
+        .iter()
+        .map(|c| c.ipc_messages[ulib::abi::IPC_REPLIES_CROSS_BARE])
+        .sum())
+}
+
+/// (g): an ICA lent read-only. `v` is attached writable at `AREA_AT`, and is again after.
+fn lends_read_only(core: usize, me: Pid, vs: ResId, v: ResId) -> Check {
+    let (pa, a) = start_server(core, &format!("icalend{}", me.0))?;
+    let (pb, b) = start_server(core, &format!("icalend{}b", me.0))?;
+    // Lent: read-only at the server; back here writable (written into to show it).
+    fill(AREA_AT, 0x600);
+    let (value, reply) =
+        ipc::call(a, &lent(ipc::with_ica(cmd(PEEK, 0x600, 0), v))).map_err(e("(g) lend"))?;
+    if value != SAW_READ_ONLY {
+        return fail("(g) the server's mapping of a lent ICA", value);
+    }
+    let mut at = returned("(g) lent", &reply, v, 0x600)?;
+    if ipc::ica_read_only(&reply) {
+        return fail("(g) a lent ICA back at its lender", "read-only");
+    }
+    fill(at, 0x601);
+    // Passed on by the server to another: read-only there and back at the first server.
+    let mut forward = cmd(FORWARD, 0x601, 0);
+    forward.words[2] = b.0;
+    let (value, reply) =
+        ipc::call(a, &lent(ipc::with_ica(forward, v))).map_err(e("(g) forward"))?;
+    if value != SAW_READ_ONLY + CAME_BACK_READ_ONLY {
+        return fail("(g) passed on: read-only at both servers", value);
+    }
+    at = returned("(g) forwarded", &reply, v, 0x601)?;
+    if ipc::ica_read_only(&reply) {
+        return fail("(g) forwarded, back at its lender", "read-only");
+    }
+    fill(at, 0x601);
+    // Not lent: writable at the server.
+    let (value, reply) =
+        ipc::call(a, &ipc::with_ica(cmd(PEEK, 0x601, 0), v)).map_err(e("(g) pass"))?;
+    if value != 0 {
+        return fail("(g) the server's mapping of an ICA not lent", value);
+    }
+    at = returned("(g) not lent", &reply, v, 0x601)?;
+    // A read-only mapping lent gains nothing: read-only there and back here.
+    res::detach(vs, at).map_err(e("(g) detach"))?;
+    res::attach(vs, v, AREA_AT, false).map_err(e("(g) attach read-only"))?;
+    let (value, reply) =
+        ipc::call(a, &lent(ipc::with_ica(cmd(PEEK, 0x601, 0), v))).map_err(e("(g) lend ro"))?;
+    if value != SAW_READ_ONLY {
+        return fail("(g) a read-only mapping lent: the server's", value);
+    }
+    at = returned("(g) read-only lent", &reply, v, 0x601)?;
+    if !ipc::ica_read_only(&reply) {
+        return fail("(g) a read-only mapping lent, back here", "writable");
+    }
+    res::detach(vs, at).map_err(e("(g) detach"))?;
+    res::attach(vs, v, AREA_AT, true).map_err(e("(g) attach again"))?;
+    // Answers across cores: a lent ICA given back with no words is no reply data.
+    if core != sys::core().unwrap_or(core) {
+        const N: u64 = 20;
+        for (lend, counted) in [(true, true), (false, false)] {
+            let before = bare_answers()?;
+            for _ in 0..N {
+                let m = ipc::with_ica(cmd(PEEK, 0x601, 0), v);
+                let m = if lend { lent(m) } else { m };
+                let (_, reply) = ipc::call(a, &m).map_err(e("(g) count"))?;
+                at = returned("(g) count", &reply, v, 0x601)?;
+            }
+            let bare = bare_answers()? - before;
+            if counted != (bare >= N) {
+                return fail(
+                    &format!("(g) {N} answers (lent: {lend}) counted as no reply data"),
+                    bare,
+                );
+            }
+        }
+        res::detach(vs, at).map_err(e("(g) detach"))?;
+        res::attach(vs, v, AREA_AT, true).map_err(e("(g) attach"))?;
+    }
+    // A server that writes into a lent ICA ends at a page fault; the vregion comes back.
+    let r = ipc::call(b, &lent(ipc::with_ica(cmd(KEEP, 0x601, 0x602), v)));
+    if r.is_ok() {
+        return fail("(g) a server writing into a lent ICA", r);
+    }
+    match sys::wait(Some(pb)) {
+        Ok((_, s)) if s.how != ulib::abi::ENDED_EXIT => {}
+        other => return fail("(g) the server that wrote into a lent ICA", other),
+    }
+    res::attach(vs, v, AREA_AT, true).map_err(e("(g) attach after the fault"))?;
+    if !holds(AREA_AT, 0x601) {
+        return fail("(g) after the fault", "the area changed");
+    }
+    stop_server(pa, a)
+}
+
 /// (f): a vregion marked `CLOSE_WHEN_DETACHED` is closed by the kernel once attached
 /// nowhere: detached here, or passed as an ICA to a server that exits holding it.
 fn closes_when_detached(core: usize, me: Pid, vs: ResId) -> Check {
@@ -497,6 +616,12 @@ fn server(args: &[&str]) -> Check {
         let r = ipc::reply_recv(answer.0, answer.1, &answer.2, ep, IDLE_NS)
             .map_err(e("server reply_recv"))?;
         answer = (r.request, 0, Msg::default());
+        let op = r.msg.label & !(api::MSG_ICA | api::MSG_ICA_READ_ONLY);
+        if matches!(op, PEEK | FORWARD) {
+            answer.1 = peek(&r, op)?;
+            answer.2 = ipc::with_ica(Msg::default(), ipc::ica_at(&r.msg).ok_or("no ICA")?.0);
+            continue;
+        }
         if let Some((id, at)) = ipc::ica_at(&r.msg) {
             if !in_window(at) || !holds(at, r.msg.words[0]) {
                 bad += 1;
@@ -507,7 +632,7 @@ fn server(args: &[&str]) -> Check {
             held.push((id, at));
         }
         answer.1 = bad;
-        match r.msg.label & !api::MSG_ICA {
+        match op {
             ECHO => {
                 let (id, _) = held.pop().ok_or("server: echo without an ICA")?;
                 answer.2 = ipc::with_ica(Msg::default(), id);
@@ -520,6 +645,30 @@ fn server(args: &[&str]) -> Check {
             }
             _ => {}
         }
+    }
+}
+
+/// The server's `PEEK` or `FORWARD` of request `r`: its answer's value (the ICA goes back).
+fn peek(r: &ulib::abi::ipc::Received, op: u64) -> Result<u64, String> {
+    let (id, at) = ipc::ica_at(&r.msg).ok_or("server: peek without an ICA")?;
+    if op == PEEK {
+        return Ok(if !in_window(at) || !holds(at, r.msg.words[0]) {
+            SAW_WRONG
+        } else if ipc::ica_read_only(&r.msg) {
+            SAW_READ_ONLY
+        } else {
+            0
+        });
+    }
+    let to = ResId(r.msg.words[2]);
+    let (value, reply) = ipc::call(to, &ipc::with_ica(cmd(PEEK, r.msg.words[0], 0), id))
+        .map_err(e("server forward"))?;
+    match ipc::ica_at(&reply) {
+        Some((back, _)) if back == id && ipc::ica_read_only(&reply) => {
+            Ok(value + CAME_BACK_READ_ONLY)
+        }
+        Some((back, _)) if back == id => Ok(value),
+        other => fail("server forward: the reply's ICA", other),
     }
 }
 
