@@ -3,7 +3,9 @@
 //! through `ulib::fs`.
 //!
 //! Every request carries one ICA of [`FS_ICA_SIZE`] bytes, returned in the reply (also on an
-//! error; `words[4]` and `words[5]` are the ICA's). Names travel in it from offset 0
+//! error; `words[4]` and `words[5]` are the ICA's). `ulib::fs` lends it read-only
+//! (`abi::ipc::MSG_ICA_READ_ONLY`) to every request but a read and a listing, whose answers
+//! are written into it. Names travel in it from offset 0
 //! (`words[3]` bytes): `/`-separated paths of FAT 8.3 names (`DIR/FILE.TXT`), relative to
 //! the volume's root. Data travels in it from
 //! offset 0 too. An open file is named by the handle `FS_OPEN` returned.
@@ -13,7 +15,7 @@
 //! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an
 //! open of a path above 100 bytes, which the open-file table cannot keep),
 //! `InvalidArgument` for a bad handle, mode, a seek past the end or a request without its
-//! ICA (or with one mapped read-only: `abi::ipc::MSG_ICA_READ_ONLY`), `WrongType` for a directory opened as a file or a file named as a directory,
+//! ICA (or a read or listing with one mapped read-only), `WrongType` for a directory opened as a file or a file named as a directory,
 //! `Denied` for a write to a file opened to read, `Unknown` for a volume the server cannot
 //! read (no disk, a corrupt image: the server's console says which).
 
@@ -29,7 +31,8 @@ pub const FS_OPEN: u64 = 1;
 /// `words[0]` (0 at the end).
 pub const FS_READ: u64 = 2;
 /// Write `words[1]` bytes from the ICA to handle `words[0]` at its position (the end,
-/// unless [`FS_SEEK`] moved it), overwriting what is there and extending the file.
+/// unless [`FS_SEEK`] moved it), overwriting what is there and extending the file. Reply:
+/// no words (all of it was written, or the request failed).
 pub const FS_WRITE: u64 = 3;
 /// Close handle `words[0]`: for a file opened to write, its data is on the disk and the disk
 /// flushed (`abi::blk::BLK_FLUSH`) when the reply comes.

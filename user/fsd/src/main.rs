@@ -260,7 +260,8 @@ impl Server {
             let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
             return;
         };
-        if ipc::ica_read_only(&r.msg) {
+        let read_only = ipc::ica_read_only(&r.msg);
+        if read_only && matches!(label, FS_READ | FS_READDIR) {
             // Read and listing answers are written into it: refused, given back.
             let _ = ipc::reply(
                 r.request,
@@ -269,17 +270,23 @@ impl Server {
             );
             return;
         }
-        // SAFETY: the ICA is attached writable at `at`, FS_ICA_SIZE bytes, ours until the reply.
-        let buf = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
+        // SAFETY: the ICA is attached at `at`, FS_ICA_SIZE bytes, ours until the reply; the
+        // client lent it read-only unless it is to be written (a read, a listing: checked
+        // above), and nothing writes in it while this shared view is used.
+        let data = unsafe { core::slice::from_raw_parts(at as *const u8, FS_ICA_SIZE as usize) };
         let w = r.msg.words;
         let name_len = (w[3] as usize).min(FS_ICA_SIZE as usize);
-        let name = core::str::from_utf8(&buf[..name_len])
+        let name = core::str::from_utf8(&data[..name_len])
             .map(String::from)
             .map_err(|_| Error::BadName);
+        // SAFETY: as above, and writable (a read or a listing: not lent read-only); used
+        // once `data` no longer is.
+        let out =
+            || unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
         let result = match label {
             FS_OPEN => name.and_then(|n| self.open(&n, w[0], r.sender)),
-            FS_READ => self.read(w[0], w[1], buf, r.sender),
-            FS_WRITE => self.write(w[0], w[1], buf, r.sender),
+            FS_READ => self.read(w[0], w[1], out(), r.sender),
+            FS_WRITE => self.write(w[0], w[1], data, r.sender),
             FS_CLOSE => self.close(w[0], r.sender),
             FS_SEEK => self.seek(w[0], w[1], r.sender),
             FS_UNLINK => name.and_then(|n| self.unlink(&n)),
@@ -297,7 +304,7 @@ impl Server {
             }),
             FS_READDIR => name.and_then(|n| {
                 self.close_orphans_if_open();
-                self.readdir(&n, w[0], buf)
+                self.readdir(&n, w[0], out())
             }),
             _ => Err(Error::NotSupported),
         };
@@ -462,7 +469,8 @@ impl Server {
         let entry = self.vm.flush_file(f).map_err(|e| code(&e));
         self.keep_position(h, f);
         r.and(entry)?;
-        Ok([len, 0, 0, 0, 0, 0])
+        // Written whole or failed: the answer carries no data (P0 Table 4).
+        Ok([0; 6])
     }
 
     fn seek(&mut self, h: u64, pos: u64, who: Pid) -> Result<[u64; 6], Error> {

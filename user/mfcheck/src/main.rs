@@ -7,9 +7,10 @@
 //!   machine M (`reopen` shows it did). Run on a machine that is then killed, machine M's
 //!   `machd` must close it when that machine goes down.
 //! - `mfcheck await NAME`: waits until the file NAME exists (at most [`POLLS`] looks).
-//! - `mfcheck rofs`: a request to this machine's `fs` whose ICA is mapped read-only must be
-//!   refused (`InvalidArgument`: `fsd` writes its answers into the ICA), and the same with
-//!   a writable one answered (`NoSuchResource` for the name `X`).
+//! - `mfcheck rofs`: a listing asked of this machine's `fs` with an ICA mapped read-only
+//!   must be refused (`InvalidArgument`: `fsd` writes the listing into the ICA, and must
+//!   not fault), the same with a writable one answered (`NoSuchResource` for the name
+//!   `X`), and a stat with a read-only ICA answered too (`fsd` only reads it).
 //! - `mfcheck quiet`: waits until this machine's `machd` follows no remote program's output
 //!   (`OP_SELF`'s count; at most [`POLLS`] looks): everything it followed has been printed.
 //! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
@@ -34,7 +35,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::fs::{FN_FS, FS_ICA_SIZE, FS_READ, FS_STAT, FS_WRITE, MODE_WRITE};
+use ulib::abi::fs::{FN_FS, FS_ICA_SIZE, FS_READ, FS_READDIR, FS_STAT, FS_WRITE, MODE_WRITE};
 use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::res::{ResId, Rights};
@@ -52,15 +53,24 @@ const POLL_NS: u64 = 50_000_000;
 
 fn main(args: &[&str]) -> i32 {
     if let [_, "rofs"] = args {
-        // This machine's own file service and a read-only ICA.
-        let stat = [0, 0, 0, 1, 0, 0];
-        let ro = raw_to(FN_FS, FS_STAT, stat, true, false);
-        let rw = raw_to(FN_FS, FS_STAT, stat, true, true);
-        return if ro == Err(Error::InvalidArgument) && rw == Err(Error::NoSuchResource) {
+        // This machine's own file service and a read-only ICA: refused for a listing (its
+        // answer is written into the ICA), taken for a stat (lent read-only, as
+        // `ulib::fs` does; the name "X" is not there).
+        let named = [0, 0, 0, 1, 0, 0];
+        let list_ro = raw_to(FN_FS, FS_READDIR, named, true, false);
+        let list_rw = raw_to(FN_FS, FS_READDIR, named, true, true);
+        let stat_ro = raw_to(FN_FS, FS_STAT, named, true, false);
+        return if list_ro == Err(Error::InvalidArgument)
+            && list_rw == Err(Error::NoSuchResource)
+            && stat_ro == Err(Error::NoSuchResource)
+        {
             println!("mfcheck rofs: ok");
             0
         } else {
-            println!("mfcheck rofs: FAILED: read-only ICA {ro:?}, writable {rw:?}");
+            println!(
+                "mfcheck rofs: FAILED: listing with a read-only ICA {list_ro:?}, writable \
+                 {list_rw:?}; stat with a read-only ICA {stat_ro:?}"
+            );
             1
         };
     }

@@ -208,9 +208,11 @@ fn let_go(region: ResId, at: u64) {
 
 /// An ICA that came back attached at `at`: kept as a spare, or let go if there are
 /// enough.
-fn give_back(region: ResId, at: u64, core: usize) {
+fn give_back(region: ResId, at: u64, core: usize, writable: bool) {
     let kept = SPARES.with(|s| {
-        if s.len() < SPARES_MAX {
+        // One that came back read-only (lent on by a server that could not pass it
+        // back as it came) cannot be filled: let go.
+        if writable && s.len() < SPARES_MAX {
             s.push((region, at, core));
             true
         } else {
@@ -233,7 +235,7 @@ fn request<T>(
     take: impl FnOnce(&[u8], &Msg) -> T,
 ) -> Result<T, Error> {
     let (server, label, words) = match route {
-        Route::Here => (ResId(fnid::lookup(FN_FS)?.0), label, words),
+        Route::Here => (ResId(fnid::lookup(FN_FS)?.0), lend(label), words),
         Route::Machine(m, epoch) => (
             ResId(fnid::lookup(mach::FN_MACH)?.0),
             mach::OP_FS,
@@ -248,6 +250,16 @@ fn request<T>(
         ),
     };
     call_with_ica(server, label, words, fill, take)
+}
+
+/// `label` with the ICA lent read-only (`MSG_ICA_READ_ONLY`) unless `fs` writes its answer
+/// in it (a read, a listing): the server cannot change what it only reads, and the kernel
+/// counts its answer as carrying no reply data when no word does either (P0 Table 4).
+pub(crate) fn lend(label: u64) -> u64 {
+    match label {
+        FS_READ | FS_READDIR => label,
+        _ => label | crate::abi::ipc::MSG_ICA_READ_ONLY,
+    }
 }
 
 /// A call to `server` (`label`, `words`) carrying a request ICA of `FS_ICA_SIZE` bytes
@@ -291,7 +303,7 @@ pub(crate) fn call_with_ica<T>(
     } else {
         Err(Error::from_code(value))
     };
-    give_back(back, at, pid.core());
+    give_back(back, at, pid.core(), !ipc::ica_read_only(&reply));
     out
 }
 

@@ -115,7 +115,13 @@ fn send(label: u64, words: [u64; 6], fill: impl FnOnce(&mut [u8])) -> Result<(),
     let sub = Submission {
         kind: SUBMIT_CALL,
         target: server.0,
-        msg: ipc::with_ica(Msg { label, words }, region),
+        msg: ipc::with_ica(
+            Msg {
+                label: super::lend(label),
+                words,
+            },
+            region,
+        ),
         ..Submission::default()
     };
     match ipc::submit(&sub) {
@@ -147,7 +153,7 @@ fn collect_oldest() -> bool {
     let failed = match &r {
         Ok(c) => {
             if let Some((back, at)) = ipc::ica_at(&c.msg).filter(|(r, _)| *r == o.region) {
-                give_back(back, at, o.core);
+                give_back(back, at, o.core, !ipc::ica_read_only(&c.msg));
             }
             // (An ICA that did not come back was closed by the kernel.)
             match ipc::result(c) {
