@@ -463,8 +463,12 @@ pub fn build_report(
          50%); a larger \
          share across cores ({}: {:.0}% on two cores, paper {:.0}%); calls answered across cores cost more than on one core ({}: {:.2}x, paper {:.2}x); \
          a cross-core rendezvous whose answer carries no data (Table 4) is {:.0}% of them here \
-         against the paper's 91% ({}): every `fs` and `blk` answer hands back the request's ICA, \
-         so in Musubi's file service the answer always carries data. Exec here is a `SPAWN` from \
+         against the paper's 91% ({}): the cross-core messages here are the program's with \
+         `fs` (on core 0), and `ulib::fs` lends its request ICA read-only to all but reads and \
+         listings, so the kernel counts a write's, a close's or a delete's answer as the return \
+         value alone, and a read's (the bytes) or an open's (handle and length) as data; the \
+         share is the mix of Table 2's calls, where the paper's came from a compile's traffic \
+         among all its system processes. Exec here is a `SPAWN` from \
          the boot archive, done by the kernel without the file service ({:.1} messages), so it \
          is shown but left out of the shapes: P0's exec reads the program through the process \
          network (90 messages).",
