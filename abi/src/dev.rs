@@ -15,7 +15,7 @@
 //! | 51 | `DEV_MAP_BAR` | device id, BAR (0..6), address | bytes mapped (the BAR rounded up to pages) |
 //! | 52 | `DMA_ALLOC` | address, pages (1..=[`DMA_MAX_PAGES`]) | physical address of the first page |
 //! | 53 | `DMA_FREE` | address, pages | 0 |
-//! | 54 | `DEV_IRQ` | device id, endpoint (0: stop) | 0 |
+//! | 54 | `DEV_IRQ` | device id, endpoint (0: stop) | 1: by MSI-X, 0: by its line |
 //! | 55 | `DEV_IRQ_ACK` | device id | 0 |
 //!
 //! **Who may hold a device.** `DEV_CLAIM` needs the device's control right (every device
@@ -27,24 +27,30 @@
 //!
 //! **Configuration space** (`DEV_CONFIG`): offsets 0..256 of the held function only,
 //! naturally aligned; writes to the BAR registers (0x10..0x28) and the expansion ROM
-//! (0x30) are `Denied` (a driver could otherwise move a window over RAM).
+//! (0x30) are `Denied` (a driver could otherwise move a window over RAM), and so are
+//! writes to the MSI-X capability (its message address and data are the kernel's).
 //!
 //! **BARs** (`DEV_MAP_BAR`): a memory BAR is mapped uncached (PCD|PWT), writable, not
 //! executable, at the page-aligned user address given; the mapping holds no RAM and goes
 //! when the process does. An I/O BAR, an empty one or one of another device: `InvalidArgument`
-//! / `Denied`.
+//! / `Denied`; the BAR holding the function's MSI-X table or pending bits: `Denied`.
 //!
 //! **DMA memory** (`DMA_ALLOC`): physically contiguous frames of the caller's core, zeroed,
 //! mapped writable at the given address, whose physical address is the answer. They are the
 //! process's own pages (charged to its user like heap pages), so they stay pinned while
 //! mapped and are freed by `DMA_FREE` or when the process ends. Holding a device is needed.
 //!
-//! **Interrupts** (`DEV_IRQ`): the device's interrupt (its IOAPIC line) arrives as a one-way
-//! message with label [`IRQ_LABEL`] and `words[0]` = the device's packed bus/device/function
-//! on the endpoint given (the caller's own); the line is then masked until `DEV_IRQ_ACK`,
-//! and no second message comes before it. A line several functions share goes to each of
+//! **Interrupts** (`DEV_IRQ`): the device's interrupt arrives as a one-way message with label
+//! [`IRQ_LABEL`] and `words[0]` = the device's packed bus/device/function on the endpoint
+//! given (the caller's own); it is then masked until `DEV_IRQ_ACK`, and no second message
+//! comes before it. A function with MSI-X interrupts by MSI-X (the answer is 1): the kernel
+//! points entry 0 of its table at a vector of core 0 of its own and masks that entry while
+//! a message waits for its acknowledgement; the driver points its device's interrupt
+//! sources at entry 0 (virtio: `queue_msix_vector` = 0, `drvlib::msix`). Otherwise (no
+//! MSI-X, or the boot said `pci.irq=line`) it comes by its IOAPIC line (the answer is 0),
+//! masked at the IOAPIC the same way. A line several functions share goes to each of
 //! their live holders and is unmasked once all have acknowledged; a holder that ended is
-//! unrouted (its line stays masked unless a live holder shares it).
+//! unrouted (its interrupt stays masked unless a live holder shares the line).
 //!
 //! **No moving.** A process holding a device, DMA memory or a BAR mapping never migrates:
 //! `MIGRATE` of it is `Denied` (its DMA pages copied to new frames would leave the device
@@ -91,6 +97,13 @@ pub struct PciInfo {
     /// Pid of the holding driver (0: none).
     pub holder: u32,
     pub bars: [BarInfo; 6],
+    /// Entries of its MSI-X table (0: no MSI-X), and the BAR holding it (0xff: none; a
+    /// driver may not map that BAR).
+    pub msix_entries: u16,
+    pub msix_bar: u8,
+    /// 1 while its holder's interrupt comes by MSI-X, 0 by its line (or not routed).
+    pub irq_msix: u8,
+    pub reserved: u32,
 }
 
 impl PciInfo {
@@ -159,7 +172,7 @@ mod tests {
     fn records_have_no_padding() {
         // Pod already refuses padding; the size is the ABI.
         assert_eq!(core::mem::size_of::<BarInfo>(), 24);
-        assert_eq!(core::mem::size_of::<PciInfo>(), 168);
+        assert_eq!(core::mem::size_of::<PciInfo>(), 176);
         assert_eq!(class_name(0x020000), "ethernet");
         assert_eq!(class_name(0x028000), "network");
     }

@@ -137,6 +137,7 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     }
     res::set_rcc(args.rcc);
     res::pipe::set_notify(!args.pipe_poll);
+    res::device::set_line_only(args.pci_line_only);
     rpcc::configure(
         args.rpcc_notify,
         args.rpcc_agents,

@@ -45,7 +45,7 @@ use crate::arch::x86_64::idt::TrapFrame;
 use crate::arch::x86_64::trap::{
     self, VEC_IPI, VEC_PIC_BASE, VEC_SERIAL, VEC_SPURIOUS, VEC_SYSCALL, VEC_TIMER,
 };
-use crate::arch::x86_64::{apic, cpu, pci_irq};
+use crate::arch::x86_64::{apic, cpu, msix, pci_irq};
 use crate::modes::{self, Mode};
 use crate::{biglock, percore, proc, trace};
 
@@ -105,6 +105,11 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
         {
             // A device's line, for its user-mode driver: masked, then a message.
             crate::res::device::on_interrupt((v - pci_irq::VEC_DEV_BASE) as u32);
+            apic::eoi();
+        }
+        v if (msix::VEC_MSI_BASE..msix::VEC_MSI_BASE + u64::from(msix::VECTORS)).contains(&v) => {
+            // A device's MSI-X message, for its user-mode driver: masked, then a message.
+            crate::res::device::on_msi((v - msix::VEC_MSI_BASE) as u32);
             apic::eoi();
         }
         VEC_SPURIOUS => {}

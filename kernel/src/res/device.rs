@@ -4,7 +4,9 @@
 //! interrupt (abi/src/dev.rs; DESIGN.md section 8: the kernel keeps no drivers).
 //!
 //! The resource records who holds the device ([`claim`]); every driver call checks the
-//! caller is that holder. A holder that ended is replaced by the next claim, so a driver
+//! caller is that holder. A function with MSI-X interrupts its holder by MSI-X
+//! (`arch::x86_64::msix`, entry 0 of its table, masked until acknowledged as a line is),
+//! unless the boot says `pci.irq=line`; the others by their IOAPIC line. A holder that ended is replaced by the next claim, so a driver
 //! killed and started again gets its device back. The ids of the device resources are kept
 //! from boot ([`DEVICES`]), so the interrupt path looks only at them.
 
@@ -13,12 +15,21 @@
 use super::kind::{u64_arg, Resource, Step};
 use super::local;
 use crate::arch::x86_64::pci::{self, Bdf, Function};
-use crate::arch::x86_64::pci_irq;
+use crate::arch::x86_64::{msix, pci_irq};
 use crate::percore::current_core;
 use abi::res::{Op, ResId, UserId};
 use abi::syscall::control;
 use abi::{Error, Pid, Priority};
 use core::convert::Infallible;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// `pci.irq=line`: every device interrupts by its line, MSI-X or not.
+static LINE_ONLY: AtomicBool = AtomicBool::new(false);
+
+/// Use IOAPIC lines only (`pci.irq=line`, at boot), or MSI-X where a function has it.
+pub fn set_line_only(line_only: bool) {
+    LINE_ONLY.store(line_only, Ordering::Relaxed);
+}
 
 /// The device resources [`create_all`] made on core 0, once at boot; they never close.
 static DEVICES: spin::Once<alloc::vec::Vec<ResId>> = spin::Once::new();
@@ -36,6 +47,8 @@ pub struct Device {
     /// waiting for the holder's acknowledgement.
     irq_to: Option<ResId>,
     irq_masked: bool,
+    /// Its interrupt comes by MSI-X (entry 0 of its table), not by its line.
+    msix_on: bool,
     /// Interrupt messages delivered, and acknowledgements that unmasked (for tests).
     irqs: u64,
     acks: u64,
@@ -62,6 +75,7 @@ impl Resource for Device {
             holder: None,
             irq_to: None,
             irq_masked: false,
+            msix_on: false,
             irqs: 0,
             acks: 0,
         })
@@ -150,6 +164,9 @@ pub fn claim(id: ResId) -> Result<(), Error> {
         d.holder = Some(me);
         d.irq_to = None;
         d.irq_masked = false;
+        if core::mem::take(&mut d.msix_on) {
+            msix::disable(d.func);
+        }
         Ok(())
     })?;
     // A new holder starts with its interrupt off until it asks (DEV_IRQ).
@@ -187,10 +204,12 @@ pub fn config(id: ResId, offset: u64, width: u64, value: u64) -> Result<u64, Err
         return Err(Error::InvalidArgument);
     }
     let offset = offset as u16;
-    let bdf = with_held(id, |d| Ok(d.bdf()))?;
+    let (bdf, func) = with_held(id, |d| Ok((d.bdf(), d.func)))?;
     if write {
         let end = offset + width as u16;
-        if PROTECTED.iter().any(|r| offset < r.end && end > r.start) {
+        if PROTECTED.iter().any(|r| offset < r.end && end > r.start)
+            || msix::in_capability(func, offset, width as u16)
+        {
             return Err(Error::Denied);
         }
         let value = u32::try_from(value).map_err(|_| Error::InvalidArgument)?;
@@ -202,13 +221,16 @@ pub fn config(id: ResId, offset: u64, width: u64, value: u64) -> Result<u64, Err
 }
 
 /// DEV_MAP_BAR's check: the physical base and size of memory BAR `bar` of the held device.
+/// The BAR holding its MSI-X table is the kernel's (`Denied`).
 pub fn memory_bar(id: ResId, bar: u64) -> Result<(u64, u64), Error> {
-    let bars = with_held(id, |d| Ok(d.func.bars))?;
-    let b = bars
-        .get(usize::try_from(bar).map_err(|_| Error::InvalidArgument)?)
-        .ok_or(Error::InvalidArgument)?;
+    let func = with_held(id, |d| Ok(d.func))?;
+    let index = usize::try_from(bar).map_err(|_| Error::InvalidArgument)?;
+    let b = func.bars.get(index).ok_or(Error::InvalidArgument)?;
     if b.io || b.size == 0 || b.base == 0 {
         return Err(Error::InvalidArgument);
+    }
+    if msix::holds_table(func, index as u8) {
+        return Err(Error::Denied);
     }
     Ok((b.base, b.size))
 }
@@ -230,6 +252,7 @@ pub fn list() -> alloc::vec::Vec<abi::dev::PciInfo> {
                 o.size = b.size;
                 o.flags = u64::from(b.io) | u64::from(b.prefetch) << 1;
             }
+            let msix_on = local::with_state(id, &[], |d: &mut Device| Ok(d.msix_on)).unwrap_or(false);
             abi::dev::PciInfo {
                 id,
                 bdf: f.bdf.packed(),
@@ -240,6 +263,10 @@ pub fn list() -> alloc::vec::Vec<abi::dev::PciInfo> {
                 class: f.class,
                 holder,
                 bars,
+                msix_entries: f.msix.map_or(0, |m| m.entries),
+                msix_bar: f.msix.map_or(0xff, |m| m.table_bar),
+                irq_msix: u8::from(msix_on),
+                reserved: 0,
             }
         })
         .collect()
@@ -250,6 +277,23 @@ impl Device {
     fn routed(&self) -> bool {
         self.irq_to.is_some() && self.holder.is_some_and(|h| !crate::proc::has_ended(h))
     }
+
+    /// Is it routed, by its line (not by MSI-X)?
+    fn on_line(&self) -> bool {
+        self.routed() && !self.msix_on
+    }
+}
+
+/// The MSI-X vector device `id` (function `f`) would interrupt at, with core 0's APIC id;
+/// `None` if it interrupts by its line (no usable MSI-X, `pci.irq=line`, or beyond the
+/// vectors kept for devices).
+fn msi_vector(id: ResId, f: &Function) -> Option<(u8, u32)> {
+    if LINE_ONLY.load(Ordering::Relaxed) || !msix::usable(f) {
+        return None;
+    }
+    let index = devices().iter().position(|&d| d == id)? as u32;
+    let apic = pci_irq::core0_apic_id()?;
+    (index < msix::VECTORS).then(|| ((msix::VEC_MSI_BASE + u64::from(index)) as u8, apic))
 }
 
 /// Is legacy line `line` wanted by a device other than `except` (an interrupt routed to a
@@ -258,7 +302,7 @@ fn line_in_use(line: u8, except: Option<ResId>) -> bool {
     devices().iter().any(|&id| {
         Some(id) != except
             && local::with_state(id, &[], |d: &mut Device| {
-                Ok(d.func.irq_line == line && d.routed())
+                Ok(d.func.irq_line == line && d.on_line())
             })
             .unwrap_or(false)
     })
@@ -276,16 +320,20 @@ fn devices() -> &'static [ResId] {
 }
 
 /// DEV_IRQ: deliver the held device's interrupt to `endpoint` (the caller's own: it must
-/// be able to receive there), or stop (`endpoint` 0).
+/// be able to receive there), or stop (`endpoint` 0). Returns 1 if it comes by MSI-X
+/// (entry 0 of the function's table: the driver points its device there), 0 if by its
+/// line.
 pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
-    let (line, pin) = with_held(id, |d| Ok((d.func.irq_line, d.func.irq_pin)))?;
+    let (line, pin, func) = with_held(id, |d| Ok((d.func.irq_line, d.func.irq_pin, d.func)))?;
     if endpoint == 0 {
-        with_held(id, |d| {
+        let was_msix = with_held(id, |d| {
             d.irq_to = None;
             d.irq_masked = false;
-            Ok(())
+            Ok(core::mem::take(&mut d.msix_on))
         })?;
-        if line_in_use(line, Some(id)) {
+        if was_msix {
+            msix::disable(func);
+        } else if line_in_use(line, Some(id)) {
             // Shared: the others may have been waiting for this one's acknowledgement.
             unmask_unless_pending(line, id);
         } else {
@@ -301,7 +349,27 @@ pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
     if super::endpoint::owner(ep, false)? != me {
         return Err(Error::Denied);
     }
+    if let Some((vector, apic)) = msi_vector(id, func) {
+        let on = with_held(id, |d| {
+            d.irq_to = Some(ep);
+            d.irq_masked = false;
+            d.msix_on = msix::enable(d.func, vector, apic);
+            Ok(d.msix_on)
+        })?;
+        if on {
+            // Its line (if it was routed before) goes quiet; others may share it.
+            if !line_in_use(line, Some(id)) {
+                let _ = pci_irq::set(line, true);
+            }
+            msix::set_masked(func, false);
+            return Ok(1);
+        }
+    }
     if pin == 0 || pci_irq::gsi_of(line).is_none() {
+        with_held(id, |d| {
+            d.irq_to = None;
+            Ok(())
+        })?;
         return Err(Error::NotSupported);
     }
     with_held(id, |d| {
@@ -313,10 +381,11 @@ pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
     Ok(0)
 }
 
-/// DEV_IRQ_ACK: the holder has served its device; unmask the line unless another live
-/// holder on the same (shared) line has not acknowledged its message yet.
+/// DEV_IRQ_ACK: the holder has served its device; unmask its MSI-X entry, or its line
+/// unless another live holder on the same (shared) line has not acknowledged its message
+/// yet.
 pub fn irq_ack(id: ResId) -> Result<u64, Error> {
-    let line = with_held(id, |d| {
+    let (line, msix_on, func) = with_held(id, |d| {
         if d.irq_to.is_none() {
             return Err(Error::InvalidArgument);
         }
@@ -324,9 +393,13 @@ pub fn irq_ack(id: ResId) -> Result<u64, Error> {
             d.acks += 1;
         }
         d.irq_masked = false;
-        Ok(d.func.irq_line)
+        Ok((d.func.irq_line, d.msix_on, d.func))
     })?;
-    unmask_unless_pending(line, id);
+    if msix_on {
+        msix::set_masked(func, false);
+    } else {
+        unmask_unless_pending(line, id);
+    }
     Ok(0)
 }
 
@@ -337,7 +410,7 @@ fn unmask_unless_pending(line: u8, id: ResId) {
     let others_pending = devices().iter().any(|&o| {
         o != id
             && local::with_state(o, &[], |d: &mut Device| {
-                Ok(d.func.irq_line == line && d.routed() && d.irq_masked)
+                Ok(d.func.irq_line == line && d.on_line() && d.irq_masked)
             })
             .unwrap_or(false)
     });
@@ -357,7 +430,7 @@ pub fn on_interrupt(gsi: u32) {
     let mut line = None;
     for &id in devices() {
         let _ = local::with_state(id, &[], |d: &mut Device| {
-            if pci_irq::gsi_of(d.func.irq_line) == Some(gsi) {
+            if !d.msix_on && pci_irq::gsi_of(d.func.irq_line) == Some(gsi) {
                 line = Some(d.func.irq_line);
                 if !d.routed() {
                     d.irq_to = None;
@@ -384,6 +457,52 @@ pub fn on_interrupt(gsi: u32) {
         let _ = crate::ipc::kernel_send(ep, msg);
     }
     super::put_back_flow(&saved);
+}
+
+/// An MSI-X message at vector `VEC_MSI_BASE + index` (core 0, from the entry): device
+/// `index`'s entry is masked until acknowledged, and its live holder gets a one-way
+/// message as for a line. One whose holder ended stays masked and unrouted.
+pub fn on_msi(index: u32) {
+    let Some(&id) = devices().get(index as usize) else {
+        return;
+    };
+    let mut to = None;
+    let _ = local::with_state(id, &[], |d: &mut Device| {
+        if !d.msix_on {
+            return Ok(());
+        }
+        msix::set_masked(d.func, true);
+        if !d.routed() {
+            d.irq_to = None;
+            d.irq_masked = false;
+        } else if let Some(ep) = d.irq_to.filter(|_| !d.irq_masked) {
+            d.irq_masked = true;
+            d.irqs += 1;
+            to = Some((ep, d.func.bdf.packed()));
+        }
+        Ok(())
+    });
+    if let Some((ep, bdf)) = to {
+        let saved = super::snapshot_flow();
+        super::begin_flow(UserId::KERNEL);
+        let msg = abi::ipc::Msg {
+            label: abi::dev::IRQ_LABEL,
+            words: [u64::from(bdf), 0, 0, 0, 0, 0],
+        };
+        let _ = crate::ipc::kernel_send(ep, msg);
+        super::put_back_flow(&saved);
+    }
+}
+
+/// Is device `id`'s interrupt masked in the hardware now: its MSI-X entry if it comes by
+/// MSI-X, else its line at the IOAPIC (for tests)? With whether it comes by MSI-X.
+pub fn hardware_masked(id: ResId) -> Option<(bool, bool)> {
+    let (func, msix_on) = local::with_state(id, &[], |d: &mut Device| Ok((d.func, d.msix_on))).ok()?;
+    if msix_on {
+        msix::is_masked(func).map(|m| (m, true))
+    } else {
+        pci_irq::is_masked(func.irq_line).map(|m| (m, false))
+    }
 }
 
 /// Does `pid` hold a device (on this core)?

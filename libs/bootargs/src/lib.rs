@@ -25,6 +25,7 @@
 //! | `rpcc.agents=N` | an RPCC agent performs at most N requests (1..=1000000), then a new one is made; `unlimited` (default) keeps reusing it; `inline`: the daemon performs short requests itself, agents (reused) only those that may block |
 //! | `machine=K`, `machines=N` | this is machine K (0-based) of N joined by a network (issue 17; `cargo xtask run --machines N` gives them; the kernel prints them, `machd` gets them as its arguments) |
 //! | `rpcc.wait=MODE` | how a thread waits for a remote answer: `switch` (default: it blocks and the core runs something else or its idle context) or `halt` (it halts in place when nothing else is ready) |
+//! | `pci.irq=MODE` | how a user-mode driver's device interrupts: `msix` (default: by MSI-X where the function has it, else its IOAPIC line) or `line` (always the IOAPIC line, the earlier design, kept to compare) |
 //! | `pipe.wait=MODE` | how a READ or WRITE waits for another core's pipe: `notify` (default: the pipe tells its core of the next change) or `poll` (it tries again after a pause growing from 50 us to a tick, the earlier design, kept to compare) |
 #![forbid(unsafe_code)]
 #![cfg_attr(not(test), no_std)]
@@ -95,6 +96,9 @@ pub struct BootArgs<'a> {
     /// `pipe.wait=poll`: a wait for another core's pipe only tries again after pauses
     /// (no notice of the pipe's next change).
     pub pipe_poll: bool,
+    /// `pci.irq=line`: drivers' devices interrupt by their IOAPIC line even where they
+    /// have MSI-X.
+    pub pci_line_only: bool,
     /// `machine=K`: this machine's id among several (issue 17).
     pub machine: Option<u8>,
     /// `machines=N`: how many machines the system has.
@@ -130,6 +134,7 @@ impl Default for BootArgs<'_> {
             rpcc_inline: false,
             rpcc_halt: false,
             pipe_poll: false,
+            pci_line_only: false,
             machine: None,
             machines: None,
         }
@@ -253,6 +258,13 @@ pub fn parse<'a>(line: &'a str, mut warn: impl FnMut(Warning<'a>)) -> BootArgs<'
                 key,
                 value: v,
                 expected: "notify or poll",
+            }),
+            ("pci.irq", Some("msix")) => args.pci_line_only = false,
+            ("pci.irq", Some("line")) => args.pci_line_only = true,
+            ("pci.irq", Some(v)) => warn(Warning::BadValue {
+                key,
+                value: v,
+                expected: "msix or line",
             }),
             ("start" | "driver" | "server", Some(v)) => match parse_start(v, key) {
                 Some(s) if args.starts.push(s).is_ok() => {}
@@ -502,6 +514,17 @@ mod tests {
         let (a, w) = parse_collect("rpcc.agents=inline rpcc.agents=Inline rpcc.wait=spin");
         assert!(a.rpcc_inline && !a.rpcc_halt);
         assert_eq!(w.len(), 2);
+    }
+
+    #[test]
+    fn pci_irq() {
+        let (a, w) = parse_collect("");
+        assert!(!a.pci_line_only && w.is_empty());
+        let (a, w) = parse_collect("pci.irq=line");
+        assert!(a.pci_line_only && w.is_empty());
+        let (a, w) = parse_collect("pci.irq=line pci.irq=msix pci.irq=msi");
+        assert!(!a.pci_line_only);
+        assert_eq!(w.len(), 1);
     }
 
     #[test]

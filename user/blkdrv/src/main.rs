@@ -40,6 +40,8 @@ struct Driver {
     readonly: bool,
     served: u64,
     irqs: u64,
+    /// The interrupt comes by MSI-X: no ISR to read (virtio 1.1, 4.1.4.5.2).
+    msix: bool,
     /// `BLK_FLUSH` requests completed.
     flushes: u64,
     /// Requests that arrived while one was at the device.
@@ -72,7 +74,8 @@ fn run() -> Result<(), String> {
     let rights = Rights(0x0f | Rights::others(Op::Write));
     let ep =
         ipc::open_endpoint("here/endpoint/blkdrv", rights).map_err(|e| format!("endpoint: {e}"))?;
-    ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
+    let by = ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
+    drvlib::msix(held.id(), by, 0).map_err(|e| format!("msix: {e}"))?;
     let mut d = Driver {
         sectors: blk.capacity(),
         readonly: blk.readonly(),
@@ -81,6 +84,7 @@ fn run() -> Result<(), String> {
         ep,
         served: 0,
         irqs: 0,
+        msix: by == ulib::dev::IrqBy::Msix,
         flushes: 0,
         queue: VecDeque::new(),
         buf: [0; blk::BLK_ICA_SIZE as usize],
@@ -115,7 +119,10 @@ impl Driver {
     /// The device interrupted: acknowledge it to the device, then to the kernel.
     fn take_irq(&mut self) {
         self.irqs += 1;
-        let _ = self.blk.ack_interrupt();
+        if !self.msix {
+            // A shared, level-triggered line: reading the ISR lowers it.
+            let _ = self.blk.ack_interrupt();
+        }
         let _ = ulib::dev::irq_ack(self.id);
     }
 

@@ -3,7 +3,7 @@
 //!
 //! | mode | what must hold |
 //! |---|---|
-//! | (none) | run at driver priority: before holding, every call on the device is `Denied`; the claim works; config space of its own function reads its ids, of another is `Denied`; BAR and ROM registers cannot be written; bad offsets and widths are `InvalidArgument`; its memory BAR maps (uncached) and reads, an empty BAR, another device's BAR, a kernel address and an occupied address are refused; DMA memory comes with a page-aligned physical address, bad sizes are refused, it is freed exactly as allocated (the last allocation is left for the exit to free); the interrupt goes to its own endpoint, not to a non-endpoint |
+//! | (none) | run at driver priority: before holding, every call on the device is `Denied`; the claim works; config space of its own function reads its ids, of another is `Denied`; BAR and ROM registers cannot be written; bad offsets and widths are `InvalidArgument`; its memory BAR maps (uncached) and reads, an empty BAR, another device's BAR, a kernel address and an occupied address are refused; the BAR of its MSI-X table and its MSI-X capability are the kernel's (`Denied`), and its interrupt comes by MSI-X; DMA memory comes with a page-aligned physical address, bad sizes are refused, it is freed exactly as allocated (the last allocation is left for the exit to free); the interrupt goes to its own endpoint, not to a non-endpoint |
 //! | `app` | at application priority the claim is `Denied` |
 //! | `hold` | claims, then waits on its endpoint until killed |
 //! | `busy` | the claim is `Busy` (another live process holds the device) |
@@ -180,6 +180,39 @@ fn driver(c: &mut Checks, net: ResId) {
         dev::map_bar(net, 4, BAR_AT),
         Err(Error::Busy),
     );
+    // MSI-X (QEMU's virtio functions have it): the table's BAR and the capability in
+    // configuration space are the kernel's.
+    let msix = all
+        .iter()
+        .find(|f| f.id == net)
+        .filter(|f| f.msix_entries > 0);
+    c.ok("virtio-net has MSI-X", msix.is_some());
+    if let Some(f) = msix {
+        c.eq(
+            "map the MSI-X table's BAR",
+            dev::map_bar(net, f.msix_bar, BAR_AT + (3 << 30)),
+            Err(Error::Denied),
+        );
+        match msix_capability(net) {
+            Some(cap) => {
+                c.eq(
+                    "write the MSI-X message control",
+                    dev::config_write(net, cap + 2, 2, 0),
+                    Err(Error::Denied),
+                );
+                c.eq(
+                    "write the MSI-X table offset",
+                    dev::config_write(net, cap + 4, 4, 0),
+                    Err(Error::Denied),
+                );
+                c.ok(
+                    "read the MSI-X capability",
+                    dev::config_read(net, cap, 1) == Ok(0x11),
+                );
+            }
+            None => c.ok("an MSI-X capability in the list", false),
+        }
+    }
     c.eq(
         "map an empty BAR",
         dev::map_bar(net, 0, BAR_AT + (1 << 30)),
@@ -290,11 +323,32 @@ fn driver(c: &mut Checks, net: ResId) {
     );
     match ipc::open_endpoint("here/endpoint/devcheck", Rights::OWNER_ALL) {
         Ok(ep) => {
-            c.eq("irq to its endpoint", dev::irq(net, Some(ep)), Ok(()));
+            let by = if msix.is_some() {
+                dev::IrqBy::Msix
+            } else {
+                dev::IrqBy::Line
+            };
+            c.eq("irq to its endpoint", dev::irq(net, Some(ep)), Ok(by));
             c.eq("irq ack", dev::irq_ack(net), Ok(()));
-            c.eq("irq off", dev::irq(net, None), Ok(()));
+            c.eq("irq off", dev::irq(net, None), Ok(dev::IrqBy::Line));
             let _ = ulib::res::close(ep);
         }
         Err(e) => c.ok(&alloc::format!("endpoint: {e}"), false),
     }
+}
+
+/// The configuration offset of `dev`'s MSI-X capability (id 0x11), from its list.
+fn msix_capability(dev: ResId) -> Option<u16> {
+    let mut at = dev::config_read(dev, 0x34, 1).ok()? & 0xfc;
+    for _ in 0..48 {
+        if at < 0x40 {
+            return None;
+        }
+        let off = at as u16;
+        if dev::config_read(dev, off, 1).ok()? == 0x11 {
+            return Some(off);
+        }
+        at = dev::config_read(dev, off + 1, 1).ok()? & 0xfc;
+    }
+    None
 }

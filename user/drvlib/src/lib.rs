@@ -12,7 +12,9 @@
 //!   a program may know, so `share` copies through a bounce page of DMA memory (reused from
 //!   a free list) and `unshare` copies back what the device wrote;
 //! - [`Quiet`]: a transport wrapper under which chosen queues ask for no interrupts
-//!   (`quiet.rs`: virtio-net's transmit queue, whose completions its driver waits for).
+//!   (`quiet.rs`: virtio-net's transmit queue, whose completions its driver waits for);
+//! - [`msix`]: point a virtio device's queues at MSI-X entry 0, when the kernel delivers
+//!   its interrupt by MSI-X (the crate leaves every vector unset).
 //!
 //! A driver is single-threaded; the state here is program-wide (`ulib::cell::Local`),
 //! because the crate's `Hal` has only associated functions.
@@ -31,7 +33,9 @@ use virtio_drivers::{BufferDirection, PhysAddr};
 
 pub use virtio_drivers;
 
+mod msix;
 mod quiet;
+pub use msix::msix;
 pub use quiet::{Quiet, EVENT_IDX};
 
 /// Where BAR `i` of the held device is mapped: `BAR_WINDOW + i * BAR_STRIDE`.
@@ -80,7 +84,8 @@ impl Held {
         let info = ulib::dev::find(vendor, device)?;
         ulib::dev::claim(info.id)?;
         for (i, b) in info.bars.iter().enumerate() {
-            if b.size == 0 || b.flags & 1 != 0 {
+            // The MSI-X table's BAR is the kernel's (`DEV_MAP_BAR` is `Denied`).
+            if b.size == 0 || b.flags & 1 != 0 || usize::from(info.msix_bar) == i {
                 continue;
             }
             let at = BAR_WINDOW + i as u64 * BAR_STRIDE;

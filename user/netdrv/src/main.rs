@@ -75,6 +75,8 @@ struct Driver {
     next_at: u64,
     /// `lateack`: acknowledge interrupts at the next `DRV_INFO`; and whether one is due.
     late_ack: bool,
+    /// The interrupt comes by MSI-X: no ISR to read (virtio 1.1, 4.1.4.5.2).
+    msix: bool,
     ack_due: bool,
     /// `crashable`: `DRV_CRASH` is obeyed.
     crashable: bool,
@@ -134,7 +136,8 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
     let rights = Rights(0x0f | Rights::others(Op::Write));
     let ep =
         ipc::open_endpoint("here/endpoint/netdrv", rights).map_err(|e| format!("endpoint: {e}"))?;
-    ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
+    let by = ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
+    drvlib::msix(held.id(), by, 1 << TRANSMIT_QUEUE).map_err(|e| format!("msix: {e}"))?;
     let mut d = Driver {
         net,
         id: held.id(),
@@ -147,6 +150,7 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
         udp: None,
         next_at: POOL_AT,
         late_ack,
+        msix: by == ulib::dev::IrqBy::Msix,
         ack_due: false,
         crashable,
     };
@@ -202,8 +206,11 @@ impl Driver {
     fn request(&mut self, r: Received) {
         let label = r.msg.label & !ulib::abi::ipc::MSG_ICA;
         if r.sender.0 == 0 && label == abidev::IRQ_LABEL {
-            // From the kernel: the line is masked until we acknowledge.
-            self.net.ack_interrupt();
+            // From the kernel: the interrupt is masked until we acknowledge. A line is
+            // shared and level-triggered: reading the ISR lowers it.
+            if !self.msix {
+                self.net.ack_interrupt();
+            }
             self.receive();
             if self.late_ack {
                 self.ack_due = true;

@@ -279,11 +279,19 @@ pub(crate) fn trace(args: &[&str]) -> Result<(), String> {
 pub fn pci() -> Result<(), String> {
     let fs = ulib::dev::list().map_err(|e| format!("pci: {e}"))?;
     for f in &fs {
-        let irq = if f.irq_pin == 0 {
+        let mut irq = if f.irq_pin == 0 {
             String::from("no irq")
         } else {
             format!("irq {} (INT{})", f.irq_line, (b'A' + f.irq_pin - 1) as char)
         };
+        if f.msix_entries > 0 {
+            irq += &format!(
+                ", msi-x {} in BAR{}{}",
+                f.msix_entries,
+                f.msix_bar,
+                if f.irq_msix != 0 { " (in use)" } else { "" }
+            );
+        }
         let holder = if f.holder == 0 {
             String::new()
         } else {

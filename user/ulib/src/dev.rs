@@ -84,13 +84,29 @@ pub fn dma_free(addr: u64, pages: u64) -> Result<(), Error> {
 }
 
 /// Deliver the held device's interrupt to `endpoint` (the caller's; `None`: stop).
-pub fn irq(dev: ResId, endpoint: Option<ResId>) -> Result<(), Error> {
+pub fn irq(dev: ResId, endpoint: Option<ResId>) -> Result<IrqBy, Error> {
     let ep = endpoint.map_or(0, |e| e.0);
     // SAFETY: numbers only.
-    decode(unsafe { raw::syscall2(nr::DEV_IRQ, dev.0, ep) }).map(drop)
+    decode(unsafe { raw::syscall2(nr::DEV_IRQ, dev.0, ep) }).map(|v| {
+        if v == 1 {
+            IrqBy::Msix
+        } else {
+            IrqBy::Line
+        }
+    })
 }
 
-/// The interrupt was served: unmask the line.
+/// How a device's interrupt comes to its driver ([`irq`]'s answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IrqBy {
+    /// Its IOAPIC line (also the answer when it was turned off).
+    Line,
+    /// MSI-X, entry 0 of its table: the driver points its device's interrupts there
+    /// (virtio: `drvlib::msix`).
+    Msix,
+}
+
+/// The interrupt was served: unmask the line (or the MSI-X entry).
 pub fn irq_ack(dev: ResId) -> Result<(), Error> {
     // SAFETY: numbers only.
     decode(unsafe { raw::syscall1(nr::DEV_IRQ_ACK, dev.0) }).map(drop)

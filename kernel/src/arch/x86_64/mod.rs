@@ -13,6 +13,7 @@ pub mod early;
 pub mod gdt;
 pub mod idt;
 pub mod ioapic;
+pub mod msix;
 pub mod paging;
 pub mod pci;
 pub mod pci_irq;

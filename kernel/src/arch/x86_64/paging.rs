@@ -342,7 +342,7 @@ pub fn active_root() -> u64 {
 }
 
 /// The direct map always covers physical memory below this (RAM, firmware tables, devices).
-const LOW_DIRECT_MAP: u64 = 4 << 30;
+pub const LOW_DIRECT_MAP: u64 = 4 << 30;
 /// The direct map never reaches past this (64 TiB), where the per-core stack slots begin.
 const DIRECT_MAP_LIMIT: u64 = (KSTACK_PML4_SLOT as u64 - 256) * PML4_SLOT_SPAN;
 

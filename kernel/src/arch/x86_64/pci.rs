@@ -55,6 +55,58 @@ pub struct Function {
     /// Interrupt line (the legacy IRQ the firmware routed, 0xff none) and pin (0 none).
     pub irq_line: u8,
     pub irq_pin: u8,
+    /// Its MSI-X capability, if it has one (`arch::x86_64::msix`).
+    pub msix: Option<Msix>,
+}
+
+/// A function's MSI-X capability (PCI Local Bus 3.0, 6.8.2), as found at boot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Msix {
+    /// Configuration-space offset of the capability (its 12 bytes: id, next, message
+    /// control, table offset and BAR, pending-bit array offset and BAR).
+    pub cap: u16,
+    /// Entries in its table.
+    pub entries: u16,
+    /// The BAR holding the table, and the table's offset in it.
+    pub table_bar: u8,
+    pub table_offset: u32,
+    /// The BAR holding the pending-bit array, and its offset.
+    pub pba_bar: u8,
+    pub pba_offset: u32,
+}
+
+/// Capability id of MSI-X.
+const CAP_MSIX: u32 = 0x11;
+
+/// The MSI-X capability of `bdf`, if its capability list has one (at most 48 hops: a
+/// malformed list that loops ends there).
+fn msix_of(bdf: Bdf) -> Option<Msix> {
+    const HAS_CAPABILITIES: u32 = 1 << 4;
+    if read(bdf, 6, 2) & HAS_CAPABILITIES == 0 {
+        return None;
+    }
+    let mut at = read(bdf, 0x34, 1) & 0xfc;
+    for _ in 0..48 {
+        if at < 0x40 {
+            return None;
+        }
+        let off = at as u16;
+        if read(bdf, off, 1) == CAP_MSIX {
+            let control = read(bdf, off + 2, 2);
+            let table = read32(bdf, off + 4);
+            let pba = read32(bdf, off + 8);
+            return Some(Msix {
+                cap: off,
+                entries: (control & 0x7ff) as u16 + 1,
+                table_bar: (table & 7) as u8,
+                table_offset: table & !7,
+                pba_bar: (pba & 7) as u8,
+                pba_offset: pba & !7,
+            });
+        }
+        at = read(bdf, off + 1, 1) & 0xfc;
+    }
+    None
 }
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -196,6 +248,7 @@ fn function_at(bdf: Bdf) -> Option<Function> {
         bars,
         irq_line: irq as u8,
         irq_pin: (irq >> 8) as u8,
+        msix: if header == 0 { msix_of(bdf) } else { None },
     })
 }
 

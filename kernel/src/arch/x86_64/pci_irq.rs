@@ -71,6 +71,11 @@ pub fn set(line: u8, masked: bool) -> Option<u32> {
     Some(o.gsi)
 }
 
+/// Core 0's local APIC id (where device interrupts go), once known.
+pub fn core0_apic_id() -> Option<u32> {
+    ROUTING.get().map(|r| r.apic_id)
+}
+
 /// The GSI legacy line `line` arrives on, if routable.
 pub fn gsi_of(line: u8) -> Option<u32> {
     let r = ROUTING.get()?;
