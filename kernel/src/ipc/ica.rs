@@ -53,8 +53,8 @@ pub struct Taken {
     from: Pid,
     at: u64,
     writable: bool,
-    /// `Some` if it had come as an ICA, with its lender if it was lent read-only.
-    landed: Option<Option<Pid>>,
+    /// Who lent it read-only, if it had come so.
+    lender: Option<Pid>,
     /// Whether the pass marked the vregion (else it was passed already), and whether it was
     /// passed before.
     marked: bool,
@@ -106,18 +106,18 @@ fn take_carried(msg: &Msg) -> Result<(Taken, Box<Ica>), Error> {
         region,
         frames: a.frames,
         writable: a.writable && !lend,
-        lender: if lend { Some(from) } else { a.landed.flatten() },
+        lender: if lend { Some(from) } else { a.lender },
     });
     let taken = |marked, was_passed| Taken {
         region,
         from,
         at: a.at,
         writable: a.writable,
-        landed: a.landed,
+        lender: a.lender,
         marked,
         was_passed,
     };
-    if a.landed.is_some() {
+    if a.landed {
         return Ok((taken(false, true), ica));
     }
     match crate::res::pass_region(region, true, true) {
@@ -150,7 +150,9 @@ fn put_back(taken: &Taken, frames: Vec<u64>) {
         at: taken.at,
         frames,
         writable: taken.writable,
-        landed: taken.landed,
+        // A pass that did not mark the vregion carried one that had come as an ICA.
+        landed: !taken.marked,
+        lender: taken.lender,
     };
     if crate::proc::put_back(taken.from, &a, taken.region).is_err() {
         lost(taken.region);

@@ -32,9 +32,10 @@ pub struct Attachment {
     pub frames: Vec<u64>,
     /// Whether every page was mapped writable.
     pub writable: bool,
-    /// `Some` if it came as an ICA (its vregion passed already), with the process that
-    /// lent it read-only, if one did (`abi::ipc::MSG_ICA_READ_ONLY` on the pass).
-    pub landed: Option<Option<abi::Pid>>,
+    /// It came as an ICA (its vregion is passed already).
+    pub landed: bool,
+    /// The process that lent it read-only, if one did (`abi::ipc::MSG_ICA_READ_ONLY`).
+    pub lender: Option<abi::Pid>,
 }
 
 pub struct VSpace {
@@ -47,10 +48,12 @@ pub struct VSpace {
     /// Vregions attached (shared memory): address, pages, and the region's resource id.
     /// Their frames belong to the vregion, not to this address space.
     attached: Vec<(u64, u64, abi::res::ResId)>,
-    /// The attachments that came as ICAs (`attach_in_window`): their address, and the
-    /// process that lent it read-only, if it was lent so (`Landed`). Their vregions are
-    /// passed, so this address space is their one mapper (`take_attachment`).
-    landed: Vec<(u64, Option<abi::Pid>)>,
+    /// The addresses of the attachments that came as ICAs (`attach_in_window`): their
+    /// vregions are passed, so this address space is their one mapper (`take_attachment`).
+    landed: Vec<u64>,
+    /// Those of them lent read-only, with their lender (usually none: kept apart so that
+    /// an ordinary pass does not look).
+    lent: Vec<(u64, abi::Pid)>,
     /// Kernel-owned frames mapped for the program (a request ring): address, pages. Like
     /// attachments, unmapped without being freed: their owner frees them.
     pinned: Vec<(u64, u64)>,
@@ -85,6 +88,7 @@ impl VSpace {
             charged: 0,
             attached: Vec::new(),
             landed: Vec::new(),
+            lent: Vec::new(),
             pinned: Vec::new(),
             text: Vec::new(),
             dma: Vec::new(),
@@ -378,7 +382,10 @@ impl VSpace {
     pub fn detach(&mut self, vaddr: u64) -> Option<abi::res::ResId> {
         let i = self.attached.iter().position(|a| a.0 == vaddr)?;
         let (at, pages, region) = self.attached.remove(i);
-        self.landed.retain(|&(a, _)| a != at);
+        self.landed.retain(|&a| a != at);
+        if !self.lent.is_empty() {
+            self.lent.retain(|&(a, _)| a != at);
+        }
         self.unmap_shared(at, pages);
         self.pages -= pages;
         Some(region)
@@ -397,13 +404,15 @@ impl VSpace {
             writable &= t.writable;
             frames.push(t.paddr);
         }
-        let landed = self.landed.iter().find(|l| l.0 == at).map(|l| l.1);
+        let landed = self.landed.contains(&at);
+        let lender = self.lent.iter().find(|l| l.0 == at).map(|l| l.1);
         self.detach(at)?;
         Some(Attachment {
             at,
             frames,
             writable,
             landed,
+            lender,
         })
     }
 
@@ -428,7 +437,10 @@ impl VSpace {
             }
             match self.attach(at, frames, writable, region) {
                 Ok(()) => {
-                    self.landed.push((at, lender));
+                    self.landed.push(at);
+                    if let Some(lender) = lender {
+                        self.lent.push((at, lender));
+                    }
                     return Ok(at);
                 }
                 Err(Error::Busy) => continue, // something of the program's is there
@@ -442,8 +454,11 @@ impl VSpace {
     /// where it was, as it was (an ICA whose pass was refused).
     pub fn put_back(&mut self, a: &Attachment, region: abi::res::ResId) -> Result<(), Error> {
         self.attach(a.at, &a.frames, a.writable, region)?;
-        if let Some(lender) = a.landed {
-            self.landed.push((a.at, lender));
+        if a.landed {
+            self.landed.push(a.at);
+            if let Some(lender) = a.lender {
+                self.lent.push((a.at, lender));
+            }
         }
         Ok(())
     }
