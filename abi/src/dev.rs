@@ -28,7 +28,8 @@
 //! **Configuration space** (`DEV_CONFIG`): offsets 0..256 of the held function only,
 //! naturally aligned; writes to the BAR registers (0x10..0x28) and the expansion ROM
 //! (0x30) are `Denied` (a driver could otherwise move a window over RAM), and so are
-//! writes to the MSI-X capability (its message address and data are the kernel's).
+//! writes to the MSI-X and MSI capabilities (a message's address and data are the
+//! kernel's; plain MSI is not used).
 //!
 //! **BARs** (`DEV_MAP_BAR`): a memory BAR is mapped uncached (PCD|PWT), writable, not
 //! executable, at the page-aligned user address given; the mapping holds no RAM and goes
@@ -43,7 +44,8 @@
 //! **Interrupts** (`DEV_IRQ`): the device's interrupt arrives as a one-way message with label
 //! [`IRQ_LABEL`] and `words[0]` = the device's packed bus/device/function on the endpoint
 //! given (the caller's own); it is then masked until `DEV_IRQ_ACK`, and no second message
-//! comes before it. A function with MSI-X interrupts by MSI-X (the answer is 1): the kernel
+//! comes before it. A function with MSI-X interrupts by MSI-X (the answer is 1; for the
+//! first 32 functions enumerated, whose table lies below 4 GiB): the kernel
 //! points entry 0 of its table at a vector of core 0 of its own and masks that entry while
 //! a message waits for its acknowledgement; the driver points its device's interrupt
 //! sources at entry 0 (virtio: `queue_msix_vector` = 0, `drvlib::msix`). Otherwise (no
@@ -101,9 +103,12 @@ pub struct PciInfo {
     /// driver may not map that BAR).
     pub msix_entries: u16,
     pub msix_bar: u8,
-    /// 1 while its holder's interrupt comes by MSI-X, 0 by its line (or not routed).
+    /// 1 while its interrupt is set to come by MSI-X (from its holder's `DEV_IRQ` on, kept
+    /// masked when the holder stops or ends), 0 by its line.
     pub irq_msix: u8,
-    pub reserved: u32,
+    /// The BAR holding its MSI-X pending bits (0xff: none; not mapped for drivers either).
+    pub msix_pba_bar: u8,
+    pub reserved: [u8; 3],
 }
 
 impl PciInfo {

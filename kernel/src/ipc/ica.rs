@@ -25,6 +25,11 @@
 //! The frames stay in the pool of the vregion's core, whichever cores sender and receiver
 //! live on: only the mark (one RPCC call when the vregion lives on another core than the
 //! sender) and the frame list (inside the request) travel.
+//!
+//! **Lending read-only** (`MSG_ICA_READ_ONLY` set by a sender whose mapping is writable):
+//! the [`Ica`] carries the lender; [`land`] maps it read-only everywhere but in the lender,
+//! where it lands writable again; the holders' address spaces remember the lender with the
+//! attachment (`VSpace::lent`), so a pass on or back keeps it.
 
 use super::{answer, deliver, note_reply, with_mine, Incoming};
 use crate::proc::{sched, vspace::VSpace};

@@ -31,12 +31,20 @@ pub fn set_line_only(line_only: bool) {
     LINE_ONLY.store(line_only, Ordering::Relaxed);
 }
 
+/// Is `pci.irq=line` in force?
+pub fn line_only() -> bool {
+    LINE_ONLY.load(Ordering::Relaxed)
+}
+
 /// The device resources [`create_all`] made on core 0, once at boot; they never close.
 static DEVICES: spin::Once<alloc::vec::Vec<ResId>> = spin::Once::new();
 
 /// Configuration registers a driver may not write: the BARs and the expansion ROM base
 /// (moving a window could lay it over RAM).
 const PROTECTED: [core::ops::Range<u16>; 2] = [0x10..0x28, 0x30..0x34];
+/// The longest MSI capability (64-bit addresses, per-vector masking): none of it may be
+/// written, so a driver cannot send its device's messages where it likes.
+const MSI_CAP_LEN: u16 = 24;
 
 /// A PCI function and its holder.
 pub struct Device {
@@ -164,8 +172,9 @@ pub fn claim(id: ResId) -> Result<(), Error> {
         d.holder = Some(me);
         d.irq_to = None;
         d.irq_masked = false;
-        if core::mem::take(&mut d.msix_on) {
-            msix::disable(d.func);
+        if d.msix_on {
+            // Masked until the new holder asks; MSI-X stays on, its line quiet.
+            msix::set_masked(d.func, true);
         }
         Ok(())
     })?;
@@ -209,6 +218,7 @@ pub fn config(id: ResId, offset: u64, width: u64, value: u64) -> Result<u64, Err
         let end = offset + width as u16;
         if PROTECTED.iter().any(|r| offset < r.end && end > r.start)
             || msix::in_capability(func, offset, width as u16)
+            || func.msi_cap.is_some_and(|c| offset < c + MSI_CAP_LEN && c < end)
         {
             return Err(Error::Denied);
         }
@@ -266,7 +276,8 @@ pub fn list() -> alloc::vec::Vec<abi::dev::PciInfo> {
                 msix_entries: f.msix.map_or(0, |m| m.entries),
                 msix_bar: f.msix.map_or(0xff, |m| m.table_bar),
                 irq_msix: u8::from(msix_on),
-                reserved: 0,
+                msix_pba_bar: f.msix.map_or(0xff, |m| m.pba_bar),
+                reserved: [0; 3],
             }
         })
         .collect()
@@ -326,13 +337,15 @@ fn devices() -> &'static [ResId] {
 pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
     let (line, pin, func) = with_held(id, |d| Ok((d.func.irq_line, d.func.irq_pin, d.func)))?;
     if endpoint == 0 {
-        let was_msix = with_held(id, |d| {
+        let msix_on = with_held(id, |d| {
             d.irq_to = None;
             d.irq_masked = false;
-            Ok(core::mem::take(&mut d.msix_on))
+            Ok(d.msix_on)
         })?;
-        if was_msix {
-            msix::disable(func);
+        if msix_on {
+            // MSI-X stays on with its entry masked: the function's line stays quiet, so a
+            // device nobody serves cannot hold a shared line.
+            msix::set_masked(func, true);
         } else if line_in_use(line, Some(id)) {
             // Shared: the others may have been waiting for this one's acknowledgement.
             unmask_unless_pending(line, id);
@@ -357,13 +370,20 @@ pub fn irq(id: ResId, endpoint: u64) -> Result<u64, Error> {
             Ok(d.msix_on)
         })?;
         if on {
-            // Its line (if it was routed before) goes quiet; others may share it.
-            if !line_in_use(line, Some(id)) {
+            // Its line is quiet from now on; a partner on it may have been waiting for
+            // this one's acknowledgement (it was on the line before).
+            if line_in_use(line, Some(id)) {
+                unmask_unless_pending(line, id);
+            } else {
                 let _ = pci_irq::set(line, true);
             }
             msix::set_masked(func, false);
             return Ok(1);
         }
+    }
+    // By its line: MSI-X off, if an earlier holder (or mode) had it on.
+    if with_held(id, |d| Ok(core::mem::take(&mut d.msix_on)))? {
+        msix::disable(func);
     }
     if pin == 0 || pci_irq::gsi_of(line).is_none() {
         with_held(id, |d| {

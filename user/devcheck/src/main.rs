@@ -4,6 +4,7 @@
 //! | mode | what must hold |
 //! |---|---|
 //! | (none) | run at driver priority: before holding, every call on the device is `Denied`; the claim works; config space of its own function reads its ids, of another is `Denied`; BAR and ROM registers cannot be written; bad offsets and widths are `InvalidArgument`; its memory BAR maps (uncached) and reads, an empty BAR, another device's BAR, a kernel address and an occupied address are refused; the BAR of its MSI-X table and its MSI-X capability are the kernel's (`Denied`), and its interrupt comes by MSI-X; DMA memory comes with a page-aligned physical address, bad sizes are refused, it is freed exactly as allocated (the last allocation is left for the exit to free); the interrupt goes to its own endpoint, not to a non-endpoint |
+//! | `line` | the same on a boot with `pci.irq=line`: the interrupt comes by the line |
 //! | `app` | at application priority the claim is `Denied` |
 //! | `hold` | claims, then waits on its endpoint until killed |
 //! | `busy` | the claim is `Busy` (another live process holds the device) |
@@ -61,7 +62,8 @@ fn main(args: &[&str]) -> i32 {
                 let _ = ipc::recv(ep, u64::MAX);
             }
         }
-        None => driver(&mut c, net),
+        None => driver(&mut c, net, false),
+        Some("line") => driver(&mut c, net, true),
         Some(other) => {
             println!("devcheck: unknown mode {other}");
             return 1;
@@ -76,7 +78,8 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn driver(c: &mut Checks, net: ResId) {
+/// The driver's checks; `line`: the boot said `pci.irq=line`.
+fn driver(c: &mut Checks, net: ResId, line: bool) {
     let all = dev::list().unwrap_or_default();
     let other = all
         .iter()
@@ -323,7 +326,7 @@ fn driver(c: &mut Checks, net: ResId) {
     );
     match ipc::open_endpoint("here/endpoint/devcheck", Rights::OWNER_ALL) {
         Ok(ep) => {
-            let by = if msix.is_some() {
+            let by = if msix.is_some() && !line {
                 dev::IrqBy::Msix
             } else {
                 dev::IrqBy::Line

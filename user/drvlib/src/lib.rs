@@ -84,8 +84,10 @@ impl Held {
         let info = ulib::dev::find(vendor, device)?;
         ulib::dev::claim(info.id)?;
         for (i, b) in info.bars.iter().enumerate() {
-            // The MSI-X table's BAR is the kernel's (`DEV_MAP_BAR` is `Denied`).
-            if b.size == 0 || b.flags & 1 != 0 || usize::from(info.msix_bar) == i {
+            // The BARs of the MSI-X table and pending bits are the kernel's (`DEV_MAP_BAR`
+            // is `Denied`).
+            let msix = [info.msix_bar, info.msix_pba_bar].contains(&(i as u8));
+            if b.size == 0 || b.flags & 1 != 0 || msix {
                 continue;
             }
             let at = BAR_WINDOW + i as u64 * BAR_STRIDE;

@@ -9,6 +9,11 @@
 //! capabilities (4.1.4) and writes entry 0 for every queue that should interrupt, and
 //! `NO_VECTOR` for the quiet ones and for configuration changes (nothing here waits for
 //! those).
+//!
+//! The vectors are written once the crate has set the device up and it runs (virtio asks
+//! for them before each queue is enabled; QEMU takes them any time): what the device
+//! signalled between `DEV_IRQ` and here raised no message: `netdrv` looks at its receive
+//! queue on a timeout as well, and `blkdrv` has nothing in flight before it serves.
 
 use super::{BAR_STRIDE, BAR_WINDOW, STATE};
 use ulib::abi::res::ResId;

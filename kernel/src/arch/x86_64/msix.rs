@@ -31,14 +31,23 @@ const ENTRY_MASKED: u32 = 1;
 /// The local APICs' message address (Intel SDM vol. 3, 11.11.1), destination in bits 12..20.
 const APIC_MESSAGE: u32 = 0xfee0_0000;
 
-/// Where `f`'s table entry 0 is in the direct map: `None` without MSI-X, or if the table is
-/// not inside a memory BAR below 4 GiB.
-fn entry0(f: &Function) -> Option<u64> {
-    let m = f.msix?;
+/// Bytes of one table entry: message address (low, high), data, vector control.
+const ENTRY: u64 = 16;
+
+/// Where `f`'s table entry `i` is in the direct map: `None` without MSI-X, beyond its
+/// entries, or if the entry is not inside a memory BAR below 4 GiB.
+fn entry(f: &Function, i: u16) -> Option<u64> {
+    let m = f.msix.filter(|m| i < m.entries)?;
     let bar = f.bars.get(usize::from(m.table_bar))?;
-    let phys = bar.base.checked_add(u64::from(m.table_offset))?;
-    let fits = !bar.io && bar.size >= 16 && phys + 16 <= bar.base + bar.size;
-    (fits && bar.base != 0 && phys + 16 <= LOW_DIRECT_MAP).then(|| phys_to_virt(phys))
+    let phys = bar
+        .base
+        .checked_add(u64::from(m.table_offset) + u64::from(i) * ENTRY)?;
+    let fits = !bar.io && bar.base != 0 && phys + ENTRY <= bar.base + bar.size;
+    (fits && phys + ENTRY <= LOW_DIRECT_MAP).then(|| phys_to_virt(phys))
+}
+
+fn entry0(f: &Function) -> Option<u64> {
+    entry(f, 0)
 }
 
 /// Can `f`'s interrupt come by MSI-X?
@@ -47,7 +56,7 @@ pub fn usable(f: &Function) -> bool {
 }
 
 /// Does BAR `bar` of `f` hold its MSI-X table or pending-bit array (so a driver may not
-/// map it)?
+/// map it: it could rewrite where the messages go)?
 pub fn holds_table(f: &Function, bar: u8) -> bool {
     f.msix
         .is_some_and(|m| m.table_bar == bar || m.pba_bar == bar)
@@ -60,18 +69,35 @@ pub fn in_capability(f: &Function, offset: u16, width: u16) -> bool {
 }
 
 fn write_entry(e: u64, word: u64, value: u32) {
-    // SAFETY: `e` is entry 0 of the function's MSI-X table, device memory mapped uncached
-    // in the direct map (`entry0`); its four 32-bit words are written whole.
+    // SAFETY: `e` is an entry of the function's MSI-X table, device memory mapped
+    // uncached in the direct map (`entry`); its four 32-bit words are written whole.
     unsafe { core::ptr::write_volatile((e + 4 * word) as *mut u32, value) };
 }
 
-/// Point `f`'s entry 0 at `vector` of the local APIC `apic_id`, masked, and turn MSI-X on
-/// for the function (its line is then silent). `false` if `f` cannot.
+fn read_entry(e: u64, word: u64) -> u32 {
+    // SAFETY: as in `write_entry`, a whole 32-bit word read.
+    unsafe { core::ptr::read_volatile((e + 4 * word) as *const u32) }
+}
+
+/// Mask or unmask entry `e`, keeping the vector-control word's other bits (reserved, or a
+/// steering tag).
+fn mask_entry(e: u64, masked: bool) {
+    let control = read_entry(e, 3) & !ENTRY_MASKED;
+    write_entry(e, 3, control | if masked { ENTRY_MASKED } else { 0 });
+}
+
+/// Point `f`'s entry 0 at `vector` of the local APIC `apic_id`, masked, mask every other
+/// entry (a driver may point its device at any, and none but entry 0 is the kernel's),
+/// and turn MSI-X on for the function (its line is then silent). `false` if `f` cannot.
 pub fn enable(f: &Function, vector: u8, apic_id: u32) -> bool {
     let (Some(e), Some(m)) = (entry0(f), f.msix) else {
         return false;
     };
-    write_entry(e, 3, ENTRY_MASKED);
+    for i in 0..m.entries {
+        if let Some(other) = entry(f, i) {
+            mask_entry(other, true);
+        }
+    }
     write_entry(e, 0, APIC_MESSAGE | (apic_id & 0xff) << 12);
     write_entry(e, 1, 0);
     write_entry(e, 2, u32::from(vector));
@@ -84,16 +110,14 @@ pub fn enable(f: &Function, vector: u8, apic_id: u32) -> bool {
 /// and sent at the unmask).
 pub fn set_masked(f: &Function, masked: bool) {
     if let Some(e) = entry0(f) {
-        write_entry(e, 3, if masked { ENTRY_MASKED } else { 0 });
+        mask_entry(e, masked);
     }
 }
 
 /// Is `f`'s entry 0 masked now (the device's own word; `None` without a usable table)?
 pub fn is_masked(f: &Function) -> Option<bool> {
     let e = entry0(f)?;
-    // SAFETY: as in `write_entry`, a read of the vector-control word.
-    let control = unsafe { core::ptr::read_volatile((e + 12) as *const u32) };
-    Some(control & ENTRY_MASKED != 0)
+    Some(read_entry(e, 3) & ENTRY_MASKED != 0)
 }
 
 /// Mask entry 0 and turn MSI-X off for `f` (its line is its interrupt again).

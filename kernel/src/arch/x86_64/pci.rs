@@ -57,6 +57,9 @@ pub struct Function {
     pub irq_pin: u8,
     /// Its MSI-X capability, if it has one (`arch::x86_64::msix`).
     pub msix: Option<Msix>,
+    /// The configuration offset of its MSI capability, if it has one (not used: kept so
+    /// that a driver may not write it).
+    pub msi_cap: Option<u16>,
 }
 
 /// A function's MSI-X capability (PCI Local Bus 3.0, 6.8.2), as found at boot.
@@ -78,9 +81,12 @@ pub struct Msix {
 /// Capability id of MSI-X.
 const CAP_MSIX: u32 = 0x11;
 
-/// The MSI-X capability of `bdf`, if its capability list has one (at most 48 hops: a
-/// malformed list that loops ends there).
-fn msix_of(bdf: Bdf) -> Option<Msix> {
+/// Capability id of MSI.
+const CAP_MSI: u32 = 0x05;
+
+/// The configuration offset of `bdf`'s capability `id`, if its list has one (at most 48
+/// hops: a malformed list that loops ends there).
+fn find_cap(bdf: Bdf, id: u32) -> Option<u16> {
     const HAS_CAPABILITIES: u32 = 1 << 4;
     if read(bdf, 6, 2) & HAS_CAPABILITIES == 0 {
         return None;
@@ -91,22 +97,28 @@ fn msix_of(bdf: Bdf) -> Option<Msix> {
             return None;
         }
         let off = at as u16;
-        if read(bdf, off, 1) == CAP_MSIX {
-            let control = read(bdf, off + 2, 2);
-            let table = read32(bdf, off + 4);
-            let pba = read32(bdf, off + 8);
-            return Some(Msix {
-                cap: off,
-                entries: (control & 0x7ff) as u16 + 1,
-                table_bar: (table & 7) as u8,
-                table_offset: table & !7,
-                pba_bar: (pba & 7) as u8,
-                pba_offset: pba & !7,
-            });
+        if read(bdf, off, 1) == id {
+            return Some(off);
         }
         at = read(bdf, off + 1, 1) & 0xfc;
     }
     None
+}
+
+/// The MSI-X capability of `bdf`, if it has one.
+fn msix_of(bdf: Bdf) -> Option<Msix> {
+    let off = find_cap(bdf, CAP_MSIX)?;
+    let control = read(bdf, off + 2, 2);
+    let table = read32(bdf, off + 4);
+    let pba = read32(bdf, off + 8);
+    Some(Msix {
+        cap: off,
+        entries: (control & 0x7ff) as u16 + 1,
+        table_bar: (table & 7) as u8,
+        table_offset: table & !7,
+        pba_bar: (pba & 7) as u8,
+        pba_offset: pba & !7,
+    })
 }
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -249,6 +261,11 @@ fn function_at(bdf: Bdf) -> Option<Function> {
         irq_line: irq as u8,
         irq_pin: (irq >> 8) as u8,
         msix: if header == 0 { msix_of(bdf) } else { None },
+        msi_cap: if header == 0 {
+            find_cap(bdf, CAP_MSI)
+        } else {
+            None
+        },
     })
 }
 
