@@ -52,7 +52,7 @@ pub struct Snapshot {
     /// Owned pages: (address, frame on the old core, writable, executable).
     pages: Vec<(u64, u64, bool, bool)>,
     /// Attached vregions: (address, frames, writable, region).
-    attachments: Vec<(u64, Vec<u64>, bool, ResId)>,
+    attachments: Vec<(super::vspace::Attachment, ResId)>,
     /// Let it run on the new core (it was running, not stopped by a compute).
     run: bool,
     /// It asked to move itself: its frame is its MIGRATE call, whose result is the new pid.
@@ -204,7 +204,17 @@ fn describe(
                 .collect();
             let writable =
                 crate::arch::x86_64::paging::translate(vs.root(), at).is_some_and(|t| t.writable);
-            (at, frames, writable, region)
+            // An ICA stays one: passed on or back without asking its vregion's core, and
+            // a lent one keeps its lender.
+            let (landed, lender) = vs.landing(at);
+            let a = super::vspace::Attachment {
+                at,
+                frames,
+                writable,
+                landed,
+                lender,
+            };
+            (a, region)
         })
         .collect();
     Ok(Box::new(Snapshot {
@@ -296,8 +306,8 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
     for &(at, frame, writable, executable) in &snapshot.pages {
         vs.map_copy(at, frame, writable, executable)?;
     }
-    for (at, frames, writable, region) in &snapshot.attachments {
-        vs.attach(*at, frames, *writable, *region)?;
+    for (a, region) in &snapshot.attachments {
+        vs.put_back(a, *region)?;
     }
     let mut frame = snapshot.frame;
     let who = Newborn {

@@ -450,6 +450,13 @@ impl VSpace {
         Err(Error::NoMemory)
     }
 
+    /// Whether the attachment at `at` came as an ICA, and its lender if it was lent
+    /// read-only (what a migration carries over).
+    pub fn landing(&self, at: u64) -> (bool, Option<abi::Pid>) {
+        let lender = self.lent.iter().find(|l| l.0 == at).map(|l| l.1);
+        (self.landed.contains(&at), lender)
+    }
+
     /// Map an attachment taken out by [`take_attachment`](Self::take_attachment) again
     /// where it was, as it was (an ICA whose pass was refused).
     pub fn put_back(&mut self, a: &Attachment, region: abi::res::ResId) -> Result<(), Error> {

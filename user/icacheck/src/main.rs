@@ -10,14 +10,14 @@
 //! | (d) | a sender that touches the area after passing it ends at a page fault (child `toucher`), and its vregion comes back through the server's reply |
 //! | (e) | a server that exits holding it, one killed before taking the request, one that closes its endpoint with the request queued: the vregion comes back detached, and its creator attaches it by id |
 //! | (f) | `CLOSE_WHEN_DETACHED`: refused for a vregion attached nowhere; a marked one is closed by the kernel once detached, and once the server it was passed to exits holding it |
-//! | (g) | lending read-only (`MSG_ICA_READ_ONLY` on the pass): the server maps it read-only, and so does a second server it passes it on to; it lands writable again at the lender; a read-only mapping lent comes back read-only (nothing gained); a server that writes into a lent ICA ends at a page fault and the vregion comes back; across cores, answers that give back a lent ICA and no words count as carrying no reply data (`IPC_REPLIES_CROSS_BARE`), writable ones do not |
+//! | (g) | lending read-only (`MSG_ICA_READ_ONLY` on the pass): the server maps it read-only, and so does a second server it passes it on to; it lands writable again at the lender; a read-only mapping lent comes back read-only (nothing gained); a server that writes into a lent ICA ends at a page fault and the vregion comes back; a holder that migrates to another core with a lent ICA and sends it back: it lands writable at its lender; across cores, answers that give back a lent ICA and no words count as carrying no reply data (`IPC_REPLIES_CROSS_BARE`), writable ones do not |
 //!
 //! `icacheck frames CORE`: the kernel test `ica::same_frames_on_both_sides` compares the
 //! frames while a server on CORE holds the vregion `icaframes`, then wakes this program
 //! with a one-way message on its endpoint `icaframes`; the vregion comes back and is read.
 //!
 //! Roles (the child side): `icacheck server NAME`, `icacheck toucher ENDPOINT`,
-//! `icacheck sleeper NAME`, `icacheck closer NAME`.
+//! `icacheck sleeper NAME`, `icacheck closer NAME`, `icacheck mover NAME BACK CORE`.
 #![no_std]
 #![no_main]
 
@@ -77,6 +77,7 @@ fn main(args: &[&str]) -> i32 {
         Some("toucher") => toucher(args),
         Some("sleeper") => sleeper(args),
         Some("closer") => closer(args),
+        Some("mover") => mover(args),
         Some("frames") => {
             let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);
             frames(core)
@@ -450,6 +451,79 @@ fn comes_back(core: usize, me: Pid, vs: ResId, v: ResId) -> Check {
     back("(e) after the endpoint closed", 0x31)
 }
 
+/// (g) A holder of a lent ICA (`mover`) migrates to another core, then sends it back to
+/// its lender, where it must land writable: the migration keeps the attachment's lender.
+/// `v` is attached writable at `AREA_AT`, and is again after. Needs two cores.
+fn moved_holder(me: Pid, vs: ResId, v: ResId) -> Check {
+    let here = sys::core().map_err(e("(g) core"))?;
+    let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let n = sys::cores(&mut cores).map_err(e("(g) CORES"))?;
+    let Some(other) = (0..n).find(|&c| c != here && cores[c].online != 0) else {
+        return Ok(());
+    };
+    let back = ipc::open_endpoint(&format!("here/endpoint/icaback{}", me.0), Rights(0x2f))
+        .map_err(e("(g) back endpoint"))?;
+    let name = format!("icamove{}", me.0);
+    let back_arg = format!("{:#x}", back.0);
+    let other_arg = format!("{other}");
+    let args = [
+        "mover",
+        name.as_str(),
+        back_arg.as_str(),
+        other_arg.as_str(),
+    ];
+    let pid =
+        sys::spawn_on("icacheck", &args, Priority::App, here).map_err(e("(g) spawn mover"))?;
+    let r = (|| {
+        let ep = find_endpoint(here, &name)?;
+        fill(AREA_AT, 0x700);
+        ipc::send(ep, &lent(ipc::with_ica(cmd(KEEP, 0, 0), v))).map_err(e("(g) lend"))?;
+        let r = ipc::recv(back, IDLE_NS).map_err(e("(g) recv the ICA back"))?;
+        let at = match ipc::ica_at(&r.msg) {
+            Some((id, at)) if id == v && holds(at, 0x700) => at,
+            other => return fail("(g) the moved holder's ICA", (r.msg, other)),
+        };
+        if ipc::ica_read_only(&r.msg) {
+            return fail(
+                "(g) sent back after a migration, at its lender",
+                "read-only",
+            );
+        }
+        fill(at, 0x601);
+        res::detach(vs, at).map_err(e("(g) detach"))?;
+        Ok(())
+    })();
+    let ended = expect_exit(pid, "(g) mover");
+    let _ = res::close(back);
+    r?;
+    ended?;
+    res::attach(vs, v, AREA_AT, true).map_err(e("(g) attach after the move"))?;
+    Ok(())
+}
+
+/// Child of (g): take one request on endpoint NAME (an ICA lent read-only), migrate to
+/// core CORE, and send the ICA back to endpoint BACK.
+fn mover(args: &[&str]) -> Check {
+    let (Some(name), Some(back), Some(core)) = (
+        args.get(2),
+        args.get(3).and_then(|a| ResId::parse(a)),
+        args.get(4).and_then(|c| c.parse::<usize>().ok()),
+    ) else {
+        return fail("mover: arguments", args.len());
+    };
+    let ep = ipc::open_endpoint(&format!("here/endpoint/{name}"), Rights(0x2f))
+        .map_err(e("mover endpoint"))?;
+    let r = ipc::recv(ep, IDLE_NS).map_err(e("mover recv"))?;
+    let Some((id, _)) = ipc::ica_at(&r.msg) else {
+        return fail("mover: no ICA", r.msg);
+    };
+    if !ipc::ica_read_only(&r.msg) {
+        return fail("mover: a lent ICA came", "writable");
+    }
+    sys::migrate(None, core).map_err(e("mover migrate"))?;
+    ipc::send(back, &ipc::with_ica(cmd(KEEP, 0, 0), id)).map_err(e("mover send back"))
+}
+
 /// `msg` lending its ICA read-only.
 fn lent(msg: Msg) -> Msg {
     Msg {
@@ -540,6 +614,7 @@ fn lends_read_only(core: usize, me: Pid, vs: ResId, v: ResId) -> Check {
         res::detach(vs, at).map_err(e("(g) detach"))?;
         res::attach(vs, v, AREA_AT, true).map_err(e("(g) attach"))?;
     }
+    moved_holder(me, vs, v)?;
     // A server that writes into a lent ICA ends at a page fault; the vregion comes back.
     let r = ipc::call(b, &lent(ipc::with_ica(cmd(KEEP, 0x601, 0x602), v)));
     if r.is_ok() {
