@@ -20,7 +20,7 @@ use alloc::string::String;
 use drvlib::virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use drvlib::virtio_drivers::transport::pci::PciTransport;
 use ulib::abi::blk::{self, BLK_FLUSH, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
-use ulib::abi::ipc::{Msg, Received, MSG_ICA};
+use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY};
 use ulib::abi::res::{Op, ResId, Rights};
 use ulib::abi::{dev as abidev, Error};
 use ulib::{fnid, ipc, println};
@@ -135,8 +135,11 @@ impl Driver {
         if r.request == 0 {
             return;
         }
-        let label = r.msg.label & !MSG_ICA;
+        // A read-only ICA (the client's mapping was, or it lent it so) serves a write
+        // only: a read's sectors are written into it.
+        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
         let ica = ipc::ica_at(&r.msg);
+        let read_only = ipc::ica_read_only(&r.msg);
         let (value, words) = match label {
             BLK_INFO => (
                 0,
@@ -149,6 +152,7 @@ impl Driver {
                     self.flushes,
                 ],
             ),
+            BLK_READ if read_only => (Error::InvalidArgument as u64, [0; 6]),
             BLK_READ | BLK_WRITE => (self.transfer(label, &r.msg, ica.map(|i| i.1)), [0; 6]),
             BLK_FLUSH => (self.flush(), [0; 6]),
             _ => (Error::NotSupported as u64, [0; 6]),
@@ -177,9 +181,6 @@ impl Driver {
             return Error::Denied as u64;
         }
         let len = count as usize * SECTOR;
-        // SAFETY: the ICA is mapped at `at` in our address space, writable, BLK_ICA_SIZE
-        // bytes, and `len` <= BLK_ICA_SIZE; nobody else maps it while we hold it.
-        let data = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) };
         let mut req = BlkReq::default();
         let mut resp = BlkResp::default();
         let buf = &mut self.buf[..len];
@@ -190,8 +191,10 @@ impl Driver {
                     .read_blocks_nb(first as usize, &mut req, buf, &mut resp)
             }
         } else {
-            buf.copy_from_slice(data);
-            // SAFETY: as above.
+            // SAFETY: the ICA is mapped at `at` in our address space (perhaps read-only),
+            // BLK_ICA_SIZE >= `len` bytes; nobody else maps it while we hold it.
+            buf.copy_from_slice(unsafe { core::slice::from_raw_parts(at as *const u8, len) });
+            // SAFETY: `req`, `buf` and `resp` live until the completion below, untouched.
             unsafe {
                 self.blk
                     .write_blocks_nb(first as usize, &mut req, buf, &mut resp)
@@ -212,6 +215,9 @@ impl Driver {
         match done {
             Ok(()) => {
                 if label == BLK_READ {
+                    // SAFETY: as above, and writable: a read with a read-only ICA was
+                    // refused before it came here.
+                    let data = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) };
                     data.copy_from_slice(buf);
                 }
                 0

@@ -1,9 +1,10 @@
 //! `blkprobe`: proves that `blkdrv` moves real sectors and refuses bad requests (issue 16).
 //! Through `blk` (found by function id) it asks `BLK_INFO`, reads sector 0 of the FAT image
 //! xtask attached (the boot signature 55 aa must be there), writes a pattern to the disk's
-//! last sector and reads it back, and checks that a request without its ICA, of 0 or too
-//! many sectors, or beyond the disk's end is answered with the documented error and the ICA
-//! back. Prints `blkprobe: ok`.
+//! last sector and reads it back, writes one with its ICA lent read-only (it comes back
+//! writable) and has a read into a lent ICA refused, and checks that a request without its
+//! ICA, of 0 or too many sectors, or beyond the disk's end is answered with the documented
+//! error and the ICA back. Prints `blkprobe: ok`.
 #![no_std]
 #![no_main]
 
@@ -12,7 +13,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::blk::{self, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
-use ulib::abi::ipc::Msg;
+use ulib::abi::ipc::{Msg, MSG_ICA_READ_ONLY};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
 use ulib::{fnid, ipc, println, res};
@@ -34,10 +35,12 @@ fn main(_args: &[&str]) -> i32 {
     }
 }
 
-/// The data ICA: where it is mapped now (it moves with every call).
+/// The data ICA: where it is mapped now (it moves with every call), and whether it came
+/// back read-only.
 struct Ica {
     region: ResId,
     at: u64,
+    back_read_only: bool,
 }
 
 impl Ica {
@@ -54,6 +57,7 @@ impl Ica {
         self.at = ipc::ica_at(&reply)
             .map(|(_, a)| a)
             .ok_or(format!("request {label}: the reply came without the ICA"))?;
+        self.back_read_only = ipc::ica_read_only(&reply);
         Ok(value)
     }
 
@@ -92,7 +96,11 @@ fn run() -> Result<(), String> {
     )
     .map_err(|e| format!("vregion: {e}"))?;
     res::attach_here(region, AT, true).map_err(|e| format!("attach: {e}"))?;
-    let mut ica = Ica { region, at: AT };
+    let mut ica = Ica {
+        region,
+        at: AT,
+        back_read_only: false,
+    };
     let r = probe(drv, sectors, &mut ica);
     let _ = res::detach_here(ica.at);
     let _ = res::close(region);
@@ -144,6 +152,32 @@ fn probe(drv: ResId, sectors: u64, ica: &mut Ica) -> Result<(), String> {
         .position(|(i, b)| *b != (i * 7 + 3) as u8)
     {
         return Err(format!("read back differs at byte {i}"));
+    }
+    // Lent read-only (`MSG_ICA_READ_ONLY`): a write only reads it, and it comes back
+    // writable; a read would write into it: refused, and blk serves on.
+    for (i, b) in ica.bytes()[..SECTOR].iter_mut().enumerate() {
+        *b = (i * 5 + 1) as u8;
+    }
+    let v = ica.call(drv, BLK_WRITE | MSG_ICA_READ_ONLY, first, 1)?;
+    if v != 0 || ica.back_read_only {
+        return Err(format!(
+            "a write with a lent ICA: {} (back read-only: {})",
+            Error::from_code(v),
+            ica.back_read_only
+        ));
+    }
+    expect(
+        "a read into a lent ICA",
+        ica.call(drv, BLK_READ | MSG_ICA_READ_ONLY, first, 1)?,
+        Error::InvalidArgument,
+    )?;
+    ica.bytes().fill(0);
+    let v = ica.call(drv, BLK_READ, first, 1)?;
+    if v != 0 || (0..SECTOR).any(|i| ica.bytes()[i] != (i * 5 + 1) as u8) {
+        return Err(format!(
+            "reading back the lent write: {}",
+            Error::from_code(v)
+        ));
     }
     // Bad requests: clear errors, the ICA back, nothing at the device.
     expect(

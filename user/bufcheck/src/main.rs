@@ -12,7 +12,8 @@
 //!
 //! `bad` sends `fs.buf0` (and `fs.buf1` if there is one) requests that must be refused:
 //! no ICA, 0 or 9 sectors, sectors beyond the disk, sectors of another manager, an unknown
-//! label. It prints one line per case and `bad requests refused: N of N`.
+//! label, a read into a read-only ICA. It prints one line per case and `bad requests
+//! refused: N of N`; then sector 0 is written back as it was with the ICA lent read-only.
 #![no_std]
 #![no_main]
 
@@ -23,7 +24,7 @@ use alloc::string::String;
 use ulib::abi::blk::{BLK_ICA_SIZE, MAX_SECTORS};
 use ulib::abi::buf::{self, BUF_INFO, BUF_READ, BUF_WRITE};
 use ulib::abi::fnid::FnId;
-use ulib::abi::ipc::Msg;
+use ulib::abi::ipc::{Msg, MSG_ICA_READ_ONLY};
 use ulib::abi::res::Rights;
 use ulib::abi::Error;
 use ulib::{fnid, fs, ipc, println, res};
@@ -126,6 +127,11 @@ const AT: u64 = 0x0000_5600_0000_0000;
 
 /// One request to `to` (with a fresh ICA if `ica`): the reply's value, or the call's error.
 fn ask(to: FnId, label: u64, first: u64, count: u64, ica: bool) -> u64 {
+    ask_mapped(to, label, first, count, ica, true)
+}
+
+/// [`ask`] with the fresh ICA attached `writable` or read-only.
+fn ask_mapped(to: FnId, label: u64, first: u64, count: u64, ica: bool, writable: bool) -> u64 {
     let msg = Msg {
         label,
         words: [first, count, 0, 0, 0, 0],
@@ -137,7 +143,7 @@ fn ask(to: FnId, label: u64, first: u64, count: u64, ica: bool) -> u64 {
         };
     }
     let region = match res::open_vregion("here/vregion/bufcheck", BLK_ICA_SIZE, Rights::OWNER_ALL)
-        .and_then(|r| res::attach_here(r, AT, true).map(|()| r))
+        .and_then(|r| res::attach_here(r, AT, writable).map(|()| r))
     {
         Ok(r) => r,
         Err(e) => return e as u64,
@@ -155,6 +161,47 @@ fn ask(to: FnId, label: u64, first: u64, count: u64, ica: bool) -> u64 {
     let _ = res::detach_here(at);
     let _ = res::close(region);
     v
+}
+
+/// Read sector 0 into an ICA, then write it back with the ICA lent read-only: answered 0,
+/// the ICA back writable.
+fn lent_write_back(m0: FnId) -> Result<(), String> {
+    let region = res::open_vregion("here/vregion/bufcheck", BLK_ICA_SIZE, Rights::OWNER_ALL)
+        .map_err(|e| format!("vregion: {e}"))?;
+    if let Err(e) = res::attach_here(region, AT, true) {
+        let _ = res::close(region);
+        return Err(format!("attach: {e}"));
+    }
+    let mut at = AT;
+    let mut r = Ok(());
+    for label in [BUF_READ, BUF_WRITE | MSG_ICA_READ_ONLY] {
+        let msg = Msg {
+            label,
+            words: [0, 1, 0, 0, 0, 0],
+        };
+        match fnid::call_fn(m0, &ipc::with_ica(msg, region)) {
+            Ok((v, reply)) => {
+                if let Some((_, back)) = ipc::ica_at(&reply) {
+                    at = back;
+                }
+                if v != 0 || ipc::ica_read_only(&reply) {
+                    r = Err(format!(
+                        "request {label:#x}: {} (back read-only: {})",
+                        Error::from_code(v),
+                        ipc::ica_read_only(&reply)
+                    ));
+                    break;
+                }
+            }
+            Err(e) => {
+                r = Err(format!("request {label:#x}: {e}"));
+                break;
+            }
+        }
+    }
+    let _ = res::detach_here(at);
+    let _ = res::close(region);
+    r
 }
 
 fn bad() -> i32 {
@@ -221,6 +268,11 @@ fn bad() -> i32 {
             ask(m0, 99, 0, 1, true),
             Error::NotSupported
         ),
+        (
+            "a read into a read-only ICA",
+            ask_mapped(m0, BUF_READ, 0, 1, true, false),
+            Error::InvalidArgument
+        ),
     ];
     if parts > 1 {
         // Sector STRIPE is the next manager's.
@@ -244,8 +296,17 @@ fn bad() -> i32 {
             }
         );
     }
-    // The manager still serves: a good read.
+    // The manager still serves: a good read, and sector 0 written back as it was with the
+    // ICA lent read-only (`MSG_ICA_READ_ONLY`: bufd and blk only read it; it comes back
+    // writable).
     let good = ask(m0, BUF_READ, 0, 1, true);
+    match lent_write_back(m0) {
+        Ok(()) => println!("bufcheck: a write with a lent ICA: ok"),
+        Err(e) => {
+            println!("bufcheck: a write with a lent ICA: {e}");
+            return 1;
+        }
+    }
     if good == 0 {
         println!("bufcheck: a good read after them: ok");
     } else {

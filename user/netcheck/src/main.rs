@@ -14,7 +14,9 @@
 //!    (queue depth 32): 32 are kept in order, 68 dropped and counted, nothing else lost;
 //! 6. programs' errors: an oversized send (`TooLong`), a port in use (`AlreadyExists`),
 //!    closing another's port (`Denied`), an unknown request (`InvalidArgument`), a receive
-//!    that times out (`TimedOut`); a send from this program reaches the wire.
+//!    into a page lent read-only (`InvalidArgument`), a receive that times out
+//!    (`TimedOut`); a send from this program reaches the wire (every send lends its page
+//!    read-only, `ulib::net`).
 //!
 //! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
 //! `netd` in the same boot starts afresh). Prints `netcheck: ok (...)` and exits 0, or one
@@ -80,6 +82,38 @@ fn main(args: &[&str]) -> i32 {
             println!("netcheck: FAIL {f}");
         }
         1
+    }
+}
+
+/// `OP_RECV` on `port` with a page lent read-only (`MSG_ICA_READ_ONLY`) must be refused
+/// (`InvalidArgument`), the page back.
+fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), String> {
+    use ulib::abi::ipc::{MSG_ICA, MSG_ICA_READ_ONLY};
+    const AT: u64 = 0x0000_5700_0000_0000;
+    let page = ulib::res::open_vregion("here/vregion/netcheck-ro", 4096, Rights::OWNER_ALL)
+        .map_err(|e| format!("lent page: {e}"))?;
+    if let Err(e) = ulib::res::attach_here(page, AT, true) {
+        let _ = ulib::res::close(page);
+        return Err(format!("lent page: attach: {e}"));
+    }
+    let msg = Msg {
+        label: ulib::net::OP_RECV | MSG_ICA_READ_ONLY,
+        words: [u64::from(port), 0, 64, 0, 0, 0],
+    };
+    let r = ipc::call(udp.as_target(), &ipc::with_ica(msg, page));
+    let at = match &r {
+        Ok((_, reply)) => ipc::ica_at(reply).map_or(AT, |(_, at)| at),
+        Err(_) => AT,
+    };
+    let _ = ulib::res::detach_here(at);
+    let _ = ulib::res::close(page);
+    match r {
+        Ok((_, reply))
+            if reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) == Error::InvalidArgument as u64 =>
+        {
+            Ok(())
+        }
+        other => Err(format!("a receive into a page lent read-only: {other:?}")),
     }
 }
 
@@ -304,6 +338,10 @@ fn run(
         match ipc::call(udp.as_target(), &unknown) {
             Ok((_, r)) if r.label == Error::InvalidArgument as u64 => {}
             other => fails.push(format!("an unknown request: {other:?}")),
+        }
+        // A receive into a page lent read-only: netd would write the datagram into it.
+        if let Err(e) = recv_into_lent_page(udp, mine.port()) {
+            fails.push(e);
         }
     }
     match mine.recv_from(&mut buf, 20_000_000) {

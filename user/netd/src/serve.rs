@@ -18,7 +18,7 @@ use smoltcp::socket::{dhcpv4, udp};
 use smoltcp::time::Instant;
 use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address};
 use ulib::abi::fnid::RETIRE_NOTICE;
-use ulib::abi::ipc::{Msg, Received, MSG_ICA, SUBMIT_SEND};
+use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY, SUBMIT_SEND};
 use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
@@ -443,7 +443,9 @@ impl Server {
     }
 
     fn handle(&mut self, r: &Received) {
-        let label = r.msg.label & !MSG_ICA;
+        // A page mapped read-only (its sender's mapping was, or it lent it so) serves what
+        // only reads it (a send, a frame in); a receive writes the datagram into it.
+        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
         let page = ipc::ica_at(&r.msg);
         if r.msg.label == RETIRE_NOTICE && r.request == 0 {
             self.give_back_held();
@@ -637,7 +639,7 @@ impl Server {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
-        let Some(page) = page else {
+        let Some(page) = page.filter(|_| !ipc::ica_read_only(&r.msg)) else {
             return Some(Err(Error::InvalidArgument));
         };
         let [_, timeout, cap, ..] = r.msg.words;

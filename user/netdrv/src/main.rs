@@ -204,7 +204,8 @@ impl Driver {
     }
 
     fn request(&mut self, r: Received) {
-        let label = r.msg.label & !ulib::abi::ipc::MSG_ICA;
+        // A frame page mapped read-only (lent so) serves `DRV_TX`, which only reads it.
+        let label = r.msg.label & !(ulib::abi::ipc::MSG_ICA | ulib::abi::ipc::MSG_ICA_READ_ONLY);
         if r.sender.0 == 0 && label == abidev::IRQ_LABEL {
             // From the kernel: the interrupt is masked until we acknowledge. A line is
             // shared and level-triggered: reading the ISR lowers it.

@@ -26,7 +26,8 @@
 //!
 //! Data (up to [`DATA_MAX`] = 1,472 bytes) travels in an ICA: each socket owns one
 //! one-page vregion that goes to `netd` with each `OP_SEND` and `OP_RECV` and comes back
-//! with the reply, so no byte is copied through the kernel. (The six inline words would
+//! with the reply, so no byte is copied through the kernel; an `OP_SEND` lends it read-only
+//! (`MSG_ICA_READ_ONLY`: `netd` only reads the data). (The six inline words would
 //! carry only 32 bytes next to an ICA's id and address; one path for every size is
 //! simpler.) The socket keeps track of where its page is mapped now (a passed ICA comes back
 //! at a kernel-chosen address in the ICA window), and attaches it again if it came back
@@ -46,7 +47,7 @@
 
 use crate::{fnid, ipc, res, sys};
 use abi::fnid::FnId;
-use abi::ipc::{Msg, MSG_ICA};
+use abi::ipc::{Msg, MSG_ICA, MSG_ICA_READ_ONLY};
 use abi::res::{ResId, Rights};
 use abi::Error;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -122,7 +123,7 @@ pub fn server() -> Result<FnId, Error> {
 
 /// A reply's status as a `Result`.
 fn status(reply: &Msg) -> Result<(), Error> {
-    match reply.label & !MSG_ICA {
+    match reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) {
         0 => Ok(()),
         code => Err(Error::from_code(code)),
     }
@@ -134,7 +135,8 @@ fn call_again(server: FnId, msg: &Msg) -> Result<Msg, Error> {
         match ipc::call(server.as_target(), msg) {
             Err(Error::Again) => {}
             Err(e) => return Err(e),
-            Ok((_, reply)) if reply.label & !MSG_ICA == Error::Again as u64 => {}
+            Ok((_, reply))
+                if reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) == Error::Again as u64 => {}
             Ok((_, reply)) => return Ok(reply),
         }
         let _ = sys::yield_now();
@@ -258,7 +260,13 @@ impl UdpSocket {
                 Ok((_, reply)) => reply,
             };
             self.at = ipc::ica_at(&reply).map_or(0, |(_, at)| at);
-            if reply.label & !MSG_ICA == Error::Again as u64 {
+            if self.at != 0 && ipc::ica_read_only(&reply) {
+                // A lent page that came back read-only (this program moved meanwhile):
+                // let it go, to be attached again writable at home.
+                let _ = res::detach_here(self.at);
+                self.at = 0;
+            }
+            if reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) == Error::Again as u64 {
                 let _ = sys::yield_now();
                 continue;
             }
@@ -276,7 +284,7 @@ impl UdpSocket {
         // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
         // this socket uses it; `data` fits in it.
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, data.len()) };
-        let msg = request(
+        let mut msg = request(
             OP_SEND,
             [
                 u64::from(self.port),
@@ -285,6 +293,8 @@ impl UdpSocket {
                 data.len() as u64,
             ],
         );
+        // Lent read-only: `netd` only reads the data (it comes back writable).
+        msg.label |= MSG_ICA_READ_ONLY;
         status(&self.call_with_page(msg)?)
     }
 
