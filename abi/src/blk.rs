@@ -6,8 +6,10 @@
 //! sectors of [`SECTOR`] bytes from offset 0. Every reply to a request that carried an ICA
 //! carries it back, also on an error.
 //!
-//! Errors (the reply's value): `InvalidArgument` for a request without its ICA or a sector
-//! count of 0 or above [`MAX_SECTORS`]; `TooLong` for sectors beyond the disk's end;
+//! A write's ICA may be read-only (lent so: `ipc::MSG_ICA_READ_ONLY`); a read's may not.
+//!
+//! Errors (the reply's value): `InvalidArgument` for a request without its ICA, a read
+//! whose ICA is read-only, or a sector count of 0 or above [`MAX_SECTORS`]; `TooLong` for sectors beyond the disk's end;
 //! `Denied` for a write to a read-only disk; `Unknown` when the device reported an I/O
 //! error.
 

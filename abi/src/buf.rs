@@ -15,8 +15,12 @@
 //! Data travels as with `blk`: one ICA of [`crate::blk::BLK_ICA_SIZE`] bytes, sectors from
 //! offset 0; every reply to a request that carried an ICA carries it back, also on an error.
 //!
-//! Errors (the reply's value): `InvalidArgument` for a request without its ICA, a count of
-//! 0 or above [`crate::blk::MAX_SECTORS`], or a sector that belongs to another manager;
+//! A write's ICA may be read-only (lent so: `ipc::MSG_ICA_READ_ONLY`; it goes on to `blk`
+//! as it came); a read's may not.
+//!
+//! Errors (the reply's value): `InvalidArgument` for a request without its ICA, a read
+//! whose ICA is read-only, a count of 0 or above [`crate::blk::MAX_SECTORS`], or a sector
+//! that belongs to another manager;
 //! `TooLong` for sectors beyond the disk's end; whatever `blk` answered otherwise.
 
 /// Most buffer managers.

@@ -27,7 +27,8 @@
 //! Data (up to [`DATA_MAX`] = 1,472 bytes) travels in an ICA: each socket owns one
 //! one-page vregion that goes to `netd` with each `OP_SEND` and `OP_RECV` and comes back
 //! with the reply, so no byte is copied through the kernel; an `OP_SEND` lends it read-only
-//! (`MSG_ICA_READ_ONLY`: `netd` only reads the data). (The six inline words would
+//! (`MSG_ICA_READ_ONLY`: `netd` only reads the data), and `netd` refuses an `OP_RECV`
+//! whose page is read-only (`InvalidArgument`). (The six inline words would
 //! carry only 32 bytes next to an ICA's id and address; one path for every size is
 //! simpler.) The socket keeps track of where its page is mapped now (a passed ICA comes back
 //! at a kernel-chosen address in the ICA window), and attaches it again if it came back
