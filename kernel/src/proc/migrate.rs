@@ -26,7 +26,9 @@
 //!
 //! Left out: a process with children does not move (`Busy`): their parent links name the old
 //! pid. Resource handles that name the process (its process, vspace or compute resource)
-//! stay on A and then name an ended process.
+//! stay on A and then name an ended process, and so do the endpoints it opened (they stay
+//! in A's table, charged to its user, until closed: a process closes them before it moves,
+//! as `icacheck`'s `mover` does).
 
 use super::{sched, Newborn, Process, MAX_NAME};
 use crate::arch::x86_64::{context, idt::TrapFrame};

@@ -520,6 +520,8 @@ fn mover(args: &[&str]) -> Check {
     if !ipc::ica_read_only(&r.msg) {
         return fail("mover: a lent ICA came", "writable");
     }
+    // Closed before the move: an endpoint stays on its core, owned by the ended process.
+    res::close(ep).map_err(e("mover close endpoint"))?;
     sys::migrate(None, core).map_err(e("mover migrate"))?;
     ipc::send(back, &ipc::with_ica(cmd(KEEP, 0, 0), id)).map_err(e("mover send back"))
 }
