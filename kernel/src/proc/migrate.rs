@@ -53,7 +53,7 @@ pub struct Snapshot {
     fx: [u8; 512],
     /// Owned pages: (address, frame on the old core, writable, executable).
     pages: Vec<(u64, u64, bool, bool)>,
-    /// Attached vregions: (address, frames, writable, region).
+    /// Attached vregions, as they were (an ICA stays one), and their regions.
     attachments: Vec<(super::vspace::Attachment, ResId)>,
     /// Let it run on the new core (it was running, not stopped by a compute).
     run: bool,

@@ -26,7 +26,8 @@ pub const MAX_USER_PAGES: u64 = 1 << 18;
 /// Highest address the heap may reach.
 pub const HEAP_LIMIT: u64 = 0x0000_7000_0000_0000;
 
-/// An attachment taken out of an address space to be passed as an ICA.
+/// An attachment taken out of an address space (an ICA being passed, a process moving),
+/// to be mapped again as it was.
 pub struct Attachment {
     pub at: u64,
     pub frames: Vec<u64>,

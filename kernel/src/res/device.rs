@@ -293,6 +293,21 @@ impl Device {
     fn on_line(&self) -> bool {
         self.routed() && !self.msix_on
     }
+
+    /// Its interrupt came (its line or MSI-X entry is masked now): the message to send,
+    /// if its holder is alive and has acknowledged the last one (it is then waited for);
+    /// a holder that ended is unrouted, with no message.
+    fn interrupted(&mut self) -> Option<(ResId, u16)> {
+        if !self.routed() {
+            self.irq_to = None;
+            self.irq_masked = false;
+            return None;
+        }
+        let ep = self.irq_to.filter(|_| !self.irq_masked)?;
+        self.irq_masked = true;
+        self.irqs += 1;
+        Some((ep, self.func.bdf.packed()))
+    }
 }
 
 /// The MSI-X vector device `id` (function `f`) would interrupt at, with core 0's APIC id;
@@ -452,14 +467,7 @@ pub fn on_interrupt(gsi: u32) {
         let _ = local::with_state(id, &[], |d: &mut Device| {
             if !d.msix_on && pci_irq::gsi_of(d.func.irq_line) == Some(gsi) {
                 line = Some(d.func.irq_line);
-                if !d.routed() {
-                    d.irq_to = None;
-                    d.irq_masked = false;
-                } else if let Some(ep) = d.irq_to.filter(|_| !d.irq_masked) {
-                    d.irq_masked = true;
-                    d.irqs += 1;
-                    to.push((ep, d.func.bdf.packed()));
-                }
+                to.extend(d.interrupted());
             }
             Ok(())
         });
@@ -467,16 +475,7 @@ pub fn on_interrupt(gsi: u32) {
     if let Some(line) = line {
         let _ = pci_irq::set(line, true);
     }
-    let saved = super::snapshot_flow();
-    super::begin_flow(UserId::KERNEL);
-    for (ep, bdf) in to {
-        let msg = abi::ipc::Msg {
-            label: abi::dev::IRQ_LABEL,
-            words: [u64::from(bdf), 0, 0, 0, 0, 0],
-        };
-        let _ = crate::ipc::kernel_send(ep, msg);
-    }
-    super::put_back_flow(&saved);
+    tell(&to);
 }
 
 /// An MSI-X message at vector `VEC_MSI_BASE + index` (core 0, from the entry): device
@@ -486,32 +485,34 @@ pub fn on_msi(index: u32) {
     let Some(&id) = devices().get(index as usize) else {
         return;
     };
-    let mut to = None;
-    let _ = local::with_state(id, &[], |d: &mut Device| {
+    let to = local::with_state(id, &[], |d: &mut Device| {
         if !d.msix_on {
-            return Ok(());
+            return Ok(None);
         }
         msix::set_masked(d.func, true);
-        if !d.routed() {
-            d.irq_to = None;
-            d.irq_masked = false;
-        } else if let Some(ep) = d.irq_to.filter(|_| !d.irq_masked) {
-            d.irq_masked = true;
-            d.irqs += 1;
-            to = Some((ep, d.func.bdf.packed()));
-        }
-        Ok(())
+        Ok(d.interrupted())
     });
-    if let Some((ep, bdf)) = to {
-        let saved = super::snapshot_flow();
-        super::begin_flow(UserId::KERNEL);
+    if let Ok(Some(to)) = to {
+        tell(&[to]);
+    }
+}
+
+/// The interrupt messages `to` (endpoint, the device's packed bus/device/function), sent
+/// as the kernel.
+fn tell(to: &[(ResId, u16)]) {
+    if to.is_empty() {
+        return;
+    }
+    let saved = super::snapshot_flow();
+    super::begin_flow(UserId::KERNEL);
+    for &(ep, bdf) in to {
         let msg = abi::ipc::Msg {
             label: abi::dev::IRQ_LABEL,
             words: [u64::from(bdf), 0, 0, 0, 0, 0],
         };
         let _ = crate::ipc::kernel_send(ep, msg);
-        super::put_back_flow(&saved);
     }
+    super::put_back_flow(&saved);
 }
 
 /// Is device `id`'s interrupt masked in the hardware now: its MSI-X entry if it comes by

@@ -46,13 +46,9 @@ fn entry(f: &Function, i: u16) -> Option<u64> {
     (fits && phys + ENTRY <= LOW_DIRECT_MAP).then(|| phys_to_virt(phys))
 }
 
-fn entry0(f: &Function) -> Option<u64> {
-    entry(f, 0)
-}
-
 /// Can `f`'s interrupt come by MSI-X?
 pub fn usable(f: &Function) -> bool {
-    entry0(f).is_some()
+    entry(f, 0).is_some()
 }
 
 /// Does BAR `bar` of `f` hold its MSI-X table or pending-bit array (so a driver may not
@@ -90,7 +86,7 @@ fn mask_entry(e: u64, masked: bool) {
 /// entry (a driver may point its device at any, and none but entry 0 is the kernel's),
 /// and turn MSI-X on for the function (its line is then silent). `false` if `f` cannot.
 pub fn enable(f: &Function, vector: u8, apic_id: u32) -> bool {
-    let (Some(e), Some(m)) = (entry0(f), f.msix) else {
+    let (Some(e), Some(m)) = (entry(f, 0), f.msix) else {
         return false;
     };
     for i in 0..m.entries {
@@ -109,14 +105,14 @@ pub fn enable(f: &Function, vector: u8, apic_id: u32) -> bool {
 /// Mask or unmask `f`'s entry 0 (a message the device raises while masked is kept pending
 /// and sent at the unmask).
 pub fn set_masked(f: &Function, masked: bool) {
-    if let Some(e) = entry0(f) {
+    if let Some(e) = entry(f, 0) {
         mask_entry(e, masked);
     }
 }
 
 /// Is `f`'s entry 0 masked now (the device's own word; `None` without a usable table)?
 pub fn is_masked(f: &Function) -> Option<bool> {
-    let e = entry0(f)?;
+    let e = entry(f, 0)?;
     Some(read_entry(e, 3) & ENTRY_MASKED != 0)
 }
 
