@@ -20,7 +20,7 @@ use alloc::string::String;
 use drvlib::virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use drvlib::virtio_drivers::transport::pci::PciTransport;
 use ulib::abi::blk::{self, BLK_FLUSH, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
-use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY};
+use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::res::{Op, ResId, Rights};
 use ulib::abi::{dev as abidev, Error};
 use ulib::{fnid, ipc, println};
@@ -113,7 +113,7 @@ fn run() -> Result<(), String> {
 
 impl Driver {
     fn is_irq(r: &Received) -> bool {
-        r.sender.0 == 0 && r.msg.label & !MSG_ICA == abidev::IRQ_LABEL
+        r.sender.0 == 0 && ipc::label(&r.msg) == abidev::IRQ_LABEL
     }
 
     /// The device interrupted: acknowledge it to the device, then to the kernel.
@@ -137,7 +137,7 @@ impl Driver {
         }
         // A read-only ICA (the client's mapping was, or it lent it so) serves a write
         // only: a read's sectors are written into it.
-        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
+        let label = ipc::label(&r.msg);
         let ica = ipc::ica_at(&r.msg);
         let read_only = ipc::ica_read_only(&r.msg);
         let (value, words) = match label {

@@ -30,7 +30,7 @@ use bufcache::Cache;
 use ulib::abi::blk::{self, BLK_FLUSH, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
 use ulib::abi::buf::{self, BUF_FLUSH, BUF_INFO, BUF_READ, BUF_WRITE};
 use ulib::abi::fnid::{FnId, MAX_RESTARTS};
-use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY};
+use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::res::{Op, ResId, Rights};
 use ulib::abi::Error;
 use ulib::{fnid, ipc, println, sys};
@@ -185,7 +185,7 @@ impl Manager {
         // A read-only ICA (the client's mapping was, or it lent it so) serves a write
         // only: a read's sectors are written into it. A write's goes on to `blk` as it
         // came, read-only too.
-        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
+        let label = ipc::label(&r.msg);
         let mut ica = ipc::ica_at(&r.msg);
         let read_only = ipc::ica_read_only(&r.msg);
         let (value, words) = match label {

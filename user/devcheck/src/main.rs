@@ -342,16 +342,8 @@ fn driver(c: &mut Checks, net: ResId, line: bool) {
 
 /// The configuration offset of `dev`'s MSI-X capability (id 0x11), from its list.
 fn msix_capability(dev: ResId) -> Option<u16> {
-    let mut at = dev::config_read(dev, 0x34, 1).ok()? & 0xfc;
-    for _ in 0..48 {
-        if at < 0x40 {
-            return None;
-        }
-        let off = at as u16;
-        if dev::config_read(dev, off, 1).ok()? == 0x11 {
-            return Some(off);
-        }
-        at = dev::config_read(dev, off + 1, 1).ok()? & 0xfc;
-    }
-    None
+    let caps = dev::capabilities(dev).ok()?;
+    caps.into_iter()
+        .find(|&(id, _)| id == 0x11)
+        .map(|(_, off)| off)
 }

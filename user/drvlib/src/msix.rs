@@ -15,13 +15,13 @@
 //! signalled between `DEV_IRQ` and here raised no message: `netdrv` looks at its receive
 //! queue on a timeout as well, and `blkdrv` has nothing in flight before it serves.
 
-use super::{BAR_STRIDE, BAR_WINDOW, STATE};
+use super::STATE;
 use ulib::abi::res::ResId;
 use ulib::abi::Error;
-use ulib::dev::{config_read, IrqBy};
+use ulib::dev::{capabilities, config_read, IrqBy};
 
 /// A vendor-specific capability (virtio's), and its type for the common configuration.
-const CAP_VENDOR: u32 = 0x09;
+const CAP_VENDOR: u8 = 0x09;
 const COMMON_CFG: u32 = 1;
 /// Offsets in the common configuration (virtio 1.1, 4.1.4.3).
 const MSIX_CONFIG: u64 = 16;
@@ -32,18 +32,10 @@ const QUEUE_MSIX_VECTOR: u64 = 26;
 const NO_VECTOR: u16 = 0xffff;
 
 /// Where the held function `id`'s virtio common configuration is mapped, from its
-/// capability list (at most 48 hops).
+/// capability list.
 fn common_cfg(id: ResId) -> Result<u64, Error> {
-    if config_read(id, 6, 2)? & 0x10 == 0 {
-        return Err(Error::NotSupported);
-    }
-    let mut at = config_read(id, 0x34, 1)? & 0xfc;
-    for _ in 0..48 {
-        if at < 0x40 {
-            break;
-        }
-        let off = at as u16;
-        if config_read(id, off, 1)? == CAP_VENDOR && config_read(id, off + 3, 1)? == COMMON_CFG {
+    for (cap, off) in capabilities(id)? {
+        if cap == CAP_VENDOR && config_read(id, off + 3, 1)? == COMMON_CFG {
             let bar = config_read(id, off + 4, 1)? as usize;
             let offset = u64::from(config_read(id, off + 8, 4)?);
             let mapped = STATE.with(|s| s.bars.get(bar).copied().flatten());
@@ -51,10 +43,8 @@ fn common_cfg(id: ResId) -> Result<u64, Error> {
             if offset + 32 > m.size {
                 return Err(Error::InvalidArgument);
             }
-            debug_assert_eq!(m.at, BAR_WINDOW + bar as u64 * BAR_STRIDE);
             return Ok(m.at + offset);
         }
-        at = config_read(id, off + 1, 1)? & 0xfc;
     }
     Err(Error::NotSupported)
 }

@@ -33,7 +33,7 @@ use alloc::string::String;
 use core::fmt::Write;
 use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timestamp, VolumeIdx};
 use ulib::abi::fs::*;
-use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY};
+use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::res::{Op, Rights};
 use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
@@ -255,7 +255,7 @@ impl Server {
         if r.request == 0 {
             return;
         }
-        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
+        let label = ipc::label(&r.msg);
         let Some((region, at)) = ipc::ica_at(&r.msg) else {
             let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
             return;

@@ -693,7 +693,7 @@ fn server(args: &[&str]) -> Check {
         let r = ipc::reply_recv(answer.0, answer.1, &answer.2, ep, IDLE_NS)
             .map_err(e("server reply_recv"))?;
         answer = (r.request, 0, Msg::default());
-        let op = r.msg.label & !(api::MSG_ICA | api::MSG_ICA_READ_ONLY);
+        let op = ipc::label(&r.msg);
         if matches!(op, PEEK | FORWARD) {
             answer.1 = peek(&r, op)?;
             answer.2 = ipc::with_ica(Msg::default(), ipc::ica_at(&r.msg).ok_or("no ICA")?.0);

@@ -514,13 +514,12 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
 /// A request from a program on this machine: answered now, or once its request to another
 /// machine ends ([`State::complete`]).
 fn local(r: &Received) -> Result<(), Error> {
-    use ulib::abi::ipc::{MSG_ICA, MSG_ICA_READ_ONLY};
     let w = r.msg.words;
     let user = u32::try_from(r.sender_user).map_err(|_| Error::InvalidArgument);
     if let Some((region, _)) = ipc::ica_at(&r.msg) {
         // Every ICA goes back with its answer, whatever the request (else each one would
         // stay mapped here, and a full ICA window would refuse every file request).
-        let refused = match (r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY), user) {
+        let refused = match (ipc::label(&r.msg), user) {
             (mach::OP_FS, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
             (mach::OP_FS, Ok(user)) => {
                 with(|s| files::local(s, r, user));

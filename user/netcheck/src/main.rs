@@ -88,7 +88,7 @@ fn main(args: &[&str]) -> i32 {
 /// `OP_RECV` on `port` with a page lent read-only (`MSG_ICA_READ_ONLY`) must be refused
 /// (`InvalidArgument`), the page back.
 fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), String> {
-    use ulib::abi::ipc::{MSG_ICA, MSG_ICA_READ_ONLY};
+    use ulib::abi::ipc::MSG_ICA_READ_ONLY;
     const AT: u64 = 0x0000_5700_0000_0000;
     let page = ulib::res::open_vregion("here/vregion/netcheck-ro", 4096, Rights::OWNER_ALL)
         .map_err(|e| format!("lent page: {e}"))?;
@@ -108,11 +108,7 @@ fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), Stri
     let _ = ulib::res::detach_here(at);
     let _ = ulib::res::close(page);
     match r {
-        Ok((_, reply))
-            if reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) == Error::InvalidArgument as u64 =>
-        {
-            Ok(())
-        }
+        Ok((_, reply)) if ipc::label(&reply) == Error::InvalidArgument as u64 => Ok(()),
         other => Err(format!("a receive into a page lent read-only: {other:?}")),
     }
 }

@@ -18,7 +18,7 @@ use smoltcp::socket::{dhcpv4, udp};
 use smoltcp::time::Instant;
 use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address};
 use ulib::abi::fnid::RETIRE_NOTICE;
-use ulib::abi::ipc::{Msg, Received, MSG_ICA, MSG_ICA_READ_ONLY, SUBMIT_SEND};
+use ulib::abi::ipc::{Msg, Received, SUBMIT_SEND};
 use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
@@ -445,7 +445,7 @@ impl Server {
     fn handle(&mut self, r: &Received) {
         // A page mapped read-only (its sender's mapping was, or it lent it so) serves what
         // only reads it (a send, a frame in); a receive writes the datagram into it.
-        let label = r.msg.label & !(MSG_ICA | MSG_ICA_READ_ONLY);
+        let label = ipc::label(&r.msg);
         let page = ipc::ica_at(&r.msg);
         if r.msg.label == RETIRE_NOTICE && r.request == 0 {
             self.give_back_held();

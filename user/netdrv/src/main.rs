@@ -205,7 +205,7 @@ impl Driver {
 
     fn request(&mut self, r: Received) {
         // A frame page mapped read-only (lent so) serves `DRV_TX`, which only reads it.
-        let label = r.msg.label & !(ulib::abi::ipc::MSG_ICA | ulib::abi::ipc::MSG_ICA_READ_ONLY);
+        let label = ipc::label(&r.msg);
         if r.sender.0 == 0 && label == abidev::IRQ_LABEL {
             // From the kernel: the interrupt is masked until we acknowledge. A line is
             // shared and level-triggered: reading the ISR lowers it.

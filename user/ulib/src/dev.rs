@@ -83,6 +83,23 @@ pub fn dma_free(addr: u64, pages: u64) -> Result<(), Error> {
     decode(unsafe { raw::syscall2(nr::DMA_FREE, addr, pages) }).map(drop)
 }
 
+/// The held function's capabilities (PCI Local Bus 3.0, 6.7): (id, configuration offset)
+/// in list order; at most 48 (a malformed list that loops ends there).
+pub fn capabilities(dev: ResId) -> Result<Vec<(u8, u16)>, Error> {
+    const HAS_CAPABILITIES: u32 = 1 << 4;
+    let mut caps = Vec::new();
+    if config_read(dev, 6, 2)? & HAS_CAPABILITIES == 0 {
+        return Ok(caps);
+    }
+    let mut at = config_read(dev, 0x34, 1)? & 0xfc;
+    while at >= 0x40 && caps.len() < 48 {
+        let off = at as u16;
+        caps.push((config_read(dev, off, 1)? as u8, off));
+        at = config_read(dev, off + 1, 1)? & 0xfc;
+    }
+    Ok(caps)
+}
+
 /// Deliver the held device's interrupt to `endpoint` (the caller's; `None`: stop).
 pub fn irq(dev: ResId, endpoint: Option<ResId>) -> Result<IrqBy, Error> {
     let ep = endpoint.map_or(0, |e| e.0);

@@ -176,6 +176,12 @@ pub fn with_ica(mut msg: Msg, region: ResId) -> Msg {
     msg
 }
 
+/// `msg`'s label without the ICA flags (`MSG_ICA`, `MSG_ICA_READ_ONLY`): the operation or
+/// status it names, however its ICA travelled.
+pub fn label(msg: &Msg) -> u64 {
+    msg.label & !(api::MSG_ICA | api::MSG_ICA_READ_ONLY)
+}
+
 /// Is the ICA a received request carries mapped read-only here (`MSG_ICA_READ_ONLY`)? A
 /// server that writes into its requests' ICAs refuses such a request.
 pub fn ica_read_only(msg: &Msg) -> bool {

@@ -48,7 +48,7 @@
 
 use crate::{fnid, ipc, res, sys};
 use abi::fnid::FnId;
-use abi::ipc::{Msg, MSG_ICA, MSG_ICA_READ_ONLY};
+use abi::ipc::{Msg, MSG_ICA_READ_ONLY};
 use abi::res::{ResId, Rights};
 use abi::Error;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -124,7 +124,7 @@ pub fn server() -> Result<FnId, Error> {
 
 /// A reply's status as a `Result`.
 fn status(reply: &Msg) -> Result<(), Error> {
-    match reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) {
+    match ipc::label(reply) {
         0 => Ok(()),
         code => Err(Error::from_code(code)),
     }
@@ -136,8 +136,7 @@ fn call_again(server: FnId, msg: &Msg) -> Result<Msg, Error> {
         match ipc::call(server.as_target(), msg) {
             Err(Error::Again) => {}
             Err(e) => return Err(e),
-            Ok((_, reply))
-                if reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) == Error::Again as u64 => {}
+            Ok((_, reply)) if ipc::label(&reply) == Error::Again as u64 => {}
             Ok((_, reply)) => return Ok(reply),
         }
         let _ = sys::yield_now();
@@ -267,7 +266,7 @@ impl UdpSocket {
                 let _ = res::detach_here(self.at);
                 self.at = 0;
             }
-            if reply.label & !(MSG_ICA | MSG_ICA_READ_ONLY) == Error::Again as u64 {
+            if ipc::label(&reply) == Error::Again as u64 {
                 let _ = sys::yield_now();
                 continue;
             }
