@@ -55,10 +55,18 @@ struct Life {
 }
 
 impl Life {
+    /// Every sequence below `floor` is over for the client: answered, or given up at its
+    /// deadline while this server may still be performing it (a remote `wait` queued
+    /// behind others). Neither its reply nor its place in `running` is kept: a reply the
+    /// client no longer waits for is not sent ([`Server::finish`] gives `None`), and a
+    /// request the client gave up on does not take a place in its window. Before, such
+    /// requests stayed in `running` and counted against the window, so a client that
+    /// gave up on a few slow ones found its next requests refused `InvalidArgument`.
     fn forget_below(&mut self, floor: u64) {
         if floor > self.floor {
             self.floor = floor;
             self.cache.retain(|(s, _)| *s >= floor);
+            self.running.retain(|s| *s >= floor);
         }
     }
 }
@@ -211,7 +219,8 @@ impl Server {
 
     /// Request `h` (from [`Decision::Perform`]) was performed with `result`: the reply to
     /// send, kept for duplicates. `None` if the client has since moved to a new epoch (the
-    /// reply would go to a life that is over).
+    /// reply would go to a life that is over) or has given the request up (its floor
+    /// passed it).
     pub fn finish(&mut self, h: &Header, result: Result<&[u8], Error>) -> Option<Vec<u8>> {
         let bytes = match result {
             Ok(payload) => self.reply(h, 0, payload),
@@ -313,5 +322,39 @@ mod tests {
         }
         assert_eq!(s.performed, WINDOW);
         assert_eq!(s.on_request(b"junk"), Decision::Drop(Dropped::NotForMe));
+    }
+
+    /// Regression (a loaded `machines` run: `mfcheck waits 1 24 3000`'s last waits were
+    /// refused `InvalidArgument`): requests the client gave up at their deadline while the
+    /// server still performed them counted against its window for ever.
+    #[test]
+    fn requests_given_up_do_not_fill_the_window() {
+        let mut s = Server::new(1, 77);
+        let mut c = Client::new(0, 5, Retry::default());
+        // Eight slow requests (remote waits) with an early deadline, still performed.
+        let mut slow = Vec::new();
+        for _ in 0..8 {
+            let (_, req) = c.start(0, 1, 3, 9, b"", 10).unwrap();
+            let Decision::Perform(h, _) = s.on_request(&req) else {
+                panic!("not performed")
+            };
+            slow.push(h);
+        }
+        let (_, given_up) = c.poll(10);
+        assert_eq!(given_up.len(), 8);
+        // The client's window is whole again: WINDOW quick requests, each performed.
+        for i in 0..WINDOW {
+            let (_, req) = c.start(20, 1, 3, 9, b"", u64::MAX).unwrap();
+            let Decision::Perform(h, _) = s.on_request(&req) else {
+                panic!("request {i} not performed")
+            };
+            let reply = s.finish(&h, Ok(b"")).unwrap();
+            assert!(c.on_reply(&reply).is_some());
+        }
+        // The slow ones end: nobody waits for their replies, none is sent or cached.
+        for h in &slow {
+            assert_eq!(s.finish(h, Ok(b"late")), None);
+        }
+        assert_eq!(s.performed, 8 + WINDOW);
     }
 }
