@@ -26,6 +26,7 @@
 //! | [`OP_INPUT`] | machine, epoch, pid, length and [`INPUT_END`]; the bytes in the ICA | bytes written; the ICA back |
 //! | [`OP_UNFOLLOW`] | machine, epoch, pid | - |
 //! | [`OP_FS`] | machine, fs op and name length ([`fs_word`]), epoch, the fs request's `words[0]` and `words[1]`; the request's ICA (`abi::fs`) | the fs reply's `words[0..3]`; the ICA back |
+//! | [`OP_CALL`] | machine, the remote request's label, [`call_word`] (name and data lengths, bytes wanted back, with an ICA), timeout ns (0: [`DEFAULT_DEADLINE_NS`]); in the ICA the remote request's six words, the function's name, the data ([`CALL_WORDS_AT`], [`CALL_NAME_AT`]) | bytes brought back, the server's reply value and label; in the ICA the server's six reply words and those bytes |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
 //! another epoch, and a request naming the old one is refused with `StaleResource`.
@@ -106,6 +107,61 @@ pub const OP_FS: u64 = 10;
 /// Most bytes one `OP_FS` carries each way (a name, a write's or a read's data, a
 /// listing): what fits one `libs/mrpc` message beside the request's words.
 pub const FS_REMOTE_MAX: usize = 896;
+
+/// A call to a function (`abi::fnid`) served on another machine, by its name: P4's
+/// inter-machine RPCC for any server, not only the ones `machd` knows. The request's ICA
+/// (writable, at least a page) holds the remote request's six words at
+/// [`CALL_WORDS_AT`] and, from [`CALL_NAME_AT`], the function's name (1 to
+/// [`CALL_NAME_MAX`] bytes) followed by the data (at most [`CALL_REMOTE_MAX`] bytes);
+/// `words[0]` is the machine, `words[1]` the remote request's label, `words[2]` a
+/// [`call_word`], `words[3]` how long the server may take (ns; 0: [`DEFAULT_DEADLINE_NS`],
+/// at most ten times that). With [`CALL_WITH_ICA`] the remote request carries an ICA of
+/// one page there with the data at its start (and, as every ICA, its id in the request's
+/// `words[5]`, so only `words[0..4]` travel as given); the reply brings back the first
+/// `wanted` bytes of the ICA the server gives back. The other machine's `machd` makes the
+/// call acting as the caller's user (`Received::sender_user` there), so a server that checks
+/// users checks this one, as for a local caller; the sender it sees is that `machd`.
+///
+/// The reply's `words[0]` is how many bytes came back, `words[1]` the server's reply value
+/// (0, or the `Error` code it answered), `words[2]` its reply's label (without the ICA
+/// flags: some servers answer their status there); in the ICA the server's six reply words at
+/// [`CALL_WORDS_AT`] and the bytes at [`CALL_NAME_AT`]. The call's own value is an error
+/// of the way there: `NoSuchResource` (nobody serves the name there), `NotSupported` for
+/// `fs` and `mach` (a file request goes by [`OP_FS`], which keeps each open file its
+/// opener's: `fs` tells its clients apart by process, and every remote caller would reach
+/// it as the same `machd`), `TooLong`, `InvalidArgument`, `TimedOut` (the server took
+/// longer), `Gone`.
+pub const OP_CALL: u64 = 14;
+/// Most bytes of a function's name in [`OP_CALL`].
+pub const CALL_NAME_MAX: usize = 32;
+/// Most bytes of data an [`OP_CALL`] carries each way: what fits one `libs/mrpc` message
+/// beside the name and ten words.
+pub const CALL_REMOTE_MAX: usize = 896;
+/// Where the six words are in an [`OP_CALL`]'s ICA (the request's, then the reply's).
+pub const CALL_WORDS_AT: usize = 0;
+/// Where the name and data (the request's), then the bytes brought back (the reply's) start.
+pub const CALL_NAME_AT: usize = 48;
+/// [`call_word`]'s flag: the remote request carries an ICA.
+pub const CALL_WITH_ICA: u64 = 1 << 48;
+
+/// [`OP_CALL`]'s `words[2]`: the name's length in bits 0..8, the data's in 8..24, the
+/// bytes wanted back in 24..40, and [`CALL_WITH_ICA`].
+pub const fn call_word(name_len: u64, data_len: u64, wanted: u64, with_ica: bool) -> u64 {
+    (name_len & 0xff)
+        | (data_len & 0xffff) << 8
+        | (wanted & 0xffff) << 24
+        | if with_ica { CALL_WITH_ICA } else { 0 }
+}
+
+/// [`call_word`]'s parts: name length, data length, bytes wanted back, with an ICA.
+pub const fn call_parts(w: u64) -> (usize, usize, usize, bool) {
+    (
+        (w & 0xff) as usize,
+        ((w >> 8) & 0xffff) as usize,
+        ((w >> 24) & 0xffff) as usize,
+        w & CALL_WITH_ICA != 0,
+    )
+}
 
 /// `OP_FS`'s `words[0]`: the machine in bits 0..8, the fs op in bits 8..16, the length of
 /// the name at the ICA's start in bits 16..32.
@@ -196,6 +252,23 @@ mod tests {
         // Out-of-range parts are cut to their fields, never spill into the next.
         assert_eq!(fs_word(0x1ff, 0, 0), 0xff);
         assert_eq!(fs_word(0, 0x1ff, 0) >> 16, 0);
+    }
+
+    #[test]
+    fn call_word_round_trips_and_keeps_its_fields_apart() {
+        let w = call_word(32, 896, 100, true);
+        assert_eq!(call_parts(w), (32, 896, 100, true));
+        assert_eq!(call_parts(call_word(1, 0, 0, false)), (1, 0, 0, false));
+        // Out-of-range parts are cut to their fields.
+        assert_eq!(
+            call_parts(call_word(0x1ff, 0, 0, false)),
+            (0xff, 0, 0, false)
+        );
+        assert_eq!(
+            call_parts(call_word(0, 0x1ffff, 0, false)),
+            (0, 0xffff, 0, false)
+        );
+        const { assert!(CALL_NAME_AT + CALL_NAME_MAX + CALL_REMOTE_MAX <= 4096) };
     }
 
     #[test]

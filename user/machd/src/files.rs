@@ -100,6 +100,8 @@ pub enum Kind {
     Output,
     /// `OP_INPUT` (`streams::input_local`): its bytes came from it.
     Input,
+    /// `OP_CALL` (`calls`): the server's words and bytes go into it.
+    Call,
 }
 
 /// Does fs op `op` name a file by the name at the ICA's start?
@@ -185,6 +187,8 @@ pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Erro
         }
         // `R_INPUT`'s: how many bytes were written.
         Kind::Input => Ok(([word(&p, 0)?, 0, 0], Vec::new())),
+        // Answered by `calls::answer` (`State::answer` sends it there).
+        Kind::Call => Err(Error::InvalidArgument),
         Kind::Fs => {
             let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
             Ok((fw, p[24..].to_vec()))

@@ -26,12 +26,14 @@
 //! endpoint and starts mrpc requests; the *network* thread ([`net`]) receives datagrams,
 //! performs other machines' requests, sends heartbeats and retransmissions, and answers the
 //! local callers when their requests end. A pool of [`WORKERS`] threads performs requests
-//! that wait (a remote `wait`), and [`files::FS_WORKERS`] others the file requests. All share [`State`] behind a `ulib::cell::Local` lock.
+//! that wait (a remote `wait`), [`files::FS_WORKERS`] others the file requests, and
+//! [`calls::CALL_WORKERS`] the calls to this machine's functions by name. All share [`State`] behind a `ulib::cell::Local` lock.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod calls;
 mod files;
 mod follow;
 mod net;
@@ -143,6 +145,10 @@ pub(crate) struct State {
     pub fs_jobs: VecDeque<files::Job>,
     /// Remote background programs whose output this machine's console shows (`follow`).
     pub followed: follow::List,
+    /// Other machines' calls to this machine's functions, for the call workers (`calls`).
+    pub call_jobs: VecDeque<(mrpc::Header, Vec<u8>)>,
+    /// Tickets of calls whose answer came too late (`calls`): collected and let go later.
+    pub given_up: Vec<u64>,
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -152,6 +158,8 @@ static RX: Local<Option<UdpSocket>> = Local::new(None);
 static JOBS: Local<Option<ResId>> = Local::new(None);
 /// Counts the jobs for the file workers.
 static FS_JOBS: Local<Option<ResId>> = Local::new(None);
+/// Counts the jobs for the call workers.
+static CALL_JOBS: Local<Option<ResId>> = Local::new(None);
 
 /// Run `f` on the shared state (which exists once `main` set it up).
 pub(crate) fn with<R>(f: impl FnOnce(&mut State) -> R) -> R {
@@ -209,7 +217,11 @@ impl State {
     fn answer(&mut self, call: Call, to: u8, result: Result<Vec<u8>, Error>) {
         let epoch = self.client.known_epoch(to);
         if let Some(fs) = call.fs {
-            files::answer(call.request, epoch, fs, result);
+            if fs.kind == files::Kind::Call {
+                calls::answer(call.request, fs, result);
+            } else {
+                files::answer(call.request, epoch, fs, result);
+            }
             return;
         }
         let r =
@@ -441,6 +453,12 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
         Rights::OWNER_ALL,
     )
     .map_err(|e| format!("semaphore: {e}"))?;
+    let call_jobs = ulib::sem::open_sem(
+        &format!("here/sem/machd-call-{}", pid.serial()),
+        0,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("semaphore: {e}"))?;
     let started = now();
     // A new epoch every start: the clock at this instant differs from boot to boot (TCG
     // timing and the boot's own work), and `epoch_from` spreads close values apart.
@@ -473,11 +491,14 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             opened: Vec::new(),
             fs_jobs: VecDeque::new(),
             followed: Vec::new(),
+            call_jobs: VecDeque::new(),
+            given_up: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));
     JOBS.with(|j| *j = Some(jobs));
     FS_JOBS.with(|j| *j = Some(fs_jobs));
+    CALL_JOBS.with(|j| *j = Some(call_jobs));
     // The threads run as long as the program: never joined (detached).
     let _ = ulib::thread::spawn(net::main, 0).map_err(|e| format!("network thread: {e}"))?;
     for i in 0..WORKERS {
@@ -485,6 +506,9 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
     }
     for i in 0..files::FS_WORKERS {
         let _ = ulib::thread::spawn(files::worker, i).map_err(|e| format!("file worker: {e}"))?;
+    }
+    for i in 0..calls::CALL_WORKERS {
+        let _ = ulib::thread::spawn(calls::worker, i).map_err(|e| format!("call worker: {e}"))?;
     }
     let id = fnid::register(FN_MACH, ep).map_err(|e| format!("register {FN_MACH}: {e}"))?;
     println!(
@@ -537,6 +561,12 @@ fn local(r: &Received) -> Result<(), Error> {
                 return Ok(());
             }
             (mach::OP_INPUT, Err(e)) => e,
+            (mach::OP_CALL, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
+            (mach::OP_CALL, Ok(user)) => {
+                with(|s| calls::local(s, r, user));
+                return Ok(());
+            }
+            (mach::OP_CALL, Err(e)) => e,
             _ => Error::NoSuchCall,
         };
         let _ = ipc::reply(
@@ -550,8 +580,8 @@ fn local(r: &Received) -> Result<(), Error> {
     let reply = |words: [u64; 6]| ipc::reply(r.request, 0, &Msg { label: 0, words });
     let machine = |s: &State| u8::try_from(w[0]).ok().filter(|m| *m < s.n);
     match r.msg.label {
-        // A file request without its ICA.
-        mach::OP_FS => Err(Error::InvalidArgument),
+        // A file request or a call without its ICA.
+        mach::OP_FS | mach::OP_CALL => Err(Error::InvalidArgument),
         mach::OP_FOLLOW => with(|s| follow::follow(s, r, user)),
         mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r, user)),
         mach::OP_SELF => {
@@ -622,6 +652,11 @@ pub(crate) fn jobs_sem() -> Option<ResId> {
 /// The semaphore the file workers wait on.
 pub(crate) fn fs_jobs_sem() -> Option<ResId> {
     FS_JOBS.with(|j| *j)
+}
+
+/// The semaphore the call workers wait on.
+pub(crate) fn call_jobs_sem() -> Option<ResId> {
+    CALL_JOBS.with(|j| *j)
 }
 
 /// The receiving socket (the network thread takes it once).

@@ -14,6 +14,7 @@
 //! | [`R_OUTPUT`] | pid | 1 if the output ended (else 0), then what was buffered (at most [`OUTPUT_MAX`]) |
 //! | [`R_INPUT`] | pid, flags (1: the input ends after these bytes), the bytes (at most `abi::mach::INPUT_MAX`) | bytes written into its input pipe (u64) |
 //! | `R_FS` (8) | a file request: see `files` | |
+//! | `R_CALL` (10) | a call to a function by name: see `calls` | |
 //!
 //! Output (`run -m M` in the foreground): a program spawned with `SPAWN_RELAY` writes to a
 //! pipe this `machd` holds the reading end of ([`spawn`]); each `R_OUTPUT` answers what the
@@ -225,7 +226,11 @@ pub fn local_answer(op: u64, p: &[u8], started: u64, epoch: u32) -> Result<[u64;
 }
 
 /// Run `f` acting as `user`, then as this process's own user again.
-fn as_user<R>(s: &State, user: u32, f: impl FnOnce() -> Result<R, Error>) -> Result<R, Error> {
+pub(crate) fn as_user<R>(
+    s: &State,
+    user: u32,
+    f: impl FnOnce() -> Result<R, Error>,
+) -> Result<R, Error> {
     if user == 0 {
         // Nobody acts as the kernel.
         return Err(Error::Denied);
@@ -300,6 +305,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
         },
         R_INPUT => input(s, h.user, p),
         crate::files::R_FS => return crate::files::perform(s, h, p),
+        crate::calls::R_CALL => return crate::calls::perform(s, h, p),
         _ => Err(Error::NoSuchCall),
     })
 }

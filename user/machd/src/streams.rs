@@ -79,5 +79,6 @@ fn op_of(kind: Kind) -> u64 {
         Kind::Output => mach::OP_OUTPUT,
         Kind::Input => mach::OP_INPUT,
         Kind::Fs => mach::OP_FS,
+        Kind::Call => mach::OP_CALL,
     }
 }

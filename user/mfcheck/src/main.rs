@@ -26,11 +26,16 @@
 //!   MS`), waited for at once by K threads: every wait must get exit status 0, also when
 //!   more waits than machine M's `machd` has workers for make their slices late.
 //!
+//! - `mfcheck callee` and `mfcheck call M`: a function served on machine M called by name
+//!   from another (`calls`).
+//!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
+
+mod calls;
 
 use alloc::format;
 use alloc::string::String;
@@ -107,6 +112,18 @@ fn main(args: &[&str]) -> i32 {
             _ => usage(),
         };
     }
+    if let [_, "callee"] = args {
+        return match calls::callee() {
+            Ok(what) => {
+                println!("mfcheck callee: ok, {what}");
+                0
+            }
+            Err(e) => {
+                println!("mfcheck callee: FAILED: {e}");
+                1
+            }
+        };
+    }
     if let [_, "await", name] = args {
         return match await_file(name) {
             Ok(tries) => {
@@ -130,6 +147,7 @@ fn main(args: &[&str]) -> i32 {
         "hold" => hold(m),
         "forge" => forge(m),
         "reopen" => reopen(m),
+        "call" => calls::caller(m).map(|what| format!(", {what}")),
         _ => return usage(),
     };
     match r {
@@ -146,7 +164,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen MACHINE | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call MACHINE | mfcheck callee | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
     );
     2
 }

@@ -201,6 +201,55 @@ pub(crate) fn mcount(args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// `mcall M NAME LABEL [WORD...] [-d TEXT]`: a request `LABEL` with up to four words to
+/// the function NAME served on machine M (`abi::mach::OP_CALL`), as this shell's user;
+/// with `-d`, TEXT goes in an ICA there and what the server gives back of it is shown.
+pub(crate) fn mcall(args: &[&str]) -> Result<(), String> {
+    const USAGE: &str = "mcall: usage: mcall M NAME LABEL [WORD...] [-d TEXT] (at most 4 words)";
+    let (args, data) = match args.iter().position(|a| *a == "-d") {
+        Some(i) if i + 2 == args.len() => (&args[..i], Some(args[i + 1])),
+        Some(_) => return Err(String::from(USAGE)),
+        None => (args, None),
+    };
+    let [m, name, label, words @ ..] = args else {
+        return Err(String::from(USAGE));
+    };
+    if words.len() > 4 {
+        return Err(String::from(USAGE));
+    }
+    let m = check_machine("mcall", machine_arg("mcall", m)?)?;
+    let number = |w: &str| {
+        w.parse::<u64>()
+            .map_err(|_| format!("mcall: '{w}' is not a number"))
+    };
+    let label = number(label)?;
+    let mut w = [0u64; 6];
+    for (x, word) in w.iter_mut().zip(words.iter()) {
+        *x = number(word)?;
+    }
+    let ica = data.map(|d| (d.as_bytes(), d.len()));
+    let a = ulib::mach::call(m as u8, name, label, w, ica, 0).map_err(|e| match e {
+        Error::NoSuchResource => format!("mcall: nothing serves {name} on machine {m}"),
+        // `machd` answered (check_machine asked it): `fs` or `mach`.
+        Error::NotSupported => {
+            format!("mcall: {name} is not called this way (another machine's files: mM:PATH names)")
+        }
+        e => why("mcall", e),
+    })?;
+    let status = match a.value {
+        0 => String::from("ok"),
+        v => format!("{}", Error::from_code(v)),
+    };
+    println!(
+        "mcall m{m} {name}: {status}, label {}, words {} {} {} {} {} {}",
+        a.label, a.words[0], a.words[1], a.words[2], a.words[3], a.words[4], a.words[5]
+    );
+    if data.is_some() {
+        println!("data: {}", String::from_utf8_lossy(&a.bytes));
+    }
+    Ok(())
+}
+
 /// The case name `mping M N bench` gives its `BENCH` lines (`cargo xtask bench machines`).
 const BENCH_CASE: &str = "cross-machine round trip";
 

@@ -149,6 +149,8 @@ commands:
   ps -a                           the processes of every machine
   mcount M N                      N requests to machine M that each add one to a
                                   counter there: checks each was performed once
+  mcall M NAME LABEL [W..] [-d T] a request to function NAME on machine M, as this
+                                  shell's user (T in an ICA there; what comes back)
   net crash                       make the driver crash (netdrv crashable) and report
                                   its restart (driver=0:netdrv,restart=N,crashable)
   exit                            end this shell (once no job runs); the kernel starts
@@ -269,6 +271,7 @@ impl Shell {
             "machines" => no_args(cmd).and_then(|_| machines::list()),
             "mping" => machines::mping(args),
             "mcount" => machines::mcount(args),
+            "mcall" => machines::mcall(args),
             "run" if args.contains(&"-m") && !args.contains(&"|") => {
                 if let Some(job) = machines::run(args)? {
                     self.remote_jobs.push(job);

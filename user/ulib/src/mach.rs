@@ -8,7 +8,8 @@
 //! bytes for the input of a program spawned there with `SPAWN_STDIN`; [`input_from`] sends
 //! a pipe's bytes until its EOF. The shell's pipelines (`run PROG -m M | ...`, `run ... |
 //! PROG -m M`) and `mrun` (a pipeline stage on another machine anywhere in a pipeline) are
-//! built of these.
+//! built of these. [`call`]: a request to any function served on another machine, by name
+//! (`abi::mach::OP_CALL`).
 
 use crate::abi::fnid::FnId;
 use crate::abi::ipc::Msg;
@@ -111,7 +112,7 @@ fn server() -> Result<FnId, Error> {
 }
 
 /// One request to `machd` without an ICA: its answer's words.
-fn call(op: u64, words: [u64; 6]) -> Result<[u64; 6], Error> {
+fn ask(op: u64, words: [u64; 6]) -> Result<[u64; 6], Error> {
     let (_, r) = fnid::call_fn(server()?, &Msg { label: op, words })?;
     Ok(r.words)
 }
@@ -142,7 +143,7 @@ pub fn spawn(machine: u8, core: u64, words: &[&str]) -> Result<Remote, Error> {
     for (i, chunk) in cmd.chunks(8).enumerate() {
         w[2 + i] = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
     }
-    let r = call(mach::OP_SPAWN, w)?;
+    let r = ask(mach::OP_SPAWN, w)?;
     Ok(Remote {
         machine,
         epoch: r[1] as u32,
@@ -152,7 +153,7 @@ pub fn spawn(machine: u8, core: u64, words: &[&str]) -> Result<Remote, Error> {
 
 /// Wait for `r` to end: its status.
 pub fn wait(r: &Remote) -> Result<WaitStatus, Error> {
-    let a = call(mach::OP_WAIT, r.words(u64::MAX))?;
+    let a = ask(mach::OP_WAIT, r.words(u64::MAX))?;
     Ok(WaitStatus {
         how: a[0],
         code: a[1],
@@ -163,7 +164,7 @@ pub fn wait(r: &Remote) -> Result<WaitStatus, Error> {
 
 /// End `r` (as `kill` does).
 pub fn kill(r: &Remote) -> Result<(), Error> {
-    call(mach::OP_KILL, r.words(0)).map(drop)
+    ask(mach::OP_KILL, r.words(0)).map(drop)
 }
 
 /// Pause between two looks at a remote program's output (or offers of its input) that
@@ -294,5 +295,83 @@ pub fn input(machine: u8, epoch: u32, pid: Pid, bytes: &[u8], end: bool) -> Resu
         words,
         |ica| ica[..bytes.len()].copy_from_slice(bytes),
         |_, reply: &Msg| reply.words[0] as usize,
+    )
+}
+
+/// What a server on another machine answered an [`call`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Answer {
+    /// The server's reply value: 0, or the `Error` code it answered.
+    pub value: u64,
+    /// The server's reply label (without the ICA flags).
+    pub label: u64,
+    /// The server's reply words (with an ICA, `words[5]` was its id there: 0 here).
+    pub words: [u64; 6],
+    /// The first bytes of the ICA it gave back (as many as asked for, if it gave one back).
+    pub bytes: Vec<u8>,
+}
+
+/// Call function `name` on machine `machine` with `label` and `words`, as this program's
+/// user, waiting at most `timeout_ns` for the server (0: `abi::mach::DEFAULT_DEADLINE_NS`).
+/// With `ica`, the request carries an ICA there holding `data` at its start (then only
+/// `words[0..4]` travel: an ICA's id takes `words[5]`, and `words[4]` is where it is
+/// mapped), and the first `wanted` bytes of the ICA the server gives back come back.
+/// `Err` is an error of the way there (`abi::mach::OP_CALL` lists them); the server's own
+/// error is the answer's `value`.
+pub fn call(
+    machine: u8,
+    name: &str,
+    label: u64,
+    words: [u64; 6],
+    ica: Option<(&[u8], usize)>,
+    timeout_ns: u64,
+) -> Result<Answer, Error> {
+    let (data, wanted) = ica.unwrap_or((&[], 0));
+    if name.is_empty() {
+        return Err(Error::InvalidArgument);
+    }
+    if name.len() > mach::CALL_NAME_MAX
+        || data.len() > mach::CALL_REMOTE_MAX
+        || wanted > mach::CALL_REMOTE_MAX
+    {
+        return Err(Error::TooLong);
+    }
+    let server = server()?.as_target();
+    let cw = mach::call_word(
+        name.len() as u64,
+        data.len() as u64,
+        wanted as u64,
+        ica.is_some(),
+    );
+    crate::fs::call_with_ica(
+        server,
+        mach::OP_CALL,
+        [u64::from(machine), label, cw, timeout_ns, 0, 0],
+        |page| {
+            for (i, w) in words.iter().enumerate() {
+                let at = mach::CALL_WORDS_AT + 8 * i;
+                page[at..at + 8].copy_from_slice(&w.to_le_bytes());
+            }
+            let at = mach::CALL_NAME_AT;
+            page[at..at + name.len()].copy_from_slice(name.as_bytes());
+            let at = at + name.len();
+            page[at..at + data.len()].copy_from_slice(data);
+        },
+        |page, reply: &Msg| {
+            let mut a = Answer {
+                value: reply.words[1],
+                label: reply.words[2],
+                ..Answer::default()
+            };
+            for (i, w) in a.words.iter_mut().enumerate() {
+                let at = mach::CALL_WORDS_AT + 8 * i;
+                let mut b = [0; 8];
+                b.copy_from_slice(&page[at..at + 8]);
+                *w = u64::from_le_bytes(b);
+            }
+            let n = (reply.words[0] as usize).min(mach::CALL_REMOTE_MAX);
+            a.bytes = page[mach::CALL_NAME_AT..mach::CALL_NAME_AT + n].to_vec();
+            a
+        },
     )
 }
