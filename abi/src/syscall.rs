@@ -199,6 +199,12 @@ pub mod control {
     /// held it gone, an ICA of it lost with its receiver), so it dies with the processes
     /// that map it instead of outliving its creator. Needs the close right.
     pub const CLOSE_WHEN_DETACHED: u64 = 9;
+    /// sem: take one unit if there is one, else `Again` (never waits).
+    pub const SEM_TRY: u64 = 10;
+    /// pipe READ's and WRITE's `arg`: never wait; where the call would wait (nothing
+    /// buffered with a writer held; no room), `Again`. A server that must not block on a
+    /// pipe it serves for others uses it (`machd`'s pipes of another machine's programs).
+    pub const PIPE_NOWAIT: u64 = 1;
 }
 
 /// Name of a call, for traces and error messages.

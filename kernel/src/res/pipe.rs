@@ -28,6 +28,9 @@
 //! for ever.
 //! A pid that moved to another core (`migrate`) is a new pid: its old one counts as ended.
 //!
+//! READ and WRITE with `arg` [`control::PIPE_NOWAIT`] never wait: where they would, they
+//! answer `Again` (a server serving a pipe for others must not block in it: `machd`).
+//!
 //! OPEN takes the capacity (8 bytes, 1..=[`MAX_CAPACITY`]; no arguments: [`CAPACITY`]).
 //! CLOSE answers every waiter `StaleResource`. RES_INFO: size = bytes buffered, detail =
 //! readers held << 32 | writers held.
@@ -141,16 +144,22 @@ impl Resource for Pipe {
         self.wake();
     }
 
-    fn read(&mut self, len: u64, _: u64) -> Result<Step<ReadOut, ReadWait>, Error> {
+    /// `arg`: 0, or [`control::PIPE_NOWAIT`] (`Again` rather than a wait).
+    fn read(&mut self, len: u64, arg: u64) -> Result<Step<ReadOut, ReadWait>, Error> {
+        let nowait = nowait(arg)?;
         Ok(match self.try_read(len) {
             Some(bytes) => Step::Done(ReadOut::Bytes(bytes)),
+            None if nowait => return Err(Error::Again),
             None => Step::Later(ReadWait(len)),
         })
     }
 
-    fn write(&mut self, data: &[u8], _: u64) -> Result<Step<u64, WriteWait>, Error> {
+    /// `arg`: as READ's.
+    fn write(&mut self, data: &[u8], arg: u64) -> Result<Step<u64, WriteWait>, Error> {
+        let nowait = nowait(arg)?;
         Ok(match self.try_write(data)? {
             Some(n) => Step::Done(n),
+            None if nowait => return Err(Error::Again),
             None => Step::Later(WriteWait),
         })
     }
@@ -185,6 +194,16 @@ impl Resource for Pipe {
     fn info(&self) -> Step<(u64, u64), Infallible> {
         let ends = ((self.readers.len() as u64) << 32) | self.writers.len() as u64;
         Step::Done((self.buf.len() as u64, ends))
+    }
+}
+
+/// READ's or WRITE's `arg`: whether it says [`control::PIPE_NOWAIT`] (anything else in
+/// it is `InvalidArgument`).
+fn nowait(arg: u64) -> Result<bool, Error> {
+    match arg {
+        0 => Ok(false),
+        control::PIPE_NOWAIT => Ok(true),
+        _ => Err(Error::InvalidArgument),
     }
 }
 

@@ -7,7 +7,8 @@
 //! hands its unit to the first waiter still alive, or adds it to the count. Closing the
 //! semaphore answers every waiter `StaleResource`.
 //!
-//! OPEN takes the count; CONTROL `SEM_P`, `SEM_V` and `INFO` (the count); no READ or WRITE.
+//! OPEN takes the count; CONTROL `SEM_P`, `SEM_TRY` (P without waiting: `Again` at 0),
+//! `SEM_V` and `INFO` (the count); no READ or WRITE.
 
 #![deny(unsafe_code)]
 
@@ -54,11 +55,16 @@ impl Resource for Sem {
         closed(self.waiters);
     }
 
-    /// `INFO`: the count; `SEM_V`; `SEM_P`.
+    /// `INFO`: the count; `SEM_V`; `SEM_P`; `SEM_TRY`.
     fn control(&mut self, cmd: u64, _: u64, _: u64) -> Result<Step<u64, Wait>, Error> {
         match cmd {
             control::INFO => Ok(Step::Done(self.count)),
             control::SEM_V => v(&mut self.count, &mut self.waiters).map(Step::Done),
+            control::SEM_TRY if self.count == 0 => Err(Error::Again),
+            control::SEM_TRY => {
+                self.count -= 1;
+                Ok(Step::Done(0))
+            }
             control::SEM_P => match p(&mut self.count, &mut self.waiters)? {
                 None => Ok(Step::Done(0)),
                 Some(thread) => Ok(Step::Later(Wait(thread))),

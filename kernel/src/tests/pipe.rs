@@ -1,7 +1,7 @@
 //! Tests of the pipe resource (`res/pipe.rs`): bytes through pipes on another core, byte
 //! for byte, with a full pipe blocking its writer; EOF once the writers have gone; a dead
 //! reader or writer noticed; bad arguments and ids answered with clear errors; no frames
-//! kept at the end.
+//! kept at the end; `PIPE_NOWAIT` (and a semaphore's `SEM_TRY`) answering `Again`.
 //!
 //! A kernel test has no pid, so a `spin` process stands in for the holder a shell would be
 //! (it holds the ends the test uses), and killing it is how a holder dies.
@@ -290,6 +290,48 @@ ktest! {
         c.pids.retain(|p| *p != upper);
         kassert!(status.how == abi::ENDED_EXIT && status.code == 0, "upper ended {status:?}");
         Ok(())
+    }
+}
+
+ktest! {
+    /// `PIPE_NOWAIT` and `SEM_TRY` never wait: an empty pipe with a writer held and a full
+    /// one answer `Again` (on another core's pipe too), and what can be done is done (the
+    /// bytes, EOF); any other `arg` is `InvalidArgument`; a semaphore at 0 answers `Again`
+    /// to `SEM_TRY` and a unit once one is given.
+    fn nowait_and_sem_try_answer_again() -> TestResult {
+        use control::PIPE_NOWAIT;
+        let core = smp::cores_planned() - 1;
+        let mut c = Cleanup { pipes: Vec::new(), pids: Vec::new() };
+        let holder = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn")?;
+        c.pids.push(holder);
+        let pipe = open(&format!("c{core}/pipe/pt-nowait"), 8)?;
+        c.pipes.push(pipe);
+        hold(pipe, PIPE_READ_END, holder)?;
+        hold(pipe, PIPE_WRITE_END, holder)?;
+        kassert!(res::read(pipe, 8, PIPE_NOWAIT).err() == Some(Error::Again), "read of an empty pipe");
+        kassert!(e(res::write(pipe, b"0123456789", PIPE_NOWAIT), "write")? == 8, "what fits is taken");
+        kassert!(res::write(pipe, b"x", PIPE_NOWAIT) == Err(Error::Again), "write to a full pipe");
+        kassert!(res::read(pipe, 8, 2).err() == Some(Error::InvalidArgument), "read arg 2");
+        kassert!(res::write(pipe, b"x", 3) == Err(Error::InvalidArgument), "write arg 3");
+        match e(res::read(pipe, 100, PIPE_NOWAIT), "read")? {
+            ReadOut::Bytes(b) => kassert!(b == b"01234567", "read {b:?}"),
+            ReadOut::Value(v) => return Err(format!("read gave a value {v}")),
+        }
+        drop_end(pipe, PIPE_WRITE_END, holder)?;
+        match e(res::read(pipe, 100, PIPE_NOWAIT), "read at EOF")? {
+            ReadOut::Bytes(b) => kassert!(b.is_empty(), "EOF read {b:?}"),
+            ReadOut::Value(v) => return Err(format!("read gave a value {v}")),
+        }
+        let sem = e(res::open(&format!("c{core}/sem/pt-try"), &1u64.to_le_bytes(), Rights::EVERYONE_ALL), "open sem")?;
+        let r = (|| {
+            kassert!(res::control(sem, control::SEM_TRY, 0, 0) == Ok(0), "a unit taken");
+            kassert!(res::control(sem, control::SEM_TRY, 0, 0) == Err(Error::Again), "none left");
+            e(res::control(sem, control::SEM_V, 0, 0), "V")?;
+            kassert!(res::control(sem, control::SEM_TRY, 0, 0) == Ok(0), "the unit given taken");
+            Ok(())
+        })();
+        let _ = res::close(sem);
+        r
     }
 }
 
