@@ -125,13 +125,22 @@ pub const FS_REMOTE_MAX: usize = 896;
 /// The reply's `words[0]` is how many bytes came back, `words[1]` the server's reply value
 /// (0, or the `Error` code it answered), `words[2]` its reply's label (without the ICA
 /// flags: some servers answer their status there); in the ICA the server's six reply words at
-/// [`CALL_WORDS_AT`] and the bytes at [`CALL_NAME_AT`]. The call's own value is an error
-/// of the way there: `NoSuchResource` (nobody serves the name there), `NotSupported` for
-/// `fs` and `mach` (a file request goes by [`OP_FS`], which keeps each open file its
-/// opener's: `fs` tells its clients apart by process, and every remote caller would reach
-/// it as the same `machd`), `TooLong`, `InvalidArgument`, `TimedOut` (the server took
-/// longer), `Gone`.
+/// [`CALL_WORDS_AT`] and the bytes at [`CALL_NAME_AT`] (with an ICA, the reply's
+/// `words[4]` and `words[5]` were its place and id there: 0 here). The call's own value is
+/// an error of the way there: `NotSupported` for a name without [`CALLABLE_PREFIX`] (files
+/// go by [`OP_FS`], which keeps each open file its opener's), `NoSuchResource` (nobody
+/// serves the name there), `TooLong`, `InvalidArgument`, `Busy` (too many requests in
+/// flight or queued), `TimedOut` (the server took longer, or the call waited in the queue
+/// there longer than its timeout), `Gone`, `StaleResource`, `Denied` (user 0), or the
+/// error the call ended with there (`Gone`: the server ended before answering).
 pub const OP_CALL: u64 = 14;
+/// The names [`OP_CALL`] reaches: a server registers its function under a name that starts
+/// so (`pub.echo`) to say that it may be called from other machines. Every such call
+/// reaches it from that machine's `machd`, so the server must tell its callers apart by the
+/// user (`Received::sender_user`), never by the sending process: `net.udp` gives ports to
+/// processes, `fs` open files, and `blk` checks nobody, so carried to them a call would act
+/// with `machd`'s ports, handles or disk.
+pub const CALLABLE_PREFIX: &str = "pub.";
 /// Most bytes of a function's name in [`OP_CALL`].
 pub const CALL_NAME_MAX: usize = 32;
 /// Most bytes of data an [`OP_CALL`] carries each way: what fits one `libs/mrpc` message

@@ -19,8 +19,19 @@
 //! |---|---|---|
 //! | [`R_CALL`] | label, `call_word`, timeout ns, the six request words (u64 each), then the name and the data | the server's reply value, its reply label (without the ICA flags), its six reply words (u64 each), then the bytes of the ICA it gave back |
 //!
-//! Not carried: `fs` (its requests go by `OP_FS`, which keeps each open file its
-//! opener's) and `mach` (a call would come back to `machd`), both `NotSupported`.
+//! Only functions named `pub.*` (`abi::mach::CALLABLE_PREFIX`) are reached; others are
+//! `NotSupported`. Every call reaches its server from this `machd`, so a server that tells
+//! its callers apart by process (`net.udp` its ports, `fs` its open files) or checks nobody
+//! (`blk`) would act for any remote caller with `machd`'s ports, files or disk: a server
+//! says by its name that it tells callers apart by user only. (A review found the first
+//! version, which refused only `fs` and `mach`, let any machine close `machd`'s own UDP
+//! port through `net.udp`.)
+//!
+//! Pages: each worker keeps one for its calls' ICAs, marked `CLOSE_WHEN_DETACHED`, so one
+//! a server keeps, or one that comes back after its call was given up on, is closed once
+//! let go. Answers given up on are collected at every heartbeat and before every call; a
+//! call that waited in the queue longer than its timeout is not made (its caller has
+//! given up), and while [`GIVEN_UP_MAX`] answers are still out new calls are `Busy`.
 
 use crate::files::{Kind, Waiting};
 use crate::ops::{word, words};
@@ -137,7 +148,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
     if s.call_jobs.len() >= QUEUE_MAX || s.given_up.len() >= GIVEN_UP_MAX {
         return Some(Err(Error::Busy));
     }
-    s.call_jobs.push_back((*h, p.to_vec()));
+    s.call_jobs.push_back((*h, p.to_vec(), crate::now()));
     match crate::call_jobs_sem().map(sem::v) {
         Some(Ok(())) => None,
         _ => {
@@ -160,11 +171,19 @@ pub fn worker(index: u64) -> u64 {
             let _ = sys::sleep_ns(10_000_000);
             continue;
         }
-        let Some((h, p)) = with(|s| s.call_jobs.pop_front()) else {
+        let Some((h, p, asked)) = with(|s| {
+            collect_given_up(s);
+            s.call_jobs.pop_front()
+        }) else {
             continue;
         };
-        collect_given_up();
-        let r = call(&h, &p, &mut page, (index, &mut made));
+        let r = match word(&p, 2) {
+            // Its caller has given up by now (it waits the timeout and a margin): not made.
+            Ok(timeout) if crate::now().saturating_sub(asked) >= timeout => Err(Error::TimedOut),
+            // Too many answers given up on are still out (each may hold a page here).
+            _ if with(|s| s.given_up.len()) >= GIVEN_UP_MAX => Err(Error::Busy),
+            _ => call(&h, &p, &mut page, (index, &mut made)),
+        };
         with(|s| {
             let reply = match &r {
                 Ok(p) => s.server.finish(&h, Ok(p)),
@@ -201,6 +220,13 @@ fn take_page(
         let _ = res::close(region);
         return Err(e);
     }
+    // Closed by the kernel once attached nowhere: a page a server keeps, or that comes
+    // back in an answer given up on, goes when it is let go, not with `machd`.
+    if let Err(e) = res::close_when_detached(region) {
+        let _ = res::detach_here(at);
+        let _ = res::close(region);
+        return Err(e);
+    }
     Ok((region, at))
 }
 
@@ -234,7 +260,7 @@ fn call(
         return Err(Error::InvalidArgument);
     }
     let name = core::str::from_utf8(&rest[..name_len]).map_err(|_| Error::InvalidArgument)?;
-    if name == mach::FN_MACH || name == ulib::abi::fs::FN_FS {
+    if !name.starts_with(mach::CALLABLE_PREFIX) {
         return Err(Error::NotSupported);
     }
     let target = fnid::lookup(name)?;
@@ -303,21 +329,18 @@ fn call(
     Ok(out)
 }
 
-/// Collect the answers of calls given up on that have come since: each ICA in them is
-/// let go. Those still out stay noted.
-fn collect_given_up() {
-    let tickets = with(|s| core::mem::take(&mut s.given_up));
-    let mut still = Vec::new();
-    for t in tickets {
-        match ipc::collect(t, 0) {
-            Ok(c) => {
-                if let Some((region, at)) = ipc::ica_at(&c.msg) {
-                    let_go(region, at);
-                }
+/// Collect the answers of calls given up on that have come since (at every heartbeat and
+/// before every call): each ICA in them is let go (a page of ours closes then). Those
+/// still out stay noted.
+pub fn collect_given_up(s: &mut State) {
+    s.given_up.retain(|&t| match ipc::collect(t, 0) {
+        Ok(c) => {
+            if let Some((region, at)) = ipc::ica_at(&c.msg) {
+                let_go(region, at);
             }
-            Err(Error::TimedOut) => still.push(t),
-            Err(_) => {}
+            false
         }
-    }
-    with(|s| s.given_up.extend(still));
+        Err(Error::TimedOut) => true,
+        Err(_) => false,
+    });
 }

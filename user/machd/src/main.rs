@@ -145,8 +145,9 @@ pub(crate) struct State {
     pub fs_jobs: VecDeque<files::Job>,
     /// Remote background programs whose output this machine's console shows (`follow`).
     pub followed: follow::List,
-    /// Other machines' calls to this machine's functions, for the call workers (`calls`).
-    pub call_jobs: VecDeque<(mrpc::Header, Vec<u8>)>,
+    /// Other machines' calls to this machine's functions, for the call workers (`calls`),
+    /// with when each came.
+    pub call_jobs: VecDeque<(mrpc::Header, Vec<u8>, u64)>,
     /// Tickets of calls whose answer came too late (`calls`): collected and let go later.
     pub given_up: Vec<u64>,
 }

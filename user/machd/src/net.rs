@@ -121,6 +121,7 @@ fn tick(s: &mut State) {
         }
         s.next_heartbeat = now + mach::HEARTBEAT_NS;
         crate::files::close_orphans(s);
+        crate::calls::collect_given_up(s);
     }
     let me = s.me;
     for m in (0..s.n).filter(|&m| m != me) {

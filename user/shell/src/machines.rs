@@ -230,10 +230,11 @@ pub(crate) fn mcall(args: &[&str]) -> Result<(), String> {
     let ica = data.map(|d| (d.as_bytes(), d.len()));
     let a = ulib::mach::call(m as u8, name, label, w, ica, 0).map_err(|e| match e {
         Error::NoSuchResource => format!("mcall: nothing serves {name} on machine {m}"),
-        // `machd` answered (check_machine asked it): `fs` or `mach`.
-        Error::NotSupported => {
-            format!("mcall: {name} is not called this way (another machine's files: mM:PATH names)")
-        }
+        // `machd` answered (check_machine asked it): not a name other machines may call.
+        Error::NotSupported => format!(
+            "mcall: {name} may not be called from other machines (only names {}*)",
+            mach::CALLABLE_PREFIX
+        ),
         e => why("mcall", e),
     })?;
     let status = match a.value {

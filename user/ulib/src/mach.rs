@@ -305,7 +305,8 @@ pub struct Answer {
     pub value: u64,
     /// The server's reply label (without the ICA flags).
     pub label: u64,
-    /// The server's reply words (with an ICA, `words[5]` was its id there: 0 here).
+    /// The server's reply words (with an ICA, `words[4]` and `words[5]` were its place and
+    /// id there: 0 here).
     pub words: [u64; 6],
     /// The first bytes of the ICA it gave back (as many as asked for, if it gave one back).
     pub bytes: Vec<u8>,
