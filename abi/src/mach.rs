@@ -26,6 +26,7 @@
 //! | [`OP_INPUT`] | machine, epoch, pid, length and [`INPUT_END`]; the bytes in the ICA | bytes written; the ICA back |
 //! | [`OP_UNFOLLOW`] | machine, epoch, pid | - |
 //! | [`OP_FS`] | machine, fs op and name length ([`fs_word`]), epoch, the fs request's `words[0]` and `words[1]`; the request's ICA (`abi::fs`) | the fs reply's `words[0..3]`; the ICA back |
+//! | [`OP_RES`] | [`res_word`] (machine, operation, lengths), epoch (0 for an open), the resource id (an open: its rights), the read's or write's `arg` (a control: its command); in the ICA a control's two arguments, then an open's name and arguments or a write's bytes ([`RES_DATA_AT`]) | the operation's result (id, count, value), the machine's epoch; in the ICA a read's bytes or an info's `ResInfo` |
 //! | [`OP_CALL`] | machine, the remote request's label, [`call_word`] (name and data lengths, bytes wanted back, with an ICA), timeout ns (0: [`DEFAULT_DEADLINE_NS`]); in the ICA the remote request's six words, the function's name, the data ([`CALL_WORDS_AT`], [`CALL_NAME_AT`]) | bytes brought back, the server's reply value and label; in the ICA the server's six reply words and those bytes |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
@@ -141,6 +142,61 @@ pub const OP_CALL: u64 = 14;
 /// processes, `fs` open files, and `blk` checks nobody, so carried to them a call would act
 /// with `machd`'s ports, handles or disk.
 pub const CALLABLE_PREFIX: &str = "pub.";
+/// A resource operation on another machine (P4: RCC requests reach resources on other
+/// machines the way they reach other cores'; docs/resources.md has the operations): one of
+/// [`RES_OPEN`], [`RES_CLOSE`], [`RES_INFO`], [`RES_READ`], [`RES_WRITE`], [`RES_CONTROL`],
+/// made there by that machine's `machd` *acting as the caller's user*, so that machine's
+/// kernel checks the rights as for a local program of that user. Every request carries a
+/// writable ICA (see the table above); `words[0]` is a [`res_word`], `words[1]` the life of
+/// the machine the id belongs to (what the open answered; 0 for an open), `words[2]` the
+/// id (an open: the rights), `words[3]` a read's or write's `arg` or a control's command.
+/// The reply's `words[0]` is the result (the id opened, bytes read or written, the
+/// control's value) and `words[1]` the machine's life; a read's bytes (at most
+/// [`RES_REMOTE_MAX`]) or an info's `ResInfo` come back at the ICA's start.
+///
+/// Nothing there waits: a pipe is read and written with `PIPE_NOWAIT`, so an empty pipe
+/// with a writer held, or a full one, answers `Again` (the caller asks again later), and a
+/// semaphore's `SEM_P` is made as `SEM_TRY` (`Again` at 0). A pipe end held with
+/// `PIPE_HOLD` for "the caller" (`arg1` 0) is held by that machine's `machd` for the
+/// calling program, and let go when the program drops it, ends, or its machine goes down
+/// or restarts (so a reader there sees EOF once a writer here is gone). An id of an earlier
+/// life of the machine is `StaleResource`.
+pub const OP_RES: u64 = 15;
+/// [`OP_RES`]: open a resource by name (`c1/pipe/p`; `here` is core 0 of that machine).
+pub const RES_OPEN: u64 = 1;
+/// [`OP_RES`]: close one.
+pub const RES_CLOSE: u64 = 2;
+/// [`OP_RES`]: its `ResInfo`.
+pub const RES_INFO: u64 = 3;
+/// [`OP_RES`]: read at most the length asked (at most [`RES_REMOTE_MAX`]).
+pub const RES_READ: u64 = 4;
+/// [`OP_RES`]: write the bytes given (at most [`RES_REMOTE_MAX`]).
+pub const RES_WRITE: u64 = 5;
+/// [`OP_RES`]: a control command with two arguments.
+pub const RES_CONTROL: u64 = 6;
+/// Most bytes one [`OP_RES`] carries each way.
+pub const RES_REMOTE_MAX: usize = 896;
+/// Where an [`OP_RES`] request's bytes (an open's name and arguments, a write's bytes)
+/// start in its ICA: after a control's two arguments.
+pub const RES_DATA_AT: usize = 16;
+
+/// [`OP_RES`]'s `words[0]`: the machine in bits 0..8, the operation in 8..16, the length
+/// (an open's name, a read's or write's bytes) in 16..32, an open's argument bytes in
+/// 32..48.
+pub const fn res_word(machine: u64, op: u64, len: u64, args_len: u64) -> u64 {
+    (machine & 0xff) | (op & 0xff) << 8 | (len & 0xffff) << 16 | (args_len & 0xffff) << 32
+}
+
+/// [`res_word`]'s parts: machine, operation, length, argument bytes.
+pub const fn res_parts(w: u64) -> (u64, u64, usize, usize) {
+    (
+        w & 0xff,
+        (w >> 8) & 0xff,
+        ((w >> 16) & 0xffff) as usize,
+        ((w >> 32) & 0xffff) as usize,
+    )
+}
+
 /// Most bytes of a function's name in [`OP_CALL`].
 pub const CALL_NAME_MAX: usize = 32;
 /// Most bytes of data an [`OP_CALL`] carries each way: what fits one `libs/mrpc` message
@@ -278,6 +334,19 @@ mod tests {
             (0, 0xffff, 0, false)
         );
         const { assert!(CALL_NAME_AT + CALL_NAME_MAX + CALL_REMOTE_MAX <= 4096) };
+    }
+
+    #[test]
+    fn res_word_round_trips() {
+        assert_eq!(
+            res_parts(res_word(3, RES_OPEN, 32, 8)),
+            (3, RES_OPEN, 32, 8)
+        );
+        assert_eq!(
+            res_parts(res_word(0x1ff, 0x1ff, 0x1ffff, 0)),
+            (0xff, 0xff, 0xffff, 0)
+        );
+        const { assert!(RES_DATA_AT + RES_REMOTE_MAX <= 4096) };
     }
 
     #[test]

@@ -42,7 +42,8 @@ use ulib::{fnid, fs, ipc, sem};
 
 pub const R_FS: u16 = 8;
 /// `R_FS`'s op (not an `abi::fs` one): close every file the requesting process (the pid in
-/// the payload) of the requesting machine's life holds here. Sent when that program ended.
+/// the payload) of the requesting machine's life holds here, and let go of the pipe ends
+/// held here for it (`resops`). Sent when that program ended.
 pub const FS_CLOSE_ALL: u64 = 0x80;
 /// Threads making other machines' file requests.
 pub const FS_WORKERS: u64 = 2;
@@ -102,6 +103,8 @@ pub enum Kind {
     Input,
     /// `OP_CALL` (`calls`): the server's words and bytes go into it.
     Call,
+    /// `OP_RES` (`resops`): a read's bytes or an info's record go into it.
+    Res,
 }
 
 /// Does fs op `op` name a file by the name at the ICA's start?
@@ -157,21 +160,27 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     if op == FS_OPEN {
         // Noted before the answer: an open performed there whose answer is lost still
         // holds a file, which the program's end must close.
-        let life = s.client.known_epoch(m);
-        if !s
-            .opened
-            .iter()
-            .any(|o| o.pid == r.sender && o.machine == m && o.epoch == life)
-        {
-            s.opened.push(Opener {
-                pid: r.sender,
-                machine: m,
-                epoch: life,
-            });
-        }
+        note_opener(s, r.sender, m);
     }
     if let Err(e) = s.start(r.request, mach::OP_FS, call, user, Some(waiting)) {
         give_back(e);
+    }
+}
+
+/// Note that program `pid` of this machine holds something on machine `m` (a file, or a
+/// pipe end `machd` holds there for it: `resops`) that its end must let go.
+pub fn note_opener(s: &mut State, pid: Pid, m: u8) {
+    let life = s.client.known_epoch(m);
+    if !s
+        .opened
+        .iter()
+        .any(|o| o.pid == pid && o.machine == m && o.epoch == life)
+    {
+        s.opened.push(Opener {
+            pid,
+            machine: m,
+            epoch: life,
+        });
     }
 }
 
@@ -187,8 +196,8 @@ pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Erro
         }
         // `R_INPUT`'s: how many bytes were written.
         Kind::Input => Ok(([word(&p, 0)?, 0, 0], Vec::new())),
-        // Answered by `calls::answer` (`State::answer` sends it there).
-        Kind::Call => Err(Error::InvalidArgument),
+        // Answered by `calls::answer` and `resops::answer` (`State::answer` sends them there).
+        Kind::Call | Kind::Res => Err(Error::InvalidArgument),
         Kind::Fs => {
             let fw = [word(&p, 0)?, word(&p, 1)?, word(&p, 2)?];
             Ok((fw, p[24..].to_vec()))
@@ -298,7 +307,8 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let data = &p[40..];
     let pid = Pid(pid);
     if op == FS_CLOSE_ALL {
-        // The program ended: its files here go.
+        // The program ended: its files here go, and the pipe ends held for it.
+        with(|s| crate::resops::drop_holds(s, |m, e, p| m == h.from && e == h.epoch && p == pid));
         for handle in with(|s| take_served(s, |f| f.by(h, pid))) {
             let _ = fs::proxy(FS_CLOSE, [handle, 0, 0, 0, 0, 0], &[], 0);
         }
@@ -378,6 +388,7 @@ pub fn machine_gone(s: &mut State, m: u8, restarted: bool) {
     for handle in take_served(s, |f| f.machine == m) {
         let _ = queue(s, Job::Close(handle));
     }
+    crate::resops::drop_holds(s, |held_for, _, _| held_for == m);
     if restarted {
         s.opened.retain(|o| o.machine != m);
     }

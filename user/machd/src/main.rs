@@ -38,6 +38,7 @@ mod files;
 mod follow;
 mod net;
 mod ops;
+mod resops;
 mod streams;
 
 use alloc::collections::VecDeque;
@@ -150,6 +151,8 @@ pub(crate) struct State {
     pub call_jobs: VecDeque<(mrpc::Header, Vec<u8>, u64)>,
     /// Tickets of calls whose answer came too late (`calls`): collected and let go later.
     pub given_up: Vec<u64>,
+    /// Pipe ends held here for programs of other machines (`resops`).
+    pub holds: Vec<resops::Hold>,
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -218,10 +221,10 @@ impl State {
     fn answer(&mut self, call: Call, to: u8, result: Result<Vec<u8>, Error>) {
         let epoch = self.client.known_epoch(to);
         if let Some(fs) = call.fs {
-            if fs.kind == files::Kind::Call {
-                calls::answer(call.request, fs, result);
-            } else {
-                files::answer(call.request, epoch, fs, result);
+            match fs.kind {
+                files::Kind::Call => calls::answer(call.request, fs, result),
+                files::Kind::Res => resops::answer(call.request, epoch, fs, result),
+                _ => files::answer(call.request, epoch, fs, result),
             }
             return;
         }
@@ -494,6 +497,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             followed: Vec::new(),
             call_jobs: VecDeque::new(),
             given_up: Vec::new(),
+            holds: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));
@@ -568,6 +572,12 @@ fn local(r: &Received) -> Result<(), Error> {
                 return Ok(());
             }
             (mach::OP_CALL, Err(e)) => e,
+            (mach::OP_RES, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
+            (mach::OP_RES, Ok(user)) => {
+                with(|s| resops::local(s, r, user));
+                return Ok(());
+            }
+            (mach::OP_RES, Err(e)) => e,
             _ => Error::NoSuchCall,
         };
         let _ = ipc::reply(
@@ -581,8 +591,8 @@ fn local(r: &Received) -> Result<(), Error> {
     let reply = |words: [u64; 6]| ipc::reply(r.request, 0, &Msg { label: 0, words });
     let machine = |s: &State| u8::try_from(w[0]).ok().filter(|m| *m < s.n);
     match r.msg.label {
-        // A file request or a call without its ICA.
-        mach::OP_FS | mach::OP_CALL => Err(Error::InvalidArgument),
+        // A file request, a call or a resource operation without its ICA.
+        mach::OP_FS | mach::OP_CALL | mach::OP_RES => Err(Error::InvalidArgument),
         mach::OP_FOLLOW => with(|s| follow::follow(s, r, user)),
         mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r, user)),
         mach::OP_SELF => {

@@ -15,6 +15,7 @@
 //! | [`R_INPUT`] | pid, flags (1: the input ends after these bytes), the bytes (at most `abi::mach::INPUT_MAX`) | bytes written into its input pipe (u64) |
 //! | `R_FS` (8) | a file request: see `files` | |
 //! | `R_CALL` (10) | a call to a function by name: see `calls` | |
+//! | `R_RES` (11) | a resource operation: see `resops` | |
 //!
 //! Output (`run -m M` in the foreground): a program spawned with `SPAWN_RELAY` writes to a
 //! pipe this `machd` holds the reading end of ([`spawn`]); each `R_OUTPUT` answers what the
@@ -306,6 +307,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
         R_INPUT => input(s, h.user, p),
         crate::files::R_FS => return crate::files::perform(s, h, p),
         crate::calls::R_CALL => return crate::calls::perform(s, h, p),
+        crate::resops::R_RES => crate::resops::perform(s, h, p),
         _ => Err(Error::NoSuchCall),
     })
 }

@@ -80,5 +80,6 @@ fn op_of(kind: Kind) -> u64 {
         Kind::Input => mach::OP_INPUT,
         Kind::Fs => mach::OP_FS,
         Kind::Call => mach::OP_CALL,
+        Kind::Res => mach::OP_RES,
     }
 }

@@ -280,7 +280,7 @@ fn refusals(m: u8) -> Result<(), String> {
 }
 
 /// This machine's id (`OP_SELF`).
-fn me_machine() -> Result<u8, String> {
+pub(crate) fn me_machine() -> Result<u8, String> {
     let server = ResId(
         fnid::lookup(FN_MACH)
             .map_err(|e| format!("{FN_MACH}: {e}"))?

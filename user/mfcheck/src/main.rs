@@ -28,6 +28,8 @@
 //!
 //! - `mfcheck callee` and `mfcheck call M`: a function served on machine M called by name
 //!   from another (`calls`).
+//! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
+//!   a pipe between the two machines among them (`pipes`).
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
@@ -36,6 +38,7 @@
 extern crate alloc;
 
 mod calls;
+mod pipes;
 
 use alloc::format;
 use alloc::string::String;
@@ -112,6 +115,12 @@ fn main(args: &[&str]) -> i32 {
             _ => usage(),
         };
     }
+    if let [_, "pread", name] = args {
+        return pipes::pread(name);
+    }
+    if let [_, "phold", rest @ ..] = args {
+        return pipes::phold(rest);
+    }
     if let [_, "callee"] = args {
         return match calls::callee() {
             Ok(what) => {
@@ -148,6 +157,7 @@ fn main(args: &[&str]) -> i32 {
         "forge" => forge(m),
         "reopen" => reopen(m),
         "call" => calls::caller(m).map(|what| format!(", {what}")),
+        "pipe" => pipes::pipe(m),
         _ => return usage(),
     };
     match r {
@@ -164,7 +174,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call MACHINE | mfcheck callee | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
     );
     2
 }

@@ -9,12 +9,13 @@
 //! a pipe's bytes until its EOF. The shell's pipelines (`run PROG -m M | ...`, `run ... |
 //! PROG -m M`) and `mrun` (a pipeline stage on another machine anywhere in a pipeline) are
 //! built of these. [`call`]: a request to any function served on another machine, by name
-//! (`abi::mach::OP_CALL`).
+//! (`abi::mach::OP_CALL`). [`res_open`] and the other `res_*`: resource operations on
+//! another machine (`abi::mach::OP_RES`), a pipe there among them.
 
 use crate::abi::fnid::FnId;
 use crate::abi::ipc::Msg;
 use crate::abi::mach::{self, FN_MACH};
-use crate::abi::res::ResId;
+use crate::abi::res::{ResId, ResInfo, Rights};
 use crate::abi::syscall::control;
 use crate::abi::{Error, Pid, WaitStatus};
 use crate::stdio::Stream;
@@ -374,5 +375,159 @@ pub fn call(
             a.bytes = page[mach::CALL_NAME_AT..mach::CALL_NAME_AT + n].to_vec();
             a
         },
+    )
+}
+
+/// A resource of another machine, as [`res_open`] gave it: usable until that machine
+/// restarts (`StaleResource` after).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemoteRes {
+    pub machine: u8,
+    /// The life of `machine` that opened it.
+    pub epoch: u32,
+    pub id: ResId,
+}
+
+/// One `OP_RES` request: `op` on `r`'s machine with `words[1..4]` as given, `len` and
+/// `args_len` in its [`mach::res_word`], a control's two arguments and `data` in the ICA;
+/// `take` reads the reply's bytes (as many as its `words[2]` says) and words.
+#[allow(clippy::too_many_arguments)]
+fn res_request<T>(
+    machine: u8,
+    op: u64,
+    words123: [u64; 3],
+    len: usize,
+    args: (u64, u64),
+    data: &[u8],
+    args_len: usize,
+    take: impl FnOnce(&[u8], &Msg) -> T,
+) -> Result<T, Error> {
+    if data.len() > mach::RES_REMOTE_MAX || len > mach::RES_REMOTE_MAX {
+        return Err(Error::TooLong);
+    }
+    let server = server()?.as_target();
+    let w0 = mach::res_word(u64::from(machine), op, len as u64, args_len as u64);
+    crate::fs::call_with_ica(
+        server,
+        mach::OP_RES,
+        [w0, words123[0], words123[1], words123[2], 0, 0],
+        |ica| {
+            ica[..8].copy_from_slice(&args.0.to_le_bytes());
+            ica[8..16].copy_from_slice(&args.1.to_le_bytes());
+            let at = mach::RES_DATA_AT;
+            ica[at..at + data.len()].copy_from_slice(data);
+        },
+        |ica, reply: &Msg| {
+            let n = (reply.words[2] as usize).min(mach::RES_REMOTE_MAX);
+            take(&ica[..n], reply)
+        },
+    )
+}
+
+/// Open resource `name` (`c1/pipe/p`: core 1 of that machine; `here`: its core 0) on
+/// machine `machine` with `args` and `rights`, as this program's user (the rights are
+/// checked there).
+pub fn res_open(machine: u8, name: &str, args: &[u8], rights: Rights) -> Result<RemoteRes, Error> {
+    let mut data = Vec::with_capacity(name.len() + args.len());
+    data.extend_from_slice(name.as_bytes());
+    data.extend_from_slice(args);
+    let (id, epoch) = res_request(
+        machine,
+        mach::RES_OPEN,
+        [0, u64::from(rights.0), 0],
+        name.len(),
+        (0, 0),
+        &data,
+        args.len(),
+        |_, reply| (reply.words[0], reply.words[1]),
+    )?;
+    Ok(RemoteRes {
+        machine,
+        epoch: epoch as u32,
+        id: ResId(id),
+    })
+}
+
+/// Close `r`.
+pub fn res_close(r: &RemoteRes) -> Result<(), Error> {
+    res_on(r, mach::RES_CLOSE, 0, 0, (0, 0), &[], |_, _| ())
+}
+
+/// `r`'s record, as its machine's kernel has it.
+pub fn res_info(r: &RemoteRes) -> Result<ResInfo, Error> {
+    res_on(r, mach::RES_INFO, 0, 0, (0, 0), &[], |bytes, _| {
+        (bytes.len() == core::mem::size_of::<ResInfo>())
+            .then(|| bytemuck::pod_read_unaligned(bytes))
+    })?
+    .ok_or(Error::Unknown)
+}
+
+/// Read at most `buf.len()` (at most `abi::mach::RES_REMOTE_MAX`) bytes of `r` with
+/// `arg`: how many. A pipe is never waited for there: `Again` while it is empty with a
+/// writer held (ask again later); 0 bytes is its EOF.
+pub fn res_read(r: &RemoteRes, buf: &mut [u8], arg: u64) -> Result<usize, Error> {
+    res_on(
+        r,
+        mach::RES_READ,
+        arg,
+        buf.len(),
+        (0, 0),
+        &[],
+        |bytes, _| {
+            let n = bytes.len().min(buf.len());
+            buf[..n].copy_from_slice(&bytes[..n]);
+            n
+        },
+    )
+}
+
+/// Write `bytes` (at most `abi::mach::RES_REMOTE_MAX`) to `r` with `arg`: how many were
+/// taken. A full pipe is `Again` (offer them again later).
+pub fn res_write(r: &RemoteRes, bytes: &[u8], arg: u64) -> Result<usize, Error> {
+    res_on(
+        r,
+        mach::RES_WRITE,
+        arg,
+        bytes.len(),
+        (0, 0),
+        bytes,
+        |_, reply| reply.words[0] as usize,
+    )
+}
+
+/// Control command `cmd` on `r` with `arg0` and `arg1`: its value. `PIPE_HOLD` with `arg1`
+/// 0 holds the end for this program (that machine's `machd` holds it, and lets it go when
+/// this program drops it or ends); `SEM_P` never waits (`Again` at 0).
+pub fn res_control(r: &RemoteRes, cmd: u64, arg0: u64, arg1: u64) -> Result<u64, Error> {
+    res_on(
+        r,
+        mach::RES_CONTROL,
+        cmd,
+        0,
+        (arg0, arg1),
+        &[],
+        |_, reply| reply.words[0],
+    )
+}
+
+/// An `OP_RES` on the id of `r`.
+fn res_on<T>(
+    r: &RemoteRes,
+    op: u64,
+    arg: u64,
+    len: usize,
+    args: (u64, u64),
+    data: &[u8],
+    take: impl FnOnce(&[u8], &Msg) -> T,
+) -> Result<T, Error> {
+    res_request(
+        r.machine,
+        op,
+        [u64::from(r.epoch), r.id.0, arg],
+        len,
+        args,
+        data,
+        0,
+        take,
     )
 }

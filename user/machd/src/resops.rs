@@ -1,0 +1,277 @@
+//! Resource operations on another machine (`abi::mach::OP_RES`; P4: a request reaches a
+//! resource on another machine the way RPCC reaches another core's, with the rights checked
+//! by the resource's own kernel): both halves.
+//!
+//! **Here, for a local program** ([`local`], [`answer`]): the operation, its words and at
+//! most `RES_REMOTE_MAX` bytes from the program's ICA (an open's name and arguments, a
+//! write's bytes) become an [`R_RES`] request naming the life of the machine the id came
+//! from (a restarted machine refuses it `StaleResource`); a read's bytes or an info's
+//! record come back into the ICA.
+//!
+//! **There, for the other machine** ([`perform`], on the network thread): the operation is
+//! made *acting as the requester's user* (`SETUSER` around the one system call, as a remote
+//! spawn), so this machine's kernel checks the rights. Nothing may wait here (the network
+//! thread serves everyone): pipes are read and written with `PIPE_NOWAIT` (`Again` where a
+//! local caller would wait) and `SEM_P` is made as `SEM_TRY`.
+//!
+//! **Pipe ends held for a program of another machine** ([`Hold`]): `PIPE_HOLD` for "the
+//! caller" makes this `machd` hold the end, noted for that program (machine, life, pid).
+//! The end is let go when the last program holding it through `machd` drops it
+//! (`PIPE_DROP`), ends (its machine's `machd` sends `FS_CLOSE_ALL` for it, as for its
+//! files: [`drop_holds`]), or its machine goes down or restarts; so a reader here reads
+//! EOF once the writers of other machines are gone, as Unix pipes do.
+//!
+//! | mrpc op | payload | reply |
+//! |---|---|---|
+//! | [`R_RES`] | op, id (an open: rights), arg (a control: command), length, argument bytes, control arg0, arg1, the requesting pid (u64 each), then the bytes | the result (u64), then a read's bytes or an info's `ResInfo` |
+
+use crate::files::{Kind, Waiting};
+use crate::ops::{word, words};
+use crate::State;
+use alloc::vec;
+use alloc::vec::Vec;
+use mrpc::Header;
+use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::mach::{
+    self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_INFO, RES_OPEN, RES_READ,
+    RES_REMOTE_MAX, RES_WRITE,
+};
+use ulib::abi::res::{ResId, ResType, Rights, MAX_NAME};
+use ulib::abi::syscall::control::{PIPE_DROP, PIPE_HOLD, PIPE_NOWAIT, SEM_P, SEM_TRY};
+use ulib::abi::{Error, Pid};
+use ulib::{ipc, res};
+
+pub const R_RES: u16 = 11;
+/// The request's words before its bytes.
+const HEAD: usize = 8 * 8;
+/// Most pipe ends held here for programs of other machines.
+const HOLDS_MAX: usize = 256;
+
+/// A pipe end this `machd` holds for a program of another machine.
+pub struct Hold {
+    pipe: ResId,
+    end: u64,
+    machine: u8,
+    epoch: u32,
+    pid: Pid,
+}
+
+/// `OP_RES` from a local program (`r`, acting as `user`; its ICA writable): started, or
+/// answered at once with an error (the ICA back either way).
+pub fn local(s: &mut State, r: &Received, user: u32) {
+    let Some((region, at)) = ipc::ica_at(&r.msg) else {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+        return;
+    };
+    let give_back = |e: Error| {
+        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+    };
+    let w = r.msg.words;
+    let (m, op, len, args_len) = res_parts(w[0]);
+    if m >= u64::from(s.n) || m == u64::from(s.me) || !(RES_OPEN..=RES_CONTROL).contains(&op) {
+        return give_back(Error::InvalidArgument);
+    }
+    let data_len = match op {
+        RES_OPEN if len == 0 => return give_back(Error::InvalidArgument),
+        RES_OPEN if len > MAX_NAME => return give_back(Error::TooLong),
+        RES_OPEN => len + args_len,
+        RES_WRITE => len,
+        _ => 0,
+    };
+    if data_len > RES_REMOTE_MAX || len > RES_REMOTE_MAX {
+        return give_back(Error::TooLong);
+    }
+    // An id names the life of its machine that handed it out.
+    let epoch = match (op, u32::try_from(w[1])) {
+        (RES_OPEN, _) => None,
+        (_, Ok(e)) if e != 0 => Some(e),
+        _ => return give_back(Error::InvalidArgument),
+    };
+    // SAFETY: the request's ICA is attached at `at` (a vregion: at least a page), ours
+    // until we answer; RES_DATA_AT + data_len is at most 912 bytes.
+    let page = unsafe { core::slice::from_raw_parts(at as *const u8, RES_DATA_AT + data_len) };
+    let (a0, a1) = (word(page, 0).unwrap_or(0), word(page, 1).unwrap_or(0));
+    let mut payload = words(&[
+        op,
+        w[2],
+        w[3],
+        len as u64,
+        args_len as u64,
+        a0,
+        a1,
+        r.sender.0,
+    ]);
+    payload.extend_from_slice(&page[RES_DATA_AT..]);
+    if op == RES_CONTROL && w[3] == PIPE_HOLD && a1 == 0 {
+        // Held there for this program: let go when it ends (noted before the answer, so a
+        // hold made there whose answer is lost is let go too).
+        crate::files::note_opener(s, r.sender, m as u8);
+    }
+    let waiting = Waiting {
+        region,
+        at,
+        kind: Kind::Res,
+    };
+    let call = ((m as u8, R_RES, payload), mach::DEFAULT_DEADLINE_NS, epoch);
+    if let Err(e) = s.start(r.request, mach::OP_RES, call, user, Some(waiting)) {
+        give_back(e);
+    }
+}
+
+/// The answer to a local caller's `OP_RES` from a machine in its life `epoch` (`result`:
+/// the reply's payload): the bytes into the ICA, and back.
+pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Error>) {
+    let parsed = result.and_then(|p| {
+        let value = word(&p, 0)?;
+        let bytes = &p[8..];
+        if bytes.len() > RES_REMOTE_MAX {
+            return Err(Error::InvalidArgument);
+        }
+        // SAFETY: the caller's ICA, attached at `at`, at least a page, ours until the reply
+        // below; at most 896 bytes.
+        unsafe { core::slice::from_raw_parts_mut(w.at as *mut u8, bytes.len()) }
+            .copy_from_slice(bytes);
+        Ok([value, u64::from(epoch), bytes.len() as u64, 0, 0, 0])
+    });
+    let (value, words) = match parsed {
+        Ok(words) => (0, words),
+        Err(e) => (e as u64, [0; 6]),
+    };
+    let _ = ipc::reply(
+        request,
+        value,
+        &ipc::with_ica(Msg { label: 0, words }, w.region),
+    );
+}
+
+/// `R_RES` from machine `h.from`, made here at once (nothing in it waits): the reply's
+/// payload.
+pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
+    let [op, id, arg, len, args_len, a0, a1, pid] = {
+        let mut w = [0u64; 8];
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = word(p, i)?;
+        }
+        w
+    };
+    let data = p.get(HEAD..).ok_or(Error::InvalidArgument)?;
+    let (len, args_len) = (len as usize, args_len as usize);
+    let expected = match op {
+        RES_OPEN => len + args_len,
+        RES_WRITE => len,
+        _ => 0,
+    };
+    if data.len() != expected || len > RES_REMOTE_MAX {
+        return Err(Error::InvalidArgument);
+    }
+    let user = h.user;
+    let as_user =
+        |s: &State, f: &mut dyn FnMut() -> Result<u64, Error>| crate::ops::as_user(s, user, f);
+    let id = ResId(id);
+    // A pipe is never waited for here.
+    let nowait = |arg: u64| match id.kind() {
+        Some(ResType::Pipe) if arg == 0 => Ok(PIPE_NOWAIT),
+        Some(ResType::Pipe) => Err(Error::InvalidArgument),
+        _ => Ok(arg),
+    };
+    let value = match op {
+        RES_OPEN => {
+            let name = core::str::from_utf8(&data[..len]).map_err(|_| Error::BadName)?;
+            let rights = Rights(u8::try_from(id.0).map_err(|_| Error::InvalidArgument)?);
+            as_user(s, &mut || {
+                res::open(name, &data[len..], rights).map(|r| r.0)
+            })?
+        }
+        RES_CLOSE => {
+            as_user(s, &mut || res::close(id).map(|()| 0))?;
+            // Its ends held here go with it.
+            s.holds.retain(|x| x.pipe != id);
+            0
+        }
+        RES_INFO => {
+            let mut got = ulib::abi::res::ResInfo::EMPTY;
+            as_user(s, &mut || {
+                got = res::info(id)?;
+                Ok(0)
+            })?;
+            let mut out = words(&[0]);
+            out.extend_from_slice(bytemuck::bytes_of(&got));
+            return Ok(out);
+        }
+        RES_READ => {
+            let arg = nowait(arg)?;
+            let mut buf = vec![0u8; len];
+            let n = as_user(s, &mut || res::read(id, &mut buf, arg).map(|n| n as u64))?;
+            let mut out = words(&[n]);
+            out.extend_from_slice(&buf[..(n as usize).min(len)]);
+            return Ok(out);
+        }
+        RES_WRITE => {
+            let arg = nowait(arg)?;
+            as_user(s, &mut || res::write(id, data, arg).map(|n| n as u64))?
+        }
+        RES_CONTROL => control(s, h, Pid(pid), id, arg, a0, a1)?,
+        _ => return Err(Error::NoSuchCall),
+    };
+    Ok(words(&[value]))
+}
+
+/// A control command of machine `h.from`'s program `pid`.
+fn control(
+    s: &mut State,
+    h: &Header,
+    pid: Pid,
+    id: ResId,
+    cmd: u64,
+    a0: u64,
+    a1: u64,
+) -> Result<u64, Error> {
+    let user = h.user;
+    let cmd = if cmd == SEM_P { SEM_TRY } else { cmd };
+    let mine = |x: &Hold| {
+        x.pipe == id && x.end == a0 && x.machine == h.from && x.epoch == h.epoch && x.pid == pid
+    };
+    match cmd {
+        PIPE_HOLD if a1 == 0 => {
+            if !s.holds.iter().any(mine) && s.holds.len() >= HOLDS_MAX {
+                return Err(Error::Limit);
+            }
+            crate::ops::as_user(s, user, || res::control(id, PIPE_HOLD, a0, 0))?;
+            if !s.holds.iter().any(mine) {
+                s.holds.push(Hold {
+                    pipe: id,
+                    end: a0,
+                    machine: h.from,
+                    epoch: h.epoch,
+                    pid,
+                });
+            }
+            Ok(0)
+        }
+        PIPE_DROP if a1 == 0 => {
+            let i = s.holds.iter().position(mine).ok_or(Error::NoSuchProcess)?;
+            s.holds.swap_remove(i);
+            if s.holds.iter().any(|x| x.pipe == id && x.end == a0) {
+                // Another program of another machine still holds it through us.
+                return Ok(0);
+            }
+            crate::ops::as_user(s, user, || res::control(id, PIPE_DROP, a0, 0))
+        }
+        _ => crate::ops::as_user(s, user, || res::control(id, cmd, a0, a1)),
+    }
+}
+
+/// Let go of the pipe ends held for the programs `gone` picks (ended, or of a machine gone
+/// down or restarted): each end no other program still holds through us is dropped.
+pub fn drop_holds(s: &mut State, gone: impl Fn(u8, u32, Pid) -> bool) {
+    let (out, kept): (Vec<Hold>, Vec<Hold>) = core::mem::take(&mut s.holds)
+        .into_iter()
+        .partition(|x| gone(x.machine, x.epoch, x.pid));
+    s.holds = kept;
+    for x in out {
+        if !s.holds.iter().any(|k| k.pipe == x.pipe && k.end == x.end) {
+            // As this process's own user (a boot program's, which may).
+            let _ = res::control(x.pipe, PIPE_DROP, x.end, 0);
+        }
+    }
+}

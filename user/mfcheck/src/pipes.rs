@@ -1,0 +1,362 @@
+//! `mfcheck pipe M`: resources of another machine used from here (`abi::mach::OP_RES`,
+//! `ulib::mach::res_*`), a pipe between two machines among them.
+//!
+//! - A pipe opened on machine M, its writing end held here (by M's `machd` for this
+//!   program), read on M by `mfcheck pread` (spawned there, holding the reading end
+//!   itself): [`BYTES`] bytes written from here in pieces (`Again` while the pipe is
+//!   full), then the end dropped; the reader must get every byte in order, then EOF.
+//! - A second pipe with both ends held from here: a read of it empty is `Again`, not a
+//!   wait; the bytes, the record (`ResInfo`: bytes buffered, ends held), EOF once the
+//!   writing end is dropped, a drop of an end not held, and `StaleResource` once closed.
+//! - A semaphore: `SEM_P` at 0 is `Again`, after a `SEM_V` it takes the unit.
+//! - Rights, checked by M's kernel: a vregion opened owner-only is read back by its user and
+//!   refused (`Denied`) to user 2000.
+//! - Refusals: an earlier life of M (`StaleResource`), this machine or none, too many
+//!   bytes, a name too long, a forged id.
+//! - A program here that ends holding an end there (`mfcheck phold`): M's `machd` lets it
+//!   go, so a read of the pipe there reaches EOF.
+//!
+//! `mfcheck pread NAME` (on M): opens pipe NAME there, holds its reading end, reads to EOF
+//! and exits 0 only if it read the [`BYTES`] bytes [`pattern`] makes. `mfcheck phold M ID
+//! EPOCH`: holds the writing end of pipe ID of machine M (life EPOCH) and ends.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use ulib::abi::mach;
+use ulib::abi::res::{ResId, Rights, UserId};
+use ulib::abi::syscall::control::{
+    PIPE_DROP, PIPE_HOLD, PIPE_READ_END, PIPE_WRITE_END, SEM_P, SEM_V,
+};
+use ulib::abi::{Error, Priority};
+use ulib::mach::{self as m_, RemoteRes};
+use ulib::{println, res, sys};
+
+/// Bytes sent through the pipe between the machines.
+pub const BYTES: usize = 20_000;
+/// The pipe `pread` reads (its name fits a remote spawn's 32 bytes beside the words).
+const PIPE: &str = "c0/pipe/mfp";
+
+/// Byte `i` of what goes through the pipe.
+pub fn pattern(i: usize) -> u8 {
+    (i % 251) as u8
+}
+
+/// `e` as a message about `what`.
+fn e<T>(r: Result<T, Error>, what: &str) -> Result<T, String> {
+    r.map_err(|err| format!("{what}: {err}"))
+}
+
+/// `mfcheck pipe M`.
+pub fn pipe(m: u8) -> Result<String, String> {
+    across(m)?;
+    both_ends(m)?;
+    semaphore(m)?;
+    rights(m)?;
+    refusals(m)?;
+    ended_holder(m)?;
+    Ok(format!(
+        ", {BYTES} bytes through a pipe of machine {m} in order, EOF; Again, not a wait; \
+         rights; refusals; an ended holder let go"
+    ))
+}
+
+/// The pipe between the machines: written here, read there.
+fn across(m: u8) -> Result<(), String> {
+    let p = e(
+        m_::res_open(m, PIPE, &[], Rights::OWNER_ALL),
+        "open the pipe",
+    )?;
+    let r = (|| {
+        e(
+            m_::res_control(&p, PIPE_HOLD, PIPE_WRITE_END, 0),
+            "hold the writing end",
+        )?;
+        let reader = e(
+            m_::spawn(m, mach::ANY_CORE, &["mfcheck", "pread", PIPE]),
+            "spawn pread",
+        )?;
+        // Written only once the reader holds its end (before, a write is `Gone`).
+        let mut looks = 0;
+        while e(m_::res_info(&p), "info")?.detail >> 32 == 0 {
+            looks += 1;
+            if looks > crate::POLLS {
+                return Err(String::from("pread never held the reading end"));
+            }
+            let _ = sys::sleep_ns(crate::POLL_NS / 10);
+        }
+        let bytes: Vec<u8> = (0..BYTES).map(pattern).collect();
+        let (mut sent, mut full) = (0, 0u32);
+        while sent < BYTES {
+            let end = (sent + mach::RES_REMOTE_MAX).min(BYTES);
+            match m_::res_write(&p, &bytes[sent..end], 0) {
+                Ok(n) => sent += n,
+                Err(Error::Again) if full < 100 * crate::POLLS => {
+                    full += 1;
+                    let _ = sys::sleep_ns(2_000_000);
+                }
+                Err(err) => return Err(format!("write at byte {sent}: {err}")),
+            }
+        }
+        e(
+            m_::res_control(&p, PIPE_DROP, PIPE_WRITE_END, 0),
+            "drop the writing end",
+        )?;
+        let st = e(m_::wait(&reader), "wait for pread")?;
+        if st.how != ulib::abi::ENDED_EXIT || st.code != 0 {
+            return Err(format!("pread ended {st:?}"));
+        }
+        Ok(())
+    })();
+    let _ = m_::res_close(&p);
+    r
+}
+
+/// Read `len` bytes of `p` there: `Ok(bytes)`, or the error.
+fn read(p: &RemoteRes, len: usize) -> Result<Vec<u8>, Error> {
+    let mut buf = alloc::vec![0u8; len];
+    let n = m_::res_read(p, &mut buf, 0)?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+/// A pipe of machine M with both ends held from here.
+fn both_ends(m: u8) -> Result<(), String> {
+    let p = e(
+        m_::res_open(m, "c0/pipe/mfq", &64u64.to_le_bytes(), Rights::OWNER_ALL),
+        "open",
+    )?;
+    let r = (|| {
+        for end in [PIPE_READ_END, PIPE_WRITE_END] {
+            e(m_::res_control(&p, PIPE_HOLD, end, 0), "hold")?;
+        }
+        let checks: [(&str, bool); 5] = [
+            ("an empty pipe read", read(&p, 10) == Err(Error::Again)),
+            ("a write", m_::res_write(&p, b"abc", 0) == Ok(3)),
+            (
+                "its record",
+                m_::res_info(&p).is_ok_and(|i| i.size == 3 && i.detail == (1 << 32) | 1),
+            ),
+            ("the bytes", read(&p, 10).as_deref() == Ok(&b"abc"[..])),
+            (
+                "a read arg",
+                m_::res_read(&p, &mut [0; 4], 5) == Err(Error::InvalidArgument),
+            ),
+        ];
+        if let Some((what, _)) = checks.iter().find(|(_, ok)| !ok) {
+            return Err(format!("pipe with both ends here: {what} went wrong"));
+        }
+        e(m_::res_control(&p, PIPE_DROP, PIPE_WRITE_END, 0), "drop")?;
+        let eof = read(&p, 10);
+        let again = m_::res_control(&p, PIPE_DROP, PIPE_WRITE_END, 0);
+        if eof != Ok(Vec::new()) || again != Err(Error::NoSuchProcess) {
+            return Err(format!(
+                "after the drop: read {eof:?}, a second drop {again:?}"
+            ));
+        }
+        e(m_::res_close(&p), "close")?;
+        let closed = read(&p, 10);
+        if closed != Err(Error::StaleResource) {
+            return Err(format!("read after close: {closed:?}"));
+        }
+        Ok(())
+    })();
+    let _ = m_::res_close(&p);
+    r
+}
+
+/// A semaphore of machine M: never waited for there.
+fn semaphore(m: u8) -> Result<(), String> {
+    let s = e(
+        m_::res_open(m, "c0/sem/mfs", &0u64.to_le_bytes(), Rights::OWNER_ALL),
+        "open sem",
+    )?;
+    let p0 = m_::res_control(&s, SEM_P, 0, 0);
+    let v = m_::res_control(&s, SEM_V, 0, 0);
+    let p1 = m_::res_control(&s, SEM_P, 0, 0);
+    let _ = m_::res_close(&s);
+    if p0 != Err(Error::Again) || v.is_err() || p1 != Ok(0) {
+        return Err(format!("semaphore: P at 0 {p0:?}, V {v:?}, P {p1:?}"));
+    }
+    Ok(())
+}
+
+/// Rights are checked by M's kernel, for the user the request came from.
+fn rights(m: u8) -> Result<(), String> {
+    let v = e(
+        m_::res_open(
+            m,
+            "c0/vregion/mfv",
+            &4096u64.to_le_bytes(),
+            Rights::OWNER_ALL,
+        ),
+        "open vregion",
+    )?;
+    let r = (|| {
+        e(m_::res_write(&v, b"hi", 0), "write")?;
+        let back = read(&v, 2);
+        let me = e(res::getuser(), "getuser")?;
+        e(res::setuser(UserId(2000)), "setuser")?;
+        let other = read(&v, 2);
+        let close = m_::res_close(&v);
+        e(res::setuser(me), "setuser back")?;
+        if back.as_deref() != Ok(&b"hi"[..])
+            || other != Err(Error::Denied)
+            || close != Err(Error::Denied)
+        {
+            return Err(format!(
+                "rights: read back {back:?}; as user 2000 read {other:?}, close {close:?}"
+            ));
+        }
+        Ok(())
+    })();
+    let _ = m_::res_close(&v);
+    r
+}
+
+/// Requests refused.
+fn refusals(m: u8) -> Result<(), String> {
+    let p = e(
+        m_::res_open(m, "c0/pipe/mfz", &[], Rights::OWNER_ALL),
+        "open",
+    )?;
+    let stale = RemoteRes {
+        epoch: p.epoch.wrapping_add(1),
+        ..p
+    };
+    let me = crate::calls::me_machine()?;
+    let cases = [
+        (
+            "an earlier life",
+            m_::res_info(&stale).err(),
+            Error::StaleResource,
+        ),
+        (
+            "this machine",
+            m_::res_info(&RemoteRes { machine: me, ..p }).err(),
+            Error::InvalidArgument,
+        ),
+        (
+            "no machine",
+            m_::res_info(&RemoteRes { machine: 9, ..p }).err(),
+            Error::InvalidArgument,
+        ),
+        (
+            "too many bytes",
+            m_::res_write(&p, &[0; mach::RES_REMOTE_MAX + 1], 0).err(),
+            Error::TooLong,
+        ),
+        (
+            "a name too long",
+            m_::res_open(m, &"x".repeat(40), &[], Rights::OWNER_ALL).err(),
+            Error::TooLong,
+        ),
+    ];
+    let forged = m_::res_info(&RemoteRes {
+        id: ResId(12345),
+        ..p
+    });
+    let _ = m_::res_close(&p);
+    if forged.is_ok() {
+        return Err(format!("a forged id answered {forged:?}"));
+    }
+    let wrong: Vec<String> = cases
+        .iter()
+        .filter(|(_, got, want)| *got != Some(*want))
+        .map(|(what, got, want)| format!("{what}: {got:?}, not {want:?}"))
+        .collect();
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
+/// A program here that ends holding the writing end of a pipe there: the end is let go.
+fn ended_holder(m: u8) -> Result<(), String> {
+    let p = e(
+        m_::res_open(m, "c0/pipe/mfr", &[], Rights::OWNER_ALL),
+        "open",
+    )?;
+    let r = (|| {
+        e(m_::res_control(&p, PIPE_HOLD, PIPE_READ_END, 0), "hold")?;
+        let (id, epoch) = (format!("{}", p.id.0), format!("{}", p.epoch));
+        let words = ["phold", &format!("{m}"), id.as_str(), epoch.as_str()];
+        let child = e(sys::spawn("mfcheck", &words, Priority::App), "spawn phold")?;
+        let (_, st) = e(sys::wait(Some(child)), "wait for phold")?;
+        if st.how != ulib::abi::ENDED_EXIT || st.code != 0 {
+            return Err(format!("phold ended {st:?}"));
+        }
+        // Held for it there until its end is noticed here (at a heartbeat) and told there.
+        for _ in 0..crate::POLLS {
+            match read(&p, 10) {
+                Ok(b) if b.is_empty() => return Ok(()),
+                Err(Error::Again) => {
+                    let _ = sys::sleep_ns(crate::POLL_NS);
+                }
+                other => return Err(format!("read after phold ended: {other:?}")),
+            }
+        }
+        Err(String::from("the end phold held was never let go"))
+    })();
+    let _ = m_::res_close(&p);
+    r
+}
+
+/// `mfcheck pread NAME`: exit code 0 only if every byte came, in order, then EOF.
+pub fn pread(name: &str) -> i32 {
+    let r = (|| {
+        let p = e(res::find(name), "find")?.id;
+        e(res::control(p, PIPE_HOLD, PIPE_READ_END, 0), "hold")?;
+        let mut got = 0;
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = e(res::read(p, &mut buf, 0), "read")?;
+            if n == 0 {
+                break;
+            }
+            if let Some(i) = (0..n).find(|&i| buf[i] != pattern(got + i)) {
+                return Err(format!("byte {} is {}", got + i, buf[i]));
+            }
+            got += n;
+        }
+        if got != BYTES {
+            return Err(format!("{got} bytes, not {BYTES}"));
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => {
+            println!("mfcheck pread: ok, {BYTES} bytes in order, then EOF");
+            0
+        }
+        Err(err) => {
+            println!("mfcheck pread: FAILED: {err}");
+            1
+        }
+    }
+}
+
+/// `mfcheck phold M ID EPOCH`: hold the writing end of that pipe, and end.
+pub fn phold(args: &[&str]) -> i32 {
+    let parsed = match args {
+        [m, id, epoch] => m.parse().ok().zip(id.parse().ok()).zip(epoch.parse().ok()),
+        _ => None,
+    };
+    let Some(((machine, id), epoch)) = parsed else {
+        println!("mfcheck phold: usage: mfcheck phold M ID EPOCH");
+        return 2;
+    };
+    let p = RemoteRes {
+        machine,
+        epoch,
+        id: ResId(id),
+    };
+    match m_::res_control(&p, PIPE_HOLD, PIPE_WRITE_END, 0) {
+        Ok(_) => 0,
+        Err(err) => {
+            println!("mfcheck phold: FAILED: hold: {err}");
+            1
+        }
+    }
+}
