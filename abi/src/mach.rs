@@ -26,7 +26,7 @@
 //! | [`OP_INPUT`] | machine, epoch, pid, length and [`INPUT_END`]; the bytes in the ICA | bytes written; the ICA back |
 //! | [`OP_UNFOLLOW`] | machine, epoch, pid | - |
 //! | [`OP_FS`] | machine, fs op and name length ([`fs_word`]), epoch, the fs request's `words[0]` and `words[1]`; the request's ICA (`abi::fs`) | the fs reply's `words[0..3]`; the ICA back |
-//! | [`OP_RES`] | [`res_word`] (machine, operation, lengths), epoch (0 for an open), the resource id (an open: its rights), the read's or write's `arg` (a control: its command); in the ICA a control's two arguments, then an open's name and arguments or a write's bytes ([`RES_DATA_AT`]) | the operation's result (id, count, value), the machine's epoch; in the ICA a read's bytes or an info's `ResInfo` |
+//! | [`OP_RES`] | [`res_word`] (machine, operation, lengths), epoch (0 for an open), the resource id (an open: its rights), the read's or write's `arg` (a control: its command); in the ICA a control's two arguments, then an open's name and arguments or a write's bytes ([`RES_DATA_AT`]) | the operation's result (id, count, value), the machine's epoch, bytes in the ICA; in the ICA a read's bytes or an info's `ResInfo` |
 //! | [`OP_CALL`] | machine, the remote request's label, [`call_word`] (name and data lengths, bytes wanted back, with an ICA), timeout ns (0: [`DEFAULT_DEADLINE_NS`]); in the ICA the remote request's six words, the function's name, the data ([`CALL_WORDS_AT`], [`CALL_NAME_AT`]) | bytes brought back, the server's reply value and label; in the ICA the server's six reply words and those bytes |
 //!
 //! Remote processes are named by (machine, epoch, pid): a machine that rebooted since has
@@ -151,16 +151,21 @@ pub const CALLABLE_PREFIX: &str = "pub.";
 /// the machine the id belongs to (what the open answered; 0 for an open), `words[2]` the
 /// id (an open: the rights), `words[3]` a read's or write's `arg` or a control's command.
 /// The reply's `words[0]` is the result (the id opened, bytes read or written, the
-/// control's value) and `words[1]` the machine's life; a read's bytes (at most
-/// [`RES_REMOTE_MAX`]) or an info's `ResInfo` come back at the ICA's start.
+/// control's value), `words[1]` the machine's life and `words[2]` how many bytes came back
+/// at the ICA's start: a read's (at most [`RES_REMOTE_MAX`]) or an info's `ResInfo`. Only
+/// vregions, pipes and semaphores may be opened there (`NotSupported` else: a process, an
+/// endpoint or a compute opened by `machd` would be `machd`'s own; spawn with
+/// [`OP_SPAWN`]).
 ///
 /// Nothing there waits: a pipe is read and written with `PIPE_NOWAIT`, so an empty pipe
 /// with a writer held, or a full one, answers `Again` (the caller asks again later), and a
 /// semaphore's `SEM_P` is made as `SEM_TRY` (`Again` at 0). A pipe end held with
 /// `PIPE_HOLD` for "the caller" (`arg1` 0) is held by that machine's `machd` for the
-/// calling program, and let go when the program drops it, ends, or its machine goes down
-/// or restarts (so a reader there sees EOF once a writer here is gone). An id of an earlier
-/// life of the machine is `StaleResource`.
+/// calling program, and let go (as the caller's user) when the program drops it, ends, or
+/// its machine goes down or restarts (so a reader there sees EOF once a writer here is
+/// gone); a `PIPE_DROP` of an end not held so is `NoSuchProcess`, and naming that
+/// `machd`'s own pid is `Denied`. An id of an earlier life of the machine is
+/// `StaleResource`.
 pub const OP_RES: u64 = 15;
 /// [`OP_RES`]: open a resource by name (`c1/pipe/p`; `here` is core 0 of that machine).
 pub const RES_OPEN: u64 = 1;

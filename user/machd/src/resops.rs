@@ -16,10 +16,15 @@
 //!
 //! **Pipe ends held for a program of another machine** ([`Hold`]): `PIPE_HOLD` for "the
 //! caller" makes this `machd` hold the end, noted for that program (machine, life, pid).
-//! The end is let go when the last program holding it through `machd` drops it
-//! (`PIPE_DROP`), ends (its machine's `machd` sends `FS_CLOSE_ALL` for it, as for its
-//! files: [`drop_holds`]), or its machine goes down or restarts; so a reader here reads
-//! EOF once the writers of other machines are gone, as Unix pipes do.
+//! The end is let go (as the user it was held for) when the last program holding it through
+//! `machd` drops it (`PIPE_DROP`), ends (its machine's `machd` sends `FS_CLOSE_ALL` for it,
+//! as for its files: [`drop_holds`]), or its machine goes down or restarts; so a reader
+//! here reads EOF once the writers of other machines are gone, as Unix pipes do. A hold or
+//! drop naming this `machd`'s own pid is `Denied` (its own holds are its bookkeeping's);
+//! at most [`HOLDS_PER_PROGRAM`] ends per program, [`HOLDS_MAX`] in all.
+//!
+//! Only vregions, pipes and semaphores may be opened here ([`OPENABLE`]): a process, an
+//! endpoint or a compute opened by `machd` would be `machd`'s own.
 //!
 //! | mrpc op | payload | reply |
 //! |---|---|---|
@@ -44,8 +49,14 @@ use ulib::{ipc, res};
 pub const R_RES: u16 = 11;
 /// The request's words before its bytes.
 const HEAD: usize = 8 * 8;
-/// Most pipe ends held here for programs of other machines.
+/// Most pipe ends held here for programs of other machines, and for one program.
 const HOLDS_MAX: usize = 256;
+const HOLDS_PER_PROGRAM: usize = 32;
+/// The types a program of another machine may open here: a process, an endpoint or a
+/// compute opened by `machd` would be `machd`'s (its child, its endpoint), which the
+/// kernel would let it use whatever user it acts as; a remote program spawns by
+/// `OP_SPAWN`, which keeps each child its requester's.
+const OPENABLE: [ResType; 3] = [ResType::VRegion, ResType::Pipe, ResType::Sem];
 
 /// A pipe end this `machd` holds for a program of another machine.
 pub struct Hold {
@@ -54,6 +65,8 @@ pub struct Hold {
     machine: u8,
     epoch: u32,
     pid: Pid,
+    /// The user it was held for: it is let go as that user (the pipe's rights are theirs).
+    user: u32,
 }
 
 /// `OP_RES` from a local program (`r`, acting as `user`; its ICA writable): started, or
@@ -155,13 +168,16 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         w
     };
     let data = p.get(HEAD..).ok_or(Error::InvalidArgument)?;
+    if len > RES_REMOTE_MAX as u64 || args_len > RES_REMOTE_MAX as u64 {
+        return Err(Error::InvalidArgument);
+    }
     let (len, args_len) = (len as usize, args_len as usize);
     let expected = match op {
         RES_OPEN => len + args_len,
         RES_WRITE => len,
         _ => 0,
     };
-    if data.len() != expected || len > RES_REMOTE_MAX {
+    if data.len() != expected {
         return Err(Error::InvalidArgument);
     }
     let user = h.user;
@@ -170,13 +186,19 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let id = ResId(id);
     // A pipe is never waited for here.
     let nowait = |arg: u64| match id.kind() {
-        Some(ResType::Pipe) if arg == 0 => Ok(PIPE_NOWAIT),
+        Some(ResType::Pipe) if arg == 0 || arg == PIPE_NOWAIT => Ok(PIPE_NOWAIT),
         Some(ResType::Pipe) => Err(Error::InvalidArgument),
         _ => Ok(arg),
     };
     let value = match op {
         RES_OPEN => {
             let name = core::str::from_utf8(&data[..len]).map_err(|_| Error::BadName)?;
+            let kind = ulib::abi::res::ResName::parse(name)
+                .map_err(|_| Error::BadName)?
+                .kind;
+            if !OPENABLE.contains(&kind) {
+                return Err(Error::NotSupported);
+            }
             let rights = Rights(u8::try_from(id.0).map_err(|_| Error::InvalidArgument)?);
             as_user(s, &mut || {
                 res::open(name, &data[len..], rights).map(|r| r.0)
@@ -231,10 +253,23 @@ fn control(
     let mine = |x: &Hold| {
         x.pipe == id && x.end == a0 && x.machine == h.from && x.epoch == h.epoch && x.pid == pid
     };
+    if matches!(cmd, PIPE_HOLD | PIPE_DROP) && a1 != 0 && Ok(Pid(a1)) == ulib::sys::getpid() {
+        // This machd's own holds are its bookkeeping's: "the caller" (0) reaches them.
+        return Err(Error::Denied);
+    }
     match cmd {
         PIPE_HOLD if a1 == 0 => {
-            if !s.holds.iter().any(mine) && s.holds.len() >= HOLDS_MAX {
-                return Err(Error::Limit);
+            if !s.holds.iter().any(mine) {
+                let program = |x: &Hold| x.machine == h.from && x.epoch == h.epoch && x.pid == pid;
+                if s.holds.len() >= HOLDS_MAX {
+                    // Ends of pipes closed since are forgotten first.
+                    s.holds.retain(|x| res::info(x.pipe).is_ok());
+                }
+                if s.holds.len() >= HOLDS_MAX
+                    || s.holds.iter().filter(|x| program(x)).count() >= HOLDS_PER_PROGRAM
+                {
+                    return Err(Error::Limit);
+                }
             }
             crate::ops::as_user(s, user, || res::control(id, PIPE_HOLD, a0, 0))?;
             if !s.holds.iter().any(mine) {
@@ -244,6 +279,7 @@ fn control(
                     machine: h.from,
                     epoch: h.epoch,
                     pid,
+                    user,
                 });
             }
             Ok(0)
@@ -268,10 +304,14 @@ pub fn drop_holds(s: &mut State, gone: impl Fn(u8, u32, Pid) -> bool) {
         .into_iter()
         .partition(|x| gone(x.machine, x.epoch, x.pid));
     s.holds = kept;
+    let mut dropped: Vec<(ResId, u64)> = Vec::new();
     for x in out {
-        if !s.holds.iter().any(|k| k.pipe == x.pipe && k.end == x.end) {
-            // As this process's own user (a boot program's, which may).
-            let _ = res::control(x.pipe, PIPE_DROP, x.end, 0);
+        let held = |k: &Hold| k.pipe == x.pipe && k.end == x.end;
+        if s.holds.iter().any(held) || dropped.contains(&(x.pipe, x.end)) {
+            continue;
         }
+        dropped.push((x.pipe, x.end));
+        // As the user it was held for: the pipe's rights are theirs, not machd's.
+        let _ = crate::ops::as_user(s, x.user, || res::control(x.pipe, PIPE_DROP, x.end, 0));
     }
 }

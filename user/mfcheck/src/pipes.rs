@@ -12,9 +12,11 @@
 //! - Rights, checked by M's kernel: a vregion opened owner-only is read back by its user and
 //!   refused (`Denied`) to user 2000.
 //! - Refusals: an earlier life of M (`StaleResource`), this machine or none, too many
-//!   bytes, a name too long, a forged id.
+//!   bytes, a name too long, a forged id, a process opened there, a hold for that
+//!   `machd` itself.
 //! - A program here that ends holding an end there (`mfcheck phold`): M's `machd` lets it
-//!   go, so a read of the pipe there reaches EOF.
+//!   go, as the user it held it for (2000, whose owner-only pipe it is), so a read of the
+//!   pipe there reaches EOF.
 //!
 //! `mfcheck pread NAME` (on M): opens pipe NAME there, holds its reading end, reads to EOF
 //! and exits 0 only if it read the [`BYTES`] bytes [`pattern`] makes. `mfcheck phold M ID
@@ -225,11 +227,22 @@ fn refusals(m: u8) -> Result<(), String> {
         ..p
     };
     let me = crate::calls::me_machine()?;
+    let machd = machd_pid(m)?;
     let cases = [
         (
             "an earlier life",
             m_::res_info(&stale).err(),
             Error::StaleResource,
+        ),
+        (
+            "a process opened there",
+            m_::res_open(m, "c0/process/mfx", b"hello", Rights::OWNER_ALL).err(),
+            Error::NotSupported,
+        ),
+        (
+            "a hold for machd itself",
+            m_::res_control(&p, PIPE_HOLD, PIPE_READ_END, machd).err(),
+            Error::Denied,
         ),
         (
             "this machine",
@@ -273,7 +286,16 @@ fn refusals(m: u8) -> Result<(), String> {
 }
 
 /// A program here that ends holding the writing end of a pipe there: the end is let go.
+/// All as user 2000, whose pipe it is (owner-only: `machd`'s own user may not drop it).
 fn ended_holder(m: u8) -> Result<(), String> {
+    let me = e(res::getuser(), "getuser")?;
+    e(res::setuser(UserId(2000)), "setuser")?;
+    let r = ended_holder_as_other(m);
+    e(res::setuser(me), "setuser back")?;
+    r
+}
+
+fn ended_holder_as_other(m: u8) -> Result<(), String> {
     let p = e(
         m_::res_open(m, "c0/pipe/mfr", &[], Rights::OWNER_ALL),
         "open",
@@ -301,6 +323,26 @@ fn ended_holder(m: u8) -> Result<(), String> {
     })();
     let _ = m_::res_close(&p);
     r
+}
+
+/// The pid of machine `m`'s `machd` (`OP_PS`: its process list, one by one).
+fn machd_pid(m: u8) -> Result<u64, String> {
+    let server = ResId(e(ulib::fnid::lookup(mach::FN_MACH), "mach")?.0);
+    for index in 0..256 {
+        let ask = ulib::abi::ipc::Msg {
+            label: mach::OP_PS,
+            words: [u64::from(m), index, 0, 0, 0, 0],
+        };
+        let (value, r) = e(ulib::ipc::call(server, &ask), "OP_PS")?;
+        if value != 0 {
+            break;
+        }
+        let name: Vec<u8> = r.words[3..6].iter().flat_map(|w| w.to_le_bytes()).collect();
+        if name.starts_with(b"machd\0") {
+            return Ok(r.words[0]);
+        }
+    }
+    Err(format!("no machd in machine {m}'s process list"))
 }
 
 /// `mfcheck pread NAME`: exit code 0 only if every byte came, in order, then EOF.

@@ -463,8 +463,10 @@ pub fn res_info(r: &RemoteRes) -> Result<ResInfo, Error> {
 }
 
 /// Read at most `buf.len()` (at most `abi::mach::RES_REMOTE_MAX`) bytes of `r` with
-/// `arg`: how many. A pipe is never waited for there: `Again` while it is empty with a
-/// writer held (ask again later); 0 bytes is its EOF.
+/// `arg`: the read's result, as on that machine (bytes read, or a value: a compute's
+/// bind). A pipe is never waited for there: `Again` while it is empty with a writer held
+/// (ask again later); 0 bytes is its EOF. A read that ends `TimedOut` may have taken its
+/// bytes there (the answer, not the request, was lost): a pipe's stream then has a gap.
 pub fn res_read(r: &RemoteRes, buf: &mut [u8], arg: u64) -> Result<usize, Error> {
     res_on(
         r,
@@ -473,16 +475,17 @@ pub fn res_read(r: &RemoteRes, buf: &mut [u8], arg: u64) -> Result<usize, Error>
         buf.len(),
         (0, 0),
         &[],
-        |bytes, _| {
+        |bytes, reply| {
             let n = bytes.len().min(buf.len());
             buf[..n].copy_from_slice(&bytes[..n]);
-            n
+            reply.words[0] as usize
         },
     )
 }
 
 /// Write `bytes` (at most `abi::mach::RES_REMOTE_MAX`) to `r` with `arg`: how many were
-/// taken. A full pipe is `Again` (offer them again later).
+/// taken. A full pipe is `Again` (offer them again later). A write that ends `TimedOut`
+/// may have been made there: offered again, a pipe would get its bytes twice.
 pub fn res_write(r: &RemoteRes, bytes: &[u8], arg: u64) -> Result<usize, Error> {
     res_on(
         r,
