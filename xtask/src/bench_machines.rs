@@ -7,7 +7,9 @@
 //! Each run boots two machines (`xtask/src/machines.rs`, 2 cores each, parallel TCG) and
 //! in machine 0's shell runs `ipcbench` (each sample the mean of 1,000 same-core and 200
 //! two-core round trips, in TSC ticks, turned into ns with the TSC frequency the kernel
-//! printed at boot) and `mping 1 N bench` (each sample one cross-machine round trip, ns).
+//! printed at boot), `mping 1 N bench` (each sample one cross-machine round trip, ns) and
+//! `resbench ladder 1 N` (P4's resource operation, `RES_INFO`, on this core, the other
+//! core and machine 1, in TSC ticks).
 //!
 //! With `--peer linux`, each run then boots the issue's peer: two Debian Linux 6.1 guests
 //! (2 vCPUs each, parallel TCG) joined the same way, one echoing UDP on port 7 and one
@@ -43,6 +45,10 @@ const SAME: &str = "rendezvous round trip, same core";
 const CROSS: &str = "rendezvous round trip, two cores";
 const MACHINE: &str = "cross-machine round trip";
 const LINUX: &str = "UDP ping-pong, two guests";
+/// `resbench ladder`'s cases (`user/resbench/src/ladder.rs`).
+const RES_SAME: &str = "resource op (RES_INFO of a pipe), same core";
+const RES_CROSS: &str = "resource op (RES_INFO of a pipe), other core";
+const RES_MACHINE: &str = "resource op (RES_INFO of a pipe), other machine";
 /// The Linux pinger's datagram: the size of an mrpc header (`libs/mrpc`), what `mping`'s
 /// request and answer carry.
 const LINUX_SIZE: usize = 40;
@@ -115,7 +121,10 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         faults: Faults::default(),
         disks: Vec::new(),
     };
-    let script = format!("machines wait\nrun ipcbench {IPC_SAMPLES}\nmping 1 {PINGS} bench\n");
+    let script = format!(
+        "machines wait\nrun ipcbench {IPC_SAMPLES}\nmping 1 {PINGS} bench\n\
+         run resbench ladder 1 {IPC_SAMPLES}\n"
+    );
     let steps = crate::script::parse(&script)?;
     let mut samples: Vec<(String, Vec<f64>)> = Vec::new();
     let mut qemu = String::new();
@@ -136,12 +145,14 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         drop(others);
         let lines = lines?;
         if lines.iter().any(|l| l.contains("BENCH error")) {
-            bail!("ipcbench failed; see the console above");
+            bail!("ipcbench or resbench failed; see the console above");
         }
         let mhz = tsc_mhz(&lines).context("no TSC frequency on the console")?;
         for (case, s) in bench_samples(&lines, "musubi")? {
             let s: Vec<f64> = match case.as_str() {
-                SAME | CROSS => s.iter().map(|ticks| ticks * 1000.0 / mhz).collect(),
+                SAME | CROSS | RES_SAME | RES_CROSS | RES_MACHINE => {
+                    s.iter().map(|ticks| ticks * 1000.0 / mhz).collect()
+                }
                 MACHINE => s,
                 _ => continue,
             };
@@ -186,6 +197,27 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         ));
     }
     let mut checks = checks(&rows);
+    let ladder = [
+        row(RES_SAME, "resource op (RES_INFO of a pipe), same core")?,
+        row(RES_CROSS, "resource op, other core (inter-core RPCC)")?,
+        row(
+            RES_MACHINE,
+            "resource op, other machine (OP_RES: machd, mrpc over net.udp, made there as the user)",
+        )?,
+    ];
+    checks.push(Check::computed(
+        "resource op: other core / same core (medians)",
+        ladder[1].median / ladder[0].median,
+        "> 1 (P4: a remote resource costs more)",
+        ladder[1].median > ladder[0].median,
+    ));
+    checks.push(Check::computed(
+        "resource op: other machine / other core (medians)",
+        ladder[2].median / ladder[1].median,
+        "> 1 (P4: inter-machine RCC costs more than inter-core)",
+        ladder[2].median > ladder[1].median,
+    ));
+    rows.extend(ladder);
     let (one, two) = (
         Row::from_samples(
             &format!(
@@ -268,6 +300,14 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
             "P0 (Agora-1) measured inter-processor IPC at 2.41-3.96 ms against 158-219 us \
              within a processor (~17x)."
                 .into(),
+            format!(
+                "P4's resource operation at three distances: `resbench ladder 1 {IPC_SAMPLES}` \
+                 per run, `RES_INFO` of a pipe on the program's own core (each sample the mean \
+                 of 200), on the other core (200, an inter-core RPCC request), and on machine \
+                 1 (5: `ulib::mach::res_info`, `OP_RES` to machd, an mrpc request over \
+                 net.udp, machine 1's machd making it there as the program's user), TSC ticks \
+                 / TSC MHz."
+            ),
             format!(
                 "P0 Table 1's analogue: two one-core machines, machine 1 with a fresh FAT disk \
                  and machine 0 without one. `pmake src m1:` writes a 16 KiB source to machine \

@@ -26,8 +26,15 @@
 //! tell), then one line per sample of each case,
 //! `BENCH {"peer":"musubi","case":"vregion create+delete 4 KiB, never mapped","unit":"instructions","per_op":123.4}`,
 //! then `BENCH done`; exit 0. A failed call prints `BENCH error {...}` and exits 1.
+//!
+//! `resbench ladder M N`: a resource operation on this core, another core and machine M
+//! (`ladder`, for `cargo xtask bench machines`).
 #![no_std]
 #![no_main]
+
+extern crate alloc;
+
+mod ladder;
 
 use ulib::abi::res::{ResId, Rights, UserId};
 use ulib::abi::Error;
@@ -51,6 +58,15 @@ const AT: u64 = 0x0000_7100_0000_0000;
 const USER: UserId = UserId(1000);
 
 fn main(args: &[&str]) -> i32 {
+    if let [_, "ladder", m, n] = args {
+        return match (m.trim_start_matches('m').parse(), n.parse()) {
+            (Ok(m), Ok(n)) if n > 0 => ladder::ladder(m, n),
+            _ => {
+                println!("usage: resbench ladder MACHINE SAMPLES");
+                2
+            }
+        };
+    }
     let samples = match args.get(1).map(|a| a.parse::<usize>()) {
         None => DEFAULT_SAMPLES,
         Some(Ok(n)) if n > 0 => n,
