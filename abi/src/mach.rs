@@ -145,6 +145,7 @@ pub const CALLABLE_PREFIX: &str = "pub.";
 /// A resource operation on another machine (P4: RCC requests reach resources on other
 /// machines the way they reach other cores'; docs/resources.md has the operations): one of
 /// [`RES_OPEN`], [`RES_CLOSE`], [`RES_INFO`], [`RES_READ`], [`RES_WRITE`], [`RES_CONTROL`],
+/// or [`RES_FIND`] (an id by name: with the answer's life, what the other operations need),
 /// made there by that machine's `machd` *acting as the caller's user*, so that machine's
 /// kernel checks the rights as for a local program of that user. Every request carries a
 /// writable ICA (see the table above); `words[0]` is a [`res_word`], `words[1]` the life of
@@ -179,6 +180,8 @@ pub const RES_READ: u64 = 4;
 pub const RES_WRITE: u64 = 5;
 /// [`OP_RES`]: a control command with two arguments.
 pub const RES_CONTROL: u64 = 6;
+/// [`OP_RES`]: the id of the resource named so there (`c0/pipe/p`; the name as an open's).
+pub const RES_FIND: u64 = 7;
 /// Most bytes one [`OP_RES`] carries each way.
 pub const RES_REMOTE_MAX: usize = 896;
 /// Where an [`OP_RES`] request's bytes (an open's name and arguments, a write's bytes)

@@ -38,7 +38,7 @@ use alloc::vec::Vec;
 use mrpc::Header;
 use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::mach::{
-    self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_INFO, RES_OPEN, RES_READ,
+    self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_FIND, RES_INFO, RES_OPEN, RES_READ,
     RES_REMOTE_MAX, RES_WRITE,
 };
 use ulib::abi::res::{ResId, ResType, Rights, MAX_NAME};
@@ -81,13 +81,15 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     };
     let w = r.msg.words;
     let (m, op, len, args_len) = res_parts(w[0]);
-    if m >= u64::from(s.n) || m == u64::from(s.me) || !(RES_OPEN..=RES_CONTROL).contains(&op) {
+    if m >= u64::from(s.n) || m == u64::from(s.me) || !(RES_OPEN..=RES_FIND).contains(&op) {
         return give_back(Error::InvalidArgument);
     }
+    let named = op == RES_OPEN || op == RES_FIND;
     let data_len = match op {
-        RES_OPEN if len == 0 => return give_back(Error::InvalidArgument),
-        RES_OPEN if len > MAX_NAME => return give_back(Error::TooLong),
+        _ if named && len == 0 => return give_back(Error::InvalidArgument),
+        _ if named && len > MAX_NAME => return give_back(Error::TooLong),
         RES_OPEN => len + args_len,
+        RES_FIND => len,
         RES_WRITE => len,
         _ => 0,
     };
@@ -96,7 +98,7 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     }
     // An id names the life of its machine that handed it out.
     let epoch = match (op, u32::try_from(w[1])) {
-        (RES_OPEN, _) => None,
+        (RES_OPEN | RES_FIND, _) => None,
         (_, Ok(e)) if e != 0 => Some(e),
         _ => return give_back(Error::InvalidArgument),
     };
@@ -174,7 +176,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let (len, args_len) = (len as usize, args_len as usize);
     let expected = match op {
         RES_OPEN => len + args_len,
-        RES_WRITE => len,
+        RES_WRITE | RES_FIND => len,
         _ => 0,
     };
     if data.len() != expected {
@@ -203,6 +205,10 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             as_user(s, &mut || {
                 res::open(name, &data[len..], rights).map(|r| r.0)
             })?
+        }
+        RES_FIND => {
+            let name = core::str::from_utf8(data).map_err(|_| Error::BadName)?;
+            as_user(s, &mut || res::find(name).map(|r| r.id.0))?
         }
         RES_CLOSE => {
             as_user(s, &mut || res::close(id).map(|()| 0))?;

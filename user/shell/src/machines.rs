@@ -251,6 +251,15 @@ pub(crate) fn mcall(args: &[&str]) -> Result<(), String> {
     Ok(())
 }
 
+/// Machine `m`'s present life (epoch), as this machine's `machd` knows it.
+pub(crate) fn epoch_of(m: u8) -> Result<u32, String> {
+    let w = call(mach::OP_MEMBER, [u64::from(m), 0, 0, 0, 0, 0]).map_err(|e| why("res", e))?;
+    u32::try_from(w[2])
+        .ok()
+        .filter(|e| *e != 0)
+        .ok_or_else(|| format!("machine {m} has not been heard from"))
+}
+
 /// The case name `mping M N bench` gives its `BENCH` lines (`cargo xtask bench machines`).
 const BENCH_CASE: &str = "cross-machine round trip";
 

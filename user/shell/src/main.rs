@@ -35,6 +35,7 @@ mod editor;
 mod files;
 mod fns;
 mod machines;
+mod mres;
 mod net;
 mod pipes;
 mod res;
@@ -116,6 +117,10 @@ commands:
   res bind COMPUTE PID|PROCESS    run a process on COMPUTE (reaped like a job)
   res unbind COMPUTE              stop COMPUTE's process (it keeps its state)
   res kill PROCESS                end the process of a process resource
+  res open|close|info|read|write mK:RES ...
+                                  the same on machine K's resource (a name there, e.g.
+                                  m1:c0/pipe/p, or an id res open printed); only
+                                  vregions, pipes and semaphores are opened there
   su [USER]                       act as USER (a number) for the resource rights, or
                                   without USER as the user the shell started as
   whoami                          the user this shell acts as
@@ -202,6 +207,9 @@ struct Shell {
     sourcing: usize,
     /// Programs started on other machines with `&` (`run ... -m M &`).
     remote_jobs: Vec<machines::RemoteJob>,
+    /// Resources of other machines this shell opened (`res open mK:...`), with the life of
+    /// their machine.
+    remote_ids: Vec<ulib::mach::RemoteRes>,
 }
 
 fn main(_args: &[&str]) -> i32 {
@@ -218,6 +226,7 @@ fn main(_args: &[&str]) -> i32 {
         exit: false,
         sourcing: 0,
         remote_jobs: Vec::new(),
+        remote_ids: Vec::new(),
     };
     let mut started = Vec::new();
     net::auto_up(&mut started);

@@ -9,6 +9,8 @@
 //! knowing the ids. A process the shell runs with `res bind` is reaped like a background
 //! job (`[pid] done`). Every subcommand works the same on any core's resources (names
 //! `cN/TYPE/NAME`, ids of any core, `res ls N`): the kernel carries the operation there.
+//! With `mK:` before the resource, `open`, `close`, `info`, `read` and `write` act on
+//! machine K's (`mres`).
 
 use crate::cores::parse_core;
 use crate::{processes, Job, Shell};
@@ -34,6 +36,10 @@ impl Shell {
         let Some((&sub, args)) = args.split_first() else {
             return Err(USAGE.into());
         };
+        // Another machine's resource: `res SUB mK:RES ...`.
+        if let Some((m, what)) = args.first().and_then(|w| crate::mres::split_machine(w)) {
+            return self.res_remote(sub, m, what, &args[1..]);
+        }
         match sub {
             "ls" => self.res_ls(args),
             "open" => self.res_open(args),
@@ -244,13 +250,7 @@ impl Shell {
         };
         let id = self.resolve("res info", word)?;
         let r = res::info(id).map_err(|e| format!("res info {id}: {e}"))?;
-        let kind = ResType::from_u8(r.kind).map_or("?", ResType::name);
-        println!("id       {} ({:#x})", r.id, r.id.0);
-        println!("name     c{}/{kind}/{}", r.id.core(), r.name());
-        println!("creator  {}", user_text(r.creator));
-        println!("rights   {}", rights_text(r.rights));
-        println!("size     {}", size_text(&r));
-        println!("detail   {}", detail_text(&r));
+        show_info(&r, "");
         Ok(())
     }
 
@@ -357,6 +357,18 @@ impl Shell {
     }
 }
 
+/// `res info`'s lines for `r` (`machine`: `m1:` before the id and name of another
+/// machine's resource, else empty).
+pub(crate) fn show_info(r: &ResInfo, machine: &str) {
+    let kind = ResType::from_u8(r.kind).map_or("?", ResType::name);
+    println!("id       {machine}{} ({:#x})", r.id, r.id.0);
+    println!("name     {machine}c{}/{kind}/{}", r.id.core(), r.name());
+    println!("creator  {}", user_text(r.creator));
+    println!("rights   {}", rights_text(r.rights));
+    println!("size     {}", size_text(r));
+    println!("detail   {}", detail_text(r));
+}
+
 /// `whoami`.
 pub(crate) fn whoami() -> Result<(), String> {
     let user = res::getuser().map_err(|e| format!("whoami: {e}"))?;
@@ -409,7 +421,7 @@ fn read_process(id: ResId) -> Result<(), String> {
 }
 
 /// 16 bytes a line: offset, hexadecimal, and the printable ones as text.
-fn dump(bytes: &[u8], offset: u64) {
+pub(crate) fn dump(bytes: &[u8], offset: u64) {
     if bytes.is_empty() {
         println!("(no bytes)");
     }

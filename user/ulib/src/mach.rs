@@ -448,6 +448,25 @@ pub fn res_open(machine: u8, name: &str, args: &[u8], rights: Rights) -> Result<
     })
 }
 
+/// The resource named `name` (`c0/pipe/p`) on machine `machine`, as its kernel lists it.
+pub fn res_find(machine: u8, name: &str) -> Result<RemoteRes, Error> {
+    let (id, epoch) = res_request(
+        machine,
+        mach::RES_FIND,
+        [0, 0, 0],
+        name.len(),
+        (0, 0),
+        name.as_bytes(),
+        0,
+        |_, reply| (reply.words[0], reply.words[1]),
+    )?;
+    Ok(RemoteRes {
+        machine,
+        epoch: epoch as u32,
+        id: ResId(id),
+    })
+}
+
 /// Close `r`.
 pub fn res_close(r: &RemoteRes) -> Result<(), Error> {
     res_on(r, mach::RES_CLOSE, 0, 0, (0, 0), &[], |_, _| ())

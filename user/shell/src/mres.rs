@@ -1,0 +1,177 @@
+//! The resource commands on another machine's resources: `res open|close|info|read|write`
+//! with `mK:` before the resource (`res open m1:c0/pipe/p 64`, `res info m1:c0/pipe/p`,
+//! `res read m1:c0:vregion:3.1 16`), through `ulib::mach`'s `res_*` (`abi::mach::OP_RES`:
+//! made there by that machine's `machd` as this shell's user, so its kernel checks the
+//! rights). A resource there is named by its name (looked up there, `RES_FIND`) or by its
+//! id as `res open` printed it; an id this shell did not print is taken to be of the
+//! machine's present life. Only vregions, pipes and semaphores may be opened there; a pipe
+//! is never waited for there (a read of an empty one with a writer held says so).
+
+use crate::res::{parse_size, show_info};
+use crate::Shell;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use ulib::abi::res::{ResId, ResName, ResType, Rights};
+use ulib::abi::{mach, Error};
+use ulib::mach::{self as m_, RemoteRes};
+use ulib::println;
+
+/// `mK:REST` taken apart: K and REST.
+pub(crate) fn split_machine(word: &str) -> Option<(u8, &str)> {
+    let (m, rest) = word.strip_prefix('m')?.split_once(':')?;
+    Some((m.parse().ok()?, rest))
+}
+
+impl Shell {
+    /// `res SUB mK:... ...`: `sub` on machine `m`'s resource `what`.
+    pub(crate) fn res_remote(
+        &mut self,
+        sub: &str,
+        m: u8,
+        what: &str,
+        args: &[&str],
+    ) -> Result<(), String> {
+        let cmd = format!("res {sub}");
+        match sub {
+            "open" => self.mres_open(m, what, args),
+            "close" => {
+                let r = self.mres_resolve(&cmd, m, what)?;
+                m_::res_close(&r).map_err(|e| format!("{cmd} {}: {e}", shown(&r)))?;
+                self.remote_ids.retain(|k| *k != r);
+                Ok(())
+            }
+            "info" => {
+                let r = self.mres_resolve(&cmd, m, what)?;
+                let info = m_::res_info(&r).map_err(|e| format!("{cmd} {}: {e}", shown(&r)))?;
+                show_info(&info, &format!("m{m}:"));
+                Ok(())
+            }
+            "read" => {
+                let r = self.mres_resolve(&cmd, m, what)?;
+                let number = |i: usize, what: &str| -> Result<Option<u64>, String> {
+                    args.get(i)
+                        .map(|w| parse_size(w).ok_or_else(|| format!("{cmd}: bad {what} '{w}'")))
+                        .transpose()
+                };
+                let len = number(0, "length")?
+                    .unwrap_or(64)
+                    .min(mach::RES_REMOTE_MAX as u64);
+                let offset = number(1, "offset")?.unwrap_or(0);
+                let mut buf = alloc::vec![0u8; len as usize];
+                match m_::res_read(&r, &mut buf, offset) {
+                    Ok(n) => {
+                        crate::res::dump(&buf[..n.min(buf.len())], offset);
+                        Ok(())
+                    }
+                    Err(Error::Again) => Err(format!(
+                        "{cmd} {}: nothing buffered now (a writer is held; it is never waited \
+                         for on another machine)",
+                        shown(&r)
+                    )),
+                    Err(e) => Err(format!("{cmd} {}: {e}", shown(&r))),
+                }
+            }
+            "write" => {
+                let [offset, text @ ..] = args else {
+                    return Err(format!("{cmd}: usage: res write mK:RES OFFSET TEXT"));
+                };
+                if text.is_empty() {
+                    return Err(format!("{cmd}: usage: res write mK:RES OFFSET TEXT"));
+                }
+                let r = self.mres_resolve(&cmd, m, what)?;
+                let offset =
+                    parse_size(offset).ok_or_else(|| format!("{cmd}: bad offset '{offset}'"))?;
+                let text = text.join(" ");
+                let n = m_::res_write(&r, text.as_bytes(), offset)
+                    .map_err(|e| format!("{cmd} {}: {e}", shown(&r)))?;
+                println!("wrote {n} bytes at offset {offset}");
+                Ok(())
+            }
+            _ => Err(format!(
+                "{cmd}: not for another machine's resources (open, close, info, read, write are)"
+            )),
+        }
+    }
+
+    /// `res open mK:NAME [ARG] [-r RIGHTS]`: a vregion (SIZE), pipe ([CAPACITY]) or
+    /// semaphore (COUNT) there.
+    fn mres_open(&mut self, m: u8, name: &str, args: &[&str]) -> Result<(), String> {
+        let mut args: Vec<&str> = args.to_vec();
+        let mut rights = Rights::OWNER_ALL;
+        if let Some(at) = args.iter().position(|a| *a == "-r") {
+            let word = args
+                .get(at + 1)
+                .ok_or("res open: -r RIGHTS (e.g. rwcx/r---)")?;
+            rights = Rights::parse(word).ok_or_else(|| format!("res open: bad rights '{word}'"))?;
+            args.drain(at..at + 2);
+        }
+        let parsed = ResName::parse(name)
+            .map_err(|e| format!("res open: {}: '{name}' ({e})", Error::BadName))?;
+        let number = |what: &str| -> Result<Option<u64>, String> {
+            match args.as_slice() {
+                [] => Ok(None),
+                [w] => parse_size(w)
+                    .map(Some)
+                    .ok_or_else(|| format!("res open: bad {what} '{w}'")),
+                _ => Err(format!(
+                    "res open: usage: res open mK:NAME [{what}] [-r RIGHTS]"
+                )),
+            }
+        };
+        let bytes = match parsed.kind {
+            ResType::VRegion => number("SIZE")?
+                .ok_or("res open: usage: res open mK:LOC/vregion/NAME SIZE")?
+                .to_le_bytes()
+                .to_vec(),
+            ResType::Pipe => number("CAPACITY")?.map_or(Vec::new(), |c| c.to_le_bytes().to_vec()),
+            ResType::Sem => number("COUNT")?
+                .ok_or("res open: usage: res open mK:LOC/sem/NAME COUNT")?
+                .to_le_bytes()
+                .to_vec(),
+            _ => {
+                return Err(String::from(
+                    "res open: only vregions, pipes and semaphores on another machine",
+                ))
+            }
+        };
+        let r = m_::res_open(m, name, &bytes, rights)
+            .map_err(|e| format!("res open: {e}: m{m}:{name}"))?;
+        println!("{}", shown(&r));
+        if !self.remote_ids.contains(&r) {
+            self.remote_ids.push(r);
+        }
+        Ok(())
+    }
+
+    /// Machine `m`'s resource `word`: a name (looked up there) or an id.
+    fn mres_resolve(&self, cmd: &str, m: u8, word: &str) -> Result<RemoteRes, String> {
+        if word.contains('/') {
+            return m_::res_find(m, word).map_err(|e| format!("{cmd}: {e}: m{m}:{word}"));
+        }
+        let id = ResId::parse(word).ok_or_else(|| {
+            format!(
+                "{cmd}: 'm{m}:{word}' is neither an id (m1:c0:pipe:3.1) nor a name (m1:c0/pipe/p)"
+            )
+        })?;
+        if let Some(r) = self
+            .remote_ids
+            .iter()
+            .find(|r| r.machine == m && r.id == id)
+        {
+            return Ok(*r);
+        }
+        // Not printed by this shell: the machine's present life.
+        let epoch = crate::machines::epoch_of(m).map_err(|e| format!("{cmd}: {e}"))?;
+        Ok(RemoteRes {
+            machine: m,
+            epoch,
+            id,
+        })
+    }
+}
+
+/// A resource of another machine as the shell shows it: `m1:c0:pipe:3.1`.
+fn shown(r: &RemoteRes) -> String {
+    format!("m{}:{}", r.machine, r.id)
+}
