@@ -66,13 +66,10 @@ const HEAD: usize = 9 * 8;
 /// `OP_CALL` from a local program (`r`, acting as `user`): started, or answered at once
 /// with an error (the ICA back either way).
 pub fn local(s: &mut State, r: &Received, user: u32) {
-    let Some((region, at)) = ipc::ica_at(&r.msg) else {
-        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+    let Some((region, at)) = crate::files::request_ica(r) else {
         return;
     };
-    let give_back = |e: Error| {
-        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
-    };
+    let give_back = |e: Error| crate::files::give_back(r, region, e);
     let w = r.msg.words;
     let (name_len, data_len, wanted, with_ica) = call_parts(w[2]);
     let timeout = if w[3] == 0 { DEFAULT_DEADLINE_NS } else { w[3] };
@@ -129,15 +126,7 @@ pub fn answer(request: u64, w: Waiting, result: Result<Vec<u8>, Error>) {
         page[CALL_NAME_AT..CALL_NAME_AT + bytes.len()].copy_from_slice(bytes);
         Ok([bytes.len() as u64, value, label, 0, 0, 0])
     });
-    let (value, words) = match parsed {
-        Ok(words) => (0, words),
-        Err(e) => (e as u64, [0; 6]),
-    };
-    let _ = ipc::reply(
-        request,
-        value,
-        &ipc::with_ica(Msg { label: 0, words }, w.region),
-    );
+    crate::files::answer_words(request, w.region, parsed);
 }
 
 /// `R_CALL` from machine `h.from`: queued for a call worker (`None`), or refused at once.
@@ -185,13 +174,7 @@ pub fn worker(index: u64) -> u64 {
             _ => call(&h, &p, &mut page, (index, &mut made)),
         };
         with(|s| {
-            let reply = match &r {
-                Ok(p) => s.server.finish(&h, Ok(p)),
-                Err(e) => s.server.finish(&h, Err(*e)),
-            };
-            if let Some(b) = reply {
-                s.send(h.from, &b);
-            }
+            s.finish(&h, &r);
         });
     }
 }

@@ -117,16 +117,42 @@ fn on_handle(op: u64) -> bool {
     matches!(op, FS_READ | FS_WRITE | FS_SEEK | FS_CLOSE)
 }
 
+/// The ICA of local request `r` (region, where it is mapped), or `None` after answering
+/// `r` `InvalidArgument` (a request of `OP_FS`, `OP_CALL`, `OP_RES`, `OP_OUTPUT` with an
+/// ICA or `OP_INPUT` needs one).
+pub fn request_ica(r: &Received) -> Option<(ResId, u64)> {
+    let ica = ipc::ica_at(&r.msg);
+    if ica.is_none() {
+        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+    }
+    ica
+}
+
+/// Answer local `request` with `words`, or with its error, its ICA `region` back.
+pub fn answer_words(request: u64, region: ResId, words: Result<[u64; 6], Error>) {
+    let (value, words) = match words {
+        Ok(words) => (0, words),
+        Err(e) => (e as u64, [0; 6]),
+    };
+    let _ = ipc::reply(
+        request,
+        value,
+        &ipc::with_ica(Msg { label: 0, words }, region),
+    );
+}
+
+/// Answer local request `r` with error `e`, its ICA `region` back.
+pub fn give_back(r: &Received, region: ResId, e: Error) {
+    let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+}
+
 /// `OP_FS` from a local program (`r`, acting as `user`): started, or answered at once
 /// with an error (the ICA back either way).
 pub fn local(s: &mut State, r: &Received, user: u32) {
-    let Some((region, at)) = ipc::ica_at(&r.msg) else {
-        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+    let Some((region, at)) = request_ica(r) else {
         return;
     };
-    let give_back = |e: Error| {
-        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
-    };
+    let give_back = |e: Error| give_back(r, region, e);
     let w = r.msg.words;
     let (m, op, name_len) = (w[0] as u8, (w[0] >> 8) & 0xff, (w[0] >> 16) & 0xffff);
     if m >= s.n || m == s.me || !(named(op) || on_handle(op)) {
@@ -282,15 +308,7 @@ fn job(job: Job) {
         }
         Job::Request(h, p) => {
             let r = request(&h, &p);
-            with(|s| {
-                let reply = match &r {
-                    Ok(p) => s.server.finish(&h, Ok(p)),
-                    Err(e) => s.server.finish(&h, Err(*e)),
-                };
-                if let Some(b) = reply {
-                    s.send(h.from, &b);
-                }
-            });
+            with(|s| s.finish(&h, &r));
         }
     }
 }

@@ -186,6 +186,18 @@ impl State {
         let _ = self.tx.send_to(addr_of(to), mach::PORT, bytes);
     }
 
+    /// Request `h` of another machine was performed with `result`: its reply is kept for
+    /// duplicates and sent (unless its requester has given it up or moved to a new life).
+    pub fn finish(&mut self, h: &mrpc::Header, result: &Result<Vec<u8>, Error>) {
+        let reply = match result {
+            Ok(p) => self.server.finish(h, Ok(p)),
+            Err(e) => self.server.finish(h, Err(*e)),
+        };
+        if let Some(b) = reply {
+            self.send(h.from, &b);
+        }
+    }
+
     /// Requests that ended: answer their local callers (a remote wait's slice that ended
     /// with its program still running goes on with the next slice), then start what was
     /// held for room in a window.

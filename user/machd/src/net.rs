@@ -82,13 +82,7 @@ fn datagram(s: &mut State, bytes: &[u8], from: Ipv4) {
             Decision::Perform(h, payload) => {
                 let payload: Vec<u8> = payload.to_vec();
                 if let Some(result) = ops::perform(s, &h, &payload) {
-                    let reply = match &result {
-                        Ok(p) => s.server.finish(&h, Ok(p)),
-                        Err(e) => s.server.finish(&h, Err(*e)),
-                    };
-                    if let Some(r) = reply {
-                        s.send(h.from, &r);
-                    }
+                    s.finish(&h, &result);
                 }
             }
             Decision::Send(r) => s.send(h.from, &r),

@@ -558,13 +558,7 @@ pub fn worker(_: u64) -> u64 {
                     let _ = as_user(s, owner.0, || res::close(pipe));
                 }
             }
-            let reply = match &r {
-                Ok(p) => s.server.finish(&job.header, Ok(p)),
-                Err(e) => s.server.finish(&job.header, Err(*e)),
-            };
-            if let Some(b) = reply {
-                s.send(job.header.from, &b);
-            }
+            s.finish(&job.header, &r);
         });
     }
 }

@@ -36,7 +36,7 @@ use crate::State;
 use alloc::vec;
 use alloc::vec::Vec;
 use mrpc::Header;
-use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::ipc::Received;
 use ulib::abi::mach::{
     self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_FIND, RES_INFO, RES_OPEN, RES_READ,
     RES_REMOTE_MAX, RES_WRITE,
@@ -44,7 +44,7 @@ use ulib::abi::mach::{
 use ulib::abi::res::{ResId, ResType, Rights, MAX_NAME};
 use ulib::abi::syscall::control::{PIPE_DROP, PIPE_HOLD, PIPE_NOWAIT, SEM_P, SEM_TRY};
 use ulib::abi::{Error, Pid};
-use ulib::{ipc, res};
+use ulib::res;
 
 pub const R_RES: u16 = 11;
 /// The request's words before its bytes.
@@ -72,13 +72,10 @@ pub struct Hold {
 /// `OP_RES` from a local program (`r`, acting as `user`; its ICA writable): started, or
 /// answered at once with an error (the ICA back either way).
 pub fn local(s: &mut State, r: &Received, user: u32) {
-    let Some((region, at)) = ipc::ica_at(&r.msg) else {
-        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+    let Some((region, at)) = crate::files::request_ica(r) else {
         return;
     };
-    let give_back = |e: Error| {
-        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
-    };
+    let give_back = |e: Error| crate::files::give_back(r, region, e);
     let w = r.msg.words;
     let (m, op, len, args_len) = res_parts(w[0]);
     if m >= u64::from(s.n) || m == u64::from(s.me) || !(RES_OPEN..=RES_FIND).contains(&op) {
@@ -148,15 +145,7 @@ pub fn answer(request: u64, epoch: u32, w: Waiting, result: Result<Vec<u8>, Erro
             .copy_from_slice(bytes);
         Ok([value, u64::from(epoch), bytes.len() as u64, 0, 0, 0])
     });
-    let (value, words) = match parsed {
-        Ok(words) => (0, words),
-        Err(e) => (e as u64, [0; 6]),
-    };
-    let _ = ipc::reply(
-        request,
-        value,
-        &ipc::with_ica(Msg { label: 0, words }, w.region),
-    );
+    crate::files::answer_words(request, w.region, parsed);
 }
 
 /// `R_RES` from machine `h.from`, made here at once (nothing in it waits): the reply's

@@ -8,10 +8,9 @@ use crate::files::{Kind, Waiting};
 use crate::ops::words;
 use crate::State;
 use alloc::vec::Vec;
-use ulib::abi::ipc::{Msg, Received};
+use ulib::abi::ipc::Received;
 use ulib::abi::mach;
 use ulib::abi::Error;
-use ulib::ipc;
 
 /// `OP_OUTPUT` with an ICA from a local program acting as `user`: the output of process
 /// `words[2]` of machine `words[0]` (life `words[1]`) copied into the ICA instead of
@@ -52,8 +51,7 @@ fn start(
     kind: Kind,
     request: impl FnOnce(&[u64; 6], u64) -> Result<(u16, Vec<u8>), Error>,
 ) {
-    let Some((region, at)) = ipc::ica_at(&r.msg) else {
-        let _ = ipc::reply_error(r.request, Error::InvalidArgument);
+    let Some((region, at)) = crate::files::request_ica(r) else {
         return;
     };
     let w = r.msg.words;
@@ -69,7 +67,7 @@ fn start(
             s.start(r.request, op_of(kind), call, user, Some(waiting))
         });
     if let Err(e) = started {
-        let _ = ipc::reply(r.request, e as u64, &ipc::with_ica(Msg::default(), region));
+        crate::files::give_back(r, region, e);
     }
 }
 

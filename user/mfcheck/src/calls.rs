@@ -281,17 +281,7 @@ fn refusals(m: u8) -> Result<(), String> {
 
 /// This machine's id (`OP_SELF`).
 pub(crate) fn me_machine() -> Result<u8, String> {
-    let server = ResId(
-        fnid::lookup(FN_MACH)
-            .map_err(|e| format!("{FN_MACH}: {e}"))?
-            .0,
-    );
-    let ask = Msg {
-        label: mach::OP_SELF,
-        words: [0; 6],
-    };
-    let (_, me) = ipc::call(server, &ask).map_err(|e| format!("OP_SELF: {e}"))?;
-    Ok(me.words[0] as u8)
+    Ok(crate::machd_self()?[0] as u8)
 }
 
 /// An `OP_CALL` made by hand: `cw` as `words[2]`, `timeout` as `words[3]`, `name` (its

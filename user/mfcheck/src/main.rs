@@ -202,7 +202,8 @@ fn hold(m: u8) -> Result<String, String> {
     Err(format!("{stop} never came"))
 }
 
-fn quiet() -> Result<u32, String> {
+/// What this machine's `machd` says of it (`OP_SELF`'s words).
+pub(crate) fn machd_self() -> Result<[u64; 6], String> {
     let server = ResId(
         fnid::lookup(FN_MACH)
             .map_err(|e| format!("{FN_MACH}: {e}"))?
@@ -212,9 +213,13 @@ fn quiet() -> Result<u32, String> {
         label: mach::OP_SELF,
         words: [0; 6],
     };
+    let (_, me) = ipc::call(server, &ask).map_err(|e| format!("OP_SELF: {e}"))?;
+    Ok(me.words)
+}
+
+fn quiet() -> Result<u32, String> {
     for tries in 1..=POLLS {
-        let (_, me) = ipc::call(server, &ask).map_err(|e| format!("OP_SELF: {e}"))?;
-        if me.words[3] == 0 {
+        if machd_self()?[3] == 0 {
             return Ok(tries);
         }
         let _ = sys::sleep_ns(POLL_NS);

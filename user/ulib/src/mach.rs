@@ -431,7 +431,7 @@ pub fn res_open(machine: u8, name: &str, args: &[u8], rights: Rights) -> Result<
     let mut data = Vec::with_capacity(name.len() + args.len());
     data.extend_from_slice(name.as_bytes());
     data.extend_from_slice(args);
-    let (id, epoch) = res_request(
+    res_request(
         machine,
         mach::RES_OPEN,
         [0, u64::from(rights.0), 0],
@@ -439,18 +439,17 @@ pub fn res_open(machine: u8, name: &str, args: &[u8], rights: Rights) -> Result<
         (0, 0),
         &data,
         args.len(),
-        |_, reply| (reply.words[0], reply.words[1]),
-    )?;
-    Ok(RemoteRes {
-        machine,
-        epoch: epoch as u32,
-        id: ResId(id),
-    })
+        |_, reply| RemoteRes {
+            machine,
+            epoch: reply.words[1] as u32,
+            id: ResId(reply.words[0]),
+        },
+    )
 }
 
 /// The resource named `name` (`c0/pipe/p`) on machine `machine`, as its kernel lists it.
 pub fn res_find(machine: u8, name: &str) -> Result<RemoteRes, Error> {
-    let (id, epoch) = res_request(
+    res_request(
         machine,
         mach::RES_FIND,
         [0, 0, 0],
@@ -458,13 +457,12 @@ pub fn res_find(machine: u8, name: &str) -> Result<RemoteRes, Error> {
         (0, 0),
         name.as_bytes(),
         0,
-        |_, reply| (reply.words[0], reply.words[1]),
-    )?;
-    Ok(RemoteRes {
-        machine,
-        epoch: epoch as u32,
-        id: ResId(id),
-    })
+        |_, reply| RemoteRes {
+            machine,
+            epoch: reply.words[1] as u32,
+            id: ResId(reply.words[0]),
+        },
+    )
 }
 
 /// Close `r`.
