@@ -149,10 +149,10 @@ pub const CALLABLE_PREFIX: &str = "pub.";
 /// made there by that machine's `machd` *acting as the caller's user*, so that machine's
 /// kernel checks the rights as for a local program of that user. Every request carries a
 /// writable ICA (see the table above); `words[0]` is a [`res_word`], `words[1]` the life of
-/// the machine the id belongs to (what the open answered; 0 for an open), `words[2]` the
-/// id (an open: the rights), `words[3]` a read's or write's `arg` or a control's command.
-/// The reply's `words[0]` is the result (the id opened, bytes read or written, the
-/// control's value), `words[1]` the machine's life and `words[2]` how many bytes came back
+/// the machine the id belongs to (what the open or find answered; 0 for an open or a
+/// find), `words[2]` the id (an open: the rights; a find: unused), `words[3]` a read's or
+/// write's `arg` or a control's command. The reply's `words[0]` is the result (the id
+/// opened or found, bytes read or written, the control's value), `words[1]` the machine's life and `words[2]` how many bytes came back
 /// at the ICA's start: a read's (at most [`RES_REMOTE_MAX`]) or an info's `ResInfo`. Only
 /// vregions, pipes and semaphores may be opened there (`NotSupported` else: a process, an
 /// endpoint or a compute opened by `machd` would be `machd`'s own; spawn with
@@ -189,8 +189,8 @@ pub const RES_REMOTE_MAX: usize = 896;
 pub const RES_DATA_AT: usize = 16;
 
 /// [`OP_RES`]'s `words[0]`: the machine in bits 0..8, the operation in 8..16, the length
-/// (an open's name, a read's or write's bytes) in 16..32, an open's argument bytes in
-/// 32..48.
+/// (an open's or find's whole name, at most `res::MAX_RES_NAME`; a read's or write's
+/// bytes) in 16..32, an open's argument bytes in 32..48.
 pub const fn res_word(machine: u64, op: u64, len: u64, args_len: u64) -> u64 {
     (machine & 0xff) | (op & 0xff) << 8 | (len & 0xffff) << 16 | (args_len & 0xffff) << 32
 }

@@ -41,7 +41,7 @@ use ulib::abi::mach::{
     self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_FIND, RES_INFO, RES_OPEN, RES_READ,
     RES_REMOTE_MAX, RES_WRITE,
 };
-use ulib::abi::res::{ResId, ResType, Rights, MAX_NAME};
+use ulib::abi::res::{ResId, ResType, Rights, MAX_RES_NAME};
 use ulib::abi::syscall::control::{PIPE_DROP, PIPE_HOLD, PIPE_NOWAIT, SEM_P, SEM_TRY};
 use ulib::abi::{Error, Pid};
 use ulib::res;
@@ -84,7 +84,8 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     let named = op == RES_OPEN || op == RES_FIND;
     let data_len = match op {
         _ if named && len == 0 => return give_back(Error::InvalidArgument),
-        _ if named && len > MAX_NAME => return give_back(Error::TooLong),
+        // The whole name (`c0/pipe/p`), as the kernel bounds it.
+        _ if named && len > MAX_RES_NAME => return give_back(Error::TooLong),
         RES_OPEN => len + args_len,
         RES_FIND => len,
         RES_WRITE => len,

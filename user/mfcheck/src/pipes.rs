@@ -261,7 +261,7 @@ fn refusals(m: u8) -> Result<(), String> {
         ),
         (
             "a name too long",
-            m_::res_open(m, &"x".repeat(40), &[], Rights::OWNER_ALL).err(),
+            m_::res_open(m, &"x".repeat(65), &[], Rights::OWNER_ALL).err(),
             Error::TooLong,
         ),
     ];

@@ -253,7 +253,7 @@ pub(crate) fn mcall(args: &[&str]) -> Result<(), String> {
 
 /// Machine `m`'s present life (epoch), as this machine's `machd` knows it.
 pub(crate) fn epoch_of(m: u8) -> Result<u32, String> {
-    let w = call(mach::OP_MEMBER, [u64::from(m), 0, 0, 0, 0, 0]).map_err(|e| why("res", e))?;
+    let w = call(mach::OP_MEMBER, [u64::from(m), 0, 0, 0, 0, 0]).map_err(|e| format!("{e}"))?;
     u32::try_from(w[2])
         .ok()
         .filter(|e| *e != 0)

@@ -17,10 +17,23 @@ use ulib::abi::{mach, Error};
 use ulib::mach::{self as m_, RemoteRes};
 use ulib::println;
 
-/// `mK:REST` taken apart: K and REST.
+/// `mK:REST` taken apart: K (digits only) and REST.
 pub(crate) fn split_machine(word: &str) -> Option<(u8, &str)> {
     let (m, rest) = word.strip_prefix('m')?.split_once(':')?;
+    if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
     Some((m.parse().ok()?, rest))
+}
+
+/// An error of a request about `what`, said as `cmd`'s.
+fn said(cmd: &str, what: &str, e: Error) -> String {
+    match e {
+        Error::StaleResource => {
+            format!("{cmd} {what}: that machine restarted since; the id is of its earlier life")
+        }
+        e => format!("{cmd} {what}: {e}"),
+    }
 }
 
 impl Shell {
@@ -37,27 +50,46 @@ impl Shell {
             "open" => self.mres_open(m, what, args),
             "close" => {
                 let r = self.mres_resolve(&cmd, m, what)?;
-                m_::res_close(&r).map_err(|e| format!("{cmd} {}: {e}", shown(&r)))?;
-                self.remote_ids.retain(|k| *k != r);
-                Ok(())
+                let done = m_::res_close(&r);
+                // Gone, or of an earlier life: forgotten either way.
+                if matches!(done, Ok(()) | Err(Error::StaleResource)) {
+                    self.remote_ids.retain(|k| *k != r);
+                }
+                done.map_err(|e| said(&cmd, &shown(&r), e))
             }
             "info" => {
                 let r = self.mres_resolve(&cmd, m, what)?;
-                let info = m_::res_info(&r).map_err(|e| format!("{cmd} {}: {e}", shown(&r)))?;
+                let info = m_::res_info(&r).map_err(|e| said(&cmd, &shown(&r), e))?;
                 show_info(&info, &format!("m{m}:"));
                 Ok(())
             }
             "read" => {
+                if args.len() > 2 {
+                    return Err(format!("{cmd}: usage: res read mK:RES [LEN] [OFFSET]"));
+                }
                 let r = self.mres_resolve(&cmd, m, what)?;
                 let number = |i: usize, what: &str| -> Result<Option<u64>, String> {
                     args.get(i)
                         .map(|w| parse_size(w).ok_or_else(|| format!("{cmd}: bad {what} '{w}'")))
                         .transpose()
                 };
-                let len = number(0, "length")?
-                    .unwrap_or(64)
-                    .min(mach::RES_REMOTE_MAX as u64);
+                let len = number(0, "length")?.unwrap_or(64);
+                if len > mach::RES_REMOTE_MAX as u64 {
+                    return Err(format!(
+                        "{cmd}: at most {} bytes a read on another machine",
+                        mach::RES_REMOTE_MAX
+                    ));
+                }
                 let offset = number(1, "offset")?.unwrap_or(0);
+                match r.id.kind() {
+                    Some(ResType::Compute) => {
+                        return Err(format!("{cmd}: reading a compute binds it: not from here"))
+                    }
+                    Some(ResType::Pipe) if offset != 0 => {
+                        return Err(format!("{cmd}: a pipe has no offset"))
+                    }
+                    _ => {}
+                }
                 let mut buf = alloc::vec![0u8; len as usize];
                 match m_::res_read(&r, &mut buf, offset) {
                     Ok(n) => {
@@ -69,7 +101,7 @@ impl Shell {
                          for on another machine)",
                         shown(&r)
                     )),
-                    Err(e) => Err(format!("{cmd} {}: {e}", shown(&r))),
+                    Err(e) => Err(said(&cmd, &shown(&r), e)),
                 }
             }
             "write" => {
@@ -82,9 +114,12 @@ impl Shell {
                 let r = self.mres_resolve(&cmd, m, what)?;
                 let offset =
                     parse_size(offset).ok_or_else(|| format!("{cmd}: bad offset '{offset}'"))?;
+                if r.id.kind() == Some(ResType::Pipe) && offset != 0 {
+                    return Err(format!("{cmd}: a pipe has no offset (write at 0)"));
+                }
                 let text = text.join(" ");
                 let n = m_::res_write(&r, text.as_bytes(), offset)
-                    .map_err(|e| format!("{cmd} {}: {e}", shown(&r)))?;
+                    .map_err(|e| said(&cmd, &shown(&r), e))?;
                 println!("wrote {n} bytes at offset {offset}");
                 Ok(())
             }
@@ -125,10 +160,14 @@ impl Shell {
                 .to_le_bytes()
                 .to_vec(),
             ResType::Pipe => number("CAPACITY")?.map_or(Vec::new(), |c| c.to_le_bytes().to_vec()),
-            ResType::Sem => number("COUNT")?
-                .ok_or("res open: usage: res open mK:LOC/sem/NAME COUNT")?
-                .to_le_bytes()
-                .to_vec(),
+            ResType::Sem => match args.as_slice() {
+                [w] => w
+                    .parse::<u64>()
+                    .map_err(|_| format!("res open: bad count '{w}'"))?
+                    .to_le_bytes()
+                    .to_vec(),
+                _ => return Err("res open: usage: res open mK:LOC/sem/NAME COUNT".into()),
+            },
             _ => {
                 return Err(String::from(
                     "res open: only vregions, pipes and semaphores on another machine",
@@ -138,9 +177,10 @@ impl Shell {
         let r = m_::res_open(m, name, &bytes, rights)
             .map_err(|e| format!("res open: {e}: m{m}:{name}"))?;
         println!("{}", shown(&r));
-        if !self.remote_ids.contains(&r) {
-            self.remote_ids.push(r);
-        }
+        // The id there, of this life (an earlier life may have given out the same id).
+        self.remote_ids
+            .retain(|k| !(k.machine == r.machine && k.id == r.id));
+        self.remote_ids.push(r);
         Ok(())
     }
 
