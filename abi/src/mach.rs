@@ -42,6 +42,11 @@
 pub const FN_MACH: &str = "mach";
 /// The UDP port every `machd` receives on.
 pub const PORT: u16 = 7117;
+/// The UDP port every `machd` sends from: a datagram to [`PORT`] from any other port is
+/// not `machd`'s and is dropped, so another program of a machine (which cannot bind this
+/// port while `machd` holds it) cannot speak for its machine (a heartbeat in a made-up
+/// epoch would make the others take the machine for restarted).
+pub const SEND_PORT: u16 = 7118;
 /// Most machines in one system.
 pub const MAX_MACHINES: usize = 4;
 /// The first three bytes of every machine's address.

@@ -450,7 +450,8 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
         let _ = sys::sleep_ns(10_000_000);
     }
     let rx = UdpSocket::bind(mach::PORT).map_err(|e| format!("bind {}: {e}", mach::PORT))?;
-    let tx = UdpSocket::bind(0).map_err(|e| format!("bind a sending port: {e}"))?;
+    let tx = UdpSocket::bind(mach::SEND_PORT)
+        .map_err(|e| format!("bind the sending port {}: {e}", mach::SEND_PORT))?;
     let pid = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint(
         &format!("here/endpoint/machd-{}", pid.serial()),

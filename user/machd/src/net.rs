@@ -4,7 +4,8 @@
 //! It blocks in `recv_from` at most until the next thing it must do (a retransmission, a
 //! deadline or a heartbeat: [`next_wake`]), then does what is due ([`tick`]). A datagram
 //! counts as hearing from its sender only if it is a well-formed mrpc message for this
-//! machine from the address of the machine it names.
+//! machine from the address of the machine it names and from `machd`'s sending port
+//! (`abi::mach::SEND_PORT`, which no other program there can bind while `machd` runs).
 
 use crate::{addr_of, now, ops, with, State};
 use alloc::vec::Vec;
@@ -29,7 +30,7 @@ pub fn main(_: u64) -> u64 {
         let now = now();
         let wait = with(next_wake).saturating_sub(now).max(MIN_WAIT_NS);
         match rx.recv_from(&mut buf, wait) {
-            Ok((n, from, _)) => with(|s| datagram(s, &buf[..n], from)),
+            Ok((n, from, port)) => with(|s| datagram(s, &buf[..n], from, port)),
             Err(Error::TimedOut) => {}
             Err(e) => {
                 println!("machd: receive: {e}");
@@ -49,8 +50,13 @@ fn next_wake(s: &mut State) -> u64 {
         .min(now().saturating_add(mach::HEARTBEAT_NS))
 }
 
-/// One datagram from `from`.
-fn datagram(s: &mut State, bytes: &[u8], from: Ipv4) {
+/// One datagram from `from`, port `port`.
+fn datagram(s: &mut State, bytes: &[u8], from: Ipv4, port: u16) {
+    if port != mach::SEND_PORT {
+        // Not a machd's: another program of that machine may not speak for it.
+        s.malformed += 1;
+        return;
+    }
     let Ok((h, _)) = mrpc::decode(bytes) else {
         s.malformed += 1;
         return;

@@ -29,7 +29,8 @@
 //! - `mfcheck callee` and `mfcheck call M`: a function served on machine M called by name
 //!   from another (`calls`).
 //! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
-//!   a pipe between the two machines among them (`pipes`).
+//!   a pipe between the two machines among them (`pipes`); `mfcheck forgepeer M`: a
+//!   program that speaks for its machine to M (a forged heartbeat) is not heard.
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
@@ -158,6 +159,7 @@ fn main(args: &[&str]) -> i32 {
         "reopen" => reopen(m),
         "call" => calls::caller(m).map(|what| format!(", {what}")),
         "pipe" => pipes::pipe(m),
+        "forgepeer" => pipes::forge_peer(m),
         _ => return usage(),
     };
     match r {
@@ -174,7 +176,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
     );
     2
 }

@@ -345,6 +345,54 @@ fn machd_pid(m: u8) -> Result<u64, String> {
     Err(format!("no machd in machine {m}'s process list"))
 }
 
+/// `mfcheck forgepeer M`: a program here speaks for this machine to machine M (a heartbeat
+/// and a request in a made-up epoch, from a port of its own): M must not take this machine
+/// for restarted, which would let go of the pipe ends it holds for this program.
+pub fn forge_peer(m: u8) -> Result<String, String> {
+    let p = e(
+        m_::res_open(m, "c0/pipe/mff", &[], Rights::OWNER_ALL),
+        "open",
+    )?;
+    let r = (|| {
+        for end in [PIPE_READ_END, PIPE_WRITE_END] {
+            e(m_::res_control(&p, PIPE_HOLD, end, 0), "hold")?;
+        }
+        let me = crate::machd_self()?;
+        let (here, epoch) = (me[0] as u8, me[2] as u32);
+        let fake = epoch ^ 0x5a5a_0001;
+        let mut sock = e(ulib::net::UdpSocket::bind(0), "bind")?;
+        let to = ulib::net::Ipv4(mach::addr(usize::from(m)));
+        let request = mrpc::encode(
+            &mrpc::Header {
+                kind: mrpc::Kind::Request as u8,
+                from: here,
+                to: m,
+                op: 1,
+                epoch: fake,
+                seq: 1,
+                user: 2000,
+                ..mrpc::Header::default()
+            },
+            &[],
+        );
+        for bytes in [mrpc::heartbeat(here, fake, m, 0, 1), request] {
+            e(sock.send_to(to, mach::PORT, &bytes), "send")?;
+        }
+        // Sent before this request through the same netd and link, so seen there first:
+        // the ends are still held (nothing buffered, a writer held: `Again`, not EOF).
+        let after = read(&p, 4);
+        if after != Err(Error::Again) {
+            return Err(format!(
+                "after a forged heartbeat, a read of a pipe whose ends machine {m} holds for \
+                 this program: {after:?} (the ends were let go: this machine taken for restarted)"
+            ));
+        }
+        Ok(String::from(", a forged heartbeat and request ignored"))
+    })();
+    let _ = m_::res_close(&p);
+    r
+}
+
 /// `mfcheck pread NAME`: exit code 0 only if every byte came, in order, then EOF.
 pub fn pread(name: &str) -> i32 {
     let r = (|| {
