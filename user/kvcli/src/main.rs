@@ -192,6 +192,9 @@ pub struct Client {
 }
 
 /// Open the data area, say `HELLO`, run `f`, and always clean up after it.
+/// How often `HELLO` is said again while it meets `Gone` (10 ms apart: 30 s).
+const HELLO_TRIES: u32 = 3000;
+
 fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32, String> {
     let fnid = fnid::lookup("kv").map_err(|e| format!("lookup kv: {e}"))?;
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
@@ -203,9 +206,11 @@ fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32
         return Err(format!("attach data area: {e}"));
     }
     let mut c = Client { fnid, region };
-    // `Gone`: kv crashed serving our HELLO (it restarts, `FN_RESTART`): say it again.
+    // `Gone`: kv crashed serving our HELLO, or a new server died taking over (it restarts,
+    // `FN_RESTART`): say it again, for as long as `wait` waits for kv (a hang guard: 200 ms
+    // was too short for a restart on a loaded host, `[smp4-biglock]` once).
     let mut hello = c.hello();
-    for _ in 0..20 {
+    for _ in 0..HELLO_TRIES {
         if hello != Err(Fail::Call(ulib::abi::Error::Gone)) {
             break;
         }

@@ -3,7 +3,9 @@
 //! Prints `udpecho: listening on PORT` once bound, `udpecho: N received, N answered, N
 //! errors` every 1,000 datagrams and at the end, and an `udpecho: ERROR` line for a send
 //! that failed (the count goes on). This is what the host client of `cargo xtask test`
-//! (and `socat` by hand) talks to.
+//! (and `socat` by hand) talks to. It waits (at most 30 s) for `net.udp` to be served: a
+//! loaded `[smp4]` test run once started it on another core before the news of a `netd`
+//! just registered had reached that core (`bind 7: no such resource`).
 #![no_std]
 #![no_main]
 
@@ -11,6 +13,9 @@ use ulib::net::{UdpSocket, DATA_MAX};
 use ulib::println;
 
 ulib::main!(main);
+
+/// How long `udpecho` waits for `net.udp` to be served (a hang guard).
+const NET_WAIT_NS: u64 = 30_000_000_000;
 
 fn main(args: &[&str]) -> i32 {
     let (port, limit) = match args {
@@ -22,6 +27,16 @@ fn main(args: &[&str]) -> i32 {
         println!("udpecho: usage: udpecho PORT [N]");
         return 2;
     };
+    // A netd started just before may not be registered yet, or not yet seen from this
+    // core (the function registry answers here once the news reached it): wait for it.
+    if let Err(e) = ulib::fnid::wait(ulib::net::FN_UDP, NET_WAIT_NS) {
+        println!(
+            "udpecho: ERROR: no {} after {} s: {e}",
+            ulib::net::FN_UDP,
+            NET_WAIT_NS / 1_000_000_000
+        );
+        return 1;
+    }
     let mut s = match UdpSocket::bind(port) {
         Ok(s) => s,
         Err(e) => {
