@@ -173,8 +173,6 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         return Err(Error::InvalidArgument);
     }
     let user = h.user;
-    let as_user =
-        |s: &State, f: &mut dyn FnMut() -> Result<u64, Error>| crate::ops::as_user(s, user, f);
     let id = ResId(id);
     // A pipe is never waited for here.
     let nowait = |arg: u64| match id.kind() {
@@ -192,26 +190,20 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 return Err(Error::NotSupported);
             }
             let rights = Rights(u8::try_from(id.0).map_err(|_| Error::InvalidArgument)?);
-            as_user(s, &mut || {
-                res::open(name, &data[len..], rights).map(|r| r.0)
-            })?
+            crate::ops::as_user(s, user, || res::open(name, &data[len..], rights))?.0
         }
         RES_FIND => {
             let name = core::str::from_utf8(data).map_err(|_| Error::BadName)?;
-            as_user(s, &mut || res::find(name).map(|r| r.id.0))?
+            crate::ops::as_user(s, user, || res::find(name))?.id.0
         }
         RES_CLOSE => {
-            as_user(s, &mut || res::close(id).map(|()| 0))?;
+            crate::ops::as_user(s, user, || res::close(id))?;
             // Its ends held here go with it.
             s.holds.retain(|x| x.pipe != id);
             0
         }
         RES_INFO => {
-            let mut got = ulib::abi::res::ResInfo::EMPTY;
-            as_user(s, &mut || {
-                got = res::info(id)?;
-                Ok(0)
-            })?;
+            let got = crate::ops::as_user(s, user, || res::info(id))?;
             let mut out = words(&[0]);
             out.extend_from_slice(bytemuck::bytes_of(&got));
             return Ok(out);
@@ -219,14 +211,14 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         RES_READ => {
             let arg = nowait(arg)?;
             let mut buf = vec![0u8; len];
-            let n = as_user(s, &mut || res::read(id, &mut buf, arg).map(|n| n as u64))?;
-            let mut out = words(&[n]);
-            out.extend_from_slice(&buf[..(n as usize).min(len)]);
+            let n = crate::ops::as_user(s, user, || res::read(id, &mut buf, arg))?;
+            let mut out = words(&[n as u64]);
+            out.extend_from_slice(&buf[..n.min(len)]);
             return Ok(out);
         }
         RES_WRITE => {
             let arg = nowait(arg)?;
-            as_user(s, &mut || res::write(id, data, arg).map(|n| n as u64))?
+            crate::ops::as_user(s, user, || res::write(id, data, arg))? as u64
         }
         RES_CONTROL => control(s, h, Pid(pid), id, arg, a0, a1)?,
         _ => return Err(Error::NoSuchCall),

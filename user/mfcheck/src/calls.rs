@@ -18,10 +18,9 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::fs::FS_ICA_SIZE;
 use ulib::abi::ipc::Msg;
 use ulib::abi::mach::{self, call_word, CALL_NAME_AT, CALL_REMOTE_MAX, FN_MACH};
-use ulib::abi::res::{ResId, Rights, UserId};
+use ulib::abi::res::{Rights, UserId};
 use ulib::abi::Error;
 use ulib::mach::{call, Answer};
 use ulib::{fnid, ipc, println, res, sys};
@@ -228,7 +227,7 @@ fn refusals(m: u8) -> Result<(), String> {
     }
     // Straight to machd, past the library's checks.
     let name = CALLEE.len() as u64;
-    let raw_cases: [(&str, Result<u64, Error>, Error); 6] = [
+    let raw_cases: [(&str, Result<(), Error>, Error); 6] = [
         (
             "a name of 33 bytes",
             raw(m, call_word(33, 0, 0, false), 0, CALLEE, true, true),
@@ -285,8 +284,8 @@ pub(crate) fn me_machine() -> Result<u8, String> {
 }
 
 /// An `OP_CALL` made by hand: `cw` as `words[2]`, `timeout` as `words[3]`, `name` (its
-/// UTF-8 bytes, "\u{ff}" as the one byte 0xff) at the name's place of an ICA (or none),
-/// writable or not. The call's value (0: answered; the server's value is not looked at).
+/// UTF-8 bytes, "\u{ff}" as the bytes 0xff 0xfe) at the name's place of an ICA (or none),
+/// writable or not. The call's value as an error (the server's value is not looked at).
 fn raw(
     m: u8,
     cw: u64,
@@ -294,42 +293,13 @@ fn raw(
     name: &str,
     with_ica: bool,
     writable: bool,
-) -> Result<u64, Error> {
-    let server = ResId(fnid::lookup(FN_MACH)?.0);
-    let msg = Msg {
-        label: mach::OP_CALL,
-        words: [u64::from(m), crate::calls::ECHO, cw, timeout, 0, 0],
-    };
-    if !with_ica {
-        return match ipc::call(server, &msg)? {
-            (0, _) => Ok(0),
-            (v, _) => Err(Error::from_code(v)),
-        };
-    }
-    let me = sys::getpid()?;
-    let region = res::open_vregion(
-        &format!("here/vregion/mfcheck-call-{}", me.0),
-        FS_ICA_SIZE,
-        Rights::OWNER_ALL,
-    )?;
-    let bytes: Vec<u8> = if name == "\u{ff}" {
-        alloc::vec![0xff, 0xfe]
+) -> Result<(), Error> {
+    let words = [u64::from(m), crate::calls::ECHO, cw, timeout, 0, 0];
+    let bytes: &[u8] = if name == "\u{ff}" {
+        &[0xff, 0xfe]
     } else {
-        name.as_bytes().to_vec()
+        name.as_bytes()
     };
-    let _ = res::write(region, &bytes, CALL_NAME_AT as u64);
-    let at = 0x0000_5700_0000_0000;
-    if let Err(e) = res::attach_here(region, at, writable) {
-        let _ = res::close(region);
-        return Err(e);
-    }
-    let r = ipc::call(server, &ipc::with_ica(msg, region));
-    if let Some((_, at)) = r.as_ref().ok().and_then(|(_, reply)| ipc::ica_at(reply)) {
-        let _ = res::detach_here(at);
-    }
-    let _ = res::close(region);
-    match r? {
-        (0, _) => Ok(0),
-        (v, _) => Err(Error::from_code(v)),
-    }
+    let ica = with_ica.then_some((bytes, CALL_NAME_AT as u64, writable));
+    crate::raw_with(FN_MACH, mach::OP_CALL, words, ica)
 }

@@ -276,19 +276,37 @@ fn raw_to(
     with_ica: bool,
     writable: bool,
 ) -> Result<(), Error> {
+    raw_with(
+        name,
+        label,
+        words,
+        with_ica.then_some((&b"X"[..], 0, writable)),
+    )
+}
+
+/// A request `label` with `words` to function `name`, with an ICA holding `bytes` at
+/// `offset` (attached `writable` or read-only), or none: the call's result (its value as
+/// an error), the ICA let go afterwards.
+pub(crate) fn raw_with(
+    name: &str,
+    label: u64,
+    words: [u64; 6],
+    ica: Option<(&[u8], u64, bool)>,
+) -> Result<(), Error> {
     let server = ResId(fnid::lookup(name)?.0);
-    if !with_ica {
-        let msg = Msg { label, words };
-        return ipc::call(server, &msg).map(drop);
-    }
+    let Some((bytes, offset, writable)) = ica else {
+        return match ipc::call(server, &Msg { label, words })? {
+            (0, _) => Ok(()),
+            (v, _) => Err(Error::from_code(v)),
+        };
+    };
     let me = sys::getpid()?;
     let region = res::open_vregion(
         &format!("here/vregion/mfcheck-{}", me.0),
         FS_ICA_SIZE,
         Rights::OWNER_ALL,
     )?;
-    // A one-byte name, for the requests that carry one.
-    let _ = res::write(region, b"X", 0);
+    let _ = res::write(region, bytes, offset);
     let at = 0x0000_5600_0000_0000;
     if let Err(e) = res::attach_here(region, at, writable) {
         let _ = res::close(region);
