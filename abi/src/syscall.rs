@@ -47,6 +47,7 @@
 //! | 41 | `RING_SETUP` | address, submission entries | bytes mapped (see [`crate::ring`]) |
 //! | 42–47 | `FN_REGISTER`, `FN_LOOKUP`, `FN_UNREGISTER`, `FN_LIST`, `FN_STATE`, `FN_TAKEOVER` | see [`crate::fnid`] | |
 //! | 60, 61 | `CALL_REGS`, `REPLY_RECV_REGS` | `CALL` and `REPLY_RECV` with the messages in registers (see [`crate::ipc`]) | |
+//! | 62–64 | `MIGRATE_EXPORT`, `MIGRATE_IMPORT`, `MIGRATE_FINISH` | a process moved to another machine as an image (see the constants) | |
 //! | 48–55 | `DEV_LIST`, `DEV_CLAIM`, `DEV_CONFIG`, `DEV_MAP_BAR`, `DMA_ALLOC`, `DMA_FREE`, `DEV_IRQ`, `DEV_IRQ_ACK` | see [`crate::dev`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
@@ -156,9 +157,25 @@ pub const CALL_REGS: u64 = 60;
 /// time limit; the next request's handle in (`rax`, `rdx`), its message in the same
 /// registers, its sender's pid in `rdi`, `sender_user << 32 | sender_thread` in `r15`.
 pub const REPLY_RECV_REGS: u64 = 61;
+/// Write process `pid` out as an image to move it to another machine (`procimage`):
+/// pid, buffer ptr, buffer len; the image's length. The process stops and stays stopped
+/// until [`MIGRATE_FINISH`]. `TooLong` if the buffer is too small (its first 8 bytes then
+/// hold the length needed, and the process runs on); `NotSupported` for a process with
+/// shared memory (a vregion or ICA attached); else as `MIGRATE`'s refusals.
+pub const MIGRATE_EXPORT: u64 = 62;
+/// Start a process from an image another machine's kernel wrote: image ptr, image len
+/// (at most [`MAX_MOVE_IMAGE`]), core; the new pid. It runs as the caller's child with the
+/// caller's user and rights (never the image's), as `SPAWN_IMAGE`'s.
+pub const MIGRATE_IMPORT: u64 = 63;
+/// End an export: pid, its new pid elsewhere (0: the move failed; the process runs on),
+/// the machine it went to. The process ends with [`crate::ENDED_MOVED_AWAY`].
+pub const MIGRATE_FINISH: u64 = 64;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
-pub const COUNT: u64 = 62;
+pub const COUNT: u64 = 65;
+
+/// The largest image `MIGRATE_IMPORT` takes (`TooLong` beyond): 1,024 pages and their list.
+pub const MAX_MOVE_IMAGE: u64 = 4 << 20 | 32 << 10;
 
 /// The largest image `SPAWN_IMAGE` takes (`TooLong` beyond).
 pub const MAX_IMAGE: u64 = 4 << 20;
@@ -272,6 +289,9 @@ pub fn name(number: u64) -> &'static str {
         REPLY_ERROR => "reply_error",
         FN_RESTART => "fn_restart",
         SPAWN_IMAGE => "spawn_image",
+        MIGRATE_EXPORT => "migrate_export",
+        MIGRATE_IMPORT => "migrate_import",
+        MIGRATE_FINISH => "migrate_finish",
         n => NAMES.get(n as usize).copied().unwrap_or("unknown"),
     }
 }

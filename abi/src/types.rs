@@ -238,6 +238,9 @@ pub const ENDED_KILLED: u64 = 2;
 /// may, and so does the old core's answer to a parent's core that asks for the status
 /// before it heard of the move.
 pub const ENDED_MIGRATED: u64 = 3;
+/// The process moved to another machine (`MIGRATE_FINISH`): `code` is its pid there,
+/// `address` the machine. `WAIT` reports it: the kernel cannot follow it there.
+pub const ENDED_MOVED_AWAY: u64 = 4;
 
 /// Process states as `PROCESSES` reports them.
 pub const STATE_RUNNING: u32 = 0;

@@ -228,6 +228,9 @@ impl core::fmt::Display for How {
             abi::ENDED_MIGRATED => {
                 write!(f, "moved away from the console's core as {}", Pid(s.code))
             }
+            abi::ENDED_MOVED_AWAY => {
+                write!(f, "moved to machine {} as {}", s.address, Pid(s.code))
+            }
             other => write!(f, "ended in an unknown way ({other})"),
         }
     }

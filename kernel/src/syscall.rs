@@ -44,6 +44,12 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .map_err(|_| Error::NoSuchCore)
             .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
             .map(|p| p.0),
+        nr::MIGRATE_EXPORT => proc::export::export(Pid(a[0]), a[1], a[2]),
+        nr::MIGRATE_IMPORT => usize::try_from(a[2])
+            .map_err(|_| Error::NoSuchCore)
+            .and_then(|core| proc::export::import(a[0], a[1], core))
+            .map(|p| p.0),
+        nr::MIGRATE_FINISH => proc::export::finish(Pid(a[0]), a[1], a[2]).map(|()| 0),
         nr::RPCC_STATS => rpcc_stats(a[0], a[1]),
         nr::SUBMIT => crate::ipc_calls::submit(a[0]),
         nr::COLLECT => crate::ipc_calls::collect(a[0], a[1], a[2]),

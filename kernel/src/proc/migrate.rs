@@ -42,23 +42,24 @@ use core::sync::atomic::Ordering;
 
 /// Everything needed to rebuild a process on another core.
 pub struct Snapshot {
-    old: Pid,
-    name: heapless::String<MAX_NAME>,
-    priority: Priority,
-    parent: Pid,
-    user: UserId,
-    admin: bool,
-    heap_end: u64,
-    frame: TrapFrame,
-    fx: [u8; 512],
+    /// Its pid before (`Pid(0)`: it came from another machine, `proc::export`).
+    pub(super) old: Pid,
+    pub(super) name: heapless::String<MAX_NAME>,
+    pub(super) priority: Priority,
+    pub(super) parent: Pid,
+    pub(super) user: UserId,
+    pub(super) admin: bool,
+    pub(super) heap_end: u64,
+    pub(super) frame: TrapFrame,
+    pub(super) fx: [u8; 512],
     /// Owned pages: (address, frame on the old core, writable, executable).
-    pages: Vec<(u64, u64, bool, bool)>,
+    pub(super) pages: Vec<(u64, u64, bool, bool)>,
     /// Attached vregions, as they were (an ICA stays one), and their regions.
-    attachments: Vec<(super::vspace::Attachment, ResId)>,
+    pub(super) attachments: Vec<(super::vspace::Attachment, ResId)>,
     /// Let it run on the new core (it was running, not stopped by a compute).
-    run: bool,
+    pub(super) run: bool,
     /// It asked to move itself: its frame is its MIGRATE call, whose result is the new pid.
-    itself: bool,
+    pub(super) itself: bool,
 }
 
 /// How long [`migrate`] keeps asking a process that is inside a system call to stop.
@@ -89,41 +90,21 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
         };
         super::exit_current(migrated(new));
     }
-    // Step 1, patiently: a process inside a system call stops on its way out.
-    let deadline = crate::time::now_ns() + STOP_PATIENCE_NS;
-    let snapshot = loop {
-        match on(pid.core(), Op::MigrateOut(pid), |op| match op {
-            Op::MigrateOut(p) => take_out(*p).map(Out::Snapshot),
-            _ => Err(Error::Unknown),
-        }) {
-            Ok(Out::Snapshot(s)) => break s,
-            Ok(_) => return Err(Error::Unknown),
-            Err(Error::Busy) if crate::time::now_ns() < deadline => {
-                sched::sleep_ns(1_000_000_000 / crate::time::HZ);
-            }
-            Err(e) => {
-                let _ = on(pid.core(), Op::MigrateAbort(pid), |_| {
-                    abort(pid).map(|()| Out::Unit)
-                });
-                return Err(e);
-            }
-        }
-    };
+    let snapshot = take_out_patiently(pid)?;
     // Step 2, then 3.
     match on(core, Op::MigrateIn(snapshot), |op| match op {
         Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
         _ => Err(Error::Unknown),
     }) {
         Ok(Out::Pid(new)) => {
-            on(pid.core(), Op::MigrateCommit { pid, new }, |_| {
-                commit(pid, new).map(|()| Out::Unit)
+            let status = migrated(new);
+            on(pid.core(), Op::MigrateCommit { pid, status }, |_| {
+                commit(pid, status).map(|()| Out::Unit)
             })?;
             Ok(new)
         }
         other => {
-            let _ = on(pid.core(), Op::MigrateAbort(pid), |_| {
-                abort(pid).map(|()| Out::Unit)
-            });
+            let _ = abort_on(pid);
             match other {
                 Err(e) => Err(e),
                 _ => Err(Error::Unknown),
@@ -132,8 +113,45 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
     }
 }
 
+/// Step 1, patiently: a process inside a system call stops on its way out (`Busy` until
+/// then, asked again for at most [`STOP_PATIENCE_NS`]). On an error the process runs on.
+pub(super) fn take_out_patiently(pid: Pid) -> Result<Box<Snapshot>, Error> {
+    let deadline = crate::time::now_ns() + STOP_PATIENCE_NS;
+    loop {
+        match on(pid.core(), Op::MigrateOut(pid), |op| match op {
+            Op::MigrateOut(p) => take_out(*p).map(Out::Snapshot),
+            _ => Err(Error::Unknown),
+        }) {
+            Ok(Out::Snapshot(s)) => return Ok(s),
+            Ok(_) => return Err(Error::Unknown),
+            Err(Error::Busy) if crate::time::now_ns() < deadline => {
+                sched::sleep_ns(1_000_000_000 / crate::time::HZ);
+            }
+            // Moving already: not ours to undo (an abort would restart it under the other
+            // move, which would then leave two copies).
+            Err(Error::Again) => return Err(Error::Busy),
+            Err(e) => {
+                let _ = abort_on(pid);
+                return Err(e);
+            }
+        }
+    }
+}
+
+/// Step 3 failed or was given up, on the process's core: it runs on.
+pub(super) fn abort_on(pid: Pid) -> Result<(), Error> {
+    on(pid.core(), Op::MigrateAbort(pid), |_| {
+        abort(pid).map(|()| Out::Unit)
+    })
+    .map(drop)
+}
+
 /// Do `op` on `core`: here with `local`, elsewhere through RPCC.
-fn on(core: usize, op: Op, local: impl FnOnce(&Op) -> Result<Out, Error>) -> Result<Out, Error> {
+pub(super) fn on(
+    core: usize,
+    op: Op,
+    local: impl FnOnce(&Op) -> Result<Out, Error>,
+) -> Result<Out, Error> {
     if core == current_core() {
         local(&op)
     } else {
@@ -271,7 +289,11 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
     sched::with(|s| {
         let p = super::live(s, pid)?;
         may_move(s, p)?;
-        if p.moving || has_children(s, p) {
+        if p.moving {
+            // Another move of it is under way: its undoing is that move's, not ours.
+            return Err(Error::Again);
+        }
+        if has_children(s, p) {
             return Err(Error::Busy);
         }
         let t = p.main_thread();
@@ -319,7 +341,7 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
         user: snapshot.user,
         admin: snapshot.admin,
         heap_end: snapshot.heap_end,
-        moved_from: Some(snapshot.old),
+        moved_from: (snapshot.old != Pid(0)).then_some(snapshot.old),
     };
     // The new pid is known only once installed: install stopped, patch, then start.
     let pid = super::install(who, vs, &frame, Some(&snapshot.fx), false)?;
@@ -348,14 +370,16 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
     Ok(pid)
 }
 
-/// Step 3 (on the old core): the old process ends, its status naming the new pid.
-pub fn commit(pid: Pid, new: Pid) -> Result<(), Error> {
+/// Step 3 (on the old core): the old process ends, its status naming the new pid
+/// (`ENDED_MIGRATED`; `ENDED_MOVED_AWAY` for another machine's).
+pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
     sched::with(|s| {
-        let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
+        let p = super::live(s, pid)?;
+        may_move(s, p)?;
         if !p.moving {
             return Err(Error::InvalidArgument);
         }
-        super::end_process(s, pid.serial(), migrated(new));
+        super::end_process(s, pid.serial(), status);
         Ok(())
     })
 }
@@ -363,6 +387,7 @@ pub fn commit(pid: Pid, new: Pid) -> Result<(), Error> {
 /// The move failed or was given up: the process runs on (if it ran before).
 pub fn abort(pid: Pid) -> Result<(), Error> {
     let restart = sched::with(|s| {
+        may_move(s, super::live(s, pid)?)?;
         let p = s
             .processes
             .get_mut(&pid.serial())

@@ -6,6 +6,7 @@
 //! (start it there, kill it, wait for it, list it) is a request to that core through RPCC;
 //! a process can move to another core ([`migrate`]).
 
+pub mod export;
 mod family;
 pub mod migrate;
 pub mod sched;

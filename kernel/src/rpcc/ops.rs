@@ -92,10 +92,11 @@ pub enum Op {
     MigrateOut(Pid),
     /// Step 2 on the destination: rebuild it; returns the new pid.
     MigrateIn(Box<Snapshot>),
-    /// Step 3 on the old core: the old process ends (status: migrated to the new pid).
+    /// Step 3 on the old core: the old process ends (status: migrated to the new pid, on
+    /// this machine or another).
     MigrateCommit {
         pid: Pid,
-        new: Pid,
+        status: abi::WaitStatus,
     },
     /// Step 2 failed: the old process runs on as before.
     MigrateAbort(Pid),
@@ -214,7 +215,9 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
         }
         Op::MigrateOut(pid) => proc::migrate::take_out(*pid).map(Out::Snapshot),
         Op::MigrateIn(snapshot) => proc::migrate::bring_in(snapshot).map(Out::Pid),
-        Op::MigrateCommit { pid, new } => proc::migrate::commit(*pid, *new).map(|()| Out::Unit),
+        Op::MigrateCommit { pid, status } => {
+            proc::migrate::commit(*pid, *status).map(|()| Out::Unit)
+        }
         Op::MigrateAbort(pid) => proc::migrate::abort(*pid).map(|()| Out::Unit),
         Op::Enqueue(incoming) => crate::ipc::enqueue(incoming.clone()).map(|()| Out::Unit),
         Op::Deliver {

@@ -248,6 +248,46 @@ pub fn migrate(pid: Option<Pid>, core: usize) -> Result<Pid, Error> {
     decode(unsafe { raw::syscall2(nr::MIGRATE, pid.map_or(0, |p| p.0), core as u64) }).map(Pid)
 }
 
+/// Stop process `pid` and write it out as an image into `buf` (`MIGRATE_EXPORT`, to move it
+/// to another machine: `mach::migrate`); the image's length. It stays stopped until
+/// [`migrate_finish`]. `TooLong` if `buf` is too small: its first 8 bytes then say how
+/// long the image is (and the process runs on).
+pub fn migrate_export(pid: Pid, buf: &mut [u8]) -> Result<usize, Error> {
+    // SAFETY: the buffer is valid for writing for its length.
+    decode(unsafe {
+        raw::syscall3(
+            nr::MIGRATE_EXPORT,
+            pid.0,
+            buf.as_mut_ptr() as u64,
+            buf.len() as u64,
+        )
+    })
+    .map(|n| n as usize)
+}
+
+/// Start the process of an image another machine wrote (`MIGRATE_IMPORT`) on `core`, as
+/// this process's child; its pid.
+pub fn migrate_import(image: &[u8], core: usize) -> Result<Pid, Error> {
+    // SAFETY: the image is valid for reading for its length.
+    decode(unsafe {
+        raw::syscall3(
+            nr::MIGRATE_IMPORT,
+            image.as_ptr() as u64,
+            image.len() as u64,
+            core as u64,
+        )
+    })
+    .map(Pid)
+}
+
+/// End the export of `pid` (`MIGRATE_FINISH`): it went to `machine` as `new` (it ends,
+/// its status `ENDED_MOVED_AWAY`), or with `None` it did not (it runs on).
+pub fn migrate_finish(pid: Pid, new: Option<(u8, Pid)>) -> Result<(), Error> {
+    let (machine, new) = new.map_or((0, 0), |(m, p)| (u64::from(m), p.0));
+    // SAFETY: MIGRATE_FINISH takes numbers only.
+    decode(unsafe { raw::syscall3(nr::MIGRATE_FINISH, pid.0, new, machine) }).map(drop)
+}
+
 /// This process's id.
 pub fn getpid() -> Result<Pid, Error> {
     // SAFETY: GETPID takes no arguments.
