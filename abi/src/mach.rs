@@ -210,6 +210,31 @@ pub const fn res_parts(w: u64) -> (u64, u64, usize, usize) {
     )
 }
 
+/// Move a process of this machine to another (`ulib::mach::migrate`; issue 17's
+/// migration between machines): the image `MIGRATE_EXPORT` wrote travels in pieces and
+/// that machine's `machd` starts it with `MIGRATE_IMPORT`. `words[0]` is
+/// [`res_word`]`(machine, op, len, 0)` with `op` one of [`MOVE_PUT`], [`MOVE_START`],
+/// [`MOVE_DROP`]; `words[1]` the move's token (the caller's choice, non-zero); for a put
+/// `words[2]` the piece's offset and `words[3]` the image's whole length, its `len` bytes
+/// at the ICA's start; for a start `words[2]` the core ([`ANY_CORE`]: that machine's
+/// last). Answer as [`OP_RES`]'s: `words[0]` the value (a start's: the new pid),
+/// `words[1]` the machine's life. The pieces come in order, at most [`MOVES_MAX`] images
+/// arrive at once there, each at most `syscall::MAX_MOVE_IMAGE` bytes; one not started
+/// goes when its program ends or its machine goes down (or after
+/// [`MOVE_STALE_NS`] without a piece, when room is needed).
+pub const OP_MOVE: u64 = 16;
+/// [`OP_MOVE`]: the next piece of the image.
+pub const MOVE_PUT: u64 = 1;
+/// [`OP_MOVE`]: start the process of the whole image, as the caller's user, as that
+/// `machd`'s child (so `OP_WAIT` and `OP_KILL` reach it as a remote spawn's).
+pub const MOVE_START: u64 = 2;
+/// [`OP_MOVE`]: forget an image (the move was given up).
+pub const MOVE_DROP: u64 = 3;
+/// Most images arriving at one machine at once.
+pub const MOVES_MAX: usize = 4;
+/// An image with no piece for this long may be forgotten to make room.
+pub const MOVE_STALE_NS: u64 = 30_000_000_000;
+
 /// Most bytes of a function's name in [`OP_CALL`].
 pub const CALL_NAME_MAX: usize = 32;
 /// Most bytes of data an [`OP_CALL`] carries each way: what fits one `libs/mrpc` message

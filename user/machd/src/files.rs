@@ -326,7 +326,11 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let pid = Pid(pid);
     if op == FS_CLOSE_ALL {
         // The program ended: its files here go, and the pipe ends held for it.
-        with(|s| crate::resops::drop_holds(s, |m, e, p| m == h.from && e == h.epoch && p == pid));
+        with(|s| {
+            let gone = |m, e, p| m == h.from && e == h.epoch && p == pid;
+            crate::resops::drop_holds(s, gone);
+            crate::moves::forget(s, gone);
+        });
         for handle in with(|s| take_served(s, |f| f.by(h, pid))) {
             let _ = fs::proxy(FS_CLOSE, [handle, 0, 0, 0, 0, 0], &[], 0);
         }
@@ -407,6 +411,7 @@ pub fn machine_gone(s: &mut State, m: u8, restarted: bool) {
         let _ = queue(s, Job::Close(handle));
     }
     crate::resops::drop_holds(s, |held_for, _, _| held_for == m);
+    crate::moves::forget(s, |from, _, _| from == m);
     if restarted {
         s.opened.retain(|o| o.machine != m);
     }

@@ -36,6 +36,7 @@ extern crate alloc;
 mod calls;
 mod files;
 mod follow;
+mod moves;
 mod net;
 mod ops;
 mod resops;
@@ -153,6 +154,8 @@ pub(crate) struct State {
     pub given_up: Vec<u64>,
     /// Pipe ends held here for programs of other machines (`resops`).
     pub holds: Vec<resops::Hold>,
+    /// Images of processes moving here from other machines (`moves`).
+    pub arriving: Vec<moves::Arriving>,
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -511,6 +514,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             call_jobs: VecDeque::new(),
             given_up: Vec::new(),
             holds: Vec::new(),
+            arriving: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));
@@ -591,6 +595,12 @@ fn local(r: &Received) -> Result<(), Error> {
                 return Ok(());
             }
             (mach::OP_RES, Err(e)) => e,
+            (mach::OP_MOVE, _) if ipc::ica_read_only(&r.msg) => Error::InvalidArgument,
+            (mach::OP_MOVE, Ok(user)) => {
+                with(|s| moves::local(s, r, user));
+                return Ok(());
+            }
+            (mach::OP_MOVE, Err(e)) => e,
             _ => Error::NoSuchCall,
         };
         let _ = ipc::reply(
@@ -605,7 +615,7 @@ fn local(r: &Received) -> Result<(), Error> {
     let machine = |s: &State| u8::try_from(w[0]).ok().filter(|m| *m < s.n);
     match r.msg.label {
         // A file request, a call or a resource operation without its ICA.
-        mach::OP_FS | mach::OP_CALL | mach::OP_RES => Err(Error::InvalidArgument),
+        mach::OP_FS | mach::OP_CALL | mach::OP_RES | mach::OP_MOVE => Err(Error::InvalidArgument),
         mach::OP_FOLLOW => with(|s| follow::follow(s, r, user)),
         mach::OP_UNFOLLOW => with(|s| follow::unfollow(s, r, user)),
         mach::OP_SELF => {

@@ -16,6 +16,7 @@
 //! | `R_FS` (8) | a file request: see `files` | |
 //! | `R_CALL` (10) | a call to a function by name: see `calls` | |
 //! | `R_RES` (11) | a resource operation: see `resops` | |
+//! | `R_MOVE` (12) | a piece of a moving process's image, its start, its drop: see `moves` | |
 //!
 //! Output (`run -m M` in the foreground): a program spawned with `SPAWN_RELAY` writes to a
 //! pipe this `machd` holds the reading end of ([`spawn`]); each `R_OUTPUT` answers what the
@@ -308,6 +309,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
         crate::files::R_FS => return crate::files::perform(s, h, p),
         crate::calls::R_CALL => return crate::calls::perform(s, h, p),
         crate::resops::R_RES => crate::resops::perform(s, h, p),
+        crate::moves::R_MOVE => crate::moves::perform(s, h, p),
         _ => Err(Error::NoSuchCall),
     })
 }
@@ -315,7 +317,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
 /// Where a program another machine runs here goes when it names no core: the last core
 /// online, away from core 0, where `netdrv`, `netd` and this `machd` serve every
 /// cross-machine request (a remote job there would slow them; on one core, core 0).
-fn default_core() -> usize {
+pub(crate) fn default_core() -> usize {
     let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
     let n = sys::cores(&mut cores).unwrap_or(0);
     cores[..n].iter().rposition(|c| c.online != 0).unwrap_or(0)

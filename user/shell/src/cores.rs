@@ -95,6 +95,9 @@ impl Shell {
     /// `migrate PID CORE`: move a process to CORE; it gets a new pid there. A job stays a
     /// job, known by the pid it was started with (`kill` takes either).
     pub(crate) fn migrate(&mut self, args: &[&str]) -> Result<(), String> {
+        if args.len() > 2 && args[1..].contains(&"-m") {
+            return self.migrate_away(args);
+        }
         let [pid_word, core_word] = args else {
             return Err("migrate: usage: migrate PID CORE (e.g. migrate 1.2 0)".into());
         };
@@ -119,6 +122,43 @@ impl Shell {
             job.now = new;
         }
         println!("{pid} is now {new} on core {core}");
+        Ok(())
+    }
+}
+
+impl Shell {
+    /// `migrate PID -m M [-c C]`: move a process to machine M. A job of this shell becomes
+    /// a remote job (`wait mM:PID`, `kill mM:PID`, and a bare `wait`); the old process's end
+    /// here (`ENDED_MOVED_AWAY`) is collected at once.
+    fn migrate_away(&mut self, args: &[&str]) -> Result<(), String> {
+        let pid_word = args[0];
+        let pid = Pid::parse(pid_word).ok_or_else(|| {
+            format!("migrate: bad pid '{pid_word}' (expected CORE.SERIAL, e.g. 1.2)")
+        })?;
+        if pid == self.me {
+            return Err("migrate: the shell reads this machine's console: it stays here".into());
+        }
+        let job = self.jobs.iter().position(|j| j.is(pid));
+        let now = job.map_or(pid, |i| self.jobs[i].now);
+        let (there, bytes, ms) = crate::machines::migrate_away(now, &args[1..])?;
+        let first = job.map_or(pid, |i| self.jobs[i].pid);
+        let _ = sys::wait_timeout(Some(first), 0);
+        let spelled = format!("m{}:{}", there.machine, there.pid);
+        if let Some(i) = job {
+            let j = self.jobs.swap_remove(i);
+            self.remote_jobs.push(crate::machines::RemoteJob {
+                remote: there,
+                name: j.name,
+                followed: false,
+                moved: true,
+            });
+        }
+        println!(
+            "{pid} is now {spelled} ({} KiB moved in {ms} ms; its output goes to machine {}'s \
+             console)",
+            bytes.div_ceil(1024),
+            there.machine
+        );
         Ok(())
     }
 }

@@ -36,6 +36,9 @@ pub(crate) struct RemoteJob {
     pub name: String,
     /// Its output comes to this console in the background (`machd` follows it).
     pub followed: bool,
+    /// It moved there (`migrate PID -m M`): its output is that machine's console's, not
+    /// relayed here.
+    pub moved: bool,
 }
 
 impl RemoteJob {
@@ -364,6 +367,7 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
         remote: r,
         name: String::from(prog),
         followed: false,
+        moved: false,
     })
 }
 
@@ -414,6 +418,9 @@ pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<()
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped
 /// following it (if it did, and had not seen the end already).
 fn drain(j: &RemoteJob) -> Result<(), String> {
+    if j.moved {
+        return Ok(());
+    }
     let who = j.remote.words(0);
     if j.followed {
         match call(mach::OP_UNFOLLOW, who) {
@@ -474,6 +481,45 @@ pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
 pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
     let (m, pid) = word.strip_prefix('m')?.split_once(':')?;
     Some((m.parse().ok()?, Pid::parse(pid)?))
+}
+
+/// `migrate PID -m M [-c C]`: move process `pid` of this machine to machine M (on core C,
+/// by default M's last), where it goes on from where it stopped (`ulib::mach::migrate`);
+/// its new name there, the image's length and how long the move took (ms).
+pub(crate) fn migrate_away(pid: Pid, args: &[&str]) -> Result<(Remote, usize, u64), String> {
+    let usage = "migrate: usage: migrate PID -m MACHINE [-c CORE]";
+    let mut words = alloc::vec!["_"];
+    words.extend_from_slice(args);
+    let RunWords {
+        machine,
+        core,
+        words,
+    } = ulib::mach::parse_run(&words).map_err(|e| match e {
+        RunError::Usage => String::from(usage),
+        RunError::Machine(w) => machine_error("migrate", w),
+        RunError::Core(c) => format!("migrate: bad core '{c}'"),
+    })?;
+    if words.len() != 1 {
+        return Err(usage.into());
+    }
+    let m = check_machine("migrate", machine)?;
+    let me = call(mach::OP_SELF, [0; 6]).map_err(|e| why("migrate", e))?;
+    if m == me[0] {
+        return Err(format!(
+            "migrate: {pid} is on machine {m} already (migrate PID CORE moves it to another core)"
+        ));
+    }
+    let core = (core != mach::ANY_CORE).then_some(core as u32);
+    let start = sys::clock_ns().unwrap_or(0);
+    let (there, bytes) = ulib::mach::migrate(pid, m as u8, core).map_err(|e| match e {
+        Error::NotSupported => format!(
+            "migrate {pid} -m {m}: it has shared memory attached (vregions, ICAs), which \
+             cannot go to another machine"
+        ),
+        e => why(&format!("migrate {pid} -m {m}"), e),
+    })?;
+    let ms = sys::clock_ns().unwrap_or(0).saturating_sub(start) / 1_000_000;
+    Ok((there, bytes, ms))
 }
 
 /// `kill mM:PID` (of a job: its epoch is known).

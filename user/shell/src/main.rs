@@ -77,6 +77,7 @@ commands:
                                   to end and report it (Ctrl-C stops waiting)
   kill PID                        end process PID of any core (CORE.SERIAL, e.g. 1.3)
   migrate PID CORE                move process PID to CORE; it gets a new pid there
+  migrate PID -m M [-c CORE]      move process PID to machine M (a job: then mM:PID)
   rpcc                            inter-core RPCC per core: notify mode, agent limit,
                                   agents live/created/destroyed, reuses, requests
                                   served, ring-full waits, IPIs sent, requests waiting;
@@ -683,6 +684,11 @@ pub fn failure(st: &WaitStatus) -> Option<String> {
             st.rip
         )),
         abi::ENDED_KILLED => Some("was killed".into()),
+        abi::ENDED_MOVED_AWAY => Some(format!(
+            "moved to machine {} as {}",
+            st.address,
+            Pid(st.code)
+        )),
         other => Some(format!("ended in an unknown way ({other})")),
     }
 }

@@ -551,3 +551,87 @@ fn res_on<T>(
         take,
     )
 }
+
+/// Move process `pid` of this machine (this program's child or other descendant, as for
+/// `MIGRATE`) to `machine`, on `core` (`None`: its last), where it runs on from where it
+/// stopped, as this program's user; its new name there and the image's length. The kernel writes the stopped
+/// process out as an image (`sys::migrate_export`), which goes to `machine`'s `machd` in
+/// pieces (`abi::mach::OP_MOVE`) and is started there (`MIGRATE_IMPORT`); then the
+/// process here ends, its status `ENDED_MOVED_AWAY` naming its new pid and machine, or,
+/// if any step failed, runs on here. `NotSupported` for a process with shared memory
+/// attached; the process's resource ids (a pipe as its standard output) name this
+/// machine's resources, which it cannot reach from there.
+pub fn migrate(pid: Pid, machine: u8, core: Option<u32>) -> Result<(Remote, usize), Error> {
+    let max = crate::abi::syscall::MAX_MOVE_IMAGE as usize;
+    let mut image = alloc::vec![0u8; 256 << 10];
+    let mut tries = 0;
+    let len = loop {
+        match sys::migrate_export(pid, &mut image) {
+            Ok(n) => break n,
+            // It grew since the last look: as long as it needs now, up to the bound.
+            Err(Error::TooLong) if tries < 4 => {
+                let need = u64::from_le_bytes(image[..8].try_into().unwrap_or([0; 8])) as usize;
+                if need <= image.len() || need > max {
+                    return Err(Error::TooLong);
+                }
+                image = alloc::vec![0u8; need];
+                tries += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let image = &image[..len];
+    // The move's name there: this program and the moment, so two moves never meet.
+    let token = (sys::clock_ns().unwrap_or(1) ^ pid.0.rotate_left(32)) | 1;
+    let core = core.map_or(mach::ANY_CORE, u64::from);
+    let moved = send_image(machine, token, image).and_then(|()| {
+        move_request(machine, mach::MOVE_START, [token, core, 0], &[]).map(|(pid, epoch)| Remote {
+            machine,
+            epoch,
+            pid: Pid(pid),
+        })
+    });
+    match moved {
+        Ok(there) => match sys::migrate_finish(pid, Some((machine, there.pid))) {
+            Ok(()) => Ok((there, len)),
+            Err(e) => {
+                // Ended here meanwhile (killed): it must not live on there alone.
+                let _ = kill(&there);
+                Err(e)
+            }
+        },
+        Err(e) => {
+            let _ = move_request(machine, mach::MOVE_DROP, [token, 0, 0], &[]);
+            let _ = sys::migrate_finish(pid, None);
+            Err(e)
+        }
+    }
+}
+
+/// The image, piece by piece, to `machine`.
+fn send_image(machine: u8, token: u64, image: &[u8]) -> Result<(), Error> {
+    let mut at = 0;
+    for piece in image.chunks(mach::RES_REMOTE_MAX) {
+        move_request(
+            machine,
+            mach::MOVE_PUT,
+            [token, at as u64, image.len() as u64],
+            piece,
+        )?;
+        at += piece.len();
+    }
+    Ok(())
+}
+
+/// One `OP_MOVE` request: its value and the machine's life.
+fn move_request(machine: u8, op: u64, w: [u64; 3], piece: &[u8]) -> Result<(u64, u32), Error> {
+    let server = server()?.as_target();
+    let w0 = mach::res_word(u64::from(machine), op, piece.len() as u64, 0);
+    crate::fs::call_with_ica(
+        server,
+        mach::OP_MOVE,
+        [w0, w[0], w[1], w[2], 0, 0],
+        |ica| ica[..piece.len()].copy_from_slice(piece),
+        |_, reply: &Msg| (reply.words[0], reply.words[1] as u32),
+    )
+}
