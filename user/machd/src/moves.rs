@@ -108,10 +108,16 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     };
     match op {
         MOVE_PUT => {
-            if len == 0 || len > MAX_MOVE_IMAGE {
+            if len == 0 {
+                return Err(Error::InvalidArgument);
+            }
+            if len > MAX_MOVE_IMAGE {
                 return Err(Error::TooLong);
             }
             let len = len as usize;
+            if at.saturating_add(piece.len() as u64) > len as u64 {
+                return Err(Error::InvalidArgument);
+            }
             if at == 0 && !s.arriving.iter().any(mine) {
                 if s.arriving.len() >= MOVES_MAX {
                     s.arriving
@@ -137,7 +143,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 .iter_mut()
                 .find(|a| mine(a))
                 .ok_or(Error::NoSuchResource)?;
-            if a.len != len || at != a.bytes.len() as u64 || a.bytes.len() + piece.len() > len {
+            if a.len != len || at != a.bytes.len() as u64 {
                 return Err(Error::InvalidArgument);
             }
             a.bytes.extend_from_slice(piece);

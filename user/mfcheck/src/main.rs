@@ -28,6 +28,8 @@
 //!
 //! - `mfcheck callee` and `mfcheck call M`: a function served on machine M called by name
 //!   from another (`calls`).
+//! - `mfcheck moveforge M`: malformed and hostile `OP_MOVE` requests to machine M, each
+//!   refused with its error (`moves`).
 //! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
 //!   a pipe between the two machines among them (`pipes`); `mfcheck forgepeer M`: a
 //!   program that speaks for its machine to M (a forged heartbeat) is not heard.
@@ -39,6 +41,7 @@
 extern crate alloc;
 
 mod calls;
+mod moves;
 mod pipes;
 
 use alloc::format;
@@ -160,6 +163,7 @@ fn main(args: &[&str]) -> i32 {
         "call" => calls::caller(m).map(|what| format!(", {what}")),
         "pipe" => pipes::pipe(m),
         "forgepeer" => pipes::forge_peer(m),
+        "moveforge" => moves::forge(m),
         _ => return usage(),
     };
     match r {
@@ -176,7 +180,7 @@ fn main(args: &[&str]) -> i32 {
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|moveforge MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
     );
     2
 }

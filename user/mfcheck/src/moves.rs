@@ -1,0 +1,187 @@
+//! `mfcheck moveforge M`: malformed and hostile `OP_MOVE` requests (`abi::mach`; a process
+//! moving to machine M arrives as an image in pieces), each refused with its error while
+//! both `machd`s go on serving: requests without their ICA or with bad words (refused
+//! here), pieces out of order, an image too long, a start before the image is whole or of
+//! one never sent, an image of garbage (refused by M's kernel), and more images arriving at
+//! once than M keeps (`Busy`), let go by `MOVE_DROP`.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use ulib::abi::mach::{self, res_word, FN_MACH, MOVES_MAX, MOVE_DROP, MOVE_PUT, MOVE_START};
+use ulib::abi::syscall::MAX_MOVE_IMAGE;
+use ulib::abi::Error;
+use ulib::println;
+
+/// One `OP_MOVE` to machine `m`: `op`, the move's `token`, `w2` (a piece's offset, a
+/// start's core), `total` (the image's length), and `piece` in the ICA (none: no ICA).
+fn req(
+    m: u64,
+    op: u64,
+    token: u64,
+    w2: u64,
+    total: u64,
+    piece: Option<&[u8]>,
+) -> Result<(), Error> {
+    let len = piece.map_or(0, |p| p.len() as u64);
+    let words = [res_word(m, op, len, 0), token, w2, total, 0, 0];
+    crate::raw_with(FN_MACH, mach::OP_MOVE, words, piece.map(|p| (p, 0, true)))
+}
+
+pub fn forge(m: u8) -> Result<String, String> {
+    let me = crate::machd_self()?[0];
+    let m = u64::from(m);
+    let token = 0x6d6f_7665;
+    let x = [b'X'; 100];
+    let some = Some(&x[..]);
+    let big = vec![b'Y'; mach::RES_REMOTE_MAX + 1];
+    let cases: [(&str, Result<(), Error>, Error); 14] = [
+        (
+            "no ICA",
+            req(m, MOVE_PUT, token, 0, 100, None),
+            Error::InvalidArgument,
+        ),
+        (
+            "this machine",
+            req(me, MOVE_PUT, token, 0, 100, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "no machine 9",
+            req(9, MOVE_PUT, token, 0, 100, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "operation 0",
+            req(m, 0, token, 0, 100, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "operation 9",
+            req(m, 9, token, 0, 100, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "token 0",
+            req(m, MOVE_PUT, 0, 0, 100, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "a start with bytes",
+            req(m, MOVE_START, token, 0, 0, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "a piece of 897 bytes",
+            req(m, MOVE_PUT, token, 0, 2000, Some(&big)),
+            Error::TooLong,
+        ),
+        (
+            "an image of 0 bytes",
+            req(m, MOVE_PUT, token, 0, 0, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "an image above MAX_MOVE_IMAGE",
+            req(m, MOVE_PUT, token, 0, MAX_MOVE_IMAGE + 1, some),
+            Error::TooLong,
+        ),
+        (
+            "a start of no image",
+            req(m, MOVE_START, token, 0, 0, Some(&[])),
+            Error::NoSuchResource,
+        ),
+        (
+            "a piece past its image",
+            req(m, MOVE_PUT, token + 1, 0, 50, some),
+            Error::InvalidArgument,
+        ),
+        (
+            "a first piece not at 0",
+            req(m, MOVE_PUT, token + 2, 100, 300, some),
+            Error::NoSuchResource,
+        ),
+        (
+            "a drop of no image",
+            req(m, MOVE_DROP, token + 3, 0, 0, Some(&[])),
+            Error::Unknown,
+        ),
+    ];
+    let mut wrong = String::new();
+    for (what, got, want) in cases {
+        match got {
+            Err(e) if e == want => {}
+            // A drop of nothing is answered (there is nothing to let go of).
+            Ok(()) if want == Error::Unknown => {}
+            other => wrong += &format!("{what}: {other:?}, want {want}; "),
+        }
+    }
+    // Pieces out of order, a start before the image is whole (which forgets it).
+    let t = token + 10;
+    let steps = [
+        ("the first piece", req(m, MOVE_PUT, t, 0, 300, some), None),
+        (
+            "a piece out of order",
+            req(m, MOVE_PUT, t, 200, 300, some),
+            Some(Error::InvalidArgument),
+        ),
+        (
+            "the first piece again",
+            req(m, MOVE_PUT, t, 0, 300, some),
+            Some(Error::InvalidArgument),
+        ),
+        (
+            "a start of two thirds",
+            {
+                let _ = req(m, MOVE_PUT, t, 100, 300, some);
+                req(m, MOVE_START, t, 0, 0, Some(&[]))
+            },
+            Some(Error::InvalidArgument),
+        ),
+        (
+            "a start once forgotten",
+            req(m, MOVE_START, t, 0, 0, Some(&[])),
+            Some(Error::NoSuchResource),
+        ),
+    ];
+    for (what, got, want) in steps {
+        match (got, want) {
+            (Ok(()), None) => {}
+            (Err(e), Some(w)) if e == w => {}
+            (got, want) => wrong += &format!("{what}: {got:?}, want {want:?}; "),
+        }
+    }
+    // A whole image of garbage: M's kernel refuses it.
+    let g = token + 20;
+    let garbage =
+        req(m, MOVE_PUT, g, 0, 100, some).and_then(|()| req(m, MOVE_START, g, 0, 0, Some(&[])));
+    if garbage != Err(Error::InvalidArgument) {
+        wrong += &format!("an image of garbage: {garbage:?}, want InvalidArgument; ");
+    }
+    // More images at once than M keeps.
+    let first = token + 30;
+    for i in 0..MOVES_MAX as u64 {
+        if let Err(e) = req(m, MOVE_PUT, first + i, 0, 300, some) {
+            wrong += &format!("image {i} of {MOVES_MAX}: {e}; ");
+        }
+    }
+    let over = req(m, MOVE_PUT, first + 99, 0, 300, some);
+    if over != Err(Error::Busy) {
+        wrong += &format!("one image too many: {over:?}, want Busy; ");
+    }
+    for i in 0..MOVES_MAX as u64 {
+        let _ = req(m, MOVE_DROP, first + i, 0, 0, Some(&[]));
+    }
+    let after = req(m, MOVE_PUT, first + 99, 0, 300, some);
+    let _ = req(m, MOVE_DROP, first + 99, 0, 0, Some(&[]));
+    if after.is_err() {
+        wrong += &format!("an image after the drops: {after:?}; ");
+    }
+    crate::machd_self()?;
+    if wrong.is_empty() {
+        println!("mfcheck moveforge: 14 refusals, pieces out of order, garbage, Busy: all as they should be");
+        Ok(String::new())
+    } else {
+        Err(wrong)
+    }
+}
