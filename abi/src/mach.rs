@@ -219,9 +219,12 @@ pub const fn res_parts(w: u64) -> (u64, u64, usize, usize) {
 /// at the ICA's start; for a start `words[2]` the core ([`ANY_CORE`]: that machine's
 /// last). Answer as [`OP_RES`]'s: `words[0]` the value (a start's: the new pid),
 /// `words[1]` the machine's life. The pieces come in order, at most [`MOVES_MAX`] images
-/// arrive at once there, each at most `syscall::MAX_MOVE_IMAGE` bytes; one not started
-/// goes when its program ends or its machine goes down (or after
-/// [`MOVE_STALE_NS`] without a piece, when room is needed).
+/// arrive at once there (two per program: `Busy` beyond), each at most
+/// `syscall::MAX_MOVE_IMAGE` bytes; one not started goes when its program ends or its
+/// machine goes down (or [`MOVE_STALE_NS`] after its first piece, when room is needed).
+/// A start asked again answers the same pid; a drop after a start kills the process it
+/// made (a move given up must not leave two copies). The process runs at an
+/// application's priority at most, as a remote spawn's.
 pub const OP_MOVE: u64 = 16;
 /// [`OP_MOVE`]: the next piece of the image.
 pub const MOVE_PUT: u64 = 1;
@@ -232,7 +235,7 @@ pub const MOVE_START: u64 = 2;
 pub const MOVE_DROP: u64 = 3;
 /// Most images arriving at one machine at once.
 pub const MOVES_MAX: usize = 4;
-/// An image with no piece for this long may be forgotten to make room.
+/// An image not whole this long after its first piece may be forgotten to make room.
 pub const MOVE_STALE_NS: u64 = 30_000_000_000;
 
 /// Most bytes of a function's name in [`OP_CALL`].

@@ -159,16 +159,19 @@ pub const CALL_REGS: u64 = 60;
 pub const REPLY_RECV_REGS: u64 = 61;
 /// Write process `pid` out as an image to move it to another machine (`procimage`):
 /// pid, buffer ptr, buffer len; the image's length. The process stops and stays stopped
-/// until [`MIGRATE_FINISH`]. `TooLong` if the buffer is too small (its first 8 bytes then
-/// hold the length needed, and the process runs on); `NotSupported` for a process with
-/// shared memory (a vregion or ICA attached); else as `MIGRATE`'s refusals.
+/// until [`MIGRATE_FINISH`]. `TooLong` if the buffer is too small or the image would be
+/// above [`MAX_MOVE_IMAGE`] (its first 8 bytes then hold the length needed, and the
+/// process runs on); `NotSupported` for a process with shared memory (a vregion or ICA
+/// attached) or a request ring; else as `MIGRATE`'s refusals. A kill of the process is
+/// `Busy` while the kernel reads it.
 pub const MIGRATE_EXPORT: u64 = 62;
 /// Start a process from an image another machine's kernel wrote: image ptr, image len
 /// (at most [`MAX_MOVE_IMAGE`]), core; the new pid. It runs as the caller's child with the
 /// caller's user and rights (never the image's), as `SPAWN_IMAGE`'s.
 pub const MIGRATE_IMPORT: u64 = 63;
 /// End an export: pid, its new pid elsewhere (0: the move failed; the process runs on),
-/// the machine it went to. The process ends with [`crate::ENDED_MOVED_AWAY`].
+/// the machine it went to. The process ends with [`crate::ENDED_MOVED_AWAY`]. Only the
+/// process that exported it may (`Denied` else); `InvalidArgument` if it is not exported.
 pub const MIGRATE_FINISH: u64 = 64;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).

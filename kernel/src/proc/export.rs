@@ -24,8 +24,12 @@
 //! mean nothing, or another resource of the same user, where it goes: kernel ids carry no
 //! machine (docs/design.md, "Several machines"). Its console is the new machine's.
 //!
-//! A process exported and never finished (its exporter ended first) stays stopped until
-//! killed.
+//! A move is its mover's: only the process that exported it finishes it (another
+//! ancestor's `MIGRATE_FINISH` is `Denied`: it would leave two copies). While the kernel
+//! reads its frames (inside `MIGRATE_EXPORT`) a kill of it is `Busy`; once the image is
+//! written it may be killed (then the finish is `NoSuchProcess`, and `ulib::mach::migrate`
+//! kills the copy it started). A process exported and never finished (its exporter ended
+//! first) stays stopped until killed.
 
 use super::migrate::{self, Snapshot};
 use crate::arch::x86_64::{gdt, idt::TrapFrame, paging::phys_to_virt};
@@ -48,19 +52,21 @@ pub fn export(pid: Pid, buf: u64, len: u64) -> Result<u64, Error> {
     let written = write_image(&snapshot, buf, len);
     if written.is_err() {
         let _ = migrate::abort_on(pid);
+        return written;
     }
+    // Its frames are read: it may be killed again while its image travels.
+    migrate::on(pid.core(), Op::MigrateCopied(pid), |_| {
+        migrate::copied(pid).map(|()| Out::Unit)
+    })?;
     written
 }
 
 fn write_image(s: &Snapshot, buf: u64, len: u64) -> Result<u64, Error> {
-    if !s.attachments.is_empty() {
+    if !s.attachments.is_empty() || s.pinned {
         return Err(Error::NotSupported);
     }
-    if s.pages.len() > procimage::MAX_PAGES {
-        return Err(Error::TooLong);
-    }
     let need = procimage::len_of(s.pages.len()) as u64;
-    if len < need {
+    if len < need || s.pages.len() > procimage::MAX_PAGES {
         // Say how much is needed, where there is room for it.
         if len >= 8 {
             let _ = super::with_current_vspace(|vs| {
@@ -155,6 +161,11 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
         Ok::<_, crate::mm::user::UserFault>(h)
     })?;
     let pages = procimage::check(&header, len).map_err(procimage::Bad::error)?;
+    let name = procimage::name(&header).map_err(procimage::Bad::error)?;
+    let name = heapless::String::try_from(name).map_err(|_| Error::InvalidArgument)?;
+    if header.heap_end > super::vspace::HEAP_LIMIT {
+        return Err(Error::InvalidArgument);
+    }
     let priority = Priority::from_u64(header.priority).ok_or(Error::InvalidArgument)?;
     let parent = super::current_pid().ok_or(Error::NoSuchProcess)?;
     // No process makes one of a higher priority than its own (as `SPAWN`).
@@ -207,10 +218,9 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
         ss: u64::from(gdt::USER_DS),
         ..TrapFrame::ZERO
     };
-    let name = procimage::name(&header).map_err(procimage::Bad::error)?;
     let snapshot = Box::new(Snapshot {
         old: Pid(0),
-        name: heapless::String::try_from(name).map_err(|_| Error::InvalidArgument)?,
+        name,
         priority,
         parent,
         user: crate::res::flow_user(),
@@ -229,13 +239,18 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
         attachments: Vec::new(),
         run: true,
         itself: false,
+        pinned: false,
     });
     let new = migrate::on(core, Op::MigrateIn(snapshot), |op| match op {
         Op::MigrateIn(s) => migrate::bring_in(s).map(Out::Pid),
         _ => Err(Error::Unknown),
     })?;
     match new {
-        Out::Pid(p) => Ok(p),
+        Out::Pid(p) => {
+            // A child on another core: the importer's records of its children know it.
+            super::note_remote_child(p);
+            Ok(p)
+        }
         _ => Err(Error::Unknown),
     }
 }

@@ -60,6 +60,8 @@ pub struct Snapshot {
     pub(super) run: bool,
     /// It asked to move itself: its frame is its MIGRATE call, whose result is the new pid.
     pub(super) itself: bool,
+    /// It maps kernel-owned frames (a request ring), which a copy leaves out.
+    pub(super) pinned: bool,
 }
 
 /// How long [`migrate`] keeps asking a process that is inside a system call to stop.
@@ -98,9 +100,14 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
     }) {
         Ok(Out::Pid(new)) => {
             let status = migrated(new);
-            on(pid.core(), Op::MigrateCommit { pid, status }, |_| {
+            let committed = on(pid.core(), Op::MigrateCommit { pid, status }, |_| {
                 commit(pid, status).map(|()| Out::Unit)
-            })?;
+            });
+            if let Err(e) = committed {
+                // It must not live on twice.
+                let _ = super::kill(new);
+                return Err(e);
+            }
             Ok(new)
         }
         other => {
@@ -251,6 +258,7 @@ fn describe(
         attachments,
         run,
         itself,
+        pinned: vs.has_pinned(),
     }))
 }
 
@@ -316,8 +324,11 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
         };
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
         let snapshot = describe(s, p, run, false)?;
+        let mover = crate::res::flow_pid().unwrap_or(Pid(0));
         if let Some(p) = s.processes.get_mut(&pid.serial()) {
             p.moving = true;
+            p.mover = mover;
+            p.copying = true;
             p.stop_for_move = run;
         }
         Ok(snapshot)
@@ -375,11 +386,40 @@ pub fn bring_in(snapshot: &Snapshot) -> Result<Pid, Error> {
 pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
     sched::with(|s| {
         let p = super::live(s, pid)?;
-        may_move(s, p)?;
         if !p.moving {
             return Err(Error::InvalidArgument);
         }
+        its_mover(p)?;
         super::end_process(s, pid.serial(), status);
+        Ok(())
+    })
+}
+
+/// Is the flow's process the one that took `p` out (or the kernel)? A move is its
+/// mover's to end: another ancestor's commit or abort would leave two copies, and the
+/// ancestry may have changed since (a middle parent ended).
+fn its_mover(p: &Process) -> Result<(), Error> {
+    match crate::res::flow_pid() {
+        Some(me) if me != p.mover => Err(Error::Denied),
+        _ => Ok(()),
+    }
+}
+
+/// Step 1 is over for an export (the image is written): the process may be killed again
+/// (it stays stopped until its move is committed or aborted).
+pub fn copied(pid: Pid) -> Result<(), Error> {
+    sched::with(|s| {
+        let serial = pid.serial();
+        let p = s
+            .processes
+            .get_mut(&serial)
+            .filter(|_| pid.core() == current_core());
+        let p = p.ok_or(Error::NoSuchProcess)?;
+        if !p.moving {
+            return Err(Error::InvalidArgument);
+        }
+        its_mover(p)?;
+        p.copying = false;
         Ok(())
     })
 }
@@ -387,13 +427,20 @@ pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
 /// The move failed or was given up: the process runs on (if it ran before).
 pub fn abort(pid: Pid) -> Result<(), Error> {
     let restart = sched::with(|s| {
-        may_move(s, super::live(s, pid)?)?;
+        let p = super::live(s, pid)?;
+        if p.moving {
+            its_mover(p)?;
+        } else {
+            // Only a stop asked for on its way (`take_out`'s `Busy`) to undo.
+            may_move(s, p)?;
+        }
         let p = s
             .processes
             .get_mut(&pid.serial())
             .ok_or(Error::NoSuchProcess)?;
         let (run, t) = (p.stop_for_move, p.main_thread());
         p.moving = false;
+        p.copying = false;
         p.stop_for_move = false;
         if run {
             s.cancel_stop(t);

@@ -75,6 +75,12 @@ pub struct Process {
     /// Its description was taken for a migration; it must not run until the move is
     /// committed or aborted.
     pub moving: bool,
+    /// Who took it (`Pid(0)`: the kernel): only that process commits or aborts the move.
+    pub mover: Pid,
+    /// Its frames are being read for the move (a `MIGRATE` until it commits or aborts, an
+    /// export until it has written the image): a kill waits (`Busy`), so they are not freed
+    /// under the reader.
+    pub copying: bool,
 }
 
 impl Process {
@@ -513,6 +519,8 @@ pub fn install(
             ipc: crate::ipc::ProcIpc::default(),
             stop_for_move: false,
             moving: false,
+            mover: Pid(0),
+            copying: false,
         };
         s.processes.insert(serial, p);
         let Some(tid) = s.add_thread(serial, who.priority, frame, fx, start) else {
@@ -732,6 +740,10 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
         let p = s.processes.get(&pid.serial()).ok_or(Error::NoSuchProcess)?;
         if p.ended.is_some() {
             return Err(Error::NoSuchProcess);
+        }
+        if p.copying {
+            // A move reads its frames now (for a moment): not under the reader.
+            return Err(Error::Busy);
         }
         // The rule first, whoever runs where (regression: in big-lock mode a target running
         // on its own CPU was ended before the rule was checked, so any program could kill

@@ -509,6 +509,11 @@ impl VSpace {
         })
     }
 
+    /// Does it map kernel-owned frames (a request ring)?
+    pub fn has_pinned(&self) -> bool {
+        !self.pinned.is_empty()
+    }
+
     /// The attachments: (address, pages, region).
     pub fn attachments(&self) -> &[(u64, u64, abi::res::ResId)] {
         &self.attached

@@ -100,6 +100,8 @@ pub enum Op {
     },
     /// Step 2 failed: the old process runs on as before.
     MigrateAbort(Pid),
+    /// An export wrote its image: the process may be killed again (`proc::export`).
+    MigrateCopied(Pid),
     /// The request path: put a request in an endpoint's owner's queue (this core).
     Enqueue(crate::ipc::Incoming),
     /// The request path: a finished request for process `pid` (this core), and the ICA
@@ -219,6 +221,7 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             proc::migrate::commit(*pid, *status).map(|()| Out::Unit)
         }
         Op::MigrateAbort(pid) => proc::migrate::abort(*pid).map(|()| Out::Unit),
+        Op::MigrateCopied(pid) => proc::migrate::copied(*pid).map(|()| Out::Unit),
         Op::Enqueue(incoming) => crate::ipc::enqueue(incoming.clone()).map(|()| Out::Unit),
         Op::Deliver {
             pid,

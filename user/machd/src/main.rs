@@ -156,6 +156,8 @@ pub(crate) struct State {
     pub holds: Vec<resops::Hold>,
     /// Images of processes moving here from other machines (`moves`).
     pub arriving: Vec<moves::Arriving>,
+    /// Moves started here, the newest last (`moves`).
+    pub started: Vec<moves::Started>,
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
@@ -515,6 +517,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
             given_up: Vec::new(),
             holds: Vec::new(),
             arriving: Vec::new(),
+            started: Vec::new(),
         })
     });
     RX.with(|r| *r = Some(rx));

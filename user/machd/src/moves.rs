@@ -15,9 +15,12 @@
 //! `MIGRATE_IMPORT` *acting as the requester's user* (the kernel gives the process that
 //! user, never one in the image) on the core asked for, and the process is noted as
 //! spawned for that user, so the requester's `wait` and `kill` reach it as a remote
-//! spawn's. At most `MOVES_MAX` images arrive at once; one never started goes with its
+//! spawn's, at an application's priority at most (a remote spawn's). A start asked again
+//! (its answer lost) answers the same pid, and a drop after a start kills the process it
+//! made, so a move given up never leaves two copies. At most `MOVES_MAX` images arrive at
+//! once, two per program, each grown as its pieces come; one never started goes with its
 //! program (`FS_CLOSE_ALL`), its machine (down or restarted), or, when room is needed,
-//! after `MOVE_STALE_NS` without a piece.
+//! `MOVE_STALE_NS` after its first piece.
 //!
 //! | mrpc op | payload | reply |
 //! |---|---|---|
@@ -41,6 +44,14 @@ pub const R_MOVE: u16 = 12;
 /// The request's words before its bytes.
 const HEAD: usize = 5 * 8;
 
+/// How long a start or a drop is asked for before it ends `TimedOut`.
+const OUTCOME_DEADLINE_NS: u64 = 10_000_000_000;
+/// Most images arriving from one program at once.
+const MOVES_PER_PROGRAM: usize = 2;
+/// Moves started here remembered, so that a start asked again (its answer lost) gets the
+/// same pid and a drop after a start ends the process it started.
+const STARTED_KEPT: usize = 16;
+
 /// An image arriving from a program of another machine.
 pub struct Arriving {
     machine: u8,
@@ -49,8 +60,17 @@ pub struct Arriving {
     token: u64,
     len: usize,
     bytes: Vec<u8>,
-    /// When its last piece came.
-    last: u64,
+    /// When its first piece came: an image not whole `MOVE_STALE_NS` later may go.
+    since: u64,
+}
+
+/// A move started here: who asked (machine, life, program, token), and its process.
+pub struct Started {
+    machine: u8,
+    epoch: u32,
+    pid: Pid,
+    token: u64,
+    new: Pid,
 }
 
 /// `OP_MOVE` from a local program (`r`, acting as `user`; its ICA writable): started, or
@@ -85,7 +105,13 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
         at,
         kind: Kind::Res,
     };
-    let call = ((m as u8, R_MOVE, payload), mach::DEFAULT_DEADLINE_NS, None);
+    // A start copies the image into a process there, and a drop may end one: their
+    // outcome matters more than a piece's, so they are given longer.
+    let deadline = match op {
+        MOVE_PUT => mach::DEFAULT_DEADLINE_NS,
+        _ => OUTCOME_DEADLINE_NS,
+    };
+    let call = ((m as u8, R_MOVE, payload), deadline, None);
     if let Err(e) = s.start(r.request, mach::OP_MOVE, call, user, Some(waiting)) {
         give_back(e);
     }
@@ -103,9 +129,9 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let piece = p.get(HEAD..).ok_or(Error::InvalidArgument)?;
     let pid = Pid(pid);
     let now = crate::now();
-    let mine = |a: &Arriving| {
-        a.machine == h.from && a.epoch == h.epoch && a.pid == pid && a.token == token
-    };
+    let program = |m: u8, e: u32, p: Pid| m == h.from && e == h.epoch && p == pid;
+    let mine = |a: &Arriving| program(a.machine, a.epoch, a.pid) && a.token == token;
+    let started = |x: &Started| program(x.machine, x.epoch, x.pid) && x.token == token;
     match op {
         MOVE_PUT => {
             if len == 0 {
@@ -115,27 +141,31 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 return Err(Error::TooLong);
             }
             let len = len as usize;
-            if at.saturating_add(piece.len() as u64) > len as u64 {
+            if piece.is_empty() || at.saturating_add(piece.len() as u64) > len as u64 {
                 return Err(Error::InvalidArgument);
             }
             if at == 0 && !s.arriving.iter().any(mine) {
-                if s.arriving.len() >= MOVES_MAX {
-                    s.arriving
-                        .retain(|a| now.saturating_sub(a.last) < MOVE_STALE_NS);
-                }
-                if s.arriving.len() >= MOVES_MAX {
+                // Images not whole long after they began go first; one program holds at
+                // most MOVES_PER_PROGRAM of the places.
+                s.arriving
+                    .retain(|a| now.saturating_sub(a.since) < MOVE_STALE_NS);
+                let its = s
+                    .arriving
+                    .iter()
+                    .filter(|a| program(a.machine, a.epoch, a.pid))
+                    .count();
+                if s.arriving.len() >= MOVES_MAX || its >= MOVES_PER_PROGRAM {
                     return Err(Error::Busy);
                 }
-                let mut bytes = Vec::new();
-                bytes.try_reserve_exact(len).map_err(|_| Error::NoMemory)?;
                 s.arriving.push(Arriving {
                     machine: h.from,
                     epoch: h.epoch,
                     pid,
                     token,
                     len,
-                    bytes,
-                    last: now,
+                    // Grown as pieces come: nothing is set aside for what never comes.
+                    bytes: Vec::new(),
+                    since: now,
                 });
             }
             let a = s
@@ -146,17 +176,23 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             if a.len != len || at != a.bytes.len() as u64 {
                 return Err(Error::InvalidArgument);
             }
+            a.bytes
+                .try_reserve(piece.len())
+                .map_err(|_| Error::NoMemory)?;
             a.bytes.extend_from_slice(piece);
-            a.last = now;
             Ok(words(&[a.bytes.len() as u64]))
         }
         MOVE_START => {
+            if let Some(x) = s.started.iter().find(|x| started(x)) {
+                // Asked again (its answer was lost, or came too late): the same process.
+                return Ok(words(&[x.new.0]));
+            }
             let i = s
                 .arriving
                 .iter()
                 .position(mine)
                 .ok_or(Error::NoSuchResource)?;
-            let a = s.arriving.swap_remove(i);
+            let mut a = s.arriving.swap_remove(i);
             if a.bytes.len() != a.len {
                 return Err(Error::InvalidArgument);
             }
@@ -164,20 +200,53 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 mach::ANY_CORE => crate::ops::default_core(),
                 c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
             };
+            at_most_app(&mut a.bytes);
             let new = crate::ops::as_user(s, h.user, || sys::migrate_import(&a.bytes, core))?;
             s.spawned.push((new, UserId(h.user)));
+            if s.started.len() >= STARTED_KEPT {
+                s.started.remove(0);
+            }
+            s.started.push(Started {
+                machine: h.from,
+                epoch: h.epoch,
+                pid,
+                token,
+                new,
+            });
             Ok(words(&[new.0]))
         }
         MOVE_DROP => {
             s.arriving.retain(|a| !mine(a));
+            // A move given up after its start (its answer lost): the copy goes.
+            if let Some(i) = s.started.iter().position(started) {
+                let x = s.started.swap_remove(i);
+                match crate::ops::as_user(s, h.user, || sys::kill(x.new)) {
+                    Ok(()) | Err(Error::NoSuchProcess) => {}
+                    Err(e) => return Err(e),
+                }
+            }
             Ok(words(&[0]))
         }
         _ => Err(Error::NoSuchCall),
     }
 }
 
+/// A process another machine moves here runs at most at an application's priority, as a
+/// remote spawn's does: the image's own (a driver's, a server's) is not taken from the
+/// network. (The kernel refuses only a priority above the importer's, and `machd` is a
+/// server.)
+fn at_most_app(image: &mut [u8]) {
+    let Some(bytes) = image.get_mut(..procimage::pages_at()) else {
+        return;
+    };
+    let mut h: procimage::Header = bytemuck::pod_read_unaligned(bytes);
+    h.priority = h.priority.max(ulib::abi::Priority::App as u64);
+    bytes.copy_from_slice(bytemuck::bytes_of(&h));
+}
+
 /// Forget the images arriving from the programs `gone` picks (ended, or of a machine gone
-/// down or restarted).
+/// down or restarted), and the moves they started (their processes run on).
 pub fn forget(s: &mut State, gone: impl Fn(u8, u32, Pid) -> bool) {
     s.arriving.retain(|a| !gone(a.machine, a.epoch, a.pid));
+    s.started.retain(|x| !gone(x.machine, x.epoch, x.pid));
 }

@@ -297,10 +297,20 @@ pub(crate) fn raw_with(
     words: [u64; 6],
     ica: Option<(&[u8], u64, bool)>,
 ) -> Result<(), Error> {
+    raw_answer(name, label, words, ica).map(drop)
+}
+
+/// [`raw_with`], the answer's words back.
+pub(crate) fn raw_answer(
+    name: &str,
+    label: u64,
+    words: [u64; 6],
+    ica: Option<(&[u8], u64, bool)>,
+) -> Result<[u64; 6], Error> {
     let server = ResId(fnid::lookup(name)?.0);
     let Some((bytes, offset, writable)) = ica else {
         return match ipc::call(server, &Msg { label, words })? {
-            (0, _) => Ok(()),
+            (0, reply) => Ok(reply.words),
             (v, _) => Err(Error::from_code(v)),
         };
     };
@@ -324,7 +334,7 @@ pub(crate) fn raw_with(
     }
     let _ = res::close(region);
     match r {
-        Ok((0, _)) => Ok(()),
+        Ok((0, reply)) => Ok(reply.words),
         Ok((v, _)) => Err(Error::from_code(v)),
         Err(e) => Err(e),
     }

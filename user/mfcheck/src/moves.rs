@@ -2,16 +2,23 @@
 //! moving to machine M arrives as an image in pieces), each refused with its error while
 //! both `machd`s go on serving: requests without their ICA or with bad words (refused
 //! here), pieces out of order, an image too long, a start before the image is whole or of
-//! one never sent, an image of garbage (refused by M's kernel), and more images arriving at
-//! once than M keeps (`Busy`), let go by `MOVE_DROP`.
+//! one never sent, an image of garbage (refused by M's kernel), an empty piece, and more
+//! images arriving at once from one program than M keeps (`Busy`), let go by `MOVE_DROP`.
+//! Then a real move whose start is asked twice (as when its answer is lost: one process
+//! there, the same pid) and then given up (`MOVE_DROP` after the start: the process there
+//! is killed, and the one here runs on), so a move given up never leaves two copies.
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
-use ulib::abi::mach::{self, res_word, FN_MACH, MOVES_MAX, MOVE_DROP, MOVE_PUT, MOVE_START};
+use ulib::abi::mach::{self, res_word, FN_MACH, MOVE_DROP, MOVE_PUT, MOVE_START};
 use ulib::abi::syscall::MAX_MOVE_IMAGE;
-use ulib::abi::Error;
-use ulib::println;
+use ulib::abi::{Error, Pid, Priority, ENDED_KILLED};
+use ulib::mach::Remote;
+use ulib::{println, sys};
+
+/// Images M keeps at once for one program.
+const PER_PROGRAM: u64 = 2;
 
 /// One `OP_MOVE` to machine `m`: `op`, the move's `token`, `w2` (a piece's offset, a
 /// start's core), `total` (the image's length), and `piece` in the ICA (none: no ICA).
@@ -158,18 +165,23 @@ pub fn forge(m: u8) -> Result<String, String> {
     if garbage != Err(Error::InvalidArgument) {
         wrong += &format!("an image of garbage: {garbage:?}, want InvalidArgument; ");
     }
-    // More images at once than M keeps.
+    // An empty piece (it would keep an image alive for nothing).
+    let empty = req(m, MOVE_PUT, token + 25, 0, 300, Some(&[]));
+    if empty != Err(Error::InvalidArgument) {
+        wrong += &format!("an empty piece: {empty:?}, want InvalidArgument; ");
+    }
+    // More images at once than M keeps for one program.
     let first = token + 30;
-    for i in 0..MOVES_MAX as u64 {
+    for i in 0..PER_PROGRAM {
         if let Err(e) = req(m, MOVE_PUT, first + i, 0, 300, some) {
-            wrong += &format!("image {i} of {MOVES_MAX}: {e}; ");
+            wrong += &format!("image {i} of {PER_PROGRAM}: {e}; ");
         }
     }
     let over = req(m, MOVE_PUT, first + 99, 0, 300, some);
     if over != Err(Error::Busy) {
         wrong += &format!("one image too many: {over:?}, want Busy; ");
     }
-    for i in 0..MOVES_MAX as u64 {
+    for i in 0..PER_PROGRAM {
         let _ = req(m, MOVE_DROP, first + i, 0, 0, Some(&[]));
     }
     let after = req(m, MOVE_PUT, first + 99, 0, 300, some);
@@ -177,11 +189,64 @@ pub fn forge(m: u8) -> Result<String, String> {
     if after.is_err() {
         wrong += &format!("an image after the drops: {after:?}; ");
     }
+    if let Err(e) = start_twice(m) {
+        wrong += &e;
+    }
     crate::machd_self()?;
     if wrong.is_empty() {
-        println!("mfcheck moveforge: 14 refusals, pieces out of order, garbage, Busy: all as they should be");
+        println!("mfcheck moveforge: 14 refusals, pieces out of order, garbage, Busy, a start asked twice and dropped: all as they should be");
         Ok(String::new())
     } else {
         Err(wrong)
     }
+}
+
+/// A real image (a `movecheck roam` of this machine, exported) started twice there and then
+/// dropped: one process, killed by the drop; the original runs on here (then is killed).
+fn start_twice(m: u64) -> Result<(), String> {
+    let spelled = alloc::format!("{m}");
+    let roamer = sys::spawn(
+        "movecheck",
+        &["roam", "1000", "machine", &spelled],
+        Priority::App,
+    )
+    .map_err(|e| format!("spawn movecheck: {e}; "))?;
+    let r = (|| {
+        let mut image = vec![0u8; 1 << 20];
+        let n = sys::migrate_export(roamer, &mut image).map_err(|e| format!("export: {e}; "))?;
+        let t = 0x0074_7769_6365;
+        for (i, piece) in image[..n].chunks(mach::RES_REMOTE_MAX).enumerate() {
+            let at = (i * mach::RES_REMOTE_MAX) as u64;
+            req(m, MOVE_PUT, t, at, n as u64, Some(piece)).map_err(|e| format!("piece: {e}; "))?;
+        }
+        let start = || -> Result<(u64, u32), String> {
+            let words = [res_word(m, MOVE_START, 0, 0), t, mach::ANY_CORE, 0, 0, 0];
+            crate::raw_answer(FN_MACH, mach::OP_MOVE, words, Some((&[], 0, true)))
+                .map(|w| (w[0], w[1] as u32))
+                .map_err(|e| format!("start: {e}; "))
+        };
+        let (a, epoch) = start()?;
+        let (b, _) = start()?;
+        if a != b {
+            return Err(format!(
+                "a start asked twice made two processes ({} and {}); ",
+                Pid(a),
+                Pid(b)
+            ));
+        }
+        req(m, MOVE_DROP, t, 0, 0, Some(&[])).map_err(|e| format!("drop: {e}; "))?;
+        let there = Remote {
+            machine: m as u8,
+            epoch,
+            pid: Pid(a),
+        };
+        match ulib::mach::wait(&there) {
+            Ok(st) if st.how == ENDED_KILLED => {}
+            other => return Err(format!("the copy after the drop: {other:?}, want killed; ")),
+        }
+        sys::migrate_finish(roamer, None).map_err(|e| format!("finish: {e}; "))
+    })();
+    let _ = sys::kill(roamer);
+    let _ = sys::wait(Some(roamer));
+    r
 }

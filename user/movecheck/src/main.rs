@@ -13,7 +13,9 @@
 //!   hold: a roamer exported and imported on another core, whose copy finishes its work
 //!   there while the original ends `ENDED_MOVED_AWAY` naming the copy; a move given up
 //!   (the roamer runs on); refusals (itself, a process not its descendant, a buffer too
-//!   small, which says the size needed, a bad buffer, shared memory); 15 bad images, each
+//!   small, which says the size needed, a bad buffer, shared memory, a move already under
+//!   way, a finish by another process than the exporter, a finish of a process killed
+//!   after its export); 15 bad images, each
 //!   refused with its error; an image whose `RFLAGS` and `MXCSR` ask for what user mode
 //!   may not have (the copy runs, without them); one whose `rip` is unmapped (only the
 //!   copy faults); 60 images with random bytes changed (each refused, or its process
@@ -52,13 +54,26 @@ fn main(args: &[&str]) -> i32 {
             }
         }
         [_, "shared"] => shared(),
+        [_, "finish", pid] => match Pid::parse(pid) {
+            // Another process's move is not this one's to end.
+            Some(pid) => match sys::migrate_finish(pid, None) {
+                Err(Error::Denied) => 0,
+                other => {
+                    println!("movecheck finish {pid}: {other:?}, want Denied");
+                    1
+                }
+            },
+            None => usage(),
+        },
         [_, "local"] => local(),
         _ => usage(),
     }
 }
 
 fn usage() -> i32 {
-    println!("movecheck: usage: movecheck local | roam N stay|core C|machine M | shared");
+    println!(
+        "movecheck: usage: movecheck local | roam N stay|core C|machine M | shared | finish PID"
+    );
     2
 }
 
@@ -309,6 +324,12 @@ fn local() -> i32 {
         raw_export(roamer, 0, 0),
         Error::Busy,
     );
+    // Only the exporter ends the move: a sibling's finish is Denied.
+    let spelled = alloc::format!("{roamer}");
+    match sys::spawn("movecheck", &["finish", &spelled], ulib::abi::Priority::App) {
+        Ok(sibling) => c.ended("another process finishing the move", sibling, ENDED_EXIT, 0),
+        Err(e) => c.fail("spawn a finisher", format_args!("{e}")),
+    }
     bad_images(&mut c, &image);
     // The copy, with what user mode may not have asked for in its RFLAGS and MXCSR.
     let greedy = with_header(&image, |h| {
@@ -504,4 +525,21 @@ fn given_up(c: &mut Checks) {
         Err(e) => c.fail("a move given up", format_args!("{e}")),
     }
     c.ended("a move given up: it ran on", stayer, ENDED_EXIT, 0);
+    // Killed once its image is written (it waits for its move, stopped): the finish finds
+    // no process, which tells the mover to end the copy it made.
+    let Ok(victim) = spawn_roamer(None) else {
+        c.fail("spawn", format_args!("a roamer to kill"));
+        return;
+    };
+    match export(victim).and_then(|_| sys::kill(victim)) {
+        Ok(()) => {
+            c.expect(
+                "finishing a move of a process killed",
+                sys::migrate_finish(victim, Some((1, Pid(5)))).map(|()| 0),
+                Error::NoSuchProcess,
+            );
+            let _ = sys::wait(Some(victim));
+        }
+        Err(e) => c.fail("export, then kill", format_args!("{e}")),
+    }
 }

@@ -513,8 +513,12 @@ pub(crate) fn migrate_away(pid: Pid, args: &[&str]) -> Result<(Remote, usize, u6
     let start = sys::clock_ns().unwrap_or(0);
     let (there, bytes) = ulib::mach::migrate(pid, m as u8, core).map_err(|e| match e {
         Error::NotSupported => format!(
-            "migrate {pid} -m {m}: it has shared memory attached (vregions, ICAs), which \
-             cannot go to another machine"
+            "migrate {pid} -m {m}: it has shared memory attached (vregions, ICAs) or a \
+             request ring, which cannot go to another machine"
+        ),
+        Error::TimedOut => format!(
+            "migrate {pid} -m {m}: machine {m} stopped answering; {pid} stays stopped here, as \
+             it may run there (ps -a shows; kill {pid} ends it here)"
         ),
         e => why(&format!("migrate {pid} -m {m}"), e),
     })?;

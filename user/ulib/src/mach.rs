@@ -558,7 +558,9 @@ fn res_on<T>(
 /// process out as an image (`sys::migrate_export`), which goes to `machine`'s `machd` in
 /// pieces (`abi::mach::OP_MOVE`) and is started there (`MIGRATE_IMPORT`); then the
 /// process here ends, its status `ENDED_MOVED_AWAY` naming its new pid and machine, or,
-/// if any step failed, runs on here. `NotSupported` for a process with shared memory
+/// if any step failed, runs on here; if `machine` cannot be told to give the move up
+/// (it does not answer, but is not known to be down), the process stays stopped here
+/// (`TimedOut`): it might run there. `NotSupported` for a process with shared memory
 /// attached; the process's resource ids (a pipe as its standard output) name this
 /// machine's resources, which it cannot reach from there.
 pub fn migrate(pid: Pid, machine: u8, core: Option<u32>) -> Result<(Remote, usize), Error> {
@@ -601,9 +603,16 @@ pub fn migrate(pid: Pid, machine: u8, core: Option<u32>) -> Result<(Remote, usiz
             }
         },
         Err(e) => {
-            let _ = move_request(machine, mach::MOVE_DROP, [token, 0, 0], &[]);
-            let _ = sys::migrate_finish(pid, None);
-            Err(e)
+            // Given up there first (a start whose answer was lost is undone), then here.
+            match move_request(machine, mach::MOVE_DROP, [token, 0, 0], &[]) {
+                Ok(_) | Err(Error::Gone) => {
+                    let _ = sys::migrate_finish(pid, None);
+                    Err(e)
+                }
+                // Whether it runs there is not known: it stays stopped here (kill it, or
+                // look for it there), rather than perhaps run twice.
+                Err(_) => Err(Error::TimedOut),
+            }
         }
     }
 }
