@@ -97,7 +97,7 @@ pub fn run(kernel: &Path, archive: &Path, index: usize) -> Result<(f64, f64)> {
     );
     let name = format!("bench machines, Table 5, run {}", index + 1);
     let lines = drive(kernel, archive, &o, &name, &script)?;
-    // A local job that exited 0 is `[0.N] done`; the remote one `m1:0.N (pmake) exited
+    // A local job that exited 0 is `[0.N] done`; the remote one `m1.c0.N (pmake) exited
     // with status 0`; anything else is an error line, which fails the script.
     let ended = lines
         .iter()

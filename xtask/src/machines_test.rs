@@ -125,7 +125,7 @@ pub fn four(kernel: &Path, initrd: &Path) -> Result<String> {
             &["(hello) exited with status 0"],
             &[],
         ),
-        ("ps -a", &["m3:0.1", "m2:0.1", "m1:0.1"], &[]),
+        ("ps -a", &["m3.c0.1", "m2.c0.1", "m1.c0.1"], &[]),
     ]);
     drive(&cluster, "four machines", &steps, &mut |_, _, _| Ok(()))?;
     Ok("4 machines up, each reached, a remote run on m3".into())
@@ -142,10 +142,10 @@ pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
     let cluster = Cluster::plan(kernel, initrd, &o)?;
     let steps = steps(&[
         ("machines wait", &["all 3 up"], &[]),
-        ("run mfcheck hold 0 -m 1 &", &["[m1:"], &[]),
+        ("run mfcheck hold 0 -m 1 &", &["[m1."], &[]),
         ("run mfcheck await READY.TXT", &["mfcheck await: ok"], &[]),
         ("write ORPHAN.TXT taken", &[], &["in use"]),
-        ("run spin -m 1 &", &["[m1:"], &[]),
+        ("run spin -m 1 &", &["[m1."], &[]),
         ("mping 1", &["mping m1: 1 round trips"], &[]),
         // The wait in progress when machine 1 dies.
         ("wait", &[], &["the machine is down (Gone)"]),
@@ -214,9 +214,9 @@ pub fn rebooted(kernel: &Path, initrd: &Path) -> Result<String> {
     let cluster = Cluster::plan(kernel, initrd, &options(2, 1, Faults::default()))?;
     let steps = steps(&[
         ("machines wait", &["all 2 up"], &[]),
-        ("run spin -m 1 &", &["[m1:"], &[]),
+        ("run spin -m 1 &", &["[m1."], &[]),
         // Machine 1 boots again here (the host kills its QEMU and starts a new one).
-        ("kill m1:0.5", &[], &["the machine restarted since"]),
+        ("kill m1.c0.5", &[], &["the machine restarted since"]),
         ("wait m1:0.5", &[], &["the machine restarted since"]),
         ("machines wait", &["all 2 up"], &[]),
         (
@@ -234,8 +234,8 @@ pub fn rebooted(kernel: &Path, initrd: &Path) -> Result<String> {
             if i != 1 {
                 return Ok(());
             }
-            if !out.contains("[m1:0.5]") {
-                bail!("the remote spin did not get pid m1:0.5 (the steps name it): {out}");
+            if !out.contains("[m1.c0.5]") {
+                bail!("the remote spin did not get pid m1.c0.5 (the steps name it): {out}");
             }
             drop(others[0].take());
             others[0] = Some(crate::runner::spawn_logged(&cluster.guests[1], &log)?);

@@ -116,9 +116,8 @@ pub fn tick(s: &mut State, now: u64) {
     for &i in down.iter().rev() {
         let f = s.followed.swap_remove(i);
         println!(
-            "machd: the output of m{}:{} is lost: {}",
-            f.machine,
-            f.pid,
+            "machd: the output of {} is lost: {}",
+            ulib::mach::spell_pid(f.machine, f.pid),
             Error::Gone
         );
     }
@@ -167,7 +166,7 @@ pub fn done(s: &mut State, d: Done, now: u64) -> Option<Done> {
     };
     let f = &mut s.followed[i];
     f.asking = None;
-    let spelled = |f: &Followed| alloc::format!("m{}:{}", f.machine, f.pid);
+    let spelled = |f: &Followed| ulib::mach::spell_pid(f.machine, f.pid);
     let ended = match &d.result {
         Ok(p) => match p.split_first() {
             Some((&ended, bytes)) => {

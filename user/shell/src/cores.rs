@@ -143,7 +143,7 @@ impl Shell {
         let (there, bytes, ms) = crate::machines::migrate_away(now, &args[1..])?;
         let first = job.map_or(pid, |i| self.jobs[i].pid);
         let _ = sys::wait_timeout(Some(first), 0);
-        let spelled = format!("m{}:{}", there.machine, there.pid);
+        let spelled = ulib::mach::spell_pid(there.machine, there.pid);
         if let Some(i) = job {
             let j = self.jobs.swap_remove(i);
             self.remote_jobs.push(crate::machines::RemoteJob {

@@ -43,7 +43,7 @@ pub(crate) struct RemoteJob {
 
 impl RemoteJob {
     pub fn spelled(&self) -> String {
-        format!("m{}:{}", self.remote.machine, self.remote.pid)
+        ulib::mach::spell_pid(self.remote.machine, self.remote.pid)
     }
 }
 
@@ -479,8 +479,7 @@ pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
 
 /// `mM:PID` as (machine, pid).
 pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
-    let (m, pid) = word.strip_prefix('m')?.split_once(':')?;
-    Some((m.parse().ok()?, Pid::parse(pid)?))
+    ulib::mach::parse_pid(word)
 }
 
 /// `migrate PID -m M [-c C]`: move process `pid` of this machine to machine M (on core C,
@@ -555,7 +554,7 @@ pub(crate) fn ps_all() -> Result<(), String> {
             let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
             println!(
                 "{:<12} {:<9} {}",
-                format!("m{m}:{}", Pid(r[0])),
+                ulib::mach::spell_pid(m as u8, Pid(r[0])),
                 abi::state_name(r[1] as u32),
                 core::str::from_utf8(&name[..len]).unwrap_or("?")
             );

@@ -77,7 +77,7 @@ commands:
                                   to end and report it (Ctrl-C stops waiting)
   kill PID                        end process PID of any core (CORE.SERIAL, e.g. 1.3)
   migrate PID CORE                move process PID to CORE; it gets a new pid there
-  migrate PID -m M [-c CORE]      move process PID to machine M (a job: then mM:PID)
+  migrate PID -m M [-c CORE]      move process PID to machine M (a job: mM.cC.S)
   rpcc                            inter-core RPCC per core: notify mode, agent limit,
                                   agents live/created/destroyed, reuses, requests
                                   served, ring-full waits, IPIs sent, requests waiting;
@@ -150,8 +150,8 @@ commands:
   mping M [N]                     N null round trips to machine M through machd
   run PROG [ARGS] -m M [-c CORE] [&]
                                   run PROG on machine M as this shell's user (its
-                                  output here; with & on M's console); wait mM:PID,
-                                  kill mM:PID
+                                  output here; with & on M's console); wait mM.cC.S,
+                                  kill mM.cC.S (process C.S of machine M)
   ps -a                           the processes of every machine
   mcount M N                      N requests to machine M that each add one to a
                                   counter there: checks each was performed once

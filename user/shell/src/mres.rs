@@ -17,9 +17,14 @@ use ulib::abi::{mach, Error};
 use ulib::mach::{self as m_, RemoteRes};
 use ulib::println;
 
-/// `mK:REST` taken apart: K (digits only) and REST.
+/// `mK.REST` (`m1.c0/pipe/p`, `m1.c0:pipe:3.1`) or `mK:REST` taken apart: K (digits only)
+/// and REST.
 pub(crate) fn split_machine(word: &str) -> Option<(u8, &str)> {
-    let (m, rest) = word.strip_prefix('m')?.split_once(':')?;
+    let after = word.strip_prefix('m')?;
+    let (m, rest) = match after.split_once(':') {
+        Some((m, rest)) if m.bytes().all(|b| b.is_ascii_digit()) => (m, rest),
+        _ => after.split_once('.')?,
+    };
     if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -60,7 +65,7 @@ impl Shell {
             "info" => {
                 let r = self.mres_resolve(&cmd, m, what)?;
                 let info = m_::res_info(&r).map_err(|e| said(&cmd, &shown(&r), e))?;
-                show_info(&info, &format!("m{m}:"));
+                show_info(&info, &format!("m{m}."));
                 Ok(())
             }
             "read" => {
@@ -175,7 +180,7 @@ impl Shell {
             }
         };
         let r = m_::res_open(m, name, &bytes, rights)
-            .map_err(|e| format!("res open: {e}: m{m}:{name}"))?;
+            .map_err(|e| format!("res open: {e}: m{m}.{name}"))?;
         println!("{}", shown(&r));
         // The id there, of this life (an earlier life may have given out the same id).
         self.remote_ids
@@ -187,11 +192,11 @@ impl Shell {
     /// Machine `m`'s resource `word`: a name (looked up there) or an id.
     fn mres_resolve(&self, cmd: &str, m: u8, word: &str) -> Result<RemoteRes, String> {
         if word.contains('/') {
-            return m_::res_find(m, word).map_err(|e| format!("{cmd}: {e}: m{m}:{word}"));
+            return m_::res_find(m, word).map_err(|e| format!("{cmd}: {e}: m{m}.{word}"));
         }
         let id = ResId::parse(word).ok_or_else(|| {
             format!(
-                "{cmd}: 'm{m}:{word}' is neither an id (m1:c0:pipe:3.1) nor a name (m1:c0/pipe/p)"
+                "{cmd}: 'm{m}.{word}' is neither an id (m1.c0:pipe:3.1) nor a name (m1.c0/pipe/p)"
             )
         })?;
         if let Some(r) = self
@@ -211,7 +216,7 @@ impl Shell {
     }
 }
 
-/// A resource of another machine as the shell shows it: `m1:c0:pipe:3.1`.
+/// A resource of another machine as the shell shows it: `m1.c0:pipe:3.1`.
 fn shown(r: &RemoteRes) -> String {
-    format!("m{}:{}", r.machine, r.id)
+    format!("m{}.{}", r.machine, r.id)
 }

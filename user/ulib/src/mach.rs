@@ -46,6 +46,25 @@ impl Remote {
     }
 }
 
+/// Process `pid` of machine `machine` as issue 17 spells it: `m1.c2.5` (machine 1, core 2,
+/// serial 5); a pid of this machine alone stays `2.5`.
+pub fn spell_pid(machine: u8, pid: Pid) -> alloc::string::String {
+    alloc::format!("m{machine}.c{}.{}", pid.core(), pid.serial())
+}
+
+/// A process of a machine: `m1.c2.5`, or as the shell spelled it before, `m1:2.5`.
+pub fn parse_pid(word: &str) -> Option<(u8, Pid)> {
+    let rest = word.strip_prefix('m')?;
+    let (m, pid) = match rest.split_once(':') {
+        Some((m, pid)) => (m, pid),
+        None => rest.split_once(".c")?,
+    };
+    if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((m.parse().ok()?, Pid::parse(pid)?))
+}
+
 /// A remote run's words, `PROG [ARGS] -m M [-c C]`, taken apart by [`parse_run`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunWords<'a> {
