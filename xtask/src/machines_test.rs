@@ -10,14 +10,16 @@
 //!   run on the last one.
 //! - [`killed`]: three machines; machine 0's shell waits for a program on machine 1 when
 //!   machine 1's QEMU is killed: the wait must end `Gone` within [`DEATH_BOUND`], machine 1
-//!   must show as down, machine 2 must go on working, and a new request to machine 1 must
-//!   be refused at once.
+//!   must show as down, machine 2 must go on working, a new request to machine 1 must
+//!   be refused at once, and a process moved to it must stay here, running.
 //! - [`rebooted`]: two machines; machine 1's QEMU is killed and booted again (a new
 //!   epoch): `kill` and `wait` of the program its earlier life ran are refused
 //!   (`StaleResource`), and the new life answers.
 //! - [`lossy`]: two machines on the switch dropping 5% and duplicating 5% of the frames
 //!   (seeded): [`LOSSY_COUNT`] counter increments each performed exactly once (`mcount`
-//!   checks every answer), and remote runs each with its right exit status.
+//!   checks every answer), pipelines both ways, a process moved to machine 1 (its image in
+//!   some 230 pieces, each performed once: its sums add up there), and remote runs each
+//!   with its right exit status.
 //!
 //! Every QEMU is a [`Reaper`], killed when the test ends however it ends.
 
@@ -158,6 +160,12 @@ pub fn killed(kernel: &Path, initrd: &Path) -> Result<String> {
             &[],
         ),
         ("mcount 2 100", &["each performed exactly once"], &[]),
+        // A process moved to the dead machine: the move is Gone, and it runs on here.
+        (
+            "run movecheck move-down 1",
+            &["movecheck move-down: ok"],
+            &[],
+        ),
         // The file machine 1's program held is closed now that machine 1 is down.
         ("run mfcheck reopen 0", &["mfcheck reopen: ok"], &[]),
     ]);
@@ -278,6 +286,8 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
     // the counts differ.
     lines.push(("run seq 2000 | wc -m 1", &["2000 2000 8893"], &[]));
     lines.push(("run seq 2000 -m 1 | wc", &["2000 2000 8893"], &[]));
+    // A process moved to machine 1 in some 230 pieces, each performed once: its sums right.
+    lines.push(("run movecheck move 1", &["movecheck move: ok"], &[]));
     for _ in 0..10 {
         lines.push((
             "run hello lossy -m 1",
