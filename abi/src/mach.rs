@@ -187,6 +187,13 @@ pub const RES_WRITE: u64 = 5;
 pub const RES_CONTROL: u64 = 6;
 /// [`OP_RES`]: the id of the resource named so there (`c0/pipe/p`; the name as an open's).
 pub const RES_FIND: u64 = 7;
+/// [`OP_RES`]: list the resources of a core there (`words[3]`: the core; the control's
+/// first argument: how many to skip): `words[0]` how many there are, then as many
+/// `ResInfo` records as fit ([`RES_LIST_MAX`]), as that machine's `RES_LIST` gives them to
+/// the caller's user.
+pub const RES_LIST: u64 = 8;
+/// Most `ResInfo` records one [`RES_LIST`] brings.
+pub const RES_LIST_MAX: usize = RES_REMOTE_MAX / core::mem::size_of::<crate::res::ResInfo>();
 /// Most bytes one [`OP_RES`] carries each way.
 pub const RES_REMOTE_MAX: usize = 896;
 /// Where an [`OP_RES`] request's bytes (an open's name and arguments, a write's bytes)

@@ -28,7 +28,7 @@
 //!
 //! | mrpc op | payload | reply |
 //! |---|---|---|
-//! | [`R_RES`] | op, id (an open: rights), arg (a control: command), length, argument bytes, control arg0, arg1, the requesting pid (u64 each), then the bytes | the result (u64), then a read's bytes or an info's `ResInfo` |
+//! | [`R_RES`] | op, id (an open: rights), arg (a control: command; a list: the core), length, argument bytes, control arg0, arg1, the requesting pid (u64 each), then the bytes | the result (u64), then a read's bytes or an info's `ResInfo` |
 
 use crate::files::{Kind, Waiting};
 use crate::ops::{word, words};
@@ -38,8 +38,8 @@ use alloc::vec::Vec;
 use mrpc::Header;
 use ulib::abi::ipc::Received;
 use ulib::abi::mach::{
-    self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_FIND, RES_INFO, RES_OPEN, RES_READ,
-    RES_REMOTE_MAX, RES_WRITE,
+    self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_FIND, RES_INFO, RES_LIST,
+    RES_LIST_MAX, RES_OPEN, RES_READ, RES_REMOTE_MAX, RES_WRITE,
 };
 use ulib::abi::res::{ResId, ResType, Rights, MAX_RES_NAME};
 use ulib::abi::syscall::control::{PIPE_DROP, PIPE_HOLD, PIPE_NOWAIT, SEM_P, SEM_TRY};
@@ -78,7 +78,7 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     let give_back = |e: Error| crate::files::give_back(r, region, e);
     let w = r.msg.words;
     let (m, op, len, args_len) = res_parts(w[0]);
-    if m >= u64::from(s.n) || m == u64::from(s.me) || !(RES_OPEN..=RES_FIND).contains(&op) {
+    if m >= u64::from(s.n) || m == u64::from(s.me) || !(RES_OPEN..=RES_LIST).contains(&op) {
         return give_back(Error::InvalidArgument);
     }
     let named = op == RES_OPEN || op == RES_FIND;
@@ -96,7 +96,7 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     }
     // An id names the life of its machine that handed it out.
     let epoch = match (op, u32::try_from(w[1])) {
-        (RES_OPEN | RES_FIND, _) => None,
+        (RES_OPEN | RES_FIND | RES_LIST, _) => None,
         (_, Ok(e)) if e != 0 => Some(e),
         _ => return give_back(Error::InvalidArgument),
     };
@@ -221,6 +221,16 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             crate::ops::as_user(s, user, || res::write(id, data, arg))? as u64
         }
         RES_CONTROL => control(s, h, Pid(pid), id, arg, a0, a1)?,
+        RES_LIST => {
+            let core = usize::try_from(arg).map_err(|_| Error::NoSuchCore)?;
+            let all = crate::ops::as_user(s, user, || res::list_all(core))?;
+            let skip = usize::try_from(a0).unwrap_or(usize::MAX).min(all.len());
+            let mut out = words(&[all.len() as u64]);
+            for r in all[skip..].iter().take(RES_LIST_MAX) {
+                out.extend_from_slice(bytemuck::bytes_of(r));
+            }
+            return Ok(out);
+        }
         _ => return Err(Error::NoSuchCall),
     };
     Ok(words(&[value]))

@@ -118,9 +118,10 @@ commands:
   res bind COMPUTE PID|PROCESS    run a process on COMPUTE (reaped like a job)
   res unbind COMPUTE              stop COMPUTE's process (it keeps its state)
   res kill PROCESS                end the process of a process resource
-  res open|close|info|read|write mK:RES ...
+  res ls mK[.cC]                  the resources of core C (default 0) of machine K
+  res open|close|info|read|write mK.RES ...
                                   the same on machine K's resource (a name there, e.g.
-                                  m1:c0/pipe/p, or an id res open printed); only
+                                  m1.c0/pipe/p, or an id res open printed); only
                                   vregions, pipes and semaphores are opened there
   su [USER]                       act as USER (a number) for the resource rights, or
                                   without USER as the user the shell started as

@@ -31,6 +31,15 @@ pub(crate) fn split_machine(word: &str) -> Option<(u8, &str)> {
     Some((m.parse().ok()?, rest))
 }
 
+/// `mK` alone: K.
+pub(crate) fn machine_alone(word: &str) -> Option<u8> {
+    let m = word.strip_prefix('m')?;
+    if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    m.parse().ok()
+}
+
 /// An error of a request about `what`, said as `cmd`'s.
 fn said(cmd: &str, what: &str, e: Error) -> String {
     match e {
@@ -52,6 +61,19 @@ impl Shell {
     ) -> Result<(), String> {
         let cmd = format!("res {sub}");
         match sub {
+            "ls" => {
+                if !args.is_empty() {
+                    return Err("res ls: usage: res ls mK[.cC]".into());
+                }
+                let core = what.strip_prefix('c').unwrap_or(what);
+                let core: usize = core
+                    .parse()
+                    .map_err(|_| format!("{cmd}: bad core '{what}' (e.g. m1.c0)"))?;
+                let (all, _) =
+                    m_::res_list(m, core).map_err(|e| said(&cmd, &format!("m{m}.c{core}"), e))?;
+                crate::res::listing(&all, &format!("m{m}."));
+                Ok(())
+            }
             "open" => self.mres_open(m, what, args),
             "close" => {
                 let r = self.mres_resolve(&cmd, m, what)?;

@@ -15,7 +15,7 @@
 use crate::cores::parse_core;
 use crate::{processes, Job, Shell};
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use ulib::abi::res::{ResId, ResInfo, ResName, ResType, Rights, UserId};
 use ulib::abi::{self, Error, Pid};
@@ -36,7 +36,12 @@ impl Shell {
         let Some((&sub, args)) = args.split_first() else {
             return Err(USAGE.into());
         };
-        // Another machine's resource: `res SUB mK:RES ...`.
+        // Another machine's resources: `res ls mK`, `res SUB mK.RES ...`.
+        if let Some(m) = args.first().and_then(|w| crate::mres::machine_alone(w)) {
+            if sub == "ls" {
+                return self.res_remote(sub, m, "c0", &args[1..]);
+            }
+        }
         if let Some((m, what)) = args.first().and_then(|w| crate::mres::split_machine(w)) {
             return self.res_remote(sub, m, what, &args[1..]);
         }
@@ -100,22 +105,7 @@ impl Shell {
             _ => return Err("res ls: usage: res ls [CORE]".into()),
         };
         let all = res::list_all(core).map_err(|e| format!("res ls: core {core}: {e}"))?;
-        println!(
-            "{:<18} {:<8} {:<16} {:<8} {:<9}  {:<12} DETAIL",
-            "ID", "TYPE", "NAME", "CREATOR", "RIGHTS", "SIZE"
-        );
-        for r in &all {
-            let id = r.id.to_string();
-            let rights = rights_text(r.rights);
-            let kind = ResType::from_u8(r.kind).map_or("?", ResType::name);
-            println!(
-                "{id:<18} {kind:<8} {:<16} {:<8} {rights:<9}  {:<12} {}",
-                r.name(),
-                r.creator.0,
-                size_text(r),
-                detail_text(r)
-            );
-        }
+        listing(&all, "");
         Ok(())
     }
 
@@ -522,5 +512,25 @@ fn detail_text(r: &ResInfo) -> String {
             r.detail & 0xffff_ffff
         ),
         None => format!("{:#x}", r.detail),
+    }
+}
+
+/// A listing of resources (`res ls`), each id after `prefix` (`m1.` for machine 1's).
+pub(crate) fn listing(all: &[ulib::abi::res::ResInfo], prefix: &str) {
+    println!(
+        "{:<18} {:<8} {:<16} {:<8} {:<9}  {:<12} DETAIL",
+        "ID", "TYPE", "NAME", "CREATOR", "RIGHTS", "SIZE"
+    );
+    for r in all {
+        let id = format!("{prefix}{}", r.id);
+        let rights = rights_text(r.rights);
+        let kind = ResType::from_u8(r.kind).map_or("?", ResType::name);
+        println!(
+            "{id:<18} {kind:<8} {:<16} {:<8} {rights:<9}  {:<12} {}",
+            r.name(),
+            r.creator.0,
+            size_text(r),
+            detail_text(r)
+        );
     }
 }

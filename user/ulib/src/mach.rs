@@ -484,6 +484,40 @@ pub fn res_find(machine: u8, name: &str) -> Result<RemoteRes, Error> {
     )
 }
 
+/// The resources of core `core` of machine `machine` (as its `RES_LIST` gives them to
+/// this program's user), and that machine's life.
+pub fn res_list(machine: u8, core: usize) -> Result<(Vec<ResInfo>, u32), Error> {
+    let size = core::mem::size_of::<ResInfo>();
+    let mut all = Vec::new();
+    let mut epoch = 0;
+    // Bounded: a core holds at most some thousands of resources.
+    for _ in 0..1024 {
+        let (total, got) = res_request(
+            machine,
+            mach::RES_LIST,
+            [0, 0, core as u64],
+            0,
+            (all.len() as u64, 0),
+            &[],
+            0,
+            |bytes, reply| {
+                epoch = reply.words[1] as u32;
+                let got: Vec<ResInfo> = bytes
+                    .chunks_exact(size)
+                    .map(bytemuck::pod_read_unaligned)
+                    .collect();
+                (reply.words[0] as usize, got)
+            },
+        )?;
+        let done = got.is_empty();
+        all.extend(got);
+        if done || all.len() >= total {
+            break;
+        }
+    }
+    Ok((all, epoch))
+}
+
 /// Close `r`.
 pub fn res_close(r: &RemoteRes) -> Result<(), Error> {
     res_on(r, mach::RES_CLOSE, 0, 0, (0, 0), &[], |_, _| ())
