@@ -17,7 +17,8 @@
 //!   (`StaleResource`), and the new life answers.
 //! - [`lossy`]: two machines on the switch dropping 5% and duplicating 5% of the frames
 //!   (seeded): [`LOSSY_COUNT`] counter increments each performed exactly once (`mcount`
-//!   checks every answer), pipelines both ways, a process moved to machine 1 (its image in
+//!   checks every answer), as many `SEM_V`s on a semaphore of machine 1 (`OP_RES`: its
+//!   count must be exact), pipelines both ways, a process moved to machine 1 (its image in
 //!   some 230 pieces, each performed once: its sums add up there), and remote runs each
 //!   with its right exit status.
 //!
@@ -278,9 +279,13 @@ pub fn lossy(kernel: &Path, initrd: &Path) -> Result<String> {
     };
     let cluster = Cluster::plan(kernel, initrd, &options(2, 2, faults))?;
     let count = format!("mcount 1 {LOSSY_COUNT}");
+    let semcount = format!("run mfcheck semcount 1 {LOSSY_COUNT}");
     let mut lines: Vec<(&str, &[&str], &[&str])> = vec![
         ("machines wait", &["all 2 up"], &[]),
         (&count, &["each performed exactly once"], &[]),
+        // And as many resource operations of machine 1 (a semaphore's SEM_V through
+        // OP_RES): its count must come out exact.
+        (&semcount, &["mfcheck semcount: ok"], &[]),
     ];
     // Pipelines both ways: every piece of input and output performed exactly once, or
     // the counts differ.

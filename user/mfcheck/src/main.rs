@@ -28,6 +28,9 @@
 //!
 //! - `mfcheck callee` and `mfcheck call M`: a function served on machine M called by name
 //!   from another (`calls`).
+//! - `mfcheck semcount M N`: a semaphore opened on machine M at 0, then N `SEM_V`s made
+//!   on it from here (`OP_RES`), each a resource operation of another machine: its count
+//!   there must be N exactly (one performed twice or lost shows).
 //! - `mfcheck moveforge M`: malformed and hostile `OP_MOVE` requests to machine M, each
 //!   refused with its error (`moves`).
 //! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
@@ -119,6 +122,21 @@ fn main(args: &[&str]) -> i32 {
             _ => usage(),
         };
     }
+    if let [_, "semcount", m, n] = args {
+        return match (m.parse::<u8>(), n.parse::<u64>()) {
+            (Ok(m), Ok(n)) if n <= SEMCOUNT_MAX => match pipes::sem_count(m, n) {
+                Ok(()) => {
+                    println!("mfcheck semcount: ok, {n} SEM_V on machine {m}, its count {n}");
+                    0
+                }
+                Err(e) => {
+                    println!("mfcheck semcount: FAILED: {e}");
+                    1
+                }
+            },
+            _ => usage(),
+        };
+    }
     if let [_, "pread", name] = args {
         return pipes::pread(name);
     }
@@ -178,9 +196,12 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
+/// Most `SEM_V`s `semcount` makes.
+const SEMCOUNT_MAX: u64 = 100_000;
+
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|moveforge MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|moveforge MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }

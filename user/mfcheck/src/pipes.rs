@@ -450,3 +450,29 @@ pub fn phold(args: &[&str]) -> i32 {
         }
     }
 }
+
+/// `semcount`: a semaphore on machine `m` at 0, `n` `SEM_V`s from here, then its count
+/// (`INFO`) must be `n`; closed either way.
+pub fn sem_count(m: u8, n: u64) -> Result<(), String> {
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let name = format!("c0/sem/mfc{}", me.0 & 0xffff_ffff);
+    let s = e(
+        m_::res_open(m, &name, &0u64.to_le_bytes(), Rights::OWNER_ALL),
+        "open",
+    )?;
+    let r = (|| {
+        for i in 0..n {
+            m_::res_control(&s, SEM_V, 0, 0).map_err(|e| format!("SEM_V {i}: {e}"))?;
+        }
+        let count = e(
+            m_::res_control(&s, ulib::abi::syscall::control::INFO, 0, 0),
+            "INFO",
+        )?;
+        if count != n {
+            return Err(format!("{n} SEM_V made its count {count}"));
+        }
+        Ok(())
+    })();
+    let _ = m_::res_close(&s);
+    r
+}
