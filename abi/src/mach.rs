@@ -189,8 +189,8 @@ pub const RES_CONTROL: u64 = 6;
 pub const RES_FIND: u64 = 7;
 /// [`OP_RES`]: list the resources of a core there (`words[3]`: the core; the control's
 /// first argument: how many to skip): `words[0]` how many there are, then as many
-/// `ResInfo` records as fit ([`RES_LIST_MAX`]), as that machine's `RES_LIST` gives them to
-/// the caller's user.
+/// `ResInfo` records as fit ([`RES_LIST_MAX`]), as that machine's `RES_LIST` gives them
+/// (every resource of the core, whoever asks, as locally).
 pub const RES_LIST: u64 = 8;
 /// Most `ResInfo` records one [`RES_LIST`] brings.
 pub const RES_LIST_MAX: usize = RES_REMOTE_MAX / core::mem::size_of::<crate::res::ResInfo>();

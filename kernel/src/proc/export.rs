@@ -29,7 +29,9 @@
 //! reads its frames (inside `MIGRATE_EXPORT`) a kill of it is `Busy`; once the image is
 //! written it may be killed (then the finish is `NoSuchProcess`, and `ulib::mach::migrate`
 //! kills the copy it started). A process exported and never finished (its exporter ended
-//! first) stays stopped until killed.
+//! first) stays stopped until killed; if its exporter was killed in the middle of the
+//! call, a kill of it waits at most `migrate::COPY_PATIENCE_NS` (and then any ancestor may
+//! abort the move).
 
 use super::migrate::{self, Snapshot};
 use crate::arch::x86_64::{gdt, idt::TrapFrame, paging::phys_to_virt};
@@ -55,9 +57,13 @@ pub fn export(pid: Pid, buf: u64, len: u64) -> Result<u64, Error> {
         return written;
     }
     // Its frames are read: it may be killed again while its image travels.
-    migrate::on(pid.core(), Op::MigrateCopied(pid), |_| {
+    let copied = migrate::on(pid.core(), Op::MigrateCopied(pid), |_| {
         migrate::copied(pid).map(|()| Out::Unit)
-    })?;
+    });
+    if let Err(e) = copied {
+        let _ = migrate::abort_on(pid);
+        return Err(e);
+    }
     written
 }
 

@@ -66,6 +66,11 @@ pub struct Snapshot {
 
 /// How long [`migrate`] keeps asking a process that is inside a system call to stop.
 const STOP_PATIENCE_NS: u64 = 1_000_000_000;
+/// How long a move's reading of a process's frames holds off a kill, and keeps the move
+/// its mover's alone: the reading itself takes milliseconds (at most 4 MiB copied); a
+/// mover killed in the middle of its call must not leave the process unkillable, nor
+/// stopped for ever (after this, an ancestor may abort the move, and a kill ends it).
+pub const COPY_PATIENCE_NS: u64 = 10_000_000_000;
 
 /// MIGRATE: move process `pid` (`Pid(0)`: the caller) to core `core`; returns its new pid.
 /// Any core may ask, for a process of any core.
@@ -86,9 +91,11 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
         let new = on(core, Op::MigrateIn(snapshot), |op| match op {
             Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
             _ => Err(Error::Unknown),
-        })?;
-        let Out::Pid(new) = new else {
-            return Err(Error::Unknown);
+        });
+        let Ok(Out::Pid(new)) = new else {
+            // It stays: its frames may be freed again.
+            set_copying(me.ok_or(Error::NoSuchProcess)?, false);
+            return Err(new.err().unwrap_or(Error::Unknown));
         };
         super::exit_current(migrated(new));
     }
@@ -104,8 +111,16 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
                 commit(pid, status).map(|()| Out::Unit)
             });
             if let Err(e) = committed {
-                // It must not live on twice.
-                let _ = super::kill(new);
+                // It must not live on twice: the copy ends (whoever asked: the kill rule is
+                // not the point here), and the original runs on if it still can.
+                let kill = Op::Kill {
+                    pid: new,
+                    descendants_only: false,
+                };
+                let _ = on(new.core(), kill, |_| {
+                    super::end_by_kill(new).map(|()| Out::Unit)
+                });
+                let _ = abort_on(pid);
                 return Err(e);
             }
             Ok(new)
@@ -278,14 +293,28 @@ fn describe_self() -> Result<Box<Snapshot>, Error> {
     if pinned_by_device(me)? {
         return Err(Error::Denied);
     }
-    sched::with(|s| {
+    let snapshot = sched::with(|s| {
         let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
         let p = s.processes.get(&serial).ok_or(Error::NoSuchProcess)?;
         if has_children(s, p) {
             return Err(Error::Busy);
         }
         describe(s, p, true, true)
-    })
+    })?;
+    // Its frames are read on the destination while it waits: a kill waits too (its parent
+    // could otherwise free them under the reader).
+    set_copying(me, true);
+    Ok(snapshot)
+}
+
+/// Mark process `pid` of this core as having its frames read for a move (or no longer).
+fn set_copying(pid: Pid, on: bool) {
+    sched::with(|s| {
+        if let Some(p) = s.processes.get_mut(&pid.serial()) {
+            p.copying = on;
+            p.moving_since = crate::time::now_ns();
+        }
+    });
 }
 
 /// Step 1 (on the process's core): stop process `pid` and describe it. `Busy` while it is
@@ -329,6 +358,7 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
             p.moving = true;
             p.mover = mover;
             p.copying = true;
+            p.moving_since = crate::time::now_ns();
             p.stop_for_move = run;
         }
         Ok(snapshot)
@@ -389,7 +419,7 @@ pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
         if !p.moving {
             return Err(Error::InvalidArgument);
         }
-        its_mover(p)?;
+        its_mover(s, p)?;
         super::end_process(s, pid.serial(), status);
         Ok(())
     })
@@ -398,28 +428,38 @@ pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
 /// Is the flow's process the one that took `p` out (or the kernel)? A move is its
 /// mover's to end: another ancestor's commit or abort would leave two copies, and the
 /// ancestry may have changed since (a middle parent ended).
-fn its_mover(p: &Process) -> Result<(), Error> {
+fn its_mover(s: &sched::Sched, p: &Process) -> Result<(), Error> {
     match crate::res::flow_pid() {
-        Some(me) if me != p.mover => Err(Error::Denied),
+        Some(me) if me != p.mover => {
+            // A mover that did not end its move in time (killed in the middle): the move
+            // is any ancestor's to end.
+            if crate::time::now_ns().saturating_sub(p.moving_since) > COPY_PATIENCE_NS {
+                may_move(s, p)
+            } else {
+                Err(Error::Denied)
+            }
+        }
         _ => Ok(()),
     }
+}
+
+/// Is a move reading `p`'s frames now (so a kill must wait)?
+pub(super) fn copying_now(p: &Process) -> bool {
+    p.copying && crate::time::now_ns().saturating_sub(p.moving_since) <= COPY_PATIENCE_NS
 }
 
 /// Step 1 is over for an export (the image is written): the process may be killed again
 /// (it stays stopped until its move is committed or aborted).
 pub fn copied(pid: Pid) -> Result<(), Error> {
     sched::with(|s| {
-        let serial = pid.serial();
-        let p = s
-            .processes
-            .get_mut(&serial)
-            .filter(|_| pid.core() == current_core());
-        let p = p.ok_or(Error::NoSuchProcess)?;
+        let p = super::live(s, pid)?;
         if !p.moving {
             return Err(Error::InvalidArgument);
         }
-        its_mover(p)?;
-        p.copying = false;
+        its_mover(s, p)?;
+        if let Some(p) = s.processes.get_mut(&pid.serial()) {
+            p.copying = false;
+        }
         Ok(())
     })
 }
@@ -429,7 +469,7 @@ pub fn abort(pid: Pid) -> Result<(), Error> {
     let restart = sched::with(|s| {
         let p = super::live(s, pid)?;
         if p.moving {
-            its_mover(p)?;
+            its_mover(s, p)?;
         } else {
             // Only a stop asked for on its way (`take_out`'s `Busy`) to undo.
             may_move(s, p)?;

@@ -79,8 +79,11 @@ pub struct Process {
     pub mover: Pid,
     /// Its frames are being read for the move (a `MIGRATE` until it commits or aborts, an
     /// export until it has written the image): a kill waits (`Busy`), so they are not freed
-    /// under the reader.
+    /// under the reader, for at most `migrate::COPY_PATIENCE_NS` (its mover may have been
+    /// killed in the middle).
     pub copying: bool,
+    /// When it was taken out (ns since boot).
+    pub moving_since: u64,
 }
 
 impl Process {
@@ -521,6 +524,7 @@ pub fn install(
             moving: false,
             mover: Pid(0),
             copying: false,
+            moving_since: 0,
         };
         s.processes.insert(serial, p);
         let Some(tid) = s.add_thread(serial, who.priority, frame, fx, start) else {
@@ -741,10 +745,6 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
         if p.ended.is_some() {
             return Err(Error::NoSuchProcess);
         }
-        if p.copying {
-            // A move reads its frames now (for a moment): not under the reader.
-            return Err(Error::Busy);
-        }
         // The rule first, whoever runs where (regression: in big-lock mode a target running
         // on its own CPU was ended before the rule was checked, so any program could kill
         // any running process; the fuzzer found it). A process may end itself.
@@ -765,6 +765,10 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
                     _ => return Err(Error::Denied),
                 }
             }
+        }
+        if migrate::copying_now(p) {
+            // A move reads its frames now (for a moment): not under the reader.
+            return Err(Error::Busy);
         }
         if s.current_process() == Some(pid.serial()) {
             if !crate::structure::serves_running_thread() {

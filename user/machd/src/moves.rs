@@ -145,10 +145,12 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 return Err(Error::InvalidArgument);
             }
             if at == 0 && !s.arriving.iter().any(mine) {
-                // Images not whole long after they began go first; one program holds at
-                // most MOVES_PER_PROGRAM of the places.
-                s.arriving
-                    .retain(|a| now.saturating_sub(a.since) < MOVE_STALE_NS);
+                // When the places are taken, images not whole long after they began go;
+                // one program holds at most MOVES_PER_PROGRAM of the places.
+                if s.arriving.len() >= MOVES_MAX {
+                    s.arriving
+                        .retain(|a| now.saturating_sub(a.since) < MOVE_STALE_NS);
+                }
                 let its = s
                     .arriving
                     .iter()
@@ -219,10 +221,17 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             s.arriving.retain(|a| !mine(a));
             // A move given up after its start (its answer lost): the copy goes.
             if let Some(i) = s.started.iter().position(started) {
-                let x = s.started.swap_remove(i);
-                match crate::ops::as_user(s, h.user, || sys::kill(x.new)) {
+                let new = s.started[i].new;
+                match crate::ops::as_user(s, h.user, || sys::kill(new)) {
                     Ok(()) | Err(Error::NoSuchProcess) => {}
+                    // Kept, so that the drop asked again finds it.
                     Err(e) => return Err(e),
+                }
+                s.started.swap_remove(i);
+                // Nobody will wait for it: collected now if it has ended (a kill of another
+                // core's process has, once it returns).
+                if sys::wait_timeout(Some(new), 0).is_ok() {
+                    s.spawned.retain(|(q, _)| *q != new);
                 }
             }
             Ok(words(&[0]))

@@ -240,9 +240,14 @@ fn start_twice(m: u64) -> Result<(), String> {
             epoch,
             pid: Pid(a),
         };
+        // Killed (and collected by that machd, which nobody else would do): gone.
         match ulib::mach::wait(&there) {
             Ok(st) if st.how == ENDED_KILLED => {}
+            Err(Error::NoSuchProcess) => {}
             other => return Err(format!("the copy after the drop: {other:?}, want killed; ")),
+        }
+        if let Ok(()) | Err(Error::Denied) = ulib::mach::kill(&there) {
+            return Err("the copy after the drop still lives; ".into());
         }
         sys::migrate_finish(roamer, None).map_err(|e| format!("finish: {e}; "))
     })();

@@ -223,7 +223,8 @@ fn move_to(m: u8) -> i32 {
 /// `move-down M`: a move to machine M, which is down, fails (`Gone`), and the roamer runs
 /// on here.
 fn move_to_down(m: u8) -> i32 {
-    let roamer = match sys::spawn("movecheck", &["roam", "10", "stay"], Priority::App) {
+    // Long enough (1 s) not to end before its export, however slow this program is.
+    let roamer = match sys::spawn("movecheck", &["roam", "50", "stay"], Priority::App) {
         Ok(p) => p,
         Err(e) => {
             println!("movecheck move-down: spawn: {e}");

@@ -1,6 +1,6 @@
-//! The resource commands on another machine's resources: `res open|close|info|read|write`
-//! with `mK:` before the resource (`res open m1:c0/pipe/p 64`, `res info m1:c0/pipe/p`,
-//! `res read m1:c0:vregion:3.1 16`), through `ulib::mach`'s `res_*` (`abi::mach::OP_RES`:
+//! The resource commands on another machine's resources: `res ls mK[.cC]`, and
+//! `res open|close|info|read|write` with `mK.` (or `mK:`) before the resource (`res open
+//! m1.c0/pipe/p 64`, `res info m1.c0/pipe/p`, `res read m1.c0:vregion:3.1 16`), through `ulib::mach`'s `res_*` (`abi::mach::OP_RES`:
 //! made there by that machine's `machd` as this shell's user, so its kernel checks the
 //! rights). A resource there is named by its name (looked up there, `RES_FIND`) or by its
 //! id as `res open` printed it; an id this shell did not print is taken to be of the
@@ -17,7 +17,7 @@ use ulib::abi::{mach, Error};
 use ulib::mach::{self as m_, RemoteRes};
 use ulib::println;
 
-/// `mK.REST` (`m1.c0/pipe/p`, `m1.c0:pipe:3.1`) or `mK:REST` taken apart: K (digits only)
+/// `mK.REST` (`m1.c0/pipe/p`, `m1.c0:pipe:3.1`) or `mK.REST` taken apart: K (digits only)
 /// and REST.
 pub(crate) fn split_machine(word: &str) -> Option<(u8, &str)> {
     let after = word.strip_prefix('m')?;
@@ -51,7 +51,7 @@ fn said(cmd: &str, what: &str, e: Error) -> String {
 }
 
 impl Shell {
-    /// `res SUB mK:... ...`: `sub` on machine `m`'s resource `what`.
+    /// `res SUB mK.... ...`: `sub` on machine `m`'s resource `what`.
     pub(crate) fn res_remote(
         &mut self,
         sub: &str,
@@ -92,7 +92,7 @@ impl Shell {
             }
             "read" => {
                 if args.len() > 2 {
-                    return Err(format!("{cmd}: usage: res read mK:RES [LEN] [OFFSET]"));
+                    return Err(format!("{cmd}: usage: res read mK.RES [LEN] [OFFSET]"));
                 }
                 let r = self.mres_resolve(&cmd, m, what)?;
                 let number = |i: usize, what: &str| -> Result<Option<u64>, String> {
@@ -133,10 +133,10 @@ impl Shell {
             }
             "write" => {
                 let [offset, text @ ..] = args else {
-                    return Err(format!("{cmd}: usage: res write mK:RES OFFSET TEXT"));
+                    return Err(format!("{cmd}: usage: res write mK.RES OFFSET TEXT"));
                 };
                 if text.is_empty() {
-                    return Err(format!("{cmd}: usage: res write mK:RES OFFSET TEXT"));
+                    return Err(format!("{cmd}: usage: res write mK.RES OFFSET TEXT"));
                 }
                 let r = self.mres_resolve(&cmd, m, what)?;
                 let offset =
@@ -156,7 +156,7 @@ impl Shell {
         }
     }
 
-    /// `res open mK:NAME [ARG] [-r RIGHTS]`: a vregion (SIZE), pipe ([CAPACITY]) or
+    /// `res open mK.NAME [ARG] [-r RIGHTS]`: a vregion (SIZE), pipe ([CAPACITY]) or
     /// semaphore (COUNT) there.
     fn mres_open(&mut self, m: u8, name: &str, args: &[&str]) -> Result<(), String> {
         let mut args: Vec<&str> = args.to_vec();
@@ -177,13 +177,13 @@ impl Shell {
                     .map(Some)
                     .ok_or_else(|| format!("res open: bad {what} '{w}'")),
                 _ => Err(format!(
-                    "res open: usage: res open mK:NAME [{what}] [-r RIGHTS]"
+                    "res open: usage: res open mK.NAME [{what}] [-r RIGHTS]"
                 )),
             }
         };
         let bytes = match parsed.kind {
             ResType::VRegion => number("SIZE")?
-                .ok_or("res open: usage: res open mK:LOC/vregion/NAME SIZE")?
+                .ok_or("res open: usage: res open mK.LOC/vregion/NAME SIZE")?
                 .to_le_bytes()
                 .to_vec(),
             ResType::Pipe => number("CAPACITY")?.map_or(Vec::new(), |c| c.to_le_bytes().to_vec()),
@@ -193,7 +193,7 @@ impl Shell {
                     .map_err(|_| format!("res open: bad count '{w}'"))?
                     .to_le_bytes()
                     .to_vec(),
-                _ => return Err("res open: usage: res open mK:LOC/sem/NAME COUNT".into()),
+                _ => return Err("res open: usage: res open mK.LOC/sem/NAME COUNT".into()),
             },
             _ => {
                 return Err(String::from(

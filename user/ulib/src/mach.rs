@@ -484,12 +484,14 @@ pub fn res_find(machine: u8, name: &str) -> Result<RemoteRes, Error> {
     )
 }
 
-/// The resources of core `core` of machine `machine` (as its `RES_LIST` gives them to
-/// this program's user), and that machine's life.
+/// The resources of core `core` of machine `machine` (as its `RES_LIST` gives them), and
+/// that machine's life. Read a page at a time (`RES_LIST_MAX` records): a resource made
+/// or closed meanwhile may be missed; none is listed twice.
 pub fn res_list(machine: u8, core: usize) -> Result<(Vec<ResInfo>, u32), Error> {
     let size = core::mem::size_of::<ResInfo>();
-    let mut all = Vec::new();
+    let mut all: Vec<ResInfo> = Vec::new();
     let mut epoch = 0;
+    let mut life = None;
     // Bounded: a core holds at most some thousands of resources.
     for _ in 0..1024 {
         let (total, got) = res_request(
@@ -509,8 +511,17 @@ pub fn res_list(machine: u8, core: usize) -> Result<(Vec<ResInfo>, u32), Error> 
                 (reply.words[0] as usize, got)
             },
         )?;
+        // Pages of one life of that machine only; a resource listed twice (the list moved
+        // between two pages) once.
+        if *life.get_or_insert(epoch) != epoch {
+            return Err(Error::StaleResource);
+        }
         let done = got.is_empty();
-        all.extend(got);
+        for r in got {
+            if !all.iter().any(|x| x.id == r.id) {
+                all.push(r);
+            }
+        }
         if done || all.len() >= total {
             break;
         }
