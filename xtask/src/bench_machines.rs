@@ -9,7 +9,8 @@
 //! two-core round trips, in TSC ticks, turned into ns with the TSC frequency the kernel
 //! printed at boot), `mping 1 N bench` (each sample one cross-machine round trip, ns) and
 //! `resbench ladder 1 N` (P4's resource operation, `RES_INFO`, on this core, the other
-//! core and machine 1, in TSC ticks).
+//! core and machine 1, in TSC ticks) and `movecheck bench 1 N` (a process moved to the
+//! other core and to machine 1, in TSC ticks).
 //!
 //! With `--peer linux`, each run then boots the issue's peer: two Debian Linux 6.1 guests
 //! (2 vCPUs each, parallel TCG) joined the same way, one echoing UDP on port 7 and one
@@ -49,6 +50,9 @@ const LINUX: &str = "UDP ping-pong, two guests";
 const RES_SAME: &str = "resource op (RES_INFO of a pipe), same core";
 const RES_CROSS: &str = "resource op (RES_INFO of a pipe), other core";
 const RES_MACHINE: &str = "resource op (RES_INFO of a pipe), other machine";
+/// `movecheck bench`'s cases (`user/movecheck/src/bench.rs`).
+const MOVE_CROSS: &str = "process moved, other core";
+const MOVE_MACHINE: &str = "process moved, other machine";
 /// The Linux pinger's datagram: the size of an mrpc header (`libs/mrpc`), what `mping`'s
 /// request and answer carry.
 const LINUX_SIZE: usize = 40;
@@ -123,7 +127,7 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
     };
     let script = format!(
         "machines wait\nrun ipcbench {IPC_SAMPLES}\nmping 1 {PINGS} bench\n\
-         run resbench ladder 1 {IPC_SAMPLES}\n"
+         run resbench ladder 1 {IPC_SAMPLES}\nrun movecheck bench 1 {IPC_SAMPLES}\n"
     );
     let steps = crate::script::parse(&script)?;
     let mut samples: Vec<(String, Vec<f64>)> = Vec::new();
@@ -145,12 +149,12 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         drop(others);
         let lines = lines?;
         if lines.iter().any(|l| l.contains("BENCH error")) {
-            bail!("ipcbench or resbench failed; see the console above");
+            bail!("ipcbench, resbench or movecheck failed; see the console above");
         }
         let mhz = tsc_mhz(&lines).context("no TSC frequency on the console")?;
         for (case, s) in bench_samples(&lines, "musubi")? {
             let s: Vec<f64> = match case.as_str() {
-                SAME | CROSS | RES_SAME | RES_CROSS | RES_MACHINE => {
+                SAME | CROSS | RES_SAME | RES_CROSS | RES_MACHINE | MOVE_CROSS | MOVE_MACHINE => {
                     s.iter().map(|ticks| ticks * 1000.0 / mhz).collect()
                 }
                 MACHINE => s,
@@ -218,6 +222,20 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         ladder[2].median > ladder[1].median,
     ));
     rows.extend(ladder);
+    let moves = [
+        row(MOVE_CROSS, "process moved, other core (MIGRATE: frames copied by the new core)")?,
+        row(
+            MOVE_MACHINE,
+            "process moved, other machine (migrate -m: image out, machd in 896-byte pieces, image in)",
+        )?,
+    ];
+    checks.push(Check::computed(
+        "process moved: other machine / other core (medians)",
+        moves[1].median / moves[0].median,
+        "> 1 (P4 names migration between machines an open problem; no paper figure)",
+        moves[1].median > moves[0].median,
+    ));
+    rows.extend(moves);
     let (one, two) = (
         Row::from_samples(
             &format!(
@@ -307,6 +325,15 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
                  1 (5: `ulib::mach::res_info`, `OP_RES` to machd, an mrpc request over \
                  net.udp, machine 1's machd making it there as the program's user), TSC ticks \
                  / TSC MHz."
+            ),
+            format!(
+                "A process moved (`movecheck bench 1 {IPC_SAMPLES}` per run, each sample one \
+                 move of the same parked `movecheck` process, TSC ticks / TSC MHz): to the \
+                 other core by `MIGRATE` (the new core copies its frames), and to machine 1 \
+                 by `ulib::mach::migrate` (`MIGRATE_EXPORT` writes its image, about 150 KiB, \
+                 machd carries it in 896-byte mrpc requests one at a time, machine 1's machd \
+                 makes `MIGRATE_IMPORT`, then `MIGRATE_FINISH`). No peer: Linux has no \
+                 process migration between machines of its own (CRIU is another design)."
             ),
             format!(
                 "P0 Table 1's analogue: two one-core machines, machine 1 with a fresh FAT disk \

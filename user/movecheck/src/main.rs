@@ -9,6 +9,8 @@
 //!   most 120 s, else exit 4), then N more;
 //!   it exits 0 if every mark adds up (its memory and registers came along), else 3.
 //! - `movecheck shared`: holds a vregion attached (refused to move), until killed.
+//! - `movecheck bench M N`: the cost of moving a process to another core and to machine M
+//!   (`bench`, for `cargo xtask bench machines`); `movecheck park` is what it moves.
 //! - `movecheck move M`: a roamer moved to machine M by `ulib::mach::migrate` must end
 //!   there with its sums right (`machines` lossy test: 5% of frames dropped, 5% doubled);
 //!   `movecheck move-down M`: a move to machine M, down, is `Gone` and the roamer runs on
@@ -36,6 +38,8 @@ use ulib::abi::syscall as nr;
 use ulib::abi::{Error, Pid, Priority, ENDED_EXIT, ENDED_FAULT, ENDED_MOVED_AWAY};
 use ulib::{println, sys};
 
+mod bench;
+
 ulib::main!(main);
 
 /// One step of the roamer.
@@ -58,6 +62,17 @@ fn main(args: &[&str]) -> i32 {
             }
         }
         [_, "shared"] => shared(),
+        [_, "park"] => {
+            // Asleep until killed (at most 120 s): what `bench` moves.
+            for _ in 0..MOVE_WAIT_STEPS {
+                let _ = sys::sleep_ns(STEP_NS);
+            }
+            0
+        }
+        [_, "bench", m, n] => match (m.parse(), n.parse()) {
+            (Ok(m), Ok(n)) => bench::bench(m, n),
+            _ => usage(),
+        },
         [_, "move", m] => match m.parse() {
             Ok(m) => move_to(m),
             Err(_) => usage(),
@@ -85,7 +100,7 @@ fn main(args: &[&str]) -> i32 {
 fn usage() -> i32 {
     println!(
         "movecheck: usage: movecheck local | move M | move-down M | roam N stay|core C|machine M \
-         | shared | finish PID"
+         | shared | finish PID | park | bench M N"
     );
     2
 }
@@ -336,7 +351,7 @@ fn with_page(image: &[u8], i: usize, f: impl FnOnce(&mut Page)) -> Vec<u8> {
     out
 }
 
-fn other_core() -> usize {
+pub(crate) fn other_core() -> usize {
     let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
     let n = sys::cores(&mut cores).unwrap_or(0);
     let here = sys::core().unwrap_or(0);
