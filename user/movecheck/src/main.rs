@@ -6,7 +6,8 @@
 //! - `movecheck roam N stay|core C|machine M`: the process that moves. It takes N steps
 //!   (20 ms each) that leave their mark in its heap, its stack and an SSE register, then,
 //!   unless `stay`, takes more until it runs on core C or machine M (it moved there: at
-//!   most 120 s, else exit 4), then N more;
+//!   most 120 s, else exit 4), then N more; moved to machine M, a file name `mM:` must
+//!   then name its own machine's file (exit 5 else);
 //!   it exits 0 if every mark adds up (its memory and registers came along), else 3.
 //! - `movecheck shared`: holds a vregion attached (refused to move), until killed.
 //! - `movecheck bench M N`: the cost of moving a process to another core and to machine M
@@ -110,7 +111,7 @@ fn usage() -> i32 {
 enum Until {
     Stay,
     Core(usize),
-    Machine(u64),
+    Machine(u8),
 }
 
 /// Is this process where `until` says?
@@ -118,15 +119,7 @@ fn arrived(until: Until) -> bool {
     match until {
         Until::Stay => true,
         Until::Core(c) => sys::core() == Ok(c),
-        Until::Machine(m) => ulib::fnid::lookup(ulib::abi::mach::FN_MACH)
-            .and_then(|id| {
-                let ask = ulib::abi::ipc::Msg {
-                    label: ulib::abi::mach::OP_SELF,
-                    words: [0; 6],
-                };
-                ulib::fnid::call_fn(id, &ask)
-            })
-            .is_ok_and(|(_, r)| r.words[0] == m),
+        Until::Machine(m) => ulib::mach::this_machine() == Some(m),
     }
 }
 
@@ -140,6 +133,13 @@ fn roam(n: u64, until: Until) -> i32 {
         half += core::hint::black_box(i as f64) * 0.5;
         let _ = sys::sleep_ns(STEP_NS);
     };
+    // A file name of the machine it is bound for: another machine's here; its own there
+    // (asked here first, so that an answer kept across the move would show).
+    let bound_for = match until {
+        Until::Machine(m) => Some(alloc::format!("m{m}:X")),
+        _ => None,
+    };
+    let elsewhere = bound_for.as_deref().map(ulib::fs::machine_named);
     let mut i = 0;
     while i < n {
         step(i);
@@ -159,6 +159,12 @@ fn roam(n: u64, until: Until) -> i32 {
         for _ in 0..n {
             step(i);
             i += 1;
+        }
+        if let (Some(name), Some(Some(_))) = (&bound_for, elsewhere) {
+            if let Some(m) = ulib::fs::machine_named(name) {
+                println!("movecheck roam: arrived, but {name} still names machine {m} as another");
+                return 5;
+            }
         }
     }
     let sum: u64 = heap.iter().sum();

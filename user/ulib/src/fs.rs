@@ -74,27 +74,6 @@ impl Route {
     }
 }
 
-/// This machine's id, once `machd` told it (`OP_SELF`).
-static ME: Local<Option<u8>> = Local::new(None);
-
-/// This machine's id; `None` while no `machd` answers (one machine, or `machd` not
-/// started yet: then an `mK:` name cannot be told from a local one, and is refused).
-fn this_machine() -> Option<u8> {
-    if let Some(m) = ME.with(|m| *m) {
-        return Some(m);
-    }
-    let msg = Msg {
-        label: mach::OP_SELF,
-        words: [0; 6],
-    };
-    let me = fnid::lookup(mach::FN_MACH)
-        .and_then(|f| ipc::call(ResId(f.0), &msg))
-        .ok()
-        .map(|(_, m)| m.words[0] as u8)?;
-    ME.with(|m| *m = Some(me));
-    Some(me)
-}
-
 /// `mK:PATH`: K and PATH (K as written, not checked).
 fn split_machine(name: &str) -> Option<(&str, &str)> {
     name.strip_prefix('m')
@@ -105,7 +84,7 @@ fn split_machine(name: &str) -> Option<(&str, &str)> {
 /// The machine a name names (`mK:PATH`) other than this one, if any.
 pub fn machine_named(name: &str) -> Option<u8> {
     let m = split_machine(name)?.0.parse().ok()?;
-    (this_machine() != Some(m)).then_some(m)
+    (crate::mach::this_machine() != Some(m)).then_some(m)
 }
 
 /// Split `name` into where it is and its path there: `mK:PATH` is machine K's `PATH`.
@@ -117,7 +96,7 @@ fn locate(name: &str) -> Result<(Route, &str), Error> {
     if usize::from(m) >= mach::MAX_MACHINES {
         return Err(Error::BadName);
     }
-    match this_machine() {
+    match crate::mach::this_machine() {
         Some(me) if me == m => Ok((Route::Here, path)),
         Some(_) => Ok((Route::Machine(m, 0), path)),
         None => Err(Error::NoSuchResource),

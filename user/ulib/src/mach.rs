@@ -46,6 +46,14 @@ impl Remote {
     }
 }
 
+/// The machine this program runs on, as its `machd` says (`OP_SELF`); `None` while no
+/// `machd` answers (one machine, or `machd` not started yet). Asked each time, never kept:
+/// a program moved to another machine (`migrate`) takes its memory along, and a kept
+/// answer would name the machine it left (its `mK:` file names then went astray).
+pub fn this_machine() -> Option<u8> {
+    ask(mach::OP_SELF, [0; 6]).ok().map(|w| w[0] as u8)
+}
+
 /// Process `pid` of machine `machine` as issue 17 spells it: `m1.c2.5` (machine 1, core 2,
 /// serial 5); a pid of this machine alone stays `2.5`.
 pub fn spell_pid(machine: u8, pid: Pid) -> alloc::string::String {
