@@ -81,16 +81,11 @@ fn write_image(s: &Snapshot, buf: u64, len: u64) -> Result<u64, Error> {
         }
         return Err(Error::TooLong);
     }
-    let f = &s.frame;
-    let regs = [
-        f.rax, f.rbx, f.rcx, f.rdx, f.rsi, f.rdi, f.rbp, f.r8, f.r9, f.r10, f.r11, f.r12, f.r13,
-        f.r14, f.r15, f.rip, f.rsp, f.rflags,
-    ];
     let header = procimage::header(
         s.name.as_str(),
         s.priority as u64,
         s.heap_end,
-        regs,
+        regs_of(&s.frame),
         bytemuck::cast(s.fx),
         s.pages.len(),
     );
@@ -109,7 +104,7 @@ fn write_image(s: &Snapshot, buf: u64, len: u64) -> Result<u64, Error> {
         )?;
         let list_at = buf + procimage::pages_at() as u64;
         vs.copy_out(
-            UserRange::new(list_at, list.len() * 16, 1)?,
+            UserRange::new(list_at, core::mem::size_of_val(list.as_slice()), 1)?,
             bytemuck::cast_slice(&list),
         )?;
         let mut at = buf + procimage::data_at(list.len()) as u64;
@@ -127,8 +122,8 @@ fn write_image(s: &Snapshot, buf: u64, len: u64) -> Result<u64, Error> {
 }
 
 /// `MIGRATE_FINISH`: the exported process `pid` went to machine `machine` as `new` (it
-/// ends), or, with `new` 0, did not (it runs on). Only who may move it (`MIGRATE`'s rule:
-/// itself or an ancestor) may finish it.
+/// ends), or, with `new` 0, did not (it runs on). Only its mover may finish it
+/// (`migrate::commit`, `abort`).
 pub fn finish(pid: Pid, new: u64, machine: u64) -> Result<(), Error> {
     if pid == Pid(0) || !rpcc::reachable(pid.core()) {
         return Err(Error::NoSuchProcess);
@@ -182,7 +177,11 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
     let mut list = alloc::vec![Page { addr: 0, flags: 0 }; pages];
     super::with_current_vspace(|vs| {
         vs.copy_in(
-            UserRange::new(buf + procimage::pages_at() as u64, pages * 16, 1)?,
+            UserRange::new(
+                buf + procimage::pages_at() as u64,
+                core::mem::size_of_val(list.as_slice()),
+                1,
+            )?,
             bytemuck::cast_slice_mut(&mut list),
         )
     })?;
@@ -200,30 +199,7 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
     }
     let mut fx = header.fx;
     procimage::sanitize_fx(&mut fx);
-    let r = header.regs;
-    let frame = TrapFrame {
-        rax: r[0],
-        rbx: r[1],
-        rcx: r[2],
-        rdx: r[3],
-        rsi: r[4],
-        rdi: r[5],
-        rbp: r[6],
-        r8: r[7],
-        r9: r[8],
-        r10: r[9],
-        r11: r[10],
-        r12: r[11],
-        r13: r[12],
-        r14: r[13],
-        r15: r[14],
-        rip: r[procimage::RIP],
-        rsp: r[procimage::RSP],
-        rflags: procimage::user_rflags(r[procimage::RFLAGS]),
-        cs: u64::from(gdt::USER_CS),
-        ss: u64::from(gdt::USER_DS),
-        ..TrapFrame::ZERO
-    };
+    let frame = frame_of(&header.regs);
     let snapshot = Box::new(Snapshot {
         old: Pid(0),
         name,
@@ -247,17 +223,45 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
         itself: false,
         pinned: false,
     });
-    let new = migrate::on(core, Op::MigrateIn(snapshot), |op| match op {
-        Op::MigrateIn(s) => migrate::bring_in(s).map(Out::Pid),
-        _ => Err(Error::Unknown),
-    })?;
-    match new {
-        Out::Pid(p) => {
-            // A child on another core: the importer's records of its children know it.
-            super::note_remote_child(p);
-            Ok(p)
-        }
-        _ => Err(Error::Unknown),
+    let new = migrate::bring_in_on(core, snapshot)?;
+    // A child on another core: the importer's records of its children know it.
+    super::note_remote_child(new);
+    Ok(new)
+}
+
+/// A user frame's registers in the image's order (`procimage::Header::regs`).
+fn regs_of(f: &TrapFrame) -> [u64; 18] {
+    [
+        f.rax, f.rbx, f.rcx, f.rdx, f.rsi, f.rdi, f.rbp, f.r8, f.r9, f.r10, f.r11, f.r12, f.r13,
+        f.r14, f.r15, f.rip, f.rsp, f.rflags,
+    ]
+}
+
+/// [`regs_of`] back: a user-mode frame (its selectors the user's, its flags only what user
+/// mode may set).
+fn frame_of(r: &[u64; 18]) -> TrapFrame {
+    TrapFrame {
+        rax: r[0],
+        rbx: r[1],
+        rcx: r[2],
+        rdx: r[3],
+        rsi: r[4],
+        rdi: r[5],
+        rbp: r[6],
+        r8: r[7],
+        r9: r[8],
+        r10: r[9],
+        r11: r[10],
+        r12: r[11],
+        r13: r[12],
+        r14: r[13],
+        r15: r[14],
+        rip: r[procimage::RIP],
+        rsp: r[procimage::RSP],
+        rflags: procimage::user_rflags(r[procimage::RFLAGS]),
+        cs: u64::from(gdt::USER_CS),
+        ss: u64::from(gdt::USER_DS),
+        ..TrapFrame::ZERO
     }
 }
 

@@ -88,24 +88,20 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
     }
     if itself {
         let snapshot = describe_self()?;
-        let new = on(core, Op::MigrateIn(snapshot), |op| match op {
-            Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
-            _ => Err(Error::Unknown),
-        });
-        let Ok(Out::Pid(new)) = new else {
-            // It stays: its frames may be freed again.
-            set_copying(me.ok_or(Error::NoSuchProcess)?, false);
-            return Err(new.err().unwrap_or(Error::Unknown));
+        let new = match bring_in_on(core, snapshot) {
+            Ok(new) => new,
+            Err(e) => {
+                // It stays: its frames may be freed again.
+                set_copying(me.ok_or(Error::NoSuchProcess)?, false);
+                return Err(e);
+            }
         };
         super::exit_current(migrated(new));
     }
     let snapshot = take_out_patiently(pid)?;
     // Step 2, then 3.
-    match on(core, Op::MigrateIn(snapshot), |op| match op {
-        Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
-        _ => Err(Error::Unknown),
-    }) {
-        Ok(Out::Pid(new)) => {
+    match bring_in_on(core, snapshot) {
+        Ok(new) => {
             let status = migrated(new);
             let committed = on(pid.core(), Op::MigrateCommit { pid, status }, |_| {
                 commit(pid, status).map(|()| Out::Unit)
@@ -125,12 +121,9 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
             }
             Ok(new)
         }
-        other => {
+        Err(e) => {
             let _ = abort_on(pid);
-            match other {
-                Err(e) => Err(e),
-                _ => Err(Error::Unknown),
-            }
+            Err(e)
         }
     }
 }
@@ -157,6 +150,17 @@ pub(super) fn take_out_patiently(pid: Pid) -> Result<Box<Snapshot>, Error> {
                 return Err(e);
             }
         }
+    }
+}
+
+/// Step 2 on `core`: the process of `snapshot` rebuilt there; its new pid.
+pub(super) fn bring_in_on(core: usize, snapshot: Box<Snapshot>) -> Result<Pid, Error> {
+    match on(core, Op::MigrateIn(snapshot), |op| match op {
+        Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
+        _ => Err(Error::Unknown),
+    })? {
+        Out::Pid(new) => Ok(new),
+        _ => Err(Error::Unknown),
     }
 }
 

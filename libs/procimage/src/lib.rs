@@ -44,11 +44,6 @@ pub const NAME_MAX: usize = abi::NAME_LEN;
 /// Addresses at or above this are not user addresses (the lower canonical half ends here).
 pub const USER_END: u64 = 0x0000_8000_0000_0000;
 
-/// The registers an image holds, in this order.
-pub const REGS: [&str; 18] = [
-    "rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10", "r11", "r12", "r13", "r14",
-    "r15", "rip", "rsp", "rflags",
-];
 /// Index of `rip`, `rsp` and `rflags` in [`Header::regs`].
 pub const RIP: usize = 15;
 pub const RSP: usize = 16;
@@ -68,7 +63,8 @@ pub struct Header {
     pub priority: u64,
     /// The end of its heap (`MEMORY` grows it from there).
     pub heap_end: u64,
-    /// The user registers ([`REGS`]).
+    /// The user registers: rax, rbx, rcx, rdx, rsi, rdi, rbp, r8 to r15, then rip, rsp and
+    /// rflags ([`RIP`], [`RSP`], [`RFLAGS`]).
     pub regs: [u64; 18],
     /// The `FXSAVE` image (512 bytes).
     pub fx: [u64; 64],

@@ -191,10 +191,10 @@ pub struct Client {
     pub region: ResId,
 }
 
-/// Open the data area, say `HELLO`, run `f`, and always clean up after it.
 /// How often `HELLO` is said again while it meets `Gone` (10 ms apart: 30 s).
 const HELLO_TRIES: u32 = 3000;
 
+/// Open the data area, say `HELLO`, run `f`, and always clean up after it.
 fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32, String> {
     let fnid = fnid::lookup("kv").map_err(|e| format!("lookup kv: {e}"))?;
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;

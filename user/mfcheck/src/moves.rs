@@ -35,6 +35,9 @@ fn req(
     crate::raw_with(FN_MACH, mach::OP_MOVE, words, piece.map(|p| (p, 0, true)))
 }
 
+/// A request's name, what it got, and what it must get.
+type Case<'a> = (&'a str, Result<(), Error>, Result<(), Error>);
+
 pub fn forge(m: u8) -> Result<String, String> {
     let me = crate::machd_self()?[0];
     let m = u64::from(m);
@@ -42,100 +45,92 @@ pub fn forge(m: u8) -> Result<String, String> {
     let x = [b'X'; 100];
     let some = Some(&x[..]);
     let big = vec![b'Y'; mach::RES_REMOTE_MAX + 1];
-    let cases: [(&str, Result<(), Error>, Error); 14] = [
+    let cases: [Case; 14] = [
         (
             "no ICA",
             req(m, MOVE_PUT, token, 0, 100, None),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "this machine",
             req(me, MOVE_PUT, token, 0, 100, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "no machine 9",
             req(9, MOVE_PUT, token, 0, 100, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "operation 0",
             req(m, 0, token, 0, 100, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "operation 9",
             req(m, 9, token, 0, 100, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "token 0",
             req(m, MOVE_PUT, 0, 0, 100, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "a start with bytes",
             req(m, MOVE_START, token, 0, 0, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "a piece of 897 bytes",
             req(m, MOVE_PUT, token, 0, 2000, Some(&big)),
-            Error::TooLong,
+            Err(Error::TooLong),
         ),
         (
             "an image of 0 bytes",
             req(m, MOVE_PUT, token, 0, 0, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "an image above MAX_MOVE_IMAGE",
             req(m, MOVE_PUT, token, 0, MAX_MOVE_IMAGE + 1, some),
-            Error::TooLong,
+            Err(Error::TooLong),
         ),
         (
             "a start of no image",
             req(m, MOVE_START, token, 0, 0, Some(&[])),
-            Error::NoSuchResource,
+            Err(Error::NoSuchResource),
         ),
         (
             "a piece past its image",
             req(m, MOVE_PUT, token + 1, 0, 50, some),
-            Error::InvalidArgument,
+            Err(Error::InvalidArgument),
         ),
         (
             "a first piece not at 0",
             req(m, MOVE_PUT, token + 2, 100, 300, some),
-            Error::NoSuchResource,
+            Err(Error::NoSuchResource),
         ),
         (
             "a drop of no image",
             req(m, MOVE_DROP, token + 3, 0, 0, Some(&[])),
-            Error::Unknown,
+            // Answered: there is nothing to let go of.
+            Ok(()),
         ),
     ];
-    let mut wrong = String::new();
-    for (what, got, want) in cases {
-        match got {
-            Err(e) if e == want => {}
-            // A drop of nothing is answered (there is nothing to let go of).
-            Ok(()) if want == Error::Unknown => {}
-            other => wrong += &format!("{what}: {other:?}, want {want}; "),
-        }
-    }
     // Pieces out of order, a start before the image is whole (which forgets it).
     let t = token + 10;
     let steps = [
-        ("the first piece", req(m, MOVE_PUT, t, 0, 300, some), None),
+        ("the first piece", req(m, MOVE_PUT, t, 0, 300, some), Ok(())),
         (
             "a piece out of order",
             req(m, MOVE_PUT, t, 200, 300, some),
-            Some(Error::InvalidArgument),
+            Err(Error::InvalidArgument),
         ),
         (
             "the first piece again",
             req(m, MOVE_PUT, t, 0, 300, some),
-            Some(Error::InvalidArgument),
+            Err(Error::InvalidArgument),
         ),
         (
             "a start of two thirds",
@@ -143,32 +138,32 @@ pub fn forge(m: u8) -> Result<String, String> {
                 let _ = req(m, MOVE_PUT, t, 100, 300, some);
                 req(m, MOVE_START, t, 0, 0, Some(&[]))
             },
-            Some(Error::InvalidArgument),
+            Err(Error::InvalidArgument),
         ),
         (
             "a start once forgotten",
             req(m, MOVE_START, t, 0, 0, Some(&[])),
-            Some(Error::NoSuchResource),
+            Err(Error::NoSuchResource),
+        ),
+        // A whole image of garbage: M's kernel refuses it.
+        (
+            "an image of garbage",
+            req(m, MOVE_PUT, t + 10, 0, 100, some)
+                .and_then(|()| req(m, MOVE_START, t + 10, 0, 0, Some(&[]))),
+            Err(Error::InvalidArgument),
+        ),
+        // An empty piece (it would keep an image alive for nothing).
+        (
+            "an empty piece",
+            req(m, MOVE_PUT, token + 25, 0, 300, Some(&[])),
+            Err(Error::InvalidArgument),
         ),
     ];
-    for (what, got, want) in steps {
-        match (got, want) {
-            (Ok(()), None) => {}
-            (Err(e), Some(w)) if e == w => {}
-            (got, want) => wrong += &format!("{what}: {got:?}, want {want:?}; "),
+    let mut wrong = String::new();
+    for (what, got, want) in cases.into_iter().chain(steps) {
+        if got != want {
+            wrong += &format!("{what}: {got:?}, want {want:?}; ");
         }
-    }
-    // A whole image of garbage: M's kernel refuses it.
-    let g = token + 20;
-    let garbage =
-        req(m, MOVE_PUT, g, 0, 100, some).and_then(|()| req(m, MOVE_START, g, 0, 0, Some(&[])));
-    if garbage != Err(Error::InvalidArgument) {
-        wrong += &format!("an image of garbage: {garbage:?}, want InvalidArgument; ");
-    }
-    // An empty piece (it would keep an image alive for nothing).
-    let empty = req(m, MOVE_PUT, token + 25, 0, 300, Some(&[]));
-    if empty != Err(Error::InvalidArgument) {
-        wrong += &format!("an empty piece: {empty:?}, want InvalidArgument; ");
     }
     // More images at once than M keeps for one program.
     let first = token + 30;

@@ -128,7 +128,7 @@ impl Shell {
 
 impl Shell {
     /// `migrate PID -m M [-c C]`: move a process to machine M. A job of this shell becomes
-    /// a remote job (`wait mM:PID`, `kill mM:PID`, and a bare `wait`); the old process's end
+    /// a remote job (`wait mM.cC.S`, `kill mM.cC.S`, and a bare `wait`); the old process's end
     /// here (`ENDED_MOVED_AWAY`) is collected at once.
     fn migrate_away(&mut self, args: &[&str]) -> Result<(), String> {
         let pid_word = args[0];

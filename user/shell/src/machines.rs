@@ -11,7 +11,7 @@
 //!   machine's `machd` follows it: `OP_FOLLOW`); without `&` the shell waits for it and
 //!   reports its end as for a local program; as the first program of a pipeline (`run
 //!   PROG -m M | wc`) its output goes into the pipe ([`pipe_from`]);
-//! - `wait mM:PID`, `kill mM:PID`: a process on machine M (the pid `run -m` printed);
+//! - `wait mM.cC.S`, `kill mM.cC.S`: a process on machine M (the pid `run -m` printed);
 //! - `ps -a`: the processes of every machine that is up;
 //! - `mcount M N`: N increments of machine M's counter for this machine, each answer
 //!   checked to be the one before plus one: each request performed exactly once.
@@ -477,7 +477,7 @@ pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
     ulib::mach::wait(&j.remote).map_err(|e| why(&format!("wait {}", j.spelled()), e))
 }
 
-/// `mM:PID` as (machine, pid).
+/// `mM.cC.S` (or `mM:C.S`) as (machine, pid).
 pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
     ulib::mach::parse_pid(word)
 }
@@ -525,7 +525,7 @@ pub(crate) fn migrate_away(pid: Pid, args: &[&str]) -> Result<(Remote, usize, u6
     Ok((there, bytes, ms))
 }
 
-/// `kill mM:PID` (of a job: its epoch is known).
+/// `kill mM.cC.S` (of a job: its epoch is known).
 pub(crate) fn kill(j: &RemoteJob) -> Result<(), String> {
     ulib::mach::kill(&j.remote).map_err(|e| why(&format!("kill {}", j.spelled()), e))
 }
@@ -581,7 +581,7 @@ fn local_entry(i: u64) -> Result<[u64; 6], Error> {
     ])
 }
 
-/// `wait mM:PID` or `kill mM:PID`, of a remote job.
+/// `wait mM.cC.S` or `kill mM.cC.S`, of a remote job.
 pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> Result<(), String> {
     let (m, pid) = parse_remote(word).ok_or_else(|| format!("{cmd}: bad remote pid '{word}'"))?;
     let i = jobs

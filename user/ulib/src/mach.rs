@@ -626,8 +626,8 @@ fn res_on<T>(
 
 /// Move process `pid` of this machine (this program's child or other descendant, as for
 /// `MIGRATE`) to `machine`, on `core` (`None`: its last), where it runs on from where it
-/// stopped, as this program's user; its new name there and the image's length. The kernel writes the stopped
-/// process out as an image (`sys::migrate_export`), which goes to `machine`'s `machd` in
+/// stopped, as this program's user; its new name there and the image's length. The
+/// kernel writes the stopped process out as an image (`sys::migrate_export`), which goes to `machine`'s `machd` in
 /// pieces (`abi::mach::OP_MOVE`) and is started there (`MIGRATE_IMPORT`); then the
 /// process here ends, its status `ENDED_MOVED_AWAY` naming its new pid and machine, or,
 /// if any step failed, runs on here; if `machine` cannot be told to give the move up
