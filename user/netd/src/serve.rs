@@ -81,18 +81,9 @@ impl Prepared {
             mac,
             buf: alloc::vec![0; DATA_MAX],
             spare: (0..SPARE_SOCKETS).map(|_| udp_buffers()).collect(),
-            drv_pid: driver_pid(),
+            drv_pid: fnid::server_of(FN_DRV),
         }
     }
-}
-
-/// The process serving `net.drv` now, if it is up.
-fn driver_pid() -> Option<Pid> {
-    fnid::list_local().ok().and_then(|l| {
-        l.iter()
-            .find(|f| f.name() == FN_DRV && f.state == ulib::abi::fnid::FN_UP)
-            .map(|f| f.server)
-    })
 }
 
 /// A socket's smoltcp buffers, allocated.
@@ -438,7 +429,7 @@ impl Server {
         if self.drv_pid == Some(pid) {
             return true;
         }
-        self.drv_pid = driver_pid();
+        self.drv_pid = fnid::server_of(FN_DRV);
         self.drv_pid == Some(pid)
     }
 

@@ -67,6 +67,18 @@ pub fn list_local() -> Result<Vec<FnInfo>, Error> {
     list_with(crate::abi::fnid::FN_LIST_LOCAL)
 }
 
+/// The process serving function `name` now, as this core's copy of the registry has it
+/// ([`list_local`]); `None` if it is not registered or not up. A server checks with it
+/// that a request came from the process serving another function (`netd` that frames
+/// come from the driver, the driver that `machd`'s frames come from `machd`).
+pub fn server_of(name: &str) -> Option<abi::Pid> {
+    list_local().ok().and_then(|l| {
+        l.iter()
+            .find(|f| f.name() == name && f.state == abi::fnid::FN_UP)
+            .map(|f| f.server)
+    })
+}
+
 /// Function `fnid`'s record in this core's copy of the registry ([`list_local`]);
 /// `NoSuchResource` if it is not registered.
 pub fn info(fnid: FnId) -> Result<FnInfo, Error> {

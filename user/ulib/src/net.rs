@@ -178,6 +178,15 @@ pub fn counters() -> Result<[u64; 6], Error> {
 pub struct UdpSocket {
     server: FnId,
     port: u16,
+    page: LentPage,
+}
+
+/// A one-page vregion of this process that goes with requests as their ICA and comes back
+/// with the replies: a socket's data page, or `machd`'s frame page to `net.drv`
+/// (`abi::net`'s frame ICA). It keeps track of where the page is mapped now (a passed ICA
+/// comes back at a kernel-chosen address in the ICA window) and attaches it again at its
+/// first address if it came back detached (its holder ended). Closed when dropped.
+pub struct LentPage {
     page: ResId,
     /// Where the page is mapped now; 0 while it is not (it went with a request that failed
     /// after it moved; it is attached again before the next use).
@@ -185,14 +194,14 @@ pub struct UdpSocket {
     home: u64,
 }
 
-impl UdpSocket {
-    /// Bind `port` (0: a free port from 49152 on; [`UdpSocket::port`] tells which).
-    pub fn bind(port: u16) -> Result<UdpSocket, Error> {
-        let server = server()?;
+impl LentPage {
+    /// Open this process's page `here/vregion/NAME-PID-K` (K counts this process's pages)
+    /// and attach it writable.
+    pub fn open(name: &str) -> Result<LentPage, Error> {
         let me = sys::getpid()?;
         let k = NEXT_PAGE.fetch_add(1, Ordering::Relaxed);
         let page = res::open_vregion(
-            &alloc::format!("here/vregion/udp-{}-{k}", me.serial()),
+            &alloc::format!("here/vregion/{name}-{}-{k}", me.serial()),
             abi::net::FRAME_ICA_SIZE,
             Rights::OWNER_ALL,
         )?;
@@ -201,31 +210,16 @@ impl UdpSocket {
             let _ = res::close(page);
             return Err(e);
         }
-        let r = call_again(server, &request(OP_BIND, [u64::from(port), 0, 0, 0]))
-            .and_then(|r| status(&r).map(|()| r.words[0] as u16));
-        match r {
-            Ok(port) => Ok(UdpSocket {
-                server,
-                port,
-                page,
-                at: home,
-                home,
-            }),
-            Err(e) => {
-                let _ = res::detach_here(home);
-                let _ = res::close(page);
-                Err(e)
-            }
-        }
+        Ok(LentPage {
+            page,
+            at: home,
+            home,
+        })
     }
 
-    /// The port bound.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    /// The page, mapped: attached again at its first address if it came back detached.
-    fn page(&mut self) -> Result<u64, Error> {
+    /// Where the page is mapped, attached again at its first address if it came back
+    /// detached.
+    pub fn map(&mut self) -> Result<u64, Error> {
         if self.at != 0 {
             return Ok(self.at);
         }
@@ -245,12 +239,60 @@ impl UdpSocket {
         Err(Error::Busy)
     }
 
+    /// Where the page is mapped now (0: nowhere).
+    pub fn at(&self) -> u64 {
+        self.at
+    }
+
+    /// `CALL` `target` with `msg` and the page as its ICA; notes where the page came back.
+    /// `Again` from the kernel means it was refused before the page moved.
+    pub fn call(&mut self, target: ResId, msg: Msg) -> Result<(u64, Msg), Error> {
+        self.map()?;
+        let (value, reply) = ipc::call(target, &ipc::with_ica(msg, self.page))?;
+        self.at = ipc::ica_at(&reply).map_or(0, |(_, at)| at);
+        if self.at != 0 && ipc::ica_read_only(&reply) {
+            // A lent page that came back read-only (this program moved meanwhile): let it
+            // go, to be attached again writable at home.
+            let _ = res::detach_here(self.at);
+            self.at = 0;
+        }
+        Ok((value, reply))
+    }
+}
+
+impl Drop for LentPage {
+    fn drop(&mut self) {
+        if self.at != 0 {
+            let _ = res::detach_here(self.at);
+        }
+        let _ = res::close(self.page);
+    }
+}
+
+impl UdpSocket {
+    /// Bind `port` (0: a free port from 49152 on; [`UdpSocket::port`] tells which).
+    pub fn bind(port: u16) -> Result<UdpSocket, Error> {
+        let server = server()?;
+        let page = LentPage::open("udp")?;
+        let r = call_again(server, &request(OP_BIND, [u64::from(port), 0, 0, 0]))
+            .and_then(|r| status(&r).map(|()| r.words[0] as u16));
+        // A failed bind drops (closes) the page.
+        Ok(UdpSocket {
+            server,
+            port: r?,
+            page,
+        })
+    }
+
+    /// The port bound.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
     /// Send the page with `msg` (sent again on `Again`); notes where the page came back.
     fn call_with_page(&mut self, msg: Msg) -> Result<Msg, Error> {
         for _ in 0..AGAIN_TRIES {
-            self.page()?;
-            let r = ipc::call(self.server.as_target(), &ipc::with_ica(msg, self.page));
-            let reply = match r {
+            let reply = match self.page.call(self.server.as_target(), msg) {
                 // Refused before the page moved: it is where it was.
                 Err(Error::Again) => {
                     let _ = sys::yield_now();
@@ -259,13 +301,6 @@ impl UdpSocket {
                 Err(e) => return Err(e),
                 Ok((_, reply)) => reply,
             };
-            self.at = ipc::ica_at(&reply).map_or(0, |(_, at)| at);
-            if self.at != 0 && ipc::ica_read_only(&reply) {
-                // A lent page that came back read-only (this program moved meanwhile):
-                // let it go, to be attached again writable at home.
-                let _ = res::detach_here(self.at);
-                self.at = 0;
-            }
             if ipc::label(&reply) == Error::Again as u64 {
                 let _ = sys::yield_now();
                 continue;
@@ -280,7 +315,7 @@ impl UdpSocket {
         if data.len() > DATA_MAX {
             return Err(Error::TooLong);
         }
-        let at = self.page()?;
+        let at = self.page.map()?;
         // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
         // this socket uses it; `data` fits in it.
         unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, data.len()) };
@@ -317,16 +352,17 @@ impl UdpSocket {
             let r = self.call_with_page(msg)?;
             // A reply that lost the page (cannot happen with a well-behaved netd) carries
             // nothing to read: ask again.
-            if self.at == 0 && status(&r).is_ok() {
+            if self.page.at() == 0 && status(&r).is_ok() {
                 continue;
             }
             break r;
         };
         status(&reply)?;
         let n = (reply.words[0] as usize).min(cap);
-        // SAFETY: the page is mapped at `self.at` (the reply brought it back) and `n` is at
-        // most a page; `buf` holds at least `n` bytes.
-        unsafe { core::ptr::copy_nonoverlapping(self.at as *const u8, buf.as_mut_ptr(), n) };
+        let at = self.page.at();
+        // SAFETY: the page is mapped at `at` (the reply brought it back) and `n` is at most
+        // a page; `buf` holds at least `n` bytes.
+        unsafe { core::ptr::copy_nonoverlapping(at as *const u8, buf.as_mut_ptr(), n) };
         Ok((n, Ipv4::from_word(reply.words[1]), reply.words[2] as u16))
     }
 }
@@ -337,9 +373,6 @@ impl Drop for UdpSocket {
             self.server,
             &request(OP_CLOSE, [u64::from(self.port), 0, 0, 0]),
         );
-        if self.at != 0 {
-            let _ = res::detach_here(self.at);
-        }
-        let _ = res::close(self.page);
+        // The page closes when `self.page` drops.
     }
 }
