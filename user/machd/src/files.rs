@@ -51,6 +51,9 @@ pub const FS_WORKERS: u64 = 2;
 /// How long a file request waits for its answer: a close flushes the disk, which under TCG
 /// on a loaded host can take a while; a machine that goes down ends it sooner (`Gone`).
 const FS_DEADLINE_NS: u64 = 10_000_000_000;
+/// How long a file worker waits for this machine's file service while it starts (less than
+/// the requester's deadline, [`FS_DEADLINE_NS`]).
+const FS_START_WAIT_NS: u64 = 5_000_000_000;
 
 /// A file of this machine opened by a program of another (the serving half).
 pub struct Served {
@@ -337,7 +340,12 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         return Ok(words(&[0, 0, 0]));
     }
     if fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
-        return Err(Error::NotSupported);
+        // This machine's file service may still be reading its volume (a request can come
+        // as soon as the machines hear each other): this file worker waits for it a little.
+        fs::await_service(FS_START_WAIT_NS);
+        if fnid::lookup(ulib::abi::fs::FN_FS).is_err() {
+            return Err(Error::NotSupported);
+        }
     }
     let mine = |f: &Served| f.handle == w0 && f.by(h, pid);
     if on_handle(op) && !with(|s| s.served.iter().any(mine)) {

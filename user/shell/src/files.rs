@@ -11,29 +11,10 @@ use ulib::println;
 
 /// How long a file command waits for a file service that is starting.
 const START_WAIT_NS: u64 = 10_000_000_000;
-const START_POLL_NS: u64 = 10_000_000;
 
-/// Wait while the file service is starting: `fs` is not registered yet, but an `fsd` runs
-/// (the boot configuration starts it beside the shell, and it registers once it has read
-/// the volume, so a script's first file command can come before that). Returns at once
-/// when `fs` is up or no `fsd` runs (no disk: the command then says so).
+/// Wait while the file service is starting (`ulib::fs::await_service`).
 fn await_service() {
-    let start = ulib::sys::clock_ns().unwrap_or(0);
-    while ulib::fnid::lookup(ulib::abi::fs::FN_FS).is_err() && fsd_running() {
-        if ulib::sys::clock_ns()
-            .unwrap_or(u64::MAX)
-            .saturating_sub(start)
-            > START_WAIT_NS
-        {
-            return;
-        }
-        let _ = ulib::sys::sleep_ns(START_POLL_NS);
-    }
-}
-
-/// Does a process named `fsd` run on any core?
-fn fsd_running() -> bool {
-    ulib::sys::live_processes().is_ok_and(|l| l.iter().any(|p| p.name() == "fsd"))
+    fs::await_service(START_WAIT_NS);
 }
 
 /// The error line of `what` failing with `e` for the file `name`; says so when the file

@@ -493,3 +493,24 @@ pub fn proxy(
         |d, m| (m.words, d[..out].to_vec()),
     )
 }
+
+/// Wait at most `limit_ns` while the file service is starting: `fs` is not registered yet,
+/// but an `fsd` runs (the boot configuration starts it with the disk driver, and it
+/// registers once it has read the volume, so a script's first file command, or another
+/// machine's first file request to this one, can come before that). Returns at once when
+/// `fs` is up or no `fsd` runs (no disk: the request then says so).
+pub fn await_service(limit_ns: u64) {
+    let start = crate::sys::clock_ns().unwrap_or(0);
+    let fsd_running =
+        || crate::sys::live_processes().is_ok_and(|l| l.iter().any(|p| p.name() == "fsd"));
+    while crate::fnid::lookup(FN_FS).is_err() && fsd_running() {
+        if crate::sys::clock_ns()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(start)
+            > limit_ns
+        {
+            return;
+        }
+        let _ = crate::sys::sleep_ns(10_000_000);
+    }
+}
