@@ -4,7 +4,8 @@
 //! `cargo xtask run --machines N` boots N QEMUs on one virtual Ethernet on the host's
 //! loopback. Machine `K` (0-based) has the address [`addr`]`(K)` on [`SUBNET`]`.0/24`, its
 //! own MAC ([`mac`]), and `machd K N` serves [`FN_MACH`] on it, speaking `libs/mrpc` to the
-//! other machines' `machd` over UDP port [`PORT`] (through `net.udp`).
+//! other machines' `machd` in Ethernet frames of its own type ([`ETHERTYPE`], through
+//! `net.drv`), or over UDP port [`PORT`] (through `net.udp`) when started `machd K N udp`.
 //!
 //! # The protocol on `mach` (local clients to `machd`)
 //!
@@ -47,6 +48,15 @@ pub const PORT: u16 = 7117;
 /// port while `machd` holds it) cannot speak for its machine (a heartbeat in a made-up
 /// epoch would make the others take the machine for restarted).
 pub const SEND_PORT: u16 = 7118;
+/// The Ethernet type of `machd`'s own frames (the default link; `machd K N udp` speaks
+/// over UDP instead): an mrpc message right after the 14-byte Ethernet header, from
+/// machine K's [`mac`] to machine M's. 0x88B5 is IEEE 802's "local experimental" type 1.
+/// `net.drv` hands received frames of this type to [`FN_LINK`] instead of `net.udp`, and
+/// sends frames of this type only for the server of [`FN_LINK`].
+pub const ETHERTYPE: u16 = 0x88b5;
+/// The function on which `machd`'s network thread receives the frames of its
+/// [`ETHERTYPE`] from `net.drv` (as `abi::net::UDP_FRAME_IN` requests with a frame ICA).
+pub const FN_LINK: &str = "mach.link";
 /// Most machines in one system.
 pub const MAX_MACHINES: usize = 4;
 /// The first three bytes of every machine's address.

@@ -28,7 +28,7 @@
 
 use crate::bench::bench_samples;
 use crate::bench_machines_jobs as jobs;
-use crate::machines::{Cluster, Options};
+use crate::machines::{Cluster, Link, Options};
 use crate::peer_linux_net::Echo;
 use crate::qemu::{NetBackend, NetCfg};
 use crate::results::{Check, Report, Row};
@@ -113,6 +113,32 @@ fn linux_round_trips(smp: usize) -> Result<(Vec<f64>, u64, String)> {
     Ok((samples, lost, ping.command_line.clone()))
 }
 
+/// Run `run`'s cross-machine round trips over the UDP link (`o`, `steps`): the samples, ns.
+fn udp_round_trips(
+    kernel: &std::path::Path,
+    archive: &std::path::Path,
+    o: &Options,
+    steps: &[crate::script::Step],
+    run: usize,
+) -> Result<Vec<f64>> {
+    let cluster = Cluster::plan(kernel, archive, o)?;
+    let others = cluster.start_logged(1)?;
+    let lines = crate::script::run_steps_with(
+        &cluster.guests[0],
+        &format!("bench machines, run {} (UDP link)", run + 1),
+        steps,
+        |l| l.contains("BENCH {"),
+        &mut |_, _| Ok(()),
+    );
+    drop(others);
+    let s = bench_samples(&lines?, "musubi")?
+        .into_iter()
+        .find(|(c, s)| c == MACHINE && !s.is_empty())
+        .map(|(_, s)| s)
+        .context("no round trips over the UDP link")?;
+    Ok(s)
+}
+
 /// The check that the same operation costs more at a greater distance (`far` against
 /// `near`, medians), with `why` after the target.
 fn farther_costs_more(name: &str, near: &Row, far: &Row, why: &str) -> Check {
@@ -135,12 +161,20 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         cmdline: String::new(),
         faults: Faults::default(),
         disks: Vec::new(),
+        link: Link::default(),
     };
     let script = format!(
         "machines wait\nrun ipcbench {IPC_SAMPLES}\nmping 1 {PINGS} bench\n\
          run resbench ladder 1 {IPC_SAMPLES}\nrun movecheck bench 1 {IPC_SAMPLES}\n"
     );
     let steps = crate::script::parse(&script)?;
+    // The same round trips over the first design's link (UDP through netd), booted apart.
+    let udp_options = Options {
+        link: Link::Udp,
+        ..o.clone()
+    };
+    let udp_steps = crate::script::parse(&format!("machines wait\nmping 1 {PINGS} bench\n"))?;
+    let mut over_udp = Vec::new();
     let mut samples: Vec<(String, Vec<f64>)> = Vec::new();
     let mut qemu = String::new();
     let (mut linux, mut linux_lost, mut linux_qemu) = (Vec::new(), 0u64, String::new());
@@ -176,6 +210,13 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
                 None => samples.push((case, s)),
             }
         }
+        over_udp.extend(udp_round_trips(
+            &kernel,
+            &archive,
+            &udp_options,
+            &udp_steps,
+            run,
+        )?);
         if with_linux {
             let (s, lost, cmd) = linux_round_trips(o.smp)?;
             linux.extend(s);
@@ -202,7 +243,7 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         row(CROSS, "cross-core rendezvous round trip (inter-core RPCC)")?,
         row(
             MACHINE,
-            "cross-machine null round trip (machd, mrpc over net.udp)",
+            "cross-machine null round trip (machd, mrpc in frames of its own type through netdrv)",
         )?,
     ];
     if with_linux {
@@ -212,12 +253,23 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
         ));
     }
     let mut checks = checks(&rows);
+    let udp = Row::from_samples(
+        "cross-machine null round trip over the first link (machd, mrpc over UDP through netd and netdrv)",
+        &over_udp,
+    );
+    checks.push(Check::computed(
+        "cross-machine null round trip: own Ethernet link / UDP link (medians)",
+        rows[2].median / udp.median,
+        "< 1 (netd's step left out on both machines)",
+        rows[2].median < udp.median,
+    ));
+    rows.push(udp);
     let ladder = [
         row(RES_SAME, "resource op (RES_INFO of a pipe), same core")?,
         row(RES_CROSS, "resource op, other core (inter-core RPCC)")?,
         row(
             RES_MACHINE,
-            "resource op, other machine (OP_RES: machd, mrpc over net.udp, made there as the user)",
+            "resource op, other machine (OP_RES: machd, mrpc through netdrv, made there as the user)",
         )?,
     ];
     checks.push(farther_costs_more(
@@ -299,8 +351,10 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
              one at a time (each sample one round trip, ns, CLOCK_MONOTONIC in the pinging \
              program; datagrams lost: {linux_lost}). Equal work, or close: each side's \
              round trip is one request datagram and one answer of about the same size, \
-             timed by the program that sends; Musubi's passes through three user processes \
-             per machine (machd, netd, netdrv) where Linux's passes through its kernel. \
+             timed by the program that sends; Musubi's passes through two user processes \
+             per machine (machd, netdrv) where Linux's passes through its kernel, and it \
+             is no UDP but mrpc straight in Ethernet frames (as Linux's 40 bytes of UDP \
+             payload, 40 bytes of mrpc header). \
              QEMU (Linux pinger): `{linux_qemu}`"
         )
     } else {
@@ -323,8 +377,12 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
                  QEMUs joined by a dgram pair on 127.0.0.1). Same-core and cross-core: \
                  `ipcbench {IPC_SAMPLES}` per run (each sample the mean of 1,000 and 200 round \
                  trips, TSC ticks / TSC MHz). Cross-machine: `mping 1 {PINGS} bench` per run \
-                 (each sample one round trip: the shell calls `mach`, machd sends an mrpc \
-                 request through netd and netdrv, machine 1's machd answers the same way)."
+                 (each sample one round trip as machd times it, from the shell's request to \
+                 the answer: machd sends an mrpc request in an Ethernet frame of its own type \
+                 to netdrv, machine 1's netdrv hands it to its machd, which answers the same \
+                 way). The same over the first design's link, UDP through netd (`machd K N \
+                 udp`: netd's smoltcp and one more IPC hop on each side of each crossing), in \
+                 two machines booted apart in the same run."
             ),
             "P0 (Agora-1) measured inter-processor IPC at 2.41-3.96 ms against 158-219 us \
              within a processor (~17x)."
@@ -333,8 +391,8 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
                 "P4's resource operation at three distances: `resbench ladder 1 {IPC_SAMPLES}` \
                  per run, `RES_INFO` of a pipe on the program's own core (each sample the mean \
                  of 200), on the other core (200, an inter-core RPCC request), and on machine \
-                 1 (5: `ulib::mach::res_info`, `OP_RES` to machd, an mrpc request over \
-                 net.udp, machine 1's machd making it there as the program's user), TSC ticks \
+                 1 (5: `ulib::mach::res_info`, `OP_RES` to machd, an mrpc request in a \
+                 frame of its own type, machine 1's machd making it there as the program's user), TSC ticks \
                  / TSC MHz."
             ),
             format!(

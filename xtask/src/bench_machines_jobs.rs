@@ -27,7 +27,7 @@
 //! disk) runs on machine 1 and on machine 0, which has no disk (`m1:` files through
 //! `machd`).
 
-use crate::machines::{Cluster, Options};
+use crate::machines::{Cluster, Link, Options};
 use crate::switch::Faults;
 use anyhow::{bail, Result};
 use std::path::Path;
@@ -63,6 +63,7 @@ fn options(disks: Vec<Option<std::path::PathBuf>>) -> Options {
         cmdline: String::new(),
         faults: Faults::default(),
         disks,
+        link: Link::default(),
     }
 }
 

@@ -9,13 +9,15 @@
 //! Each machine `K` boots with its own MAC (`abi::mach::mac`) and these words:
 //!
 //! ```text
-//! machine=K machines=N driver=0:netdrv server=0:netd,10.9.0.(K+1)/24,10.9.0.254 server=C:machd,K,N
+//! machine=K machines=N driver=0:netdrv server=0:netd,10.9.0.(K+1)/24,10.9.0.254 server=C:machd,K,N[,udp]
 //! ```
 //!
 //! `machine=`/`machines=` say which machine this is (the kernel prints them at boot);
 //! `netd` gets the machine's static address on the machines' link (10.9.0.254 is a gateway
 //! nobody answers for: every peer is on the link); `machd` (on core `C` = 0) is the machine
-//! server. `netd` is started on core 0 so that it exists before the shell, which then does
+//! server, whose messages travel in Ethernet frames of its own type through the driver, or
+//! with `udp` ([`Link::Udp`], `--link udp`) through `netd` (`user/machd/src/link.rs`).
+//! `netd` is started on core 0 so that it exists before the shell, which then does
 //! not start a DHCP `netd` of its own (`user/shell/src/net.rs`).
 //!
 //! All three (`netdrv`, `netd`, `machd`) share core 0 on purpose: every cross-machine
@@ -49,6 +51,18 @@ pub struct Options {
     /// Machine K's disk image (`disks[K]`; none past the end): its files, served by its
     /// own file service and, through `machd`, to the other machines (`mK:NAME`).
     pub disks: Vec<Option<PathBuf>>,
+    /// How the machines' `machd` speak to each other.
+    pub link: Link,
+}
+
+/// How the machines' `machd` speak to each other (`machd K N [udp]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Link {
+    /// Ethernet frames of `machd`'s own type, through the driver (`net.drv`).
+    #[default]
+    Ethernet,
+    /// UDP datagrams through the UDP/IP server (`net.udp`), the first design.
+    Udp,
 }
 
 /// The machines' QEMU configurations and the network joining them.
@@ -73,11 +87,12 @@ fn mac(k: usize) -> String {
 }
 
 /// Machine `k`'s kernel command line (see the module's documentation).
-pub fn cmdline(k: usize, n: usize, extra: &str) -> String {
+pub fn cmdline(k: usize, n: usize, extra: &str, link: Link) -> String {
     let [a, b, c, _] = abi::mach::addr(k);
+    let udp = if link == Link::Udp { ",udp" } else { "" };
     format!(
         "{extra} machine={k} machines={n} driver=0:netdrv server=0:netd,{}/24,{a}.{b}.{c}.254 \
-         server=0:machd,{k},{n}",
+         server=0:machd,{k},{n}{udp}",
         addr(k)
     )
     .trim()
@@ -130,7 +145,7 @@ impl Cluster {
                     Some(s) => s.ports(k),
                     None => (pair[k], pair[1 - k]),
                 };
-                let mut g = Guest::new(kernel, o.smp, &cmdline(k, n, &o.cmdline));
+                let mut g = Guest::new(kernel, o.smp, &cmdline(k, n, &o.cmdline, o.link));
                 g.initrd = Some(initrd.to_path_buf());
                 g.mem_mib = o.mem_mib;
                 g.disk = o.disks.get(k).cloned().flatten();

@@ -24,7 +24,7 @@
 //!
 //! Every QEMU is a [`Reaper`], killed when the test ends however it ends.
 
-use crate::machines::{Cluster, Options};
+use crate::machines::{Cluster, Link, Options};
 use crate::runner::Reaper;
 use crate::script::{run_steps_with, Step};
 use crate::switch::Faults;
@@ -49,6 +49,7 @@ fn options(machines: usize, smp: usize, faults: Faults) -> Options {
         cmdline: String::new(),
         faults,
         disks: Vec::new(),
+        link: Link::default(),
     }
 }
 
@@ -114,9 +115,14 @@ pub fn two(kernel: &Path, initrd: &Path) -> Result<String> {
     Ok("machines.script passed on 2 machines; a background job's output came here".into())
 }
 
-/// Four machines on the switch.
+/// Four machines on the switch, their `machd` speaking UDP through `netd` (`machd K N udp`).
 pub fn four(kernel: &Path, initrd: &Path) -> Result<String> {
-    let cluster = Cluster::plan(kernel, initrd, &options(4, 1, Faults::default()))?;
+    // The first design's link (UDP through netd), so that it stays tested.
+    let o = Options {
+        link: Link::Udp,
+        ..options(4, 1, Faults::default())
+    };
+    let cluster = Cluster::plan(kernel, initrd, &o)?;
     let steps = steps(&[
         ("machines wait", &["all 4 up"], &[]),
         ("machines", &["m3 10.9.0.4 up"], &[]),
@@ -131,7 +137,7 @@ pub fn four(kernel: &Path, initrd: &Path) -> Result<String> {
         ("ps -a", &["m3.c0.1", "m2.c0.1", "m1.c0.1"], &[]),
     ]);
     drive(&cluster, "four machines", &steps, &mut |_, _, _| Ok(()))?;
-    Ok("4 machines up, each reached, a remote run on m3".into())
+    Ok("4 machines up over the UDP link, each reached, a remote run on m3".into())
 }
 
 /// Three machines; machine 1 killed while machine 0 waits for a program on it. Machine 0

@@ -117,6 +117,10 @@ enum Cmd {
         /// With --machines: the switch sends this percentage of frames twice (seeded).
         #[arg(long, value_name = "PCT", default_value_t = 0, requires = "machines")]
         dup: u64,
+        /// With --machines: how `machd` speaks to the other machines: `ethernet` (frames of
+        /// its own type through the driver) or `udp` (datagrams through netd).
+        #[arg(long, value_enum, default_value_t = machines::Link::Ethernet, requires = "machines")]
+        link: machines::Link,
     },
     /// Run every test: host crates, in-kernel tests on 1, 2 and 4 cores, boot checks and
     /// expected-fault tests. Ends with one line "N passed, N failed".
@@ -195,6 +199,7 @@ fn run(cli: Cli) -> Result<()> {
             machine_script,
             drop,
             dup,
+            link,
         } => {
             if !(1..=abi::MAX_CORES).contains(&smp) {
                 bail!("--smp must be between 1 and {}", abi::MAX_CORES);
@@ -222,6 +227,7 @@ fn run(cli: Cli) -> Result<()> {
                     disks: (0..n)
                         .map(|k| machines::disk_image(k, fresh_disk).map(Some))
                         .collect::<Result<_>>()?,
+                    link,
                 };
                 let cluster = machines::Cluster::plan(&kernel, &user::build_archive()?, &o)?;
                 return machines::run(&cluster, script.as_deref(), &machine_script);

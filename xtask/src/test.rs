@@ -680,7 +680,7 @@ fn machines(t: &mut Tally, kernel: &Path, archive: &Path, filter: &str) {
         ),
         (
             "four",
-            "[machines] 4 machines on the switch",
+            "[machines] 4 machines on the switch (machd over UDP through netd)",
             crate::machines_test::four,
         ),
         (

@@ -1,6 +1,8 @@
-//! `machd K N`: the machine server of issue 17, one per machine: machine K of N machines
-//! joined by a network (`cargo xtask run --machines N` starts it at boot with these
-//! arguments at server priority, `server=C:machd,K,N`).
+//! `machd K N [udp]`: the machine server of issue 17, one per machine: machine K of N
+//! machines joined by a network (`cargo xtask run --machines N` starts it at boot with these
+//! arguments at server priority, `server=C:machd,K,N`). Its messages travel in Ethernet
+//! frames of its own type through the driver, or with `udp` as UDP datagrams through
+//! `net.udp` ([`link`] says why the first is the default).
 //!
 //! It makes the machines one system the way P4 says inter-machine RPCC should work, "the
 //! same flow over a network": a program on this machine asks `machd` (the function
@@ -10,20 +12,10 @@
 //! retransmission with a bounded backoff, a deadline (`TimedOut`), and epochs (a rebooted
 //! machine's old ids are refused). Membership comes from heartbeats ([`net`]).
 //!
-//! # Why over `net.udp`, not a protocol of its own on the driver
-//!
-//! `machd` is an ordinary client of the UDP/IP server (`ulib::net` sockets on port
-//! `abi::mach::PORT`): addressing, ARP, checksums and the driver's queues are `netd`'s
-//! already, both can be replaced or restarted while `machd` runs (function ids), and the
-//! datagrams are plain UDP that a host program or `tcpdump` can read. A protocol of its own
-//! on `net.drv` would save `netd`'s request step per message (one IPC round trip on this
-//! machine) but would duplicate ARP and framing and need a second receiver of frames in the
-//! driver. The cost of the detour is measured, not guessed: see docs/design.md section 17.
-//!
 //! # Threads
 //!
 //! The *local* thread (main) receives requests from this machine's programs on the `mach`
-//! endpoint and starts mrpc requests; the *network* thread ([`net`]) receives datagrams,
+//! endpoint and starts mrpc requests; the *network* thread ([`net`]) receives messages,
 //! performs other machines' requests, sends heartbeats and retransmissions, and answers the
 //! local callers when their requests end. A pool of [`WORKERS`] threads performs requests
 //! that wait (a remote `wait`), [`files::FS_WORKERS`] others the file requests, and
@@ -36,6 +28,7 @@ extern crate alloc;
 mod calls;
 mod files;
 mod follow;
+mod link;
 mod moves;
 mod net;
 mod ops;
@@ -52,13 +45,13 @@ use ulib::abi::mach::{self, FN_MACH};
 use ulib::abi::res::{ResId, Rights, UserId};
 use ulib::abi::{Error, Pid};
 use ulib::cell::Local;
-use ulib::net::{Ipv4, UdpSocket};
+use ulib::net::Ipv4;
 use ulib::{fnid, ipc, println, sys};
 
 ulib::main!(main);
 
 /// An endpoint others may send to (write) and only its owner receives on.
-const ENDPOINT_RIGHTS: Rights = Rights(0x2f);
+pub(crate) const ENDPOINT_RIGHTS: Rights = Rights(0x2f);
 /// Threads performing requests that wait.
 const WORKERS: u64 = 4;
 /// How long `machd` waits for `net.udp` at start (x 10 ms).
@@ -111,8 +104,8 @@ pub(crate) struct State {
     pub client: Client,
     pub server: Server,
     pub members: Members,
-    /// The socket requests, replies and heartbeats go out on.
-    tx: UdpSocket,
+    /// The link requests, replies and heartbeats go out on.
+    tx: link::Out,
     waiters: Vec<Waiter>,
     /// Requests waiting for room in their machine's window.
     held: VecDeque<Held>,
@@ -161,8 +154,8 @@ pub(crate) struct State {
 }
 
 pub(crate) static STATE: Local<Option<State>> = Local::new(None);
-/// The receiving socket, until the network thread takes it.
-static RX: Local<Option<UdpSocket>> = Local::new(None);
+/// The link's receiving half, until the network thread takes it.
+static RX: Local<Option<link::In>> = Local::new(None);
 /// Counts the jobs for the workers.
 static JOBS: Local<Option<ResId>> = Local::new(None);
 /// Counts the jobs for the file workers.
@@ -188,7 +181,7 @@ impl State {
     /// Send `bytes` to machine `to`'s `machd`. A failed send is a lost datagram: the
     /// protocol sends requests again, and a lost reply is asked for again.
     pub fn send(&mut self, to: u8, bytes: &[u8]) {
-        let _ = self.tx.send_to(addr_of(to), mach::PORT, bytes);
+        let _ = self.tx.send(to, bytes);
     }
 
     /// Request `h` of another machine was performed with `result`: its reply is kept for
@@ -422,16 +415,23 @@ impl State {
 }
 
 fn main(args: &[&str]) -> i32 {
-    let parsed = match args {
-        [_, k, n] => k.parse::<u8>().ok().zip(n.parse::<u8>().ok()),
-        _ => None,
+    let (parsed, kind) = match args {
+        [_, k, n] => (
+            k.parse::<u8>().ok().zip(n.parse::<u8>().ok()),
+            link::Kind::Ethernet,
+        ),
+        [_, k, n, "udp"] => (
+            k.parse::<u8>().ok().zip(n.parse::<u8>().ok()),
+            link::Kind::Udp,
+        ),
+        _ => (None, link::Kind::Ethernet),
     };
     let Some((me, n)) = parsed.filter(|(k, n)| (1..=mach::MAX_MACHINES as u8).contains(n) && k < n)
     else {
-        println!("machd: usage: machd K N (machine K of N, N at most 4)");
+        println!("machd: usage: machd K N [udp] (machine K of N, N at most 4)");
         return 2;
     };
-    match run(me, n) {
+    match run(me, n, kind) {
         Ok(()) => 0,
         Err(e) => {
             println!("machd: {e}");
@@ -440,11 +440,11 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
+fn run(me: u8, n: u8, kind: link::Kind) -> Result<(), alloc::string::String> {
     use alloc::format;
     // netd may still be waiting for its driver: wait for `net.udp` to have an address.
     let mut tries = 0;
-    while !ulib::net::info().is_ok_and(|i| i[0] != 0) {
+    while kind == link::Kind::Udp && !ulib::net::info().is_ok_and(|i| i[0] != 0) {
         tries += 1;
         if tries > NET_TRIES {
             return Err(format!(
@@ -454,9 +454,7 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
         }
         let _ = sys::sleep_ns(10_000_000);
     }
-    let rx = UdpSocket::bind(mach::PORT).map_err(|e| format!("bind {}: {e}", mach::PORT))?;
-    let tx = UdpSocket::bind(mach::SEND_PORT)
-        .map_err(|e| format!("bind the sending port {}: {e}", mach::SEND_PORT))?;
+    let (tx, rx) = link::open(kind, me)?;
     let pid = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint(
         &format!("here/endpoint/machd-{}", pid.serial()),
@@ -537,9 +535,9 @@ fn run(me: u8, n: u8) -> Result<(), alloc::string::String> {
     }
     let id = fnid::register(FN_MACH, ep).map_err(|e| format!("register {FN_MACH}: {e}"))?;
     println!(
-        "machd: machine {me} of {n}, address {}, epoch {epoch:08x}, serving {FN_MACH} as {id}, UDP port {}",
+        "machd: machine {me} of {n}, address {}, epoch {epoch:08x}, serving {FN_MACH} as {id}, link: {}",
         addr_of(me),
-        mach::PORT
+        kind.name()
     );
     loop {
         let r = match ipc::recv(ep, u64::MAX) {
@@ -696,7 +694,7 @@ pub(crate) fn call_jobs_sem() -> Option<ResId> {
     CALL_JOBS.with(|j| *j)
 }
 
-/// The receiving socket (the network thread takes it once).
-pub(crate) fn take_rx() -> Option<UdpSocket> {
+/// The link's receiving half (the network thread takes it once).
+pub(crate) fn take_rx() -> Option<link::In> {
     RX.with(|r| r.take())
 }

@@ -1,19 +1,22 @@
-//! The network thread: every datagram to `machd`'s port, heartbeats, retransmissions, and
-//! the end of requests (answered, timed out, or `Gone` with their machine).
+//! The network thread: every message the link brings ([`crate::link`]), heartbeats,
+//! retransmissions, and the end of requests (answered, timed out, or `Gone` with their
+//! machine).
 //!
-//! It blocks in `recv_from` at most until the next thing it must do (a retransmission, a
-//! deadline or a heartbeat: [`next_wake`]), then does what is due ([`tick`]). A datagram
-//! counts as hearing from its sender only if it is a well-formed mrpc message for this
-//! machine from the address of the machine it names and from `machd`'s sending port
-//! (`abi::mach::SEND_PORT`, which no other program there can bind while `machd` runs).
+//! It blocks in the link's receive at most until the next thing it must do (a
+//! retransmission, a deadline or a heartbeat: [`next_wake`]), then does what is due
+//! ([`tick`]). A message counts as hearing from its sender only if it is a well-formed mrpc
+//! message for this machine that the link says the machine it names sent
+//! (`link::Source::is_machd_of`: that machine's MAC in a frame of `machd`'s type from this
+//! machine's driver, or its address and `machd`'s sending port over UDP).
 
-use crate::{addr_of, now, ops, with, State};
+use crate::link::Source;
+use crate::{now, ops, with, State};
 use alloc::vec::Vec;
 use mrpc::members::{Heard, State as Member};
 use mrpc::server::Decision;
 use mrpc::{Error, Kind};
 use ulib::abi::mach;
-use ulib::net::{Ipv4, DATA_MAX};
+use ulib::net::DATA_MAX;
 use ulib::{println, sys};
 
 /// Shortest wait in `recv_from` (a zero timeout would spin).
@@ -29,8 +32,9 @@ pub fn main(_: u64) -> u64 {
     loop {
         let now = now();
         let wait = with(next_wake).saturating_sub(now).max(MIN_WAIT_NS);
-        match rx.recv_from(&mut buf, wait) {
-            Ok((n, from, port)) => with(|s| datagram(s, &buf[..n], from, port)),
+        match rx.recv(&mut buf, wait) {
+            Ok(Some((n, from))) => with(|s| datagram(s, &buf[..n], from)),
+            Ok(None) => with(|s| s.malformed += 1),
             Err(Error::TimedOut) => {}
             Err(e) => {
                 println!("machd: receive: {e}");
@@ -50,18 +54,14 @@ fn next_wake(s: &mut State) -> u64 {
         .min(now().saturating_add(mach::HEARTBEAT_NS))
 }
 
-/// One datagram from `from`, port `port`.
-fn datagram(s: &mut State, bytes: &[u8], from: Ipv4, port: u16) {
-    if port != mach::SEND_PORT {
-        // Not a machd's: another program of that machine may not speak for it.
-        s.malformed += 1;
-        return;
-    }
+/// One message from `from`.
+fn datagram(s: &mut State, bytes: &[u8], from: Source) {
     let Ok((h, _)) = mrpc::decode(bytes) else {
         s.malformed += 1;
         return;
     };
-    if h.to != s.me || h.from >= s.n || h.from == s.me || addr_of(h.from) != from {
+    // Only the machine's machd may speak for it (not another program of that machine).
+    if h.to != s.me || h.from >= s.n || h.from == s.me || !from.is_machd_of(h.from) {
         s.malformed += 1;
         return;
     }

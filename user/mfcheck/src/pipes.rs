@@ -378,6 +378,18 @@ pub fn forge_peer(m: u8) -> Result<String, String> {
         for bytes in [mrpc::heartbeat(here, fake, m, 0, 1), request] {
             e(sock.send_to(to, mach::PORT, &bytes), "send")?;
         }
+        // The same heartbeat in a frame of machd's own type, handed to the driver: refused
+        // (only machd may send those).
+        let hb = mrpc::heartbeat(here, fake, m, 0, 2);
+        match forge_frame(here, m, &hb) {
+            Err(Error::Denied) => {}
+            other => {
+                return Err(format!(
+                    "net.drv's DRV_TX of a frame of machd's type for another program: {other:?} \
+                     (not Denied)"
+                ))
+            }
+        }
         // Sent before this request through the same netd and link, so seen there first:
         // the ends are still held (nothing buffered, a writer held: `Again`, not EOF).
         let after = read(&p, 4);
@@ -387,10 +399,38 @@ pub fn forge_peer(m: u8) -> Result<String, String> {
                  this program: {after:?} (the ends were let go: this machine taken for restarted)"
             ));
         }
-        Ok(String::from(", a forged heartbeat and request ignored"))
+        Ok(String::from(
+            ", a forged heartbeat and request ignored, a forged frame refused by the driver",
+        ))
     })();
     let _ = m_::res_close(&p);
     r
+}
+
+/// Ask `net.drv` to send `bytes` to machine `to` in a frame of `machd`'s own type, as if
+/// from machine `from`'s `machd`.
+fn forge_frame(from: u8, to: u8, bytes: &[u8]) -> Result<(), Error> {
+    use ulib::abi::ipc::Msg;
+    use ulib::abi::net::{DRV_TX, FN_DRV};
+    let drv = ulib::fnid::lookup(FN_DRV)?;
+    let mut page = ulib::net::LentPage::open("mfcheck-frame")?;
+    let at = page.map()?;
+    let len = (14 + bytes.len()).max(60);
+    let mut frame = alloc::vec![0u8; len];
+    frame[0..6].copy_from_slice(&mach::mac(usize::from(to)));
+    frame[6..12].copy_from_slice(&mach::mac(usize::from(from)));
+    frame[12..14].copy_from_slice(&mach::ETHERTYPE.to_be_bytes());
+    frame[14..14 + bytes.len()].copy_from_slice(bytes);
+    // SAFETY: the page (one page, writable) is mapped at `at` and `len` < 4096.
+    unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, len) };
+    let msg = Msg {
+        label: DRV_TX,
+        words: [len as u64, 0, 0, 0, 0, 0],
+    };
+    match page.call(drv.as_target(), msg)? {
+        (0, _) => Ok(()),
+        (v, _) => Err(Error::from_code(v)),
+    }
 }
 
 /// `mfcheck pread NAME`: exit code 0 only if every byte came, in order, then EOF.

@@ -10,8 +10,11 @@
 //!   frames interrupt;
 //! - every received frame goes to `net.udp` as a `UDP_FRAME_IN` request carrying a frame
 //!   ICA (from a pool of [`POOL`] vregions; the ICA comes back in the reply, collected with
-//!   timeout 0 while some are out). Without `net.udp`, or with the pool empty, the frame
-//!   is dropped and counted.
+//!   timeout 0 while some are out), except frames of `machd`'s own Ethernet type
+//!   (`abi::mach::ETHERTYPE`), which go the same way to `mach.link` (`abi::mach::FN_LINK`).
+//!   Without a server for them, or with the pool empty, the frame is dropped and counted.
+//!   A frame of that type is sent only for the server of `mach.link` (`Denied` for anyone
+//!   else): no other program of this machine can speak for its `machd`.
 //!
 //! The device's interrupt arrives as a message on the driver's endpoint (`abi::dev`); the
 //! driver acknowledges it to the device (ISR read), drains the receive queue and unmasks the
@@ -43,7 +46,7 @@ use nic::Nic;
 use ulib::abi::ipc::{Msg, Received, Submission, SUBMIT_CALL};
 use ulib::abi::net::{self, DRV_CRASH, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::{Op, ResId, ResType, Rights};
-use ulib::abi::{dev as abidev, Error};
+use ulib::abi::{dev as abidev, mach, Error, Pid};
 use ulib::{fnid, ipc, println, res};
 
 mod nic;
@@ -68,10 +71,13 @@ struct Driver {
     drops: u64,
     /// Free frame vregions: (region, where mapped).
     free: Vec<(ResId, u64)>,
-    /// Frames submitted to `net.udp`: ticket -> region.
-    /// Frames submitted to `net.udp`: ticket -> (region, frame length, sends so far).
-    in_flight: BTreeMap<u64, (ResId, usize, u32)>,
+    /// Frames submitted to `net.udp` or `mach.link`: ticket -> (region, frame length,
+    /// sends so far, to whom).
+    in_flight: BTreeMap<u64, (ResId, usize, u32, To)>,
     udp: Option<u64>,
+    /// `mach.link`'s function id and server, looked up when needed.
+    link: Option<u64>,
+    link_pid: Option<Pid>,
     next_at: u64,
     /// `lateack`: acknowledge interrupts at the next `DRV_INFO`; and whether one is due.
     late_ack: bool,
@@ -148,6 +154,8 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
         free: Vec::new(),
         in_flight: BTreeMap::new(),
         udp: None,
+        link: None,
+        link_pid: None,
         next_at: POOL_AT,
         late_ack,
         msix: by == ulib::dev::IrqBy::Msix,
@@ -245,12 +253,16 @@ impl Driver {
                     return;
                 };
                 let len = r.msg.words[0] as usize;
+                // SAFETY: the ICA is mapped at `at` in our address space, FRAME_ICA_SIZE
+                // bytes, and `len` is cut to FRAME_MAX < FRAME_ICA_SIZE.
+                let frame =
+                    unsafe { core::slice::from_raw_parts(at as *const u8, len.min(FRAME_MAX)) };
                 let value = if len == 0 || len > FRAME_MAX {
                     Error::InvalidArgument as u64
+                } else if To::of(frame) == To::Link && !self.is_link_server(r.sender) {
+                    // machd's frames come from machd only.
+                    Error::Denied as u64
                 } else {
-                    // SAFETY: the ICA is mapped at `at` in our address space, FRAME_ICA_SIZE
-                    // bytes, and `len` <= FRAME_MAX < FRAME_ICA_SIZE.
-                    let frame = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
                     match self.net.transmit(frame) {
                         Ok(()) => {
                             self.tx += 1;
@@ -283,7 +295,37 @@ impl Driver {
         }
     }
 
-    /// Take every received frame off the device: to `net.udp`, or dropped and counted.
+    /// Does `pid` serve `mach.link` now?
+    fn is_link_server(&mut self, pid: Pid) -> bool {
+        if self.link_pid == Some(pid) {
+            return true;
+        }
+        self.link_pid = fnid::server_of(mach::FN_LINK);
+        self.link_pid == Some(pid)
+    }
+
+    /// The function id frames for `to` go to (looked up again after a failure).
+    fn target(&mut self, to: To) -> Option<u64> {
+        let (cached, name) = match to {
+            To::Udp => (&mut self.udp, net::FN_UDP),
+            To::Link => (&mut self.link, mach::FN_LINK),
+        };
+        if cached.is_none() {
+            *cached = fnid::lookup(name).ok().map(|f| f.0);
+        }
+        *cached
+    }
+
+    /// Forget `to`'s function id: its server may have gone.
+    fn forget(&mut self, to: To) {
+        match to {
+            To::Udp => self.udp = None,
+            To::Link => self.link = None,
+        }
+    }
+
+    /// Take every received frame off the device: to `net.udp` or `mach.link`, or dropped
+    /// and counted.
     fn receive(&mut self) {
         while let Some(frame) = self.net.receive() {
             self.rx += 1;
@@ -297,25 +339,27 @@ impl Driver {
             self.drops += 1;
             return;
         }
-        if self.udp.is_none() {
-            self.udp = fnid::lookup(net::FN_UDP).ok().map(|f| f.0);
+        let to = To::of(frame);
+        // Looked up before a page is taken: a page taken for a frame nobody serves would
+        // be lost to the pool (32 frames before `net.udp` or `mach.link` registered, and
+        // the driver would drop every frame after).
+        if self.target(to).is_none() {
+            self.drops += 1;
+            return;
         }
-        let (Some(_), Some((region, at))) = (self.udp, self.free.pop()) else {
+        let Some((region, at)) = self.free.pop() else {
             self.drops += 1;
             return;
         };
         // SAFETY: the region is attached writable at `at`, FRAME_ICA_SIZE bytes.
         unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, frame.len()) };
-        self.submit_frame(region, at, frame.len(), 1);
+        self.submit_frame(region, at, frame.len(), 1, to);
     }
 
-    /// Submit the frame of `len` bytes in `region` (mapped at `at`) to `net.udp`, the
-    /// `sends`-th time; a refusal drops and counts it.
-    fn submit_frame(&mut self, region: ResId, at: u64, len: usize, sends: u32) {
-        if self.udp.is_none() {
-            self.udp = fnid::lookup(net::FN_UDP).ok().map(|f| f.0);
-        }
-        let Some(udp) = self.udp else {
+    /// Submit the frame of `len` bytes in `region` (mapped at `at`) to `net.udp` or
+    /// `mach.link` (`to`), the `sends`-th time; a refusal drops and counts it.
+    fn submit_frame(&mut self, region: ResId, at: u64, len: usize, sends: u32, to: To) {
+        let Some(target) = self.target(to) else {
             self.drops += 1;
             self.free.push((region, at));
             return;
@@ -326,20 +370,20 @@ impl Driver {
         };
         let sub = Submission {
             kind: SUBMIT_CALL,
-            target: udp,
+            target,
             args: [0; 4],
             msg: ipc::with_ica(msg, region),
         };
         match ipc::submit(&sub) {
             Ok(ticket) => {
-                self.in_flight.insert(ticket, (region, len, sends));
+                self.in_flight.insert(ticket, (region, len, sends, to));
             }
             Err(_) => {
                 // Refused before anything moved: the region is still ours, where it was.
                 self.drops += 1;
                 self.free.push((region, at));
-                // `net.udp` may have gone: look it up again next time.
-                self.udp = None;
+                // Its server may have gone: look it up again next time.
+                self.forget(to);
             }
         }
     }
@@ -347,7 +391,7 @@ impl Driver {
     /// Take finished `UDP_FRAME_IN` requests: their frame vregions come back.
     fn collect(&mut self) {
         while let Ok(c) = ipc::collect(ulib::abi::ipc::ANY, 0) {
-            let Some((region, len, sends)) = self.in_flight.remove(&c.ticket) else {
+            let Some((region, len, sends, to)) = self.in_flight.remove(&c.ticket) else {
                 continue;
             };
             let at = match ipc::ica_at(&c.msg) {
@@ -366,17 +410,36 @@ impl Driver {
                 self.free.push((region, at));
                 continue;
             }
-            // Not taken: `net.udp` was being replaced or restarted (`Again`), or the request
-            // reached a server that had just ended (`Gone`). The frame is still in the
-            // region: send it again to whoever serves `net.udp` now (a few times at most).
-            self.udp = None;
+            // Not taken: its server was being replaced or restarted (`Again`), or the
+            // request reached a server that had just ended (`Gone`). The frame is still in
+            // the region: send it again to whoever serves its function now (a few times at
+            // most).
+            self.forget(to);
             let again = matches!(Error::from_code(c.status), Error::Again | Error::Gone);
             if again && sends < RESENDS {
-                self.submit_frame(region, at, len, sends + 1);
+                self.submit_frame(region, at, len, sends + 1, to);
             } else {
                 self.drops += 1;
                 self.free.push((region, at));
             }
+        }
+    }
+}
+
+/// Who a received frame goes to.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum To {
+    /// `net.udp` (`netd`): every frame but `machd`'s.
+    Udp,
+    /// `mach.link` (`machd`): frames of its own Ethernet type.
+    Link,
+}
+
+impl To {
+    fn of(frame: &[u8]) -> To {
+        match frame.get(12..14) {
+            Some(t) if t == mach::ETHERTYPE.to_be_bytes() => To::Link,
+            _ => To::Udp,
         }
     }
 }
