@@ -69,6 +69,13 @@ impl Shell {
                 let core: usize = core
                     .parse()
                     .map_err(|_| format!("{cmd}: bad core '{what}' (e.g. m1.c0)"))?;
+                if m_::this_machine() == Some(m) {
+                    // This machine's own: listed here, as `res ls CORE` does.
+                    let all = ulib::res::list_all(core)
+                        .map_err(|e| format!("{cmd}: core {core}: {e}"))?;
+                    crate::res::listing(&all, "");
+                    return Ok(());
+                }
                 let (all, _) =
                     m_::res_list(m, core).map_err(|e| said(&cmd, &format!("m{m}.c{core}"), e))?;
                 crate::res::listing(&all, &format!("m{m}."));
