@@ -131,7 +131,11 @@ fn udp_round_trips(
         &mut |_, _| Ok(()),
     );
     drop(others);
-    let s = bench_samples(&lines?, "musubi")?
+    let lines = lines?;
+    if lines.iter().any(|l| l.contains("BENCH error")) {
+        bail!("mping over the UDP link failed; see the console above");
+    }
+    let s = bench_samples(&lines, "musubi")?
         .into_iter()
         .find(|(c, s)| c == MACHINE && !s.is_empty())
         .map(|(_, s)| s)

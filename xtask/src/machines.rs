@@ -70,6 +70,8 @@ pub struct Cluster {
     pub guests: Vec<Guest>,
     /// The switch, when there is one; it must outlive the QEMUs.
     pub switch: Option<Switch>,
+    /// How their `machd` speak to each other.
+    pub link: Link,
 }
 
 /// Machine `k`'s address as text.
@@ -159,7 +161,11 @@ impl Cluster {
                 g
             })
             .collect();
-        Ok(Cluster { guests, switch })
+        Ok(Cluster {
+            guests,
+            switch,
+            link: o.link,
+        })
     }
 
     /// Boot machines `from..` with their consoles in `target/machines/mK.log`.
@@ -176,9 +182,15 @@ impl Cluster {
             None => "a QEMU-to-QEMU dgram pair on 127.0.0.1",
         };
         eprintln!(
-            "xtask: {} machines joined by {how}; machine K is 10.9.0.(K+1), machd on UDP port {}",
+            "xtask: {} machines joined by {how}; machine K is 10.9.0.(K+1), machd {}",
             self.guests.len(),
-            abi::mach::PORT
+            match self.link {
+                Link::Ethernet => format!(
+                    "in Ethernet frames of type {:#06x} through netdrv",
+                    abi::mach::ETHERTYPE
+                ),
+                Link::Udp => format!("on UDP port {} through netd", abi::mach::PORT),
+            }
         );
         for (k, g) in self.guests.iter().enumerate() {
             let console = if k == 0 {

@@ -93,6 +93,7 @@ pub enum Out {
 /// The receiving half (the network thread's).
 pub enum In {
     Ethernet {
+        me: u8,
         ep: ResId,
         /// The driver's process, as last looked up.
         drv: Option<Pid>,
@@ -111,8 +112,8 @@ pub fn open(kind: Kind, me: u8) -> Result<(Out, In), String> {
             Ok((Out::Udp(tx), In::Udp(rx)))
         }
         Kind::Ethernet => {
-            let drv = fnid::wait(FN_DRV, DRIVER_WAIT_NS).map_err(|e| format!("{FN_DRV}: {e}"))?;
-            let page = LentPage::open("machd-frame").map_err(|e| format!("frame page: {e}"))?;
+            // Registered first: the driver sends frames of machd's type only for the server
+            // of `mach.link`, so the sooner machd is that server, the better.
             let pid = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
             let ep = ipc::open_endpoint(
                 &format!("here/endpoint/machd-link-{}", pid.serial()),
@@ -120,9 +121,11 @@ pub fn open(kind: Kind, me: u8) -> Result<(Out, In), String> {
             )
             .map_err(|e| format!("link endpoint: {e}"))?;
             fnid::register(FN_LINK, ep).map_err(|e| format!("register {FN_LINK}: {e}"))?;
+            let drv = fnid::wait(FN_DRV, DRIVER_WAIT_NS).map_err(|e| format!("{FN_DRV}: {e}"))?;
+            let page = LentPage::open("machd-frame").map_err(|e| format!("frame page: {e}"))?;
             Ok((
                 Out::Ethernet { me, drv, page },
-                In::Ethernet { ep, drv: None },
+                In::Ethernet { me, ep, drv: None },
             ))
         }
     }
@@ -156,9 +159,18 @@ impl Out {
                     label: DRV_TX | MSG_ICA_READ_ONLY,
                     words: [len as u64, 0, 0, 0, 0, 0],
                 };
-                match page.call(drv.as_target(), msg)? {
-                    (0, _) => Ok(()),
-                    (e, _) => Err(Error::from_code(e)),
+                match page.call(drv.as_target(), msg) {
+                    Ok((0, _)) => Ok(()),
+                    Ok((e, _)) => Err(Error::from_code(e)),
+                    Err(e) => {
+                        if matches!(e, Error::StaleResource | Error::NoSuchResource) {
+                            // `net.drv` registered anew: its new id next time.
+                            if let Ok(id) = fnid::lookup(FN_DRV) {
+                                *drv = id;
+                            }
+                        }
+                        Err(e)
+                    }
                 }
             }
         }
@@ -179,22 +191,28 @@ impl In {
                 let (n, from, port) = rx.recv_from(buf, timeout_ns)?;
                 Ok(Some((n, Source::Datagram(from, port))))
             }
-            In::Ethernet { ep, drv } => {
+            In::Ethernet { me, ep, drv } => {
                 let r = ipc::recv(*ep, timeout_ns)?;
-                let got = frame_in(&r, drv, buf);
-                if r.request != 0 {
-                    // The driver's frame page goes back with the answer, whatever it held
-                    // (a refusal would make it send the frame again).
-                    let status = match got {
-                        Err(e) => e as u64,
-                        Ok(_) => 0,
-                    };
-                    let reply = match ipc::ica_at(&r.msg) {
-                        Some((region, _)) => ipc::with_ica(Msg::default(), region),
-                        None => Msg::default(),
-                    };
-                    let _ = ipc::reply(r.request, status, &reply);
+                if r.request == 0 {
+                    // One-way (no driver sends so): an ICA it carried goes back to its
+                    // creator, else it would stay mapped here.
+                    if let Some((_, at)) = ipc::ica_at(&r.msg) {
+                        let _ = ulib::res::detach_here(at);
+                    }
+                    return Ok(None);
                 }
+                let got = frame_in(&r, *me, drv, buf);
+                // The frame page goes back with the answer, whatever it held (the driver
+                // sends a refused frame again).
+                let status = match got {
+                    Err(e) => e as u64,
+                    Ok(_) => 0,
+                };
+                let reply = match ipc::ica_at(&r.msg) {
+                    Some((region, _)) => ipc::with_ica(Msg::default(), region),
+                    None => Msg::default(),
+                };
+                let _ = ipc::reply(r.request, status, &reply);
                 Ok(got.ok().flatten())
             }
         }
@@ -202,9 +220,11 @@ impl In {
 }
 
 /// The message in frame request `r` copied into `buf`: `Err` for a request the driver did
-/// not send (refused), `Ok(None)` for a frame that is not `machd`'s.
+/// not send (refused), `Ok(None)` for a frame that is not `machd`'s or not for machine `me`
+/// (a switch floods frames for a MAC it has not learnt yet).
 fn frame_in(
     r: &ulib::abi::ipc::Received,
+    me: u8,
     drv: &mut Option<Pid>,
     buf: &mut [u8],
 ) -> Result<Option<(usize, Source)>, Error> {
@@ -224,7 +244,10 @@ fn frame_in(
     // SAFETY: the frame ICA is mapped at `at` in this process, FRAME_ICA_SIZE bytes, and
     // `len` <= FRAME_MAX < FRAME_ICA_SIZE; the driver does not touch it until our answer.
     let frame = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
-    if len < ETH_HEADER || frame[12..14] != ETHERTYPE.to_be_bytes() {
+    if len < ETH_HEADER
+        || frame[12..14] != ETHERTYPE.to_be_bytes()
+        || frame[0..6] != mach::mac(usize::from(me))
+    {
         return Ok(None);
     }
     let mut from = [0u8; 6];

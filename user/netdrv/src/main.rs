@@ -53,9 +53,12 @@ mod nic;
 
 ulib::main!(main);
 
-/// Frame vregions for received frames (in flight to `net.udp` or free).
+/// Frame vregions for received frames (in flight to `net.udp` or `mach.link`, or free).
 const POOL: usize = 32;
-/// How often a frame `net.udp` did not take (`Again`, `Gone`) is sent.
+/// Most of them in flight to `mach.link` at once: a slow `machd` (or a flood of its frame
+/// type) leaves the rest for `net.udp`.
+const LINK_MAX: usize = POOL / 2;
+/// How often a frame its server did not take (`Again`, `Gone`) is sent.
 const RESENDS: u32 = 3;
 /// virtio-net's transmit queue (virtio 1.1, 5.1.2: receiveq1 is 0, transmitq1 is 1).
 const TRANSMIT_QUEUE: u16 = 1;
@@ -343,7 +346,9 @@ impl Driver {
         // Looked up before a page is taken: a page taken for a frame nobody serves would
         // be lost to the pool (32 frames before `net.udp` or `mach.link` registered, and
         // the driver would drop every frame after).
-        if self.target(to).is_none() {
+        let full = to == To::Link
+            && self.in_flight.values().filter(|f| f.3 == To::Link).count() >= LINK_MAX;
+        if full || self.target(to).is_none() {
             self.drops += 1;
             return;
         }

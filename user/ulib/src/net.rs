@@ -248,7 +248,18 @@ impl LentPage {
     /// `Again` from the kernel means it was refused before the page moved.
     pub fn call(&mut self, target: ResId, msg: Msg) -> Result<(u64, Msg), Error> {
         self.map()?;
-        let (value, reply) = ipc::call(target, &ipc::with_ica(msg, self.page))?;
+        let (value, reply) = match ipc::call(target, &ipc::with_ica(msg, self.page)) {
+            Ok(r) => r,
+            Err(e) => {
+                // `Again`: refused before the page moved, it is where it was. Another
+                // failure may come after it moved (its server ended holding it): then it
+                // came back detached, and is attached again before the next use.
+                if e != Error::Again && res::info(self.page).is_ok_and(|i| i.detail == 0) {
+                    self.at = 0;
+                }
+                return Err(e);
+            }
+        };
         self.at = ipc::ica_at(&reply).map_or(0, |(_, at)| at);
         if self.at != 0 && ipc::ica_read_only(&reply) {
             // A lent page that came back read-only (this program moved meanwhile): let it
