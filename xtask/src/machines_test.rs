@@ -135,6 +135,8 @@ pub fn four(kernel: &Path, initrd: &Path) -> Result<String> {
             &[],
         ),
         ("ps -a", &["m3.c0.1", "m2.c0.1", "m1.c0.1"], &[]),
+        // Over UDP the forged datagrams reach machine 1's machd (which must ignore them).
+        ("run mfcheck forgepeer 1", &["mfcheck forgepeer: ok"], &[]),
     ]);
     drive(&cluster, "four machines", &steps, &mut |_, _, _| Ok(()))?;
     Ok("4 machines up over the UDP link, each reached, a remote run on m3".into())

@@ -26,6 +26,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use ulib::abi::mach;
+use ulib::abi::net::{DRV_TX, FN_DRV, UDP_FRAME_IN};
 use ulib::abi::res::{ResId, Rights, UserId};
 use ulib::abi::syscall::control::{
     PIPE_DROP, PIPE_HOLD, PIPE_READ_END, PIPE_WRITE_END, SEM_P, SEM_V,
@@ -381,7 +382,7 @@ pub fn forge_peer(m: u8) -> Result<String, String> {
         // The same heartbeat in a frame of machd's own type, handed to the driver: refused
         // (only machd may send those).
         let hb = mrpc::heartbeat(here, fake, m, 0, 2);
-        match forge_frame(here, m, &hb) {
+        match forge_frame(FN_DRV, DRV_TX, here, m, &hb) {
             Err(Error::Denied) => {}
             other => {
                 return Err(format!(
@@ -390,8 +391,22 @@ pub fn forge_peer(m: u8) -> Result<String, String> {
                 ))
             }
         }
-        // Sent before this request through the same netd and link, so seen there first:
-        // the ends are still held (nothing buffered, a writer held: `Again`, not EOF).
+        // A frame as if from machine M in a made-up epoch, straight to this machine's
+        // machd: refused (it takes frames from the driver only). Over UDP nobody serves
+        // `mach.link`.
+        let hb = mrpc::heartbeat(m, fake, here, epoch, 3);
+        match forge_frame(mach::FN_LINK, UDP_FRAME_IN, m, here, &hb) {
+            Err(Error::Denied | Error::NoSuchResource) => {}
+            other => {
+                return Err(format!(
+                    "a frame handed to this machd's mach.link by a program: {other:?} (not Denied)"
+                ))
+            }
+        }
+        // Over UDP, sent before this request through the same netd and link, so seen
+        // there first; on machd's own link refused or heard by nobody. Either way the ends
+        // are still held (nothing buffered, a writer held: `Again`, not EOF), and this
+        // machine still knows machine M's life (else the request would fail).
         let after = read(&p, 4);
         if after != Err(Error::Again) {
             return Err(format!(
@@ -407,12 +422,11 @@ pub fn forge_peer(m: u8) -> Result<String, String> {
     r
 }
 
-/// Ask `net.drv` to send `bytes` to machine `to` in a frame of `machd`'s own type, as if
-/// from machine `from`'s `machd`.
-fn forge_frame(from: u8, to: u8, bytes: &[u8]) -> Result<(), Error> {
+/// Hand the function `name` (with `label`) a frame of `machd`'s own type carrying `bytes`
+/// to machine `to`, as if from machine `from`'s `machd`: its answer.
+fn forge_frame(name: &str, label: u64, from: u8, to: u8, bytes: &[u8]) -> Result<(), Error> {
     use ulib::abi::ipc::Msg;
-    use ulib::abi::net::{DRV_TX, FN_DRV};
-    let drv = ulib::fnid::lookup(FN_DRV)?;
+    let target = ulib::fnid::lookup(name)?;
     let mut page = ulib::net::LentPage::open("mfcheck-frame")?;
     let at = page.map()?;
     let len = (14 + bytes.len()).max(60);
@@ -424,10 +438,10 @@ fn forge_frame(from: u8, to: u8, bytes: &[u8]) -> Result<(), Error> {
     // SAFETY: the page (one page, writable) is mapped at `at` and `len` < 4096.
     unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, len) };
     let msg = Msg {
-        label: DRV_TX,
+        label,
         words: [len as u64, 0, 0, 0, 0, 0],
     };
-    match page.call(drv.as_target(), msg)? {
+    match page.call(target.as_target(), msg)? {
         (0, _) => Ok(()),
         (v, _) => Err(Error::from_code(v)),
     }
