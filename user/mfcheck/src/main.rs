@@ -35,7 +35,8 @@
 //!   refused with its error (`moves`).
 //! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
 //!   a pipe between the two machines among them (`pipes`); `mfcheck forgepeer M`: a
-//!   program that speaks for its machine to M (a forged heartbeat) is not heard.
+//!   program that speaks for its machine to M (a forged heartbeat) is not heard;
+//!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of.
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
@@ -181,6 +182,7 @@ fn main(args: &[&str]) -> i32 {
         "call" => calls::caller(m).map(|what| format!(", {what}")),
         "pipe" => pipes::pipe(m),
         "forgepeer" => pipes::forge_peer(m),
+        "oneway" => pipes::one_way(m),
         "moveforge" => moves::forge(m),
         _ => return usage(),
     };
@@ -201,7 +203,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|moveforge MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|oneway|moveforge MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }

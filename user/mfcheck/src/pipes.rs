@@ -422,6 +422,72 @@ pub fn forge_peer(m: u8) -> Result<String, String> {
     r
 }
 
+/// One-way messages each carrying a page, sent to each of `machd`'s functions.
+const ONE_WAY: usize = 70;
+/// Where `one_way` attaches its pages.
+const ONE_WAY_AT: u64 = 0x0000_5400_0000_0000;
+
+/// `mfcheck oneway M`: [`ONE_WAY`] one-way messages with a page each (more than an address
+/// space's 64 attachments) to `mach.link` (if this machine's `machd` serves it) and to
+/// `mach`; after each batch a null round trip to machine M must still work. `machd` must
+/// let go of each page (nothing answers a one-way message): kept, they would fill its ICA
+/// window, and the frames from the driver, which come with a page each, could no longer
+/// reach it.
+pub fn one_way(m: u8) -> Result<String, String> {
+    let mut batches = 0;
+    for name in [mach::FN_LINK, mach::FN_MACH] {
+        let Ok(target) = ulib::fnid::lookup(name) else {
+            continue;
+        };
+        let mut sent = 0;
+        for i in 0..ONE_WAY {
+            let page = e(
+                res::open_vregion(&format!("here/vregion/mfow-{i}"), 4096, Rights::OWNER_ALL),
+                "open a page",
+            )?;
+            let at = ONE_WAY_AT + (i as u64) * 4096;
+            let msg = ulib::abi::ipc::Msg {
+                label: 0x7777,
+                words: [0; 6],
+            };
+            // Marked while attached here: the kernel closes it once machd lets go of it.
+            if res::attach_here(page, at, true).is_ok()
+                && res::close_when_detached(page).is_ok()
+                && ulib::ipc::send(target.as_target(), &ulib::ipc::with_ica(msg, page)).is_ok()
+            {
+                sent += 1;
+            } else {
+                let _ = res::detach_here(at);
+                let _ = res::close(page);
+            }
+        }
+        if sent < ONE_WAY {
+            return Err(format!(
+                "{name}: {sent} of {ONE_WAY} one-way messages with a page were taken (the \
+                 pages of earlier ones still held)"
+            ));
+        }
+        let server = e(ulib::fnid::lookup(mach::FN_MACH), "mach")?.as_target();
+        let ping = ulib::abi::ipc::Msg {
+            label: mach::OP_PING,
+            words: [u64::from(m), 0, 0, 0, 0, 0],
+        };
+        match ulib::ipc::call(server, &ping) {
+            Ok((0, _)) => {}
+            other => {
+                return Err(format!(
+                    "after {ONE_WAY} one-way messages with a page to {name}, a round trip to \
+                     machine {m}: {other:?}"
+                ))
+            }
+        }
+        batches += 1;
+    }
+    Ok(format!(
+        ", {batches} x {ONE_WAY} one-way messages with a page let go, round trips after each"
+    ))
+}
+
 /// Hand the function `name` (with `label`) a frame of `machd`'s own type carrying `bytes`
 /// to machine `to`, as if from machine `from`'s `machd`: its answer.
 fn forge_frame(name: &str, label: u64, from: u8, to: u8, bytes: &[u8]) -> Result<(), Error> {
