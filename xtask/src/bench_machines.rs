@@ -122,10 +122,32 @@ fn udp_round_trips(
     run: usize,
 ) -> Result<Vec<f64>> {
     let cluster = Cluster::plan(kernel, archive, o)?;
+    let lines = bench_script(
+        &cluster,
+        &format!("bench machines, run {} (UDP link)", run + 1),
+        steps,
+        "mping over the UDP link",
+    )?;
+    let s = bench_samples(&lines, "musubi")?
+        .into_iter()
+        .find(|(c, s)| c == MACHINE && !s.is_empty())
+        .map(|(_, s)| s)
+        .context("no round trips over the UDP link")?;
+    Ok(s)
+}
+
+/// Boot `cluster`'s machines 1.. (logged) and run `steps` in machine 0's shell: its
+/// console lines, or an error if a `BENCH error` line says that `what` failed.
+fn bench_script(
+    cluster: &Cluster,
+    title: &str,
+    steps: &[crate::script::Step],
+    what: &str,
+) -> Result<Vec<String>> {
     let others = cluster.start_logged(1)?;
     let lines = crate::script::run_steps_with(
         &cluster.guests[0],
-        &format!("bench machines, run {} (UDP link)", run + 1),
+        title,
         steps,
         |l| l.contains("BENCH {"),
         &mut |_, _| Ok(()),
@@ -133,14 +155,9 @@ fn udp_round_trips(
     drop(others);
     let lines = lines?;
     if lines.iter().any(|l| l.contains("BENCH error")) {
-        bail!("mping over the UDP link failed; see the console above");
+        bail!("{what} failed; see the console above");
     }
-    let s = bench_samples(&lines, "musubi")?
-        .into_iter()
-        .find(|(c, s)| c == MACHINE && !s.is_empty())
-        .map(|(_, s)| s)
-        .context("no round trips over the UDP link")?;
-    Ok(s)
+    Ok(lines)
 }
 
 /// The check that the same operation costs more at a greater distance (`far` against
@@ -187,19 +204,12 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
     for run in 0..runs {
         let cluster = Cluster::plan(&kernel, &archive, &o)?;
         qemu = cluster.guests[0].shown_command_line();
-        let others = cluster.start_logged(1)?;
-        let lines = crate::script::run_steps_with(
-            &cluster.guests[0],
+        let lines = bench_script(
+            &cluster,
             &format!("bench machines, run {}", run + 1),
             &steps,
-            |l| l.contains("BENCH {"),
-            &mut |_, _| Ok(()),
-        );
-        drop(others);
-        let lines = lines?;
-        if lines.iter().any(|l| l.contains("BENCH error")) {
-            bail!("ipcbench, resbench or movecheck failed; see the console above");
-        }
+            "ipcbench, resbench or movecheck",
+        )?;
         let mhz = tsc_mhz(&lines).context("no TSC frequency on the console")?;
         for (case, s) in bench_samples(&lines, "musubi")? {
             let s: Vec<f64> = match case.as_str() {
