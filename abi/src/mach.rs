@@ -252,6 +252,10 @@ pub const MOVE_START: u64 = 2;
 pub const MOVE_DROP: u64 = 3;
 /// Most images arriving at one machine at once.
 pub const MOVES_MAX: usize = 4;
+/// Most pieces of an arriving image held because they came before one sent ahead of them
+/// (a requester has several pieces out at once); a piece is held only within this many
+/// pieces' bytes ([`RES_REMOTE_MAX`] each) of what came in order.
+pub const MOVE_AHEAD_MAX: usize = 16;
 /// An image not whole this long after its first piece may be forgotten to make room.
 pub const MOVE_STALE_NS: u64 = 30_000_000_000;
 

@@ -414,7 +414,7 @@ pub fn machines(runs: usize, with_linux: bool) -> Result<()> {
                  move of the same parked `movecheck` process, TSC ticks / TSC MHz): to the \
                  other core by `MIGRATE` (the new core copies its frames), and to machine 1 \
                  by `ulib::mach::migrate` (`MIGRATE_EXPORT` writes its image, about 150 KiB, \
-                 machd carries it in 896-byte mrpc requests one at a time, machine 1's machd \
+                 machd carries it in 896-byte mrpc requests, four out at once, machine 1's machd \
                  makes `MIGRATE_IMPORT`, then `MIGRATE_FINISH`). No peer: Linux has no \
                  process migration between machines of its own (CRIU is another design)."
             ),

@@ -11,7 +11,11 @@
 //! life).
 //!
 //! **There, for the other machine** ([`perform`], on the network thread): pieces gather in
-//! an [`Arriving`] image, in order (a piece not at the end is refused); the start makes
+//! an [`Arriving`] image, in order: the requester has several pieces out at once
+//! (`ulib::mach::migrate`), so one lost and sent again comes after later ones, which wait
+//! (at most `MOVE_AHEAD_MAX` of them, within as many pieces' bytes of the end) until
+//! the gap is filled; a piece at or below the end, or too far ahead, is refused. The
+//! start makes
 //! `MIGRATE_IMPORT` *acting as the requester's user* (the kernel gives the process that
 //! user, never one in the image) on the core asked for, and the process is noted as
 //! spawned for that user, so the requester's `wait` and `kill` reach it as a remote
@@ -33,7 +37,8 @@ use alloc::vec::Vec;
 use mrpc::Header;
 use ulib::abi::ipc::Received;
 use ulib::abi::mach::{
-    self, res_parts, MOVES_MAX, MOVE_DROP, MOVE_PUT, MOVE_STALE_NS, MOVE_START, RES_REMOTE_MAX,
+    self, res_parts, MOVES_MAX, MOVE_AHEAD_MAX, MOVE_DROP, MOVE_PUT, MOVE_STALE_NS, MOVE_START,
+    RES_REMOTE_MAX,
 };
 use ulib::abi::res::UserId;
 use ulib::abi::syscall::MAX_MOVE_IMAGE;
@@ -60,6 +65,8 @@ pub struct Arriving {
     token: u64,
     len: usize,
     bytes: Vec<u8>,
+    /// Pieces that came before the ones in front of them: (offset, bytes).
+    ahead: Vec<(u64, Vec<u8>)>,
     /// When its first piece came: an image not whole `MOVE_STALE_NS` later may go.
     since: u64,
 }
@@ -167,6 +174,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                     len,
                     // Grown as pieces come: nothing is set aside for what never comes.
                     bytes: Vec::new(),
+                    ahead: Vec::new(),
                     since: now,
                 });
             }
@@ -175,14 +183,42 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 .iter_mut()
                 .find(|a| mine(a))
                 .ok_or(Error::NoSuchResource)?;
-            if a.len != len || at != a.bytes.len() as u64 {
+            let end = a.bytes.len() as u64;
+            if a.len != len || at < end {
                 return Err(Error::InvalidArgument);
+            }
+            if at > end {
+                // Ahead of a piece still to come: held until it has.
+                let reach = (MOVE_AHEAD_MAX * RES_REMOTE_MAX) as u64;
+                if a.ahead.len() >= MOVE_AHEAD_MAX
+                    || at - end > reach
+                    || a.ahead.iter().any(|(o, _)| *o == at)
+                {
+                    return Err(Error::InvalidArgument);
+                }
+                let mut held = Vec::new();
+                held.try_reserve(piece.len()).map_err(|_| Error::NoMemory)?;
+                held.extend_from_slice(piece);
+                a.ahead.push((at, held));
+                return Ok(words(&[end]));
             }
             a.bytes
                 .try_reserve(piece.len())
                 .map_err(|_| Error::NoMemory)?;
             a.bytes.extend_from_slice(piece);
-            Ok(words(&[a.bytes.len() as u64]))
+            // The pieces that waited for this one, in order (each was checked to lie within
+            // the image when it came); one that now overlaps what came (pieces of two
+            // sizes) can never fit: it goes.
+            while let Some(i) = a.ahead.iter().position(|(o, _)| *o == a.bytes.len() as u64) {
+                let (_, next) = a.ahead.swap_remove(i);
+                a.bytes
+                    .try_reserve(next.len())
+                    .map_err(|_| Error::NoMemory)?;
+                a.bytes.extend_from_slice(&next);
+            }
+            let end = a.bytes.len() as u64;
+            a.ahead.retain(|(o, _)| *o > end);
+            Ok(words(&[end]))
         }
         MOVE_START => {
             if let Some(x) = s.started.iter().find(|x| started(x)) {

@@ -11,7 +11,9 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
-use ulib::abi::mach::{self, res_word, FN_MACH, MOVE_DROP, MOVE_PUT, MOVE_START};
+use ulib::abi::mach::{
+    self, res_word, FN_MACH, MOVE_AHEAD_MAX, MOVE_DROP, MOVE_PUT, MOVE_START, RES_REMOTE_MAX,
+};
 use ulib::abi::syscall::MAX_MOVE_IMAGE;
 use ulib::abi::{Error, Pid, Priority, ENDED_KILLED};
 use ulib::mach::Remote;
@@ -122,8 +124,14 @@ pub fn forge(m: u8) -> Result<String, String> {
     let t = token + 10;
     let steps = [
         ("the first piece", req(m, MOVE_PUT, t, 0, 300, some), Ok(())),
+        // Ahead of a piece still to come: held (a requester has several out at once).
         (
-            "a piece out of order",
+            "a piece ahead of one to come",
+            req(m, MOVE_PUT, t, 200, 300, some),
+            Ok(()),
+        ),
+        (
+            "the same piece ahead again",
             req(m, MOVE_PUT, t, 200, 300, some),
             Err(Error::InvalidArgument),
         ),
@@ -133,11 +141,8 @@ pub fn forge(m: u8) -> Result<String, String> {
             Err(Error::InvalidArgument),
         ),
         (
-            "a start of two thirds",
-            {
-                let _ = req(m, MOVE_PUT, t, 100, 300, some);
-                req(m, MOVE_START, t, 0, 0, Some(&[]))
-            },
+            "a start with a gap",
+            req(m, MOVE_START, t, 0, 0, Some(&[])),
             Err(Error::InvalidArgument),
         ),
         (
@@ -150,6 +155,18 @@ pub fn forge(m: u8) -> Result<String, String> {
             "an image of garbage",
             req(m, MOVE_PUT, t + 10, 0, 100, some)
                 .and_then(|()| req(m, MOVE_START, t + 10, 0, 0, Some(&[]))),
+            Err(Error::InvalidArgument),
+        ),
+        // Too far ahead of the end to be held.
+        (
+            "a piece too far ahead",
+            {
+                let far = 100 + (MOVE_AHEAD_MAX * RES_REMOTE_MAX) as u64 + 1;
+                let r = req(m, MOVE_PUT, t + 20, 0, 100_000, some)
+                    .and_then(|()| req(m, MOVE_PUT, t + 20, far, 100_000, some));
+                let _ = req(m, MOVE_DROP, t + 20, 0, 0, Some(&[]));
+                r
+            },
             Err(Error::InvalidArgument),
         ),
         // An empty piece (it would keep an image alive for nothing).
@@ -189,7 +206,7 @@ pub fn forge(m: u8) -> Result<String, String> {
     }
     crate::machd_self()?;
     if wrong.is_empty() {
-        println!("mfcheck moveforge: 14 refusals, pieces out of order, garbage, Busy, a start asked twice and dropped: all as they should be");
+        println!("mfcheck moveforge: 14 refusals, pieces out of order (one held ahead), garbage, Busy, a start asked twice and dropped: all as they should be");
         Ok(String::new())
     } else {
         Err(wrong)

@@ -689,19 +689,32 @@ pub fn migrate(pid: Pid, machine: u8, core: Option<u32>) -> Result<(Remote, usiz
     }
 }
 
-/// The image, piece by piece, to `machine`.
+/// The image, piece by piece, to `machine`: several pieces out at once (the requests of
+/// reply-less file calls, `fs::nowait`, up to its `MAX_PENDING`), each an mrpc request of
+/// its own; the machine there puts a piece that overtook one sent before it aside until
+/// that one comes (`user/machd/src/moves.rs`). One at a time, each piece waited for a
+/// whole round trip.
 fn send_image(machine: u8, token: u64, image: &[u8]) -> Result<(), Error> {
-    let mut at = 0;
-    for piece in image.chunks(mach::RES_REMOTE_MAX) {
-        move_request(
-            machine,
-            mach::MOVE_PUT,
-            [token, at as u64, image.len() as u64],
-            piece,
-        )?;
-        at += piece.len();
+    let server = server()?;
+    // Earlier reply-less calls of this program settled first: their errors are not ours.
+    let _ = crate::fs::settle();
+    let mut sent = Ok(());
+    for (i, piece) in image.chunks(mach::RES_REMOTE_MAX).enumerate() {
+        let at = (i * mach::RES_REMOTE_MAX) as u64;
+        let w0 = mach::res_word(u64::from(machine), mach::MOVE_PUT, piece.len() as u64, 0);
+        sent = crate::fs::nowait::submit(
+            server,
+            mach::OP_MOVE,
+            [w0, token, at, image.len() as u64, 0, 0],
+            |ica| ica[..piece.len()].copy_from_slice(piece),
+        );
+        if sent.is_err() {
+            break;
+        }
     }
-    Ok(())
+    // Every piece's answer, the first error among them.
+    let answers = crate::fs::settle();
+    sent.and(answers)
 }
 
 /// One `OP_MOVE` request: its value and the machine's life.

@@ -104,7 +104,19 @@ pub fn out() -> usize {
 /// Send request `label` with `words` to this machine's `fs`, its ICA filled by `fill`,
 /// without waiting for the answer.
 fn send(label: u64, words: [u64; 6], fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
-    let server = fnid::lookup(FN_FS)?;
+    submit(fnid::lookup(FN_FS)?, super::lend(label), words, fill)
+}
+
+/// Send request `label` with `words` and a writable ICA of `FS_ICA_SIZE` bytes filled by
+/// `fill` to function `server`, without waiting for the answer: the answer is collected as
+/// a reply-less file call's ([`settle`]). `ulib::mach::migrate` sends a moving process's
+/// pieces so, [`MAX_PENDING`] at once.
+pub(crate) fn submit(
+    server: crate::abi::fnid::FnId,
+    label: u64,
+    words: [u64; 6],
+    fill: impl FnOnce(&mut [u8]),
+) -> Result<(), Error> {
     while out() >= MAX_PENDING {
         collect_oldest();
     }
@@ -115,13 +127,7 @@ fn send(label: u64, words: [u64; 6], fill: impl FnOnce(&mut [u8])) -> Result<(),
     let sub = Submission {
         kind: SUBMIT_CALL,
         target: server.0,
-        msg: ipc::with_ica(
-            Msg {
-                label: super::lend(label),
-                words,
-            },
-            region,
-        ),
+        msg: ipc::with_ica(Msg { label, words }, region),
         ..Submission::default()
     };
     match ipc::submit(&sub) {
