@@ -210,10 +210,10 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             // the image when it came); one that now overlaps what came (pieces of two
             // sizes) can never fit: it goes.
             while let Some(i) = a.ahead.iter().position(|(o, _)| *o == a.bytes.len() as u64) {
-                let (_, next) = a.ahead.swap_remove(i);
                 a.bytes
-                    .try_reserve(next.len())
+                    .try_reserve(a.ahead[i].1.len())
                     .map_err(|_| Error::NoMemory)?;
+                let (_, next) = a.ahead.swap_remove(i);
                 a.bytes.extend_from_slice(&next);
             }
             let end = a.bytes.len() as u64;

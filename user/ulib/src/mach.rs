@@ -689,18 +689,33 @@ pub fn migrate(pid: Pid, machine: u8, core: Option<u32>) -> Result<(Remote, usiz
     }
 }
 
-/// The image, piece by piece, to `machine`: several pieces out at once (the requests of
-/// reply-less file calls, `fs::nowait`, up to its `MAX_PENDING`), each an mrpc request of
-/// its own; the machine there puts a piece that overtook one sent before it aside until
-/// that one comes (`user/machd/src/moves.rs`). One at a time, each piece waited for a
-/// whole round trip.
+/// The image, piece by piece, to `machine`. The first piece (which makes the image there)
+/// is waited for; the others go several at once (as reply-less calls, `fs::nowait`, up to
+/// its `MAX_PENDING`), each an mrpc request of its own, and the machine there puts a piece
+/// that overtook one sent before it (lost and sent again) aside until that one comes
+/// (`user/machd/src/moves.rs`). One at a time, each piece waited for a whole round trip.
+/// Sending stops at the first piece refused or lost. A program that collects completions
+/// of any ticket itself (`COLLECT` with `ANY`) must not move processes between machines
+/// (as it must not make reply-less file calls).
 fn send_image(machine: u8, token: u64, image: &[u8]) -> Result<(), Error> {
+    let mut pieces = image.chunks(mach::RES_REMOTE_MAX);
+    let first = pieces.next().ok_or(Error::InvalidArgument)?;
+    move_request(
+        machine,
+        mach::MOVE_PUT,
+        [token, 0, image.len() as u64],
+        first,
+    )?;
     let server = server()?;
-    // Earlier reply-less calls of this program settled first: their errors are not ours.
-    let _ = crate::fs::settle();
+    // Earlier reply-less file calls of this program are settled first, their error kept
+    // for the program's own `settle`.
+    let earlier = crate::fs::settle().err();
     let mut sent = Ok(());
-    for (i, piece) in image.chunks(mach::RES_REMOTE_MAX).enumerate() {
-        let at = (i * mach::RES_REMOTE_MAX) as u64;
+    for (i, piece) in pieces.enumerate() {
+        if crate::fs::nowait::failed() {
+            break;
+        }
+        let at = ((i + 1) * mach::RES_REMOTE_MAX) as u64;
         let w0 = mach::res_word(u64::from(machine), mach::MOVE_PUT, piece.len() as u64, 0);
         sent = crate::fs::nowait::submit(
             server,
@@ -714,6 +729,9 @@ fn send_image(machine: u8, token: u64, image: &[u8]) -> Result<(), Error> {
     }
     // Every piece's answer, the first error among them.
     let answers = crate::fs::settle();
+    if let Some(e) = earlier {
+        crate::fs::nowait::note_failed(e);
+    }
     sent.and(answers)
 }
 

@@ -19,6 +19,9 @@
 //! when its answer finds nobody to map it. Only this machine's files: a file of another
 //! machine (`mK:`) is written, closed or deleted as by the waiting calls.
 //!
+//! The same machinery carries other requests that need no answer each (`submit`: a
+//! process moving to another machine, its pieces several at once, `ulib::mach::migrate`).
+//!
 //! A program that collects completions of any ticket itself (`COLLECT` with `ANY`) must
 //! not mix that with these calls: it could take their answers, and [`settle`], which waits
 //! for each call's own ticket, would then wait for ever.
@@ -96,6 +99,18 @@ pub fn settle() -> Result<(), Error> {
     }
 }
 
+/// Has a call collected since the last [`settle`] failed? (Its error stays for `settle`.)
+pub(crate) fn failed() -> bool {
+    FAILED.with(|f| f.is_some())
+}
+
+/// Note `e` as if a collected call had met it (the first error is kept).
+pub(crate) fn note_failed(e: Error) {
+    FAILED.with(|f| {
+        f.get_or_insert(e);
+    });
+}
+
 /// How many reply-less calls are out.
 pub fn out() -> usize {
     OUT.with(|o| o.len())
@@ -171,9 +186,7 @@ fn collect_oldest() -> bool {
         Err(e) => Some(*e),
     };
     if let Some(e) = failed {
-        FAILED.with(|f| {
-            f.get_or_insert(e);
-        });
+        note_failed(e);
     }
     true
 }
