@@ -55,9 +55,10 @@
 //! disk, `run /BIN/PROG` in the shell): the kernel copies the image in (`BadAddress` unless
 //! the caller may read all of it; `TooLong` above [`MAX_IMAGE`]), checks it as it checks the
 //! archive's programs (`BadExecutable` for anything but a well-formed static x86-64 ELF
-//! executable whose segments lie in user space), and starts it on the caller's core as the
-//! caller's child, with the caller's user and rights, under the same priority and child
-//! limits as `SPAWN`.
+//! executable whose segments lie in user space), and starts it on the caller's core or the
+//! one named (`NoSuchCore` if it is not online; the copy travels there in the RPCC request,
+//! as `SPAWN_ON`'s name does) as the caller's child, with the caller's user and rights,
+//! under the same priority and child limits as `SPAWN`.
 //!
 //! `SPAWN`'s arguments are the program's name in the boot archive and its arguments as one
 //! buffer of NUL-terminated strings; the child's `main` receives them as `argv[1..]`.
@@ -138,10 +139,13 @@ pub const REPLY_ERROR: u64 = 56;
 /// Restart after a crash, opt-in (`abi::fnid`): function id, most restarts in the window,
 /// window ms, `*const u8` arguments, their length.
 pub const FN_RESTART: u64 = 57;
-/// Start a program from an ELF image in the caller's memory, on the caller's core: image
-/// ptr, image len (at most [`MAX_IMAGE`]), args ptr, args len (NUL-terminated strings, the
-/// first the name the process is shown under), priority; pid of the child.
+/// Start a program from an ELF image in the caller's memory: image ptr, image len (at most
+/// [`MAX_IMAGE`]), args ptr, args len (NUL-terminated strings, the first the name the
+/// process is shown under), priority, core ([`SPAWN_IMAGE_HERE`]: the caller's; another
+/// core gets a copy of the image through RPCC); pid of the child.
 pub const SPAWN_IMAGE: u64 = 58;
+/// `SPAWN_IMAGE`'s core for the caller's own core.
+pub const SPAWN_IMAGE_HERE: u64 = u64::MAX;
 /// The CPU time of the calling process so far, its running slice included (ns; under
 /// `-icount shift=0` on one core, instructions): for a server that times its own steps
 /// (`netd`'s request and result steps, P3 Table 3), which a core's TSC cannot do when a

@@ -39,7 +39,7 @@ pub fn dispatch(frame: &mut TrapFrame) {
         nr::WAIT => wait(a[0], a[1], a[2]),
         nr::SPAWN => spawn(a[0], a[1], a[2], a[3], a[4], current_core() as u64),
         nr::SPAWN_ON => spawn(a[0], a[1], a[2], a[3], a[4], a[5]),
-        nr::SPAWN_IMAGE => spawn_image(a[0], a[1], a[2], a[3], a[4]),
+        nr::SPAWN_IMAGE => spawn_image(a[0], a[1], a[2], a[3], a[4], a[5]),
         nr::MIGRATE => usize::try_from(a[1])
             .map_err(|_| Error::NoSuchCore)
             .and_then(|core| proc::migrate::migrate(Pid(a[0]), core))
@@ -191,7 +191,8 @@ fn spawn(
     }
 }
 
-/// `SPAWN_IMAGE`: the ELF image at `image_ptr` as a child on this core (`abi::syscall`).
+/// `SPAWN_IMAGE`: the ELF image at `image_ptr` as a child on this core or on `core`
+/// (`abi::syscall`).
 #[inline(never)]
 fn spawn_image(
     image_ptr: u64,
@@ -199,6 +200,7 @@ fn spawn_image(
     args_ptr: u64,
     args_len: u64,
     priority: u64,
+    core: u64,
 ) -> Result<u64, Error> {
     let priority = Priority::from_u64(priority).ok_or(Error::InvalidArgument)?;
     let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
@@ -210,8 +212,32 @@ fn spawn_image(
         .ok_or(Error::InvalidArgument)?;
     let args: Vec<&str> = args.collect();
     let parent = parent_of_child(priority)?;
+    let core = match core {
+        nr::SPAWN_IMAGE_HERE => current_core(),
+        c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
+    };
+    if core != current_core() && !crate::rpcc::reachable(core) {
+        return Err(Error::NoSuchCore);
+    }
     let image = copy_in(image_ptr, image_len, nr::MAX_IMAGE)?;
-    proc::spawn_image(name, &image, &args, priority, parent).map(|c| c.0)
+    if core == current_core() {
+        return proc::spawn_image(name, &image, &args, priority, parent).map(|c| c.0);
+    }
+    // The copy travels in the request and is dropped there; the other core checks the
+    // image as this one would.
+    let op = crate::rpcc::Op::SpawnImage {
+        image,
+        name: name.into(),
+        args: args.iter().map(|a| (*a).into()).collect(),
+        priority,
+    };
+    match crate::rpcc::call(core, op)? {
+        crate::rpcc::Out::Pid(child) => {
+            proc::note_remote_child(child);
+            Ok(child.0)
+        }
+        _ => Err(Error::Unknown),
+    }
 }
 
 fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {

@@ -65,6 +65,13 @@ pub enum Op {
         args: Vec<String>,
         priority: Priority,
     },
+    /// `SPAWN_IMAGE` on this core: the image copied in by the requester's core.
+    SpawnImage {
+        image: Vec<u8>,
+        name: String,
+        args: Vec<String>,
+        priority: Priority,
+    },
     Kill {
         pid: Pid,
         descendants_only: bool,
@@ -188,6 +195,16 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             let parent = res::flow_pid().unwrap_or(proc::TEST_PARENT);
             proc::spawn(name, &args, *priority, parent).map(Out::Pid)
+        }
+        Op::SpawnImage {
+            image,
+            name,
+            args,
+            priority,
+        } => {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let parent = res::flow_pid().unwrap_or(proc::TEST_PARENT);
+            proc::spawn_image(name, image, &args, *priority, parent).map(Out::Pid)
         }
         Op::Kill {
             pid,

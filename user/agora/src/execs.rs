@@ -38,7 +38,7 @@ fn one_exec(arg: u64) -> u64 {
     let (path, copy) = (arg & 0xff, arg >> 8);
     let pid = if path == NETWORK {
         match fs::read_all(&format!("{IMAGE}{copy}")) {
-            Ok(image) => sys::spawn_image(&image, "nop", &[], Priority::App),
+            Ok(image) => sys::spawn_image(&image, "nop", &[], Priority::App, None),
             Err(e) => {
                 ulib::println!("agora execs: reading {IMAGE}{copy}: {e}");
                 return 1;

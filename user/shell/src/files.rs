@@ -5,6 +5,7 @@
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 use ulib::abi::Error;
 use ulib::fs;
 use ulib::println;
@@ -63,29 +64,59 @@ pub fn on_disk(name: &str) -> bool {
     fs::stat(name).is_ok_and(|s| !s.dir)
 }
 
-/// `run PATH ARGS`: read the program at PATH from the disk and start it (`SPAWN_IMAGE`) on
-/// the shell's core `here`, shown under its last name; `-c` for another core is refused.
+/// `run PATH ARGS [-c CORE]`: read the program at PATH from the disk and start it
+/// (`SPAWN_IMAGE`) on the shell's core or on CORE, shown under its last name.
 pub fn spawn(
     path: &str,
     args: &[&str],
     priority: ulib::abi::Priority,
     core: Option<usize>,
-    here: usize,
 ) -> Result<ulib::abi::Pid, String> {
-    if let Some(c) = core.filter(|&c| c != here) {
-        return Err(format!(
-            "run: {path} is on the disk: a program from the disk starts on the shell's core \
-             ({here}), not core {c}"
-        ));
-    }
-    let image = fs::read_all(path).map_err(|e| fail(path, &format!("run {path}"), e))?;
-    let name = path
-        .rsplit('/')
+    let image = read_program(path)?;
+    ulib::sys::spawn_image(&image, program_name(path), args, priority, core)
+        .map_err(|e| spawn_failed(e, path, core))
+}
+
+/// A pipeline's stage from the disk: [`spawn`] with standard input and output.
+pub fn spawn_stage(
+    path: &str,
+    args: &[&str],
+    priority: ulib::abi::Priority,
+    core: Option<usize>,
+    streams: (ulib::stdio::Stream, ulib::stdio::Stream),
+) -> Result<ulib::abi::Pid, String> {
+    let image = read_program(path)?;
+    let (input, output) = streams;
+    ulib::stdio::spawn_image(
+        &image,
+        program_name(path),
+        args,
+        priority,
+        core,
+        input,
+        output,
+    )
+    .map_err(|e| spawn_failed(e, path, core))
+}
+
+/// The bytes of the program at `path` on the disk.
+fn read_program(path: &str) -> Result<Vec<u8>, String> {
+    fs::read_all(path).map_err(|e| fail(path, &format!("run {path}"), e))
+}
+
+/// The name a program from the disk is shown under: its path's last name.
+fn program_name(path: &str) -> &str {
+    path.rsplit('/')
         .next()
         .filter(|n| !n.is_empty())
-        .unwrap_or(path);
-    ulib::sys::spawn_image(&image, name, args, priority)
-        .map_err(|e| format!("run: {e}: {path} (from the disk)"))
+        .unwrap_or(path)
+}
+
+fn spawn_failed(e: ulib::abi::Error, path: &str, core: Option<usize>) -> String {
+    match core {
+        None => format!("run: {e}: {path} (from the disk)"),
+        Some(c) => format!("run: {e}: {path} (from the disk) on core {c}"),
+    }
 }
 
 /// The text of file `name`, for `source`.

@@ -398,7 +398,7 @@ impl Shell {
             Err(ulib::abi::Error::NoSuchProgram)
                 if prog.starts_with('/') || files::on_disk(prog) =>
             {
-                files::spawn(prog, prog_args, priority, core, self.core)?
+                files::spawn(prog, prog_args, priority, core)?
             }
             Err(e) => {
                 return Err(match core {

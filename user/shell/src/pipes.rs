@@ -171,6 +171,41 @@ pub fn redirected(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String>
     pipeline(&all, typeahead)
 }
 
+/// Start one stage: a program of the boot archive, else (a path, or a name not in the
+/// archive but on the disk) one read from the disk, as `run` does.
+fn start_stage(stage: &Stage, input: Stream, output: Stream) -> Result<Pid, String> {
+    let from_archive = if stage.prog.starts_with('/') {
+        Err(ulib::abi::Error::NoSuchProgram)
+    } else {
+        stdio::spawn(
+            stage.prog,
+            &stage.args,
+            stage.priority,
+            stage.core,
+            input,
+            output,
+        )
+    };
+    match from_archive {
+        Ok(pid) => Ok(pid),
+        Err(ulib::abi::Error::NoSuchProgram)
+            if stage.prog.starts_with('/') || crate::files::on_disk(stage.prog) =>
+        {
+            crate::files::spawn_stage(
+                stage.prog,
+                &stage.args,
+                stage.priority,
+                stage.core,
+                (input, output),
+            )
+        }
+        Err(e) => Err(match stage.core {
+            None => format!("run: {e}: {}", stage.prog),
+            Some(c) => format!("run: {e}: {} on core {c}", stage.prog),
+        }),
+    }
+}
+
 /// Open the pipes (into `pipes`, for the caller to close), start every stage, let go of
 /// the shell's ends, wait for every stage; the first failure is the error.
 fn start_and_wait(
@@ -189,24 +224,14 @@ fn start_and_wait(
             i => Stream::Pipe(pipes[i - 1]),
         };
         let output = pipes.get(i).map_or(Stream::Console, |p| Stream::Pipe(*p));
-        match stdio::spawn(
-            stage.prog,
-            &stage.args,
-            stage.priority,
-            stage.core,
-            input,
-            output,
-        ) {
+        match start_stage(stage, input, output) {
             Ok(pid) => pids.push((pid, stage.prog)),
             Err(e) => {
                 for (pid, _) in &pids {
                     let _ = sys::kill(*pid);
                     let _ = sys::wait(Some(*pid));
                 }
-                return Err(match stage.core {
-                    None => format!("run: {e}: {}", stage.prog),
-                    Some(c) => format!("run: {e}: {} on core {c}", stage.prog),
-                });
+                return Err(e);
             }
         }
     }
@@ -372,15 +397,15 @@ pub fn remote(args: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
     };
     let core = cores::parse_core(core)
         .ok_or_else(|| format!("remote: bad core '{core}' (a number, e.g. 1)"))?;
-    let pid = stdio::spawn(
+    let stage = Stage {
         prog,
-        prog_args,
-        Priority::App,
-        Some(core),
-        Stream::Console,
-        Stream::Console,
-    )
-    .map_err(|e| format!("remote: {e}: {prog} on core {core}"))?;
+        args: prog_args.to_vec(),
+        priority: Priority::App,
+        core: Some(core),
+    };
+    // From the boot archive, else from the disk, as `run`.
+    let pid = start_stage(&stage, Stream::Console, Stream::Console)
+        .map_err(|e| format!("remote: {}", e.strip_prefix("run: ").unwrap_or(&e)))?;
     let status = wait_foreground(pid, typeahead)?;
     match failure(&status) {
         None => Ok(()),

@@ -12,7 +12,11 @@
 //! | a priority that does not exist (7) | `InvalidArgument` |
 //! | driver priority, above this program's | `Denied` |
 //! | an empty image, random bytes, the good image cut in half, its ELF magic broken | `BadExecutable` |
-//! | the good image | runs, exit 0 |
+//! | a core that does not exist (64, 2^63) | `NoSuchCore` |
+//! | for another core: an image pointer into no mapping, random bytes | `BadAddress`, `BadExecutable` (that core checks the copy) |
+//! | the good image, on this core and on another | runs there, exit 0 |
+//!
+//! On one core the other core's cases are not run, and it says so.
 //!
 //! Prints one line per case and `spawncheck: ok`, or `spawncheck: N failed` (exit 1).
 #![no_std]
@@ -27,17 +31,23 @@ use ulib::{fs, println, sys};
 
 ulib::main!(main);
 
-/// `SPAWN_IMAGE` with raw arguments.
+/// `SPAWN_IMAGE` with raw arguments, on this core.
 fn raw(image: u64, len: u64, args: &[u8], priority: u64) -> Result<u64, Error> {
+    raw_on(image, len, args, priority, nr::SPAWN_IMAGE_HERE)
+}
+
+/// `SPAWN_IMAGE` with raw arguments, on `core`.
+fn raw_on(image: u64, len: u64, args: &[u8], priority: u64, core: u64) -> Result<u64, Error> {
     // SAFETY: the kernel only reads the buffers (and must refuse what is not ours).
     let (rax, rdx) = unsafe {
-        sys::raw::syscall5(
+        sys::raw::syscall6(
             nr::SPAWN_IMAGE,
             image,
             len,
             args.as_ptr() as u64,
             args.len() as u64,
             priority,
+            core,
         )
     };
     decode(rax, rdx)
@@ -69,7 +79,15 @@ fn main(args: &[&str]) -> i32 {
     }
     let image = |d: &[u8]| (d.as_ptr() as u64, d.len() as u64);
     let (gp, gl) = image(&good);
-    let cases: [(&str, Result<u64, Error>, Error); 10] = [
+    // Another core online, if there is one (its cases are left out on one core).
+    let here = sys::core().unwrap_or(0);
+    let mut cores = [ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let n = sys::cores(&mut cores).unwrap_or(0);
+    let other = cores[..n]
+        .iter()
+        .find(|c| c.online != 0 && c.core as usize != here)
+        .map(|c| u64::from(c.core));
+    let mut cases: Vec<(&str, Result<u64, Error>, Error)> = alloc::vec![
         (
             "an image pointer into no mapping",
             raw(0x10, 4096, name, app),
@@ -121,7 +139,26 @@ fn main(args: &[&str]) -> i32 {
             },
             Error::BadExecutable,
         ),
+        ("core 64", raw_on(gp, gl, name, app, 64), Error::NoSuchCore),
+        (
+            "core 2^63",
+            raw_on(gp, gl, name, app, 1 << 63),
+            Error::NoSuchCore
+        ),
     ];
+    if let Some(o) = other {
+        cases.push((
+            "an image pointer into no mapping, for another core",
+            raw_on(0x10, 4096, name, app, o),
+            Error::BadAddress,
+        ));
+        let (p, l) = image(&random);
+        cases.push((
+            "random bytes for another core (it checks the copy)",
+            raw_on(p, l, name, app, o),
+            Error::BadExecutable,
+        ));
+    }
     let mut failed = 0;
     for (what, got, want) in cases {
         match got {
@@ -140,23 +177,37 @@ fn main(args: &[&str]) -> i32 {
             }
         }
     }
-    match sys::spawn_image(&good, "image", &["from", "memory"], Priority::App)
-        .and_then(|pid| sys::wait(Some(pid)))
+    let targets = [None, other.map(|c| c as usize)];
+    for core in targets
+        .into_iter()
+        .take(if other.is_some() { 2 } else { 1 })
     {
-        Ok((_, status)) if status.how == ulib::abi::ENDED_EXIT && status.code == 0 => {
-            println!("spawncheck: the good image ran and exited 0")
+        let want = core.unwrap_or(here);
+        let r = sys::spawn_image(&good, "image", &["from", "memory"], Priority::App, core);
+        match r.and_then(|pid| Ok((pid, sys::wait(Some(pid))?.1))) {
+            Ok((pid, status))
+                if status.how == ulib::abi::ENDED_EXIT
+                    && status.code == 0
+                    && pid.core() == want =>
+            {
+                println!("spawncheck: the good image ran on core {want} and exited 0")
+            }
+            Ok((pid, status)) => {
+                failed += 1;
+                println!(
+                    "spawncheck: the good image ({pid}, want core {want}) ended (how {}, code \
+                     {}): FAILED",
+                    status.how, status.code
+                );
+            }
+            Err(e) => {
+                failed += 1;
+                println!("spawncheck: the good image on core {want}: {e}: FAILED");
+            }
         }
-        Ok((_, status)) => {
-            failed += 1;
-            println!(
-                "spawncheck: the good image ended (how {}, code {}): FAILED",
-                status.how, status.code
-            );
-        }
-        Err(e) => {
-            failed += 1;
-            println!("spawncheck: the good image: {e}: FAILED");
-        }
+    }
+    if other.is_none() {
+        println!("spawncheck: one core: the other core's cases were not run");
     }
     if failed == 0 {
         println!("spawncheck: ok");

@@ -171,6 +171,30 @@ pub fn spawn(
         None => crate::sys::spawn(name, &all, priority),
         Some(c) => crate::sys::spawn_on(name, &all, priority, c),
     }?;
+    hold_ends(pid, input, output)
+}
+
+/// [`spawn`] for a program not in the boot archive: the ELF `image` (read from the disk),
+/// shown as `name` (`sys::spawn_image`).
+pub fn spawn_image(
+    image: &[u8],
+    name: &str,
+    args: &[&str],
+    priority: Priority,
+    core: Option<usize>,
+    input: Stream,
+    output: Stream,
+) -> Result<Pid, Error> {
+    let tag = tag(input, output);
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(&tag);
+    let pid = crate::sys::spawn_image(image, name, &all, priority, core)?;
+    hold_ends(pid, input, output)
+}
+
+/// The pipe ends of the child `pid`, just started with `input` and `output`, held for it
+/// (it is killed if they cannot be).
+fn hold_ends(pid: Pid, input: Stream, output: Stream) -> Result<Pid, Error> {
     let held = [
         (input, control::PIPE_READ_END),
         (output, control::PIPE_WRITE_END),

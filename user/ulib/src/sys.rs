@@ -163,13 +163,16 @@ pub fn spawn_on(name: &str, args: &[&str], priority: Priority, core: usize) -> R
 }
 
 /// Start the ELF executable `image` (e.g. a program read from the disk) as a child on this
-/// core, shown as `name`, with `args` (`SPAWN_IMAGE`). [`Error::BadExecutable`] for an image
-/// that is not a valid program, [`Error::TooLong`] above `abi::syscall::MAX_IMAGE` bytes.
+/// core or on `core`, shown as `name`, with `args` (`SPAWN_IMAGE`; the image travels to
+/// another core as a copy). [`Error::BadExecutable`] for an image that is not a valid
+/// program, [`Error::TooLong`] above `abi::syscall::MAX_IMAGE` bytes,
+/// [`Error::NoSuchCore`] for a core that does not exist or is not online.
 pub fn spawn_image(
     image: &[u8],
     name: &str,
     args: &[&str],
     priority: Priority,
+    core: Option<usize>,
 ) -> Result<Pid, Error> {
     let mut buf = Vec::new();
     for a in core::iter::once(&name).chain(args) {
@@ -181,13 +184,14 @@ pub fn spawn_image(
     }
     // SAFETY: both buffers are valid for reading for the lengths given.
     decode(unsafe {
-        raw::syscall5(
+        raw::syscall6(
             nr::SPAWN_IMAGE,
             image.as_ptr() as u64,
             image.len() as u64,
             buf.as_ptr() as u64,
             buf.len() as u64,
             priority as u64,
+            core.map_or(nr::SPAWN_IMAGE_HERE, |c| c as u64),
         )
     })
     .map(Pid)
