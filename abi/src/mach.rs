@@ -72,6 +72,36 @@ pub const fn mac(k: usize) -> [u8; 6] {
     [0x52, 0x54, 0x00, 0x4d, 0x53, k as u8]
 }
 
+/// Ethernet header of a link frame: destination, source, [`ETHERTYPE`].
+pub const ETH_HEADER: usize = 14;
+/// Shortest Ethernet frame (without its checksum): shorter ones are padded with zeros.
+pub const ETH_MIN: usize = 60;
+
+/// The length of the link frame that carries `payload` bytes (header and padding).
+pub const fn frame_len(payload: usize) -> usize {
+    let n = ETH_HEADER + payload;
+    if n < ETH_MIN {
+        ETH_MIN
+    } else {
+        n
+    }
+}
+
+/// Write the link frame carrying `payload` from machine `from` to machine `to` into
+/// `frame`, which must be [`frame_len`]`(payload.len())` bytes long: header, payload, zero
+/// padding. `false` (nothing written) if it is not.
+pub fn write_frame(frame: &mut [u8], from: usize, to: usize, payload: &[u8]) -> bool {
+    if frame.len() != frame_len(payload.len()) {
+        return false;
+    }
+    frame[0..6].copy_from_slice(&mac(to));
+    frame[6..12].copy_from_slice(&mac(from));
+    frame[12..ETH_HEADER].copy_from_slice(&ETHERTYPE.to_be_bytes());
+    frame[ETH_HEADER..ETH_HEADER + payload.len()].copy_from_slice(payload);
+    frame[ETH_HEADER + payload.len()..].fill(0);
+    true
+}
+
 /// This machine: `words[0]` its id, `words[1]` how many machines, `words[2]` its epoch,
 /// `words[3]` how many remote programs' output it follows now ([`OP_FOLLOW`]), `words[4]`
 /// how many of this machine's programs' [`OP_WAIT`]s are in flight, `words[5]` how many
@@ -369,6 +399,27 @@ pub const NEVER: u64 = 3;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_frames_carry_header_payload_and_padding() {
+        let mut f = [0xaau8; ETH_MIN];
+        assert_eq!(frame_len(3), ETH_MIN);
+        assert!(write_frame(&mut f, 1, 2, b"abc"));
+        assert_eq!(&f[0..6], &mac(2));
+        assert_eq!(&f[6..12], &mac(1));
+        assert_eq!(&f[12..14], &[0x88, 0xb5]);
+        assert_eq!(&f[14..17], b"abc");
+        assert!(f[17..].iter().all(|&b| b == 0));
+        let long = [7u8; 100];
+        let mut g = [0u8; ETH_HEADER + 100];
+        assert_eq!(frame_len(100), g.len());
+        assert!(write_frame(&mut g, 0, 3, &long));
+        assert_eq!(&g[ETH_HEADER..], &long[..]);
+        // A buffer of the wrong length is refused, untouched.
+        let mut h = [1u8; 61];
+        assert!(!write_frame(&mut h, 0, 1, b"abc"));
+        assert!(h.iter().all(|&b| b == 1));
+    }
 
     #[test]
     fn fs_word_packs_machine_op_and_name_length() {

@@ -27,18 +27,13 @@
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::ipc::{Msg, MSG_ICA_READ_ONLY};
-use ulib::abi::mach::{self, ETHERTYPE, FN_LINK};
+use ulib::abi::mach::{self, ETHERTYPE, ETH_HEADER, FN_LINK};
 use ulib::abi::net::{DRV_TX, FN_DRV, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
 use ulib::fnid;
 use ulib::ipc;
 use ulib::net::{Ipv4, LentPage, UdpSocket};
-
-/// Ethernet header: destination, source, type.
-const ETH_HEADER: usize = 14;
-/// Shortest Ethernet frame (without its checksum): shorter ones are padded.
-const ETH_MIN: usize = 60;
 
 /// Which link the machines use.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -140,7 +135,7 @@ impl Out {
         match self {
             Out::Udp(tx) => tx.send_to(Ipv4(mach::addr(usize::from(to))), mach::PORT, bytes),
             Out::Ethernet { me, drv, page } => {
-                let len = (ETH_HEADER + bytes.len()).max(ETH_MIN);
+                let len = mach::frame_len(bytes.len());
                 if len > FRAME_MAX {
                     return Err(Error::TooLong);
                 }
@@ -149,11 +144,7 @@ impl Out {
                 // mapped at `at` in this process and only this link uses it (under the
                 // state's lock); `len` <= FRAME_MAX.
                 let frame = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, len) };
-                frame[0..6].copy_from_slice(&mach::mac(usize::from(to)));
-                frame[6..12].copy_from_slice(&mach::mac(usize::from(*me)));
-                frame[12..14].copy_from_slice(&ETHERTYPE.to_be_bytes());
-                frame[ETH_HEADER..ETH_HEADER + bytes.len()].copy_from_slice(bytes);
-                frame[ETH_HEADER + bytes.len()..].fill(0);
+                mach::write_frame(frame, usize::from(*me), usize::from(to), bytes);
                 let msg = Msg {
                     // Lent read-only: the driver only reads the frame.
                     label: DRV_TX | MSG_ICA_READ_ONLY,

@@ -495,12 +495,9 @@ fn forge_frame(name: &str, label: u64, from: u8, to: u8, bytes: &[u8]) -> Result
     let target = ulib::fnid::lookup(name)?;
     let mut page = ulib::net::LentPage::open("mfcheck-frame")?;
     let at = page.map()?;
-    let len = (14 + bytes.len()).max(60);
+    let len = mach::frame_len(bytes.len());
     let mut frame = alloc::vec![0u8; len];
-    frame[0..6].copy_from_slice(&mach::mac(usize::from(to)));
-    frame[6..12].copy_from_slice(&mach::mac(usize::from(from)));
-    frame[12..14].copy_from_slice(&mach::ETHERTYPE.to_be_bytes());
-    frame[14..14 + bytes.len()].copy_from_slice(bytes);
+    mach::write_frame(&mut frame, usize::from(from), usize::from(to), bytes);
     // SAFETY: the page (one page, writable) is mapped at `at` and `len` < 4096.
     unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, len) };
     let msg = Msg {
