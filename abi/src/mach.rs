@@ -261,7 +261,7 @@ pub const fn res_parts(w: u64) -> (u64, u64, usize, usize) {
 /// migration between machines): the image `MIGRATE_EXPORT` wrote travels in pieces and
 /// that machine's `machd` starts it with `MIGRATE_IMPORT`. `words[0]` is
 /// [`res_word`]`(machine, op, len, 0)` with `op` one of [`MOVE_PUT`], [`MOVE_START`],
-/// [`MOVE_DROP`]; `words[1]` the move's token (the caller's choice, non-zero); for a put
+/// [`MOVE_DROP`], [`MOVE_SPAWN`]; `words[1]` the move's token (the caller's choice, non-zero); for a put
 /// `words[2]` the piece's offset and `words[3]` the image's whole length, its `len` bytes
 /// at the ICA's start; for a start `words[2]` the core ([`ANY_CORE`]: that machine's
 /// last). Answer as [`OP_RES`]'s: `words[0]` the value (a start's: the new pid),
@@ -280,6 +280,13 @@ pub const MOVE_PUT: u64 = 1;
 pub const MOVE_START: u64 = 2;
 /// [`OP_MOVE`]: forget an image (the move was given up).
 pub const MOVE_DROP: u64 = 3;
+/// [`OP_MOVE`]: start the whole image as a *program* (an ELF executable, e.g. one read
+/// from a disk: `run /BIN/PROG -m M`), not a moved process: `PROG\0ARG\0...` (the name it
+/// is shown under first) are the piece's `len` bytes, `words[2]` the core word as
+/// [`OP_SPAWN`]'s (a core or [`ANY_CORE`], with [`SPAWN_RELAY`], [`SPAWN_STDIN`]). As the
+/// caller's user, at an application's priority, as that `machd`'s child; asked again it
+/// answers the same pid, and a drop after it kills the program, as for [`MOVE_START`].
+pub const MOVE_SPAWN: u64 = 4;
 /// Most images arriving at one machine at once.
 pub const MOVES_MAX: usize = 4;
 /// Most pieces of an arriving image held because they came before one sent ahead of them

@@ -409,6 +409,20 @@ pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
             &["args: from-the-other-disk"],
             &[],
         ),
+        // A program from a disk started on another machine: its image read here (from
+        // machine 1's disk, through machd) and sent there (OP_MOVE's MOVE_SPAWN), its
+        // output relayed here; a file that is no program is refused there.
+        (
+            "run m1:HELLO sent-back -m 1",
+            &["hello from core 1", "args: sent-back"],
+            &[],
+        ),
+        ("run m1:HELLO piped -m 1 | wc", &["1 8 "], &[]),
+        (
+            "run m1:GREET.TXT -m 1",
+            &[],
+            &["(from the disk): not a valid executable"],
+        ),
         ("run mfcheck hold 1 &", &[], &[]),
         ("fn wait mfcheck.hold", &[], &[]),
         ("run mfcheck forge 1", &["mfcheck forge: ok"], &[]),
@@ -447,7 +461,7 @@ pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
     }
     Ok(format!(
         "machine 0 (no disk) used machine 1's files: a {FILES_BIG}-byte copy identical, a program \
-         run from there, forged requests refused, an orphan closed; switch: {} frames, {} \
+         run from there and one sent back to run there, forged requests refused, an orphan closed; switch: {} frames, {} \
          dropped, {} duplicated; fsck clean",
         c.frames_in, c.dropped, c.duplicated
     ))

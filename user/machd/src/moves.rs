@@ -28,7 +28,11 @@
 //!
 //! | mrpc op | payload | reply |
 //! |---|---|---|
-//! | [`R_MOVE`] | op, token, offset or core, whole length, the requesting pid (u64 each), then a piece's bytes | the value (u64: a start's new pid) |
+//! | [`R_MOVE`] | op, token, offset or core word, whole length, the requesting pid (u64 each), then a piece's bytes (a program's start: its `PROG\0ARG\0...`) | the value (u64: a start's new pid) |
+//!
+//! A program's start (`MOVE_SPAWN`, `run /BIN/PROG -m M`) takes the image as an ELF
+//! executable and starts it as `R_SPAWN` starts a program of the boot archive
+//! (`ops::start`: its output and input relayed as the core word asks).
 
 use crate::files::{Kind, Waiting};
 use crate::ops::{word, words};
@@ -37,8 +41,8 @@ use alloc::vec::Vec;
 use mrpc::Header;
 use ulib::abi::ipc::Received;
 use ulib::abi::mach::{
-    self, res_parts, MOVES_MAX, MOVE_AHEAD_MAX, MOVE_DROP, MOVE_PUT, MOVE_STALE_NS, MOVE_START,
-    RES_REMOTE_MAX,
+    self, res_parts, MOVES_MAX, MOVE_AHEAD_MAX, MOVE_DROP, MOVE_PUT, MOVE_SPAWN, MOVE_STALE_NS,
+    MOVE_START, RES_REMOTE_MAX,
 };
 use ulib::abi::res::UserId;
 use ulib::abi::syscall::MAX_MOVE_IMAGE;
@@ -89,10 +93,12 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     let give_back = |e: Error| crate::files::give_back(r, region, e);
     let w = r.msg.words;
     let (m, op, len, _) = res_parts(w[0]);
-    if m >= u64::from(s.n) || m == u64::from(s.me) || !(MOVE_PUT..=MOVE_DROP).contains(&op) {
+    if m >= u64::from(s.n) || m == u64::from(s.me) || !(MOVE_PUT..=MOVE_SPAWN).contains(&op) {
         return give_back(Error::InvalidArgument);
     }
-    if w[1] == 0 || (op != MOVE_PUT && len != 0) {
+    // Bytes come with a piece (the image's) and a program's start (its name and words).
+    let carries = matches!(op, MOVE_PUT | MOVE_SPAWN);
+    if w[1] == 0 || (!carries && len != 0) || (op == MOVE_SPAWN && len == 0) {
         return give_back(Error::InvalidArgument);
     }
     if len > RES_REMOTE_MAX {
@@ -220,7 +226,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             a.ahead.retain(|(o, _)| *o > end);
             Ok(words(&[end]))
         }
-        MOVE_START => {
+        MOVE_START | MOVE_SPAWN => {
             if let Some(x) = s.started.iter().find(|x| started(x)) {
                 // Asked again (its answer was lost, or came too late): the same process.
                 return Ok(words(&[x.new.0]));
@@ -234,13 +240,20 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             if a.bytes.len() != a.len {
                 return Err(Error::InvalidArgument);
             }
-            let core = match at & mach::ANY_CORE {
-                mach::ANY_CORE => crate::ops::default_core(),
-                c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
+            let new = if op == MOVE_SPAWN {
+                // A program: started as a remote spawn is (its streams as the core word
+                // says), from the image (the kernel checks it as any `SPAWN_IMAGE`'s).
+                crate::ops::start(s, h.user, at, piece, Some(&a.bytes))?
+            } else {
+                let core = match at & mach::ANY_CORE {
+                    mach::ANY_CORE => crate::ops::default_core(),
+                    c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
+                };
+                at_most_app(&mut a.bytes);
+                let new = crate::ops::as_user(s, h.user, || sys::migrate_import(&a.bytes, core))?;
+                s.spawned.push((new, UserId(h.user)));
+                new
             };
-            at_most_app(&mut a.bytes);
-            let new = crate::ops::as_user(s, h.user, || sys::migrate_import(&a.bytes, core))?;
-            s.spawned.push((new, UserId(h.user)));
             if s.started.len() >= STARTED_KEPT {
                 s.started.remove(0);
             }

@@ -325,8 +325,27 @@ pub(crate) fn default_core() -> usize {
 
 fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
     let core = word(p, 0)?;
-    let text = core::str::from_utf8(p.get(8..).ok_or(Error::InvalidArgument)?)
-        .map_err(|_| Error::InvalidArgument)?;
+    let pid = start(
+        s,
+        user,
+        core,
+        p.get(8..).ok_or(Error::InvalidArgument)?,
+        None,
+    )?;
+    Ok(words(&[pid.0]))
+}
+
+/// Start a program for `user` as a remote spawn: `text` is `PROG\0ARG\0...`, `core` the
+/// `OP_SPAWN` core word (the core, `SPAWN_RELAY`, `SPAWN_STDIN`); the program is PROG of
+/// the boot archive or, given, the ELF `image` (shown as PROG: `OP_MOVE`'s `MOVE_SPAWN`).
+pub(crate) fn start(
+    s: &mut State,
+    user: u32,
+    core: u64,
+    text: &[u8],
+    image: Option<&[u8]>,
+) -> Result<Pid, Error> {
+    let text = core::str::from_utf8(text).map_err(|_| Error::InvalidArgument)?;
     let mut parts = text.split('\0');
     let prog = parts
         .next()
@@ -340,9 +359,12 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
     };
     if !relay && !stdin {
-        let pid = as_user(s, user, || sys::spawn_on(prog, &args, Priority::App, core))?;
+        let pid = as_user(s, user, || match image {
+            None => sys::spawn_on(prog, &args, Priority::App, core),
+            Some(image) => sys::spawn_image(image, prog, &args, Priority::App, Some(core)),
+        })?;
         s.spawned.push((pid, UserId(user)));
-        return Ok(words(&[pid.0]));
+        return Ok(pid);
     }
     // The pipes are the user's (opened acting as it), so the program may use them and only
     // that user's `R_OUTPUT`s and `R_INPUT`s (made acting as it) may.
@@ -365,14 +387,12 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
             input.map(res::close);
         };
         let stream = |p: Option<ResId>| p.map_or(Stream::Console, Stream::Pipe);
-        let pid = match stdio::spawn(
-            prog,
-            &args,
-            Priority::App,
-            Some(core),
-            stream(input),
-            stream(output),
-        ) {
+        let (i, o) = (stream(input), stream(output));
+        let started = match image {
+            None => stdio::spawn(prog, &args, Priority::App, Some(core), i, o),
+            Some(image) => stdio::spawn_image(image, prog, &args, Priority::App, Some(core), i, o),
+        };
+        let pid = match started {
             Ok(pid) => pid,
             Err(e) => {
                 close();
@@ -402,7 +422,7 @@ fn spawn(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
     if let Some(pipe) = input {
         s.inputs.push((pid, pipe, UserId(user)));
     }
-    Ok(words(&[pid.0]))
+    Ok(pid)
 }
 
 /// `R_INPUT` for `user` (payload: pid, flags, bytes): as many of the bytes as fit now into

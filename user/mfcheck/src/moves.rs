@@ -2,7 +2,8 @@
 //! moving to machine M arrives as an image in pieces), each refused with its error while
 //! both `machd`s go on serving: requests without their ICA or with bad words (refused
 //! here), pieces out of order, an image too long, a start before the image is whole or of
-//! one never sent, an image of garbage (refused by M's kernel), an empty piece, and more
+//! one never sent, an image of garbage (refused by M's kernel), a program's start
+//! (`MOVE_SPAWN`) without words, of no image, of garbage or with words not UTF-8, an empty piece, and more
 //! images arriving at once from one program than M keeps (`Busy`), let go by `MOVE_DROP`.
 //! Then a real move whose start is asked twice (as when its answer is lost: one process
 //! there, the same pid) and then given up (`MOVE_DROP` after the start: the process there
@@ -12,7 +13,8 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec;
 use ulib::abi::mach::{
-    self, res_word, FN_MACH, MOVE_AHEAD_MAX, MOVE_DROP, MOVE_PUT, MOVE_START, RES_REMOTE_MAX,
+    self, res_word, FN_MACH, MOVE_AHEAD_MAX, MOVE_DROP, MOVE_PUT, MOVE_SPAWN, MOVE_START,
+    RES_REMOTE_MAX,
 };
 use ulib::abi::syscall::MAX_MOVE_IMAGE;
 use ulib::abi::{Error, Pid, Priority, ENDED_KILLED};
@@ -155,6 +157,30 @@ pub fn forge(m: u8) -> Result<String, String> {
             "an image of garbage",
             req(m, MOVE_PUT, t + 10, 0, 100, some)
                 .and_then(|()| req(m, MOVE_START, t + 10, 0, 0, Some(&[]))),
+            Err(Error::InvalidArgument),
+        ),
+        // A program's start (`run /BIN/PROG -m M`): without its words, of no image, of
+        // an image of garbage (M's kernel checks it), with words that are not UTF-8.
+        (
+            "a program's start without words",
+            req(m, MOVE_SPAWN, t + 30, 0, 0, Some(&[])),
+            Err(Error::InvalidArgument),
+        ),
+        (
+            "a program's start of no image",
+            req(m, MOVE_SPAWN, t + 31, 0, 0, Some(b"prog")),
+            Err(Error::NoSuchResource),
+        ),
+        (
+            "a program of garbage",
+            req(m, MOVE_PUT, t + 32, 0, 100, some)
+                .and_then(|()| req(m, MOVE_SPAWN, t + 32, 0, 0, Some(b"garbage\0x"))),
+            Err(Error::BadExecutable),
+        ),
+        (
+            "a program's words not UTF-8",
+            req(m, MOVE_PUT, t + 33, 0, 100, some)
+                .and_then(|()| req(m, MOVE_SPAWN, t + 33, 0, 0, Some(&[0xff, 0xfe]))),
             Err(Error::InvalidArgument),
         ),
         // Too far ahead of the end to be held.

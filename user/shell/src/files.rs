@@ -100,7 +100,7 @@ pub fn spawn_stage(
 }
 
 /// The bytes of the program at `path` on the disk.
-fn read_program(path: &str) -> Result<Vec<u8>, String> {
+pub(crate) fn read_program(path: &str) -> Result<Vec<u8>, String> {
     fs::read_all(path).map_err(|e| fail(path, &format!("run {path}"), e))
 }
 

@@ -356,19 +356,48 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
     // this machine's `machd` does (`OP_FOLLOW`).
     let core = core | mach::SPAWN_RELAY | if stdin { mach::SPAWN_STDIN } else { 0 };
     let prog = words[0];
-    let r = ulib::mach::spawn(m as u8, core, &words).map_err(|e| match e {
-        Error::TooLong => format!(
-            "run: '{}' is too long for a remote run (at most 32 bytes of program and arguments)",
-            words.join(" ")
-        ),
-        e => why(&format!("run {prog} -m {m}"), e),
-    })?;
+    // A path, or a name not in that machine's boot archive but on a disk here (or on a
+    // machine's: `mK:NAME`), is read here and its image sent there.
+    let from_archive = if prog.starts_with('/') {
+        Err(Error::NoSuchProgram)
+    } else {
+        ulib::mach::spawn(m as u8, core, &words)
+    };
+    let r = match from_archive {
+        Err(Error::NoSuchProgram) if prog.starts_with('/') || crate::files::on_disk(prog) => {
+            from_disk(m as u8, core, &words)?
+        }
+        r => r.map_err(|e| match e {
+            Error::TooLong => format!(
+                "run: '{}' is too long for a remote run (at most 32 bytes of program and \
+                 arguments)",
+                words.join(" ")
+            ),
+            e => why(&format!("run {prog} -m {m}"), e),
+        })?,
+    };
     Ok(RemoteJob {
         remote: r,
         name: String::from(prog),
         followed: false,
         moved: false,
     })
+}
+
+/// `run /BIN/PROG [ARGS] -m M`: the program read from the disk here and started on
+/// machine `m` from its image (`ulib::mach::spawn_image`), shown under its last name.
+fn from_disk(m: u8, core: u64, words: &[&str]) -> Result<ulib::mach::Remote, String> {
+    let path = words[0];
+    let image = crate::files::read_program(path)?;
+    let name = path
+        .rsplit(['/', ':'])
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(path);
+    let mut named: Vec<&str> = words.to_vec();
+    named[0] = name;
+    ulib::mach::spawn_image(m, core, &image, &named)
+        .map_err(|e| why(&format!("run {path} -m {m} (from the disk)"), e))
 }
 
 /// The first program of a pipeline on another machine (`run PROG [ARGS] -m M [-c C] |

@@ -689,6 +689,47 @@ pub fn migrate(pid: Pid, machine: u8, core: Option<u32>) -> Result<(Remote, usiz
     }
 }
 
+/// Start the ELF executable `image` (e.g. read from a disk: `run /BIN/PROG -m M`) on
+/// `machine`, shown as `words[0]`, with `words[1..]` as its arguments, on the core and with
+/// the streams `core` says (as [`spawn`]'s core word). The image goes there in pieces as a
+/// moving process's does ([`migrate`]), then `abi::mach::MOVE_SPAWN` starts it there as a
+/// remote spawn (`SPAWN_IMAGE`, which checks it: [`Error::BadExecutable`]); if that fails
+/// the image there is dropped. `TooLong` for words of more than `RES_REMOTE_MAX` bytes.
+pub fn spawn_image(machine: u8, core: u64, image: &[u8], words: &[&str]) -> Result<Remote, Error> {
+    let mut text = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        if w.is_empty() || w.as_bytes().contains(&0) {
+            return Err(Error::InvalidArgument);
+        }
+        if i > 0 {
+            text.push(0);
+        }
+        text.extend_from_slice(w.as_bytes());
+    }
+    if text.is_empty() {
+        return Err(Error::InvalidArgument);
+    }
+    if text.len() > mach::RES_REMOTE_MAX {
+        return Err(Error::TooLong);
+    }
+    let token = (sys::clock_ns().unwrap_or(1) ^ u64::from(machine).rotate_left(48)) | 1;
+    let started = send_image(machine, token, image).and_then(|()| {
+        move_request(machine, mach::MOVE_SPAWN, [token, core, 0], &text).map(|(pid, epoch)| {
+            Remote {
+                machine,
+                epoch,
+                pid: Pid(pid),
+            }
+        })
+    });
+    if started.is_err() {
+        // Nothing is left there: the image (or, had the start's answer been lost, the
+        // program) is dropped; a drop that fails leaves the image to go with this program.
+        let _ = move_request(machine, mach::MOVE_DROP, [token, 0, 0], &[]);
+    }
+    started
+}
+
 /// The image, piece by piece, to `machine`. The first piece (which makes the image there)
 /// is waited for; the others go several at once (as reply-less calls, `fs::nowait`, up to
 /// its `MAX_PENDING`), each an mrpc request of its own, and the machine there puts a piece
