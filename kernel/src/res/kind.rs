@@ -75,6 +75,13 @@ pub trait Resource: Stored {
         None
     }
 
+    /// The most kernel heap this resource may come to hold for its users' data (a pipe's
+    /// buffer), in frames: charged to its creator as user memory while it exists, so that
+    /// one user's resources cannot take the kernel's own memory.
+    fn heap_frames(&self) -> u64 {
+        0
+    }
+
     /// CLOSE, in the table: may the resource go now? (`Busy` if not.)
     fn close(&mut self) -> Result<(), Error> {
         Ok(())
@@ -153,6 +160,13 @@ macro_rules! resource_types {
             pub fn kind(&self) -> abi::res::ResType {
                 match self {
                     $(State::$kind(_) => abi::res::ResType::$kind,)*
+                }
+            }
+
+            /// [`kind::Resource::heap_frames`] of this state.
+            pub fn heap_frames(&self) -> u64 {
+                match self {
+                    $(State::$kind(s) => kind::Resource::heap_frames(s),)*
                 }
             }
         }

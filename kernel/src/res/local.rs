@@ -167,6 +167,7 @@ fn close_entry<T: Resource>(id: ResId, checked: bool) -> Result<(), Error> {
         Ok::<_, Error>((e.state, e.creator))
     })?;
     super::quota::uncharge_resource(creator);
+    super::quota::uncharge_heap(creator, state.heap_frames());
     if let Some(state) = T::take(state) {
         state.release(Some(id));
     }
@@ -187,6 +188,7 @@ pub fn forget_where<T: Stored>(gone: impl Fn(&T) -> bool) {
             if let Ok(e) = t.table.remove(slot, generation) {
                 t.names.remove(&(e.state.kind() as u8, e.name.clone()));
                 super::quota::uncharge_resource(e.creator);
+                super::quota::uncharge_heap(e.creator, e.state.heap_frames());
             }
         }
     });
@@ -322,6 +324,13 @@ pub fn open(
     let (state, pid) = ops
         .open(args)
         .inspect_err(|_| super::quota::uncharge_resource(creator))?;
+    // What it may hold of the kernel's heap, as its creator's memory (a pipe's buffer).
+    let frames = state.heap_frames();
+    if let Err(e) = super::quota::charge_heap(creator, frames) {
+        ops.release(state);
+        super::quota::uncharge_resource(creator);
+        return Err(e);
+    }
     let entry = Entry {
         name: key.1.clone(),
         creator,
@@ -340,6 +349,7 @@ pub fn open(
         .map_err(|e| {
             ops.release(e.state);
             super::quota::uncharge_resource(creator);
+            super::quota::uncharge_heap(creator, frames);
             Error::NoMemory
         })?;
     Ok((

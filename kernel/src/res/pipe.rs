@@ -139,6 +139,11 @@ impl Resource for Pipe {
         })))
     }
 
+    /// Its buffer, at most the capacity: counted as its creator's memory.
+    fn heap_frames(&self) -> u64 {
+        (self.0.capacity as u64).div_ceil(crate::arch::x86_64::paging::PAGE_SIZE)
+    }
+
     /// The waiters wake and find the pipe gone.
     fn release(mut self, _: Option<ResId>) {
         self.wake();

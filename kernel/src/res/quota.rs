@@ -11,6 +11,7 @@
 //! | processes (running or ended, not yet reaped), per user and core | [`PROCESSES_PER_USER`] | the core that gets the process (spawn, open, migration) |
 //! | resources in a core's table, per creating user | [`RESOURCES_PER_USER`] | the core's table ([`Usage`], here) |
 //! | frames of user memory (address spaces and vregions), per user and core | half of what the core gives programs ([`frames_limit`]) | here |
+//! | kernel heap a resource may fill with users' data (pipe buffers), per core | an eighth of what the core gives programs, and within the user's frames ([`charge_heap`]) | here |
 //!
 //! The kernel's own user is never limited. The administrator is limited like everyone
 //! else: it is the user the shell and the benchmarks run as, and the same limits keep one
@@ -108,6 +109,43 @@ pub fn charge_frames(user: UserId, n: u64) -> Result<(), Error> {
 /// Give back `n` frames charged to `user` on this core.
 pub fn uncharge_frames(user: UserId, n: u64) {
     uncharge(user, Counted::Frames, n);
+}
+
+/// Kernel heap held for users' data on each core (frames: pipe buffers at their
+/// capacity), all users together. The heap never gives its memory back to the core's pool,
+/// so this is bounded apart from each user's share: at most a quarter of a user's share
+/// (an eighth of what the core gives programs) ever becomes heap this way.
+static HEAP_FRAMES: [core::sync::atomic::AtomicU64; abi::MAX_CORES] =
+    [const { core::sync::atomic::AtomicU64::new(0) }; abi::MAX_CORES];
+
+/// Charge `user` `n` frames of kernel heap it may fill on this core (a pipe's buffer): as
+/// its memory, and against the core's bound for such heap ([`HEAP_FRAMES`]); `Limit` past
+/// either.
+pub fn charge_heap(user: UserId, n: u64) -> Result<(), Error> {
+    if user == UserId::KERNEL || n == 0 {
+        return Ok(());
+    }
+    let held = &HEAP_FRAMES[percore::current_core()];
+    let bound = frames_limit() / 4;
+    if held.load(Ordering::Relaxed).saturating_add(n) > bound {
+        log::debug!("limit: this core's heap for users' data is at its bound ({bound} frames)");
+        return Err(Error::Limit);
+    }
+    charge_frames(user, n)?;
+    held.fetch_add(n, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Give back `n` frames of heap charged to `user` on this core ([`charge_heap`]).
+pub fn uncharge_heap(user: UserId, n: u64) {
+    if user == UserId::KERNEL || n == 0 {
+        return;
+    }
+    uncharge_frames(user, n);
+    let held = &HEAP_FRAMES[percore::current_core()];
+    let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+        Some(h.saturating_sub(n))
+    });
 }
 
 /// Charge `user` one entry of this core's resource table.

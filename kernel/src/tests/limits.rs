@@ -41,6 +41,34 @@ ktest! {
     }
 }
 
+ktest! {
+    /// Pipes filled to 64 KiB each are refused with `Limit` once their buffers (kernel
+    /// heap) reach the user's share of the core's memory, and their frames are given back
+    /// when they close (a regression: the buffers were counted nowhere, and a user's
+    /// pipes could take the heap from the kernel, which then panicked).
+    fn pipe_buffers_count_as_their_creators_memory() -> TestResult {
+        const PIPES_USER: u32 = 4101;
+        let held = || {
+            quota::usage()
+                .into_iter()
+                .find(|(u, _, _)| *u == PIPES_USER)
+                .map_or((0, 0), |(_, r, f)| (r, f))
+        };
+        let s = super::run_to_end("crash", &["pipes", "4101"], Priority::App, 600)?;
+        // Refused at the bound for heap (16 frames a pipe), well before the user's
+        // resources (4,096) ran out.
+        let bound = quota::frames_limit() / 4 / 16;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code <= bound && s.code + 1 >= bound,
+            "crash pipes ended with {s:?}, expected about {bound} pipes filled, then Limit"
+        );
+        kassert!(held() == (0, 0), "user {PIPES_USER} still holds {:?} (resources, frames)", held());
+        let s = super::run_to_end("hello", &["after", "the", "pipes"], Priority::App, 60)?;
+        kassert!(s.how == abi::ENDED_EXIT && s.code == 0, "hello after the pipes ended with {s:?}");
+        Ok(())
+    }
+}
+
 fn zombies_checked(holder: Pid) -> crate::ktest::TestResult {
     // The holder sleeps once refused.
     super::until_asleep(holder, "crash zombies hold", 600)?;

@@ -12,6 +12,7 @@
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
 //! | `hog [USER]` | (as USER if given: run it as the administrator) grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if refused with `Limit` (its user's share of the core) or `NoMemory` (the core's pool), and the huge request with `NoMemory` |
 //! | `hog-hold [USER]` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
+//! | `pipes [USER]` | (as USER if given) opens pipes of 64 KiB and fills each, until refused (at most 8,192), then closes them all | exits with how many it filled if refused with `Limit` or `NoMemory` at an open (a pipe's buffer is kernel heap, bounded per core and counted as its creator's memory), else 9999 |
 //! | `zombies USER hold\|reap [CORE]` | becomes USER, then starts `nop` children (on CORE if given, ending each there with `kill`) and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
@@ -25,6 +26,8 @@
 //! An unknown or missing WHAT exits 2. A fault that does not happen exits 1.
 #![no_std]
 #![no_main]
+
+extern crate alloc;
 
 use core::arch::asm;
 use ulib::abi::{syscall, Error, Pid, Priority};
@@ -74,6 +77,7 @@ fn main(args: &[&str]) -> i32 {
         "bad-pointer" => return bad_pointer(),
         "bad-syscall" => return bad_syscall(),
         "hog" => return become_user(args.get(2)).map_or(1, |()| hog()),
+        "pipes" => return become_user(args.get(2)).map_or(1, |()| pipes()),
         "zombies" => return zombies(args.get(2), args.get(3).copied(), args.get(4)),
         "hog-hold" => {
             let r = become_user(args.get(2)).map_or(1, |()| hog());
@@ -187,6 +191,51 @@ fn hog() -> i32 {
         got / 1024
     );
     i32::from(!(matches!(refused, Error::NoMemory | Error::Limit) && huge == Err(Error::NoMemory)))
+}
+
+/// `pipes`: pipes of 64 KiB, each filled, until the kernel refuses one (the buffers are
+/// kernel heap: before they counted as their creator's memory, this took the core's).
+fn pipes() -> i32 {
+    use ulib::abi::syscall::control;
+    const CAPACITY: u64 = 64 * 1024;
+    let data = alloc::vec![0x5au8; CAPACITY as usize];
+    let mut open = alloc::vec::Vec::new();
+    let me = sys::getpid().map_or(0, |p| p.serial());
+    let refused = loop {
+        if open.len() >= 8192 {
+            break None;
+        }
+        let name = alloc::format!("here/pipe/crash-{me}-{}", open.len());
+        let id = match ulib::res::open(
+            &name,
+            &CAPACITY.to_le_bytes(),
+            ulib::abi::res::Rights::OWNER_ALL,
+        ) {
+            Ok(id) => id,
+            Err(e) => break Some(e),
+        };
+        open.push(id);
+        let held = [control::PIPE_READ_END, control::PIPE_WRITE_END]
+            .iter()
+            .all(|&end| ulib::res::control(id, control::PIPE_HOLD, end, 0).is_ok());
+        if !held || ulib::res::write(id, &data, 0) != Ok(data.len()) {
+            println!(
+                "crash: pipes: pipe {} could not be held or filled",
+                open.len()
+            );
+            break None;
+        }
+    };
+    let made = open.len();
+    for id in open {
+        let _ = ulib::res::close(id);
+    }
+    println!("crash: pipes: {made} filled, then {refused:?}");
+    if matches!(refused, Some(Error::Limit | Error::NoMemory)) {
+        made as i32
+    } else {
+        9999
+    }
 }
 
 /// Become the user named by `arg`, if any.
