@@ -115,6 +115,22 @@ pub fn corrupt(image: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Change the volume's boot sector of `image` with `f` (a corrupt image made on purpose).
+pub fn patch_boot_sector(image: &Path, f: impl FnOnce(&mut [u8; 512])) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(image)?;
+    let mut b = [0u8; 512];
+    file.seek(SeekFrom::Start(START * 512))?;
+    file.read_exact(&mut b)?;
+    f(&mut b);
+    file.seek(SeekFrom::Start(START * 512))?;
+    file.write_all(&b)?;
+    Ok(())
+}
+
 /// The image as mtools names its volume (`FILE@@OFFSET`).
 fn volume(image: &Path) -> String {
     format!("{}@@{}", image.display(), START * 512)

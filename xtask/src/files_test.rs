@@ -174,6 +174,54 @@ fn check_image(image: &std::path::Path, seed: u64) -> Result<String> {
 /// starts the disk driver, a buffer manager and the file service where it places them.
 const FILE_SERVICE: &str = "";
 
+/// Boot sectors whose parts do not add up: `fsd` refuses the volume with a clear console
+/// line before the library reads it, never faults, and writes nothing (regressions: FATs
+/// whose size wrapped the sum made `fsd` mark "tail" entries over the whole disk; 0
+/// sectors per cluster made the library divide by zero).
+fn bad_boot_sectors(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    let root = crate::build::workspace_root();
+    type Patch = fn(&mut [u8; 512]);
+    let cases: [(&str, Patch); 2] = [
+        ("FATs whose size wraps the sum", |b| {
+            b[22..24].copy_from_slice(&0u16.to_le_bytes());
+            b[36..40].copy_from_slice(&0x8000_0010u32.to_le_bytes());
+        }),
+        ("0 sectors per cluster", |b| b[13] = 0),
+    ];
+    let steps = crate::script::load(&root.join("user/shell/nodisk.script"))?;
+    for (what, patch) in cases {
+        let label = format!("[files] a boot sector with {what}: refused, nothing written");
+        println!("xtask: {label}");
+        let image = root.join("target/test-badfat.img");
+        disk::make(&image)?;
+        disk::patch_boot_sector(&image, patch)?;
+        let before = std::fs::read(&image)?;
+        let mut g = guest(2, FILE_SERVICE);
+        g.disk = Some(image.clone());
+        let checked =
+            crate::script::run_steps(&g, "nodisk.script", &steps, |_| false).and_then(|lines| {
+                if lines.iter().any(|l| l.contains("panic in fsd")) {
+                    bail!("fsd panicked");
+                }
+                if !lines
+                    .iter()
+                    .any(|l| l.contains("fsd: the disk holds no FAT volume this server reads"))
+                {
+                    bail!("no console line of fsd refusing the volume");
+                }
+                if std::fs::read(&image)? != before {
+                    bail!("the image changed: fsd wrote to a volume it could not read");
+                }
+                Ok(())
+            });
+        match checked {
+            Ok(()) => t.pass(&label),
+            Err(e) => t.fail(&label, &format!("{e:#}")),
+        }
+    }
+    Ok(())
+}
+
 /// Files on a disk (issue 16), each boot with `blkdrv` and `fsd` started at boot: the shell
 /// reads a file mtools put in and writes files the host then reads with mtools; a second
 /// boot on the same image sees them; a disk without a FAT volume and no disk at all are
@@ -263,6 +311,7 @@ pub fn scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()
     disk::corrupt(&corrupt)?;
     script(t, "a corrupt image", "nodisk.script", Some(&corrupt));
     script(t, "no disk", "nodisk.script", None);
+    bad_boot_sectors(t, guest)?;
     // Two buffer managers on two cores, replaced and killed while a program writes and
     // reads files; bad requests to them.
     let image = root.join("target/test-bufd.img");

@@ -54,7 +54,10 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 
 impl Layout {
     /// The layout of the volume whose boot sector is `b`; `None` for anything but a
-    /// FAT16 or FAT32 volume of 512-byte sectors.
+    /// FAT16 or FAT32 volume of 512-byte sectors whose parts fit in it: a boot sector
+    /// that does not add up (its FATs past the volume's end, in arithmetic that would
+    /// wrap; FATs too small for its clusters; no reserved sector) is `None` too, so that
+    /// nothing is ever read or written where it says the FATs are.
     pub fn from_boot_sector(b: &[u8; SECTOR]) -> Option<Layout> {
         if b[510] != 0x55 || b[511] != 0xaa || u16_at(b, 11) != SECTOR as u32 {
             return None;
@@ -71,16 +74,27 @@ impl Layout {
             0 => u32_at(b, 36),
             n => n,
         };
-        if per_cluster == 0 || fats == 0 || fat_sectors == 0 {
+        if per_cluster == 0 || !per_cluster.is_power_of_two() || reserved == 0 {
             return None;
         }
-        let meta = reserved + fats * fat_sectors + root_sectors;
+        if fats == 0 || fat_sectors == 0 {
+            return None;
+        }
+        let meta = fats
+            .checked_mul(fat_sectors)?
+            .checked_add(reserved)?
+            .checked_add(root_sectors)?;
         let clusters = total.checked_sub(meta)? / per_cluster;
         let width = match clusters {
             0..4085 => return None,
             4085..65525 => 2,
             _ => 4,
         };
+        // Every cluster (and the two reserved entries) needs an entry in each FAT.
+        let entries = u64::from(fat_sectors) * SECTOR as u64 / u64::from(width);
+        if entries < u64::from(clusters) + 2 {
+            return None;
+        }
         Some(Layout {
             fat_start: reserved,
             fat_sectors,
@@ -288,5 +302,34 @@ mod tests {
         let mut bad = fat16_4mib();
         bad[22..24].copy_from_slice(&9000u16.to_le_bytes()); // FATs larger than the volume
         assert_eq!(Layout::from_boot_sector(&bad), None);
+    }
+
+    /// Boot sectors that do not add up are refused, never read as a volume whose FATs
+    /// lie elsewhere (a regression: the sum of the parts wrapped, and `fsd` then marked
+    /// "tail" entries over the whole disk).
+    #[test]
+    fn a_boot_sector_that_does_not_add_up_is_refused() {
+        let mut wraps = fat16_4mib();
+        wraps[22..24].copy_from_slice(&0u16.to_le_bytes());
+        wraps[36..40].copy_from_slice(&0x8000_0010u32.to_le_bytes()); // 2 FATs: wraps to 32
+        assert_eq!(Layout::from_boot_sector(&wraps), None);
+        let mut huge = fat16_4mib();
+        huge[16] = 255;
+        huge[22..24].copy_from_slice(&0u16.to_le_bytes());
+        huge[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert_eq!(Layout::from_boot_sector(&huge), None);
+        let mut no_cluster = fat16_4mib();
+        no_cluster[13] = 0;
+        assert_eq!(Layout::from_boot_sector(&no_cluster), None);
+        let mut odd_cluster = fat16_4mib();
+        odd_cluster[13] = 3;
+        assert_eq!(Layout::from_boot_sector(&odd_cluster), None);
+        let mut no_reserved = fat16_4mib();
+        no_reserved[14..16].copy_from_slice(&0u16.to_le_bytes());
+        assert_eq!(Layout::from_boot_sector(&no_reserved), None);
+        let mut small_fat = fat16_4mib();
+        small_fat[22..24].copy_from_slice(&8u16.to_le_bytes()); // 2,048 entries, 8,000 clusters
+        assert_eq!(Layout::from_boot_sector(&small_fat), None);
+        assert!(Layout::from_boot_sector(&fat16_4mib()).is_some());
     }
 }

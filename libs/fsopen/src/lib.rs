@@ -119,7 +119,10 @@ impl<'a> Table<'a> {
                     && r[16] <= 2
                     && handle < t.next()
                     && core::str::from_utf8(&r[22..22 + len]).is_ok());
-            if !sane {
+            // A handle in two records would open one file twice (the first left open for
+            // ever, the second's close forgetting only one record).
+            let twice = handle != 0 && (0..i).any(|j| word(t.record(j), 0) == handle);
+            if !sane || twice {
                 return Err(Bad::Record(i));
             }
         }
@@ -242,5 +245,21 @@ mod tests {
         area[HEADER + 16] = 0;
         area[HEADER] = 0xff; // record 0's handle above `next`
         assert_eq!(Table::load(&mut area).err(), Some(Bad::Record(0)));
+    }
+
+    /// A corrupt table with one handle in two records is refused (a regression: it was
+    /// loaded, and the new server opened the file twice, one of them never closed).
+    #[test]
+    fn a_handle_twice_is_refused() {
+        let mut area = [0u8; SIZE];
+        let mut t = Table::format(&mut area, 1).unwrap();
+        let h = t.take_handle();
+        assert!(t.put(&Open::new(h, 7, 0, 0, "A.DAT").unwrap()));
+        let _ = t.take_handle();
+        assert!(t.put(&Open::new(h + 1, 7, 0, 0, "B.DAT").unwrap()));
+        assert!(Table::load(&mut area).is_ok());
+        // Record 1's handle made the same as record 0's.
+        area[HEADER + RECORD..HEADER + RECORD + 8].copy_from_slice(&h.to_le_bytes());
+        assert_eq!(Table::load(&mut area).err(), Some(Bad::Record(1)));
     }
 }

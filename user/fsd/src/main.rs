@@ -135,19 +135,14 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
     };
     let d = disk::Disk::open(managers)?;
     let flush = d.flusher();
-    let fat = match seal_fat_tail(&d) {
-        Ok((n, fat)) => {
-            if n > 0 {
-                println!("fsd: {n} FAT entries past the volume's last cluster marked bad");
-            }
-            Some(fat)
-        }
-        // The volume's open below says what is wrong with it.
-        Err(e) => {
-            println!("fsd: the FAT's tail not checked: {e}");
-            None
-        }
-    };
+    // A boot sector whose parts do not add up is refused here, before the library (which
+    // would divide by its cluster size, or walk FATs where none are) reads anything.
+    let (n, fat) = seal_fat_tail(&d)
+        .map_err(|e| format!("the disk holds no FAT volume this server reads: {e}"))?;
+    if n > 0 {
+        println!("fsd: {n} FAT entries past the volume's last cluster marked bad");
+    }
+    let fat = Some(fat);
     let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
@@ -217,8 +212,8 @@ fn seal_fat_tail(d: &disk::Disk) -> Result<(u32, Fat), String> {
     }
     let lba = u32::from_le_bytes([mbr[454], mbr[455], mbr[456], mbr[457]]);
     d.read(&mut b, BlockIdx(lba)).map_err(|e| format!("{e}"))?;
-    let layout =
-        fattail::Layout::from_boot_sector(&b[0].contents).ok_or("no FAT16 or FAT32 boot sector")?;
+    let layout = fattail::Layout::from_boot_sector(&b[0].contents)
+        .ok_or("no FAT16 or FAT32 boot sector whose parts fit in the volume")?;
     let mut marked = 0;
     for (sector, first) in layout.tail_sectors() {
         let at = BlockIdx(lba + sector);
@@ -230,6 +225,13 @@ fn seal_fat_tail(d: &disk::Disk) -> Result<(u32, Fat), String> {
         }
     }
     Ok((marked, Fat { lba, layout }))
+}
+
+/// Does `path` end in `.` or `..`? Such a name is a directory's own entry, never one to
+/// make: the library would make a file or directory called `.` in the root, which has no
+/// such entry.
+fn is_dot(path: &str) -> bool {
+    matches!(path.rsplit('/').find(|p| !p.is_empty()), Some("." | ".."))
 }
 
 /// What a library error means to a client.
@@ -290,12 +292,20 @@ impl Server {
             FS_CLOSE => self.close(w[0], r.sender),
             FS_SEEK => self.seek(w[0], w[1], r.sender),
             FS_UNLINK => name.and_then(|n| self.unlink(&n)),
-            FS_MKDIR => name.and_then(|n| {
-                self.at_dir(&n, |vm, dir, last| {
-                    vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
+            FS_MKDIR => name
+                .and_then(|n| {
+                    if is_dot(&n) {
+                        Err(Error::BadName)
+                    } else {
+                        Ok(n)
+                    }
                 })
-                .and_then(|w| self.durable(w))
-            }),
+                .and_then(|n| {
+                    self.at_dir(&n, |vm, dir, last| {
+                        vm.make_dir_in_dir(dir, last).map(|()| [0; 6])
+                    })
+                    .and_then(|w| self.durable(w))
+                }),
             // Sizes come from the directory entries: first those of files whose owners
             // ended are brought up to date (closed).
             FS_STAT => name.and_then(|n| {
@@ -339,6 +349,14 @@ impl Server {
     }
 
     fn open(&mut self, path: &str, mode: u64, owner: Pid) -> Result<[u64; 6], Error> {
+        // Refused before anything is opened: an open to write empties the file first, and
+        // a path the open-file table cannot keep was refused only after that.
+        if path.len() > fsopen::PATH_MAX {
+            return Err(Error::TooLong);
+        }
+        if mode != MODE_READ && is_dot(path) {
+            return Err(Error::BadName);
+        }
         let mode = match mode {
             MODE_READ => Mode::ReadOnly,
             MODE_WRITE => Mode::ReadWriteCreateOrTruncate,
