@@ -250,6 +250,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                     c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
                 };
                 at_most_app(&mut a.bytes);
+                crate::ops::room_for(s, h.user)?;
                 let new = crate::ops::as_user(s, h.user, || sys::migrate_import(&a.bytes, core))?;
                 s.spawned.push((new, UserId(h.user)));
                 new

@@ -66,6 +66,20 @@ pub const OUTPUT_MAX: usize = 1000;
 
 /// Exit statuses of collected programs kept for a wait asked again (the oldest goes first).
 pub const REAPED_MAX: usize = 64;
+/// Most programs this `machd` runs for one user (started and not yet waited for): one
+/// user's programs that nobody waits for meet `Limit` here, well before this process's
+/// children fill the kernel's limit for every user (a regression: 1,024 unwaited remote
+/// spawns of one user made every later one, anyone's, fail).
+pub const SPAWNED_PER_USER: usize = 128;
+
+/// Is there room for one more program of `user` ([`SPAWNED_PER_USER`])?
+pub(crate) fn room_for(s: &State, user: u32) -> Result<(), Error> {
+    let held = s.spawned.iter().filter(|(_, u)| u.0 == user).count();
+    if held >= SPAWNED_PER_USER {
+        return Err(Error::Limit);
+    }
+    Ok(())
+}
 
 /// Most processes a remote `ps` lists.
 const PS_MAX: usize = 256;
@@ -345,6 +359,7 @@ pub(crate) fn start(
     text: &[u8],
     image: Option<&[u8]>,
 ) -> Result<Pid, Error> {
+    room_for(s, user)?;
     let text = core::str::from_utf8(text).map_err(|_| Error::InvalidArgument)?;
     let mut parts = text.split('\0');
     let prog = parts
@@ -442,14 +457,18 @@ fn input(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         if info.detail >> 32 == 0 {
             return Err(Error::Gone);
         }
-        // Only this machd writes it, so the room can only grow before the write.
         let room = INPUT_PIPE
             .saturating_sub(info.size as usize)
             .min(bytes.len());
         if room == 0 {
             return Ok(0);
         }
-        res::write(pipe, &bytes[..room], 0)
+        // Never waiting, even if another program of the user (whose pipe it is) filled it
+        // since the look (a regression: the network thread waited, holding the state).
+        match res::write(pipe, &bytes[..room], control::PIPE_NOWAIT) {
+            Err(Error::Again) => Ok(0),
+            r => r,
+        }
     });
     match &r {
         // The end of its input: this machd lets go of the writing end, so the program
@@ -481,7 +500,11 @@ fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
     let r = as_user(s, owner.0, || {
         let held = |size: u64| -> Result<Vec<u8>, Error> {
             let mut buf = alloc::vec![0u8; (size as usize).min(OUTPUT_MAX)];
-            let n = res::read(pipe, &mut buf, 0)?;
+            // Never waiting: another program of the user may have emptied it since the look.
+            let n = match res::read(pipe, &mut buf, control::PIPE_NOWAIT) {
+                Err(Error::Again) => 0,
+                r => r?,
+            };
             buf.truncate(n);
             let mut out = alloc::vec![0u8];
             out.extend_from_slice(&buf);
@@ -519,9 +542,18 @@ fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
 /// parent kill whatever user the parent acts as: so for those `machd` checks the user
 /// itself (the one it was spawned for, or the administrator); any other process is killed
 /// acting as `user`, and the kernel checks.
+/// `R_KILL`: a program this `machd` started for `user` (any user's for the
+/// administrator), or, for the administrator, another of its descendants (the kernel
+/// checks that). Never `machd` itself: the kernel lets a process end itself, and the kill
+/// is made by this process (a regression: any remote user could end the machine's `machd`
+/// so). Another user's program, or one not started here, is refused.
 fn kill(s: &State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
+    if sys::getpid().is_ok_and(|me| me == pid) {
+        return Err(Error::Denied);
+    }
     match s.spawned.iter().find(|(q, _)| *q == pid) {
         Some((_, owner)) if owner.0 != user && user != ADMIN => Err(Error::Denied),
+        None if user != ADMIN => Err(Error::NoSuchProcess),
         _ => as_user(s, user, || sys::kill(pid)).map(|()| Vec::new()),
     }
 }

@@ -32,7 +32,8 @@
 //!   on it from here (`OP_RES`), each a resource operation of another machine: its count
 //!   there must be N exactly (one performed twice or lost shows).
 //! - `mfcheck moveforge M`: malformed and hostile `OP_MOVE` requests to machine M, each
-//!   refused with its error (`moves`).
+//!   refused with its error (`moves`); `mfcheck spawnlimit M`: one user's programs there
+//!   that nobody waits for meet `Limit` at 128, another user's still start.
 //! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
 //!   a pipe between the two machines among them (`pipes`); `mfcheck forgepeer M`: a
 //!   program that speaks for its machine to M (a forged heartbeat) is not heard;
@@ -184,6 +185,7 @@ fn main(args: &[&str]) -> i32 {
         "forgepeer" => pipes::forge_peer(m),
         "oneway" => pipes::one_way(m),
         "moveforge" => moves::forge(m),
+        "spawnlimit" => moves::spawn_limit(m),
         _ => return usage(),
     };
     match r {
@@ -203,7 +205,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|oneway|moveforge MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|oneway|moveforge|spawnlimit MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }

@@ -293,3 +293,93 @@ fn start_twice(m: u64) -> Result<(), String> {
     let _ = sys::wait(Some(roamer));
     r
 }
+
+/// `mfcheck spawnlimit M`: programs started on machine M for one user and never waited for
+/// meet `Limit` there at `SPAWNED_PER_USER` (128), while another user's still start; once
+/// they are waited for, the user starts programs again. (A regression: `machd` kept every
+/// such program as its child until the kernel's limit of 1,024 children refused everyone's.)
+pub fn spawn_limit(m: u8) -> Result<String, String> {
+    const USER: u32 = 3100;
+    const LIMIT: usize = 128;
+    let me = ulib::res::getuser().map_err(|e| format!("getuser: {e}"))?;
+    let as_user = |u: u32| {
+        ulib::res::setuser(ulib::abi::res::UserId(u)).map_err(|e| format!("setuser {u}: {e}"))
+    };
+    let run = |what: &str| ulib::mach::spawn(m, mach::ANY_CORE, &["nop", what]);
+    as_user(USER)?;
+    let mut started: alloc::vec::Vec<Remote> = alloc::vec::Vec::new();
+    let refused = loop {
+        if started.len() > LIMIT {
+            break None;
+        }
+        match run("held") {
+            Ok(r) => started.push(r),
+            Err(e) => break Some(e),
+        }
+    };
+    let counted = (started.len(), refused);
+    // machd there is nobody's to kill, not even its own (the kernel lets a process end
+    // itself, and machd makes the kill): refused for this user and for the administrator.
+    let machd = machd_of(m);
+    let epoch = started.first().map_or(0, |r| r.epoch);
+    let kill_machd = |pid| {
+        ulib::mach::kill(&Remote {
+            machine: m,
+            epoch,
+            pid,
+        })
+    };
+    let by_user = machd.map(kill_machd);
+    // Another user meanwhile.
+    as_user(me.0)?;
+    let by_admin = machd.map(kill_machd);
+    let other = run("other").and_then(|r| ulib::mach::wait(&r).map(drop));
+    as_user(USER)?;
+    let mut waited = Ok(());
+    for r in &started {
+        if let Err(e) = ulib::mach::wait(r) {
+            waited = Err(format!("wait {:?}: {e}", r.pid));
+        }
+    }
+    let again = run("again").and_then(|r| ulib::mach::wait(&r).map(drop));
+    as_user(me.0)?;
+    if counted != (LIMIT, Some(Error::Limit)) {
+        return Err(format!(
+            "{} started, then {:?}; expected {LIMIT}, then Limit",
+            counted.0, counted.1
+        ));
+    }
+    match (machd, by_user, by_admin) {
+        (Ok(_), Ok(Err(_)), Ok(Err(Error::Denied))) => {}
+        (m, u, a) => {
+            return Err(format!(
+                "machd there ({m:?}) killed for a user: {u:?}, for the administrator: {a:?}; \
+                 expected refusals"
+            ))
+        }
+    }
+    other.map_err(|e| format!("another user's program at the limit: {e}"))?;
+    waited?;
+    again.map_err(|e| format!("a program once the others were waited for: {e}"))?;
+    Ok(format!(
+        ", {LIMIT} unwaited programs, then Limit; another user unaffected"
+    ))
+}
+
+/// The pid of `machd` on machine `m` (its `ps`, `abi::mach::OP_PS`).
+fn machd_of(m: u8) -> Result<Pid, Error> {
+    let server = ulib::fnid::lookup(FN_MACH)?;
+    for i in 0..256u64 {
+        let msg = ulib::abi::ipc::Msg {
+            label: mach::OP_PS,
+            words: [u64::from(m), i, 0, 0, 0, 0],
+        };
+        let (_, r) = ulib::fnid::call_fn(server, &msg)?;
+        let name: alloc::vec::Vec<u8> =
+            r.words[3..6].iter().flat_map(|w| w.to_le_bytes()).collect();
+        if name.starts_with(b"machd\0") {
+            return Ok(Pid(r.words[0]));
+        }
+    }
+    Err(Error::NoSuchProcess)
+}
