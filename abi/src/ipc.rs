@@ -146,7 +146,9 @@ pub const SUBMIT_RES_CLOSE: u64 = 5;
 /// `RES_CONTROL(target, args[0], args[1], args[2])`.
 pub const SUBMIT_RES_CONTROL: u64 = 6;
 /// `RES_OPEN`: name at `args[0]` (length `args[1]`), arguments at `args[2]` (length
-/// `args[3]`), rights in `msg.label`; both copied at submit. The value is the id.
+/// `args[3]`), rights in `msg.label`; both copied at submit. The value is the id. A
+/// `process` is opened so on the caller's core only (`NotSupported` for another: its pid
+/// would not reach the caller's record of its children), and counts as a child.
 pub const SUBMIT_RES_OPEN: u64 = 7;
 /// `RES_READ(target, buffer args[0], length args[1], arg args[2])`: the bytes are copied
 /// into the buffer when the result is collected.

@@ -596,9 +596,21 @@ fn start(
         kind => {
             let op = resource_op(kind, sub, bytes_in)?;
             let core = match &op {
-                Op::ResOpen { name, .. } => abi::res::ResName::parse(name)
-                    .map_err(|_| Error::BadName)?
-                    .core(current_core()),
+                Op::ResOpen { name, .. } => {
+                    let parsed = abi::res::ResName::parse(name).map_err(|_| Error::BadName)?;
+                    let core = parsed.core(current_core());
+                    // A process made by OPEN is the opener's child, counted against its
+                    // limit as `RES_OPEN`'s is (a regression: this path skipped the
+                    // count). One on another core would be a child whose pid the
+                    // completion does not carry back to be noted: refused.
+                    if parsed.kind == abi::res::ResType::Process {
+                        if core != current_core() {
+                            return Err(Error::NotSupported);
+                        }
+                        crate::proc::may_add_child()?;
+                    }
+                    core
+                }
                 _ => route(target)?,
             };
             if core == current_core() {

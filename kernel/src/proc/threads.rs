@@ -13,6 +13,10 @@ use alloc::vec::Vec;
 
 /// Most threads in one process.
 pub const MAX_THREADS: usize = 64;
+/// Most ended threads of one process whose value waits for a `THREAD_JOIN`: past it the
+/// oldest value goes (its join is then `NoSuchProcess`), so a program that never joins
+/// cannot grow the kernel's heap without bound (a regression found by a review).
+pub const MAX_EXITED: usize = 256;
 
 /// THREAD_CREATE: a new thread of the running process entering `entry(arg)` with its stack
 /// pointer at `stack_top`; returns its id.
@@ -61,6 +65,9 @@ pub fn exit(value: u64) -> ! {
             return Some(true);
         }
         p.threads.retain(|&t| t != me);
+        if p.exited.len() >= MAX_EXITED {
+            p.exited.pop_first();
+        }
         p.exited.insert(me, value);
         let waiters: Vec<u32> = p.threads.clone();
         for t in waiters {

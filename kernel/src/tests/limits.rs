@@ -69,6 +69,20 @@ ktest! {
     }
 }
 
+ktest! {
+    /// Threads that end without anyone joining them leave at most
+    /// `threads::MAX_EXITED` values behind: the oldest go (a regression: every value was
+    /// kept until joined, and a program could grow the kernel's heap without bound).
+    fn ended_threads_nobody_joins_are_bounded() -> TestResult {
+        let s = super::run_to_end("crash", &["threads"], Priority::App, 600)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 0,
+            "crash threads ended with {s:?} (exit 1: the first value was still kept)"
+        );
+        Ok(())
+    }
+}
+
 fn zombies_checked(holder: Pid) -> crate::ktest::TestResult {
     // The holder sleeps once refused.
     super::until_asleep(holder, "crash zombies hold", 600)?;

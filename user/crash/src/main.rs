@@ -12,6 +12,7 @@
 //! | `bad-syscall` | system call 999 | exit 0 if refused with `NoSuchCall`, else 1 |
 //! | `hog [USER]` | (as USER if given: run it as the administrator) grows its heap 64 KiB at a time until refused, then asks for 2^64-1 bytes | exit 0 if refused with `Limit` (its user's share of the core) or `NoMemory` (the core's pool), and the huge request with `NoMemory` |
 //! | `hog-hold [USER]` | like `hog`, then sleeps forever holding the memory | (killed by the test) |
+//! | `threads` | starts 2,000 threads that end at once (on one shared stack they never touch) and joins none, then joins the first and the last | exit 0 if the first's value is gone (`NoSuchProcess`: the kernel keeps at most 256 ended threads' values) and the last's is there |
 //! | `pipes [USER]` | (as USER if given) opens pipes of 64 KiB and fills each, until refused (at most 8,192), then closes them all | exits with how many it filled if refused with `Limit` or `NoMemory` at an open (a pipe's buffer is kernel heap, bounded per core and counted as its creator's memory), else 9999 |
 //! | `zombies USER hold\|reap [CORE]` | becomes USER, then starts `nop` children (on CORE if given, ending each there with `kill`) and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
@@ -78,6 +79,7 @@ fn main(args: &[&str]) -> i32 {
         "bad-syscall" => return bad_syscall(),
         "hog" => return become_user(args.get(2)).map_or(1, |()| hog()),
         "pipes" => return become_user(args.get(2)).map_or(1, |()| pipes()),
+        "threads" => return threads(),
         "zombies" => return zombies(args.get(2), args.get(3).copied(), args.get(4)),
         "hog-hold" => {
             let r = become_user(args.get(2)).map_or(1, |()| hog());
@@ -191,6 +193,56 @@ fn hog() -> i32 {
         got / 1024
     );
     i32::from(!(matches!(refused, Error::NoMemory | Error::Limit) && huge == Err(Error::NoMemory)))
+}
+
+/// A thread that ends at once with value 7, touching no memory (every such thread may
+/// share one stack pointer).
+#[unsafe(naked)]
+extern "C" fn end_at_once() -> ! {
+    core::arch::naked_asm!(
+        "mov eax, {exit}",
+        "mov edi, 7",
+        "syscall",
+        "ud2",
+        exit = const syscall::THREAD_EXIT,
+    )
+}
+
+/// `threads`: ended threads nobody joins must not pile up in the kernel.
+fn threads() -> i32 {
+    const N: usize = 2000;
+    let mut stack = [0u64; 64];
+    let top = (stack.as_mut_ptr() as u64 + 64 * 8) & !15;
+    let mut tids = alloc::vec::Vec::with_capacity(N);
+    while tids.len() < N {
+        // SAFETY: the thread starts at `end_at_once`, which ends it without touching its
+        // stack or any memory.
+        let (rax, rdx) = unsafe {
+            raw::syscall3(
+                syscall::THREAD_CREATE,
+                end_at_once as *const () as u64,
+                top,
+                0,
+            )
+        };
+        let r = syscall::decode(rax, rdx);
+        match r {
+            Ok(tid) => tids.push(tid),
+            // Too many alive at once: let them end.
+            Err(Error::NoMemory) => {
+                let _ = sys::sleep_ns(1_000_000);
+            }
+            Err(e) => {
+                println!("crash: threads: THREAD_CREATE: {e}");
+                return 1;
+            }
+        }
+    }
+    // Every thread has ended once it can be joined: the last one is joined (waiting).
+    let last = ulib::thread::join_id(tids[N - 1], 10_000_000_000);
+    let first = ulib::thread::join_id(tids[0], 0);
+    println!("crash: threads: {N} ended, the last joined: {last:?}, the first: {first:?}");
+    i32::from(!(last == Ok(7) && first == Err(Error::NoSuchProcess)))
 }
 
 /// `pipes`: pipes of 64 KiB, each filled, until the kernel refuses one (the buffers are

@@ -186,6 +186,30 @@ fn parent(core: usize) -> Check {
         let c = ipc::collect(t, u64::MAX).map_err(|e| format!("(c) collect close: {e}"))?;
         ipc::result(&c).map_err(|e| format!("(c) close: {e}"))?;
     }
+    // (c) A process opened through SUBMIT is a child of the submitter on its own core
+    // only: for another core it is refused (the completion carries no pid to note).
+    let here = sys::core().map_err(|e| format!("core: {e}"))?;
+    let name = format!("c{}/process/ipcchild", (here + 1) % ulib::abi::MAX_CORES);
+    let prog = b"nop";
+    let mut sub = ipc::op(
+        api::SUBMIT_RES_OPEN,
+        0,
+        [
+            name.as_ptr() as u64,
+            name.len() as u64,
+            prog.as_ptr() as u64,
+            prog.len() as u64,
+        ],
+    );
+    sub.msg.label = u64::from(Rights::OWNER_ALL.0);
+    match ipc::submit(&sub) {
+        Err(Error::NotSupported) => {}
+        Ok(t) => {
+            let c = ipc::collect(t, u64::MAX).map_err(|e| format!("(c) collect: {e}"))?;
+            return fail("(c) a process opened on another core by SUBMIT", c.status);
+        }
+        Err(e) => return fail("(c) a process opened on another core by SUBMIT", e),
+    }
     // (d)
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let ep = ipc::open_endpoint("here/endpoint/ipccheck", Rights(0x2f))
