@@ -131,6 +131,62 @@ pub fn patch_boot_sector(image: &Path, f: impl FnOnce(&mut [u8; 512])) -> Result
     Ok(())
 }
 
+/// A FAT16 volume's layout as its boot sector gives it: where its first FAT and its root
+/// directory start (bytes from the image's start), sectors per FAT, root entries.
+pub struct Fat16At {
+    pub fat: u64,
+    pub fat_bytes: u64,
+    pub fats: u64,
+    pub root: u64,
+    pub root_entries: u64,
+}
+
+/// Where the parts of `image`'s FAT16 volume lie.
+pub fn fat16_at(image: &Path) -> Result<Fat16At> {
+    let bytes = std::fs::read(image)?;
+    let b = bytes
+        .get((START * 512) as usize..(START * 512 + 512) as usize)
+        .context("the image is shorter than its volume's boot sector")?;
+    let u16_at = |at: usize| u64::from(u16::from_le_bytes([b[at], b[at + 1]]));
+    let volume = START * 512;
+    let fat = volume + u16_at(14) * 512;
+    let fat_bytes = u16_at(22) * 512;
+    let fats = u64::from(b[16]);
+    Ok(Fat16At {
+        fat,
+        fat_bytes,
+        fats,
+        root: fat + fats * fat_bytes,
+        root_entries: u16_at(17),
+    })
+}
+
+/// Write `bytes` at byte `at` of `image` (a corrupt image made on purpose).
+pub fn poke(image: &Path, at: u64, bytes: &[u8]) -> Result<()> {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(image)?;
+    f.seek(SeekFrom::Start(at))?;
+    f.write_all(bytes)?;
+    Ok(())
+}
+
+/// The byte offset (in `image`) of the root directory entry of `name` (11 bytes, 8.3 as
+/// stored: `"D          "`) of its FAT16 volume, and the first cluster it names.
+pub fn root_entry(image: &Path, name: &[u8; 11]) -> Result<(u64, u16)> {
+    let at = fat16_at(image)?;
+    let bytes = std::fs::read(image)?;
+    for i in 0..at.root_entries {
+        let e = (at.root + i * 32) as usize;
+        let entry = bytes
+            .get(e..e + 32)
+            .context("the root directory is cut short")?;
+        if &entry[..11] == name {
+            return Ok((e as u64, u16::from_le_bytes([entry[26], entry[27]])));
+        }
+    }
+    bail!("no root entry {:?}", String::from_utf8_lossy(name))
+}
+
 /// The image as mtools names its volume (`FILE@@OFFSET`).
 fn volume(image: &Path) -> String {
     format!("{}@@{}", image.display(), START * 512)

@@ -219,6 +219,65 @@ fn bad_boot_sectors(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Resu
             Err(e) => t.fail(&label, &format!("{e:#}")),
         }
     }
+    corrupt_chains(t, guest)
+}
+
+/// FATs whose chains loop, and a directory entry whose first cluster is no cluster of
+/// the volume: `fsd` refuses the volume at mount with a clear line, and the shell's file
+/// commands answer at once (regressions: `embedded-sdmmc` follows a directory's chain
+/// without a bound, so listing such a directory hung `fsd` for good).
+fn corrupt_chains(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
+    let root = crate::build::workspace_root();
+    let steps = crate::script::load(&root.join("user/shell/nodisk.script"))?;
+    let dir = *b"D          ";
+    let cases: [(&str, &str); 2] = [
+        ("a directory whose chain loops", "its FAT is corrupt"),
+        (
+            "a directory entry naming no cluster",
+            "names no cluster of the volume",
+        ),
+    ];
+    for (i, (what, said)) in cases.into_iter().enumerate() {
+        let label = format!("[files] {what}: the volume refused, nothing hangs");
+        println!("xtask: {label}");
+        let image = root.join("target/test-badchain.img");
+        let made = (|| -> Result<()> {
+            disk::make(&image)?;
+            disk::mkdir(&image, "D")?;
+            let (entry, cluster) = disk::root_entry(&image, &dir)?;
+            if i == 0 {
+                // D's cluster links to itself, in every FAT copy.
+                let at = disk::fat16_at(&image)?;
+                for copy in 0..at.fats {
+                    let e = at.fat + copy * at.fat_bytes + u64::from(cluster) * 2;
+                    disk::poke(&image, e, &cluster.to_le_bytes())?;
+                }
+            } else {
+                disk::poke(&image, entry + 26, &0xfff0u16.to_le_bytes())?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = made {
+            t.fail(&label, &format!("making the image: {e:#}"));
+            continue;
+        }
+        let mut g = guest(2, FILE_SERVICE);
+        g.disk = Some(image.clone());
+        let checked =
+            crate::script::run_steps(&g, "nodisk.script", &steps, |_| false).and_then(|lines| {
+                if lines.iter().any(|l| l.contains("panic in fsd")) {
+                    bail!("fsd panicked");
+                }
+                if !lines.iter().any(|l| l.contains(said)) {
+                    bail!("no console line of fsd saying '{said}'");
+                }
+                Ok(())
+            });
+        match checked {
+            Ok(()) => t.pass(&label),
+            Err(e) => t.fail(&label, &format!("{e:#}")),
+        }
+    }
     Ok(())
 }
 

@@ -19,8 +19,14 @@
 //! delete `fsd` frees that one cluster itself, in every FAT copy: [`Layout::entry_sectors`]
 //! says where its entry lies, [`free_end_of_chain`] frees it in one sector if it is a
 //! one-cluster chain's end (anything else is left alone).
+//!
+//! And the library follows a chain until an entry marks its end, without a bound, so a
+//! corrupt FAT whose chain loops would hang `fsd`: [`check_chains`] finds such chains (and
+//! links that leave the volume) when it mounts a volume.
 #![no_std]
 #![forbid(unsafe_code)]
+
+extern crate alloc;
 
 #[cfg(test)]
 extern crate std;
@@ -194,6 +200,76 @@ pub fn seal(layout: &Layout, sector: &mut [u8; SECTOR], first: u32) -> u32 {
     changed
 }
 
+/// What is wrong with a FAT's chains ([`check_chains`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChainFault {
+    /// Cluster `0`'s entry links to `1`, which is no cluster of the volume (0, 1, or past
+    /// its end): following it would read whatever lies past the FAT.
+    Outside(u32, u32),
+    /// The chain through cluster `0` comes back to itself: it has no end.
+    Loop(u32),
+}
+
+impl Layout {
+    /// What entry `raw` (as read from a FAT of this layout) says follows its cluster: a
+    /// next cluster (`Some(Ok(n))`), nothing (`None`: free, the end of a chain, bad), or
+    /// `Some(Err(()))` for a value that names no cluster of the volume.
+    pub fn link(&self, raw: u32) -> Option<Result<u32, ()>> {
+        let (v, bad) = match self.width {
+            2 => (raw & 0xffff, 0xfff7),
+            _ => (raw & 0x0fff_ffff, 0x0fff_fff7),
+        };
+        match v {
+            0 => None,
+            v if v >= bad => None,
+            v if (2..self.limit()).contains(&v) => Some(Ok(v)),
+            _ => Some(Err(())),
+        }
+    }
+}
+
+/// Check every chain of a FAT whose entry for cluster `c` is `entry(c)`: each link stays
+/// within the volume and no chain comes back to itself. Why: `embedded-sdmmc` follows a
+/// directory's chain until an entry marks its end, with no bound, so a corrupt FAT whose
+/// chain loops (or wanders past the FAT, where any value may follow) would hang the file
+/// server for good. Linear in the clusters, one byte of state each.
+pub fn check_chains(layout: &Layout, entry: impl Fn(u32) -> u32) -> Result<(), ChainFault> {
+    const NEW: u8 = 0;
+    const WALKING: u8 = 1;
+    const DONE: u8 = 2;
+    let limit = layout.limit();
+    let mut state = alloc::vec![NEW; limit as usize];
+    for start in 2..limit {
+        if state[start as usize] != NEW {
+            continue;
+        }
+        // Follow the chain from `start` until an end, a cluster already known to end, or
+        // one of this walk (a loop); then mark the walk's clusters as ending.
+        let mut c = start;
+        loop {
+            state[c as usize] = WALKING;
+            match layout.link(entry(c)) {
+                None => break,
+                Some(Err(())) => return Err(ChainFault::Outside(c, entry(c))),
+                Some(Ok(n)) => match state[n as usize] {
+                    DONE => break,
+                    WALKING => return Err(ChainFault::Loop(n)),
+                    _ => c = n,
+                },
+            }
+        }
+        let mut c = start;
+        while state[c as usize] == WALKING {
+            state[c as usize] = DONE;
+            match layout.link(entry(c)) {
+                Some(Ok(n)) => c = n,
+                _ => break,
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +301,51 @@ mod tests {
         );
         assert_eq!(u16_at(&s, 90), 0x0123);
         assert_eq!(u16_at(&s, 92), 0xfff7);
+    }
+
+    #[test]
+    fn chains_that_loop_or_leave_the_volume_are_found() {
+        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        let fat = |links: &[(u32, u32)]| {
+            let mut f = std::vec![0u32; l.limit() as usize];
+            for &(c, n) in links {
+                f[c as usize] = n;
+            }
+            f
+        };
+        // Two files (2 -> 3 -> 4 -> end, 10 -> end), a bad cluster, free ones: fine.
+        let good = fat(&[(2, 3), (3, 4), (4, 0xffff), (10, 0xfff8), (11, 0xfff7)]);
+        assert_eq!(check_chains(&l, |c| good[c as usize]), Ok(()));
+        // A chain that comes back to its start, or to a cluster in its middle.
+        let round = fat(&[(2, 3), (3, 4), (4, 2)]);
+        assert_eq!(
+            check_chains(&l, |c| round[c as usize]),
+            Err(ChainFault::Loop(2))
+        );
+        let lasso = fat(&[(5, 6), (6, 7), (7, 6)]);
+        assert_eq!(
+            check_chains(&l, |c| lasso[c as usize]),
+            Err(ChainFault::Loop(6))
+        );
+        let itself = fat(&[(9, 9)]);
+        assert_eq!(
+            check_chains(&l, |c| itself[c as usize]),
+            Err(ChainFault::Loop(9))
+        );
+        // Links to no cluster: 1, past the volume's end.
+        let one = fat(&[(2, 1)]);
+        assert_eq!(
+            check_chains(&l, |c| one[c as usize]),
+            Err(ChainFault::Outside(2, 1))
+        );
+        let past = fat(&[(2, 3), (3, l.limit())]);
+        assert_eq!(
+            check_chains(&l, |c| past[c as usize]),
+            Err(ChainFault::Outside(3, l.limit()))
+        );
+        // Two chains joining one tail is no loop.
+        let join = fat(&[(2, 4), (3, 4), (4, 0xffff)]);
+        assert_eq!(check_chains(&l, |c| join[c as usize]), Ok(()));
     }
 
     #[test]

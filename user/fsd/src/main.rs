@@ -40,6 +40,11 @@ use ulib::{fnid, ipc, println};
 
 ulib::main!(main);
 
+/// How deep [`Server::check_entries`] walks the directory tree at mount.
+const WALK_DEPTH_MAX: usize = 32;
+/// Most directory entries [`Server::check_entries`] reads at mount.
+const WALK_ENTRIES_MAX: usize = 100_000;
+
 /// How long the server waits for a request, while files are open, before it looks for
 /// files whose owners ended ([`Server::close_orphans`]).
 const ORPHAN_LOOK_NS: u64 = 500_000_000;
@@ -142,11 +147,14 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
     if n > 0 {
         println!("fsd: {n} FAT entries past the volume's last cluster marked bad");
     }
+    check_fat(&d, &fat)?;
     let fat = Some(fat);
     let vm = Volumes::new_with_limits(d, Clock, 0);
     let vol = vm
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
+    // Before `fs` is offered: a volume refused leaves no function behind to fail `Gone`.
+    check_entries(&vm, vol, &fat)?;
     let (table, id, inherited) = match table {
         Some((t, id)) => (t, id, false),
         None => {
@@ -232,6 +240,116 @@ fn seal_fat_tail(d: &disk::Disk) -> Result<(u32, Fat), String> {
 /// such entry.
 fn is_dot(path: &str) -> bool {
     matches!(path.rsplit('/').find(|p| !p.is_empty()), Some("." | ".."))
+}
+
+/// Most clusters whose chains are checked at mount ([`check_fat`]): 4 bytes of FAT and one
+/// of state each. A larger volume (FAT32) is served unchecked, with a console line.
+const CHECKED_CLUSTERS_MAX: u32 = 1 << 20;
+
+/// Refuse a volume whose FAT has a chain that loops or leaves the volume
+/// (`fattail::check_chains`: the library would follow it for ever). Reads the first FAT.
+fn check_fat(d: &disk::Disk, fat: &Fat) -> Result<(), String> {
+    use embedded_sdmmc::{Block, BlockDevice, BlockIdx};
+    let l = &fat.layout;
+    if l.clusters > CHECKED_CLUSTERS_MAX {
+        println!(
+            "fsd: {} clusters: the FAT's chains are not checked for loops",
+            l.clusters
+        );
+        return Ok(());
+    }
+    let needed = (u64::from(l.limit()) * u64::from(l.width)).div_ceil(512) as u32;
+    let mut bytes = alloc::vec::Vec::new();
+    bytes
+        .try_reserve(needed as usize * 512)
+        .map_err(|_| String::from("no memory to check the FAT"))?;
+    let mut b = [Block::new()];
+    for i in 0..needed.min(l.fat_sectors) {
+        d.read(&mut b, BlockIdx(fat.lba + l.fat_start + i))
+            .map_err(|e| format!("reading the FAT: {e}"))?;
+        bytes.extend_from_slice(&b[0].contents);
+    }
+    let entry = |c: u32| {
+        let at = c as usize * l.width as usize;
+        match bytes.get(at..at + l.width as usize) {
+            Some(&[a, b]) => u32::from(u16::from_le_bytes([a, b])),
+            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
+            _ => 0,
+        }
+    };
+    fattail::check_chains(l, entry).map_err(|f| {
+        format!(
+            "the disk holds no FAT volume this server reads: its FAT is corrupt ({})",
+            match f {
+                fattail::ChainFault::Loop(c) => format!("the chain through cluster {c} loops"),
+                fattail::ChainFault::Outside(c, n) => {
+                    format!("cluster {c} links to {n:#x}, no cluster of the volume")
+                }
+            }
+        )
+    })
+}
+
+/// Refuse a volume with a directory entry whose first cluster is no cluster of the
+/// volume: the library would follow it past the FAT (or, for FAT32, panic). Walks every
+/// directory once, at mount (bounded: [`WALK_DEPTH_MAX`] levels, [`WALK_ENTRIES_MAX`]
+/// entries).
+fn check_entries(vm: &Volumes, vol: RawVolume, fat: &Option<Fat>) -> Result<(), String> {
+    use embedded_sdmmc::ClusterId;
+    let Some(fat) = fat else {
+        return Ok(());
+    };
+    let limit = fat.layout.limit();
+    let bad = |e: &embedded_sdmmc::DirEntry| {
+        e.cluster != ClusterId::EMPTY
+            && !(2..limit).contains(&fattail::bisect(|n| ClusterId::EMPTY + n <= e.cluster))
+    };
+    let mut todo: alloc::vec::Vec<(String, usize)> = alloc::vec![(String::new(), 0)];
+    let mut seen = 0usize;
+    while let Some((path, depth)) = todo.pop() {
+        let dir =
+            open_path(vm, vol, &path).map_err(|e| format!("reading directory /{path}: {e:?}"))?;
+        let mut fault = None;
+        let r = vm.iterate_dir(dir, |e| {
+            seen += 1;
+            let name = format!("{}", e.name);
+            if e.attributes.is_volume() || name == "." || name == ".." {
+                return core::ops::ControlFlow::Continue(());
+            }
+            if bad(e) || seen > WALK_ENTRIES_MAX {
+                fault = Some(name);
+                return core::ops::ControlFlow::Break(());
+            }
+            if e.attributes.is_directory() && depth < WALK_DEPTH_MAX {
+                todo.push((format!("{path}/{name}"), depth + 1));
+            }
+            core::ops::ControlFlow::Continue(())
+        });
+        let _ = vm.close_dir(dir);
+        r.map_err(|e| format!("reading directory /{path}: {:?}", code(&e)))?;
+        if let Some(name) = fault {
+            return Err(if seen > WALK_ENTRIES_MAX {
+                format!("more than {WALK_ENTRIES_MAX} directory entries")
+            } else {
+                format!(
+                    "the disk holds no FAT volume this server reads: the entry of \
+                     {path}/{name} names no cluster of the volume"
+                )
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Open the directory at `path` (names joined by `/`, empty: the root).
+fn open_path(vm: &Volumes, vol: RawVolume, path: &str) -> Result<RawDirectory, FsError> {
+    let mut dir = vm.open_root_dir(vol)?;
+    for p in path.split('/').filter(|p| !p.is_empty()) {
+        let next = vm.open_dir(dir, p);
+        let _ = vm.close_dir(dir);
+        dir = next?;
+    }
+    Ok(dir)
 }
 
 /// What a library error means to a client.
