@@ -91,8 +91,19 @@ pub fn full(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
     let cluster = disk::cluster_bytes(&image)?;
     let label = "[files] a full disk: NoMemory, the file service serves on, nothing lost";
     println!("xtask: {label} ({cluster}-byte clusters)");
-    let text = "fn wait fs
-run fsfuzz full
+    // First a directory grown past one cluster (16 entries of 32 bytes in a 512-byte
+    // cluster), emptied and deleted: its whole chain must be freed (a regression: only
+    // its first cluster was, and fsck.fat below found the rest lost).
+    let mut dir = String::from("fn wait fs\nmkdir BIGDIR\n");
+    for i in 0..20 {
+        dir.push_str(&format!("write BIGDIR/F{i}.TXT {i}\n"));
+    }
+    for i in 0..20 {
+        dir.push_str(&format!("rm BIGDIR/F{i}.TXT\n"));
+    }
+    dir.push_str("rm BIGDIR\n");
+    let text = dir
+        + "run fsfuzz full
 # expect: the disk filled up: NoMemory: ok
                 # expect: fsfuzz full: ok
 ls
@@ -100,7 +111,7 @@ ls
 ";
     let mut g = guest(2, "");
     g.disk = Some(image.clone());
-    let ran = crate::script::parse(text)
+    let ran = crate::script::parse(&text)
         .and_then(|steps| crate::script::run_steps(&g, "fsfuzz full", &steps, |_| false));
     if let Err(e) = ran {
         t.fail(label, &format!("{e:#}"));

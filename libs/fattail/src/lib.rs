@@ -13,12 +13,13 @@
 //! Pure: [`Layout::from_boot_sector`] reads the boot sector's BPB, [`Layout::tail_sectors`]
 //! says which FAT sectors hold such entries, [`seal`] marks them in one sector.
 //!
-//! The same library also leaves a deleted file's (or directory's) first cluster allocated:
-//! its delete removes the directory entry and frees nothing, and `fsd` truncates a file
+//! The same library also leaves a deleted file's (or directory's) clusters allocated: its
+//! delete removes the directory entry and frees nothing, and `fsd` truncates a file
 //! before deleting it, which frees every cluster of its chain but the first. So after a
-//! delete `fsd` frees that one cluster itself, in every FAT copy: [`Layout::entry_sectors`]
-//! says where its entry lies, [`free_end_of_chain`] frees it in one sector if it is a
-//! one-cluster chain's end (anything else is left alone).
+//! delete `fsd` frees what is left itself (a file's first cluster, a directory's whole
+//! chain, which may be several clusters), in every FAT copy: [`Layout::entry_sectors`]
+//! says where a cluster's entry lies, [`free_entry`] frees it in one sector and says what
+//! it held, and [`Layout::link`] where the chain goes on.
 //!
 //! And the library follows a chain until an entry marks its end, without a bound, so a
 //! corrupt FAT whose chain loops would hang `fsd`: [`check_chains`] finds such chains (and
@@ -139,30 +140,29 @@ impl Layout {
     }
 }
 
-/// Free the entry at `offset` of FAT `sector` if it marks the end of a chain (FAT16
-/// `0xFFF8..=0xFFFF`, FAT32 `0x0FFFFFF8..=0x0FFFFFFF`, the top four bits ignored): a
-/// deleted file's lone remaining cluster. Whether it did; an entry that is free, bad or
-/// links on is left as it is.
-pub fn free_end_of_chain(layout: &Layout, sector: &mut [u8; SECTOR], offset: usize) -> bool {
+/// Free the entry at `offset` of FAT `sector` if it is in use (a link or a chain's end;
+/// a free or bad entry is left as it is), for a chain nothing refers to any more (a
+/// deleted directory's, which may be several clusters long); returns what it held (`None`:
+/// nothing changed), so that the caller can follow the chain ([`Layout::link`]).
+pub fn free_entry(layout: &Layout, sector: &mut [u8; SECTOR], offset: usize) -> Option<u32> {
     let w = layout.width as usize;
-    let Some(e) = sector.get_mut(offset..offset + w) else {
-        return false;
-    };
-    let end = if w == 2 {
-        u16_at(e, 0) >= 0xfff8
+    let e = sector.get_mut(offset..offset + w)?;
+    let raw = if w == 2 { u16_at(e, 0) } else { u32_at(e, 0) };
+    let (v, bad) = if w == 2 {
+        (raw, 0xfff7)
     } else {
-        u32_at(e, 0) & 0x0fff_ffff >= 0x0fff_fff8
+        (raw & 0x0fff_ffff, 0x0fff_fff7)
     };
-    if end {
-        if w == 2 {
-            e.fill(0);
-        } else {
-            // FAT32 keeps an entry's top four bits.
-            e[..3].fill(0);
-            e[3] &= 0xf0;
-        }
+    if v == 0 || v == bad {
+        return None;
     }
-    end
+    if w == 2 {
+        e.fill(0);
+    } else {
+        e[..3].fill(0);
+        e[3] &= 0xf0;
+    }
+    Some(raw)
 }
 
 /// The largest `n` for which `at_most(n)` holds, for a predicate that holds from 0 up to
@@ -275,7 +275,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_chain_end_is_freed_and_nothing_else() {
+    fn where_a_clusters_entry_lies() {
         let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
         // Cluster 300: FAT16 entry at byte 600, sector 1 of each FAT (+ 4 reserved).
         let at: std::vec::Vec<_> = l.entry_sectors(300).collect();
@@ -286,21 +286,6 @@ mod tests {
             "clusters 0 and 1 are not clusters"
         );
         assert_eq!(l.entry_sectors(l.limit()).count(), 0, "past the volume");
-        let mut s = [0u8; SECTOR];
-        s[88..90].copy_from_slice(&0xffffu16.to_le_bytes());
-        s[90..92].copy_from_slice(&0x0123u16.to_le_bytes());
-        s[92..94].copy_from_slice(&0xfff7u16.to_le_bytes());
-        assert!(free_end_of_chain(&l, &mut s, 88));
-        assert_eq!(&s[88..90], &[0, 0]);
-        assert!(!free_end_of_chain(&l, &mut s, 90), "a link is kept");
-        assert!(!free_end_of_chain(&l, &mut s, 92), "a bad cluster is kept");
-        assert!(!free_end_of_chain(&l, &mut s, 88), "free already");
-        assert!(
-            !free_end_of_chain(&l, &mut s, 511),
-            "an entry that does not fit"
-        );
-        assert_eq!(u16_at(&s, 90), 0x0123);
-        assert_eq!(u16_at(&s, 92), 0xfff7);
     }
 
     #[test]
@@ -349,6 +334,27 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_in_use_is_freed_and_says_what_it_held() {
+        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        let mut s = [0u8; SECTOR];
+        s[0..2].copy_from_slice(&0x0123u16.to_le_bytes()); // a link
+        s[2..4].copy_from_slice(&0xffffu16.to_le_bytes()); // an end
+        s[4..6].copy_from_slice(&0xfff7u16.to_le_bytes()); // bad
+        assert_eq!(free_entry(&l, &mut s, 0), Some(0x0123));
+        assert_eq!(l.link(0x0123), Some(Ok(0x0123)));
+        assert_eq!(free_entry(&l, &mut s, 2), Some(0xffff));
+        assert_eq!(l.link(0xffff), None);
+        assert_eq!(free_entry(&l, &mut s, 4), None, "a bad cluster is kept");
+        assert_eq!(free_entry(&l, &mut s, 0), None, "free already");
+        assert_eq!(
+            free_entry(&l, &mut s, 511),
+            None,
+            "an entry that does not fit"
+        );
+        assert_eq!(&s[0..6], &[0, 0, 0, 0, 0xf7, 0xff]);
+    }
+
+    #[test]
     fn bisect_finds_the_number() {
         for n in [0u32, 1, 2, 300, 65_524, 0x0fff_ffff, u32::MAX] {
             assert_eq!(bisect(|m| m <= n), n);
@@ -356,7 +362,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fat32_chain_end_keeps_its_top_bits() {
+    fn a_fat32_entry_keeps_its_top_bits() {
         let l = Layout {
             fat_start: 32,
             fat_sectors: 100,
@@ -366,7 +372,7 @@ mod tests {
         };
         let mut s = [0u8; SECTOR];
         s[8..12].copy_from_slice(&0xfffffff8u32.to_le_bytes());
-        assert!(free_end_of_chain(&l, &mut s, 8));
+        assert_eq!(free_entry(&l, &mut s, 8), Some(0xfffffff8));
         assert_eq!(u32_at(&s, 8), 0xf000_0000);
     }
 

@@ -659,8 +659,8 @@ impl Server {
 
     /// Delete a file or an empty directory. `embedded-sdmmc` 0.10 deletes a directory
     /// entry without freeing the file's clusters, so a file is emptied first (a truncate
-    /// frees every cluster but the first), and the one cluster left (a file's first, or an
-    /// empty directory's only one) is freed after the delete ([`Server::free_left`]).
+    /// frees every cluster but the first), and what is left (a file's first cluster, or an
+    /// empty directory's whole chain) is freed after the delete ([`Server::free_left`]).
     fn unlink(&self, path: &str) -> Result<[u64; 6], Error> {
         let cluster = self
             .at_dir(path, |vm, dir, last| vm.find_directory_entry(dir, last))
@@ -679,8 +679,8 @@ impl Server {
         self.durable([0; 6])
     }
 
-    /// Free `cluster`, the one a delete left allocated, in every FAT copy, if its entry
-    /// ends a chain (`libs/fattail`). Written past the library, which is safe here: its
+    /// Free the chain from `cluster`, what a delete left allocated, in every FAT copy
+    /// (`libs/fattail`). Written past the library, which is safe here: its
     /// one-block cache holds the directory sector the delete wrote last, not a FAT sector,
     /// and it keeps no count of free clusters for FAT16 (for FAT32 its free-cluster hint
     /// is one too low afterwards, which the FAT specification allows).
@@ -692,16 +692,32 @@ impl Server {
         if cluster == ClusterId::EMPTY || cluster == ClusterId::ROOT_DIR {
             return;
         }
-        let n = fattail::bisect(|n| ClusterId::EMPTY + n <= cluster);
+        let first = fattail::bisect(|n| ClusterId::EMPTY + n <= cluster);
+        let l = &fat.layout;
         self.vm.device(|d| {
-            for (sector, offset) in fat.layout.entry_sectors(n) {
-                let at = BlockIdx(fat.lba + sector);
-                let mut b = [Block::new()];
-                if d.read(&mut b, at).is_err() {
-                    return;
+            // The whole chain, in every FAT copy: a deleted directory may have grown past
+            // one cluster (a file was emptied to one before its delete). Bounded by the
+            // volume's clusters, whatever the FAT says.
+            let mut c = first;
+            for _ in 0..l.clusters {
+                let mut next = None;
+                for (i, (sector, offset)) in l.entry_sectors(c).enumerate() {
+                    let at = BlockIdx(fat.lba + sector);
+                    let mut b = [Block::new()];
+                    if d.read(&mut b, at).is_err() {
+                        return;
+                    }
+                    let held = fattail::free_entry(l, &mut b[0].contents, offset);
+                    if held.is_some() {
+                        let _ = d.write(&b, at);
+                    }
+                    if i == 0 {
+                        next = held.and_then(|raw| l.link(raw));
+                    }
                 }
-                if fattail::free_end_of_chain(&fat.layout, &mut b[0].contents, offset) {
-                    let _ = d.write(&b, at);
+                match next {
+                    Some(Ok(n)) => c = n,
+                    _ => return,
                 }
             }
         });
