@@ -21,7 +21,7 @@ use drvlib::virtio_drivers::device::blk::{BlkReq, BlkResp, VirtIOBlk};
 use drvlib::virtio_drivers::transport::pci::PciTransport;
 use ulib::abi::blk::{self, BLK_FLUSH, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS, SECTOR};
 use ulib::abi::ipc::{Msg, Received};
-use ulib::abi::res::{Op, ResId, Rights};
+use ulib::abi::res::{ResId, Rights};
 use ulib::abi::{dev as abidev, Error};
 use ulib::{fnid, ipc, println};
 
@@ -71,7 +71,9 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("virtio transport: {e:?}"))?;
     // Initialisation resets the device first (status 0): a restarted driver starts clean.
     let blk = Blk::new(transport).map_err(|e| format!("virtio-blk: {e:?}"))?;
-    let rights = Rights(0x0f | Rights::others(Op::Write));
+    // Only this user (the administrator's: the file service and its tools) may send:
+    // sectors are below every file's owner check, so no other user reaches them.
+    let rights = Rights(0x0f);
     let ep =
         ipc::open_endpoint("here/endpoint/blkdrv", rights).map_err(|e| format!("endpoint: {e}"))?;
     let by = ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;

@@ -12,7 +12,8 @@
 //!
 //! `bad` sends `fs.buf0` (and `fs.buf1` if there is one) requests that must be refused:
 //! no ICA, 0 or 9 sectors, sectors beyond the disk, sectors of another manager, an unknown
-//! label, a read into a read-only ICA. It prints one line per case and `bad requests
+//! label, a read into a read-only ICA, a write by another user (and that user's request
+//! to the disk driver `blk`). It prints one line per case and `bad requests
 //! refused: N of N`; then sector 0 is written back as it was with the ICA lent read-only.
 #![no_std]
 #![no_main]
@@ -274,6 +275,32 @@ fn bad() -> i32 {
             Error::InvalidArgument
         ),
     ];
+    // Sectors are the administrator's: another user reaches neither a buffer manager nor
+    // the disk driver (their endpoints let others send nothing), only files through `fs`
+    // (a regression: any user could read and write any sector, past every file's owner).
+    let other_user = |label: u64, to: FnId| {
+        let me = res::getuser().map_or(1, |u| u.0);
+        match res::setuser(ulib::abi::res::UserId(2000)) {
+            Ok(()) => {
+                let v = ask(to, label, 0, 1, true);
+                let _ = res::setuser(ulib::abi::res::UserId(me));
+                v
+            }
+            Err(e) => e as u64,
+        }
+    };
+    cases.push((
+        "a sector written by another user",
+        other_user(BUF_WRITE, m0),
+        Error::Denied,
+    ));
+    if let Ok(blk) = fnid::lookup(ulib::abi::blk::FN_BLK) {
+        cases.push((
+            "the disk driver asked by another user",
+            other_user(ulib::abi::blk::BLK_READ, blk),
+            Error::Denied,
+        ));
+    }
     if parts > 1 {
         // Sector STRIPE is the next manager's.
         cases.push((

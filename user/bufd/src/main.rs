@@ -31,7 +31,7 @@ use ulib::abi::blk::{self, BLK_FLUSH, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS
 use ulib::abi::buf::{self, BUF_FLUSH, BUF_INFO, BUF_READ, BUF_WRITE};
 use ulib::abi::fnid::{FnId, MAX_RESTARTS};
 use ulib::abi::ipc::{Msg, Received};
-use ulib::abi::res::{Op, ResId, Rights};
+use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
 use ulib::{fnid, ipc, println, sys};
 
@@ -137,7 +137,9 @@ fn run(o: &Options, restart_args: &str) -> Result<(), String> {
         return Err(format!("BLK_INFO: {}", Error::from_code(v)));
     }
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let rights = Rights(0x0f | Rights::others(Op::Write));
+    // Only this user (the administrator's: the file service and its tools) may send:
+    // sectors are below every file's owner check, so no other user reaches them.
+    let rights = Rights(0x0f);
     let ep = ipc::open_endpoint(&format!("here/endpoint/bufd-{}", me.serial()), rights)
         .map_err(|e| format!("endpoint: {e}"))?;
     let id = if o.takeover {
