@@ -16,7 +16,13 @@ pub struct Member {
     pub last_heard: u64,
     /// How many times it was seen in a new epoch after the first (reboots seen).
     pub reboots: u32,
+    /// Its last [`RETIRED_KEPT`] epochs before this one (0: none): a message of one of
+    /// them is late, not news.
+    pub retired: [u32; RETIRED_KEPT],
 }
+
+/// Earlier epochs of a machine kept, so that a late message of one is known as such.
+pub const RETIRED_KEPT: usize = 4;
 
 /// A machine's state as `machines` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,6 +41,11 @@ pub enum Heard {
     Same,
     /// A new epoch: it rebooted (the old epoch is given).
     Rebooted(u32),
+    /// A message of an epoch it has left (a datagram that came late, or one sent again
+    /// from before its reboot): nothing changed; it is to be dropped. Before, such a
+    /// message counted as one more reboot, and the machine's live epoch was retired with
+    /// it, so that everything it asked afterwards was dropped (found by a review).
+    Stale,
 }
 
 /// The membership list of one machine.
@@ -62,6 +73,9 @@ impl Members {
             return Heard::Same;
         }
         let e = &mut self.members[usize::from(m)];
+        if e.retired.contains(&epoch) {
+            return Heard::Stale;
+        }
         let was = e.epoch;
         e.last_heard = now;
         e.epoch = epoch;
@@ -70,6 +84,8 @@ impl Members {
             w if w == epoch => Heard::Same,
             w => {
                 e.reboots += 1;
+                e.retired.rotate_right(1);
+                e.retired[0] = w;
                 Heard::Rebooted(w)
             }
         }
@@ -115,5 +131,25 @@ mod tests {
         assert_eq!(m.heard(5, 1, 0), Heard::Same);
         assert_eq!(m.heard(0, 1, 0), Heard::Same);
         assert_eq!(m.state(2, 1000), Some(State::Never));
+    }
+
+    /// A message of an epoch the machine has left is stale: it neither counts as a reboot
+    /// nor moves the machine's epoch back (a regression: it did both, and the live epoch
+    /// was then retired).
+    #[test]
+    fn a_late_message_of_an_earlier_life_is_stale() {
+        let mut m = Members::new(0, 2, 100);
+        assert_eq!(m.heard(1, 7, 10), Heard::First);
+        assert_eq!(m.heard(1, 8, 20), Heard::Rebooted(7));
+        assert_eq!(m.heard(1, 7, 30), Heard::Stale);
+        assert_eq!(m.get(1).unwrap().epoch, 8);
+        assert_eq!(m.get(1).unwrap().last_heard, 20);
+        assert_eq!(m.heard(1, 8, 40), Heard::Same);
+        // Lives further back are remembered too, up to RETIRED_KEPT of them.
+        for (i, e) in (9..9 + RETIRED_KEPT as u32).enumerate() {
+            assert!(matches!(m.heard(1, e, 50 + i as u64), Heard::Rebooted(_)));
+        }
+        assert_eq!(m.heard(1, 8, 100), Heard::Stale);
+        assert_eq!(m.get(1).unwrap().reboots, 1 + RETIRED_KEPT as u32);
     }
 }

@@ -82,6 +82,11 @@ fn datagram(s: &mut State, bytes: &[u8], from: Source) {
             s.complete(done);
         }
         Heard::Same => {}
+        // Of a life it has left (late, or sent again from before its reboot): dropped.
+        Heard::Stale => {
+            s.malformed += 1;
+            return;
+        }
     }
     match h.kind() {
         Some(Kind::Request) => match s.server.on_request(bytes) {
