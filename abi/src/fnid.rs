@@ -29,7 +29,8 @@
 //! the same function id with the next generation; another user gets `Denied`.
 //! Unregistering is for the registering user or the administrator (`Denied` otherwise); it
 //! makes the id stale (`StaleResource`), and a later registration of the name gets a new
-//! id. At most [`MAX_FNIDS`] names are registered at once (`Limit`).
+//! id. At most [`MAX_FNIDS`] names are registered at once, [`FNIDS_PER_USER`] of them by
+//! one user (`Limit`).
 //!
 //! State ICA (P3's state kept outside the server): `FN_STATE` with a vregion, called by the
 //! function's current server, makes that vregion the function's state ICA; every later
@@ -88,6 +89,9 @@ pub const FN_NAME_MAX: usize = 16;
 pub const FN_LIST_LOCAL: u64 = 1;
 /// Most function ids registered at once.
 pub const MAX_FNIDS: usize = 64;
+/// Most names one user may have registered at once (`Limit` beyond): half the registry,
+/// so another user always finds room (the kernel's own user is not limited).
+pub const FNIDS_PER_USER: usize = MAX_FNIDS / 2;
 
 /// A function id. It has the shape of a [`ResId`] whose type field holds
 /// [`FnId::TYPE_BITS`], which names no resource type, so every call that takes an endpoint

@@ -61,7 +61,9 @@
 
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, Op, Out};
-use abi::fnid::{FnId, FnInfo, FN_DOWN, FN_NAME_MAX, FN_RESTARTING, FN_UP, MAX_FNIDS};
+use abi::fnid::{
+    FnId, FnInfo, FNIDS_PER_USER, FN_DOWN, FN_NAME_MAX, FN_RESTARTING, FN_UP, MAX_FNIDS,
+};
 use abi::res::{ResId, ResType, UserId};
 use abi::{Error, Pid};
 use alloc::vec::Vec;
@@ -280,6 +282,16 @@ pub(crate) fn register_in(
         slot.serve(endpoint, server)?;
         slot.version += 1;
         return Ok(Found::Done(i, t.id_of(i)));
+    }
+    // A new name: within the user's share of the registry (names of a server that ended
+    // stay until unregistered, so one user could otherwise take every slot for good).
+    let held = t
+        .slots
+        .iter()
+        .filter(|s| s.entry.is_some_and(|e| e.user == user))
+        .count();
+    if user != UserId::KERNEL && held >= FNIDS_PER_USER {
+        return Err(Error::Limit);
     }
     let i = t
         .slots

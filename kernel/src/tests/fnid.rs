@@ -171,14 +171,23 @@ ktest! {
         kassert!(copy.take(slot as u32, up), "the newest record was not taken");
         kassert!(!copy.take(slot as u32, first) && !copy.take(slot as u32, down), "an older record was taken");
         kassert!(copy.resolve(id.0) == Ok(ep2), "copy: {:?}", copy.resolve(id.0));
-        // Every slot taken.
+        // One user's share taken (a regression: one user could take every slot), then
+        // another user's, then every slot.
         let mut table = alloc::boxed::Box::new(FnTable::new());
-        for i in 0..abi::fnid::MAX_FNIDS {
+        let other = UserId(user.0 + 1);
+        for i in 0..abi::fnid::FNIDS_PER_USER {
             let n = format!("t.{i}");
             let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, user);
             kassert!(matches!(r, Ok(Found::Done(..))), "registration {i} not done");
         }
-        let full = register_in(&mut table, name(b"t.full")?, ep1, server, user);
+        let over = register_in(&mut table, name(b"t.over")?, ep1, server, user);
+        kassert!(matches!(over, Err(Error::Limit)), "past the user's share: not Limit");
+        for i in abi::fnid::FNIDS_PER_USER..abi::fnid::MAX_FNIDS {
+            let n = format!("t.{i}");
+            let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, other);
+            kassert!(matches!(r, Ok(Found::Done(..))), "another user's registration {i} not done");
+        }
+        let full = register_in(&mut table, name(b"t.full")?, ep1, server, UserId::KERNEL);
         kassert!(matches!(full, Err(Error::Limit)), "one too many: not Limit");
         Ok(())
     }

@@ -8,7 +8,7 @@
 //! | (a) | bad names (`BadName`, `TooLong`), bad pointers (`BadAddress`), an unknown `FN_LIST` flag (`InvalidArgument`), an unknown name, forged function ids (never issued, a slot past the table, core bits set: `NoSuchResource` for every call), an endpoint argument that is a vregion or a function id (`WrongType`) |
 //! | (b) | this program serves `fnchk.a`: a second registration is `AlreadyExists`, lookup finds it, `FN_LIST` describes it (this core's copy alone, `FN_LIST_LOCAL`, too); callers on this core and on CORE call, send, submit and submit through a ring by function id and may not receive on it (`Denied`); the server receives by function id; `served` counts every request; `FN_STATE` of a non-vregion is `WrongType`; unregistered: calls `StaleResource`, lookup `NoSuchResource`, a new registration a new id |
 //! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it and `Denied` unregistering it; this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down (this core's copy alone counts only the requests served here); a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
-//! | (d) | `Limit` at `MAX_FNIDS` registered names, then all withdrawn |
+//! | (d) | `Limit` at this user's share (`FNIDS_PER_USER`) or `MAX_FNIDS` registered names, another user still registering; then all withdrawn |
 //! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
 //!
 //! Roles (the children): `fncheck caller NAME`, `fncheck server NAME`,
@@ -21,7 +21,7 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::fnid::{FnId, FnInfo, FN_DOWN, FN_UP, MAX_FNIDS};
+use ulib::abi::fnid::{FnId, FnInfo, FNIDS_PER_USER, FN_DOWN, FN_UP, MAX_FNIDS};
 use ulib::abi::ipc::{self as api, Msg};
 use ulib::abi::res::{ResId, Rights, UserId};
 use ulib::abi::{syscall as nr, Error, Pid, Priority};
@@ -636,10 +636,15 @@ fn closed_endpoint_of(id: FnId, first: ResId) -> Check {
 
 /// (d)
 fn limit(ep: ResId) -> Check {
-    let before = fnid::list().map_err(|e| format!("(d) list: {e}"))?.len();
+    let me = res::getuser().map_err(|e| format!("(d) getuser: {e}"))?;
+    let listed = fnid::list().map_err(|e| format!("(d) list: {e}"))?;
+    let before = listed.len();
+    let mine = listed.iter().filter(|f| f.user == u64::from(me.0)).count();
+    // This user's room: its share, or what is left of the registry if that is less.
+    let room = FNIDS_PER_USER.saturating_sub(mine).min(MAX_FNIDS - before);
     let mut ids = Vec::new();
     let mut r = Ok(());
-    for i in 0..MAX_FNIDS - before {
+    for i in 0..room {
         match fnid::register(&format!("fnchk.l{i}"), ep) {
             Ok(id) => ids.push(id),
             Err(e) => {
@@ -654,6 +659,25 @@ fn limit(ep: ResId) -> Check {
             fnid::register("fnchk.full", ep),
             Error::Limit,
         );
+    }
+    // Past this user's share with the registry not full: another user still registers.
+    if r.is_ok() && before + room < MAX_FNIDS {
+        let other = res::setuser(UserId(2000)).and_then(|()| {
+            let got = ipc::open_endpoint("here/endpoint/fnchk-other", Rights(0x2f))
+                .and_then(|own| {
+                    let id = fnid::register("fnchk.other", own);
+                    if let Ok(id) = id {
+                        let _ = fnid::unregister(id);
+                    }
+                    let _ = res::close(own);
+                    id
+                });
+            let _ = res::setuser(me);
+            got
+        });
+        if let Err(e) = other {
+            r = fail("(d) another user at this one's share", e);
+        }
     }
     for id in ids {
         if let Err(e) = fnid::unregister(id) {
