@@ -663,8 +663,8 @@ fn limit(ep: ResId) -> Check {
     // Past this user's share with the registry not full: another user still registers.
     if r.is_ok() && before + room < MAX_FNIDS {
         let other = res::setuser(UserId(2000)).and_then(|()| {
-            let got = ipc::open_endpoint("here/endpoint/fnchk-other", Rights(0x2f))
-                .and_then(|own| {
+            let got =
+                ipc::open_endpoint("here/endpoint/fnchk-other", Rights(0x2f)).and_then(|own| {
                     let id = fnid::register("fnchk.other", own);
                     if let Ok(id) = id {
                         let _ = fnid::unregister(id);

@@ -85,6 +85,94 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
+/// 70 `OP_INFO` calls and 70 one-way messages to `net.udp`, each with a page: every call
+/// is refused with its page back (their answers' words leave no room for one), and
+/// `netd` lets go of the one-way ones' pages, so that it never fills its 64 mappings (a
+/// regression: it kept them all, and then took no frame and served no datagram). The
+/// echo checked after this section shows it still serves.
+fn pages_come_back(udp: ulib::abi::fnid::FnId) -> Result<(), String> {
+    use ulib::abi::ipc::{self as api};
+    const AT: u64 = 0x0000_5708_0000_0000;
+    let page = ulib::res::open_vregion("here/vregion/netcheck-pg", 4096, Rights::OWNER_ALL)
+        .map_err(|e| format!("page: {e}"))?;
+    let mut at = AT;
+    let mut r = Ok(());
+    for i in 0..70 {
+        if let Err(e) = ulib::res::attach_here(page, at, true) {
+            r = Err(format!("page {i}: attach: {e} (it did not come back)"));
+            break;
+        }
+        let info = Msg {
+            label: ulib::net::OP_INFO,
+            ..Msg::default()
+        };
+        match ipc::call(udp.as_target(), &ipc::with_ica(info, page)) {
+            Ok((_, reply)) => match ipc::ica_at(&reply) {
+                Some((_, back)) => at = back,
+                None => {
+                    r = Err(format!("OP_INFO {i} with a page: answered without it"));
+                    break;
+                }
+            },
+            Err(e) => {
+                r = Err(format!("OP_INFO {i} with a page: {e}"));
+                break;
+            }
+        }
+        if let Err(e) = ulib::res::detach_here(at) {
+            r = Err(format!("page {i}: detach: {e}"));
+            break;
+        }
+        at = AT;
+    }
+    // One-way: the page is passed for good; netd must let go of it (it then closes, being
+    // attached nowhere, as the kernel closes a page marked so).
+    for i in 0..70 {
+        if r.is_err() {
+            break;
+        }
+        let one = match ulib::res::open_vregion(
+            &format!("here/vregion/netcheck-1w{i}"),
+            4096,
+            Rights::OWNER_ALL,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                r = Err(format!("one-way page {i}: {e}"));
+                break;
+            }
+        };
+        // Closed by the kernel once netd lets go of it; each followed by a call that
+        // netd answers after it (in order), so that they never all wait in its queue.
+        let sent = ulib::res::attach_here(one, AT, true)
+            .and_then(|()| ulib::res::close_when_detached(one))
+            .and_then(|()| {
+                let mut sub = ipc::op(api::SUBMIT_SEND, udp.as_target().0, [0; 4]);
+                sub.msg = ipc::with_ica(
+                    Msg {
+                        label: ulib::net::OP_INFO,
+                        ..Msg::default()
+                    },
+                    one,
+                );
+                ipc::submit(&sub).map(drop)
+            })
+            .and_then(|()| {
+                let info = Msg {
+                    label: ulib::net::OP_INFO,
+                    ..Msg::default()
+                };
+                ipc::call(udp.as_target(), &info).map(drop)
+            });
+        if let Err(e) = sent {
+            let _ = ulib::res::close(one);
+            r = Err(format!("one-way message {i} with a page: {e}"));
+        }
+    }
+    let _ = ulib::res::close(page);
+    r
+}
+
 /// `OP_RECV` on `port` with a page lent read-only (`MSG_ICA_READ_ONLY`) must be refused
 /// (`InvalidArgument`), the page back.
 fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), String> {
@@ -337,6 +425,11 @@ fn run(
         }
         // A receive into a page lent read-only: netd would write the datagram into it.
         if let Err(e) = recv_into_lent_page(udp, mine.port()) {
+            fails.push(e);
+        }
+        // Pages with requests that answer no page, and one-way messages with a page:
+        // each comes back (or is let go of), more of them than netd could keep mapped.
+        if let Err(e) = pages_come_back(udp) {
             fails.push(e);
         }
     }

@@ -438,7 +438,9 @@ impl Server {
         // only reads it (a send, a frame in); a receive writes the datagram into it.
         let label = ipc::label(&r.msg);
         let page = ipc::ica_at(&r.msg);
-        if r.msg.label == RETIRE_NOTICE && r.request == 0 {
+        // Only the kernel (sender 0) gives the notice: a program's forged one would make
+        // this server answer every held receive `Again` (found by a review).
+        if r.msg.label == RETIRE_NOTICE && r.request == 0 && r.sender.0 == 0 {
             self.give_back_held();
             return;
         }
@@ -448,6 +450,14 @@ impl Server {
                 let _ = res::detach_here(at);
             }
             self.net.count(|c| c.errors += 1);
+            return;
+        }
+        // The answers of six words carry no page: a page sent with such a request goes
+        // back with a refusal (else it stayed mapped here for good, and 64 of them left no
+        // room for any frame or datagram: found by a review).
+        if page.is_some() && matches!(label, OP_INFO | OP_STEPS | OP_COUNTERS) {
+            self.net.count(|c| c.errors += 1);
+            answer(r.request, Err(Error::InvalidArgument), page);
             return;
         }
         let a = match label {

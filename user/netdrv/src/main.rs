@@ -81,6 +81,8 @@ struct Driver {
     /// `mach.link`'s function id and server, looked up when needed.
     link: Option<u64>,
     link_pid: Option<Pid>,
+    /// The server of `net.udp` as last looked up (who may send frames but `machd`'s).
+    udp_pid: Option<Pid>,
     next_at: u64,
     /// `lateack`: acknowledge interrupts at the next `DRV_INFO`; and whether one is due.
     late_ack: bool,
@@ -159,6 +161,7 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
         udp: None,
         link: None,
         link_pid: None,
+        udp_pid: None,
         next_at: POOL_AT,
         late_ack,
         msix: by == ulib::dev::IrqBy::Msix,
@@ -231,6 +234,24 @@ impl Driver {
             }
             return;
         }
+        if r.request == 0 {
+            // One-way (a program's, never the kernel's but for interrupts): nothing to
+            // answer; a page it carried goes back, else it stayed mapped here for good and
+            // a few dozen of them left no room for the frame pool (found by a review).
+            if let Some((_, at)) = ipc::ica_at(&r.msg) {
+                let _ = res::detach_here(at);
+            }
+            return;
+        }
+        if label == DRV_INFO && ipc::ica_at(&r.msg).is_some() {
+            // Its answer's words leave no room for a page: refused, the page back.
+            let back = ipc::ica_at(&r.msg).map(|(region, _)| region);
+            let msg = back.map_or(Msg::default(), |region| {
+                ipc::with_ica(Msg::default(), region)
+            });
+            let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &msg);
+            return;
+        }
         match label {
             DRV_INFO => {
                 if core::mem::take(&mut self.ack_due) {
@@ -262,8 +283,9 @@ impl Driver {
                     unsafe { core::slice::from_raw_parts(at as *const u8, len.min(FRAME_MAX)) };
                 let value = if len == 0 || len > FRAME_MAX {
                     Error::InvalidArgument as u64
-                } else if To::of(frame) == To::Link && !self.is_link_server(r.sender) {
-                    // machd's frames come from machd only.
+                } else if !self.may_send(To::of(frame), r.sender) {
+                    // machd's frames come from machd only, every other frame from `net.udp`'s
+                    // server (a program could else forge any frame, past netd's ports).
                     Error::Denied as u64
                 } else {
                     match self.net.transmit(frame) {
@@ -299,6 +321,20 @@ impl Driver {
     }
 
     /// Does `pid` serve `mach.link` now?
+    /// May `pid` send a frame for `to`'s kind: the server of `net.udp` (every frame but
+    /// `machd`'s type), or that of `mach.link` (frames of that type)?
+    fn may_send(&mut self, to: To, pid: Pid) -> bool {
+        match to {
+            To::Link => self.is_link_server(pid),
+            To::Udp => {
+                if self.udp_pid != Some(pid) {
+                    self.udp_pid = fnid::server_of(net::FN_UDP);
+                }
+                self.udp_pid == Some(pid)
+            }
+        }
+    }
+
     fn is_link_server(&mut self, pid: Pid) -> bool {
         if self.link_pid == Some(pid) {
             return true;

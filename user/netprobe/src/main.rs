@@ -57,9 +57,47 @@ fn run(want: [u8; 6]) -> Result<(), String> {
     let rights = Rights(0x0f | Rights::others(Op::Write));
     let ep = ipc::open_endpoint("here/endpoint/netprobe", rights)
         .map_err(|e| format!("endpoint: {e}"))?;
+    not_the_server()?;
     let udp = fnid::register(net::FN_UDP, ep).map_err(|e| format!("register net.udp: {e}"))?;
     let r = probe(ep, want);
     let _ = fnid::unregister(udp);
+    r
+}
+
+/// While this program does not serve `net.udp` (nobody does yet), the driver sends no
+/// frame of its: `Denied` (a regression: any program could put any frame on the wire,
+/// past `netd`).
+fn not_the_server() -> Result<(), String> {
+    let drv = fnid::wait(net::FN_DRV, 10_000_000_000).map_err(|_| "net.drv never registered")?;
+    let region = res::open_vregion(
+        "here/vregion/netprobe-nt",
+        FRAME_ICA_SIZE,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("vregion: {e}"))?;
+    let r = res::attach_here(region, TX_AT, true)
+        .map_err(|e| format!("attach: {e}"))
+        .and_then(|()| {
+            let msg = ipc::with_ica(
+                Msg {
+                    label: DRV_TX,
+                    words: [60, 0, 0, 0, 0, 0],
+                },
+                region,
+            );
+            let (value, reply) = ipc::call(drv.as_target(), &msg)
+                .map_err(|e| format!("DRV_TX by another program: {e}"))?;
+            if let Some((_, a)) = ipc::ica_at(&reply) {
+                let _ = res::detach_here(a);
+            }
+            if value != Error::Denied as u64 {
+                return Err(format!(
+                    "DRV_TX by another program answered {value}, not Denied"
+                ));
+            }
+            Ok(())
+        });
+    let _ = res::close(region);
     r
 }
 
@@ -193,6 +231,60 @@ fn bad_sends(
         if value != Error::InvalidArgument as u64 {
             return Err(format!("DRV_TX of {len} bytes answered {value}"));
         }
+    }
+    // `DRV_INFO` with a page: refused, the page back (its answer's words leave no room);
+    // more of them, and of one-way messages with a page, than the driver could keep
+    // mapped beside its frame pool (a regression: it kept them, and then had no room for
+    // frames; the ARP round trip after this shows it still has).
+    for i in 0..70 {
+        let msg = ipc::with_ica(
+            Msg {
+                label: DRV_INFO,
+                ..Msg::default()
+            },
+            region,
+        );
+        let (value, reply) = ipc::call(drv, &msg).map_err(|e| format!("DRV_INFO {i}: {e}"))?;
+        *at = ipc::ica_at(&reply)
+            .map(|(_, a)| a)
+            .ok_or("DRV_INFO with a page answered without it")?;
+        if value != Error::InvalidArgument as u64 {
+            return Err(format!("DRV_INFO {i} with a page answered {value}"));
+        }
+    }
+    for i in 0..70 {
+        let one = res::open_vregion(
+            &alloc::format!("here/vregion/netprobe-1w{i}"),
+            4096,
+            Rights::OWNER_ALL,
+        )
+        .map_err(|e| format!("one-way page {i}: {e}"))?;
+        // Closed by the kernel once the driver lets go of it; each followed by a call the
+        // driver answers after it (in order), so that they never all wait in its queue.
+        let sent = res::attach_here(one, TX_AT + 0x100_0000, true)
+            .and_then(|()| res::close_when_detached(one))
+            .and_then(|()| {
+                let mut sub = ipc::op(ulib::abi::ipc::SUBMIT_SEND, drv.0, [0; 4]);
+                sub.msg = ipc::with_ica(
+                    Msg {
+                        label: DRV_TX,
+                        words: [60, 0, 0, 0, 0, 0],
+                    },
+                    one,
+                );
+                ipc::submit(&sub).map(drop)
+            })
+            .and_then(|()| {
+                let info = Msg {
+                    label: DRV_INFO,
+                    ..Msg::default()
+                };
+                ipc::call(drv, &info).map(drop)
+            });
+        if sent.is_err() {
+            let _ = res::close(one);
+        }
+        sent.map_err(|e| format!("one-way DRV_TX {i} with a page: {e}"))?;
     }
     // Back where `exchange` attaches it.
     res::detach_here(*at).map_err(|e| format!("detach: {e}"))?;
