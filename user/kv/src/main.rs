@@ -406,7 +406,10 @@ fn open_state(
     // range: the slice is the only way to it.
     let area: &'static mut [u8] =
         unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, len as usize) };
-    let what = if area.get(..8).is_some_and(|m| m == [0; 8]) {
+    // Only an area of zeroes throughout is new: one whose first header copy alone was
+    // zeroed is corrupt, and is read (its second copy) or refused, never wiped (a review
+    // found 8 zero bytes at its start made kv format it and lose every key).
+    let what = if area.iter().all(|&b| b == 0) {
         // Zeroes: a state ICA set but never formatted (a server that ended before).
         kvstate::format_version(area, o.version).map_err(|e| format!("format: {e}"))?;
         "formatted"
@@ -481,6 +484,18 @@ fn serve(ep: ResId, mut table: Table<'static>, inherited: bool, load: Load) -> R
             continue;
         }
         load.apply();
+        if let Some((_, at)) = ipc::ica_at(&r.msg) {
+            // kv's requests carry no page (a client's data area is its own, found by name):
+            // one sent anyway is let go of and the request refused (a review found each
+            // kept mapped here for good, until no client's area found room).
+            let _ = res::detach_here(at);
+            out = Msg {
+                label: Status::BadOp as u64,
+                words: [0; 6],
+            };
+            handle = if r.kind == SUBMIT_SEND { 0 } else { r.request };
+            continue;
+        }
         let (status, words) = match Request::decode(r.msg.label, &r.msg.words) {
             Ok(req) if req.op == proto::WAIT && r.kind != SUBMIT_SEND => {
                 match wait(
@@ -529,6 +544,23 @@ fn wait(
     if let Some(v) = table.get(req.key())? {
         area.write(req.arg, v)?;
         return Ok(Some([v.len() as u64, 0, 0, 0, 0, 0]));
+    }
+    // One client holds at most a quarter of the table; when it is full, the waits of
+    // clients that have ended go first (a review found one client could fill it for
+    // everyone, for good: its waits stayed after it ended).
+    if held.iter().filter(|h| h.sender == sender).count() >= MAX_WAITS / 4 {
+        return Err(Status::Busy);
+    }
+    if held.len() >= MAX_WAITS {
+        let alive = ulib::sys::live_processes().unwrap_or_default();
+        held.retain(|h| {
+            let lives = alive.iter().any(|p| p.pid == h.sender);
+            if !lives {
+                // Answered, so the kernel forgets the request (nobody takes the answer).
+                let _ = ipc::reply_error(h.handle, Error::Gone);
+            }
+            lives
+        });
     }
     if held.len() >= MAX_WAITS {
         return Err(Status::Busy);
