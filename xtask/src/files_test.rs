@@ -184,6 +184,8 @@ fn check_image(image: &std::path::Path, seed: u64) -> Result<String> {
 /// The boot words of the [files] boots: none, so the boot configuration (`user/boot.cfg`)
 /// starts the disk driver, a buffer manager and the file service where it places them.
 const FILE_SERVICE: &str = "";
+/// `BIG.DAT`'s size: more than the shell's `cat` holds (1 MiB).
+const BIG_BYTES: usize = (1 << 20) + 4096;
 
 /// Boot sectors whose parts do not add up: `fsd` refuses the volume with a clear console
 /// line before the library reads it, never faults, and writes nothing (regressions: FATs
@@ -333,6 +335,9 @@ pub fn scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()
         b"# a shell script on the disk\nrun hello from a script\nwrite SCRIPT.OUT written by a script\ncat SCRIPT.OUT\n",
     )?;
     disk::put(&image, "BAD.SH", b"cat NOPE.TXT\nrun hello not reached\n")?;
+    // Larger than `cat` holds (1 MiB): refused, and copied by `cp` a piece at a time.
+    let big: Vec<u8> = (0..BIG_BYTES).map(|i| (i * 7 % 251) as u8).collect();
+    disk::put(&image, "BIG.DAT", &big)?;
     if script(
         t,
         "shell writes, mtools put in",
@@ -341,6 +346,9 @@ pub fn scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()
     ) {
         let label = "[files] mtools reads what the guest wrote";
         let check = || -> Result<()> {
+            if disk::get(&image, "BIG2.DAT")? != big {
+                bail!("BIG2.DAT, cp's copy of BIG.DAT, differs from it");
+            }
             for (name, want) in [
                 ("GUEST.TXT", "hello from musubi\n"),
                 ("SUB/IN.TXT", "inside a directory\n"),

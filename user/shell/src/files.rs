@@ -13,6 +13,11 @@ use ulib::println;
 /// How long a file command waits for a file service that is starting.
 const START_WAIT_NS: u64 = 10_000_000_000;
 
+/// The largest file `cat` prints (it holds it whole).
+const CAT_MAX: usize = 1 << 20;
+/// The largest shell script `source` runs.
+const SCRIPT_MAX: usize = 256 << 10;
+
 /// Wait while the file service is starting (`ulib::fs::await_service`).
 fn await_service() {
     fs::await_service(START_WAIT_NS);
@@ -101,7 +106,8 @@ pub fn spawn_stage(
 
 /// The bytes of the program at `path` on the disk.
 pub(crate) fn read_program(path: &str) -> Result<Vec<u8>, String> {
-    fs::read_all(path).map_err(|e| fail(path, &format!("run {path}"), e))
+    fs::read_at_most(path, ulib::abi::syscall::MAX_IMAGE as usize)
+        .map_err(|e| fail(path, &format!("run {path}"), e))
 }
 
 /// The name a program from the disk is shown under: its path's last name.
@@ -122,7 +128,8 @@ fn spawn_failed(e: ulib::abi::Error, path: &str, core: Option<usize>) -> String 
 /// The text of file `name`, for `source`.
 pub fn read_text(name: &str) -> Result<String, String> {
     await_service();
-    let data = fs::read_all(name).map_err(|e| fail(name, &format!("source {name}"), e))?;
+    let data =
+        fs::read_at_most(name, SCRIPT_MAX).map_err(|e| fail(name, &format!("source {name}"), e))?;
     String::from_utf8(data).map_err(|_| format!("source {name}: not a text file"))
 }
 
@@ -158,7 +165,10 @@ pub fn cat(args: &[&str]) -> Result<(), String> {
     let [name] = args else {
         return Err("cat: usage: cat FILE".into());
     };
-    let data = fs::read_all(name).map_err(|e| fail(name, &format!("cat {name}"), e))?;
+    // A file larger than the shell should hold is refused (a review found the shell died
+    // of a file larger than its memory); `cp` copies any size, a piece at a time.
+    let data =
+        fs::read_at_most(name, CAT_MAX).map_err(|e| fail(name, &format!("cat {name}"), e))?;
     let text = String::from_utf8_lossy(&data);
     ulib::print!("{text}");
     if !text.is_empty() && !text.ends_with('\n') {
@@ -184,8 +194,42 @@ pub fn cp(args: &[&str]) -> Result<(), String> {
     let [from, to] = args else {
         return Err("cp: usage: cp FROM TO".into());
     };
-    let data = fs::read_all(from).map_err(|e| fail(from, &format!("cp {from}"), e))?;
-    fs::write_all(to, &data).map_err(|e| fail(to, &format!("cp {to}"), e))
+    copy(from, to)
+}
+
+/// `cp`'s copy, a piece at a time, so that no file is ever whole in the shell's memory.
+fn copy(from: &str, to: &str) -> Result<(), String> {
+    let src = fs::open(from, fs::MODE_READ).map_err(|e| fail(from, &format!("cp {from}"), e))?;
+    let dst = match fs::open(to, fs::MODE_WRITE) {
+        Ok(d) => d,
+        Err(e) => {
+            let _ = fs::close(src);
+            return Err(fail(to, &format!("cp {to}"), e));
+        }
+    };
+    let mut buf = alloc::vec![0u8; ulib::abi::fs::FS_ICA_SIZE as usize];
+    let r = loop {
+        let n = match fs::read(src, &mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) => n,
+            Err(e) => break Err(fail(from, &format!("cp {from}"), e)),
+        };
+        let mut rest = &buf[..n];
+        while !rest.is_empty() {
+            match fs::write(dst, rest) {
+                Ok(0) => return Err(format!("cp {to}: nothing written")),
+                Ok(w) => rest = &rest[w.min(rest.len())..],
+                Err(e) => {
+                    let _ = fs::close(src);
+                    let _ = fs::close(dst);
+                    return Err(fail(to, &format!("cp {to}"), e));
+                }
+            }
+        }
+    };
+    let _ = fs::close(src);
+    let closed = fs::close(dst).map_err(|e| fail(to, &format!("cp {to}"), e));
+    r.and(closed)
 }
 
 /// `rm NAME`: a file or an empty directory.

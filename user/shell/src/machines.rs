@@ -317,7 +317,7 @@ pub(crate) fn mping(args: &[&str]) -> Result<(), String> {
 }
 
 /// `run PROG [ARGS] -m M [-c C] [&]`: returns the job when started with `&`.
-pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
+pub(crate) fn run(args: &[&str], typeahead: &mut Vec<u8>) -> Result<Option<RemoteJob>, String> {
     let mut words: Vec<&str> = args.to_vec();
     let background = words.last() == Some(&"&");
     if background {
@@ -333,7 +333,7 @@ pub(crate) fn run(args: &[&str]) -> Result<Option<RemoteJob>, String> {
         println!("[{}]", job.spelled());
         return Ok(Some(job));
     }
-    relay_output(&job)?;
+    relay_output(&job, Some(typeahead))?;
     report(&job, &wait(&job)?).map(|()| None)
 }
 
@@ -459,7 +459,7 @@ fn drain(j: &RemoteJob) -> Result<(), String> {
             Err(e) => return Err(why(&format!("wait {} (its output)", j.spelled()), e)),
         }
     }
-    relay_output_from(j, j.followed)
+    relay_output_from(j, j.followed, None)
 }
 
 /// Pause between two looks at a remote program's output that found nothing new.
@@ -469,15 +469,38 @@ const OUTPUT_POLL_NS: u64 = ulib::mach::POLL_NS;
 const OUTPUT_LATE_MAX: u32 = ulib::mach::LATE_MAX;
 
 /// Have `machd` print remote job `j`'s output on this console as it comes, until it ends.
-fn relay_output(j: &RemoteJob) -> Result<(), String> {
-    relay_output_from(j, false)
+/// With the console's `typeahead` given, a Ctrl-C typed meanwhile kills the job (its output
+/// is relayed on until it ends); other bytes are kept for the next prompt (a review found
+/// the shell deaf to Ctrl-C while a remote program ran in the foreground).
+fn relay_output(j: &RemoteJob, typeahead: Option<&mut Vec<u8>>) -> Result<(), String> {
+    relay_output_from(j, false, typeahead)
+}
+
+/// A Ctrl-C typed at the console (in `typeahead` or since), other bytes kept there.
+fn ctrl_c(typeahead: &mut Vec<u8>) -> bool {
+    const CTRL_C: u8 = 0x03;
+    let mut input = [0u8; 64];
+    let n = sys::read_nonblocking(&mut input).unwrap_or(0);
+    typeahead.extend_from_slice(&input[..n]);
+    let typed = typeahead.contains(&CTRL_C);
+    typeahead.retain(|&b| b != CTRL_C);
+    typed
 }
 
 /// [`relay_output`]; `after_follow`: `machd` followed it until now, and if its last look
 /// found the end the output is gone there (`NoSuchProcess`): nothing is left to print.
-fn relay_output_from(j: &RemoteJob, after_follow: bool) -> Result<(), String> {
+fn relay_output_from(
+    j: &RemoteJob,
+    after_follow: bool,
+    mut typeahead: Option<&mut Vec<u8>>,
+) -> Result<(), String> {
     let mut late = 0;
     loop {
+        if typeahead.as_deref_mut().is_some_and(ctrl_c) {
+            println!("^C");
+            // It ends there; its last output, then its end, come as before.
+            let _ = kill(j);
+        }
         let r = match call(mach::OP_OUTPUT, j.remote.words(0)) {
             Err(Error::NoSuchProcess) if after_follow => return Ok(()),
             // A slow machine (a loaded host): look again. A dead one is declared down

@@ -86,7 +86,7 @@ commands:
                                   big kernel lock, kernel=biglock), idle, interrupt
   trace [dump|clear|status]       the kernel's event trace (boot with trace=on); dump
                                   prints it (cargo xtask trace makes Perfetto JSON)
-  sleep MS                        pause for MS milliseconds
+  sleep MS                        pause for MS milliseconds (Ctrl-C ends it)
   run /DIR/PROG [ARGS]            run a program from the disk (an ELF file; a name not in
                                   the boot archive is looked for on the disk too)
   source FILE                     run the shell commands of FILE (on the disk)
@@ -284,7 +284,7 @@ impl Shell {
             "mcount" => machines::mcount(args),
             "mcall" => machines::mcall(args),
             "run" if args.contains(&"-m") && !args.contains(&"|") => {
-                if let Some(job) = machines::run(args)? {
+                if let Some(job) = machines::run(args, &mut self.typeahead)? {
                     self.remote_jobs.push(job);
                 }
                 Ok(())
@@ -308,7 +308,7 @@ impl Shell {
             "rpcc" => no_args(cmd).and_then(|_| cores::rpcc()),
             "modes" => no_args(cmd).and_then(|_| cores::modes()),
             "trace" => cores::trace(args),
-            "sleep" => sleep(args),
+            "sleep" => sleep(args, &mut self.typeahead),
             "uptime" => {
                 no_args(cmd)?;
                 let ns = sys::clock_ns().map_err(|e| format!("uptime: {e}"))?;
@@ -757,13 +757,34 @@ fn ps() -> Result<(), String> {
     Ok(())
 }
 
-fn sleep(args: &[&str]) -> Result<(), String> {
+/// `sleep MS`: in slices of at most 100 ms, watching the console for Ctrl-C, which ends it
+/// (a review found a long sleep took the console for good); other bytes typed meanwhile
+/// are kept for the next prompt.
+fn sleep(args: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
+    const CTRL_C: u8 = 0x03;
+    const SLICE_NS: u64 = 100_000_000;
     let ms = match args {
         [ms] => ms.parse::<u64>().ok(),
         _ => None,
     }
     .ok_or("sleep: usage: sleep MS (milliseconds)")?;
-    sys::sleep_ns(ms.saturating_mul(1_000_000)).map_err(|e| format!("sleep: {e}"))
+    let start = sys::clock_ns().map_err(|e| format!("sleep: {e}"))?;
+    let end = start.saturating_add(ms.saturating_mul(1_000_000));
+    loop {
+        if typeahead.contains(&CTRL_C) {
+            typeahead.retain(|&b| b != CTRL_C);
+            println!("^C");
+            return Err(String::from("sleep: interrupted"));
+        }
+        let now = sys::clock_ns().map_err(|e| format!("sleep: {e}"))?;
+        if now >= end {
+            return Ok(());
+        }
+        sys::sleep_ns((end - now).min(SLICE_NS)).map_err(|e| format!("sleep: {e}"))?;
+        let mut input = [0u8; 64];
+        let n = sys::read_nonblocking(&mut input).unwrap_or(0);
+        typeahead.extend_from_slice(&input[..n]);
+    }
 }
 
 /// Wait for a foreground child, watching the console for Ctrl-C (which kills the child).

@@ -449,6 +449,26 @@ pub fn read_all(name: &str) -> Result<Vec<u8>, Error> {
     r.and(c).map(|()| out)
 }
 
+/// The whole of file `name` if it holds at most `max` bytes, else `TooLong` (having read
+/// at most `max` and one request more): for a caller whose memory must not follow a file's
+/// size (the shell's `cat`, `source`, `run`).
+pub fn read_at_most(name: &str, max: usize) -> Result<Vec<u8>, Error> {
+    let fd = open(name, MODE_READ)?;
+    let mut out = Vec::new();
+    let mut buf = alloc::vec![0u8; FS_ICA_SIZE as usize];
+    let r = loop {
+        match read(fd, &mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(_) if out.len() >= max => break Err(Error::TooLong),
+            Ok(n) if out.len() + n > max => break Err(Error::TooLong),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) => break Err(e),
+        }
+    };
+    let c = close(fd);
+    r.and(c).map(|()| out)
+}
+
 /// Make `name` hold exactly `data` (made if missing).
 pub fn write_all(name: &str, data: &[u8]) -> Result<(), Error> {
     let fd = open(name, MODE_WRITE)?;
