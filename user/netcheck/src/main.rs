@@ -16,7 +16,9 @@
 //!    closing another's port (`Denied`), an unknown request (`InvalidArgument`), a receive
 //!    into a page lent read-only (`InvalidArgument`), a receive that times out
 //!    (`TimedOut`); a send from this program reaches the wire (every send lends its page
-//!    read-only, `ulib::net`).
+//!    read-only, `ulib::net`);
+//! 7. a port whose program was killed while netd held its receive is bound again by this
+//!    one, which gets the next datagram to it.
 //!
 //! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
 //! `netd` in the same boot starts afresh). Prints `netcheck: ok (...)` and exits 0, or one
@@ -449,5 +451,44 @@ fn run(
         other => fails.push(format!("a program's send: {:?}", other.map(|u| (u.0, u.1)))),
     }
     drop(mine);
+
+    // 7. A port whose program was killed (it never closed it, and its receive was held in
+    // netd) is bound again by another, which gets the next datagram to it: the dead
+    // program's receive is dropped, not handed that datagram (both found by a review: the
+    // port stayed taken until every socket was, and then the first datagram was lost).
+    let second = start_program("udpecho", &["4100"], None)?;
+    // Probed until it answers (before it binds, netd answers port unreachable).
+    let start = sys::clock_ns().unwrap_or(0);
+    let first_echo = loop {
+        p.inject(&udp_frame(5556, 4100, b"to the first"), None);
+        let got = p.wait_for(20_000_000, |f| udp_of(f).filter(|u| u.2 == b"to the first"));
+        if got.is_some() || sys::clock_ns().unwrap_or(0) - start > START_LIMIT_NS {
+            break got;
+        }
+    };
+    // Echoes of probes sent twice are not looked for again.
+    p.idle(20_000_000);
+    p.sent.clear();
+    // It echoed once, so it has bound 4100; now it waits in a receive held by netd.
+    let _ = sys::kill(second);
+    let _ = sys::wait(Some(second));
+    if first_echo.is_none() {
+        fails.push(String::from("udpecho 4100 did not echo"));
+    } else {
+        match UdpSocket::bind(4100) {
+            Ok(mut again) => {
+                p.inject(&udp_frame(5556, 4100, b"to the second"), None);
+                let mut got = [0u8; 64];
+                match again.recv_from(&mut got, 5_000_000_000) {
+                    Ok((n, _, _)) if &got[..n] == b"to the second" => {}
+                    other => fails.push(format!(
+                        "the new owner of a dead program's port: {:?}",
+                        other.map(|(n, _, _)| n)
+                    )),
+                }
+            }
+            Err(e) => fails.push(format!("binding a killed program's port: {e}")),
+        }
+    }
     Ok(())
 }

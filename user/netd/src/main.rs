@@ -214,8 +214,10 @@ fn state(id: FnId) -> Result<(netstate::Net<'static>, String, u64), String> {
         let (mut n, how) = open_found(region, info.size)?;
         // The last server ended (a crash, a kill): the ports of programs that ended since
         // are free again.
-        let alive = serve::alive_pids();
-        let freed = n.unbind_ended(|o| alive.contains(&o));
+        let freed = match serve::alive_pids() {
+            Some(alive) => n.unbind_ended(|o| alive.contains(&o)),
+            None => 0,
+        };
         return Ok((
             n,
             format!("{how}, {freed} ports of ended programs closed"),

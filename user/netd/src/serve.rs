@@ -393,6 +393,18 @@ impl Server {
         }
     }
 
+    /// Answer `Gone` (and so give back the page of) every held receive whose program is
+    /// not among `alive`.
+    fn drop_held_of_ended(&mut self, alive: &[u64]) {
+        self.held.retain(|h| {
+            let keep = alive.contains(&h.sender.0);
+            if !keep {
+                answer(h.request, Err(Error::Gone), Some(h.page));
+            }
+            keep
+        });
+    }
+
     /// Pop the oldest datagram of `port` into the page at `at` (at most `cap` bytes).
     fn take(&mut self, port: u16, cap: usize, at: u64) -> Answer {
         // SAFETY: the caller's page (one page, writable) is mapped at `at` in this process
@@ -547,9 +559,18 @@ impl Server {
         let port = u16::try_from(r.msg.words[0]).map_err(|_| Error::InvalidArgument)?;
         let owner = Self::owner(r.sender);
         let bound = match self.net.bind(port, owner) {
-            Err(netstate::Error::NoSocket) => {
-                // Ports of programs that ended are freed first.
-                let alive = alive_pids();
+            // No socket left, or the port taken (perhaps by a program that ended without
+            // closing it: killed, or aborted): the ports of programs that ended are freed
+            // first, with their receives still held (a review found a freed port's new owner
+            // lost its first datagram to a dead program's receive, and a killed program's
+            // port taken until every socket was).
+            Err(e @ (netstate::Error::NoSocket | netstate::Error::PortInUse)) => {
+                let Some(alive) = alive_pids() else {
+                    return Err(match e {
+                        netstate::Error::PortInUse => Error::AlreadyExists,
+                        _ => Error::Limit,
+                    });
+                };
                 self.net.unbind_ended(|o| alive.contains(&o));
                 let keep: Vec<(u16, SocketHandle)> = self.udp.clone();
                 for (p, _) in keep {
@@ -557,6 +578,7 @@ impl Server {
                         self.close_udp(p);
                     }
                 }
+                self.drop_held_of_ended(&alive);
                 self.net.bind(port, owner)
             }
             other => other,
@@ -651,16 +673,17 @@ impl Server {
         if timeout == 0 {
             return Some(Err(Error::TimedOut));
         }
+        // One program holds at most a third of the receives (a review found one could
+        // hold them all, and every other program's receive was refused for as long as it
+        // lived).
+        if self.held.iter().filter(|h| h.sender == r.sender).count() >= MAX_HELD / 3 {
+            return Some(Err(Error::Limit));
+        }
         if self.held.len() >= MAX_HELD {
             // Receives of programs that ended are dropped first.
-            let alive = alive_pids();
-            self.held.retain(|h| {
-                let keep = alive.contains(&h.sender.0);
-                if !keep {
-                    answer(h.request, Err(Error::Gone), Some(h.page));
-                }
-                keep
-            });
+            if let Some(alive) = alive_pids() {
+                self.drop_held_of_ended(&alive);
+            }
             if self.held.len() >= MAX_HELD {
                 return Some(Err(Error::Limit));
             }
@@ -681,13 +704,23 @@ impl Server {
     }
 }
 
-/// The pids of processes that have not ended.
-pub fn alive_pids() -> Vec<u64> {
-    sys::live_processes()
-        .unwrap_or_default()
-        .iter()
-        .map(|p| p.pid.0)
-        .collect()
+/// The pids of processes that have not ended, or `None` when the kernel's list cannot be
+/// trusted to hold them all (an error, or as many records as there was room for): then no
+/// program is taken for ended (a review found an empty list, on an error, freed every
+/// program's ports).
+pub fn alive_pids() -> Option<Vec<u64>> {
+    let mut buf = alloc::vec![ulib::abi::ProcInfo::EMPTY; 2048];
+    let n = sys::processes(&mut buf).ok()?;
+    if n >= buf.len() {
+        return None;
+    }
+    Some(
+        buf[..n]
+            .iter()
+            .filter(|p| p.state != ulib::abi::STATE_ZOMBIE)
+            .map(|p| p.pid.0)
+            .collect(),
+    )
 }
 
 /// Answer `request` with `a`, passing `page` back if it came with one. If the answer cannot
