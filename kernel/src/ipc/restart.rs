@@ -26,7 +26,7 @@
 //!    the window make the function *restarting* on every core (requests to it: `Again`);
 //!    none left: down (`Gone`), and the parked requests are answered `Gone`.
 //! 4. It waits the backoff, spawns the image (a child of the kernel, as the function's
-//!    user, at the server priority, or at the driver priority for a driver), waits until the new server has registered the name again (a new endpoint in
+//!    user, at the priority it had when it opted in), waits until the new server has registered the name again (a new endpoint in
 //!    this core's copy, at most [`REGISTER_WAIT_NS`]), and forwards the parked requests
 //!    there, in order (as a takeover does). A program that cannot start, ends or does not
 //!    register in time leaves the function down and the parked requests get `Gone`.
@@ -56,8 +56,8 @@ pub struct Image {
     fnid: u64,
     program: String,
     args: String,
-    /// The priority it is started at again: a driver's stays a driver's (only a driver may
-    /// claim a device); any other server's is the server priority.
+    /// The priority it is started at again: the one it had when it opted in (a driver's
+    /// stays a driver's: only a driver may claim a device).
     priority: Priority,
 }
 
@@ -87,10 +87,10 @@ pub fn opt_in(fnid: u64, max: u64, window_ms: u64, args: &[u8]) -> Result<(), Er
     let args = core::str::from_utf8(args).map_err(|_| Error::InvalidArgument)?;
     let me = crate::res::flow_pid().ok_or(Error::NoSuchProcess)?;
     let program = proc::name_of(me).ok_or(Error::NoSuchProcess)?;
-    let priority = match proc::priority_of(me) {
-        Some(Priority::Driver) => Priority::Driver,
-        _ => Priority::Server,
-    };
+    // Restarted at the priority it has now (a driver's a driver's), never above: a program
+    // at an application's priority that opted in came back as a server (found by a review:
+    // a way past SPAWN's rule that no child outranks its parent).
+    let priority = proc::priority_of(me).unwrap_or(Priority::App);
     let window_ns = window_ms.saturating_mul(1_000_000);
     crate::fnid::restartable(fnid, max as u32, window_ns, me)?;
     let image = (max > 0).then(|| {

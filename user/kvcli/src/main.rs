@@ -23,6 +23,7 @@
 //! | `antfig figs\|gap REPS` | P3 Figures 3-5 (replacement time against the server's CPU and wait time per request, the clients' work and their number) or the Figure 8 analogue (the service gap of one replacement), as `BENCH` samples for `cargo xtask bench ant` (`antfig.rs`) | 0 |
 //! | `load pu\|wait NS` | `antfig`'s load: `GET`s with NS ns of spinning or sleeping between them, until `antfig` puts its stop key | 0 |
 //! | `gapc N PACE LABEL` | `antfig`'s Figure 8 client: N timed `PUT`s, N more across a replacement; `BENCH` samples of the gap, lost, twice, wrong | 0 |
+//! | `prio` | prints the priority kv's server runs at: `kvcli: kv (PID) serves at P priority` | 0 |
 //! | `await KEY` | waits (`WAIT`: kv holds the request) until KEY has a value: `kvcli: KEY = VALUE`; across a replacement the request is answered `Again` and sent again | 0 |
 //! | `wait [SECONDS]` | waits (default 30 s, a hang guard) until `kv` is registered and answers `STATS`: `kvcli: kv is up` | 0 / 1 |
 //!
@@ -127,6 +128,18 @@ fn command(c: &mut Client, args: &[&str]) -> Result<i32, String> {
         ["await", key] => {
             let v = c.wait(key.as_bytes()).map_err(|f| f.to_string())?;
             println!("kvcli: {key} = {}", String::from_utf8_lossy(&v));
+            Ok(0)
+        }
+        ["prio"] => {
+            // The priority kv's server runs at (a restarted one keeps the first's).
+            let pid = ulib::fnid::server_of("kv").ok_or("kv has no server")?;
+            let procs = sys::live_processes().map_err(|e| format!("processes: {e}"))?;
+            let p = procs
+                .iter()
+                .find(|p| p.pid == pid)
+                .ok_or("kv's server is not running")?;
+            let name = ulib::abi::Priority::from_u64(u64::from(p.priority)).map_or("?", |p| p.name());
+            println!("kvcli: kv ({pid}) serves at {name} priority");
             Ok(0)
         }
         ["gap", n] => gap(c, n),
