@@ -182,6 +182,12 @@ fn spawn(
         args: args.iter().map(|a| (*a).into()).collect(),
         priority,
     };
+    spawn_there(core, op)
+}
+
+/// A spawn `op` performed on `core` (another core): the child's pid, noted as this
+/// process's child there.
+fn spawn_there(core: usize, op: crate::rpcc::Op) -> Result<u64, Error> {
     match crate::rpcc::call(core, op)? {
         crate::rpcc::Out::Pid(child) => {
             proc::note_remote_child(child);
@@ -231,13 +237,7 @@ fn spawn_image(
         args: args.iter().map(|a| (*a).into()).collect(),
         priority,
     };
-    match crate::rpcc::call(core, op)? {
-        crate::rpcc::Out::Pid(child) => {
-            proc::note_remote_child(child);
-            Ok(child.0)
-        }
-        _ => Err(Error::Unknown),
-    }
+    spawn_there(core, op)
 }
 
 fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {

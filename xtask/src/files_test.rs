@@ -187,6 +187,26 @@ const FILE_SERVICE: &str = "";
 /// `BIG.DAT`'s size: more than the shell's `cat` holds (1 MiB).
 const BIG_BYTES: usize = (1 << 20) + 4096;
 
+/// Boot with disk `image` and run `steps` (`nodisk.script`'s): `fsd` must have refused the
+/// volume with a console line containing `said`, and never panicked.
+fn refused(
+    guest: &dyn Fn(usize, &str) -> Guest,
+    image: &std::path::Path,
+    steps: &[crate::script::Step],
+    said: &str,
+) -> Result<()> {
+    let mut g = guest(2, FILE_SERVICE);
+    g.disk = Some(image.to_path_buf());
+    let lines = crate::script::run_steps(&g, "nodisk.script", steps, |_| false)?;
+    if lines.iter().any(|l| l.contains("panic in fsd")) {
+        bail!("fsd panicked");
+    }
+    if !lines.iter().any(|l| l.contains(said)) {
+        bail!("no console line of fsd saying '{said}'");
+    }
+    Ok(())
+}
+
 /// Boot sectors whose parts do not add up: `fsd` refuses the volume with a clear console
 /// line before the library reads it, never faults, and writes nothing (regressions: FATs
 /// whose size wrapped the sum made `fsd` mark "tail" entries over the whole disk; 0
@@ -209,24 +229,13 @@ fn bad_boot_sectors(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Resu
         disk::make(&image)?;
         disk::patch_boot_sector(&image, patch)?;
         let before = std::fs::read(&image)?;
-        let mut g = guest(2, FILE_SERVICE);
-        g.disk = Some(image.clone());
-        let checked =
-            crate::script::run_steps(&g, "nodisk.script", &steps, |_| false).and_then(|lines| {
-                if lines.iter().any(|l| l.contains("panic in fsd")) {
-                    bail!("fsd panicked");
-                }
-                if !lines
-                    .iter()
-                    .any(|l| l.contains("fsd: the disk holds no FAT volume this server reads"))
-                {
-                    bail!("no console line of fsd refusing the volume");
-                }
-                if std::fs::read(&image)? != before {
-                    bail!("the image changed: fsd wrote to a volume it could not read");
-                }
-                Ok(())
-            });
+        let said = "fsd: the disk holds no FAT volume this server reads";
+        let checked = refused(guest, &image, &steps, said).and_then(|()| {
+            if std::fs::read(&image)? != before {
+                bail!("the image changed: fsd wrote to a volume it could not read");
+            }
+            Ok(())
+        });
         match checked {
             Ok(()) => t.pass(&label),
             Err(e) => t.fail(&label, &format!("{e:#}")),
@@ -274,18 +283,7 @@ fn corrupt_chains(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result
             t.fail(&label, &format!("making the image: {e:#}"));
             continue;
         }
-        let mut g = guest(2, FILE_SERVICE);
-        g.disk = Some(image.clone());
-        let checked =
-            crate::script::run_steps(&g, "nodisk.script", &steps, |_| false).and_then(|lines| {
-                if lines.iter().any(|l| l.contains("panic in fsd")) {
-                    bail!("fsd panicked");
-                }
-                if !lines.iter().any(|l| l.contains(said)) {
-                    bail!("no console line of fsd saying '{said}'");
-                }
-                Ok(())
-            });
+        let checked = refused(guest, &image, &steps, said);
         match checked {
             Ok(()) => t.pass(&label),
             Err(e) => t.fail(&label, &format!("{e:#}")),

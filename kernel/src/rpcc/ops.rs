@@ -191,21 +191,17 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             name,
             args,
             priority,
-        } => {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let parent = res::flow_pid().unwrap_or(proc::TEST_PARENT);
-            proc::spawn(name, &args, *priority, parent).map(Out::Pid)
-        }
+        } => spawned(args, |args, parent| {
+            proc::spawn(name, args, *priority, parent)
+        }),
         Op::SpawnImage {
             image,
             name,
             args,
             priority,
-        } => {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let parent = res::flow_pid().unwrap_or(proc::TEST_PARENT);
-            proc::spawn_image(name, image, &args, *priority, parent).map(Out::Pid)
-        }
+        } => spawned(args, |args, parent| {
+            proc::spawn_image(name, image, args, *priority, parent)
+        }),
         Op::Kill {
             pid,
             descendants_only,
@@ -257,4 +253,14 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             },
         )),
     }
+}
+
+/// A spawn for the requester: `start(args, parent)`, the parent the requester's flow.
+fn spawned(
+    args: &[String],
+    start: impl FnOnce(&[&str], Pid) -> Result<Pid, Error>,
+) -> Result<Out, Error> {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let parent = res::flow_pid().unwrap_or(proc::TEST_PARENT);
+    start(&args, parent).map(Out::Pid)
 }

@@ -435,18 +435,7 @@ pub fn readdir(name: &str) -> Result<Vec<Entry>, Error> {
 
 /// The whole file `name`.
 pub fn read_all(name: &str) -> Result<Vec<u8>, Error> {
-    let fd = open(name, MODE_READ)?;
-    let mut out = Vec::new();
-    let mut buf = alloc::vec![0u8; FS_ICA_SIZE as usize];
-    let r = loop {
-        match read(fd, &mut buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) => break Err(e),
-        }
-    };
-    let c = close(fd);
-    r.and(c).map(|()| out)
+    read_at_most(name, usize::MAX)
 }
 
 /// The whole of file `name` if it holds at most `max` bytes, else `TooLong` (having read

@@ -164,14 +164,10 @@ pub fn spawn(
     input: Stream,
     output: Stream,
 ) -> Result<Pid, Error> {
-    let tag = tag(input, output);
-    let mut all: Vec<&str> = args.to_vec();
-    all.push(&tag);
-    let pid = match core {
-        None => crate::sys::spawn(name, &all, priority),
-        Some(c) => crate::sys::spawn_on(name, &all, priority, c),
-    }?;
-    hold_ends(pid, input, output)
+    with_streams(args, input, output, |all| match core {
+        None => crate::sys::spawn(name, all, priority),
+        Some(c) => crate::sys::spawn_on(name, all, priority, c),
+    })
 }
 
 /// [`spawn`] for a program not in the boot archive: the ELF `image` (read from the disk),
@@ -185,16 +181,23 @@ pub fn spawn_image(
     input: Stream,
     output: Stream,
 ) -> Result<Pid, Error> {
+    with_streams(args, input, output, |all| {
+        crate::sys::spawn_image(image, name, all, priority, core)
+    })
+}
+
+/// Start a child with `start(args and the streams' tag)`, then hold for it the pipe ends
+/// it uses of `input` and `output` (it is killed if they cannot be held).
+fn with_streams(
+    args: &[&str],
+    input: Stream,
+    output: Stream,
+    start: impl FnOnce(&[&str]) -> Result<Pid, Error>,
+) -> Result<Pid, Error> {
     let tag = tag(input, output);
     let mut all: Vec<&str> = args.to_vec();
     all.push(&tag);
-    let pid = crate::sys::spawn_image(image, name, &all, priority, core)?;
-    hold_ends(pid, input, output)
-}
-
-/// The pipe ends of the child `pid`, just started with `input` and `output`, held for it
-/// (it is killed if they cannot be).
-fn hold_ends(pid: Pid, input: Stream, output: Stream) -> Result<Pid, Error> {
+    let pid = start(&all)?;
     let held = [
         (input, control::PIPE_READ_END),
         (output, control::PIPE_WRITE_END),
