@@ -252,12 +252,15 @@ fn corrupt_chains(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result
     let root = crate::build::workspace_root();
     let steps = crate::script::load(&root.join("user/shell/nodisk.script"))?;
     let dir = *b"D          ";
-    let cases: [(&str, &str); 2] = [
+    let cases: [(&str, &str); 3] = [
         ("a directory whose chain loops", "its FAT is corrupt"),
         (
             "a directory entry naming no cluster",
             "names no cluster of the volume",
         ),
+        // Deleting one of two cross-linked chains would free the other's clusters (fsd
+        // frees a deleted directory's whole chain).
+        ("two chains sharing a cluster", "cross-linked"),
     ];
     for (i, (what, said)) in cases.into_iter().enumerate() {
         let label = format!("[files] {what}: the volume refused, nothing hangs");
@@ -274,8 +277,21 @@ fn corrupt_chains(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result
                     let e = at.fat + copy * at.fat_bytes + u64::from(cluster) * 2;
                     disk::poke(&image, e, &cluster.to_le_bytes())?;
                 }
-            } else {
+            } else if i == 1 {
                 disk::poke(&image, entry + 26, &0xfff0u16.to_le_bytes())?;
+            } else {
+                // D's and E's clusters both link on to F's.
+                disk::mkdir(&image, "E")?;
+                disk::mkdir(&image, "F")?;
+                let (_, e) = disk::root_entry(&image, b"E          ")?;
+                let (_, f) = disk::root_entry(&image, b"F          ")?;
+                let at = disk::fat16_at(&image)?;
+                for copy in 0..at.fats {
+                    for c in [cluster, e] {
+                        let entry = at.fat + copy * at.fat_bytes + u64::from(c) * 2;
+                        disk::poke(&image, entry, &f.to_le_bytes())?;
+                    }
+                }
             }
             Ok(())
         })();

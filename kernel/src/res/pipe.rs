@@ -130,7 +130,9 @@ impl Resource for Pipe {
             return Err(Error::InvalidArgument);
         }
         Ok(Pipe(Box::new(Inner {
-            buf: VecDeque::new(),
+            // The whole capacity at once, as it is charged (`heap_frames`): a buffer grown
+            // by doubling could come to hold twice its charge (found by a review).
+            buf: VecDeque::with_capacity(capacity),
             capacity,
             readers: Vec::new(),
             writers: Vec::new(),

@@ -11,7 +11,7 @@
 //! | processes (running or ended, not yet reaped), per user and core | [`PROCESSES_PER_USER`] | the core that gets the process (spawn, open, migration) |
 //! | resources in a core's table, per creating user | [`RESOURCES_PER_USER`] | the core's table ([`Usage`], here) |
 //! | frames of user memory (address spaces and vregions), per user and core | half of what the core gives programs ([`frames_limit`]) | here |
-//! | kernel heap a resource may fill with users' data (pipe buffers), per core | an eighth of what the core gives programs, and within the user's frames ([`charge_heap`]) | here |
+//! | kernel heap a resource may fill with users' data (pipe buffers) | an eighth of what the core gives programs per core, a quarter of that per user, and within the user's frames ([`charge_heap`]) | here |
 //!
 //! The kernel's own user is never limited. The administrator is limited like everyone
 //! else: it is the user the shell and the benchmarks run as, and the same limits keep one
@@ -53,6 +53,9 @@ pub fn limits() -> Limits {
     Limits {
         resources: RESOURCES_PER_USER,
         frames: frames_limit(),
+        // A quarter of the core's bound for such heap ([`heap_bound`]): at least three
+        // users' worth is always left for others, as for the resource table.
+        heap: heap_bound() / 4,
     }
 }
 
@@ -65,6 +68,7 @@ impl CoreUsage {
         CoreUsage(Usage::new(Limits {
             resources: RESOURCES_PER_USER,
             frames: 0,
+            heap: 0,
         }))
     }
 }
@@ -118,20 +122,31 @@ pub fn uncharge_frames(user: UserId, n: u64) {
 static HEAP_FRAMES: [core::sync::atomic::AtomicU64; abi::MAX_CORES] =
     [const { core::sync::atomic::AtomicU64::new(0) }; abi::MAX_CORES];
 
+/// The most kernel heap users' resources may fill on this core, all users together
+/// (frames): an eighth of what the core gives programs.
+fn heap_bound() -> u64 {
+    frames_limit() / 4
+}
+
 /// Charge `user` `n` frames of kernel heap it may fill on this core (a pipe's buffer): as
-/// its memory, and against the core's bound for such heap ([`HEAP_FRAMES`]); `Limit` past
-/// either.
+/// its memory, against its share of such heap (a quarter of the core's bound, so one user
+/// cannot take it all: found by a review of the first version), and against the core's
+/// bound ([`HEAP_FRAMES`]); `Limit` past any.
 pub fn charge_heap(user: UserId, n: u64) -> Result<(), Error> {
     if user == UserId::KERNEL || n == 0 {
         return Ok(());
     }
     let held = &HEAP_FRAMES[percore::current_core()];
-    let bound = frames_limit() / 4;
+    let bound = heap_bound();
     if held.load(Ordering::Relaxed).saturating_add(n) > bound {
         log::debug!("limit: this core's heap for users' data is at its bound ({bound} frames)");
         return Err(Error::Limit);
     }
-    charge_frames(user, n)?;
+    charge(user, Counted::Heap, n)?;
+    if let Err(e) = charge_frames(user, n) {
+        uncharge(user, Counted::Heap, n);
+        return Err(e);
+    }
     held.fetch_add(n, Ordering::Relaxed);
     Ok(())
 }
@@ -142,6 +157,7 @@ pub fn uncharge_heap(user: UserId, n: u64) {
         return;
     }
     uncharge_frames(user, n);
+    uncharge(user, Counted::Heap, n);
     let held = &HEAP_FRAMES[percore::current_core()];
     let _ = held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
         Some(h.saturating_sub(n))

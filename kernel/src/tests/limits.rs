@@ -55,9 +55,9 @@ ktest! {
                 .map_or((0, 0), |(_, r, f)| (r, f))
         };
         let s = super::run_to_end("crash", &["pipes", "4101"], Priority::App, 600)?;
-        // Refused at the bound for heap (16 frames a pipe), well before the user's
-        // resources (4,096) ran out.
-        let bound = quota::frames_limit() / 4 / 16;
+        // Refused at the user's share of the core's bound for heap (16 frames a pipe),
+        // well before its resources (4,096) ran out.
+        let bound = quota::limits().heap / 16;
         kassert!(
             s.how == abi::ENDED_EXIT && s.code <= bound && s.code + 1 >= bound,
             "crash pipes ended with {s:?}, expected about {bound} pipes filled, then Limit"

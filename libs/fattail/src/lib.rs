@@ -208,6 +208,9 @@ pub enum ChainFault {
     Outside(u32, u32),
     /// The chain through cluster `0` comes back to itself: it has no end.
     Loop(u32),
+    /// Cluster `0` follows two clusters: two chains share it (cross-linked), so freeing
+    /// one file's chain would free the other's clusters too.
+    Joined(u32),
 }
 
 impl Layout {
@@ -229,7 +232,7 @@ impl Layout {
 }
 
 /// Check every chain of a FAT whose entry for cluster `c` is `entry(c)`: each link stays
-/// within the volume and no chain comes back to itself. Why: `embedded-sdmmc` follows a
+/// within the volume, no cluster follows two, and no chain comes back to itself. Why: `embedded-sdmmc` follows a
 /// directory's chain until an entry marks its end, with no bound, so a corrupt FAT whose
 /// chain loops (or wanders past the FAT, where any value may follow) would hang the file
 /// server for good. Linear in the clusters, one byte of state each.
@@ -239,6 +242,17 @@ pub fn check_chains(layout: &Layout, entry: impl Fn(u32) -> u32) -> Result<(), C
     const DONE: u8 = 2;
     let limit = layout.limit();
     let mut state = alloc::vec![NEW; limit as usize];
+    // First, no cluster follows two (a cross-link; `fsd` frees a deleted file's whole
+    // chain, which must be its alone): `state` marks the clusters that follow one.
+    for c in 2..limit {
+        if let Some(Ok(n)) = layout.link(entry(c)) {
+            if state[n as usize] != NEW {
+                return Err(ChainFault::Joined(n));
+            }
+            state[n as usize] = DONE;
+        }
+    }
+    state.fill(NEW);
     for start in 2..limit {
         if state[start as usize] != NEW {
             continue;
@@ -307,10 +321,11 @@ mod tests {
             check_chains(&l, |c| round[c as usize]),
             Err(ChainFault::Loop(2))
         );
+        // A lasso: cluster 6 follows both 5 and 7 (found as a cross-link first).
         let lasso = fat(&[(5, 6), (6, 7), (7, 6)]);
         assert_eq!(
             check_chains(&l, |c| lasso[c as usize]),
-            Err(ChainFault::Loop(6))
+            Err(ChainFault::Joined(6))
         );
         let itself = fat(&[(9, 9)]);
         assert_eq!(
@@ -328,9 +343,12 @@ mod tests {
             check_chains(&l, |c| past[c as usize]),
             Err(ChainFault::Outside(3, l.limit()))
         );
-        // Two chains joining one tail is no loop.
+        // Two chains joining one tail: cross-linked, refused too.
         let join = fat(&[(2, 4), (3, 4), (4, 0xffff)]);
-        assert_eq!(check_chains(&l, |c| join[c as usize]), Ok(()));
+        assert_eq!(
+            check_chains(&l, |c| join[c as usize]),
+            Err(ChainFault::Joined(4))
+        );
     }
 
     #[test]

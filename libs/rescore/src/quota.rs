@@ -18,9 +18,13 @@ pub enum Counted {
     /// 4 KiB frames of user memory: pages of its processes' address spaces and of its
     /// vregions.
     Frames = 1,
+    /// 4 KiB frames of kernel heap its resources may fill with its data (pipe buffers),
+    /// counted apart from (and besides) its frames, so that one user cannot take the core's
+    /// whole bound for such heap.
+    Heap = 2,
 }
 
-const KINDS: usize = 2;
+const KINDS: usize = 3;
 
 /// Users holding nothing whose entries stay (see [`Usage::uncharge`]).
 pub const KEPT_IDLE_USERS: usize = 16;
@@ -30,6 +34,7 @@ pub const KEPT_IDLE_USERS: usize = 16;
 pub struct Limits {
     pub resources: u64,
     pub frames: u64,
+    pub heap: u64,
 }
 
 impl Limits {
@@ -37,6 +42,7 @@ impl Limits {
         match what {
             Counted::Resources => self.resources,
             Counted::Frames => self.frames,
+            Counted::Heap => self.heap,
         }
     }
 }
@@ -133,6 +139,7 @@ mod tests {
     const LIMITS: Limits = Limits {
         resources: 3,
         frames: 10,
+        heap: 4,
     };
 
     #[test]
@@ -209,6 +216,7 @@ mod tests {
         u.set_limits(Limits {
             resources: 3,
             frames: 4,
+            heap: 4,
         });
         assert_eq!(u.held(1, Counted::Frames), 8);
         assert!(u.charge(1, Counted::Frames, 1).is_err());

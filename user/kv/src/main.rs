@@ -552,9 +552,11 @@ fn wait(
         return Err(Status::Busy);
     }
     if held.len() >= MAX_WAITS {
-        let alive = ulib::sys::live_processes().unwrap_or_default();
+        // Only a whole list of the live programs is trusted (`sys::live_pids`).
+        let alive =
+            ulib::sys::live_pids().unwrap_or_else(|| held.iter().map(|h| h.sender).collect());
         held.retain(|h| {
-            let lives = alive.iter().any(|p| p.pid == h.sender);
+            let lives = alive.contains(&h.sender);
             if !lives {
                 // Answered, so the kernel forgets the request (nobody takes the answer).
                 let _ = ipc::reply_error(h.handle, Error::Gone);

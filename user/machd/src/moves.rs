@@ -279,10 +279,12 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 }
                 s.started.swap_remove(i);
                 // Nobody will wait for it: collected now if it has ended (a kill of another
-                // core's process has, once it returns).
+                // core's process has, once it returns), and a program's relayed pipes go
+                // with it (a review found them kept for good).
                 if sys::wait_timeout(Some(new), 0).is_ok() {
                     s.spawned.retain(|(q, _)| *q != new);
                 }
+                crate::ops::drop_pipes_of(s, new);
             }
             Ok(words(&[0]))
         }

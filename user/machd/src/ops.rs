@@ -538,10 +538,6 @@ fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
     }
 }
 
-/// Kill `pid` for `user`. A process `machd` spawned is its child, which the kernel lets a
-/// parent kill whatever user the parent acts as: so for those `machd` checks the user
-/// itself (the one it was spawned for, or the administrator); any other process is killed
-/// acting as `user`, and the kernel checks.
 /// `R_KILL`: a program this `machd` started for `user` (any user's for the
 /// administrator), or, for the administrator, another of its descendants (the kernel
 /// checks that). Never `machd` itself: the kernel lets a process end itself, and the kill
@@ -570,6 +566,19 @@ fn ps(index: u64) -> Result<Vec<u8>, Error> {
     let mut out = words(&[p.pid.0, u64::from(p.state), n as u64]);
     out.extend_from_slice(&name);
     Ok(out)
+}
+
+/// Close the relayed output and input pipes of program `pid` (ended, or given up) and
+/// forget them.
+pub(crate) fn drop_pipes_of(s: &mut State, pid: Pid) {
+    if let Some(i) = s.outputs.iter().position(|(q, _, _)| *q == pid) {
+        let (_, pipe, owner) = s.outputs.swap_remove(i);
+        let _ = as_user(s, owner.0, || res::close(pipe));
+    }
+    if let Some(i) = s.inputs.iter().position(|(q, _, _)| *q == pid) {
+        let (_, pipe, owner) = s.inputs.swap_remove(i);
+        let _ = as_user(s, owner.0, || res::close(pipe));
+    }
 }
 
 /// A worker thread: performs the requests that wait, one at a time.
@@ -603,14 +612,7 @@ pub fn worker(_: u64) -> u64 {
                 s.spawned.retain(|(q, _)| *q != job.pid);
                 // Its output pipe, if nobody read it to the end, goes with it, and its input
                 // pipe if nobody ended it.
-                if let Some(i) = s.outputs.iter().position(|(q, _, _)| *q == job.pid) {
-                    let (_, pipe, owner) = s.outputs.swap_remove(i);
-                    let _ = as_user(s, owner.0, || res::close(pipe));
-                }
-                if let Some(i) = s.inputs.iter().position(|(q, _, _)| *q == job.pid) {
-                    let (_, pipe, owner) = s.inputs.swap_remove(i);
-                    let _ = as_user(s, owner.0, || res::close(pipe));
-                }
+                drop_pipes_of(s, job.pid);
             }
             s.finish(&job.header, &r);
         });

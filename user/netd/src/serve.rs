@@ -704,23 +704,10 @@ impl Server {
     }
 }
 
-/// The pids of processes that have not ended, or `None` when the kernel's list cannot be
-/// trusted to hold them all (an error, or as many records as there was room for): then no
-/// program is taken for ended (a review found an empty list, on an error, freed every
-/// program's ports).
+/// The pids (raw) of processes that have not ended, or `None` when the kernel's list
+/// cannot be trusted to hold them all (`sys::live_pids`).
 pub fn alive_pids() -> Option<Vec<u64>> {
-    let mut buf = alloc::vec![ulib::abi::ProcInfo::EMPTY; 2048];
-    let n = sys::processes(&mut buf).ok()?;
-    if n >= buf.len() {
-        return None;
-    }
-    Some(
-        buf[..n]
-            .iter()
-            .filter(|p| p.state != ulib::abi::STATE_ZOMBIE)
-            .map(|p| p.pid.0)
-            .collect(),
-    )
+    sys::live_pids().map(|l| l.iter().map(|p| p.0).collect())
 }
 
 /// Answer `request` with `a`, passing `page` back if it came with one. If the answer cannot

@@ -320,7 +320,6 @@ impl Driver {
         }
     }
 
-    /// Does `pid` serve `mach.link` now?
     /// May `pid` send a frame for `to`'s kind: the server of `net.udp` (every frame but
     /// `machd`'s type), or that of `mach.link` (frames of that type)?
     fn may_send(&mut self, to: To, pid: Pid) -> bool {
@@ -335,6 +334,7 @@ impl Driver {
         }
     }
 
+    /// Does `pid` serve `mach.link` now?
     fn is_link_server(&mut self, pid: Pid) -> bool {
         if self.link_pid == Some(pid) {
             return true;

@@ -194,6 +194,9 @@ pub fn cp(args: &[&str]) -> Result<(), String> {
     let [from, to] = args else {
         return Err("cp: usage: cp FROM TO".into());
     };
+    if from == to {
+        return Err(format!("cp: {from} and {to} are the same file"));
+    }
     copy(from, to)
 }
 
@@ -216,13 +219,17 @@ fn copy(from: &str, to: &str) -> Result<(), String> {
         };
         let mut rest = &buf[..n];
         while !rest.is_empty() {
-            match fs::write(dst, rest) {
-                Ok(0) => return Err(format!("cp {to}: nothing written")),
+            let wrote = match fs::write(dst, rest) {
+                Ok(0) => Err(format!("cp {to}: nothing written")),
+                Ok(w) => Ok(w),
+                Err(e) => Err(fail(to, &format!("cp {to}"), e)),
+            };
+            match wrote {
                 Ok(w) => rest = &rest[w.min(rest.len())..],
                 Err(e) => {
                     let _ = fs::close(src);
                     let _ = fs::close(dst);
-                    return Err(fail(to, &format!("cp {to}"), e));
+                    return Err(e);
                 }
             }
         }
