@@ -440,9 +440,12 @@ pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Erro
         let (old, old_server) = crate::fnid::serving(fnid)?;
         let g = crate::fnid::takeover_check(fnid, old, endpoint, server)?;
         if g != 0 {
-            // It was down: no old server to take the priority of; a new server prepared
-            // in the background serves at server priority.
-            take_priority(server, abi::Priority::Server);
+            // It was down: no old server to take the priority of. A new server prepared in
+            // the background serves at an application's priority at most: raising it to a
+            // server's let any program outrank its parent by taking over a name of its own
+            // that it had let go down (found by a review). Whoever may start servers at
+            // server priority starts one so (the shell's `replace` of a function down).
+            take_priority(server, abi::Priority::App);
             return Ok(g);
         }
         let r = Retire {

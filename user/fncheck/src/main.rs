@@ -8,6 +8,7 @@
 //! | (a) | bad names (`BadName`, `TooLong`), bad pointers (`BadAddress`), an unknown `FN_LIST` flag (`InvalidArgument`), an unknown name, forged function ids (never issued, a slot past the table, core bits set: `NoSuchResource` for every call), an endpoint argument that is a vregion or a function id (`WrongType`) |
 //! | (b) | this program serves `fnchk.a`: a second registration is `AlreadyExists`, lookup finds it, `FN_LIST` describes it (this core's copy alone, `FN_LIST_LOCAL`, too); callers on this core and on CORE call, send, submit and submit through a ring by function id and may not receive on it (`Denied`); the server receives by function id; `served` counts every request; `FN_STATE` of a non-vregion is `WrongType`; unregistered: calls `StaleResource`, lookup `NoSuchResource`, a new registration a new id |
 //! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it and `Denied` unregistering it; this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down (this core's copy alone counts only the requests served here); a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
+//! | (f) | a name of its own let go down and taken over: served again, at no higher priority than before (at most an application's) |
 //! | (d) | `Limit` at this user's share (`FNIDS_PER_USER`) or `MAX_FNIDS` registered names, another user still registering; then all withdrawn |
 //! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
 //!
@@ -120,10 +121,43 @@ fn parent(core: usize) -> Check {
         .and_then(|()| local_server(ep, ep2, core))
         .and_then(|()| remote_server(core))
         .and_then(|()| limit(ep))
-        .and_then(|()| closed_endpoint());
+        .and_then(|()| closed_endpoint())
+        .and_then(|()| down_takeover_keeps_priority());
     let _ = res::close(ep);
     let _ = res::close(ep2);
     r
+}
+
+/// (f) A name of this program's own, let go down (its endpoint closed), taken over with a
+/// new endpoint: this program serves it again, at no higher priority than it had (a
+/// regression: the kernel raised it to a server's, a way past SPAWN's rule that no child
+/// outranks its parent).
+fn down_takeover_keeps_priority() -> Check {
+    let me = sys::getpid().map_err(|e| format!("(f) getpid: {e}"))?;
+    let prio = || {
+        sys::live_processes()
+            .ok()
+            .and_then(|l| l.iter().find(|p| p.pid == me).map(|p| p.priority))
+    };
+    let before = prio();
+    let first = ipc::open_endpoint("here/endpoint/fnchk-down", Rights(0x2f))
+        .map_err(|e| format!("(f) endpoint: {e}"))?;
+    let id = fnid::register("fnchk.down", first).map_err(|e| format!("(f) register: {e}"))?;
+    let _ = res::close(first);
+    let second = ipc::open_endpoint("here/endpoint/fnchk-again", Rights(0x2f))
+        .map_err(|e| format!("(f) endpoint again: {e}"))?;
+    let taken = fnid::takeover(id, second, 1_000_000_000);
+    let after = prio();
+    let _ = fnid::unregister(id);
+    let _ = res::close(second);
+    taken.map_err(|e| format!("(f) takeover of a name down: {e}"))?;
+    match (before, after) {
+        (Some(b), Some(a)) if a >= b || a >= Priority::App as u32 => Ok(()),
+        other => fail(
+            "(f) priority before and after taking over a name down",
+            other,
+        ),
+    }
 }
 
 /// (a)

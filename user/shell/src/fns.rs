@@ -117,10 +117,17 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     prog_args.extend_from_slice(rest);
     let start = sys::clock_ns().unwrap_or(0);
     // In the background: the old server and its clients keep the core while the new one
-    // loads and prepares; taking over gives it the old server's priority.
+    // loads and prepares; taking over gives it the old server's priority. A function that
+    // is down has no server to take the priority of: its new server starts at a server's
+    // (the kernel raises one taking over a function down only to an application's).
+    let priority = if before.state == ulib::abi::fnid::FN_DOWN {
+        Priority::Server
+    } else {
+        Priority::Background
+    };
     let new = match core {
-        None => sys::spawn(prog, &prog_args, Priority::Background),
-        Some(c) => sys::spawn_on(prog, &prog_args, Priority::Background, c),
+        None => sys::spawn(prog, &prog_args, priority),
+        Some(c) => sys::spawn_on(prog, &prog_args, priority, c),
     }
     .map_err(|e| format!("replace: {e}: {prog}"))?;
     // A new server asked to restart after a crash (`restart=N`, N > 0) opts in once it
