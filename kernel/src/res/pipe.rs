@@ -130,9 +130,10 @@ impl Resource for Pipe {
             return Err(Error::InvalidArgument);
         }
         Ok(Pipe(Box::new(Inner {
-            // The whole capacity at once, as it is charged (`heap_frames`): a buffer grown
-            // by doubling could come to hold twice its charge (found by a review).
-            buf: VecDeque::with_capacity(capacity),
+            // Nothing yet: `open` runs before the table charges the capacity
+            // (`heap_frames`), so an open refused there must not have taken it. The first
+            // write takes the whole capacity at once ([`Inner::try_write`]).
+            buf: VecDeque::new(),
             capacity,
             readers: Vec::new(),
             writers: Vec::new(),
@@ -258,6 +259,11 @@ impl Inner {
         let n = (self.capacity - self.buf.len()).min(data.len());
         if n == 0 {
             return Ok(None);
+        }
+        if self.buf.capacity() == 0 {
+            // The whole capacity, as charged: a buffer grown by doubling could come to hold
+            // twice its charge (found by a review).
+            self.buf.reserve_exact(self.capacity);
         }
         self.buf.extend(&data[..n]);
         self.wake();

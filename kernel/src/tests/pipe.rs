@@ -1,7 +1,8 @@
 //! Tests of the pipe resource (`res/pipe.rs`): bytes through pipes on another core, byte
 //! for byte, with a full pipe blocking its writer; EOF once the writers have gone; a dead
 //! reader or writer noticed; bad arguments and ids answered with clear errors; no frames
-//! kept at the end; `PIPE_NOWAIT` (and a semaphore's `SEM_TRY`) answering `Again`.
+//! kept at the end; `PIPE_NOWAIT` (and a semaphore's `SEM_TRY`) answering `Again`; the buffer
+//! taken at the first write, as charged.
 //!
 //! A kernel test has no pid, so a `spin` process stands in for the holder a shell would be
 //! (it holds the ends the test uses), and killing it is how a holder dies.
@@ -332,6 +333,40 @@ ktest! {
         })();
         let _ = res::close(sem);
         r
+    }
+}
+
+ktest! {
+    /// A pipe takes its buffer at its first write, not at open: `open` runs before the
+    /// table charges the capacity to its creator, so an open refused there (`Limit`) has
+    /// taken nothing. Once written, it holds its whole capacity and no more, however full
+    /// (a buffer grown by doubling would hold up to twice what was charged).
+    fn a_pipe_takes_its_buffer_at_its_first_write() -> TestResult {
+        use crate::mm::heap::used_bytes;
+        const SLACK: u64 = 8 * 1024;
+        let cap = crate::res::pipe::MAX_CAPACITY as u64;
+        let mut c = Cleanup { pipes: Vec::new(), pids: Vec::new() };
+        let holder = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn")?;
+        c.pids.push(holder);
+        let before = used_bytes();
+        let pipe = open(&format!("c{}/pipe/pt-lazy", crate::percore::current_core()), cap)?;
+        c.pipes.push(pipe);
+        let opened = used_bytes();
+        kassert!(opened < before + SLACK, "open took {} bytes of heap (capacity {cap})", opened - before);
+        hold(pipe, PIPE_READ_END, holder)?;
+        hold(pipe, PIPE_WRITE_END, holder)?;
+        kassert!(e(res::write(pipe, b"x", control::PIPE_NOWAIT), "write")? == 1, "one byte");
+        let written = used_bytes();
+        kassert!(written >= opened + cap - SLACK, "the first write took {} bytes (capacity {cap})", written - opened);
+        let chunk = alloc::vec![7u8; 4096];
+        let mut total = 1;
+        while let Ok(n) = res::write(pipe, &chunk, control::PIPE_NOWAIT) {
+            total += n;
+        }
+        kassert!(total == cap, "a full pipe holds {total} bytes (capacity {cap})");
+        let full = used_bytes();
+        kassert!(full < written + SLACK, "filling it took {} bytes more", full - written);
+        Ok(())
     }
 }
 
