@@ -48,6 +48,7 @@
 //! | 42–47 | `FN_REGISTER`, `FN_LOOKUP`, `FN_UNREGISTER`, `FN_LIST`, `FN_STATE`, `FN_TAKEOVER` | see [`crate::fnid`] | |
 //! | 60, 61 | `CALL_REGS`, `REPLY_RECV_REGS` | `CALL` and `REPLY_RECV` with the messages in registers (see [`crate::ipc`]) | |
 //! | 62–64 | `MIGRATE_EXPORT`, `MIGRATE_IMPORT`, `MIGRATE_FINISH` | a process moved to another machine as an image (see the constants) | |
+//! | 65 | `THREAD_SETUSER` | user id (0: the process's again) | 0 (`SETUSER` for the calling thread alone: its process's other threads keep theirs; a server acting for several clients at once) |
 //! | 48–55 | `DEV_LIST`, `DEV_CLAIM`, `DEV_CONFIG`, `DEV_MAP_BAR`, `DMA_ALLOC`, `DMA_FREE`, `DEV_IRQ`, `DEV_IRQ_ACK` | see [`crate::dev`] | |
 //! | 28 | `TRACE` | command (`TRACE_DUMP`, `TRACE_CLEAR`, `TRACE_STATUS`) | events dumped / cleared / held (`NotSupported` unless booted with `trace=on`) |
 //!
@@ -179,7 +180,10 @@ pub const MIGRATE_IMPORT: u64 = 63;
 pub const MIGRATE_FINISH: u64 = 64;
 
 /// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
-pub const COUNT: u64 = 65;
+/// `THREAD_SETUSER user`: the calling thread alone acts as `user` (0: as its process's
+/// user again); SETUSER's rule. A moved process's threads act as its user again.
+pub const THREAD_SETUSER: u64 = 65;
+pub const COUNT: u64 = 66;
 
 /// The largest image `MIGRATE_IMPORT` takes (`TooLong` beyond): 1,024 pages and their list.
 pub const MAX_MOVE_IMAGE: u64 = 4 << 20 | 32 << 10;

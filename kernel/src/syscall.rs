@@ -116,6 +116,10 @@ pub fn dispatch(frame: &mut TrapFrame) {
             .map_err(|_| Error::InvalidArgument)
             .and_then(|u| proc::set_current_user(UserId(u)))
             .map(|()| 0),
+        nr::THREAD_SETUSER => u32::try_from(a[0])
+            .map_err(|_| Error::InvalidArgument)
+            .and_then(|u| proc::set_thread_user(UserId(u)))
+            .map(|()| 0),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
         nr::FN_REGISTER..=nr::FN_TAKEOVER => fn_call(frame.rax, a),
         nr::DEV_LIST..=nr::DEV_IRQ_ACK => dev_call(frame.rax, a),

@@ -97,9 +97,23 @@ pub struct Thread {
     /// yet, or it was switched away on its way back to user mode (not in the middle of a
     /// system call). Only such a thread can be stopped at once or moved to another core.
     pub user_boundary: bool,
+    /// The user this thread alone acts as (`THREAD_SETUSER`), or 0: its process's user.
+    pub acting_user: u32,
     /// Saved kernel stack pointer while not running.
     rsp: u64,
     kstack: KStack,
+}
+
+impl Thread {
+    /// The user this thread acts as, its process acting as `process_user`.
+    #[inline]
+    pub fn acts_as(&self, process_user: u32) -> u32 {
+        if self.acting_user != 0 {
+            self.acting_user
+        } else {
+            process_user
+        }
+    }
 }
 
 /// One core's scheduler state.
@@ -194,6 +208,12 @@ impl Sched {
         self.current
     }
 
+    /// The running thread, to change (`None` in the idle context).
+    pub fn running_thread_mut(&mut self) -> Option<&mut Thread> {
+        let id = self.current?;
+        self.threads.get_mut(&id).map(|t| &mut **t)
+    }
+
     /// Create a kernel thread that runs `entry(arg)` at `priority`, ready to run.
     pub fn add_kernel_thread(
         &mut self,
@@ -231,6 +251,7 @@ impl Sched {
             kill_requested: false,
             fresh: true,
             user_boundary: true,
+            acting_user: 0,
             rsp,
             kstack,
         };
@@ -596,7 +617,7 @@ impl Sched {
                     next_rsp: t.rsp,
                     root,
                     kstack_top: Some(t.kstack.top),
-                    user: p.map_or(0, |p| p.user.0),
+                    user: t.acts_as(p.map_or(0, |p| p.user.0)),
                     pid: p.map_or(0, |p| p.pid.0),
                     priority: p.map_or(Priority::App, |p| p.priority) as u32,
                     from: u64::from(me.unwrap_or(0)),

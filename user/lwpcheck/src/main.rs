@@ -7,7 +7,8 @@
 //! returns. Then a child on core CORE waits on a semaphore of this core (a P through RPCC
 //! that waits in the semaphore) until this process gives it a V; closing a semaphore wakes
 //! its waiters with an error; bad thread ids are errors. Last, four threads attach and
-//! detach vregions in the process itself at once (`attach_at_once`).
+//! detach vregions in the process itself at once (`attach_at_once`), and one thread acts as
+//! another user while the others go on acting as the process (`acting_users`).
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -19,7 +20,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 use ulib::abi::ipc::Msg;
-use ulib::abi::res::{ResId, Rights};
+use ulib::abi::res::{ResId, Rights, UserId};
 use ulib::abi::{Error, Priority};
 use ulib::{ipc, println, res, sem, sys, thread};
 
@@ -151,7 +152,8 @@ fn check(core: usize) -> Result<(), String> {
     }
     res::close(go).map_err(|e| format!("close: {e}"))?;
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
-    attach_at_once()
+    attach_at_once()?;
+    acting_users()
 }
 
 /// Attaches and detaches per thread in [`attach_at_once`].
@@ -203,6 +205,78 @@ fn attach_at_once() -> Result<(), String> {
             }
             Err(e) => return Err(format!("join attacher {n}: {e}")),
         }
+    }
+    Ok(())
+}
+
+/// Where [`actor`] and the main thread of [`acting_users`] meet: 1 once the actor acts as
+/// [`ACTOR_USER`], 2 once the main thread has looked at its own user.
+static ACTING: AtomicU64 = AtomicU64::new(0);
+/// The user [`actor`] acts as.
+const ACTOR_USER: u32 = 4242;
+/// Pauses of 100 us in a wait for the other thread (10 s at least: it only catches a hang).
+const ACTING_PAUSES: u32 = 100_000;
+
+/// Wait (bounded) until [`ACTING`] is `step`.
+fn acting_reaches(step: u64) -> bool {
+    for _ in 0..ACTING_PAUSES {
+        if ACTING.load(Ordering::SeqCst) == step {
+            return true;
+        }
+        let _ = sys::sleep_ns(100_000);
+    }
+    ACTING.load(Ordering::SeqCst) == step
+}
+
+/// The thread of [`acting_users`]: it alone acts as [`ACTOR_USER`] while the main thread
+/// looks, still after being switched away and back, then as the process again; 0, or the
+/// step that failed.
+fn actor(_: u64) -> u64 {
+    let Ok(own) = res::getuser() else {
+        return 1;
+    };
+    if res::thread_setuser(Some(UserId(ACTOR_USER))).is_err() {
+        return 2;
+    }
+    if res::getuser() != Ok(UserId(ACTOR_USER)) {
+        return 3;
+    }
+    ACTING.store(1, Ordering::SeqCst);
+    if !acting_reaches(2) {
+        return 4;
+    }
+    if res::getuser() != Ok(UserId(ACTOR_USER)) {
+        return 5;
+    }
+    if res::thread_setuser(None).is_err() || res::getuser() != Ok(own) {
+        return 6;
+    }
+    0
+}
+
+/// `THREAD_SETUSER`: one thread acting as another user leaves the process's other threads
+/// acting as the process (with `SETUSER`, machd's thread acting for a remote client made
+/// its file workers act as that client too: found by a review).
+fn acting_users() -> Result<(), String> {
+    let own = res::getuser().map_err(|e| format!("getuser: {e}"))?;
+    ACTING.store(0, Ordering::SeqCst);
+    let t = thread::spawn(actor, 0).map_err(|e| format!("thread spawn: {e}"))?;
+    let acting = acting_reaches(1);
+    let seen = res::getuser();
+    ACTING.store(2, Ordering::SeqCst);
+    let step = t.join().map_err(|e| format!("join actor: {e}"))?;
+    if step != 0 {
+        return Err(format!(
+            "actor acting as user {ACTOR_USER}: step {step} failed"
+        ));
+    }
+    if !acting {
+        return Err(String::from("actor never acted as another user"));
+    }
+    if seen != Ok(own) {
+        return Err(format!(
+            "while a thread acts as user {ACTOR_USER}, the main thread acts as {seen:?}, not {own:?}"
+        ));
     }
     Ok(())
 }

@@ -241,9 +241,11 @@ pub fn local_answer(op: u64, p: &[u8], started: u64, epoch: u32) -> Result<[u64;
     })
 }
 
-/// Run `f` acting as `user`, then as this process's own user again.
+/// Run `f` with this thread acting as `user`, then as this process's own user again. The
+/// thread alone (`THREAD_SETUSER`): the other threads, making requests of their own
+/// meanwhile (a file worker's to `fs`), go on acting as `machd`.
 pub(crate) fn as_user<R>(
-    s: &State,
+    _: &State,
     user: u32,
     f: impl FnOnce() -> Result<R, Error>,
 ) -> Result<R, Error> {
@@ -251,10 +253,10 @@ pub(crate) fn as_user<R>(
         // Nobody acts as the kernel.
         return Err(Error::Denied);
     }
-    res::setuser(UserId(user))?;
+    res::thread_setuser(Some(UserId(user)))?;
     let r = f();
-    // Back to our own user; this cannot be refused (a boot program may change its user).
-    let _ = res::setuser(s.my_user);
+    // Back to our own user; this cannot be refused (it is the process's own).
+    let _ = res::thread_setuser(None);
     r
 }
 

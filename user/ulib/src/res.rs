@@ -127,7 +127,15 @@ pub fn setuser(user: UserId) -> Result<(), Error> {
     decode(unsafe { raw::syscall1(nr::SETUSER, u64::from(user.0)) }).map(drop)
 }
 
-/// The user this process acts as.
+/// The calling thread alone acts as `user` (`None`: as its process's user again); the
+/// process's other threads keep acting as they did (`THREAD_SETUSER`).
+pub fn thread_setuser(user: Option<UserId>) -> Result<(), Error> {
+    let user = user.map_or(0, |u| u64::from(u.0));
+    // SAFETY: THREAD_SETUSER takes a number.
+    decode(unsafe { raw::syscall1(nr::THREAD_SETUSER, user) }).map(drop)
+}
+
+/// The user this thread acts as.
 pub fn getuser() -> Result<UserId, Error> {
     // SAFETY: GETUSER takes no arguments.
     decode(unsafe { raw::syscall0(nr::GETUSER) }).map(|u| UserId(u as u32))

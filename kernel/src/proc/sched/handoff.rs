@@ -178,7 +178,7 @@ impl Sched {
             next_rsp: n.rsp,
             root: runs.root,
             kstack_top: Some(n.kstack.top),
-            user: runs.user,
+            user: n.acts_as(runs.user),
             pid: runs.pid,
             priority: runs.priority as u32,
             from: u64::from(me),
