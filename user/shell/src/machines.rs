@@ -333,7 +333,7 @@ pub(crate) fn run(args: &[&str], typeahead: &mut Vec<u8>) -> Result<Option<Remot
         println!("[{}]", job.spelled());
         return Ok(Some(job));
     }
-    relay_output(&job, Some(typeahead))?;
+    relay_output_from(&job, false, OnCtrlC::Kill(typeahead))?;
     report(&job, &wait(&job)?).map(|()| None)
 }
 
@@ -405,8 +405,22 @@ fn from_disk(m: u8, core: u64, words: &[&str]) -> Result<ulib::mach::Remote, Str
 /// program's input, until it ends; then the shell lets go of the pipe's writing end (the
 /// reader sees EOF), and waits for the remote program. If the reader ended first (`Gone`),
 /// the remote program is killed, as a Unix writer dies of a broken pipe.
-pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<(), String> {
-    let pumped = match ulib::mach::output_into(&j.remote, ulib::stdio::Stream::Pipe(pipe)) {
+/// A Ctrl-C typed meanwhile kills it (its output goes on into the pipe until it ends).
+pub(crate) fn pipe_from(
+    j: &RemoteJob,
+    pipe: ulib::abi::res::ResId,
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
+    let mut killed = false;
+    let mut tick = || {
+        if !killed && ctrl_c(typeahead) {
+            println!("^C");
+            let _ = kill(j);
+            killed = true;
+        }
+    };
+    let to = ulib::stdio::Stream::Pipe(pipe);
+    let pumped = match ulib::mach::output_into(&j.remote, to, &mut tick) {
         Ok(Copied::All) => Ok(()),
         Ok(Copied::ReaderGone) => {
             let _ = kill(j);
@@ -425,8 +439,13 @@ pub(crate) fn pipe_from(j: &RemoteJob, pipe: ulib::abi::res::ResId) -> Result<()
 /// the local programs write into `pipe` (the shell holds its reading end) is sent into its
 /// input (`ulib::mach::input`) until EOF, which ends its input too; then the rest of its
 /// output is printed and it is waited for. If it reads no more (`Gone`), the shell lets go
-/// of `pipe`, and its writer ends as a Unix writer of a broken pipe does.
-pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<(), String> {
+/// of `pipe`, and its writer ends as a Unix writer of a broken pipe does. A Ctrl-C typed
+/// meanwhile kills it, and the shell lets go of `pipe` too.
+pub(crate) fn pipe_into(
+    args: &[&str],
+    pipe: ulib::abi::res::ResId,
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
     let mut job = match start_relayed(args, true) {
         Ok(j) => j,
         Err(e) => {
@@ -435,20 +454,29 @@ pub(crate) fn pipe_into(args: &[&str], pipe: ulib::abi::res::ResId) -> Result<()
         }
     };
     job.followed = call(mach::OP_FOLLOW, job.remote.words(0)).is_ok();
-    let fed = ulib::mach::input_from(&job.remote, pipe)
+    let mut stop = || {
+        let typed = ctrl_c(typeahead);
+        if typed {
+            println!("^C");
+            let _ = kill(&job);
+        }
+        typed
+    };
+    let fed = ulib::mach::input_from(&job.remote, pipe, &mut stop)
         .map(drop)
         .map_err(|e| why(&format!("run {} (its input)", job.spelled()), e));
     ulib::mach::drop_end(pipe, PIPE_READ_END);
-    let status = drain(&job).and_then(|()| wait(&job));
+    let status = drain(&job, OnCtrlC::Kill(typeahead)).and_then(|_| wait(&job));
     fed?;
     report(&job, &status?)
 }
 
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped
-/// following it (if it did, and had not seen the end already).
-fn drain(j: &RemoteJob) -> Result<(), String> {
+/// following it (if it did, and had not seen the end already). `false`: a Ctrl-C stopped
+/// it first ([`OnCtrlC::StopWaiting`]), and `machd` follows the job again.
+fn drain(j: &RemoteJob, on: OnCtrlC) -> Result<bool, String> {
     if j.moved {
-        return Ok(());
+        return Ok(true);
     }
     let who = j.remote.words(0);
     if j.followed {
@@ -459,7 +487,17 @@ fn drain(j: &RemoteJob) -> Result<(), String> {
             Err(e) => return Err(why(&format!("wait {} (its output)", j.spelled()), e)),
         }
     }
-    relay_output_from(j, j.followed, None)
+    let ended = relay_output_from(j, j.followed, on)?;
+    if !ended && j.followed {
+        // Its output goes on coming in the background, as before the wait.
+        if let Err(e) = call(mach::OP_FOLLOW, who) {
+            println!(
+                "wait: {}: its output comes at the next `wait` ({e})",
+                j.spelled()
+            );
+        }
+    }
+    Ok(ended)
 }
 
 /// Pause between two looks at a remote program's output that found nothing new.
@@ -468,12 +506,15 @@ const OUTPUT_POLL_NS: u64 = ulib::mach::POLL_NS;
 /// gives up on it: a hang guard.
 const OUTPUT_LATE_MAX: u32 = ulib::mach::LATE_MAX;
 
-/// Have `machd` print remote job `j`'s output on this console as it comes, until it ends.
-/// With the console's `typeahead` given, a Ctrl-C typed meanwhile kills the job (its output
-/// is relayed on until it ends); other bytes are kept for the next prompt (a review found
-/// the shell deaf to Ctrl-C while a remote program ran in the foreground).
-fn relay_output(j: &RemoteJob, typeahead: Option<&mut Vec<u8>>) -> Result<(), String> {
-    relay_output_from(j, false, typeahead)
+/// What a Ctrl-C typed while the shell relays a remote job's output does (other bytes
+/// typed are kept in the console's typeahead for the next prompt). A review found the shell
+/// deaf to Ctrl-C while a remote program ran in the foreground, then in a pipeline and in
+/// `wait`.
+pub(crate) enum OnCtrlC<'a> {
+    /// The job is killed (its output is relayed on until it ends): a foreground program.
+    Kill(&'a mut Vec<u8>),
+    /// The relay stops and the job runs on: `wait`.
+    StopWaiting(&'a mut Vec<u8>),
 }
 
 /// A Ctrl-C typed at the console (in `typeahead` or since), other bytes kept there.
@@ -487,22 +528,27 @@ fn ctrl_c(typeahead: &mut Vec<u8>) -> bool {
     typed
 }
 
-/// [`relay_output`]; `after_follow`: `machd` followed it until now, and if its last look
-/// found the end the output is gone there (`NoSuchProcess`): nothing is left to print.
-fn relay_output_from(
-    j: &RemoteJob,
-    after_follow: bool,
-    mut typeahead: Option<&mut Vec<u8>>,
-) -> Result<(), String> {
+/// Have `machd` print remote job `j`'s output on this console as it comes, until it ends
+/// (`true`) or a Ctrl-C stops the relay (`false`; see [`OnCtrlC`]). `after_follow`:
+/// `machd` followed it until now, and if its last look found the end the output is gone
+/// there (`NoSuchProcess`): nothing is left to print.
+fn relay_output_from(j: &RemoteJob, after_follow: bool, mut on: OnCtrlC) -> Result<bool, String> {
     let mut late = 0;
     loop {
-        if typeahead.as_deref_mut().is_some_and(ctrl_c) {
+        let (typed, stop) = match &mut on {
+            OnCtrlC::Kill(typeahead) => (ctrl_c(typeahead), false),
+            OnCtrlC::StopWaiting(typeahead) => (ctrl_c(typeahead), true),
+        };
+        if typed {
             println!("^C");
+            if stop {
+                return Ok(false);
+            }
             // It ends there; its last output, then its end, come as before.
             let _ = kill(j);
         }
         let r = match call(mach::OP_OUTPUT, j.remote.words(0)) {
-            Err(Error::NoSuchProcess) if after_follow => return Ok(()),
+            Err(Error::NoSuchProcess) if after_follow => return Ok(true),
             // A slow machine (a loaded host): look again. A dead one is declared down
             // within `DOWN_AFTER_NS`, and then the look ends `Gone`.
             Err(Error::TimedOut) if late < OUTPUT_LATE_MAX => {
@@ -516,7 +562,7 @@ fn relay_output_from(
         };
         late = 0;
         if r[1] != 0 {
-            return Ok(());
+            return Ok(true);
         }
         if r[0] == 0 {
             let _ = sys::sleep_ns(OUTPUT_POLL_NS);
@@ -633,8 +679,14 @@ fn local_entry(i: u64) -> Result<[u64; 6], Error> {
     ])
 }
 
-/// `wait mM.cC.S` or `kill mM.cC.S`, of a remote job.
-pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> Result<(), String> {
+/// `wait mM.cC.S` or `kill mM.cC.S`, of a remote job. A Ctrl-C stops the wait; the job
+/// runs on, still a job.
+pub(crate) fn wait_or_kill(
+    cmd: &str,
+    word: &str,
+    jobs: &mut Vec<RemoteJob>,
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
     let (m, pid) = parse_remote(word).ok_or_else(|| format!("{cmd}: bad remote pid '{word}'"))?;
     let i = jobs
         .iter()
@@ -643,23 +695,36 @@ pub(crate) fn wait_or_kill(cmd: &str, word: &str, jobs: &mut Vec<RemoteJob>) -> 
     if cmd == "kill" {
         return kill(&jobs[i]);
     }
+    match drain(&jobs[i], OnCtrlC::StopWaiting(typeahead)) {
+        Ok(false) => return Ok(()),
+        Ok(true) => {}
+        Err(e) => {
+            jobs.remove(i);
+            return Err(e);
+        }
+    }
     let j = jobs.remove(i);
-    drain(&j)?;
     report(&j, &wait(&j)?)
 }
 
-/// Wait for every remote job.
-pub(crate) fn wait_all(jobs: &mut Vec<RemoteJob>) -> Result<(), String> {
+/// Wait for every remote job: `false` if a Ctrl-C stopped the wait (the jobs not reported
+/// yet run on, still jobs).
+pub(crate) fn wait_all(jobs: &mut Vec<RemoteJob>, typeahead: &mut Vec<u8>) -> Result<bool, String> {
     let mut first_error = None;
-    for j in core::mem::take(jobs) {
-        let r = drain(&j)
-            .and_then(|()| wait(&j))
-            .and_then(|st| report(&j, &st));
-        if let Err(e) = r {
+    while let Some(j) = jobs.first() {
+        let drained = drain(j, OnCtrlC::StopWaiting(typeahead));
+        if drained == Ok(false) {
+            return first_error.map_or(Ok(false), Err);
+        }
+        let j = jobs.remove(0);
+        if let Err(e) = drained
+            .and_then(|_| wait(&j))
+            .and_then(|st| report(&j, &st))
+        {
             first_error.get_or_insert(e);
         }
     }
-    first_error.map_or(Ok(()), Err)
+    first_error.map_or(Ok(true), Err)
 }
 
 fn report(j: &RemoteJob, st: &WaitStatus) -> Result<(), String> {

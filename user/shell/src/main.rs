@@ -290,7 +290,7 @@ impl Shell {
                 Ok(())
             }
             "wait" | "kill" if args.len() == 1 && machines::parse_remote(args[0]).is_some() => {
-                machines::wait_or_kill(cmd, args[0], &mut self.remote_jobs)
+                machines::wait_or_kill(cmd, args[0], &mut self.remote_jobs, &mut self.typeahead)
             }
             "cores" => no_args(cmd).and_then(|_| cores::cores()),
             "mem" => no_args(cmd).and_then(|_| cores::mem()),
@@ -556,7 +556,9 @@ impl Shell {
         if args.is_empty() {
             // Jobs on other machines first (their waits end by themselves: the machine
             // answers, or is found down).
-            machines::wait_all(&mut self.remote_jobs)?;
+            if !machines::wait_all(&mut self.remote_jobs, &mut self.typeahead)? {
+                return Ok(());
+            }
         }
         let pids: Vec<Pid> = match args {
             [] => self.jobs.iter().map(|j| j.pid).collect(),

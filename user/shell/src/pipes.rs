@@ -313,7 +313,7 @@ fn from_machine(
     }
     let remote = started.and_then(|()| crate::machines::start_relayed(first, false));
     let mut first_error = match remote {
-        Ok(job) => crate::machines::pipe_from(&job, pipes[0]).err(),
+        Ok(job) => crate::machines::pipe_from(&job, pipes[0], typeahead).err(),
         Err(e) => {
             // The local programs see EOF and end.
             let _ = ulib::res::control(pipes[0], control::PIPE_DROP, control::PIPE_WRITE_END, 0);
@@ -370,7 +370,7 @@ fn to_machine(
         }
     }
     let mut first_error = match started {
-        Ok(()) => crate::machines::pipe_into(last, pipes[feed]).err(),
+        Ok(()) => crate::machines::pipe_into(last, pipes[feed], typeahead).err(),
         Err(e) => {
             let _ = ulib::res::control(pipes[feed], control::PIPE_DROP, control::PIPE_READ_END, 0);
             Some(e)

@@ -198,6 +198,8 @@ pub fn kill(r: &Remote) -> Result<(), Error> {
 /// Pause between two looks at a remote program's output (or offers of its input) that
 /// found nothing new (or no room).
 pub const POLL_NS: u64 = 20_000_000;
+/// First pause of [`input_from`] at an empty pipe.
+const PIPE_POLL_MIN_NS: u64 = 1_000_000;
 /// Looks at a remote program in a row that may end `TimedOut` (each after
 /// `abi::mach::DEFAULT_DEADLINE_NS`) before giving up on it: a hang guard. A dead machine
 /// is declared down well within that, and then a look ends `Gone`.
@@ -214,11 +216,13 @@ pub enum Copied {
 }
 
 /// Write `r`'s output (spawned with `SPAWN_RELAY`) to `to` (a pipe, or this console) as it
-/// comes, until it ends or the pipe's reader goes.
-pub fn output_into(r: &Remote, to: Stream) -> Result<Copied, Error> {
+/// comes, until it ends or the pipe's reader goes. `tick` is called before each look (the
+/// shell looks for a Ctrl-C there, and kills `r`: its output then ends).
+pub fn output_into(r: &Remote, to: Stream, tick: &mut dyn FnMut()) -> Result<Copied, Error> {
     let mut late = 0;
     let mut bytes = Vec::new();
     loop {
+        tick();
         bytes.clear();
         let ended = match output(r.machine, r.epoch, r.pid, &mut bytes) {
             Ok(ended) => ended,
@@ -250,13 +254,28 @@ pub fn output_into(r: &Remote, to: Stream) -> Result<Copied, Error> {
 }
 
 /// Send what `pipe` holds into `r`'s input (spawned with `SPAWN_STDIN`) until the pipe's
-/// EOF, then end `r`'s input. Returns `false` if `r` stopped reading first (`Gone`): the
-/// caller then lets go of the pipe, so its writer sees a broken pipe.
-pub fn input_from(r: &Remote, pipe: ResId) -> Result<bool, Error> {
+/// EOF, then end `r`'s input. Returns `false` if `r` stopped reading first (`Gone`), or if
+/// `stop` said so while the pipe was empty (the shell's Ctrl-C): the caller then lets go
+/// of the pipe, so its writer sees a broken pipe.
+pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Result<bool, Error> {
     let mut buf = alloc::vec![0u8; mach::INPUT_MAX];
     let mut late = 0;
+    let mut pause = PIPE_POLL_MIN_NS;
     loop {
-        let n = crate::res::read(pipe, &mut buf, 0)?;
+        // Not a waiting read: `stop` is asked between looks, which back off from 1 ms to
+        // `POLL_NS` while the pipe stays empty.
+        let n = match crate::res::read(pipe, &mut buf, control::PIPE_NOWAIT) {
+            Err(Error::Again) => {
+                if stop() {
+                    return Ok(false);
+                }
+                let _ = sys::sleep_ns(pause);
+                pause = (pause * 2).min(POLL_NS);
+                continue;
+            }
+            n => n?,
+        };
+        pause = PIPE_POLL_MIN_NS;
         let mut rest = &buf[..n];
         // Offered until all is written (and, at EOF, the end given).
         loop {
