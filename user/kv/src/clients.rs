@@ -126,16 +126,13 @@ impl Clients {
 
     /// `pid` names its data area `region`.
     pub fn hello(&mut self, pid: Pid, region: ResId) -> Result<(), Status> {
-        let info = res::info(region).map_err(|_| Status::BadArea)?;
-        let name = format!("kvc-{}-{}", pid.core(), pid.serial());
-        if info.kind != ResType::VRegion as u8
-            || region.core() != pid.core()
-            || info.name() != name
-            || info.size == 0
-            || info.size > AREA_MAX
-        {
-            return Err(Status::BadArea);
-        }
+        let size = area_size(pid, region)?;
+        self.attach(pid, region, size)
+    }
+
+    /// [`hello`](Self::hello) once `region` passed [`area_size`]: `BadArea` only if it
+    /// cannot be attached here (still attached elsewhere: the old server may be unmapping it).
+    fn attach(&mut self, pid: Pid, region: ResId, size: u64) -> Result<(), Status> {
         // A second HELLO replaces the first area.
         if let Some(i) = self.find(pid) {
             self.drop_slot(i);
@@ -148,10 +145,7 @@ impl Clients {
             }
         };
         res::attach_here(region, window(i), true).map_err(|_| Status::BadArea)?;
-        self.slots[i] = Some(Client {
-            pid,
-            len: info.size,
-        });
+        self.slots[i] = Some(Client { pid, len: size });
         self.last = i;
         Ok(())
     }
@@ -165,10 +159,13 @@ impl Clients {
             pid.serial()
         );
         let info = res::find(&name).map_err(|_| Status::NoArea)?;
+        // Checked once: an area that is not right never will be (it was tried 100 times,
+        // 10 ms with everyone waiting: found by a review).
+        let size = area_size(pid, info.id)?;
         // The old server may still be unmapping it: a few tries (attached elsewhere: Busy).
         let mut tries = 0;
         loop {
-            match self.hello(pid, info.id) {
+            match self.attach(pid, info.id, size) {
                 Err(Status::BadArea) if tries < 100 => {
                     tries += 1;
                     let _ = sys::sleep_ns(100_000);
@@ -217,4 +214,20 @@ impl Clients {
             }
         }
     }
+}
+
+/// The size of `region`, if it can be `pid`'s data area: a vregion of `pid`'s core named
+/// `kvc-CORE-SERIAL`, of 1 to `AREA_MAX` bytes; else `BadArea`.
+fn area_size(pid: Pid, region: ResId) -> Result<u64, Status> {
+    let info = res::info(region).map_err(|_| Status::BadArea)?;
+    let name = format!("kvc-{}-{}", pid.core(), pid.serial());
+    if info.kind != ResType::VRegion as u8
+        || region.core() != pid.core()
+        || info.name() != name
+        || info.size == 0
+        || info.size > AREA_MAX
+    {
+        return Err(Status::BadArea);
+    }
+    Ok(info.size)
 }
