@@ -18,7 +18,9 @@
 //!    (`TimedOut`); a send from this program reaches the wire (every send lends its page
 //!    read-only, `ulib::net`);
 //! 7. a port whose program was killed while netd held its receive is bound again by this
-//!    one, which gets the next datagram to it.
+//!    one, which gets the next datagram to it;
+//! 8. a retire notice forged by a program (a one-way message with the kernel's label) is
+//!    counted an error, not taken as the kernel's notice.
 //!
 //! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
 //! `netd` in the same boot starts afresh). Prints `netcheck: ok (...)` and exits 0, or one
@@ -489,6 +491,33 @@ fn run(
             }
             Err(e) => fails.push(format!("binding a killed program's port: {e}")),
         }
+    }
+
+    // 8. Only the kernel gives the retire notice (its sender is 0): one a program sends is
+    // a one-way message netd counts as an error. Taken as the kernel's, it made netd answer
+    // every receive it held `Again` and get ready to retire (found by a review).
+    let before = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
+    let udp = fnid::lookup(FN_UDP).map_err(|e| format!("lookup {FN_UDP}: {e}"))?;
+    let forged = Msg {
+        label: ulib::abi::fnid::RETIRE_NOTICE,
+        words: [0; 6],
+    };
+    ipc::send(udp.as_target(), &forged).map_err(|e| format!("send a forged notice: {e}"))?;
+    let start = sys::clock_ns().unwrap_or(0);
+    let counted = loop {
+        let now = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
+        if now[5] > before[5] {
+            break true;
+        }
+        if sys::clock_ns().unwrap_or(0) - start > REPLY_LIMIT_NS {
+            break false;
+        }
+        let _ = sys::sleep_ns(1_000_000);
+    };
+    if !counted {
+        fails.push(String::from(
+            "a retire notice forged by a program was not counted an error (taken as the kernel's?)",
+        ));
     }
     Ok(())
 }
