@@ -34,8 +34,8 @@
 //! another epoch, and a request naming the old one is refused with `StaleResource`.
 //! `OP_SPAWN`, `OP_WAIT` and `OP_KILL` act as the *caller's* user (the kernel vouches for it
 //! in `Received::sender_user`), which travels in the request to the other machine's `machd`;
-//! that one spawns or kills acting as that user (`SETUSER` around the call; it is a boot
-//! program, so it may), so the other machine's kernel checks the rights (RCC) there. A
+//! that one spawns or kills acting as that user (`THREAD_SETUSER` around the call, that
+//! thread alone; it is a boot program, so it may), so the other machine's kernel checks the rights (RCC) there. A
 //! request that found the machine down ends `Gone`; one that got no answer in time,
 //! `TimedOut`.
 

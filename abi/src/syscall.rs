@@ -179,10 +179,12 @@ pub const MIGRATE_IMPORT: u64 = 63;
 /// process that exported it may (`Denied` else); `InvalidArgument` if it is not exported.
 pub const MIGRATE_FINISH: u64 = 64;
 
-/// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
 /// `THREAD_SETUSER user`: the calling thread alone acts as `user` (0: as its process's
-/// user again); SETUSER's rule. A moved process's threads act as its user again.
+/// user again); SETUSER's rule. A moved process's threads act as its user again, and a
+/// thread the acting thread creates acts as its process's user.
 pub const THREAD_SETUSER: u64 = 65;
+
+/// Number of defined calls (numbers `0..COUNT`; some below it are not defined yet).
 pub const COUNT: u64 = 66;
 
 /// The largest image `MIGRATE_IMPORT` takes (`TooLong` beyond): 1,024 pages and their list.

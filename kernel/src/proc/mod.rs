@@ -172,7 +172,8 @@ pub fn set_current_user(user: UserId) -> Result<(), Error> {
 }
 
 /// THREAD_SETUSER: the running thread alone now acts as `user`, or, for `UserId::KERNEL`
-/// (0), as its process's user again; the process's other threads are not changed. The
+/// (0), as its process's user again; the process's other threads are not changed, and a
+/// thread it creates acts as the process's user. The
 /// rule is SETUSER's: only a process the administrator or the kernel created may act as
 /// another user. A server acting for its clients on several threads at once (`machd`)
 /// needs this: with SETUSER, one thread acting for a client made every other thread act

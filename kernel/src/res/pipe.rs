@@ -262,8 +262,11 @@ impl Inner {
         }
         if self.buf.capacity() == 0 {
             // The whole capacity, as charged: a buffer grown by doubling could come to hold
-            // twice its charge (found by a review).
-            self.buf.reserve_exact(self.capacity);
+            // twice its charge (found by a review). The charge keeps the core's heap within
+            // bounds; a heap that cannot give it anyway is an error, not a kernel fault.
+            self.buf
+                .try_reserve_exact(self.capacity)
+                .map_err(|_| Error::NoMemory)?;
         }
         self.buf.extend(&data[..n]);
         self.wake();

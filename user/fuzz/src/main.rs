@@ -254,6 +254,9 @@ impl Fuzzer {
             // Always to the fuzz user: a program that becomes another user can no longer
             // close what it opened (rights are per user), and cleaning up is part of the test.
             nr::SETUSER => a[0] = u64::from(fuzz_user(self.me.core()).0),
+            // The same for the thread alone, or back to the process's user (0).
+            nr::THREAD_SETUSER if a[0] & 1 == 0 => a[0] = 0,
+            nr::THREAD_SETUSER => a[0] = u64::from(fuzz_user(self.me.core()).0),
             nr::COLLECT | nr::RECV | nr::THREAD_JOIN | nr::ENTER => a[2] = self.small_timeout(),
             nr::REPLY_RECV => a[5] = self.small_timeout(),
             // A call to its own endpoint (or a function id on it) waits for ever: nobody
@@ -548,6 +551,7 @@ fn core_count() -> usize {
 /// detaching it); returns (closed, could not be closed). Vspace handles go first, so that
 /// vregions attached through them can be detached and closed.
 fn close_everything(cores: usize, user: ulib::abi::res::UserId) -> (usize, usize) {
+    let _ = res::thread_setuser(None);
     let _ = res::setuser(user);
     if let Ok(vs) = res::open_vspace("here/vspace/fuzz", None, Rights::OWNER_ALL) {
         let _ = res::detach(vs, SCRATCH_AT);

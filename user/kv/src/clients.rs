@@ -20,7 +20,7 @@
 use alloc::format;
 use kvstate::proto::Status;
 use ulib::abi::res::{ResId, ResType};
-use ulib::abi::{Pid, ProcInfo, STATE_ZOMBIE};
+use ulib::abi::{Error, Pid, ProcInfo, STATE_ZOMBIE};
 use ulib::{res, sys};
 
 /// The first client's window.
@@ -127,12 +127,13 @@ impl Clients {
     /// `pid` names its data area `region`.
     pub fn hello(&mut self, pid: Pid, region: ResId) -> Result<(), Status> {
         let size = area_size(pid, region)?;
-        self.attach(pid, region, size)
+        self.attach(pid, region, size)?.map_err(|_| Status::BadArea)
     }
 
-    /// [`hello`](Self::hello) once `region` passed [`area_size`]: `BadArea` only if it
-    /// cannot be attached here (still attached elsewhere: the old server may be unmapping it).
-    fn attach(&mut self, pid: Pid, region: ResId, size: u64) -> Result<(), Status> {
+    /// [`hello`](Self::hello) once `region` passed [`area_size`]: `Ok(Err(e))` if it cannot
+    /// be attached here (`Busy` may pass: the area is in flight as an ICA, or the window is
+    /// still mapped), `Err(Busy)` if no slot is free.
+    fn attach(&mut self, pid: Pid, region: ResId, size: u64) -> Result<Result<(), Error>, Status> {
         // A second HELLO replaces the first area.
         if let Some(i) = self.find(pid) {
             self.drop_slot(i);
@@ -144,10 +145,12 @@ impl Clients {
                 self.free().ok_or(Status::Busy)?
             }
         };
-        res::attach_here(region, window(i), true).map_err(|_| Status::BadArea)?;
+        if let Err(e) = res::attach_here(region, window(i), true) {
+            return Ok(Err(e));
+        }
         self.slots[i] = Some(Client { pid, len: size });
         self.last = i;
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// The slot of `pid`'s area, found by its name (`kvc-CORE-SERIAL` on its core).
@@ -162,15 +165,16 @@ impl Clients {
         // Checked once: an area that is not right never will be (it was tried 100 times,
         // 10 ms with everyone waiting: found by a review).
         let size = area_size(pid, info.id)?;
-        // The old server may still be unmapping it: a few tries (attached elsewhere: Busy).
+        // The old server may still be letting go of it: a few tries while the attach is
+        // `Busy`; any other refusal is final.
         let mut tries = 0;
         loop {
-            match self.attach(pid, info.id, size) {
-                Err(Status::BadArea) if tries < 100 => {
+            match self.attach(pid, info.id, size)? {
+                Err(Error::Busy) if tries < 100 => {
                     tries += 1;
                     let _ = sys::sleep_ns(100_000);
                 }
-                r => break r?,
+                r => break r.map_err(|_| Status::BadArea)?,
             }
         }
         self.find(pid).ok_or(Status::NoArea)

@@ -9,7 +9,7 @@
 //!
 //! **There, for the other machine** ([`perform`], [`worker`]): a call worker looks the name
 //! up, puts the data in an ICA of its own (zeroed first: the page served another caller
-//! before), and submits the call *acting as the requester's user* (`SETUSER` around the
+//! before), and submits the call *acting as the requester's user* (`THREAD_SETUSER` around the
 //! `SUBMIT`, under the state's lock, as `R_SPAWN` does), so the server sees that user in
 //! `Received::sender_user`; then it collects the answer for at most the request's timeout.
 //! A call that times out is given up (the server may still answer: its completion is

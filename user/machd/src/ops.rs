@@ -30,7 +30,8 @@
 //!
 //! Rights: the request carries the user the local caller acted as (the kernel vouched for
 //! it in `Received::sender_user`). `R_SPAWN` and `R_KILL` are made acting as that user
-//! (`SETUSER` to it and back: `machd` is a boot program, which may), so this machine's
+//! (`THREAD_SETUSER` to it and back, that thread alone: `machd` is a boot program, which
+//! may), so this machine's
 //! kernel checks them as for a local program of that user, and the spawned program runs as
 //! that user. A process `machd` spawned is its child, which the kernel would let it kill
 //! and wait for whatever user it acts as: for those, `R_KILL` and `R_WAIT` are allowed only

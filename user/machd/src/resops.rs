@@ -9,7 +9,7 @@
 //! record come back into the ICA.
 //!
 //! **There, for the other machine** ([`perform`], on the network thread): the operation is
-//! made *acting as the requester's user* (`SETUSER` around the one system call, as a remote
+//! made *acting as the requester's user* (`THREAD_SETUSER` around the one system call, as a remote
 //! spawn), so this machine's kernel checks the rights. Nothing may wait here (the network
 //! thread serves everyone): pipes are read and written with `PIPE_NOWAIT` (`Again` where a
 //! local caller would wait) and `SEM_P` is made as `SEM_TRY`.

@@ -333,8 +333,10 @@ pub(crate) fn run(args: &[&str], typeahead: &mut Vec<u8>) -> Result<Option<Remot
         println!("[{}]", job.spelled());
         return Ok(Some(job));
     }
-    relay_output_from(&job, false, OnCtrlC::Kill(typeahead))?;
-    report(&job, &wait(&job)?).map(|()| None)
+    let mut on = OnCtrlC::kill(typeahead);
+    relay_output_from(&job, false, &mut on)?;
+    let status = waited(&job, &mut on)?;
+    report(&job, &status).map(|()| None)
 }
 
 /// Start `PROG [ARGS] -m M [-c C]` on machine M with its output relayed (written to a pipe
@@ -405,23 +407,23 @@ fn from_disk(m: u8, core: u64, words: &[&str]) -> Result<ulib::mach::Remote, Str
 /// program's input, until it ends; then the shell lets go of the pipe's writing end (the
 /// reader sees EOF), and waits for the remote program. If the reader ended first (`Gone`),
 /// the remote program is killed, as a Unix writer dies of a broken pipe.
-/// A Ctrl-C typed meanwhile kills it (its output goes on into the pipe until it ends).
+/// A Ctrl-C typed meanwhile kills it, the shell lets go of the pipe at once, and
+/// `*typed` says so (the caller ends the programs after it: one may not be reading).
 pub(crate) fn pipe_from(
     j: &RemoteJob,
     pipe: ulib::abi::res::ResId,
     typeahead: &mut Vec<u8>,
+    typed: &mut bool,
 ) -> Result<(), String> {
-    let mut killed = false;
-    let mut tick = || {
-        if !killed && ctrl_c(typeahead) {
-            println!("^C");
-            let _ = kill(j);
-            killed = true;
-        }
-    };
+    let mut on = OnCtrlC::kill(typeahead);
     let to = ulib::stdio::Stream::Pipe(pipe);
-    let pumped = match ulib::mach::output_into(&j.remote, to, &mut tick) {
-        Ok(Copied::All) => Ok(()),
+    // Killed at a Ctrl-C, it is pumped no more: the reader may not be reading.
+    let mut stop = || {
+        interrupted(j, &mut on);
+        on.typed
+    };
+    let pumped = match ulib::mach::output_into(&j.remote, to, &mut stop) {
+        Ok(Copied::All | Copied::Stopped) => Ok(()),
         Ok(Copied::ReaderGone) => {
             let _ = kill(j);
             Ok(())
@@ -429,9 +431,10 @@ pub(crate) fn pipe_from(
         Err(e) => Err(why(&format!("run {} (its output)", j.spelled()), e)),
     };
     ulib::mach::drop_end(pipe, PIPE_WRITE_END);
-    let status = wait(j)?;
+    let status = waited(j, &mut on);
+    *typed = on.typed;
     pumped?;
-    report(j, &status)
+    report(j, &status?)
 }
 
 /// The last program of a pipeline on another machine (`run ... | PROG [ARGS] -m M [-c
@@ -440,11 +443,13 @@ pub(crate) fn pipe_from(
 /// input (`ulib::mach::input`) until EOF, which ends its input too; then the rest of its
 /// output is printed and it is waited for. If it reads no more (`Gone`), the shell lets go
 /// of `pipe`, and its writer ends as a Unix writer of a broken pipe does. A Ctrl-C typed
-/// meanwhile kills it, and the shell lets go of `pipe` too.
+/// meanwhile kills it, the shell lets go of `pipe` too, and `*typed` says so (the caller
+/// ends the programs before it: one may not be writing).
 pub(crate) fn pipe_into(
     args: &[&str],
     pipe: ulib::abi::res::ResId,
     typeahead: &mut Vec<u8>,
+    typed: &mut bool,
 ) -> Result<(), String> {
     let mut job = match start_relayed(args, true) {
         Ok(j) => j,
@@ -454,27 +459,25 @@ pub(crate) fn pipe_into(
         }
     };
     job.followed = call(mach::OP_FOLLOW, job.remote.words(0)).is_ok();
+    let mut on = OnCtrlC::kill(typeahead);
     let mut stop = || {
-        let typed = ctrl_c(typeahead);
-        if typed {
-            println!("^C");
-            let _ = kill(&job);
-        }
-        typed
+        interrupted(&job, &mut on);
+        on.typed
     };
     let fed = ulib::mach::input_from(&job.remote, pipe, &mut stop)
         .map(drop)
         .map_err(|e| why(&format!("run {} (its input)", job.spelled()), e));
     ulib::mach::drop_end(pipe, PIPE_READ_END);
-    let status = drain(&job, OnCtrlC::Kill(typeahead)).and_then(|_| wait(&job));
+    let status = drain(&job, &mut on).and_then(|_| waited(&job, &mut on));
+    *typed = on.typed;
     fed?;
     report(&job, &status?)
 }
 
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped
 /// following it (if it did, and had not seen the end already). `false`: a Ctrl-C stopped
-/// it first ([`OnCtrlC::StopWaiting`]), and `machd` follows the job again.
-fn drain(j: &RemoteJob, on: OnCtrlC) -> Result<bool, String> {
+/// it first ([`OnCtrlC::stop_waiting`]), and `machd` follows the job again.
+fn drain(j: &RemoteJob, on: &mut OnCtrlC) -> Result<bool, String> {
     if j.moved {
         return Ok(true);
     }
@@ -510,11 +513,33 @@ const OUTPUT_LATE_MAX: u32 = ulib::mach::LATE_MAX;
 /// typed are kept in the console's typeahead for the next prompt). A review found the shell
 /// deaf to Ctrl-C while a remote program ran in the foreground, then in a pipeline and in
 /// `wait`.
-pub(crate) enum OnCtrlC<'a> {
-    /// The job is killed (its output is relayed on until it ends): a foreground program.
-    Kill(&'a mut Vec<u8>),
-    /// The relay stops and the job runs on: `wait`.
-    StopWaiting(&'a mut Vec<u8>),
+pub(crate) struct OnCtrlC<'a> {
+    typeahead: &'a mut Vec<u8>,
+    /// The wait stops and the job runs on (`wait`), rather than the job being killed.
+    stop_waiting: bool,
+    /// A Ctrl-C was typed.
+    typed: bool,
+}
+
+impl<'a> OnCtrlC<'a> {
+    /// The job is killed, again at each Ctrl-C (a kill may fail), and the caller goes on
+    /// (its output is relayed until it ends): a program in the foreground.
+    pub fn kill(typeahead: &'a mut Vec<u8>) -> Self {
+        OnCtrlC {
+            typeahead,
+            stop_waiting: false,
+            typed: false,
+        }
+    }
+
+    /// The caller stops waiting and the job runs on: `wait`.
+    pub fn stop_waiting(typeahead: &'a mut Vec<u8>) -> Self {
+        OnCtrlC {
+            typeahead,
+            stop_waiting: true,
+            typed: false,
+        }
+    }
 }
 
 /// A Ctrl-C typed at the console (in `typeahead` or since), other bytes kept there.
@@ -532,20 +557,12 @@ fn ctrl_c(typeahead: &mut Vec<u8>) -> bool {
 /// (`true`) or a Ctrl-C stops the relay (`false`; see [`OnCtrlC`]). `after_follow`:
 /// `machd` followed it until now, and if its last look found the end the output is gone
 /// there (`NoSuchProcess`): nothing is left to print.
-fn relay_output_from(j: &RemoteJob, after_follow: bool, mut on: OnCtrlC) -> Result<bool, String> {
+fn relay_output_from(j: &RemoteJob, after_follow: bool, on: &mut OnCtrlC) -> Result<bool, String> {
     let mut late = 0;
     loop {
-        let (typed, stop) = match &mut on {
-            OnCtrlC::Kill(typeahead) => (ctrl_c(typeahead), false),
-            OnCtrlC::StopWaiting(typeahead) => (ctrl_c(typeahead), true),
-        };
-        if typed {
-            println!("^C");
-            if stop {
-                return Ok(false);
-            }
-            // It ends there; its last output, then its end, come as before.
-            let _ = kill(j);
+        // Killed, it ends there; its last output, then its end, come as before.
+        if interrupted(j, on) {
+            return Ok(false);
         }
         let r = match call(mach::OP_OUTPUT, j.remote.words(0)) {
             Err(Error::NoSuchProcess) if after_follow => return Ok(true),
@@ -570,9 +587,41 @@ fn relay_output_from(j: &RemoteJob, after_follow: bool, mut on: OnCtrlC) -> Resu
     }
 }
 
-/// Wait for remote job `j` to end.
-pub(crate) fn wait(j: &RemoteJob) -> Result<WaitStatus, String> {
-    ulib::mach::wait(&j.remote).map_err(|e| why(&format!("wait {}", j.spelled()), e))
+/// A Ctrl-C typed since the last look, as `on` says: job `j` is killed and the caller
+/// goes on (`false`; it may stop because `on.typed`), or the caller stops waiting (`true`).
+fn interrupted(j: &RemoteJob, on: &mut OnCtrlC) -> bool {
+    if !ctrl_c(on.typeahead) {
+        return false;
+    }
+    on.typed = true;
+    println!("^C");
+    if !on.stop_waiting {
+        let _ = kill(j);
+    }
+    on.stop_waiting
+}
+
+/// Pause between two looks for a Ctrl-C while a remote job is waited for.
+const WAIT_SLICE_NS: u64 = 200_000_000;
+
+/// Wait for remote job `j` to end, in slices of [`WAIT_SLICE_NS`], hearing Ctrl-C between
+/// them as `on` says (`None`: the wait stopped, the job runs on).
+fn wait_heeding(j: &RemoteJob, on: &mut OnCtrlC) -> Result<Option<WaitStatus>, String> {
+    loop {
+        match ulib::mach::wait_timeout(&j.remote, WAIT_SLICE_NS) {
+            Ok(status) => return Ok(Some(status)),
+            Err(Error::TimedOut) => {}
+            Err(e) => return Err(why(&format!("wait {}", j.spelled()), e)),
+        }
+        if interrupted(j, on) {
+            return Ok(None);
+        }
+    }
+}
+
+/// Wait for remote job `j` to end, a Ctrl-C killing it (`on` is [`OnCtrlC::kill`]).
+fn waited(j: &RemoteJob, on: &mut OnCtrlC) -> Result<WaitStatus, String> {
+    wait_heeding(j, on)?.ok_or_else(|| format!("wait {}: stopped", j.spelled()))
 }
 
 /// `mM.cC.S` (or `mM:C.S`) as (machine, pid).
@@ -695,32 +744,41 @@ pub(crate) fn wait_or_kill(
     if cmd == "kill" {
         return kill(&jobs[i]);
     }
-    match drain(&jobs[i], OnCtrlC::StopWaiting(typeahead)) {
-        Ok(false) => return Ok(()),
-        Ok(true) => {}
+    let mut on = OnCtrlC::stop_waiting(typeahead);
+    let status = match drain(&jobs[i], &mut on).and_then(|d| match d {
+        true => wait_heeding(&jobs[i], &mut on),
+        false => Ok(None),
+    }) {
+        // Stopped at a Ctrl-C: still a job.
+        Ok(None) => return Ok(()),
+        Ok(Some(status)) => status,
         Err(e) => {
             jobs.remove(i);
             return Err(e);
         }
-    }
+    };
     let j = jobs.remove(i);
-    report(&j, &wait(&j)?)
+    report(&j, &status)
 }
 
 /// Wait for every remote job: `false` if a Ctrl-C stopped the wait (the jobs not reported
 /// yet run on, still jobs).
 pub(crate) fn wait_all(jobs: &mut Vec<RemoteJob>, typeahead: &mut Vec<u8>) -> Result<bool, String> {
     let mut first_error = None;
+    let mut on = OnCtrlC::stop_waiting(typeahead);
     while let Some(j) = jobs.first() {
-        let drained = drain(j, OnCtrlC::StopWaiting(typeahead));
-        if drained == Ok(false) {
-            return first_error.map_or(Ok(false), Err);
-        }
+        let status = drain(j, &mut on).and_then(|d| match d {
+            true => wait_heeding(j, &mut on),
+            false => Ok(None),
+        });
+        let status = match status {
+            // Stopped at a Ctrl-C: the rest are still jobs.
+            Ok(None) => return first_error.map_or(Ok(false), Err),
+            Ok(Some(status)) => Ok(status),
+            Err(e) => Err(e),
+        };
         let j = jobs.remove(0);
-        if let Err(e) = drained
-            .and_then(|_| wait(&j))
-            .and_then(|st| report(&j, &st))
-        {
+        if let Err(e) = status.and_then(|st| report(&j, &st)) {
             first_error.get_or_insert(e);
         }
     }

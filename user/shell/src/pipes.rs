@@ -27,7 +27,10 @@
 //! before it and sends the bytes into Z's input through `machd` ([`to_machine`]). Any
 //! other program on another machine (`run seq 9 | upper -m 1 | wc`, or the last when the
 //! first is remote too) is stood in for here by `mrun`, a local program that feeds its
-//! input there and copies its output back ([`on_machine`]).
+//! input there and copies its output back ([`on_machine`]). While the shell pumps bytes
+//! to or from the remote program, a Ctrl-C kills it and the local programs too: one of
+//! them may never read or write again, so one Ctrl-C ends the whole pipeline, and those
+//! killed are no failure.
 
 use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
@@ -241,16 +244,18 @@ fn start_and_wait(
         }
     }
     let mut first_error = None;
-    wait_stages(pids, true, typeahead, &mut first_error)?;
+    wait_stages(pids, true, false, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
 }
 
 /// Wait for a pipeline's local programs, noting the first failure. A program that ended
 /// because its reader had gone (`stdio::BROKEN_PIPE`, Unix's SIGPIPE) is not a failure,
-/// unless it is the last and `last_to_console` (it had no reader).
+/// unless it is the last and `last_to_console` (it had no reader). With `interrupted` (a
+/// Ctrl-C ended the pipeline: [`end_stages`]), a program killed is not one either.
 fn wait_stages(
     pids: Vec<(Pid, &str)>,
     last_to_console: bool,
+    interrupted: bool,
     typeahead: &mut Vec<u8>,
     first_error: &mut Option<String>,
 ) -> Result<(), String> {
@@ -258,7 +263,8 @@ fn wait_stages(
     for (i, (pid, prog)) in pids.into_iter().enumerate() {
         let status = wait_foreground(pid, typeahead)?;
         let broken = status.how == abi::ENDED_EXIT && status.code as i32 == stdio::BROKEN_PIPE;
-        if (i == last && last_to_console) || !broken {
+        let killed = interrupted && status.how == abi::ENDED_KILLED;
+        if ((i == last && last_to_console) || !broken) && !killed {
             continue_or_note(&status, pid, prog, first_error);
         }
     }
@@ -312,15 +318,20 @@ fn from_machine(
         }
     }
     let remote = started.and_then(|()| crate::machines::start_relayed(first, false));
+    let mut typed = false;
     let mut first_error = match remote {
-        Ok(job) => crate::machines::pipe_from(&job, pipes[0], typeahead).err(),
+        Ok(job) => crate::machines::pipe_from(&job, pipes[0], typeahead, &mut typed).err(),
         Err(e) => {
             // The local programs see EOF and end.
             let _ = ulib::res::control(pipes[0], control::PIPE_DROP, control::PIPE_WRITE_END, 0);
             Some(e)
         }
     };
-    wait_stages(pids, true, typeahead, &mut first_error)?;
+    if typed {
+        // One Ctrl-C ends the whole pipeline (a program here may never read again).
+        end_stages(&pids);
+    }
+    wait_stages(pids, true, typed, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
 }
 
@@ -369,16 +380,28 @@ fn to_machine(
             let _ = ulib::res::control(*id, control::PIPE_DROP, control::PIPE_READ_END, 0);
         }
     }
+    let mut typed = false;
     let mut first_error = match started {
-        Ok(()) => crate::machines::pipe_into(last, pipes[feed], typeahead).err(),
+        Ok(()) => crate::machines::pipe_into(last, pipes[feed], typeahead, &mut typed).err(),
         Err(e) => {
             let _ = ulib::res::control(pipes[feed], control::PIPE_DROP, control::PIPE_READ_END, 0);
             Some(e)
         }
     };
+    if typed {
+        // One Ctrl-C ends the whole pipeline (a program here may never write again).
+        end_stages(&pids);
+    }
     // The last local program writes into the shell's pipe: its reader may go first too.
-    wait_stages(pids, false, typeahead, &mut first_error)?;
+    wait_stages(pids, false, typed, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
+}
+
+/// Kill the local programs of a pipeline whose remote program a Ctrl-C ended.
+fn end_stages(pids: &[(Pid, &str)]) {
+    for (pid, _) in pids {
+        let _ = sys::kill(*pid);
+    }
 }
 
 /// Note a stage's failure if it is the first.

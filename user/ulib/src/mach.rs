@@ -181,7 +181,12 @@ pub fn spawn(machine: u8, core: u64, words: &[&str]) -> Result<Remote, Error> {
 
 /// Wait for `r` to end: its status.
 pub fn wait(r: &Remote) -> Result<WaitStatus, Error> {
-    let a = ask(mach::OP_WAIT, r.words(u64::MAX))?;
+    wait_timeout(r, u64::MAX)
+}
+
+/// [`wait`] for at most `timeout_ns` (`TimedOut` if `r` has not ended by then).
+pub fn wait_timeout(r: &Remote, timeout_ns: u64) -> Result<WaitStatus, Error> {
+    let a = ask(mach::OP_WAIT, r.words(timeout_ns))?;
     Ok(WaitStatus {
         how: a[0],
         code: a[1],
@@ -198,8 +203,14 @@ pub fn kill(r: &Remote) -> Result<(), Error> {
 /// Pause between two looks at a remote program's output (or offers of its input) that
 /// found nothing new (or no room).
 pub const POLL_NS: u64 = 20_000_000;
-/// First pause of [`input_from`] at an empty pipe.
+/// First pause of [`input_from`] at an empty pipe (and of [`output_into`] at a full one).
 const PIPE_POLL_MIN_NS: u64 = 1_000_000;
+
+/// Pause `pause`; the next pause, twice as long, at most [`POLL_NS`].
+fn backoff(pause: u64) -> u64 {
+    let _ = sys::sleep_ns(pause);
+    (pause * 2).min(POLL_NS)
+}
 /// Looks at a remote program in a row that may end `TimedOut` (each after
 /// `abi::mach::DEFAULT_DEADLINE_NS`) before giving up on it: a hang guard. A dead machine
 /// is declared down well within that, and then a look ends `Gone`.
@@ -213,16 +224,25 @@ pub enum Copied {
     /// The pipe's reader went first (the caller may kill the writer, as a Unix writer
     /// dies of a broken pipe).
     ReaderGone,
+    /// The caller's `tick` said stop (the shell's Ctrl-C: it killed the program).
+    Stopped,
 }
 
 /// Write `r`'s output (spawned with `SPAWN_RELAY`) to `to` (a pipe, or this console) as it
-/// comes, until it ends or the pipe's reader goes. `tick` is called before each look (the
-/// shell looks for a Ctrl-C there, and kills `r`: its output then ends).
-pub fn output_into(r: &Remote, to: Stream, tick: &mut dyn FnMut()) -> Result<Copied, Error> {
+/// comes, until it ends or the pipe's reader goes. `stop` is asked before each look and
+/// while a full pipe makes the writing wait (the shell looks for a Ctrl-C there, and kills
+/// `r`): if it says so, [`Copied::Stopped`].
+pub fn output_into(
+    r: &Remote,
+    to: Stream,
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<Copied, Error> {
     let mut late = 0;
     let mut bytes = Vec::new();
     loop {
-        tick();
+        if stop() {
+            return Ok(Copied::Stopped);
+        }
         bytes.clear();
         let ended = match output(r.machine, r.epoch, r.pid, &mut bytes) {
             Ok(ended) => ended,
@@ -234,13 +254,24 @@ pub fn output_into(r: &Remote, to: Stream, tick: &mut dyn FnMut()) -> Result<Cop
         };
         late = 0;
         let mut rest = &bytes[..];
+        let mut pause = PIPE_POLL_MIN_NS;
         while !rest.is_empty() {
+            // Not a waiting write: `stop` is asked while the pipe stays full.
             let wrote = match to {
-                Stream::Pipe(pipe) => crate::res::write(pipe, rest, 0),
+                Stream::Pipe(pipe) => crate::res::write(pipe, rest, control::PIPE_NOWAIT),
                 Stream::Console => sys::write(rest),
             };
             match wrote {
-                Ok(n) => rest = &rest[n.min(rest.len())..],
+                Ok(n) => {
+                    rest = &rest[n.min(rest.len())..];
+                    pause = PIPE_POLL_MIN_NS;
+                }
+                Err(Error::Again) => {
+                    if stop() {
+                        return Ok(Copied::Stopped);
+                    }
+                    pause = backoff(pause);
+                }
                 Err(_) => return Ok(Copied::ReaderGone),
             }
         }
@@ -255,8 +286,8 @@ pub fn output_into(r: &Remote, to: Stream, tick: &mut dyn FnMut()) -> Result<Cop
 
 /// Send what `pipe` holds into `r`'s input (spawned with `SPAWN_STDIN`) until the pipe's
 /// EOF, then end `r`'s input. Returns `false` if `r` stopped reading first (`Gone`), or if
-/// `stop` said so while the pipe was empty (the shell's Ctrl-C): the caller then lets go
-/// of the pipe, so its writer sees a broken pipe.
+/// `stop` said so while there was nothing to do (the pipe empty, or `r`'s input full: the
+/// shell's Ctrl-C): the caller then lets go of the pipe, so its writer sees a broken pipe.
 pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Result<bool, Error> {
     let mut buf = alloc::vec![0u8; mach::INPUT_MAX];
     let mut late = 0;
@@ -269,8 +300,7 @@ pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Re
                 if stop() {
                     return Ok(false);
                 }
-                let _ = sys::sleep_ns(pause);
-                pause = (pause * 2).min(POLL_NS);
+                pause = backoff(pause);
                 continue;
             }
             n => n?,
@@ -284,6 +314,10 @@ pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Re
                 Ok(w) => {
                     rest = &rest[w.min(rest.len())..];
                     if w == 0 {
+                        // Its input is full (it reads slowly, or not at all).
+                        if stop() {
+                            return Ok(false);
+                        }
                         let _ = sys::sleep_ns(POLL_NS);
                     }
                     late = 0;

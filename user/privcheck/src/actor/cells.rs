@@ -542,6 +542,40 @@ impl Actor {
             became,
         );
         self.cell("SETUSER own user", "-", EVERYONE, to(me), became);
+        // The same rule for the calling thread alone (`THREAD_SETUSER`; back with `None`).
+        let to_alone = |user: UserId| {
+            move |_: &mut Actor| res::thread_setuser(Some(user)).map(|()| u64::from(user.0))
+        };
+        let alone_became = |a: &mut Actor, user: u64| {
+            let now = res::getuser();
+            let back = res::thread_setuser(None);
+            that(now == Ok(UserId(user as u32)) && back.is_ok(), || {
+                format!("thread's user {now:?}, back {back:?}")
+            })?;
+            let after = res::getuser();
+            that(after == Ok(a.user), || format!("back as {after:?}"))
+        };
+        self.cell(
+            "THREAD_SETUSER 1 (administrator)",
+            "-",
+            ADMIN_ONLY,
+            to_alone(ADMIN),
+            alone_became,
+        );
+        self.cell(
+            "THREAD_SETUSER sideways (1000/2000)",
+            "-",
+            ADMIN_ONLY,
+            to_alone(sideways),
+            alone_became,
+        );
+        self.cell(
+            "THREAD_SETUSER own user",
+            "-",
+            EVERYONE,
+            to_alone(me),
+            alone_became,
+        );
         self.cell(
             "POWEROFF",
             "-",

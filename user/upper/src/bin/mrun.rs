@@ -76,7 +76,7 @@ fn run(words: &[&str]) -> Result<i32, String> {
         let _ = mach::kill(&r);
         return Err(format!("starting the feeder: {e}"));
     }
-    let copied = mach::output_into(&r, stdio::stdout(), &mut || {});
+    let copied = mach::output_into(&r, stdio::stdout(), &mut || false);
     if !matches!(copied, Ok(Copied::All)) {
         let _ = mach::kill(&r);
     }
@@ -85,7 +85,7 @@ fn run(words: &[&str]) -> Result<i32, String> {
     let status = mach::wait(&r).map_err(|e| format!("waiting for {prog}: {e}"))?;
     match copied {
         Err(e) => Err(format!("{prog}'s output: {e}")),
-        Ok(Copied::ReaderGone) => Ok(stdio::BROKEN_PIPE),
+        Ok(Copied::ReaderGone | Copied::Stopped) => Ok(stdio::BROKEN_PIPE),
         Ok(Copied::All) if status.how == ENDED_EXIT => Ok(status.code as i32),
         Ok(Copied::All) if status.how == ENDED_KILLED => {
             Err(format!("{prog} on machine {machine} was killed"))
