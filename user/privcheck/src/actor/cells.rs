@@ -504,15 +504,7 @@ impl Actor {
             OTHER
         };
         let to = |user: UserId| move |_: &mut Actor| res::setuser(user).map(|()| u64::from(user.0));
-        let became = |a: &mut Actor, user: u64| {
-            let now = res::getuser();
-            let back = res::setuser(a.user);
-            that(now == Ok(UserId(user as u32)) && back.is_ok(), || {
-                format!("user {now:?}, back {back:?}")
-            })?;
-            let after = res::getuser();
-            that(after == Ok(a.user), || format!("back as {after:?}"))
-        };
+        let became = |a: &mut Actor, user: u64| became_then_back(a, user, res::setuser);
         self.cell(
             "SETUSER 0 (the kernel)",
             "-",
@@ -546,15 +538,8 @@ impl Actor {
         let to_alone = |user: UserId| {
             move |_: &mut Actor| res::thread_setuser(Some(user)).map(|()| u64::from(user.0))
         };
-        let alone_became = |a: &mut Actor, user: u64| {
-            let now = res::getuser();
-            let back = res::thread_setuser(None);
-            that(now == Ok(UserId(user as u32)) && back.is_ok(), || {
-                format!("thread's user {now:?}, back {back:?}")
-            })?;
-            let after = res::getuser();
-            that(after == Ok(a.user), || format!("back as {after:?}"))
-        };
+        let alone_became =
+            |a: &mut Actor, user: u64| became_then_back(a, user, |_| res::thread_setuser(None));
         self.cell(
             "THREAD_SETUSER 1 (administrator)",
             "-",
@@ -629,4 +614,16 @@ impl Actor {
             },
         );
     }
+}
+
+/// After an allowed change of user: it acts as `user`, and after `back` (given the actor's
+/// own user) as its own user again.
+fn became_then_back(a: &Actor, user: u64, back: impl FnOnce(UserId) -> Result<(), Error>) -> Check {
+    let now = res::getuser();
+    let back = back(a.user);
+    that(now == Ok(UserId(user as u32)) && back.is_ok(), || {
+        format!("user {now:?}, back {back:?}")
+    })?;
+    let after = res::getuser();
+    that(after == Ok(a.user), || format!("back as {after:?}"))
 }
