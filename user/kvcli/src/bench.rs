@@ -323,11 +323,68 @@ pub fn bad(c: &mut Client) -> Result<i32, String> {
         println!("kvcli: bad FAIL del after the bad requests");
         fails += 1;
     }
+    if let Err(e) = held_waits(c) {
+        println!("kvcli: bad FAIL held waits: {e}");
+        fails += 1;
+    }
     if fails == 0 {
         println!("kvcli: bad ok");
     }
     Ok(i32::from(fails != 0))
 }
+
+/// `WAIT`s kv holds for one client: at most a quarter of its 64 (a review found one client
+/// could fill the table for everyone). Submitted, not called (each is held until its key
+/// has a value): the first [`HELD_PER_CLIENT`] are held, the next is `Busy` at once, and a
+/// `PUT` of each key answers its held `WAIT`.
+fn held_waits(c: &mut Client) -> Result<(), String> {
+    use ulib::abi::ipc::{Submission, SUBMIT_CALL};
+    /// Hang guard for an answer that is due.
+    const ANSWER_LIMIT_NS: u64 = 30_000_000_000;
+    let key = |i: usize| format!("kvcli-w{i}");
+    let mut tickets = Vec::new();
+    for i in 0..=HELD_PER_CLIENT {
+        let (label, words) = Request::new(proto::WAIT, key(i).as_bytes(), 0, 0)
+            .map_err(|s| format!("request: {s:?}"))?
+            .encode();
+        let sub = Submission {
+            kind: SUBMIT_CALL,
+            target: c.fnid.as_target().0,
+            args: [0; 4],
+            msg: Msg { label, words },
+        };
+        tickets.push(ipc::submit(&sub).map_err(|e| format!("submit WAIT {i}: {e}"))?);
+    }
+    let status = |t: u64| {
+        ipc::collect(t, ANSWER_LIMIT_NS)
+            .map(|done| Status::from_code(ipc::label(&done.msg)))
+            .map_err(|e| format!("collect: {e}"))
+    };
+    let over = status(tickets[HELD_PER_CLIENT])?;
+    let mut r = match over {
+        Some(Status::Busy) => Ok(()),
+        other => Err(format!(
+            "WAIT {HELD_PER_CLIENT} answered {other:?}, want Busy"
+        )),
+    };
+    for (i, t) in tickets[..HELD_PER_CLIENT].iter().enumerate() {
+        c.put(key(i).as_bytes(), b"w")
+            .map_err(|f| format!("put {}: {f}", key(i)))?;
+        match status(*t)? {
+            Some(Status::Ok) => {}
+            other => {
+                r = r.and(Err(format!(
+                    "held WAIT {i} answered {other:?} after its PUT"
+                )));
+            }
+        }
+        let _ = c.del(key(i).as_bytes());
+    }
+    r
+}
+
+/// `WAIT`s kv holds for one client (a quarter of its `MAX_WAITS`).
+const HELD_PER_CLIENT: usize = 16;
 
 /// `all N`: `bench N` on every core at once, each with its own seed.
 pub fn all(n: &str) -> Result<i32, String> {
