@@ -18,6 +18,7 @@
 
 use super::{end_and_reap, finish, frames_after, free_frames_per_core, run_program};
 use crate::proc::{self, TEST_PARENT};
+use crate::res::ReadOut;
 use crate::rpcc::{self, Op, Out};
 use crate::{kassert, ktest, percore};
 use abi::res::{ResType, UserId};
@@ -130,7 +131,8 @@ fn lost(before: &[u64], after: &[u64]) -> Vec<String> {
 ktest! {
     /// kv's table survives its server (killed, started again) in the state ICA, is upgraded
     /// from layout 1 to 2 on the way, serves benches on every core at once with every reply
-    /// checked, and leaves no frame behind.
+    /// checked, and leaves no frame behind; a state whose first 8 bytes were zeroed is read,
+    /// not formatted anew.
     fn kv_state_survives_its_server() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
         let size = format!("{STATE_BYTES}");
@@ -162,7 +164,22 @@ ktest! {
         let l = lost(&before, &after);
         kassert!(l.is_empty(), "free frames changed while serving: {}", l.join(", "));
 
-        // A third server finds gamma too; then the function goes, and its state with it.
+        // A state whose first 8 bytes were zeroed is refused, not formatted anew: only an
+        // area of zeroes throughout is new (a review found kv formatting it, losing every
+        // key). Put right, a third server finds gamma too; then the function goes, and its
+        // state with it.
+        let region = state_ica(first).ok_or("no state ICA before the third server")?.id;
+        let head = match crate::res::read(region, 8, 0) {
+            Ok(ReadOut::Bytes(b)) if b.len() == 8 => b,
+            other => return Err(format!("reading the state's first 8 bytes: {other:?}")),
+        };
+        kassert!(crate::res::write(region, &[0u8; 8], 0) == Ok(8), "zeroing them");
+        let s = super::run_to_end("kv", &[], Priority::Server, 120)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code != 0,
+            "kv on a state whose first 8 bytes are zero ended with {s:?} (want refused)"
+        );
+        kassert!(crate::res::write(region, &head, 0) == Ok(8), "putting them back");
         let third = start_kv(&[])?;
         kvcli(third, &["get", "gamma", "three"])?;
         end_and_reap(third);
