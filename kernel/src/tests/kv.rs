@@ -131,8 +131,8 @@ fn lost(before: &[u64], after: &[u64]) -> Vec<String> {
 ktest! {
     /// kv's table survives its server (killed, started again) in the state ICA, is upgraded
     /// from layout 1 to 2 on the way, serves benches on every core at once with every reply
-    /// checked, and leaves no frame behind; a state whose first 8 bytes were zeroed is read,
-    /// not formatted anew.
+    /// checked, and leaves no frame behind; a state whose first 8 bytes were zeroed is
+    /// refused, not formatted anew.
     fn kv_state_survives_its_server() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
         let size = format!("{STATE_BYTES}");

@@ -406,9 +406,9 @@ fn open_state(
     // range: the slice is the only way to it.
     let area: &'static mut [u8] =
         unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, len as usize) };
-    // Only an area of zeroes throughout is new: one whose first header copy alone was
-    // zeroed is corrupt, and is read (its second copy) or refused, never wiped (a review
-    // found 8 zero bytes at its start made kv format it and lose every key).
+    // Only an area of zeroes throughout is new: one whose start alone was zeroed is
+    // corrupt, and is refused (its magic is gone), never wiped (a review found 8 zero bytes
+    // at its start made kv format it and lose every key; `kv_state_survives_its_server`).
     let what = if area.iter().all(|&b| b == 0) {
         // Zeroes: a state ICA set but never formatted (a server that ended before).
         kvstate::format_version(area, o.version).map_err(|e| format!("format: {e}"))?;

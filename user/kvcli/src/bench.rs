@@ -342,41 +342,57 @@ fn held_waits(c: &mut Client) -> Result<(), String> {
     /// Hang guard for an answer that is due.
     const ANSWER_LIMIT_NS: u64 = 30_000_000_000;
     let key = |i: usize| format!("kvcli-w{i}");
-    let mut tickets = Vec::new();
+    // Keys a run cut short may have left would answer the WAITs at once.
     for i in 0..=HELD_PER_CLIENT {
-        let (label, words) = Request::new(proto::WAIT, key(i).as_bytes(), 0, 0)
-            .map_err(|s| format!("request: {s:?}"))?
-            .encode();
-        let sub = Submission {
-            kind: SUBMIT_CALL,
-            target: c.fnid.as_target().0,
-            args: [0; 4],
-            msg: Msg { label, words },
-        };
-        tickets.push(ipc::submit(&sub).map_err(|e| format!("submit WAIT {i}: {e}"))?);
+        let _ = c.del(key(i).as_bytes());
+    }
+    let mut tickets = Vec::new();
+    let mut r = Ok(());
+    for i in 0..=HELD_PER_CLIENT {
+        let sub = Request::new(proto::WAIT, key(i).as_bytes(), 0, 0).map(|req| {
+            let (label, words) = req.encode();
+            Submission {
+                kind: SUBMIT_CALL,
+                target: c.fnid.as_target().0,
+                args: [0; 4],
+                msg: Msg { label, words },
+            }
+        });
+        match sub
+            .map_err(|s| format!("request: {s:?}"))
+            .and_then(|sub| ipc::submit(&sub).map_err(|e| format!("submit WAIT {i}: {e}")))
+        {
+            Ok(t) => tickets.push(t),
+            Err(e) => {
+                r = Err(e);
+                break;
+            }
+        }
     }
     let status = |t: u64| {
         ipc::collect(t, ANSWER_LIMIT_NS)
             .map(|done| Status::from_code(ipc::label(&done.msg)))
             .map_err(|e| format!("collect: {e}"))
     };
-    let over = status(tickets[HELD_PER_CLIENT])?;
-    let mut r = match over {
-        Some(Status::Busy) => Ok(()),
-        other => Err(format!(
-            "WAIT {HELD_PER_CLIENT} answered {other:?}, want Busy"
-        )),
-    };
-    for (i, t) in tickets[..HELD_PER_CLIENT].iter().enumerate() {
-        c.put(key(i).as_bytes(), b"w")
-            .map_err(|f| format!("put {}: {f}", key(i)))?;
-        match status(*t)? {
-            Some(Status::Ok) => {}
-            other => {
-                r = r.and(Err(format!(
-                    "held WAIT {i} answered {other:?} after its PUT"
-                )));
-            }
+    if r.is_ok() {
+        r = match status(tickets[HELD_PER_CLIENT]) {
+            Ok(Some(Status::Busy)) => Ok(()),
+            other => Err(format!(
+                "WAIT {HELD_PER_CLIENT} answered {other:?}, want Busy"
+            )),
+        };
+    }
+    // Every key put (answering what is held, whatever happened above) and deleted.
+    for i in 0..=HELD_PER_CLIENT {
+        let put = c
+            .put(key(i).as_bytes(), b"w")
+            .map_err(|f| format!("put {}: {f}", key(i)));
+        if let (Some(t), true) = (tickets.get(i), i < HELD_PER_CLIENT) {
+            let answered = put.and_then(|_| status(*t)).and_then(|s| match s {
+                Some(Status::Ok) => Ok(()),
+                other => Err(format!("held WAIT {i} answered {other:?} after its PUT")),
+            });
+            r = r.and(answered);
         }
         let _ = c.del(key(i).as_bytes());
     }

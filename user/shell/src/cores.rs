@@ -151,6 +151,7 @@ impl Shell {
                 name: j.name,
                 followed: false,
                 moved: true,
+                drained: false,
             });
         }
         println!(

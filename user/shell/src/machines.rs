@@ -39,6 +39,9 @@ pub(crate) struct RemoteJob {
     /// It moved there (`migrate PID -m M`): its output is that machine's console's, not
     /// relayed here.
     pub moved: bool,
+    /// Its output has all been printed here (a `wait` stopped after that by a Ctrl-C): the
+    /// next `wait` only waits.
+    pub drained: bool,
 }
 
 impl RemoteJob {
@@ -333,7 +336,7 @@ pub(crate) fn run(args: &[&str], typeahead: &mut Vec<u8>) -> Result<Option<Remot
         println!("[{}]", job.spelled());
         return Ok(Some(job));
     }
-    let mut on = OnCtrlC::kill(typeahead);
+    let mut on = OnCtrlC::kill(typeahead, &[]);
     relay_output_from(&job, false, &mut on)?;
     let status = waited(&job, &mut on)?;
     report(&job, &status).map(|()| None)
@@ -383,6 +386,7 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
         name: String::from(prog),
         followed: false,
         moved: false,
+        drained: false,
     })
 }
 
@@ -407,22 +411,23 @@ fn from_disk(m: u8, core: u64, words: &[&str]) -> Result<ulib::mach::Remote, Str
 /// program's input, until it ends; then the shell lets go of the pipe's writing end (the
 /// reader sees EOF), and waits for the remote program. If the reader ended first (`Gone`),
 /// the remote program is killed, as a Unix writer dies of a broken pipe.
-/// A Ctrl-C typed meanwhile kills it, the shell lets go of the pipe at once, and
-/// `*typed` says so (the caller ends the programs after it: one may not be reading).
+/// A Ctrl-C typed meanwhile kills it and the pipeline's programs here (`locals`: one may
+/// never read again), and `*typed` says so.
 pub(crate) fn pipe_from(
     j: &RemoteJob,
     pipe: ulib::abi::res::ResId,
+    locals: &[Pid],
     typeahead: &mut Vec<u8>,
     typed: &mut bool,
 ) -> Result<(), String> {
-    let mut on = OnCtrlC::kill(typeahead);
+    let mut on = OnCtrlC::kill(typeahead, locals);
     let to = ulib::stdio::Stream::Pipe(pipe);
-    // Killed at a Ctrl-C, it is pumped no more: the reader may not be reading.
+    // Killed at a Ctrl-C, it is pumped no more.
     let mut stop = || {
         interrupted(j, &mut on);
         on.typed
     };
-    let pumped = match ulib::mach::output_into(&j.remote, to, &mut stop) {
+    let pumped = match ulib::mach::output_into(&j.remote, to, Some(&mut stop)) {
         Ok(Copied::All | Copied::Stopped) => Ok(()),
         Ok(Copied::ReaderGone) => {
             let _ = kill(j);
@@ -443,11 +448,12 @@ pub(crate) fn pipe_from(
 /// input (`ulib::mach::input`) until EOF, which ends its input too; then the rest of its
 /// output is printed and it is waited for. If it reads no more (`Gone`), the shell lets go
 /// of `pipe`, and its writer ends as a Unix writer of a broken pipe does. A Ctrl-C typed
-/// meanwhile kills it, the shell lets go of `pipe` too, and `*typed` says so (the caller
-/// ends the programs before it: one may not be writing).
+/// meanwhile kills it and the pipeline's programs here (`locals`: one may never write
+/// again), and `*typed` says so.
 pub(crate) fn pipe_into(
     args: &[&str],
     pipe: ulib::abi::res::ResId,
+    locals: &[Pid],
     typeahead: &mut Vec<u8>,
     typed: &mut bool,
 ) -> Result<(), String> {
@@ -459,16 +465,16 @@ pub(crate) fn pipe_into(
         }
     };
     job.followed = call(mach::OP_FOLLOW, job.remote.words(0)).is_ok();
-    let mut on = OnCtrlC::kill(typeahead);
+    let mut on = OnCtrlC::kill(typeahead, locals);
     let mut stop = || {
         interrupted(&job, &mut on);
         on.typed
     };
-    let fed = ulib::mach::input_from(&job.remote, pipe, &mut stop)
+    let fed = ulib::mach::input_from(&job.remote, pipe, Some(&mut stop))
         .map(drop)
         .map_err(|e| why(&format!("run {} (its input)", job.spelled()), e));
     ulib::mach::drop_end(pipe, PIPE_READ_END);
-    let status = drain(&job, &mut on).and_then(|_| waited(&job, &mut on));
+    let status = drain(&mut job, &mut on).and_then(|_| waited(&job, &mut on));
     *typed = on.typed;
     fed?;
     report(&job, &status?)
@@ -477,8 +483,8 @@ pub(crate) fn pipe_into(
 /// Before waiting for remote job `j`: the rest of its output here, once `machd` stopped
 /// following it (if it did, and had not seen the end already). `false`: a Ctrl-C stopped
 /// it first ([`OnCtrlC::stop_waiting`]), and `machd` follows the job again.
-fn drain(j: &RemoteJob, on: &mut OnCtrlC) -> Result<bool, String> {
-    if j.moved {
+fn drain(j: &mut RemoteJob, on: &mut OnCtrlC) -> Result<bool, String> {
+    if j.moved || j.drained {
         return Ok(true);
     }
     let who = j.remote.words(0);
@@ -491,6 +497,7 @@ fn drain(j: &RemoteJob, on: &mut OnCtrlC) -> Result<bool, String> {
         }
     }
     let ended = relay_output_from(j, j.followed, on)?;
+    j.drained = ended;
     if !ended && j.followed {
         // Its output goes on coming in the background, as before the wait.
         if let Err(e) = call(mach::OP_FOLLOW, who) {
@@ -517,17 +524,20 @@ pub(crate) struct OnCtrlC<'a> {
     typeahead: &'a mut Vec<u8>,
     /// The wait stops and the job runs on (`wait`), rather than the job being killed.
     stop_waiting: bool,
+    /// Programs of this machine killed with the job (a pipeline's).
+    locals: &'a [Pid],
     /// A Ctrl-C was typed.
     typed: bool,
 }
 
 impl<'a> OnCtrlC<'a> {
-    /// The job is killed, again at each Ctrl-C (a kill may fail), and the caller goes on
-    /// (its output is relayed until it ends): a program in the foreground.
-    pub fn kill(typeahead: &'a mut Vec<u8>) -> Self {
+    /// The job is killed, with `locals`, again at each Ctrl-C (a kill may fail), and the
+    /// caller goes on (its output is relayed until it ends): a program in the foreground.
+    pub fn kill(typeahead: &'a mut Vec<u8>, locals: &'a [Pid]) -> Self {
         OnCtrlC {
             typeahead,
             stop_waiting: false,
+            locals,
             typed: false,
         }
     }
@@ -537,6 +547,7 @@ impl<'a> OnCtrlC<'a> {
         OnCtrlC {
             typeahead,
             stop_waiting: true,
+            locals: &[],
             typed: false,
         }
     }
@@ -597,6 +608,9 @@ fn interrupted(j: &RemoteJob, on: &mut OnCtrlC) -> bool {
     println!("^C");
     if !on.stop_waiting {
         let _ = kill(j);
+        for pid in on.locals {
+            let _ = sys::kill(*pid);
+        }
     }
     on.stop_waiting
 }
@@ -745,7 +759,7 @@ pub(crate) fn wait_or_kill(
         return kill(&jobs[i]);
     }
     let mut on = OnCtrlC::stop_waiting(typeahead);
-    let status = match drain(&jobs[i], &mut on).and_then(|d| match d {
+    let status = match drain(&mut jobs[i], &mut on).and_then(|d| match d {
         true => wait_heeding(&jobs[i], &mut on),
         false => Ok(None),
     }) {
@@ -766,7 +780,7 @@ pub(crate) fn wait_or_kill(
 pub(crate) fn wait_all(jobs: &mut Vec<RemoteJob>, typeahead: &mut Vec<u8>) -> Result<bool, String> {
     let mut first_error = None;
     let mut on = OnCtrlC::stop_waiting(typeahead);
-    while let Some(j) = jobs.first() {
+    while let Some(j) = jobs.first_mut() {
         let status = drain(j, &mut on).and_then(|d| match d {
             true => wait_heeding(j, &mut on),
             false => Ok(None),

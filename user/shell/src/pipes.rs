@@ -28,9 +28,10 @@
 //! other program on another machine (`run seq 9 | upper -m 1 | wc`, or the last when the
 //! first is remote too) is stood in for here by `mrun`, a local program that feeds its
 //! input there and copies its output back ([`on_machine`]). While the shell pumps bytes
-//! to or from the remote program, a Ctrl-C kills it and the local programs too: one of
-//! them may never read or write again, so one Ctrl-C ends the whole pipeline, and those
-//! killed are no failure.
+//! to or from a remote first or last program, or waits for it, a Ctrl-C kills it and the
+//! local programs too (one of them may never read or write again): one Ctrl-C ends the
+//! whole pipeline, and those killed are no failure. (With `mrun` in the middle, Ctrl-C
+//! ends the program waited for, as in a pipeline of this machine's programs.)
 
 use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
@@ -251,7 +252,8 @@ fn start_and_wait(
 /// Wait for a pipeline's local programs, noting the first failure. A program that ended
 /// because its reader had gone (`stdio::BROKEN_PIPE`, Unix's SIGPIPE) is not a failure,
 /// unless it is the last and `last_to_console` (it had no reader). With `interrupted` (a
-/// Ctrl-C ended the pipeline: [`end_stages`]), a program killed is not one either.
+/// Ctrl-C ended the pipeline: `machines::pipe_from`, `pipe_into`), a program killed is not
+/// one either.
 fn wait_stages(
     pids: Vec<(Pid, &str)>,
     last_to_console: bool,
@@ -319,18 +321,15 @@ fn from_machine(
     }
     let remote = started.and_then(|()| crate::machines::start_relayed(first, false));
     let mut typed = false;
+    let locals: Vec<Pid> = pids.iter().map(|(pid, _)| *pid).collect();
     let mut first_error = match remote {
-        Ok(job) => crate::machines::pipe_from(&job, pipes[0], typeahead, &mut typed).err(),
+        Ok(job) => crate::machines::pipe_from(&job, pipes[0], &locals, typeahead, &mut typed).err(),
         Err(e) => {
             // The local programs see EOF and end.
             let _ = ulib::res::control(pipes[0], control::PIPE_DROP, control::PIPE_WRITE_END, 0);
             Some(e)
         }
     };
-    if typed {
-        // One Ctrl-C ends the whole pipeline (a program here may never read again).
-        end_stages(&pids);
-    }
     wait_stages(pids, true, typed, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
 }
@@ -381,27 +380,19 @@ fn to_machine(
         }
     }
     let mut typed = false;
+    let locals: Vec<Pid> = pids.iter().map(|(pid, _)| *pid).collect();
     let mut first_error = match started {
-        Ok(()) => crate::machines::pipe_into(last, pipes[feed], typeahead, &mut typed).err(),
+        Ok(()) => {
+            crate::machines::pipe_into(last, pipes[feed], &locals, typeahead, &mut typed).err()
+        }
         Err(e) => {
             let _ = ulib::res::control(pipes[feed], control::PIPE_DROP, control::PIPE_READ_END, 0);
             Some(e)
         }
     };
-    if typed {
-        // One Ctrl-C ends the whole pipeline (a program here may never write again).
-        end_stages(&pids);
-    }
     // The last local program writes into the shell's pipe: its reader may go first too.
     wait_stages(pids, false, typed, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
-}
-
-/// Kill the local programs of a pipeline whose remote program a Ctrl-C ended.
-fn end_stages(pids: &[(Pid, &str)]) {
-    for (pid, _) in pids {
-        let _ = sys::kill(*pid);
-    }
 }
 
 /// Note a stage's failure if it is the first.

@@ -224,23 +224,35 @@ pub enum Copied {
     /// The pipe's reader went first (the caller may kill the writer, as a Unix writer
     /// dies of a broken pipe).
     ReaderGone,
-    /// The caller's `tick` said stop (the shell's Ctrl-C: it killed the program).
+    /// The caller's `stop` said so (the shell's Ctrl-C: it killed the program).
     Stopped,
 }
 
+/// Whom [`output_into`] and [`input_from`] ask, between looks, whether to stop (the shell,
+/// which looks for a Ctrl-C). With one, they never wait in the pipe: they read and write
+/// it with `PIPE_NOWAIT` and pause, from 1 ms doubling to [`POLL_NS`], while it is empty or
+/// full. Without one (`mrun`, which a kill ends), they wait in it.
+pub type Stop<'a> = Option<&'a mut dyn FnMut() -> bool>;
+
+/// Ask `stop`, if there is one.
+fn asked(stop: &mut Stop) -> bool {
+    stop.as_mut().is_some_and(|f| f())
+}
+
 /// Write `r`'s output (spawned with `SPAWN_RELAY`) to `to` (a pipe, or this console) as it
-/// comes, until it ends or the pipe's reader goes. `stop` is asked before each look and
-/// while a full pipe makes the writing wait (the shell looks for a Ctrl-C there, and kills
-/// `r`): if it says so, [`Copied::Stopped`].
-pub fn output_into(
-    r: &Remote,
-    to: Stream,
-    stop: &mut dyn FnMut() -> bool,
-) -> Result<Copied, Error> {
+/// comes, until it ends or the pipe's reader goes (`Gone`; any other error of the write is
+/// returned). `stop` is asked before each look and while a full pipe holds the writing up:
+/// if it says so, [`Copied::Stopped`].
+pub fn output_into(r: &Remote, to: Stream, mut stop: Stop) -> Result<Copied, Error> {
     let mut late = 0;
     let mut bytes = Vec::new();
+    let wait_arg = if stop.is_some() {
+        control::PIPE_NOWAIT
+    } else {
+        0
+    };
     loop {
-        if stop() {
+        if asked(&mut stop) {
             return Ok(Copied::Stopped);
         }
         bytes.clear();
@@ -256,9 +268,8 @@ pub fn output_into(
         let mut rest = &bytes[..];
         let mut pause = PIPE_POLL_MIN_NS;
         while !rest.is_empty() {
-            // Not a waiting write: `stop` is asked while the pipe stays full.
             let wrote = match to {
-                Stream::Pipe(pipe) => crate::res::write(pipe, rest, control::PIPE_NOWAIT),
+                Stream::Pipe(pipe) => crate::res::write(pipe, rest, wait_arg),
                 Stream::Console => sys::write(rest),
             };
             match wrote {
@@ -267,12 +278,13 @@ pub fn output_into(
                     pause = PIPE_POLL_MIN_NS;
                 }
                 Err(Error::Again) => {
-                    if stop() {
+                    if asked(&mut stop) {
                         return Ok(Copied::Stopped);
                     }
                     pause = backoff(pause);
                 }
-                Err(_) => return Ok(Copied::ReaderGone),
+                Err(Error::Gone) => return Ok(Copied::ReaderGone),
+                Err(e) => return Err(e),
             }
         }
         if ended {
@@ -286,20 +298,24 @@ pub fn output_into(
 
 /// Send what `pipe` holds into `r`'s input (spawned with `SPAWN_STDIN`) until the pipe's
 /// EOF, then end `r`'s input. Returns `false` if `r` stopped reading first (`Gone`), or if
-/// `stop` said so while there was nothing to do (the pipe empty, or `r`'s input full: the
-/// shell's Ctrl-C): the caller then lets go of the pipe, so its writer sees a broken pipe.
-pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Result<bool, Error> {
+/// `stop` said so (asked before each read, and while the pipe is empty, `r`'s input is
+/// full or its machine slow to answer): the caller then lets go of the pipe, so its writer
+/// sees a broken pipe.
+pub fn input_from(r: &Remote, pipe: ResId, mut stop: Stop) -> Result<bool, Error> {
     let mut buf = alloc::vec![0u8; mach::INPUT_MAX];
     let mut late = 0;
     let mut pause = PIPE_POLL_MIN_NS;
+    let wait_arg = if stop.is_some() {
+        control::PIPE_NOWAIT
+    } else {
+        0
+    };
     loop {
-        // Not a waiting read: `stop` is asked between looks, which back off from 1 ms to
-        // `POLL_NS` while the pipe stays empty.
-        let n = match crate::res::read(pipe, &mut buf, control::PIPE_NOWAIT) {
+        if asked(&mut stop) {
+            return Ok(false);
+        }
+        let n = match crate::res::read(pipe, &mut buf, wait_arg) {
             Err(Error::Again) => {
-                if stop() {
-                    return Ok(false);
-                }
                 pause = backoff(pause);
                 continue;
             }
@@ -315,9 +331,6 @@ pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Re
                     rest = &rest[w.min(rest.len())..];
                     if w == 0 {
                         // Its input is full (it reads slowly, or not at all).
-                        if stop() {
-                            return Ok(false);
-                        }
                         let _ = sys::sleep_ns(POLL_NS);
                     }
                     late = 0;
@@ -325,6 +338,9 @@ pub fn input_from(r: &Remote, pipe: ResId, stop: &mut dyn FnMut() -> bool) -> Re
                 Err(Error::TimedOut) if late < LATE_MAX => late += 1,
                 Err(Error::Gone) => return Ok(false),
                 Err(e) => return Err(e),
+            }
+            if asked(&mut stop) {
+                return Ok(false);
             }
         }
         if n == 0 {

@@ -76,7 +76,7 @@ fn run(words: &[&str]) -> Result<i32, String> {
         let _ = mach::kill(&r);
         return Err(format!("starting the feeder: {e}"));
     }
-    let copied = mach::output_into(&r, stdio::stdout(), &mut || false);
+    let copied = mach::output_into(&r, stdio::stdout(), None);
     if !matches!(copied, Ok(Copied::All)) {
         let _ = mach::kill(&r);
     }
@@ -104,7 +104,7 @@ fn feed(_: u64) -> u64 {
     };
     let fed = match stdio::stdin() {
         Stream::Pipe(pipe) => {
-            let fed = mach::input_from(&r, pipe, &mut || false);
+            let fed = mach::input_from(&r, pipe, None);
             // Read to its end, or PROG reads no more: either way nothing more is read here,
             // so a writer still writing sees a broken pipe.
             mach::drop_end(pipe, PIPE_READ_END);
