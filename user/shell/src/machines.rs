@@ -433,7 +433,11 @@ pub(crate) fn pipe_from(
             let _ = kill(j);
             Ok(())
         }
-        Err(e) => Err(why(&format!("run {} (its output)", j.spelled()), e)),
+        Err(e) => {
+            // Nobody reads its output any more: it would wait for ever.
+            let _ = kill(j);
+            Err(why(&format!("run {} (its output)", j.spelled()), e))
+        }
     };
     ulib::mach::drop_end(pipe, PIPE_WRITE_END);
     let status = waited(j, &mut on);
@@ -472,7 +476,11 @@ pub(crate) fn pipe_into(
     };
     let fed = ulib::mach::input_from(&job.remote, pipe, Some(&mut stop))
         .map(drop)
-        .map_err(|e| why(&format!("run {} (its input)", job.spelled()), e));
+        .map_err(|e| {
+            // Its input never ends now: it might wait for ever.
+            let _ = kill(&job);
+            why(&format!("run {} (its input)", job.spelled()), e)
+        });
     ulib::mach::drop_end(pipe, PIPE_READ_END);
     let status = drain(&mut job, &mut on).and_then(|_| waited(&job, &mut on));
     *typed = on.typed;

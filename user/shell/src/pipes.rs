@@ -29,9 +29,11 @@
 //! first is remote too) is stood in for here by `mrun`, a local program that feeds its
 //! input there and copies its output back ([`on_machine`]). While the shell pumps bytes
 //! to or from a remote first or last program, or waits for it, a Ctrl-C kills it and the
-//! local programs too (one of them may never read or write again): one Ctrl-C ends the
-//! whole pipeline, and those killed are no failure. (With `mrun` in the middle, Ctrl-C
-//! ends the program waited for, as in a pipeline of this machine's programs.)
+//! local programs too (one of them may never read or write again), and those killed are no
+//! failure. An `mrun` is not killed: it ends as its neighbours go, and ends its program
+//! there (killed, it would leave that running).
+//! With no remote first or last program, Ctrl-C ends the program waited for, as in a
+//! pipeline of this machine's programs.
 
 use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
@@ -93,6 +95,9 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
     result
 }
 
+/// The stand-in for a remote program in the middle of a pipeline.
+const MRUN: &str = "mrun";
+
 /// A program of a pipeline on another machine, neither the first (the shell reads its
 /// output) nor the last (the shell feeds its input): a local `mrun PROG [ARGS] -m M [-c
 /// C]` stands in for it, with its input and output (`user/upper/src/bin/mrun.rs`).
@@ -101,7 +106,7 @@ fn on_machine<'a>(part: &[&'a str]) -> Result<Stage<'a>, String> {
         return Err("run: a pipeline cannot run in the background ('&')".into());
     }
     Ok(Stage {
-        prog: "mrun",
+        prog: MRUN,
         args: part.to_vec(),
         priority: Priority::App,
         core: None,
@@ -321,7 +326,7 @@ fn from_machine(
     }
     let remote = started.and_then(|()| crate::machines::start_relayed(first, false));
     let mut typed = false;
-    let locals: Vec<Pid> = pids.iter().map(|(pid, _)| *pid).collect();
+    let locals = killed_at_ctrl_c(&pids);
     let mut first_error = match remote {
         Ok(job) => crate::machines::pipe_from(&job, pipes[0], &locals, typeahead, &mut typed).err(),
         Err(e) => {
@@ -380,7 +385,7 @@ fn to_machine(
         }
     }
     let mut typed = false;
-    let locals: Vec<Pid> = pids.iter().map(|(pid, _)| *pid).collect();
+    let locals = killed_at_ctrl_c(&pids);
     let mut first_error = match started {
         Ok(()) => {
             crate::machines::pipe_into(last, pipes[feed], &locals, typeahead, &mut typed).err()
@@ -393,6 +398,16 @@ fn to_machine(
     // The last local program writes into the shell's pipe: its reader may go first too.
     wait_stages(pids, false, typed, typeahead, &mut first_error)?;
     first_error.map_or(Ok(()), Err)
+}
+
+/// The programs here that a Ctrl-C kills with a pipeline's remote first or last program:
+/// all but `mrun`s, which end by themselves as their neighbours go and end their program
+/// on the other machine (killed, an `mrun` would leave it running there).
+fn killed_at_ctrl_c(pids: &[(Pid, &str)]) -> Vec<Pid> {
+    pids.iter()
+        .filter(|(_, prog)| *prog != MRUN)
+        .map(|(pid, _)| *pid)
+        .collect()
 }
 
 /// Note a stage's failure if it is the first.

@@ -326,7 +326,10 @@ pub fn input_from(r: &Remote, pipe: ResId, mut stop: Stop) -> Result<bool, Error
         // Offered until all is written (and, at EOF, the end given).
         loop {
             match input(r.machine, r.epoch, r.pid, rest, n == 0) {
-                Ok(w) if w >= rest.len() && (n > 0 || w == 0) => break,
+                Ok(w) if w >= rest.len() && (n > 0 || w == 0) => {
+                    late = 0;
+                    break;
+                }
                 Ok(w) => {
                     rest = &rest[w.min(rest.len())..];
                     if w == 0 {
