@@ -268,7 +268,7 @@ fn call(
         args: [0; 4],
         msg,
     };
-    let ticket = match with(|s| crate::ops::as_user(s, h.user, || ipc::submit(&sub))) {
+    let ticket = match with(|_| crate::ops::as_user(h.user, || ipc::submit(&sub))) {
         Ok(t) => t,
         Err(e) => {
             // Refused before anything moved: the page is still ours, where it was.

@@ -251,7 +251,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 };
                 at_most_app(&mut a.bytes);
                 crate::ops::room_for(s, h.user)?;
-                let new = crate::ops::as_user(s, h.user, || sys::migrate_import(&a.bytes, core))?;
+                let new = crate::ops::as_user(h.user, || sys::migrate_import(&a.bytes, core))?;
                 s.spawned.push((new, UserId(h.user)));
                 new
             };
@@ -272,7 +272,7 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             // A move given up after its start (its answer lost): the copy goes.
             if let Some(i) = s.started.iter().position(started) {
                 let new = s.started[i].new;
-                match crate::ops::as_user(s, h.user, || sys::kill(new)) {
+                match crate::ops::as_user(h.user, || sys::kill(new)) {
                     Ok(()) | Err(Error::NoSuchProcess) => {}
                     // Kept, so that the drop asked again finds it.
                     Err(e) => return Err(e),

@@ -245,11 +245,7 @@ pub fn local_answer(op: u64, p: &[u8], started: u64, epoch: u32) -> Result<[u64;
 /// Run `f` with this thread acting as `user`, then as this process's own user again. The
 /// thread alone (`THREAD_SETUSER`): the other threads, making requests of their own
 /// meanwhile (a file worker's to `fs`), go on acting as `machd`.
-pub(crate) fn as_user<R>(
-    _: &State,
-    user: u32,
-    f: impl FnOnce() -> Result<R, Error>,
-) -> Result<R, Error> {
+pub(crate) fn as_user<R>(user: u32, f: impl FnOnce() -> Result<R, Error>) -> Result<R, Error> {
     if user == 0 {
         // Nobody acts as the kernel.
         return Err(Error::Denied);
@@ -377,7 +373,7 @@ pub(crate) fn start(
         c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
     };
     if !relay && !stdin {
-        let pid = as_user(s, user, || match image {
+        let pid = as_user(user, || match image {
             None => sys::spawn_on(prog, &args, Priority::App, core),
             Some(image) => sys::spawn_image(image, prog, &args, Priority::App, Some(core)),
         })?;
@@ -388,7 +384,7 @@ pub(crate) fn start(
     // that user's `R_OUTPUT`s and `R_INPUT`s (made acting as it) may.
     s.pipes += 2;
     let serial = s.pipes;
-    let (pid, output, input) = as_user(s, user, || {
+    let (pid, output, input) = as_user(user, || {
         let output = relay.then(|| stdio::pipe(None, None, serial)).transpose()?;
         let input = match stdin
             .then(|| stdio::pipe(None, Some(INPUT_PIPE as u64), serial + 1))
@@ -455,7 +451,7 @@ fn input(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         .position(|(q, _, u)| *q == pid && (u.0 == user || user == ADMIN))
         .ok_or(Error::NoSuchProcess)?;
     let (_, pipe, owner) = s.inputs[i];
-    let r = as_user(s, owner.0, || {
+    let r = as_user(owner.0, || {
         let info = res::info(pipe)?;
         if info.detail >> 32 == 0 {
             return Err(Error::Gone);
@@ -477,14 +473,14 @@ fn input(s: &mut State, user: u32, p: &[u8]) -> Result<Vec<u8>, Error> {
         // The end of its input: this machd lets go of the writing end, so the program
         // reads EOF once it has read the rest (the pipe is closed when it is waited for).
         Ok(n) if end && *n == bytes.len() => {
-            let _ = as_user(s, owner.0, || {
+            let _ = as_user(owner.0, || {
                 res::control(pipe, control::PIPE_DROP, control::PIPE_WRITE_END, 0)
             });
         }
         Ok(_) => {}
         // It reads no more: the pipe goes now.
         Err(_) => {
-            let _ = as_user(s, owner.0, || res::close(pipe));
+            let _ = as_user(owner.0, || res::close(pipe));
             s.inputs.swap_remove(i);
         }
     }
@@ -500,7 +496,7 @@ fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
         .position(|(q, _, u)| *q == pid && (u.0 == user || user == ADMIN))
         .ok_or(Error::NoSuchProcess)?;
     let (_, pipe, owner) = s.outputs[i];
-    let r = as_user(s, owner.0, || {
+    let r = as_user(owner.0, || {
         let held = |size: u64| -> Result<Vec<u8>, Error> {
             let mut buf = alloc::vec![0u8; (size as usize).min(OUTPUT_MAX)];
             // Never waiting: another program of the user may have emptied it since the look.
@@ -553,7 +549,7 @@ fn kill(s: &State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
     match s.spawned.iter().find(|(q, _)| *q == pid) {
         Some((_, owner)) if owner.0 != user && user != ADMIN => Err(Error::Denied),
         None if user != ADMIN => Err(Error::NoSuchProcess),
-        _ => as_user(s, user, || sys::kill(pid)).map(|()| Vec::new()),
+        _ => as_user(user, || sys::kill(pid)).map(|()| Vec::new()),
     }
 }
 
@@ -576,11 +572,11 @@ fn ps(index: u64) -> Result<Vec<u8>, Error> {
 pub(crate) fn drop_pipes_of(s: &mut State, pid: Pid) {
     if let Some(i) = s.outputs.iter().position(|(q, _, _)| *q == pid) {
         let (_, pipe, owner) = s.outputs.swap_remove(i);
-        let _ = as_user(s, owner.0, || res::close(pipe));
+        let _ = as_user(owner.0, || res::close(pipe));
     }
     if let Some(i) = s.inputs.iter().position(|(q, _, _)| *q == pid) {
         let (_, pipe, owner) = s.inputs.swap_remove(i);
-        let _ = as_user(s, owner.0, || res::close(pipe));
+        let _ = as_user(owner.0, || res::close(pipe));
     }
 }
 

@@ -190,20 +190,20 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 return Err(Error::NotSupported);
             }
             let rights = Rights(u8::try_from(id.0).map_err(|_| Error::InvalidArgument)?);
-            crate::ops::as_user(s, user, || res::open(name, &data[len..], rights))?.0
+            crate::ops::as_user(user, || res::open(name, &data[len..], rights))?.0
         }
         RES_FIND => {
             let name = core::str::from_utf8(data).map_err(|_| Error::BadName)?;
-            crate::ops::as_user(s, user, || res::find(name))?.id.0
+            crate::ops::as_user(user, || res::find(name))?.id.0
         }
         RES_CLOSE => {
-            crate::ops::as_user(s, user, || res::close(id))?;
+            crate::ops::as_user(user, || res::close(id))?;
             // Its ends held here go with it.
             s.holds.retain(|x| x.pipe != id);
             0
         }
         RES_INFO => {
-            let got = crate::ops::as_user(s, user, || res::info(id))?;
+            let got = crate::ops::as_user(user, || res::info(id))?;
             let mut out = words(&[0]);
             out.extend_from_slice(bytemuck::bytes_of(&got));
             return Ok(out);
@@ -211,19 +211,19 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
         RES_READ => {
             let arg = nowait(arg)?;
             let mut buf = vec![0u8; len];
-            let n = crate::ops::as_user(s, user, || res::read(id, &mut buf, arg))?;
+            let n = crate::ops::as_user(user, || res::read(id, &mut buf, arg))?;
             let mut out = words(&[n as u64]);
             out.extend_from_slice(&buf[..n.min(len)]);
             return Ok(out);
         }
         RES_WRITE => {
             let arg = nowait(arg)?;
-            crate::ops::as_user(s, user, || res::write(id, data, arg))? as u64
+            crate::ops::as_user(user, || res::write(id, data, arg))? as u64
         }
         RES_CONTROL => control(s, h, Pid(pid), id, arg, a0, a1)?,
         RES_LIST => {
             let core = usize::try_from(arg).map_err(|_| Error::NoSuchCore)?;
-            let all = crate::ops::as_user(s, user, || res::list_all(core))?;
+            let all = crate::ops::as_user(user, || res::list_all(core))?;
             let skip = usize::try_from(a0).unwrap_or(usize::MAX).min(all.len());
             let mut out = words(&[all.len() as u64]);
             for r in all[skip..].iter().take(RES_LIST_MAX) {
@@ -269,7 +269,7 @@ fn control(
                     return Err(Error::Limit);
                 }
             }
-            crate::ops::as_user(s, user, || res::control(id, PIPE_HOLD, a0, 0))?;
+            crate::ops::as_user(user, || res::control(id, PIPE_HOLD, a0, 0))?;
             if !s.holds.iter().any(mine) {
                 s.holds.push(Hold {
                     pipe: id,
@@ -289,9 +289,9 @@ fn control(
                 // Another program of another machine still holds it through us.
                 return Ok(0);
             }
-            crate::ops::as_user(s, user, || res::control(id, PIPE_DROP, a0, 0))
+            crate::ops::as_user(user, || res::control(id, PIPE_DROP, a0, 0))
         }
-        _ => crate::ops::as_user(s, user, || res::control(id, cmd, a0, a1)),
+        _ => crate::ops::as_user(user, || res::control(id, cmd, a0, a1)),
     }
 }
 
@@ -310,6 +310,6 @@ pub fn drop_holds(s: &mut State, gone: impl Fn(u8, u32, Pid) -> bool) {
         }
         dropped.push((x.pipe, x.end));
         // As the user it was held for: the pipe's rights are theirs, not machd's.
-        let _ = crate::ops::as_user(s, x.user, || res::control(x.pipe, PIPE_DROP, x.end, 0));
+        let _ = crate::ops::as_user(x.user, || res::control(x.pipe, PIPE_DROP, x.end, 0));
     }
 }
