@@ -365,11 +365,14 @@ extern "C" fn bsp_main() -> ! {
     let cal = time::calibrate();
     time::start_tick_this_core();
     log::info!(
-        "{} mode APIC, TSC {} MHz, LAPIC timer {} MHz (/16), tick {} Hz",
+        "{} mode APIC, TSC {} MHz, LAPIC timer {} MHz (/16), tick {} Hz (calibrated: {} of {} rounds undisturbed, the best to {} ppm)",
         if apic::is_x2apic() { "x2APIC" } else { "xAPIC" },
-        cal.tsc_hz / 1_000_000,
-        cal.lapic_hz_div16 / 1_000_000,
-        time::HZ
+        cal.rates.tsc_hz / 1_000_000,
+        cal.rates.lapic_hz_div16 / 1_000_000,
+        time::HZ,
+        cal.undisturbed,
+        cal.measured,
+        cal.best_ppm
     );
 
     // Serial input: IRQ 4 through the IOAPIC to this core.

@@ -115,8 +115,8 @@ pub fn boot(runs: usize) -> Result<()> {
     report.publish()
 }
 
-/// The PIT countdown that calibrates the TSC and the LAPIC timer at boot
-/// (`kernel/src/time.rs`, `calibrate`), in ms.
+/// The PIT countdowns that calibrate the TSC and the LAPIC timer at boot (five rounds of
+/// 2 ms, when none is measured again: `kernel/src/time.rs`, `calibrate`), in ms.
 const PIT_CALIBRATION_MS: f64 = 10.0;
 
 /// What the boot rows say about starting cores, computed from the kernel-entry medians.
@@ -129,7 +129,7 @@ fn start_up_note(rows: &[Row]) -> String {
     let (one, two, four) = (entry(1), entry(2), entry(4));
     format!(
         "From kernel entry, one core takes {one:.3} ms, of which {PIT_CALIBRATION_MS:.0} ms are \
-         the fixed PIT countdown that calibrates the TSC and the LAPIC timer \
+         the fixed PIT countdowns that calibrate the TSC and the LAPIC timer \
          (`kernel/src/time.rs`). Starting the second core adds {:.3} ms ({:.0} instructions); \
          the third and fourth add {:.3} ms together ({:.0} instructions each on average). The \
          boot core starts each core with INIT-SIPI-SIPI and spins in `delay_us` after each SIPI \
