@@ -537,6 +537,7 @@ ktest! {
                     })
                 });
                 let f = kv_info().ok_or("kv unregistered")?;
+                log::info!("replace: round {round}: new server {new} killed, kv then {f:?}");
                 if f.state == abi::fnid::FN_UP {
                     kassert!(
                         !ended(f.server),
@@ -551,7 +552,8 @@ ktest! {
                     end_kv(server);
                     server = start_kv_on(here, &[&size])?;
                 }
-                kvcli(server, &["get", "alpha", "one"])?;
+                kvcli(server, &["get", "alpha", "one"])
+                    .map_err(|e| format!("{e}; kv now {:?}", kv_info()))?;
             }
             Ok(())
         })();
