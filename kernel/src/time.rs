@@ -1,8 +1,8 @@
 //! Time: the TSC as the clock, the LAPIC timer as each core's tick and deadline timer, and
 //! waiting.
 //!
-//! The bootstrap core calibrates both against the PIT once, the median of five short
-//! rounds (`pit::calibrate`; the cores share one clock
+//! The bootstrap core calibrates both against the PIT once, the median of up to five
+//! undisturbed short rounds (`pit::calibrate`; the cores share one clock
 //! source in QEMU and on any machine with an invariant TSC). Times are reported since
 //! machine reset (the TSC starts at zero), which under QEMU's `-icount shift=0` is exactly
 //! the number of instructions executed.
@@ -35,6 +35,15 @@ static TSC_HZ: AtomicU64 = AtomicU64::new(0);
 /// message read the clock).
 static NS_PER_TICK_FIXED: AtomicU64 = AtomicU64::new(0);
 static LAPIC_HZ_DIV16: AtomicU64 = AtomicU64::new(0);
+
+/// How far the calibrated rates may be off, in millionths (their rounds' uncertainty).
+static CALIBRATION_PPM: AtomicU64 = AtomicU64::new(0);
+
+/// How far the calibrated rates may be off, in millionths: 5,000 (0.5%) when undisturbed
+/// rounds were found, else the least uncertain round's bound.
+pub fn calibration_ppm() -> u64 {
+    CALIBRATION_PPM.load(Ordering::Relaxed)
+}
 static KERNEL_ENTRY_TSC: AtomicU64 = AtomicU64::new(0);
 
 /// Note the TSC at the first kernel instruction that can (bootstrap core).
@@ -49,10 +58,17 @@ pub fn kernel_entry_tsc() -> u64 {
 
 /// Calibrate the TSC and LAPIC timer (bootstrap core, once, LAPIC enabled).
 pub fn calibrate() -> pit::Outcome {
-    // Five rounds of 2 ms (the median: one round a busy host disturbs cannot decide it),
-    // as long in all as the single 10 ms round they replace.
+    // Rounds of 2 ms, the median of five undisturbed ones (one round a busy host disturbs
+    // cannot decide it): as long in all as the single 10 ms round they replace, unless
+    // rounds are measured again (at most 15, 30 ms).
     let outcome = pit::calibrate(2);
     let c = outcome.rates;
+    let ppm = if outcome.undisturbed > 0 {
+        5_000
+    } else {
+        outcome.best_ppm
+    };
+    CALIBRATION_PPM.store(ppm, Ordering::Relaxed);
     let hz = c.tsc_hz.max(1);
     NS_PER_TICK_FIXED.store(
         ((1_000_000_000u128 << 32) / u128::from(hz)) as u64,

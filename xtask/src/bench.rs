@@ -116,7 +116,8 @@ pub fn boot(runs: usize) -> Result<()> {
 }
 
 /// The PIT countdowns that calibrate the TSC and the LAPIC timer at boot (five rounds of
-/// 2 ms, when none is measured again: `kernel/src/time.rs`, `calibrate`), in ms.
+/// 2 ms: under `-icount` none is disturbed, so none is measured again;
+/// `kernel/src/time.rs`, `calibrate`), in ms.
 const PIT_CALIBRATION_MS: f64 = 10.0;
 
 /// What the boot rows say about starting cores, computed from the kernel-entry medians.

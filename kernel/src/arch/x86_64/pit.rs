@@ -36,14 +36,16 @@ const ROUNDS: usize = 5;
 /// Rounds measured at most: a disturbed round is measured again.
 const TRIES: usize = 3 * ROUNDS;
 
-/// Measure over `ms` milliseconds (at most 50) per round: the median of the undisturbed
-/// rounds (up to [`ROUNDS`] of them, from at most [`TRIES`]), or, if every round was
-/// disturbed, the least uncertain one.
+/// Measure over `ms` milliseconds (at most 50) per round: the median (the upper middle of
+/// an even count) of the undisturbed rounds, up to [`ROUNDS`] of them from at most
+/// [`TRIES`] rounds, or, if every round was disturbed, the least uncertain one.
 ///
 /// A round is disturbed when the host paused the vCPU at one of its ends (seen on loaded
 /// hosts: both rates 1.3-2.6x too high, the countdown's end noticed milliseconds late; or
 /// the LAPIC rate alone 45% off, a pause between the two clocks' reads). Each round knows
-/// how uncertain its ends are (a bound on its error), so such rounds are told apart.
+/// how uncertain its ends are (a bound on its error, as far as the PIT counts exactly, as
+/// QEMU's does: a real 8254 adds up to a tick, 0.04% of 2 ms), so such rounds are told
+/// apart.
 pub fn calibrate(ms: u64) -> Outcome {
     let count = (PIT_HZ * ms.min(50) / 1000) as u16;
     let mut good = [Calibration::default(); ROUNDS];
@@ -92,7 +94,8 @@ pub fn median(rounds: &mut [Calibration]) -> Calibration {
 
 /// One round of `ms` milliseconds (at most 50) against the PIT, the TSC alone (the LAPIC
 /// timer, each core's tick by then, is left alone): the TSC's rate, the span in TSC
-/// ticks and how uncertain its ends are (as [`calibrate`] judges a round).
+/// ticks and how uncertain its ends are (as [`calibrate`] judges a round). For tests, on
+/// one core at a time.
 pub fn tsc_round(ms: u64) -> (u64, u64, u64) {
     let (c, span, uncertain) = measure((PIT_HZ * ms.min(50) / 1000) as u16, false);
     (c.tsc_hz, span, uncertain)
@@ -115,8 +118,9 @@ fn measure(count: u16, with_lapic: bool) -> (Calibration, u64, u64) {
         (t, a, u - t)
     };
     // SAFETY: port 0x61 gates PIT channel 2 (speaker output off); 0x43/0x42 program channel
-    // 2 in mode 0 with a 16-bit binary count, which starts at the second byte. The PIT is
-    // not used by anything else.
+    // 2 in mode 0 with a 16-bit binary count, which starts at the second byte. Nothing else
+    // uses the PIT: the boot core's calibration, and later `tsc_round` from the tests, one
+    // core at a time (two rounds at once would restart each other's countdown).
     let (before, t0, a0, s0, running, t1, a1, s1) = unsafe {
         let gate = inb(0x61);
         outb(0x61, (gate & !0x02) | 0x01);
@@ -145,10 +149,20 @@ fn measure(count: u16, with_lapic: bool) -> (Calibration, u64, u64) {
         (before, t0, a0, s0, running, t1, a1, s1)
     };
     let elapsed_ns = u64::from(count) * 1_000_000_000 / PIT_HZ;
-    let c = Calibration {
-        tsc_hz: (t1 - t0) * 1_000_000_000 / elapsed_ns,
-        lapic_hz_div16: u64::from(a0.wrapping_sub(a1)) * 1_000_000_000 / elapsed_ns,
+    // In u128: a vCPU stalled for seconds must give a wrong rate (judged by `uncertain`),
+    // not an overflow.
+    let rate = |ticks: u64| {
+        (u128::from(ticks) * 1_000_000_000 / u128::from(elapsed_ns)).min(u128::from(u64::MAX))
+            as u64
     };
-    let uncertain = (t0 - before) + s0 + (t1 - running) + s1;
+    let c = Calibration {
+        tsc_hz: rate(t1.wrapping_sub(t0)),
+        lapic_hz_div16: rate(u64::from(a0.wrapping_sub(a1))),
+    };
+    let uncertain = t0
+        .wrapping_sub(before)
+        .saturating_add(s0)
+        .saturating_add(t1.wrapping_sub(running))
+        .saturating_add(s1);
     (c, t1 - t0, uncertain)
 }
