@@ -798,8 +798,10 @@ pub fn end_local(pid: Pid, descendants_only: bool) -> Result<(), Error> {
         }
         if s.current_process() == Some(pid.serial()) {
             if !crate::structure::serves_running_thread() {
-                // Big-lock mode, working for its core: it runs in user mode on that CPU.
-                // It ends itself on its next way back to user mode (an IPI follows).
+                // Big-lock mode, working for its core: it runs on that CPU, in user mode or
+                // in a system call waiting for the lock. It ends itself on its next way
+                // back to user mode (an IPI follows), or where it would block first
+                // (`sched::block`).
                 if let Some(t) = s.current_thread() {
                     s.request_kill(t);
                 }

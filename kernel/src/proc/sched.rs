@@ -339,7 +339,8 @@ impl Sched {
     }
 
     /// The running thread's process was killed by another CPU acting for this core
-    /// (big-lock mode): it ends itself on its way back to user mode.
+    /// (big-lock mode): it ends itself on its way back to user mode, or where it would
+    /// block first (`block`: it may be inside a system call, waiting for the lock).
     pub fn request_kill(&mut self, id: u32) {
         if let Some(t) = self.threads.get_mut(&id) {
             t.kill_requested = true;
@@ -602,8 +603,8 @@ impl Sched {
                 self.current_process = Some(t.process).filter(|&p| p != KERNEL_THREAD);
                 t.state = ThreadState::Running;
                 t.fresh = false;
-                if t.stop_requested {
-                    // It stops on its way back to user mode.
+                if t.stop_requested || t.kill_requested {
+                    // It stops (or ends) on its way back to user mode.
                     percore::this()
                         .sched_attention
                         .store(true, Ordering::Relaxed);
@@ -746,6 +747,22 @@ pub fn sleep_ns(ns: u64) {
 /// Block the running thread for `why` until something wakes it (at the latest when the
 /// deadline `why` carries passes: it is armed on this core's timer).
 pub fn block(why: Block) {
+    // A kill asked while this thread was on its way into the kernel (big-lock mode: another
+    // CPU acting for this core found it running and could only mark it, `request_kill`) is
+    // carried out here. Blocked, the thread would not reach its way back to user mode, where
+    // the mark is looked at, until something woke it: a killed `kv` server slept on in
+    // `RECV`, still serving its name, and the next request to it was answered `Gone`.
+    // Ending here is what a kill does to a thread found blocked (`end_process`).
+    if with(|s| {
+        s.current
+            .and_then(|c| s.threads.get(&c))
+            .is_some_and(|t| t.kill_requested)
+    }) {
+        crate::proc::exit_current(abi::WaitStatus {
+            how: abi::ENDED_KILLED,
+            ..abi::WaitStatus::default()
+        });
+    }
     arm_for(why);
     switch_away(Some(ThreadState::Blocked(why)), false);
 }

@@ -530,6 +530,9 @@ ktest! {
                     polls > round * 3 || ended(new)
                 });
                 end_kv(new);
+                // The kill itself first (a regression: in big-lock mode a kill that found the
+                // server entering RECV was lost until a request woke it, answered `Gone`).
+                kassert!(ended(new), "round {round}: {new} still runs after its kill");
                 crate::proc::sched::run_until(300_000_000_000, || {
                     kv_info().is_some_and(|f| {
                         f.state == abi::fnid::FN_DOWN

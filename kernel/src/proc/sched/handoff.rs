@@ -163,8 +163,8 @@ impl Sched {
         let n = unsafe { &mut *n };
         n.state = ThreadState::Running;
         n.fresh = false;
-        if n.stop_requested {
-            // It stops on its way back to user mode.
+        if n.stop_requested || n.kill_requested {
+            // It stops (or ends) on its way back to user mode.
             percore::this()
                 .sched_attention
                 .store(true, Ordering::Relaxed);
