@@ -89,7 +89,8 @@ pub struct Thread {
     pub slice_ticks: u32,
     /// Stop instead of becoming ready when what it waits for happens.
     stop_requested: bool,
-    /// End its process on the way back to user mode (killed while running elsewhere).
+    /// End its process on the way back to user mode, or where it would block or end
+    /// alone first (killed while running elsewhere: big-lock mode).
     kill_requested: bool,
     /// It has never run (its arguments may still be replaced).
     pub fresh: bool,
@@ -348,6 +349,13 @@ impl Sched {
                 .sched_attention
                 .store(true, Ordering::Relaxed);
         }
+    }
+
+    /// Was the running thread's process killed while it ran (`request_kill`)?
+    pub fn kill_requested(&self) -> bool {
+        self.current
+            .and_then(|c| self.threads.get(&c))
+            .is_some_and(|t| t.kill_requested)
     }
 
     /// Forget a stop asked for a running or blocked thread (a migration gave up).
@@ -752,12 +760,10 @@ pub fn block(why: Block) {
     // carried out here. Blocked, the thread would not reach its way back to user mode, where
     // the mark is looked at, until something woke it: a killed `kv` server slept on in
     // `RECV`, still serving its name, and the next request to it was answered `Gone`.
-    // Ending here is what a kill does to a thread found blocked (`end_process`).
-    if with(|s| {
-        s.current
-            .and_then(|c| s.threads.get(&c))
-            .is_some_and(|t| t.kill_requested)
-    }) {
+    // Ending here is what a kill does to a thread found blocked (`end_process`). Only
+    // big-lock mode marks threads so: the per-core kernel pays nothing.
+    debug_assert!(crate::structure::serves_running_thread());
+    if crate::structure::biglock() && with(|s| s.kill_requested()) {
         crate::proc::exit_current(abi::WaitStatus {
             how: abi::ENDED_KILLED,
             ..abi::WaitStatus::default()

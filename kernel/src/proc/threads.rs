@@ -55,14 +55,30 @@ pub fn create(entry: u64, stack_top: u64, arg: u64) -> Result<u64, Error> {
     })
 }
 
+/// What a THREAD_EXIT ends.
+enum Ends {
+    /// The thread; others of its process run on.
+    Thread,
+    /// Its process: it was the last thread.
+    Process,
+    /// Its process, killed while the thread ran (`Sched::request_kill`).
+    Killed,
+}
+
 /// THREAD_EXIT: the running thread ends with `value`; the last one ends its process.
 pub fn exit(value: u64) -> ! {
-    let last = sched::with(|s| {
+    let ends = sched::with(|s| {
+        if s.kill_requested() {
+            // Its process was killed while it ran (big-lock mode marks the running thread
+            // only): ending this thread alone would take the mark with it, and the process
+            // would run on.
+            return Some(Ends::Killed);
+        }
         let me = s.current_thread()?;
         let serial = s.current_process()?;
         let p = s.processes.get_mut(&serial)?;
         if p.threads.len() <= 1 {
-            return Some(true);
+            return Some(Ends::Process);
         }
         p.threads.retain(|&t| t != me);
         if p.exited.len() >= MAX_EXITED {
@@ -78,14 +94,19 @@ pub fn exit(value: u64) -> ! {
                 s.wake(t);
             }
         }
-        Some(false)
+        Some(Ends::Thread)
     });
-    if last != Some(false) {
-        super::exit_current(WaitStatus {
+    match ends {
+        Some(Ends::Thread) => {}
+        Some(Ends::Killed) => super::exit_current(WaitStatus {
+            how: abi::ENDED_KILLED,
+            ..WaitStatus::default()
+        }),
+        Some(Ends::Process) | None => super::exit_current(WaitStatus {
             how: abi::ENDED_EXIT,
             code: value,
             ..WaitStatus::default()
-        });
+        }),
     }
     sched::exit_current()
 }
