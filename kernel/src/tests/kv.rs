@@ -68,10 +68,13 @@ fn reaped_here(pid: u64) -> u64 {
 }
 
 /// End `kv` wherever it runs (another core's: killed at whatever it is doing, by that
-/// core's RPCC agent) and collect it (60 s only catches a hang).
-pub(super) fn end_kv(pid: Pid) {
+/// core's RPCC agent, or in big-lock mode by this CPU acting for it, which may leave a
+/// running server to end itself) and collect it. True once it has ended; false if it had
+/// not within 60 s (a hang guard: a kill that was lost).
+pub(super) fn end_kv(pid: Pid) -> bool {
     if pid.core() == percore::current_core() {
-        return end_and_reap(pid);
+        end_and_reap(pid);
+        return proc::has_ended(pid);
     }
     let _ = rpcc::call(
         pid.core(),
@@ -85,11 +88,14 @@ pub(super) fn end_kv(pid: Pid) {
         taken = taken || super::rpcc::on(pid.core(), reaped_here, pid.0) == Ok(1);
         taken
     });
+    taken
 }
 
 /// `kvcli ARGS` must exit 0; ends `kv` if it does not.
 pub(super) fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
-    run_program("kvcli", args, 600).inspect_err(|_| end_kv(kv))
+    run_program("kvcli", args, 600).inspect_err(|_| {
+        end_kv(kv);
+    })
 }
 
 /// The state ICA the first server (`kv_pid`) opened on its core, if it is still there.

@@ -132,7 +132,9 @@ fn benched_replacements(here: usize, other: usize) -> crate::ktest::TestResult {
     let first = start_kv_on(here, &[&size])?;
     kvcli(first, &["put", "alpha", "one"])?;
     let base = served();
-    let h = hammer("300").inspect_err(|_| end_kv(first))?;
+    let h = hammer("300").inspect_err(|_| {
+        end_kv(first);
+    })?;
     crate::proc::sched::run_until(300_000_000_000, || {
         served() >= base + 100 || proc::has_ended(h)
     });
@@ -529,10 +531,9 @@ ktest! {
                     polls += 1;
                     polls > round * 3 || ended(new)
                 });
-                end_kv(new);
                 // The kill itself first (a regression: in big-lock mode a kill that found the
                 // server entering RECV was lost until a request woke it, answered `Gone`).
-                kassert!(ended(new), "round {round}: {new} still runs after its kill");
+                kassert!(end_kv(new), "round {round}: {new} not ended 60 s after its kill");
                 crate::proc::sched::run_until(300_000_000_000, || {
                     kv_info().is_some_and(|f| {
                         f.state == abi::fnid::FN_DOWN

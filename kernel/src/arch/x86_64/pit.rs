@@ -1,10 +1,11 @@
 //! Calibration of the TSC and the LAPIC timer against the 8254 PIT, the one clock whose
 //! rate (1.193182 MHz) every PC defines.
 //!
-//! Channel 2 counts down once in mode 0 while we read the TSC and the LAPIC countdown at
-//! both ends. Under QEMU's `-icount` the PIT follows virtual time, so the result is exact
-//! and repeatable; under plain TCG it is as good as the host's timing, which is why it is
-//! the median of several rounds.
+//! In each round channel 2 counts down once in mode 0 while we read the TSC and the LAPIC
+//! countdown at both ends (the TSC alone in [`tsc_round`], for tests). Under QEMU's
+//! `-icount` the PIT follows virtual time, so the result is exact and repeatable; under
+//! plain TCG it is as good as the host's timing, which is why rounds bound their own error
+//! and the calibration is the median of several.
 
 use super::apic;
 use super::cpu::{inb, outb, rdtsc};
