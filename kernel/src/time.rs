@@ -64,7 +64,7 @@ pub fn calibrate() -> pit::Outcome {
     let outcome = pit::calibrate(2);
     let c = outcome.rates;
     let ppm = if outcome.undisturbed > 0 {
-        5_000
+        pit::UNDISTURBED_PPM
     } else {
         outcome.best_ppm
     };

@@ -136,12 +136,11 @@ ktest! {
         let mut best = (0u64, u64::MAX);
         for _ in 0..20 {
             let (hz, span, uncertain) = pit::tsc_round(2);
-            let ppm = (u128::from(uncertain) * 1_000_000 / u128::from(span.max(1)))
-                .min(u128::from(u64::MAX)) as u64;
+            let ppm = pit::ppm(uncertain, span);
             if ppm < best.1 {
                 best = (hz, ppm);
             }
-            if ppm <= 5_000 {
+            if ppm <= pit::UNDISTURBED_PPM {
                 break;
             }
         }

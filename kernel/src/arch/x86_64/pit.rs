@@ -31,6 +31,9 @@ pub struct Outcome {
     pub best_ppm: u64,
 }
 
+/// A round known to this (millionths of its span) is undisturbed.
+pub const UNDISTURBED_PPM: u64 = 5_000;
+
 /// Undisturbed rounds wanted; the calibration is their median.
 const ROUNDS: usize = 5;
 
@@ -56,14 +59,13 @@ pub fn calibrate(ms: u64) -> Outcome {
     while measured < TRIES && n_good < ROUNDS {
         let (c, span, uncertain) = measure(count, true);
         measured += 1;
-        let ppm = (u128::from(uncertain) * 1_000_000 / u128::from(span.max(1)))
-            .min(u128::from(u64::MAX)) as u64;
+        let ppm = ppm(uncertain, span);
         if ppm < best_ppm {
             (best, best_ppm) = (c, ppm);
         }
         // Undisturbed: the ends known to 0.5% of the span (10 us of 2 ms; the look at the
         // countdown takes a few microseconds emulated, a pause that matters milliseconds).
-        if ppm <= 5_000 {
+        if ppm <= UNDISTURBED_PPM {
             good[n_good] = c;
             n_good += 1;
         }
@@ -79,6 +81,11 @@ pub fn calibrate(ms: u64) -> Outcome {
         measured,
         best_ppm,
     }
+}
+
+/// A round's uncertainty `uncertain` in millionths of its `span` (both TSC ticks).
+pub fn ppm(uncertain: u64, span: u64) -> u64 {
+    (u128::from(uncertain) * 1_000_000 / u128::from(span.max(1))).min(u128::from(u64::MAX)) as u64
 }
 
 /// The median of each rate over `rounds` (not empty), measured apart.
