@@ -163,8 +163,10 @@ impl Sched {
         let n = unsafe { &mut *n };
         n.state = ThreadState::Running;
         n.fresh = false;
-        if n.stop_requested || n.kill_requested {
-            // It stops (or ends) on its way back to user mode.
+        // (A kill mark never reaches here: `next` is blocked, and a marked thread ends
+        // where it would block, `sched::block`.)
+        if n.stop_requested {
+            // It stops on its way back to user mode.
             percore::this()
                 .sched_attention
                 .store(true, Ordering::Relaxed);
