@@ -5,7 +5,7 @@
 //! A core is always in exactly one [`Mode`]. At every transition ([`enter`]) it reads the
 //! TSC once, adds the time since the last transition to its total for the mode it leaves,
 //! and to an accumulator for the process that is running; the scheduler moves that
-//! accumulator into the process's record at each context switch ([`take_process_share`]).
+//! accumulator into the process's record at each context switch ([`move_process_share`]).
 //! The transitions are: trap and system-call entry and exit (`arch::x86_64::trap`), the
 //! first entry of a thread to user mode, halting in the idle loop, and the spin for the big
 //! lock (`biglock`). Totals are in TSC ticks, converted to nanoseconds when reported.
@@ -110,16 +110,33 @@ pub fn current() -> Mode {
     Mode::from_index(percore::this().modes.current.load(Ordering::Relaxed))
 }
 
-/// The time per mode (ticks) since the last call, for the process that ran meanwhile.
-pub fn take_process_share() -> [u64; MODE_COUNT] {
+/// Move the time per mode (ticks) since the last call, brought up to `now` (a TSC read of
+/// the caller's), into `into`, the record of the process that ran meanwhile (`None`: no
+/// process ran, and the share is dropped). One pass, no copy: a context switch pays this.
+#[inline(always)]
+pub fn move_process_share(now: u64, into: Option<&mut [u64; MODE_COUNT]>) {
     let m = &percore::this().modes;
-    // Bring the current mode's time up to now first.
-    enter(current());
-    core::array::from_fn(|i| {
-        let v = m.process[i].load(Ordering::Relaxed);
-        m.process[i].store(0, Ordering::Relaxed);
-        v
-    })
+    // Bring the current mode's time up to `now`; the core stays in that mode.
+    let left = m.current.load(Ordering::Relaxed) & (SLOTS - 1);
+    let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
+    m.since.store(now, Ordering::Relaxed);
+    let t = &m.total[left];
+    t.store(t.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+    let p = &m.process[left];
+    p.store(p.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+    match into {
+        Some(into) => {
+            for (total, share) in into.iter_mut().zip(&m.process) {
+                *total += share.load(Ordering::Relaxed);
+                share.store(0, Ordering::Relaxed);
+            }
+        }
+        None => {
+            for share in &m.process[..MODE_COUNT] {
+                share.store(0, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// `MODES` record of `core` (nanoseconds; the current mode's running time included when

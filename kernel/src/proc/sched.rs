@@ -22,10 +22,10 @@ use crate::percore::{self, CoreCell};
 use crate::time;
 use abi::res::UserId;
 use abi::Priority;
-use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
+use idtable::IdTable;
 
 mod handoff;
 pub use handoff::{perform_direct, switch_to, Direct, NextRuns};
@@ -119,10 +119,10 @@ impl Thread {
 
 /// One core's scheduler state.
 pub struct Sched {
-    pub processes: BTreeMap<u32, Process>,
+    pub processes: IdTable<Process>,
     /// Children that left this core, kept until their parents' cores heard where to.
     pub(super) forwards: Vec<super::family::Forward>,
-    threads: BTreeMap<u32, Box<Thread>>,
+    threads: IdTable<Thread>,
     ready: [VecDeque<u32>; Priority::LEVELS],
     current: Option<u32>,
     /// The running thread's process serial (`None` for idle and kernel threads), kept with
@@ -156,9 +156,9 @@ pub const BACKGROUND_AGING_TICKS: u32 = 10;
 impl Sched {
     pub const fn new() -> Self {
         Sched {
-            processes: BTreeMap::new(),
+            processes: IdTable::new(),
             forwards: Vec::new(),
-            threads: BTreeMap::new(),
+            threads: IdTable::new(),
             ready: [const { VecDeque::new() }; Priority::LEVELS],
             current: None,
             current_process: None,
@@ -212,7 +212,7 @@ impl Sched {
     /// The running thread, to change (`None` in the idle context).
     pub fn running_thread_mut(&mut self) -> Option<&mut Thread> {
         let id = self.current?;
-        self.threads.get_mut(&id).map(|t| &mut **t)
+        self.threads.get_mut(&id)
     }
 
     /// Create a kernel thread that runs `entry(arg)` at `priority`, ready to run.
@@ -256,7 +256,7 @@ impl Sched {
             rsp,
             kstack,
         };
-        self.threads.insert(id, Box::new(t));
+        self.threads.insert(id, t);
         if start {
             self.ready[priority as usize].push_back(id);
             self.note_wakeup(priority);
@@ -270,7 +270,7 @@ impl Sched {
     }
 
     pub fn thread(&self, id: u32) -> Option<&Thread> {
-        self.threads.get(&id).map(|b| &**b)
+        self.threads.get(&id)
     }
 
     /// Create a thread of process `process` that enters user mode with `frame`.
@@ -503,18 +503,32 @@ impl Sched {
 
     /// Account the running thread's CPU time up to now.
     fn account(&mut self) {
+        self.charge_running();
+    }
+
+    /// Charge the running process (if any) its CPU time and its time per mode up to now,
+    /// and return it: a switch's accounting, and a handoff's lookup of the running process
+    /// in the same step (`charged_current`).
+    #[inline(always)]
+    pub(super) fn charge_running(&mut self) -> Option<&mut Process> {
         let now = cpu::rdtsc();
-        let modes = crate::modes::take_process_share();
-        if let Some(proc_serial) = self.current_process() {
-            let ns = time::tsc_to_ns(now - self.ran_since);
-            if let Some(p) = self.processes.get_mut(&proc_serial) {
-                p.cpu_ns += ns;
-                for (total, t) in p.mode_ticks.iter_mut().zip(modes) {
-                    *total += t;
-                }
+        let ran = now - self.ran_since;
+        self.ran_since = now;
+        let p = match self.current_process {
+            Some(serial) => self.processes.get_mut(&serial),
+            None => None,
+        };
+        match p {
+            Some(p) => {
+                p.cpu_ns += time::tsc_to_ns(ran);
+                crate::modes::move_process_share(now, Some(&mut p.mode_ticks));
+                Some(p)
+            }
+            None => {
+                crate::modes::move_process_share(now, None);
+                None
             }
         }
-        self.ran_since = now;
     }
 }
 

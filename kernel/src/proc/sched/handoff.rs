@@ -102,17 +102,7 @@ impl Sched {
     /// switch charges from here.
     #[inline]
     pub fn charged_current(&mut self) -> Option<&mut Process> {
-        let serial = self.current_process?;
-        let now = crate::arch::x86_64::cpu::rdtsc();
-        let modes = crate::modes::take_process_share();
-        let ns = crate::time::tsc_to_ns(now - self.ran_since);
-        self.ran_since = now;
-        let p = self.processes.get_mut(&serial)?;
-        p.cpu_ns += ns;
-        for (total, t) in p.mode_ticks.iter_mut().zip(modes) {
-            *total += t;
-        }
-        Some(p)
+        self.charge_running()
     }
 
     /// The register calls' direct switch: `next`, a thread of process `runs` blocked in IPC
@@ -154,7 +144,7 @@ impl Sched {
             return None;
         }
         let next_priority = n.priority;
-        let n: *mut Thread = &mut **n;
+        let n: *mut Thread = n;
         let save = self.block_running(me, next_priority, why)?;
         #[allow(unsafe_code)]
         // SAFETY: `n` points into `next`'s box in `self.threads`, which stays put: nothing
