@@ -86,8 +86,21 @@ impl ResType {
         ResType::ALL.into_iter().find(|t| t.name() == s)
     }
 
+    /// The type numbered `v` (a match, not a search of [`ResType::ALL`]: the rendezvous fast
+    /// path asks this on every call).
+    #[inline]
     pub fn from_u8(v: u8) -> Option<ResType> {
-        ResType::ALL.into_iter().find(|t| *t as u8 == v)
+        Some(match v {
+            1 => ResType::VRegion,
+            2 => ResType::VSpace,
+            3 => ResType::Process,
+            4 => ResType::Compute,
+            5 => ResType::Endpoint,
+            6 => ResType::Sem,
+            7 => ResType::Device,
+            8 => ResType::Pipe,
+            _ => return None,
+        })
     }
 }
 

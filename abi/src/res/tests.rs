@@ -147,3 +147,14 @@ fn rights_text() {
         assert_eq!(Rights::parse(bad), None, "{bad}");
     }
 }
+
+#[test]
+fn every_type_number_maps_back_to_its_type_and_no_other_number_does() {
+    for t in ResType::ALL {
+        assert_eq!(ResType::from_u8(t as u8), Some(t));
+    }
+    let numbered: usize = (0..=u8::MAX)
+        .filter(|v| ResType::from_u8(*v).is_some())
+        .count();
+    assert_eq!(numbered, ResType::ALL.len());
+}
