@@ -128,9 +128,11 @@ impl<V> Default for Slots<V> {
 }
 
 impl<V> Slots<V> {
+    #[inline(always)]
     fn insert(&mut self, key: u64, value: V) {
         self.0.push((key, value));
     }
+    #[inline(always)]
     fn remove(&mut self, key: &u64) -> Option<V> {
         // The newest first: a rendezvous answers the request it was just given.
         if self.0.last().is_some_and(|(k, _)| k == key) {
@@ -202,6 +204,7 @@ impl ProcIpc {
 
 /// Count a request taken by a server of this core, sent by `sender` (P0's IPC count;
 /// `CoreStats::ipc_messages`, reported by `CORES`).
+#[inline]
 fn note_request(sender: Pid) {
     use core::sync::atomic::Ordering::Relaxed;
     let counts = &crate::percore::this().stats.ipc_messages;
@@ -216,22 +219,32 @@ fn note_request(sender: Pid) {
 /// other than 0 (beside an ICA's own two), or an ICA the answering server could write in
 /// (`writable_ica`): one it held read-only, lent so by its caller (`MSG_ICA_READ_ONLY`),
 /// comes back as it went.
+#[inline]
 fn note_reply(caller: Pid, msg: &Msg, writable_ica: bool) {
     use core::sync::atomic::Ordering::Relaxed;
     let counts = &crate::percore::this().stats.ipc_messages;
     counts[abi::IPC_REPLIES].fetch_add(1, Relaxed);
     if caller.core() != current_core() {
-        counts[abi::IPC_REPLIES_CROSS].fetch_add(1, Relaxed);
-        let ica = ica::carries(msg);
-        let ica_word = |i| ica && (i == abi::ipc::ICA_AT_WORD || i == abi::ipc::ICA_ID_WORD);
-        let no_words = msg
-            .words
-            .iter()
-            .enumerate()
-            .all(|(i, &w)| w == 0 || ica_word(i));
-        if !writable_ica && no_words {
-            counts[abi::IPC_REPLIES_CROSS_BARE].fetch_add(1, Relaxed);
-        }
+        note_reply_cross(msg, writable_ica);
+    }
+}
+
+/// [`note_reply`] across cores: whether the answer carries reply data (P0 Table 4).
+#[cold]
+#[inline(never)]
+fn note_reply_cross(msg: &Msg, writable_ica: bool) {
+    use core::sync::atomic::Ordering::Relaxed;
+    let counts = &crate::percore::this().stats.ipc_messages;
+    counts[abi::IPC_REPLIES_CROSS].fetch_add(1, Relaxed);
+    let ica = ica::carries(msg);
+    let ica_word = |i| ica && (i == abi::ipc::ICA_AT_WORD || i == abi::ipc::ICA_ID_WORD);
+    let no_words = msg
+        .words
+        .iter()
+        .enumerate()
+        .all(|(i, &w)| w == 0 || ica_word(i));
+    if !writable_ica && no_words {
+        counts[abi::IPC_REPLIES_CROSS_BARE].fetch_add(1, Relaxed);
     }
 }
 

@@ -60,6 +60,7 @@ fn set_received(f: &mut TrapFrame, r: &Received) {
 
 /// Write the result into `frame`, the marked system-call frame of a thread of this core
 /// blocked in IPC, as `Sched::handoff` returned it inside the borrow that is still held.
+#[inline(always)]
 fn write_frame(frame: *mut TrapFrame, f: impl FnOnce(&mut TrapFrame)) {
     #[allow(unsafe_code)]
     // SAFETY: `frame` is the system-call frame at the top of the kernel stack of a thread
@@ -166,23 +167,27 @@ fn call_direct(frame: &mut TrapFrame, target: ResId, msg: &Msg) -> Option<Result
             return None;
         };
         note_request(me);
-        write_frame(to, |f| {
-            f.rax = 0;
-            f.rdx = handle;
-            set_received(
-                f,
-                &Received {
-                    request: handle,
-                    sender: me,
-                    sender_thread: u64::from(thread),
-                    sender_user: u64::from(user),
-                    endpoint: target.0,
-                    kind: api::SUBMIT_CALL,
-                    msg: *msg,
-                },
-            );
-            f.error_code = HANDED;
-        });
+        write_frame(
+            to,
+            #[inline(always)]
+            |f| {
+                f.rax = 0;
+                f.rdx = handle;
+                set_received(
+                    f,
+                    &Received {
+                        request: handle,
+                        sender: me,
+                        sender_thread: u64::from(thread),
+                        sender_user: u64::from(user),
+                        endpoint: target.0,
+                        kind: api::SUBMIT_CALL,
+                        msg: *msg,
+                    },
+                );
+                f.error_code = HANDED;
+            },
+        );
         Some((ticket, direct))
     })?;
     frame.error_code = WAITS_ANSWER;
@@ -330,10 +335,13 @@ fn reply_direct(
             .processes
             .get_mut(&caller.pid.serial())
             .filter(|c| c.pid == caller.pid)
-            .and_then(|c| {
-                c.ipc.pending.remove(&caller.ticket)?;
-                Some(sched::NextRuns::of(caller.pid.serial(), c))
-            });
+            .and_then(
+                #[inline(always)]
+                |c| {
+                    c.ipc.pending.remove(&caller.ticket)?;
+                    Some(sched::NextRuns::of(caller.pid.serial(), c))
+                },
+            );
         let handed = runs
             .and_then(|runs| s.handoff(caller.thread, Block::Recv(u64::MAX), WAITS_ANSWER, runs));
         let Some((direct, to)) = handed else {
@@ -350,12 +358,16 @@ fn reply_direct(
             return None;
         };
         note_reply(caller.pid, msg, false);
-        write_frame(to, |f| {
-            f.rax = 0;
-            f.rdx = value;
-            set_msg(f, msg);
-            f.error_code = HANDED;
-        });
+        write_frame(
+            to,
+            #[inline(always)]
+            |f| {
+                f.rax = 0;
+                f.rdx = value;
+                set_msg(f, msg);
+                f.error_code = HANDED;
+            },
+        );
         Some(direct)
     });
     let Some(direct) = direct else {

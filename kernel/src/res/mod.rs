@@ -131,6 +131,7 @@ pub fn flow_priority() -> Priority {
 
 /// A context resumed inside its kernel activity: the flow acts for its user again (an
 /// agent that slept puts its requester's flow back itself: `rpcc::call`).
+#[inline]
 pub fn resume_flow(user: UserId) {
     let f = &percore::this().flow;
     f.remote.store(false, Ordering::Relaxed);
@@ -138,6 +139,7 @@ pub fn resume_flow(user: UserId) {
 }
 
 /// End the flow: what the kernel does next on its own acts as the kernel.
+#[inline]
 pub fn end_flow() {
     percore::this()
         .flow

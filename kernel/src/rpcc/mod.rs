@@ -772,11 +772,19 @@ pub fn start_polling() {
 
 /// The core is about to halt or run a thread: senders must send IPIs again. Takes a last
 /// look; returns whether anything arrived.
+#[inline]
 pub fn stop_polling() -> bool {
-    let rpcc = me();
-    if !rpcc.polling.load(Ordering::Relaxed) {
+    // Every switch asks; few find the core polling.
+    if !me().polling.load(Ordering::Relaxed) {
         return false;
     }
+    stop_polling_now()
+}
+
+#[cold]
+#[inline(never)]
+fn stop_polling_now() -> bool {
+    let rpcc = me();
     rpcc.polling.store(false, Ordering::Relaxed);
     // Pairs with the sender's fence: a message sent before it saw `polling` false is seen
     // by this last look.

@@ -69,6 +69,7 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
 
 /// Set the stack the CPU switches to on an interrupt from user mode (the running thread's
 /// kernel stack).
+#[inline]
 pub fn set_rsp0(top: u64) {
     let tss = super::core_header::this().tss();
     assert!(!tss.is_null(), "set_rsp0 before the TSS exists");

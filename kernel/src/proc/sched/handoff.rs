@@ -82,7 +82,7 @@ impl Sched {
     /// that would be unfair or wrong: a ready thread above `next_priority` (it takes the
     /// core the ordinary way), or a stop or kill pending for `me` (it must reach its way
     /// back to user mode first).
-    #[inline]
+    #[inline(always)]
     fn block_running(&mut self, me: u32, next_priority: Priority, why: Block) -> Option<*mut u64> {
         if self.ready_above(next_priority) {
             return None;
@@ -113,7 +113,7 @@ impl Sched {
     /// [`switch_to`] refuses, or if `next`'s frame is not so marked.
     ///
     /// [`charged_current`]: Self::charged_current
-    #[inline]
+    #[inline(always)]
     pub fn handoff(
         &mut self,
         next: u32,
