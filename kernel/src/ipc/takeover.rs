@@ -42,7 +42,15 @@
 //! changed meanwhile), the old server still ends and `FN_TAKEOVER` fails with the
 //! switch's error.
 //!
-//! Left open: a request resolved from a copy before the switch and still in transit to
+//! A request leaves the handing queue only while it is being sent: when the new endpoint's
+//! queue is full (`Busy`), it goes back to the queue's front for the wait before the next
+//! try, so a kill of the old server in that wait answers it `Gone` with the rest
+//! (`fnid::retiring_server_killed_while_forwarding_loses_nothing`).
+//!
+//! Left open: a kill that lands during the one RPCC round trip of a forward to another
+//! core, whose answer is an error (a full queue there), loses that request's answer (the
+//! request is not queued twice, so it cannot be put back before the answer is known). A
+//! request resolved from a copy before the switch and still in transit to
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
 //! several threads receiving at once is retired by the first that looks; the others get
@@ -313,7 +321,14 @@ enum Next {
 
 /// Send the queue on, switch the function, end the process (module docs); or, if the new
 /// server died before the switch, roll back (true: the process serves on).
+///
+/// A request is off the queue only while it is being sent: when the new endpoint's queue
+/// is full (`Busy`), it goes back to the front of the queue for the wait before the next
+/// try, so a kill of this process meanwhile answers it `Gone` with the rest ([`ended`])
+/// instead of taking it away on this thread's stack (a regression: its caller waited
+/// forever).
 fn hand_over(r: Retire) -> bool {
+    let mut busy_tries = 0;
     loop {
         let next = sched::with(|s| {
             let Some(serial) = s.current_process() else {
@@ -343,7 +358,15 @@ fn hand_over(r: Retire) -> bool {
                 roll_back(Some(i));
                 return true;
             }
-            Next::Forward(i) => forward(i, r.new),
+            Next::Forward(i) => match send_on(&i, r.new) {
+                Ok(()) => busy_tries = 0,
+                Err(Error::Busy) if busy_tries < BUSY_TRIES => {
+                    busy_tries += 1;
+                    put_back(i);
+                    wait_for_room();
+                }
+                Err(e) => give_up(i, e),
+            },
             Next::Switch => {
                 let result = crate::fnid::switch(r.fnid, r.old, r.new, r.successor);
                 if result == Err(Error::Gone) {
@@ -367,37 +390,93 @@ fn hand_over(r: Retire) -> bool {
     }
 }
 
+/// `i`, taken from the running process's handing queue, goes back to its front (the process
+/// is still handing over: only its own thread changes that).
+fn put_back(i: Incoming) {
+    let left = sched::with(|s| {
+        let p = s
+            .current_process()
+            .and_then(|serial| s.processes.get_mut(&serial));
+        match p.and_then(|p| p.ipc.takeover.as_deref_mut()) {
+            Some(State::Handing { queue, .. }) => {
+                queue.push_front(i);
+                None
+            }
+            _ => Some(i),
+        }
+    });
+    if let Some(i) = left {
+        give_up(i, Error::Gone);
+    }
+}
+
 /// Times a full queue at the new endpoint is tried again, and the wait between tries.
 const BUSY_TRIES: u32 = 1000;
 const BUSY_WAIT_NS: u64 = 20_000;
 
-/// Queue `incoming` (for the old endpoint) at endpoint `new`; if it cannot be, its caller
-/// gets the error (never silence).
-pub(super) fn forward(mut incoming: Incoming, new: ResId) {
-    incoming.endpoint = new;
-    let mut tries = 0;
-    let e = loop {
-        let r = if new.core() == crate::percore::current_core() {
-            super::enqueue(incoming.clone())
-        } else {
-            rpcc::call(new.core(), Op::Enqueue(incoming.clone())).map(drop)
-        };
-        match r {
-            Ok(()) => return,
-            Err(Error::Busy) if tries < BUSY_TRIES => {
-                tries += 1;
-                let at = crate::time::now_ns().saturating_add(BUSY_WAIT_NS);
-                sched::block(sched::Block::Ipc(at));
-            }
-            Err(e) => break e,
-        }
-    };
+/// Wait [`BUSY_WAIT_NS`] for room at a full endpoint.
+fn wait_for_room() {
+    let at = crate::time::now_ns().saturating_add(BUSY_WAIT_NS);
+    sched::block(sched::Block::Ipc(at));
+}
+
+/// Queue a copy of `incoming` (for the old endpoint) at endpoint `new`, once.
+fn send_on(incoming: &Incoming, new: ResId) -> Result<(), Error> {
+    let mut i = incoming.clone();
+    i.endpoint = new;
+    if new.core() == crate::percore::current_core() {
+        super::enqueue(i)
+    } else {
+        rpcc::call(new.core(), Op::Enqueue(i)).map(drop)
+    }
+}
+
+/// `incoming` could not be sent on: its caller gets `e` (never silence).
+fn give_up(incoming: Incoming, e: Error) {
     if let Some(ica) = incoming.ica {
         super::ica::lost(ica.region);
     }
     if let Some(caller) = incoming.caller {
         fail(None, caller, e);
     }
+}
+
+/// Queue `incoming` (for the old endpoint) at endpoint `new`, waiting out a full queue
+/// there; if it cannot be, its caller gets the error (never silence). For the restarter,
+/// a kernel thread nothing kills (a retiring server's own thread uses [`hand_over`]'s
+/// loop, which keeps the request in its queue while it waits).
+pub(super) fn forward(incoming: Incoming, new: ResId) {
+    let mut tries = 0;
+    let e = loop {
+        match send_on(&incoming, new) {
+            Ok(()) => return,
+            Err(Error::Busy) if tries < BUSY_TRIES => {
+                tries += 1;
+                wait_for_room();
+            }
+            Err(e) => break e,
+        }
+    };
+    give_up(incoming, e);
+}
+
+/// For tests: a process of this core whose own thread hands its queue over, with requests
+/// left to send, and how many are left. Asked from the idle context (no thread of this core
+/// runs), it finds that thread between two tries at a full endpoint: waiting for room, or
+/// woken and not yet running.
+pub fn handing_over_here() -> Option<(Pid, usize)> {
+    sched::with(|s| {
+        s.processes
+            .values()
+            .find_map(|p| match p.ipc.takeover.as_deref() {
+                Some(State::Handing {
+                    queue,
+                    started: true,
+                    ..
+                }) if !queue.is_empty() && p.ended.is_none() => Some((p.pid, queue.len())),
+                _ => None,
+            })
+    })
 }
 
 /// A process being retired ended (`ipc::process_ended`): the new server's `FN_TAKEOVER`

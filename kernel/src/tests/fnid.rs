@@ -15,6 +15,44 @@ use alloc::format;
 use alloc::vec::Vec;
 
 ktest! {
+    /// A retiring server killed while its thread hands its queue over to a full queue
+    /// (`fncheck retire-client`, see `user/fncheck/src/retire.rs`): every request is still
+    /// answered. A regression: the request being handed over left with the killed thread,
+    /// and its caller waited forever (the client then fails after 60 s).
+    fn retiring_server_killed_while_forwarding_loses_nothing() -> TestResult {
+        crate::res::begin_flow(abi::res::UserId::KERNEL);
+        // The hand-over may run its course without this context getting the core in
+        // between (a wait for room that ends at once): then nothing was tested, and the
+        // scenario runs again (its client still had every request answered).
+        for attempt in 1..=5 {
+            let client =
+                proc::spawn("fncheck", &["retire-client"], Priority::App, TEST_PARENT)
+                    .map_err(|e| format!("spawn fncheck retire-client: {e}"))?;
+            let mut found = None;
+            sched::run_until(120_000_000_000, || {
+                found = crate::ipc::takeover::handing_over_here();
+                found.is_some() || proc::has_ended(client)
+            });
+            if let Some((old, left)) = found {
+                log::info!("fnid: killing {old} while it hands over, {left} requests left");
+                let _ = proc::end_by_kill(old);
+            } else {
+                log::info!("fnid: attempt {attempt}: the hand-over ran its course unseen");
+            }
+            let s = super::finish(client, "fncheck retire-client", 300)?;
+            kassert!(
+                s.how == abi::ENDED_EXIT && s.code == 0,
+                "fncheck retire-client ended with {s:?} (its console lines say why)"
+            );
+            if found.is_some() {
+                return Ok(());
+            }
+        }
+        Err("the old server was never seen handing over in 5 attempts".into())
+    }
+}
+
+ktest! {
     /// `fncheck` (see its table): bad input, a server on this core with callers here and on
     /// the next core, a server on the next core that ends and is replaced, another user's
     /// attempts, `FN_STATE`'s rules, `FN_LIST`'s contents, `Limit`. A second run leaves

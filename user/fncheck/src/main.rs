@@ -13,7 +13,8 @@
 //! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
 //!
 //! Roles (the children): `fncheck caller NAME`, `fncheck server NAME`,
-//! `fncheck other NAME FNID up|down`.
+//! `fncheck other NAME FNID up|down`. And `fncheck retire-client` with its servers
+//! `retire-old` and `retire-new` (module `retire`), driven by a kernel test of its own.
 #![no_std]
 #![no_main]
 
@@ -29,6 +30,8 @@ use ulib::abi::{syscall as nr, Error, Pid, Priority};
 use ulib::ring::Ring;
 use ulib::sys::raw;
 use ulib::{fnid, ipc, println, res, sys};
+
+mod retire;
 
 ulib::main!(main);
 
@@ -67,6 +70,9 @@ fn main(args: &[&str]) -> i32 {
         Some("caller") => caller(args),
         Some("server") => server(args),
         Some("other") => other(args),
+        Some("retire-client") => retire::client(),
+        Some("retire-old") => retire::old(),
+        Some("retire-new") => retire::new(),
         other => {
             let here = sys::core().unwrap_or(0);
             let core = other.and_then(|c| c.parse().ok()).unwrap_or(here);
