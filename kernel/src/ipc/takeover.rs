@@ -47,9 +47,9 @@
 //! try, so a kill of the old server in that wait answers it `Gone` with the rest
 //! (`fnid::retiring_server_killed_while_forwarding_loses_nothing`).
 //!
-//! Left open: a kill that lands during the one RPCC round trip of a forward to another
-//! core, whose answer is an error (a full queue there), loses that request's answer (the
-//! request is not queued twice, so it cannot be put back before the answer is known). A
+//! Left open: a kill that lands during the RPCC round trip of a send to another core, whose
+//! answer is an error (a full queue there), loses that request's answer (the request is
+//! not queued twice, so it cannot be put back before the answer is known). A
 //! request resolved from a copy before the switch and still in transit to
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
@@ -279,11 +279,11 @@ fn alive(new: ResId) -> bool {
     crate::res::info(new).is_ok()
 }
 
-/// The new server died before the switch: `first` (taken to be forwarded) and the rest
-/// of the queue go back to the front of the running process's request queue, in order
+/// The new server died before the switch: the requests not yet sent go back to the front
+/// of the running process's request queue, in order
 /// (their ICAs mapped in it again; one that cannot be is answered `Gone`), and it is no
 /// longer being retired. The new server's `FN_TAKEOVER` has nobody to answer.
-fn roll_back(first: Option<Incoming>) {
+fn roll_back() {
     let failed: alloc::vec::Vec<Caller> = sched::with(|s| {
         let Some(p) = s
             .current_process()
@@ -295,7 +295,7 @@ fn roll_back(first: Option<Incoming>) {
             return alloc::vec::Vec::new();
         };
         let mut failed = alloc::vec::Vec::new();
-        for mut i in first.into_iter().chain(queue).rev() {
+        for mut i in queue.into_iter().rev() {
             if let Some(ica) = &i.ica {
                 if super::ica::land(p.vspace.as_mut(), p.pid, ica, &mut i.msg).is_err() {
                     super::ica::lost(ica.region);
@@ -314,7 +314,8 @@ fn roll_back(first: Option<Incoming>) {
 
 /// What the handing thread does next.
 enum Next {
-    Forward(Incoming),
+    /// Send the request at the front of the queue.
+    Forward,
     Switch,
     Ended,
 }
@@ -322,11 +323,12 @@ enum Next {
 /// Send the queue on, switch the function, end the process (module docs); or, if the new
 /// server died before the switch, roll back (true: the process serves on).
 ///
-/// A request is off the queue only while it is being sent: when the new endpoint's queue
-/// is full (`Busy`), it goes back to the front of the queue for the wait before the next
-/// try, so a kill of this process meanwhile answers it `Gone` with the rest ([`ended`])
-/// instead of taking it away on this thread's stack (a regression: its caller waited
-/// forever).
+/// A request is off the queue only while it is being sent: the new server's liveness is
+/// asked (an RPCC call if it is on another core) before the request is taken, and when
+/// the new endpoint's queue is full (`Busy`) the request goes back to the front of the
+/// queue for the wait before the next try, so a kill of this process in either wait
+/// answers it `Gone` with the rest ([`ended`]) instead of taking it away on this thread's
+/// stack (a regression: its caller waited forever).
 fn hand_over(r: Retire) -> bool {
     let mut busy_tries = 0;
     loop {
@@ -341,8 +343,8 @@ fn hand_over(r: Retire) -> bool {
                 queue, switched, ..
             }) = p.ipc.takeover.as_deref_mut()
             {
-                if let Some(i) = queue.pop_front() {
-                    return Next::Forward(i);
+                if !queue.is_empty() {
+                    return Next::Forward;
                 }
                 if switched.is_none() {
                     return Next::Switch;
@@ -354,24 +356,33 @@ fn hand_over(r: Retire) -> bool {
             Next::Ended
         });
         match next {
-            Next::Forward(i) if !alive(r.new) => {
-                roll_back(Some(i));
+            Next::Forward if !alive(r.new) => {
+                roll_back();
                 return true;
             }
-            Next::Forward(i) => match send_on(&i, r.new) {
-                Ok(()) => busy_tries = 0,
-                Err(Error::Busy) if busy_tries < BUSY_TRIES => {
-                    busy_tries += 1;
-                    put_back(i);
-                    wait_for_room();
+            Next::Forward => {
+                let Some(i) = take_front() else {
+                    continue;
+                };
+                match send_on(&i, r.new) {
+                    Ok(()) => busy_tries = 0,
+                    Err(Error::Busy) if busy_tries < BUSY_TRIES => {
+                        busy_tries += 1;
+                        put_back(i);
+                        wait_for_room();
+                    }
+                    Err(e) => {
+                        // Each request gets its own tries.
+                        busy_tries = 0;
+                        give_up(i, e);
+                    }
                 }
-                Err(e) => give_up(i, e),
-            },
+            }
             Next::Switch => {
                 let result = crate::fnid::switch(r.fnid, r.old, r.new, r.successor);
                 if result == Err(Error::Gone) {
                     // The new server died: the home refused to switch to its endpoint.
-                    roll_back(None);
+                    roll_back();
                     return true;
                 }
                 sched::with(|s| {
@@ -388,6 +399,17 @@ fn hand_over(r: Retire) -> bool {
             Next::Ended => sched::exit_current(),
         }
     }
+}
+
+/// The request at the front of the running process's handing queue, taken to be sent.
+fn take_front() -> Option<Incoming> {
+    sched::with(|s| {
+        let p = s.processes.get_mut(&s.current_process()?)?;
+        match p.ipc.takeover.as_deref_mut() {
+            Some(State::Handing { queue, .. }) => queue.pop_front(),
+            _ => None,
+        }
+    })
 }
 
 /// `i`, taken from the running process's handing queue, goes back to its front (the process
@@ -491,8 +513,15 @@ pub(super) fn ended(s: &mut sched::Sched, state: State) {
             ..
         } => (retire, switched.unwrap_or(Err(Error::Gone)), queue),
     };
-    for caller in left.into_iter().filter_map(|i| i.caller) {
-        fail(Some(&mut *s), caller, Error::Gone);
+    for i in left {
+        // Its ICA was unmapped from the old server when the handing over began (`begin`):
+        // attached nowhere now.
+        if let Some(ica) = &i.ica {
+            super::ica::lost(ica.region);
+        }
+        if let Some(caller) = i.caller {
+            fail(Some(&mut *s), caller, Error::Gone);
+        }
     }
     let completion = match answer {
         Ok(generation) => Completion {

@@ -25,30 +25,54 @@ ktest! {
         // between (a wait for room that ends at once): then nothing was tested, and the
         // scenario runs again (its client still had every request answered).
         for attempt in 1..=5 {
-            let client =
-                proc::spawn("fncheck", &["retire-client"], Priority::App, TEST_PARENT)
-                    .map_err(|e| format!("spawn fncheck retire-client: {e}"))?;
-            let mut found = None;
-            sched::run_until(120_000_000_000, || {
-                found = crate::ipc::takeover::handing_over_here();
-                found.is_some() || proc::has_ended(client)
-            });
-            if let Some((old, left)) = found {
-                log::info!("fnid: killing {old} while it hands over, {left} requests left");
-                let _ = proc::end_by_kill(old);
-            } else {
-                log::info!("fnid: attempt {attempt}: the hand-over ran its course unseen");
-            }
-            let s = super::finish(client, "fncheck retire-client", 300)?;
-            kassert!(
-                s.how == abi::ENDED_EXIT && s.code == 0,
-                "fncheck retire-client ended with {s:?} (its console lines say why)"
-            );
-            if found.is_some() {
-                return Ok(());
+            match retire_attempt() {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
+                    log::info!("fnid: attempt {attempt}: the hand-over ran its course unseen")
+                }
+                Err(e) => {
+                    end_retire_servers();
+                    return Err(e);
+                }
             }
         }
         Err("the old server was never seen handing over in 5 attempts".into())
+    }
+}
+
+/// One run of `fncheck retire-client`, its old server killed if seen handing over (true).
+fn retire_attempt() -> Result<bool, alloc::string::String> {
+    let client = proc::spawn("fncheck", &["retire-client"], Priority::App, TEST_PARENT)
+        .map_err(|e| format!("spawn fncheck retire-client: {e}"))?;
+    let mut found = None;
+    sched::run_until(120_000_000_000, || {
+        found = crate::ipc::takeover::handing_over_here();
+        found.is_some() || proc::has_ended(client)
+    });
+    if let Some((old, left)) = found {
+        log::info!("fnid: killing {old} while it hands over, {left} requests left");
+        let _ = proc::end_by_kill(old);
+    }
+    let s = super::finish(client, "fncheck retire-client", 300)?;
+    kassert!(
+        s.how == abi::ENDED_EXIT && s.code == 0,
+        "fncheck retire-client ended with {s:?} (its console lines say why)"
+    );
+    Ok(found.is_some())
+}
+
+/// What an ended `fncheck retire-client` may leave: its servers and their names.
+fn end_retire_servers() {
+    for name in ["fnchk.ro", "fnchk.rgo", "fnchk.rt"] {
+        let Ok(id) = fnid::lookup(name.as_bytes()) else {
+            continue;
+        };
+        if let Ok((_, pid)) = fnid::serving(id.0) {
+            if proc::end_by_kill(pid).is_ok() {
+                sched::run_until(60_000_000_000, || proc::has_ended(pid));
+            }
+        }
+        let _ = fnid::unregister(id.0);
     }
 }
 

@@ -9,7 +9,10 @@
 //! the retire notice, answers what it holds `Again`, and its thread hands the 63 over to a
 //! full queue: it waits for room between tries (20 ms a request). The kernel test kills it
 //! in such a wait. Every request must still be answered (any status): the request being
-//! handed over used to leave with the killed thread, and its caller waited forever.
+//! handed over used to leave with the killed thread, and its caller waited forever. The
+//! last request to the old server passes a vregion (an ICA): once the old server is gone
+//! it must be attached nowhere, so the client attaches it again by id (the queue the killed
+//! server was handing over used to keep its pass open forever: `Busy`).
 
 use super::{fail, msg, Check, HANG_NS};
 use alloc::format;
@@ -18,12 +21,14 @@ use ulib::abi::fnid::{FnId, RETIRE_NOTICE};
 use ulib::abi::ipc as api;
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::{Error, Priority};
-use ulib::{fnid, ipc, println, sys};
+use ulib::{fnid, ipc, println, res, sys};
 
 /// Requests queued at the old server (its process may queue 64, one is the go message).
 const AT_OLD: u64 = 63;
 /// Requests that fill the new server's queue.
 const AT_NEW: u64 = 64;
+/// Where the client maps the vregion it passes (outside the ICA window), and again after.
+const AREA_AT: u64 = 0x0000_5200_0000_0000;
 
 fn endpoint(name: &str, fn_name: &str) -> Result<(ResId, FnId), alloc::string::String> {
     let ep = ipc::open_endpoint(name, Rights(0x2f)).map_err(|e| format!("{name}: {e}"))?;
@@ -32,8 +37,12 @@ fn endpoint(name: &str, fn_name: &str) -> Result<(ResId, FnId), alloc::string::S
 }
 
 fn submit_call(id: FnId, tag: u64) -> Result<u64, alloc::string::String> {
+    submit_msg(id, tag, msg(0, tag))
+}
+
+fn submit_msg(id: FnId, tag: u64, m: api::Msg) -> Result<u64, alloc::string::String> {
     let mut sub = ipc::op(api::SUBMIT_CALL, id.0, [0; 4]);
-    sub.msg = msg(0, tag);
+    sub.msg = m;
     ipc::submit(&sub).map_err(|e| format!("submit {tag}: {e}"))
 }
 
@@ -78,11 +87,17 @@ pub fn client() -> Check {
     let here = sys::core().map_err(|e| format!("core: {e}"))?;
     let old = sys::spawn_on("fncheck", &["retire-old"], Priority::App, here)
         .map_err(|e| format!("spawn old: {e}"))?;
-    let r = drive(here);
+    let mut new = None;
+    let r = drive(here, &mut new);
+    let servers = [Some(old), new].into_iter().flatten();
+    if r.is_err() {
+        // A failure leaves nothing behind: the servers may wait for requests forever.
+        for pid in servers.clone() {
+            let _ = sys::kill(pid);
+        }
+    }
     // The servers' ends (the old one killed by the test, the new one exits), then the names.
-    let ended = [Some(old), r.as_ref().ok().copied()]
-        .into_iter()
-        .flatten()
+    let ended = servers
         .map(|pid| sys::wait(Some(pid)).map(|_| ()))
         .collect::<Result<Vec<()>, Error>>();
     for name in ["fnchk.ro", "fnchk.rgo", "fnchk.rt"] {
@@ -97,20 +112,34 @@ pub fn client() -> Check {
 }
 
 /// The client's part: the queues set up, the old server let go, every answer collected.
-/// Returns the new server's pid.
-fn drive(here: usize) -> Result<ulib::abi::Pid, alloc::string::String> {
+/// The new server's pid goes to `new` once it is started.
+fn drive(here: usize, new: &mut Option<ulib::abi::Pid>) -> Check {
     let ro = fnid::wait("fnchk.ro", HANG_NS).map_err(|e| format!("fnchk.ro: {e}"))?;
     let go = fnid::wait("fnchk.rgo", HANG_NS).map_err(|e| format!("fnchk.rgo: {e}"))?;
     let first = submit_call(ro, 9_999)?;
     super::until("the old server holds the first request", || {
         fnid::info(ro).is_ok_and(|i| i.served >= 1)
     })?;
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let vs = res::open_vspace(&format!("here/vspace/rcl{}", me.0), None, Rights::OWNER_ALL)
+        .map_err(|e| format!("vspace: {e}"))?;
+    let v = res::open_vregion(
+        &format!("here/vregion/rcl{}", me.0),
+        4096,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("vregion: {e}"))?;
+    res::attach(vs, v, AREA_AT, true).map_err(|e| format!("attach: {e}"))?;
     let mut tickets = Vec::new();
-    for tag in 0..AT_OLD {
+    for tag in 0..AT_OLD - 1 {
         tickets.push((tag, submit_call(ro, tag)?));
     }
-    let new = sys::spawn_on("fncheck", &["retire-new"], Priority::App, here)
-        .map_err(|e| format!("spawn new: {e}"))?;
+    let last = AT_OLD - 1;
+    tickets.push((last, submit_msg(ro, last, ipc::with_ica(msg(0, last), v))?));
+    *new = Some(
+        sys::spawn_on("fncheck", &["retire-new"], Priority::App, here)
+            .map_err(|e| format!("spawn new: {e}"))?,
+    );
     let rt = fnid::wait("fnchk.rt", HANG_NS).map_err(|e| format!("fnchk.rt: {e}"))?;
     for tag in 100..100 + AT_NEW {
         tickets.push((tag, submit_call(rt, tag)?));
@@ -129,6 +158,11 @@ fn drive(here: usize) -> Result<ulib::abi::Pid, alloc::string::String> {
             Err(e) => return Err(format!("request {tag} never answered ({e})")),
         }
     }
+    // Attached nowhere now: it attaches again by id.
+    res::attach(vs, v, AREA_AT, true)
+        .map_err(|e| format!("the vregion passed to the old server, attached again: {e}"))?;
+    let _ = res::close(v);
+    let _ = res::close(vs);
     let gone = statuses
         .iter()
         .filter(|&&s| s == Error::Gone as u64)
@@ -137,5 +171,5 @@ fn drive(here: usize) -> Result<ulib::abi::Pid, alloc::string::String> {
         "fncheck retire: {} requests answered, {gone} of them Gone",
         statuses.len()
     );
-    Ok(new)
+    Ok(())
 }
