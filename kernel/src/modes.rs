@@ -85,9 +85,15 @@ pub fn enter(mode: Mode) -> Mode {
 /// Charge the time since the last transition to mode slot `left`, and be in `to` from now.
 #[inline(always)]
 fn charge(m: &CoreModes, left: usize, to: Mode) {
-    let now = cpu::rdtsc();
     // Only this core writes its clock: plain loads and stores, no locked instructions.
     m.current.store(to as usize, Ordering::Relaxed);
+    charge_at(m, left, cpu::rdtsc());
+}
+
+/// The time since the last transition, up to `now` (a TSC read of the caller's), to mode
+/// slot `left`; the mode itself is the caller's to change.
+#[inline(always)]
+fn charge_at(m: &CoreModes, left: usize, now: u64) {
     let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
     m.since.store(now, Ordering::Relaxed);
     let t = &m.total[left];
@@ -118,12 +124,7 @@ pub fn move_process_share(now: u64, into: Option<&mut [u64; MODE_COUNT]>) {
     let m = &percore::this().modes;
     // Bring the current mode's time up to `now`; the core stays in that mode.
     let left = m.current.load(Ordering::Relaxed) & (SLOTS - 1);
-    let elapsed = now.wrapping_sub(m.since.load(Ordering::Relaxed));
-    m.since.store(now, Ordering::Relaxed);
-    let t = &m.total[left];
-    t.store(t.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
-    let p = &m.process[left];
-    p.store(p.load(Ordering::Relaxed) + elapsed, Ordering::Relaxed);
+    charge_at(m, left, now);
     match into {
         Some(into) => {
             for (total, share) in into.iter_mut().zip(&m.process) {
