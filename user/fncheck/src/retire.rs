@@ -10,9 +10,9 @@
 //! full queue: it waits for room between tries (20 ms a request). The kernel test kills it
 //! in such a wait. Every request must still be answered (any status): the request being
 //! handed over used to leave with the killed thread, and its caller waited forever. The
-//! last request to the old server passes a vregion (an ICA): once the old server is gone
-//! it must be attached nowhere, so the client attaches it again by id (the queue the killed
-//! server was handing over used to keep its pass open forever: `Busy`).
+//! last request to the old server passes a vregion (an ICA) marked `CLOSE_WHEN_DETACHED`:
+//! once every request is answered it must be attached nowhere, and so closed (the queue
+//! the killed server was handing over used to keep its pass open forever).
 
 use super::{fail, msg, Check, HANG_NS};
 use alloc::format;
@@ -27,7 +27,7 @@ use ulib::{fnid, ipc, println, res, sys};
 const AT_OLD: u64 = 63;
 /// Requests that fill the new server's queue.
 const AT_NEW: u64 = 64;
-/// Where the client maps the vregion it passes (outside the ICA window), and again after.
+/// Where the client maps the vregion it passes (outside the ICA window).
 const AREA_AT: u64 = 0x0000_5200_0000_0000;
 
 fn endpoint(name: &str, fn_name: &str) -> Result<(ResId, FnId), alloc::string::String> {
@@ -85,11 +85,19 @@ pub fn new() -> Check {
 /// `fncheck retire-client`: see the module docs.
 pub fn client() -> Check {
     let here = sys::core().map_err(|e| format!("core: {e}"))?;
-    let old = sys::spawn_on("fncheck", &["retire-old"], Priority::App, here)
-        .map_err(|e| format!("spawn old: {e}"))?;
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let vs = res::open_vspace(&format!("here/vspace/rcl{}", me.0), None, Rights::OWNER_ALL)
+        .map_err(|e| format!("vspace: {e}"))?;
     let mut new = None;
-    let r = drive(here, &mut new);
-    let servers = [Some(old), new].into_iter().flatten();
+    let mut old = None;
+    let r = vregion(vs, me).and_then(|v| {
+        old = Some(
+            sys::spawn_on("fncheck", &["retire-old"], Priority::App, here)
+                .map_err(|e| format!("spawn old: {e}"))?,
+        );
+        drive(here, &mut new, v)
+    });
+    let servers = [old, new].into_iter().flatten();
     if r.is_err() {
         // A failure leaves nothing behind: the servers may wait for requests forever.
         for pid in servers.clone() {
@@ -105,31 +113,42 @@ pub fn client() -> Check {
             let _ = fnid::unregister(id);
         }
     }
+    // Still here if it was never passed (a failure first): detached, it closes (marked).
+    let _ = res::detach(vs, AREA_AT);
+    let _ = res::close(vs);
     r?;
     ended.map_err(|e| format!("waiting for the servers: {e}"))?;
     println!("fncheck retire: every request answered");
     Ok(())
 }
 
+/// The vregion to pass: one page at [`AREA_AT`], closed by the kernel once attached
+/// nowhere.
+fn vregion(vs: ResId, me: ulib::abi::Pid) -> Result<ResId, alloc::string::String> {
+    let name = format!("here/vregion/rcl{}", me.0);
+    let v =
+        res::open_vregion(&name, 4096, Rights::OWNER_ALL).map_err(|e| format!("vregion: {e}"))?;
+    if let Err(e) = res::attach(vs, v, AREA_AT, true) {
+        let _ = res::close(v);
+        return Err(format!("attach: {e}"));
+    }
+    if let Err(e) = res::close_when_detached(v) {
+        let _ = res::detach(vs, AREA_AT);
+        let _ = res::close(v);
+        return Err(format!("close when detached: {e}"));
+    }
+    Ok(v)
+}
+
 /// The client's part: the queues set up, the old server let go, every answer collected.
 /// The new server's pid goes to `new` once it is started.
-fn drive(here: usize, new: &mut Option<ulib::abi::Pid>) -> Check {
+fn drive(here: usize, new: &mut Option<ulib::abi::Pid>, v: ResId) -> Check {
     let ro = fnid::wait("fnchk.ro", HANG_NS).map_err(|e| format!("fnchk.ro: {e}"))?;
     let go = fnid::wait("fnchk.rgo", HANG_NS).map_err(|e| format!("fnchk.rgo: {e}"))?;
     let first = submit_call(ro, 9_999)?;
     super::until("the old server holds the first request", || {
         fnid::info(ro).is_ok_and(|i| i.served >= 1)
     })?;
-    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let vs = res::open_vspace(&format!("here/vspace/rcl{}", me.0), None, Rights::OWNER_ALL)
-        .map_err(|e| format!("vspace: {e}"))?;
-    let v = res::open_vregion(
-        &format!("here/vregion/rcl{}", me.0),
-        4096,
-        Rights::OWNER_ALL,
-    )
-    .map_err(|e| format!("vregion: {e}"))?;
-    res::attach(vs, v, AREA_AT, true).map_err(|e| format!("attach: {e}"))?;
     let mut tickets = Vec::new();
     for tag in 0..AT_OLD - 1 {
         tickets.push((tag, submit_call(ro, tag)?));
@@ -158,11 +177,13 @@ fn drive(here: usize, new: &mut Option<ulib::abi::Pid>) -> Check {
             Err(e) => return Err(format!("request {tag} never answered ({e})")),
         }
     }
-    // Attached nowhere now: it attaches again by id.
-    res::attach(vs, v, AREA_AT, true)
-        .map_err(|e| format!("the vregion passed to the old server, attached again: {e}"))?;
-    let _ = res::close(v);
-    let _ = res::close(vs);
+    // Attached nowhere now, so closed (it was marked).
+    if let Ok(info) = res::info(v) {
+        return fail(
+            "the vregion passed to the old server, still attached somewhere",
+            info.detail,
+        );
+    }
     let gone = statuses
         .iter()
         .filter(|&&s| s == Error::Gone as u64)
