@@ -81,7 +81,19 @@ fn drive(
         after(i, out, &mut others)
     });
     drop(others);
-    r
+    // A failure says what the other machines printed last (their consoles go to logs,
+    // which the next test overwrites).
+    r.map_err(|e| {
+        let tails: String = (1..cluster.guests.len())
+            .map(|k| {
+                let log = std::fs::read_to_string(crate::machines::log_path(k)).unwrap_or_default();
+                let last: Vec<&str> = log.lines().rev().take(10).collect();
+                let lines: String = last.iter().rev().map(|l| format!("\n    | {l}")).collect();
+                format!("\nmachine {k}'s last console lines:{lines}")
+            })
+            .collect();
+        anyhow::anyhow!("{e:#}{tails}")
+    })
 }
 
 /// Two machines and `user/shell/machines.script`.
