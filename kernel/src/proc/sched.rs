@@ -503,14 +503,15 @@ impl Sched {
 
     /// Account the running thread's CPU time up to now.
     fn account(&mut self) {
-        self.charge_running();
+        self.charged_current();
     }
 
-    /// Charge the running process (if any) its CPU time and its time per mode up to now,
-    /// and return it: a switch's accounting, and a handoff's lookup of the running process
-    /// in the same step (`charged_current`).
+    /// The running process (if any), charged its CPU time and its time per mode up to now:
+    /// a switch's accounting, and a handoff's lookup of the running process in the same
+    /// step ([`handoff`](Self::handoff) then charges nothing). Charging early is harmless
+    /// if the handoff is refused: the next switch charges from here.
     #[inline(always)]
-    pub(super) fn charge_running(&mut self) -> Option<&mut Process> {
+    pub fn charged_current(&mut self) -> Option<&mut Process> {
         let now = cpu::rdtsc();
         let ran = now - self.ran_since;
         self.ran_since = now;

@@ -96,15 +96,6 @@ impl Sched {
         Some(&mut t.rsp)
     }
 
-    /// The running process, its CPU time charged up to now as a switch charges it, for a
-    /// handoff's checks and changes in the same lookup ([`handoff`](Self::handoff) then
-    /// charges nothing). Charging early is harmless if the handoff is refused: the next
-    /// switch charges from here.
-    #[inline]
-    pub fn charged_current(&mut self) -> Option<&mut Process> {
-        self.charge_running()
-    }
-
     /// The register calls' direct switch: `next`, a thread of process `runs` blocked in IPC
     /// on this core whose system-call frame is marked `mark` (its `error_code`), becomes the
     /// running thread, and the running thread (charged already: [`charged_current`]) blocks
