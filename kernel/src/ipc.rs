@@ -444,6 +444,18 @@ fn fail(s: Option<&mut sched::Sched>, caller: Caller, error: Error) {
     );
 }
 
+/// A request sent to another core (`rpcc::Op::Enqueue`) that was not queued there, whose
+/// sender's thread is gone (`rpcc::orphan`): its caller gets `Gone` and its ICA, taken
+/// from the sender, is attached nowhere.
+pub(crate) fn not_queued(incoming: Incoming) {
+    if let Some(ica) = incoming.ica {
+        ica::lost(ica.region);
+    }
+    if let Some(caller) = incoming.caller {
+        fail(None, caller, Error::Gone);
+    }
+}
+
 // ---- the caller's side ------------------------------------------------------------------------
 
 /// CALL: send `msg` to `target` (an endpoint, or a function id standing for its server's

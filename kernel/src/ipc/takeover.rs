@@ -47,10 +47,12 @@
 //! try, so a kill of the old server in that wait answers it `Gone` with the rest
 //! (`fnid::retiring_server_killed_while_forwarding_loses_nothing`).
 //!
-//! Left open: a kill that lands during the RPCC round trip of a send to another core, whose
-//! answer is an error (a full queue there), loses that request's answer (the request is
-//! not queued twice, so it cannot be put back before the answer is known). A
-//! request resolved from a copy before the switch and still in transit to
+//! A request on its way to another core is the handing thread's alone for an RPCC round
+//! trip (it is not queued twice, so it cannot be put back before the answer is known). If
+//! the process ends meanwhile (a kill), the answer finds nobody: when it says the request
+//! was not queued there, RPCC answers its caller `Gone` (`rpcc::orphan`;
+//! `fnid::retiring_server_killed_while_sending_to_another_core_loses_nothing`: before, that
+//! caller waited for ever). A request resolved from a copy before the switch and still in transit to
 //! the old core after the old process ended is answered `Gone` (every core has taken the
 //! switch by then, so only a request already in an RPCC ring can be late). A server with
 //! several threads receiving at once is retired by the first that looks; the others get
@@ -499,6 +501,34 @@ pub fn handing_over_here() -> Option<(Pid, usize)> {
                 _ => None,
             })
     })
+}
+
+/// For tests: a process of this core whose own thread hands its queue over to another
+/// core and waits for that core's answer to a request it sent there (`Op::Enqueue`).
+pub fn sending_across_here() -> Option<Pid> {
+    let candidates: alloc::vec::Vec<(Pid, u32)> = sched::with(|s| {
+        s.processes
+            .values()
+            .filter(|p| {
+                p.ended.is_none()
+                    && matches!(
+                        p.ipc.takeover.as_deref(),
+                        Some(State::Handing { started: true, .. })
+                    )
+            })
+            .flat_map(|p| p.threads.iter().map(move |&t| (p.pid, t)))
+            .filter(|&(_, t)| {
+                matches!(
+                    s.state_of(t),
+                    Some(sched::ThreadState::Blocked(sched::Block::Rpcc(_)))
+                )
+            })
+            .collect()
+    });
+    candidates
+        .into_iter()
+        .find(|&(_, t)| rpcc::sends_for(t, |op| matches!(op, Op::Enqueue(_))))
+        .map(|(pid, _)| pid)
 }
 
 /// A process being retired ended (`ipc::process_ended`): the new server's `FN_TAKEOVER`

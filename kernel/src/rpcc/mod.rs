@@ -40,6 +40,7 @@
 pub mod agent;
 pub mod fast;
 pub mod ops;
+mod orphan;
 mod table;
 
 use crate::percore::{self, current_core, CoreCell};
@@ -54,6 +55,8 @@ use alloc::vec::Vec;
 use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 pub use ops::{Op, Out};
+use orphan::drop_answer;
+pub use orphan::{forget_waiter, sends_for};
 
 /// Slots in each ring (a power of two).
 pub const RING_SLOTS: usize = 16;
@@ -543,44 +546,8 @@ pub fn notice(dst: usize, op: Op) {
     }
 }
 
-/// Thread `thread` was removed (its process was killed): nobody will collect its answers.
-/// Answers already in are freed now; the others when they arrive.
-pub fn forget_waiter(thread: u32) {
-    let mut attached = Vec::new();
-    let gone = with_state(|s| {
-        s.outstanding.forget(Waiter::Thread(thread), |o| {
-            if let Op::RegionAttach { region, .. } = o.request.op {
-                // SAFETY: the reply arrived (`done`), so the owner core is done with the
-                // record; only this core looks at it now.
-                if let Some(Ok(Out::Frames(_))) = unsafe { &*o.request.reply.get() } {
-                    attached.push(region);
-                }
-            }
-        })
-    });
-    // Attaches nobody will map (see `drop_answer`) are undone.
-    if !attached.is_empty() {
-        crate::res::note_detached(attached.into_iter());
-    }
-    me().stats.outstanding.fetch_sub(gone, Ordering::Relaxed);
-}
-
 fn is_done(tag: u64) -> bool {
     with_state(|s| s.outstanding.get(tag).is_none_or(|o| o.done))
-}
-
-/// Drop the answer to request `tag`, which nobody will collect (a notice, or a requester
-/// killed while it waited). An attach it made is undone: else the region would stay
-/// counted as attached to a process that never mapped it, and could never be closed.
-fn drop_answer(tag: u64) {
-    let attached = with_state(|s| match s.outstanding.get(tag).map(|o| &o.request.op) {
-        Some(Op::RegionAttach { region, .. }) => Some(*region),
-        _ => None,
-    });
-    let answer = take_done(tag);
-    if let (Some(region), Some(Ok(Out::Frames(_)))) = (attached, answer) {
-        crate::res::note_detached(core::iter::once(region));
-    }
 }
 
 fn take_done(tag: u64) -> Option<Result<Out, Error>> {

@@ -41,13 +41,18 @@ impl Table {
         Some(self.entries.remove(i).1)
     }
 
+    /// Whether any outstanding request satisfies `f`.
+    pub fn any(&self, f: impl Fn(&Outstanding) -> bool) -> bool {
+        self.entries.iter().any(|e| f(&e.1))
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
 
     /// Requests of `waiter` (a thread that was removed): those answered go (their number is
     /// returned; each is shown to `dropped` first), the others are left to nobody.
-    pub fn forget(&mut self, waiter: Waiter, mut dropped: impl FnMut(&Outstanding)) -> u64 {
+    pub fn forget(&mut self, waiter: Waiter, mut dropped: impl FnMut(&mut Outstanding)) -> u64 {
         let mut gone = 0;
         self.entries.retain_mut(|(_, o)| {
             if o.waiter != waiter {

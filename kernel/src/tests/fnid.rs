@@ -40,6 +40,36 @@ ktest! {
     }
 }
 
+ktest! {
+    /// The same with the new server on another core: the old server's thread sends each
+    /// request there through RPCC and is killed while it waits for the answer (`Busy`: the
+    /// new server's queue is full). Every request is still answered. A regression: the
+    /// kill ended the thread holding the request on its way, and its caller waited
+    /// forever; the thread now ends the process itself once the answer is in.
+    fn retiring_server_killed_while_sending_to_another_core_loses_nothing() -> TestResult {
+        crate::res::begin_flow(abi::res::UserId::KERNEL);
+        let Some(other) = super::rpcc::other_core() else { crate::kskip!("needs 2 cores") };
+        if crate::structure::biglock() {
+            // A core holding the lock queues the request on the other core's tables itself:
+            // no wait for an answer, nothing to be killed in.
+            crate::kskip!("big-lock mode sends to another core under the lock");
+        }
+        for attempt in 1..=5 {
+            match retire_across_attempt(other) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {
+                    log::info!("fnid: attempt {attempt}: no send to core {other} seen")
+                }
+                Err(e) => {
+                    end_retire_servers();
+                    return Err(e);
+                }
+            }
+        }
+        Err("the old server was never seen waiting for another core in 5 attempts".into())
+    }
+}
+
 /// One run of `fncheck retire-client`, its old server killed if seen handing over (true).
 fn retire_attempt() -> Result<bool, alloc::string::String> {
     let client = proc::spawn("fncheck", &["retire-client"], Priority::App, TEST_PARENT)
@@ -53,12 +83,50 @@ fn retire_attempt() -> Result<bool, alloc::string::String> {
         log::info!("fnid: killing {old} while it hands over, {left} requests left");
         let _ = proc::end_by_kill(old);
     }
+    client_passed(client)?;
+    Ok(found.is_some())
+}
+
+/// One run of `fncheck retire-client CORE`, its old server killed if seen waiting for
+/// core `other`'s answer to a request it sends there (true).
+fn retire_across_attempt(other: usize) -> Result<bool, alloc::string::String> {
+    let core = format!("{other}");
+    let client = proc::spawn(
+        "fncheck",
+        &["retire-client", core.as_str()],
+        Priority::App,
+        TEST_PARENT,
+    )
+    .map_err(|e| format!("spawn fncheck retire-client {core}: {e}"))?;
+    let mut found = None;
+    sched::run_until(120_000_000_000, || {
+        found = crate::ipc::takeover::sending_across_here();
+        found.is_some() || proc::has_ended(client)
+    });
+    if let Some(old) = found {
+        log::info!("fnid: killing {old} while it waits for core {other} to take a request");
+        // The process ends at once; the answer on its way finds nobody (`rpcc::orphan`).
+        let killed = proc::end_by_kill(old);
+        // The client ends either way (every request answered, or its hang guard): reaped
+        // before the kill's outcome is judged, so a failure leaves nothing running here.
+        client_passed(client)?;
+        kassert!(killed.is_ok(), "the kill of {old} was refused: {killed:?}");
+        kassert!(proc::has_ended(old), "{old} still alive after its kill");
+        return Ok(true);
+    }
+    client_passed(client)?;
+    Ok(false)
+}
+
+/// `fncheck retire-client` ended well: every request answered (its console lines say
+/// which was not).
+fn client_passed(client: abi::Pid) -> Result<(), alloc::string::String> {
     let s = super::finish(client, "fncheck retire-client", 300)?;
     kassert!(
         s.how == abi::ENDED_EXIT && s.code == 0,
         "fncheck retire-client ended with {s:?} (its console lines say why)"
     );
-    Ok(found.is_some())
+    Ok(())
 }
 
 /// What an ended `fncheck retire-client` may leave: its servers and their names.
@@ -68,7 +136,10 @@ fn end_retire_servers() {
             continue;
         };
         if let Ok((_, pid)) = fnid::serving(id.0) {
-            if proc::end_by_kill(pid).is_ok() {
+            // On any core (`retire-client CORE` starts the new server on another one).
+            if pid.core() != percore::current_core() {
+                let _ = proc::kill(pid);
+            } else if proc::end_by_kill(pid).is_ok() {
                 sched::run_until(60_000_000_000, || proc::has_ended(pid));
             }
         }

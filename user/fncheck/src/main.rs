@@ -13,7 +13,7 @@
 //! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
 //!
 //! Roles (the children): `fncheck caller NAME`, `fncheck server NAME`,
-//! `fncheck other NAME FNID up|down`. And `fncheck retire-client` with its servers
+//! `fncheck other NAME FNID up|down`. And `fncheck retire-client [CORE]` with its servers
 //! `retire-old` and `retire-new` (module `retire`), driven by a kernel test of its own.
 #![no_std]
 #![no_main]
@@ -70,7 +70,7 @@ fn main(args: &[&str]) -> i32 {
         Some("caller") => caller(args),
         Some("server") => server(args),
         Some("other") => other(args),
-        Some("retire-client") => retire::client(),
+        Some("retire-client") => retire::client(args.get(2).copied()),
         Some("retire-old") => retire::old(),
         Some("retire-new") => retire::new(),
         other => {

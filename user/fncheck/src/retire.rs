@@ -13,6 +13,13 @@
 //! last request to the old server passes a vregion (an ICA) marked `CLOSE_WHEN_DETACHED`:
 //! once every request is answered it must be attached nowhere, and so closed (the queue
 //! the killed server was handing over used to keep its pass open forever).
+//!
+//! `fncheck retire-client CORE` starts the new server on CORE, another core than the
+//! client's and the old server's: the old server's thread then sends each request there
+//! through RPCC and waits for the answer (`Busy`), and the kernel test
+//! `fnid::retiring_server_killed_while_sending_to_another_core_loses_nothing` kills it in
+//! that wait (a request on its way: the kill used to end the thread holding it, and its
+//! caller waited forever).
 
 use super::{fail, msg, Check, HANG_NS};
 use alloc::format;
@@ -82,9 +89,16 @@ pub fn new() -> Check {
     Ok(())
 }
 
-/// `fncheck retire-client`: see the module docs.
-pub fn client() -> Check {
+/// `fncheck retire-client [CORE]`: see the module docs; the new server on CORE (default:
+/// this core's), so that the old one hands its queue over through RPCC.
+pub fn client(core: Option<&str>) -> Check {
     let here = sys::core().map_err(|e| format!("core: {e}"))?;
+    let there = match core {
+        None => here,
+        Some(c) => c
+            .parse()
+            .map_err(|_| format!("retire-client: bad core {c}"))?,
+    };
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let vs = res::open_vspace(&format!("here/vspace/rcl{}", me.0), None, Rights::OWNER_ALL)
         .map_err(|e| format!("vspace: {e}"))?;
@@ -95,7 +109,7 @@ pub fn client() -> Check {
             sys::spawn_on("fncheck", &["retire-old"], Priority::App, here)
                 .map_err(|e| format!("spawn old: {e}"))?,
         );
-        drive(here, &mut new, v)
+        drive(there, &mut new, v)
     });
     let servers = [old, new].into_iter().flatten();
     if r.is_err() {
@@ -141,8 +155,8 @@ fn vregion(vs: ResId, me: ulib::abi::Pid) -> Result<ResId, alloc::string::String
 }
 
 /// The client's part: the queues set up, the old server let go, every answer collected.
-/// The new server's pid goes to `new` once it is started.
-fn drive(here: usize, new: &mut Option<ulib::abi::Pid>, v: ResId) -> Check {
+/// The new server (on core `there`) goes to `new` once it is started.
+fn drive(there: usize, new: &mut Option<ulib::abi::Pid>, v: ResId) -> Check {
     let ro = fnid::wait("fnchk.ro", HANG_NS).map_err(|e| format!("fnchk.ro: {e}"))?;
     let go = fnid::wait("fnchk.rgo", HANG_NS).map_err(|e| format!("fnchk.rgo: {e}"))?;
     let first = submit_call(ro, 9_999)?;
@@ -156,7 +170,7 @@ fn drive(here: usize, new: &mut Option<ulib::abi::Pid>, v: ResId) -> Check {
     let last = AT_OLD - 1;
     tickets.push((last, submit_msg(ro, last, ipc::with_ica(msg(0, last), v))?));
     *new = Some(
-        sys::spawn_on("fncheck", &["retire-new"], Priority::App, here)
+        sys::spawn_on("fncheck", &["retire-new"], Priority::App, there)
             .map_err(|e| format!("spawn new: {e}"))?,
     );
     let rt = fnid::wait("fnchk.rt", HANG_NS).map_err(|e| format!("fnchk.rt: {e}"))?;
