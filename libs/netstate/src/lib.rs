@@ -92,6 +92,9 @@ pub enum Error {
     QueueFull,
     /// More than [`DATA_MAX`] bytes.
     TooLong,
+    /// The address config holds an address no interface may have (broadcast, multicast):
+    /// smoltcp would refuse it with a panic.
+    BadAddress,
 }
 
 impl core::fmt::Display for Error {
@@ -110,6 +113,9 @@ impl core::fmt::Display for Error {
             Error::NoSocket => write!(f, "no free socket"),
             Error::QueueFull => write!(f, "queue full: dropped"),
             Error::TooLong => write!(f, "datagram longer than {DATA_MAX} bytes"),
+            Error::BadAddress => {
+                write!(f, "the address is not one host's (broadcast or multicast)")
+            }
         }
     }
 }
@@ -234,6 +240,12 @@ pub fn format(area: &mut [u8], sockets: u32, depth: u32) -> Result<Net<'_>, Erro
     Ok(Net { area, h })
 }
 
+/// Whether `addr` (network order, as [`Header::addr`]) may be one host's address: not 0,
+/// not the broadcast address, not multicast (224.0.0.0/4), as smoltcp's `is_unicast`.
+pub fn is_unicast(addr: u32) -> bool {
+    addr != 0 && addr != u32::MAX && addr >> 28 != 0xe
+}
+
 /// Open the state in `area`, checking all of it; counts one more server.
 pub fn open(area: &mut [u8]) -> Result<Net<'_>, Error> {
     if area.len() < HEADER_AREA {
@@ -254,6 +266,9 @@ pub fn open(area: &mut [u8]) -> Result<Net<'_>, Error> {
         || !(u32::from(EPHEMERAL_FIRST)..=0xffff).contains(&h.ephemeral)
     {
         return Err(Error::BadGeometry);
+    }
+    if h.addr != 0 && !is_unicast(h.addr) {
+        return Err(Error::BadAddress);
     }
     if area.len() < area_size(h.sockets, h.depth) {
         return Err(Error::TooSmall);

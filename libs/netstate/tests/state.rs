@@ -228,3 +228,21 @@ fn random_areas_never_panic() {
         }
     }
 }
+
+/// A state whose address no host may have (a corrupt area, or an earlier bug) is refused,
+/// not handed to smoltcp, which panics on it (every later `netd` would have panicked on
+/// the same state).
+#[test]
+fn broadcast_or_multicast_address_refused() {
+    for bad in [0xe000_0001u32, 0xefff_ffff, u32::MAX] {
+        let mut a = area(2, 2);
+        let mut n = format(&mut a, 2, 2).unwrap();
+        n.set_config(bad, 24, 0x0a00_0202, CONFIG_STATIC);
+        let _ = n;
+        assert_eq!(open(&mut a).err(), Some(Error::BadAddress), "{bad:#x}");
+    }
+    for good in [0x0a00_020fu32, 0xdfff_fffe, 0x7f00_0001] {
+        assert!(is_unicast(good), "{good:#x}");
+    }
+    assert!(!is_unicast(0));
+}

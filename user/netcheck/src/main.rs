@@ -23,13 +23,15 @@
 //!    counted an error, not taken as the kernel's notice.
 //!
 //! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
-//! `netd` in the same boot starts afresh). Prints `netcheck: ok (...)` and exits 0, or one
+//! `netd` in the same boot starts afresh). `netcheck badstate` checks instead that `netd`
+//! refuses an address or a state it cannot serve ([`badstate`]). Prints `netcheck: ok (...)` and exits 0, or one
 //! `netcheck: FAIL ...` line per failed check and exits 1.
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod badstate;
 mod peer;
 
 use alloc::format;
@@ -52,6 +54,9 @@ const REPLY_LIMIT_NS: u64 = 5_000_000_000;
 const ECHOES: u32 = 200;
 
 fn main(args: &[&str]) -> i32 {
+    if let [_, "badstate"] = args {
+        return bad_state();
+    }
     let cores = match args {
         [_] => None,
         [_, a, b] => match (a.parse::<usize>(), b.parse::<usize>()) {
@@ -206,8 +211,56 @@ fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), Stri
 }
 
 fn usage() -> i32 {
-    println!("netcheck: usage: netcheck [NETDCORE ECHOCORE]");
+    println!("netcheck: usage: netcheck [NETDCORE ECHOCORE] | netcheck badstate");
     2
+}
+
+/// `netcheck badstate` ([`badstate`]), then nothing left: `net.udp` withdrawn (its state
+/// forgotten), the vregions closed, `net.drv` withdrawn.
+fn bad_state() -> i32 {
+    let mut fails = Vec::new();
+    let mut made = Vec::new();
+    let r = (|| {
+        let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+        let ep = ipc::open_endpoint(&format!("here/endpoint/nc-{}", me.serial()), Rights(0x2f))
+            .map_err(|e| format!("endpoint: {e}"))?;
+        fnid::register(FN_DRV, ep).map_err(|e| format!("register {FN_DRV}: {e}"))?;
+        let mut p = Peer::new(ep)?;
+        badstate::run(&mut p, &mut fails, &mut made)
+    })();
+    if let Ok(id) = fnid::lookup(FN_UDP) {
+        // Down (its last netd ended): registered again here, only to be withdrawn.
+        let ep = sys::getpid().ok().and_then(|me| {
+            ipc::open_endpoint(
+                &format!("here/endpoint/nc-end-{}", me.serial()),
+                Rights(0x2f),
+            )
+            .ok()
+        });
+        if let Some(ep) = ep {
+            let _ = fnid::register(FN_UDP, ep);
+            let _ = fnid::unregister(id);
+            let _ = ulib::res::close(ep);
+        }
+    }
+    if let Ok(id) = fnid::lookup(FN_DRV) {
+        let _ = fnid::unregister(id);
+    }
+    for v in made {
+        let _ = ulib::res::close(v);
+    }
+    if let Err(e) = r {
+        fails.push(e);
+    }
+    if fails.is_empty() {
+        println!("netcheck: ok (bad addresses and states refused)");
+        0
+    } else {
+        for f in &fails {
+            println!("netcheck: FAIL {f}");
+        }
+        1
+    }
 }
 
 /// Start `prog` on `core` (or here).

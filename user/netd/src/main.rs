@@ -10,7 +10,9 @@
 //! ports and their owners, each port's bounded queue of received datagrams, the counters),
 //! mapped at [`STATE_AT`]: a new server of `net.udp` (a restart, or `netd takeover`) finds
 //! it there. A corrupt state is refused with a clear error (the server exits 1, the state is
-//! left for inspection).
+//! left for inspection), as is one too small for a header or whose address no host may have
+//! (broadcast, multicast: smoltcp would panic on it; such an address on the command line is
+//! a usage error).
 //!
 //! The address comes from the state (a later server keeps it), else from the command line
 //! (`netd 10.0.2.15/24 10.0.2.2`), else from DHCP (QEMU's user network answers with
@@ -69,10 +71,13 @@ struct Options {
     local: bool,
 }
 
+/// `a.b.c.d/p`: an address one host may have (not broadcast or multicast: smoltcp would
+/// panic on it) and a prefix.
 fn parse_cidr(s: &str) -> Option<(u32, u32)> {
     let (a, p) = s.split_once('/')?;
     let p: u32 = p.parse().ok().filter(|p| *p <= 32)?;
-    Some((Ipv4::parse(a)?.to_word() as u32, p))
+    let a = Ipv4::parse(a)?.to_word() as u32;
+    netstate::is_unicast(a).then_some((a, p))
 }
 
 fn main(args: &[&str]) -> i32 {
@@ -192,6 +197,13 @@ fn area(len: u64) -> &'static mut [u8] {
 
 /// Open the state found in `region` (`len` bytes, mapped): formatted if it holds zeroes.
 fn open_found(region: ResId, len: u64) -> Result<(netstate::Net<'static>, String), String> {
+    // Any vregion may have been made the state (`FN_STATE`): one too small for a header is
+    // refused here, before its first 8 bytes are looked at.
+    if len < netstate::area_size(1, 1) as u64 {
+        return Err(format!(
+            "state ICA {region} of {len} bytes is too small for a netd state"
+        ));
+    }
     let a = area(len);
     if a[..8] == [0; 8] {
         let n = netstate::format(a, SOCKETS, DEPTH).map_err(|e| format!("format: {e}"))?;
