@@ -19,7 +19,7 @@
 use crate::disk;
 use crate::qemu::Guest;
 use crate::test::Tally;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 
 /// The workload's length (the issue's figure).
 pub const OPERATIONS: usize = 1000;
@@ -209,17 +209,27 @@ fn refused(
 
 /// Boot sectors whose parts do not add up: `fsd` refuses the volume with a clear console
 /// line before the library reads it, never faults, and writes nothing (regressions: FATs
-/// whose size wrapped the sum made `fsd` mark "tail" entries over the whole disk; 0
-/// sectors per cluster made the library divide by zero).
+/// whose size wrapped the sum made `fsd` mark "tail" entries over the whole disk, and so
+/// did a volume claiming more sectors than its partition; 0 sectors per cluster made the
+/// library divide by zero).
 fn bad_boot_sectors(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()> {
     let root = crate::build::workspace_root();
     type Patch = fn(&mut [u8; 512]);
-    let cases: [(&str, Patch); 2] = [
+    let cases: [(&str, Patch); 3] = [
         ("FATs whose size wraps the sum", |b| {
             b[22..24].copy_from_slice(&0u16.to_le_bytes());
             b[36..40].copy_from_slice(&0x8000_0010u32.to_le_bytes());
         }),
         ("0 sectors per cluster", |b| b[13] = 0),
+        // Adds up, but claims 2^32 - 1 sectors, FATs of 0xffff0000 (a regression: fsd
+        // sealed "tail" FAT sectors over everything after the volume).
+        ("more sectors than its partition", |b| {
+            b[16] = 1;
+            b[19..21].copy_from_slice(&0u16.to_le_bytes());
+            b[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+            b[22..24].copy_from_slice(&0u16.to_le_bytes());
+            b[36..40].copy_from_slice(&0xffff_0000u32.to_le_bytes());
+        }),
     ];
     let steps = crate::script::load(&root.join("user/shell/nodisk.script"))?;
     for (what, patch) in cases {
@@ -306,6 +316,60 @@ fn corrupt_chains(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result
         }
     }
     Ok(())
+}
+
+/// Directories nested deeper than `fsd`'s walk at mount (32 levels), the last holding a
+/// file whose entry names cluster 1 (no cluster of the volume): a read and a write of it
+/// are refused with a console line, `fsd` serves on, and the volume stays sound (a
+/// regression found by a review: the entry was never checked, so the read gave the root
+/// directory's bytes and a write went there; on FAT32 such an entry panicked the library).
+fn deep_entry(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) {
+    let label = "[files] a bad entry 33 directories deep: refused when used, fsd serves on";
+    println!("xtask: {label}");
+    let root = crate::build::workspace_root();
+    let image = root.join("target/test-deep.img");
+    let dir = "A/".repeat(33);
+    let file = format!("{dir}DEEPBAD.DAT");
+    let checked = (|| -> Result<()> {
+        disk::make(&image)?;
+        for depth in 1..=33 {
+            disk::mkdir(&image, "A/".repeat(depth).trim_end_matches('/'))?;
+        }
+        disk::put(&image, &file, &[b'x'; 3000])?;
+        // Its entry (name and extension, 32-byte aligned) given first cluster 1.
+        let data = std::fs::read(&image)?;
+        let at = (0..data.len().saturating_sub(32))
+            .step_by(32)
+            .find(|&i| &data[i..i + 11] == b"DEEPBAD DAT")
+            .context("the entry of DEEPBAD.DAT is not in the image")?;
+        let cluster = [data[at + 26], data[at + 27]];
+        disk::poke(&image, at as u64 + 26, &1u16.to_le_bytes())?;
+        let steps = crate::script::parse(&format!(
+            "cat {file}\n# expect-error: cat {file}: unknown error\n\
+             write {file} hello\n# expect-error: unknown error\n\
+             write TOP.TXT still served\ncat TOP.TXT\n# expect: still served\n"
+        ))?;
+        let mut g = guest(2, FILE_SERVICE);
+        g.disk = Some(image.clone());
+        let lines = crate::script::run_steps(&g, "deep entry", &steps, |_| false)?;
+        if lines.iter().any(|l| l.contains("panic in fsd")) {
+            bail!("fsd panicked");
+        }
+        if !lines
+            .iter()
+            .any(|l| l.contains("DEEPBAD.DAT names no cluster of the volume: refused"))
+        {
+            bail!("no console line of fsd refusing the entry");
+        }
+        // The entry mended, the volume must be sound: nothing was written where the bad
+        // entry pointed (the root directory).
+        disk::poke(&image, at as u64 + 26, &cluster)?;
+        disk::check(&image).map(drop)
+    })();
+    match checked {
+        Ok(()) => t.pass(label),
+        Err(e) => t.fail(label, &format!("{e:#}")),
+    }
 }
 
 /// Files on a disk (issue 16), each boot with `blkdrv` and `fsd` started at boot: the shell
@@ -404,6 +468,7 @@ pub fn scripts(t: &mut Tally, guest: &dyn Fn(usize, &str) -> Guest) -> Result<()
     script(t, "a corrupt image", "nodisk.script", Some(&corrupt));
     script(t, "no disk", "nodisk.script", None);
     bad_boot_sectors(t, guest)?;
+    deep_entry(t, guest);
     // Two buffer managers on two cores, replaced and killed while a program writes and
     // reads files; bad requests to them.
     let image = root.join("target/test-bufd.img");

@@ -60,12 +60,15 @@ fn u32_at(b: &[u8], at: usize) -> u32 {
 }
 
 impl Layout {
-    /// The layout of the volume whose boot sector is `b`; `None` for anything but a
+    /// The layout of the volume whose boot sector is `b`, in `room` sectors (its
+    /// partition's length, itself cut at the disk's end); `None` for anything but a
     /// FAT16 or FAT32 volume of 512-byte sectors whose parts fit in it: a boot sector
     /// that does not add up (its FATs past the volume's end, in arithmetic that would
-    /// wrap; FATs too small for its clusters; no reserved sector) is `None` too, so that
-    /// nothing is ever read or written where it says the FATs are.
-    pub fn from_boot_sector(b: &[u8; SECTOR]) -> Option<Layout> {
+    /// wrap; FATs too small for its clusters; no reserved sector) or that claims more
+    /// sectors than `room` is `None` too, so that nothing is ever read or written where it
+    /// says the FATs are, and never past the partition (a boot sector that claimed a
+    /// volume of 2^32 sectors had `fsd` seal "FAT" sectors over the rest of the disk).
+    pub fn from_boot_sector(b: &[u8; SECTOR], room: u32) -> Option<Layout> {
         if b[510] != 0x55 || b[511] != 0xaa || u16_at(b, 11) != SECTOR as u32 {
             return None;
         }
@@ -81,6 +84,9 @@ impl Layout {
             0 => u32_at(b, 36),
             n => n,
         };
+        if total > room {
+            return None;
+        }
         if per_cluster == 0 || !per_cluster.is_power_of_two() || reserved == 0 {
             return None;
         }
@@ -290,7 +296,7 @@ mod tests {
 
     #[test]
     fn where_a_clusters_entry_lies() {
-        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        let l = Layout::from_boot_sector(&fat16_4mib(), ROOM).unwrap();
         // Cluster 300: FAT16 entry at byte 600, sector 1 of each FAT (+ 4 reserved).
         let at: std::vec::Vec<_> = l.entry_sectors(300).collect();
         assert_eq!(at, [(5, 88), (5 + 32, 88)]);
@@ -304,7 +310,7 @@ mod tests {
 
     #[test]
     fn chains_that_loop_or_leave_the_volume_are_found() {
-        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        let l = Layout::from_boot_sector(&fat16_4mib(), ROOM).unwrap();
         let fat = |links: &[(u32, u32)]| {
             let mut f = std::vec![0u32; l.limit() as usize];
             for &(c, n) in links {
@@ -353,7 +359,7 @@ mod tests {
 
     #[test]
     fn an_entry_in_use_is_freed_and_says_what_it_held() {
-        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        let l = Layout::from_boot_sector(&fat16_4mib(), ROOM).unwrap();
         let mut s = [0u8; SECTOR];
         s[0..2].copy_from_slice(&0x0123u16.to_le_bytes()); // a link
         s[2..4].copy_from_slice(&0xffffu16.to_le_bytes()); // an end
@@ -396,6 +402,9 @@ mod tests {
 
     /// The boot sector `mkfs.fat -F 16 -s 1` writes for 4 MiB (8,192 sectors): 4
     /// reserved, 2 FATs of 32 sectors, 512 root entries.
+    /// The sectors of [`fat16_4mib`]'s partition.
+    const ROOM: u32 = 8192;
+
     fn fat16_4mib() -> [u8; SECTOR] {
         let mut b = [0u8; SECTOR];
         b[11..13].copy_from_slice(&512u16.to_le_bytes());
@@ -412,7 +421,7 @@ mod tests {
 
     #[test]
     fn fat16_layout_and_tail() {
-        let l = Layout::from_boot_sector(&fat16_4mib()).unwrap();
+        let l = Layout::from_boot_sector(&fat16_4mib(), ROOM).unwrap();
         // 8,192 - 4 - 64 - 32 = 8,092 clusters; entries 8,094.. are past the end.
         assert_eq!(l.clusters, 8092);
         assert_eq!((l.width, l.limit()), (2, 8094));
@@ -440,13 +449,13 @@ mod tests {
 
     #[test]
     fn not_fat16_or_fat32() {
-        assert_eq!(Layout::from_boot_sector(&[0u8; SECTOR]), None);
+        assert_eq!(Layout::from_boot_sector(&[0u8; SECTOR], ROOM), None);
         let mut small = fat16_4mib();
         small[19..21].copy_from_slice(&2048u16.to_le_bytes()); // FAT12-sized
-        assert_eq!(Layout::from_boot_sector(&small), None);
+        assert_eq!(Layout::from_boot_sector(&small, ROOM), None);
         let mut bad = fat16_4mib();
         bad[22..24].copy_from_slice(&9000u16.to_le_bytes()); // FATs larger than the volume
-        assert_eq!(Layout::from_boot_sector(&bad), None);
+        assert_eq!(Layout::from_boot_sector(&bad, ROOM), None);
     }
 
     /// Boot sectors that do not add up are refused, never read as a volume whose FATs
@@ -457,24 +466,43 @@ mod tests {
         let mut wraps = fat16_4mib();
         wraps[22..24].copy_from_slice(&0u16.to_le_bytes());
         wraps[36..40].copy_from_slice(&0x8000_0010u32.to_le_bytes()); // 2 FATs: wraps to 32
-        assert_eq!(Layout::from_boot_sector(&wraps), None);
+        assert_eq!(Layout::from_boot_sector(&wraps, ROOM), None);
         let mut huge = fat16_4mib();
         huge[16] = 255;
         huge[22..24].copy_from_slice(&0u16.to_le_bytes());
         huge[36..40].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(Layout::from_boot_sector(&huge), None);
+        assert_eq!(Layout::from_boot_sector(&huge, ROOM), None);
         let mut no_cluster = fat16_4mib();
         no_cluster[13] = 0;
-        assert_eq!(Layout::from_boot_sector(&no_cluster), None);
+        assert_eq!(Layout::from_boot_sector(&no_cluster, ROOM), None);
         let mut odd_cluster = fat16_4mib();
         odd_cluster[13] = 3;
-        assert_eq!(Layout::from_boot_sector(&odd_cluster), None);
+        assert_eq!(Layout::from_boot_sector(&odd_cluster, ROOM), None);
         let mut no_reserved = fat16_4mib();
         no_reserved[14..16].copy_from_slice(&0u16.to_le_bytes());
-        assert_eq!(Layout::from_boot_sector(&no_reserved), None);
+        assert_eq!(Layout::from_boot_sector(&no_reserved, ROOM), None);
         let mut small_fat = fat16_4mib();
         small_fat[22..24].copy_from_slice(&8u16.to_le_bytes()); // 2,048 entries, 8,000 clusters
-        assert_eq!(Layout::from_boot_sector(&small_fat), None);
-        assert!(Layout::from_boot_sector(&fat16_4mib()).is_some());
+        assert_eq!(Layout::from_boot_sector(&small_fat, ROOM), None);
+        assert!(Layout::from_boot_sector(&fat16_4mib(), ROOM).is_some());
+    }
+
+    /// A boot sector claiming more sectors than its partition holds is refused, however
+    /// well its parts add up (a regression: total 2^32 - 1 and FATs of 0xffff0000 sectors
+    /// passed, and `fsd` sealed "tail" entries over every sector after the volume's).
+    #[test]
+    fn a_volume_larger_than_its_partition_is_refused() {
+        let mut lies = fat16_4mib();
+        lies[19..21].copy_from_slice(&0u16.to_le_bytes());
+        lies[32..36].copy_from_slice(&u32::MAX.to_le_bytes());
+        lies[16] = 1;
+        lies[22..24].copy_from_slice(&0u16.to_le_bytes());
+        lies[36..40].copy_from_slice(&0xffff_0000u32.to_le_bytes());
+        assert!(
+            Layout::from_boot_sector(&lies, u32::MAX).is_some(),
+            "adds up"
+        );
+        assert_eq!(Layout::from_boot_sector(&lies, ROOM), None);
+        assert_eq!(Layout::from_boot_sector(&fat16_4mib(), ROOM - 1), None);
     }
 }

@@ -71,7 +71,14 @@ pub enum Bad {
     Magic,
     Version,
     Record(usize),
+    /// The next handle is 0 or at least [`HANDLES_END`]: counting on would wrap and give a
+    /// handle that is open already.
+    Next,
 }
+
+/// Handles stay below this: a table whose next handle is not is refused ([`Bad::Next`]), so
+/// that counting on can never wrap (2^62 opens would be needed to reach it).
+pub const HANDLES_END: u64 = 1 << 62;
 
 fn word(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
@@ -85,10 +92,14 @@ pub struct Table<'a> {
 }
 
 impl<'a> Table<'a> {
-    /// A new empty table over `area` (which it overwrites); handles start at `next`.
+    /// A new empty table over `area` (which it overwrites); handles start at `next` (1 to
+    /// [`HANDLES_END`] - 1).
     pub fn format(area: &'a mut [u8], next: u64) -> Result<Table<'a>, Bad> {
         if area.len() < SIZE {
             return Err(Bad::TooSmall);
+        }
+        if next == 0 || next >= HANDLES_END {
+            return Err(Bad::Next);
         }
         area[..SIZE].fill(0);
         area[0..8].copy_from_slice(&MAGIC.to_le_bytes());
@@ -109,6 +120,9 @@ impl<'a> Table<'a> {
             return Err(Bad::Version);
         }
         let t = Table { area };
+        if t.next() == 0 || t.next() >= HANDLES_END {
+            return Err(Bad::Next);
+        }
         for i in 0..SLOTS {
             let r = t.record(i);
             let len = r[17] as usize;
@@ -261,5 +275,23 @@ mod tests {
         // Record 1's handle made the same as record 0's.
         area[HEADER + RECORD..HEADER + RECORD + 8].copy_from_slice(&h.to_le_bytes());
         assert_eq!(Table::load(&mut area).err(), Some(Bad::Record(1)));
+    }
+
+    /// A corrupt table whose next handle is near the end of the handles is refused (a
+    /// regression: `next` = 2^64 - 1 was loaded, counting on wrapped, and the third open
+    /// was given handle 1, still another client's open file).
+    #[test]
+    fn a_next_handle_that_would_wrap_is_refused() {
+        let mut area = [0u8; SIZE];
+        let mut t = Table::format(&mut area, 1).unwrap();
+        let h = t.take_handle();
+        assert!(t.put(&Open::new(h, 7, 0, 0, "A.DAT").unwrap()));
+        for next in [u64::MAX, HANDLES_END, 0] {
+            area[16..24].copy_from_slice(&next.to_le_bytes());
+            assert_eq!(Table::load(&mut area).err(), Some(Bad::Next), "{next:#x}");
+        }
+        area[16..24].copy_from_slice(&(HANDLES_END - 1).to_le_bytes());
+        assert!(Table::load(&mut area).is_ok());
+        assert_eq!(Table::format(&mut [0u8; SIZE], 0).err(), Some(Bad::Next));
     }
 }

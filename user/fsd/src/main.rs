@@ -25,6 +25,7 @@
 extern crate alloc;
 
 mod disk;
+mod mount;
 mod state;
 
 use alloc::collections::BTreeMap;
@@ -32,6 +33,7 @@ use alloc::format;
 use alloc::string::String;
 use core::fmt::Write;
 use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timestamp, VolumeIdx};
+use mount::{check_entries, check_fat, names_no_cluster, seal_fat_tail};
 use ulib::abi::fs::*;
 use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::res::{Op, Rights};
@@ -39,11 +41,6 @@ use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
 
 ulib::main!(main);
-
-/// How deep [`Server::check_entries`] walks the directory tree at mount.
-const WALK_DEPTH_MAX: usize = 32;
-/// Most directory entries [`Server::check_entries`] reads at mount.
-const WALK_ENTRIES_MAX: usize = 100_000;
 
 /// How long the server waits for a request, while files are open, before it looks for
 /// files whose owners ended ([`Server::close_orphans`]).
@@ -81,6 +78,9 @@ struct Server {
     /// The volume's FATs, to free what the library's deletes leave ([`Server::free_left`]);
     /// `None` if they could not be read at start.
     fat: Option<Fat>,
+    /// Every directory entry was checked at mount ([`check_entries`]); if not, each entry a
+    /// path names is checked as the path is followed ([`Server::at_dir`]).
+    checked_all: bool,
 }
 
 /// Where the volume starts on the disk and how its FATs lie (`libs/fattail`).
@@ -154,7 +154,7 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
         .open_raw_volume(VolumeIdx(0))
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
     // Before `fs` is offered: a volume refused leaves no function behind to fail `Gone`.
-    check_entries(&vm, vol, &fat)?;
+    let checked_all = check_entries(&vm, vol, &fat)?;
     let (table, id, inherited) = match table {
         Some((t, id)) => (t, id, false),
         None => {
@@ -179,6 +179,7 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
         state: table,
         flush,
         fat,
+        checked_all,
     };
     let reopened = s.reopen();
     println!(
@@ -207,160 +208,11 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
     }
 }
 
-/// Mark bad the FAT entries past the last cluster of the disk's first partition
-/// (`libs/fattail` says why: else the library allocates clusters beyond the volume when it
-/// is nearly full). How many it marked, and where the FATs are.
-fn seal_fat_tail(d: &disk::Disk) -> Result<(u32, Fat), String> {
-    use embedded_sdmmc::{Block, BlockDevice, BlockIdx};
-    let mut b = [Block::new()];
-    d.read(&mut b, BlockIdx(0)).map_err(|e| format!("{e}"))?;
-    let mbr = &b[0].contents;
-    if mbr[510] != 0x55 || mbr[511] != 0xaa {
-        return Err("no partition table".into());
-    }
-    let lba = u32::from_le_bytes([mbr[454], mbr[455], mbr[456], mbr[457]]);
-    d.read(&mut b, BlockIdx(lba)).map_err(|e| format!("{e}"))?;
-    let layout = fattail::Layout::from_boot_sector(&b[0].contents)
-        .ok_or("no FAT16 or FAT32 boot sector whose parts fit in the volume")?;
-    let mut marked = 0;
-    for (sector, first) in layout.tail_sectors() {
-        let at = BlockIdx(lba + sector);
-        d.read(&mut b, at).map_err(|e| format!("{e}"))?;
-        let n = fattail::seal(&layout, &mut b[0].contents, first);
-        if n > 0 {
-            d.write(&b, at).map_err(|e| format!("{e}"))?;
-            marked += n;
-        }
-    }
-    Ok((marked, Fat { lba, layout }))
-}
-
 /// Does `path` end in `.` or `..`? Such a name is a directory's own entry, never one to
 /// make: the library would make a file or directory called `.` in the root, which has no
 /// such entry.
 fn is_dot(path: &str) -> bool {
     matches!(path.rsplit('/').find(|p| !p.is_empty()), Some("." | ".."))
-}
-
-/// Most clusters whose chains are checked at mount ([`check_fat`]): 4 bytes of FAT and one
-/// of state each. A larger volume (FAT32) is served unchecked, with a console line.
-const CHECKED_CLUSTERS_MAX: u32 = 1 << 20;
-
-/// Refuse a volume whose FAT has a chain that loops or leaves the volume
-/// (`fattail::check_chains`: the library would follow it for ever). Reads the first FAT.
-fn check_fat(d: &disk::Disk, fat: &Fat) -> Result<(), String> {
-    use embedded_sdmmc::{Block, BlockDevice, BlockIdx};
-    let l = &fat.layout;
-    if l.clusters > CHECKED_CLUSTERS_MAX {
-        println!(
-            "fsd: {} clusters: the FAT's chains are not checked for loops",
-            l.clusters
-        );
-        return Ok(());
-    }
-    let needed = (u64::from(l.limit()) * u64::from(l.width)).div_ceil(512) as u32;
-    let mut bytes = alloc::vec::Vec::new();
-    bytes
-        .try_reserve(needed as usize * 512)
-        .map_err(|_| String::from("no memory to check the FAT"))?;
-    let mut b = [Block::new()];
-    for i in 0..needed.min(l.fat_sectors) {
-        d.read(&mut b, BlockIdx(fat.lba + l.fat_start + i))
-            .map_err(|e| format!("reading the FAT: {e}"))?;
-        bytes.extend_from_slice(&b[0].contents);
-    }
-    let entry = |c: u32| {
-        let at = c as usize * l.width as usize;
-        match bytes.get(at..at + l.width as usize) {
-            Some(&[a, b]) => u32::from(u16::from_le_bytes([a, b])),
-            Some(&[a, b, c, d]) => u32::from_le_bytes([a, b, c, d]),
-            _ => 0,
-        }
-    };
-    fattail::check_chains(l, entry).map_err(|f| {
-        format!(
-            "the disk holds no FAT volume this server reads: its FAT is corrupt ({})",
-            match f {
-                fattail::ChainFault::Loop(c) => format!("the chain through cluster {c} loops"),
-                fattail::ChainFault::Joined(c) => {
-                    format!("cluster {c} is in two chains (cross-linked)")
-                }
-                fattail::ChainFault::Outside(c, n) => {
-                    format!("cluster {c} links to {n:#x}, no cluster of the volume")
-                }
-            }
-        )
-    })
-}
-
-/// Refuse a volume with a directory entry whose first cluster is no cluster of the
-/// volume: the library would follow it past the FAT (or, for FAT32, panic). Walks every
-/// directory once, at mount (bounded: [`WALK_DEPTH_MAX`] levels, [`WALK_ENTRIES_MAX`]
-/// entries).
-fn check_entries(vm: &Volumes, vol: RawVolume, fat: &Option<Fat>) -> Result<(), String> {
-    use embedded_sdmmc::ClusterId;
-    let Some(fat) = fat else {
-        return Ok(());
-    };
-    let limit = fat.layout.limit();
-    let bad = |e: &embedded_sdmmc::DirEntry| {
-        e.cluster != ClusterId::EMPTY
-            && !(2..limit).contains(&fattail::bisect(|n| ClusterId::EMPTY + n <= e.cluster))
-    };
-    let mut todo: alloc::vec::Vec<(String, usize)> = alloc::vec![(String::new(), 0)];
-    let mut seen = 0usize;
-    while let Some((path, depth)) = todo.pop() {
-        // A directory the library cannot open again by its name (a short name it does not
-        // parse) is left unchecked, as is what lies past the bounds: a valid volume is
-        // never refused for its size or names (found by a review).
-        let Ok(dir) = open_path(vm, vol, &path) else {
-            println!("fsd: directory /{path} not checked (it cannot be opened by its name)");
-            continue;
-        };
-        let mut fault = None;
-        let r = vm.iterate_dir(dir, |e| {
-            seen += 1;
-            let name = format!("{}", e.name);
-            if e.attributes.is_volume() || name == "." || name == ".." {
-                return core::ops::ControlFlow::Continue(());
-            }
-            if seen > WALK_ENTRIES_MAX {
-                return core::ops::ControlFlow::Break(());
-            }
-            if bad(e) {
-                fault = Some(name);
-                return core::ops::ControlFlow::Break(());
-            }
-            if e.attributes.is_directory() && depth < WALK_DEPTH_MAX {
-                todo.push((format!("{path}/{name}"), depth + 1));
-            }
-            core::ops::ControlFlow::Continue(())
-        });
-        let _ = vm.close_dir(dir);
-        r.map_err(|e| format!("reading directory /{path}: {:?}", code(&e)))?;
-        if let Some(name) = fault {
-            return Err(format!(
-                "the disk holds no FAT volume this server reads: the entry of {path}/{name} \
-                 names no cluster of the volume"
-            ));
-        }
-        if seen > WALK_ENTRIES_MAX {
-            println!("fsd: directories past the first {WALK_ENTRIES_MAX} entries not checked");
-            return Ok(());
-        }
-    }
-    Ok(())
-}
-
-/// Open the directory at `path` (names joined by `/`, empty: the root).
-fn open_path(vm: &Volumes, vol: RawVolume, path: &str) -> Result<RawDirectory, FsError> {
-    let mut dir = vm.open_root_dir(vol)?;
-    for p in path.split('/').filter(|p| !p.is_empty()) {
-        let next = vm.open_dir(dir, p);
-        let _ = vm.close_dir(dir);
-        dir = next?;
-    }
-    Ok(dir)
 }
 
 /// What a library error means to a client.
@@ -468,13 +320,33 @@ impl Server {
         let last = parts.pop().ok_or(Error::BadName)?;
         let mut dir = self.vm.open_root_dir(self.vol).map_err(|e| code(&e))?;
         for p in parts {
-            let next = self.vm.open_dir(dir, p);
+            let next = self
+                .entry_sound(dir, p)
+                .and_then(|()| self.vm.open_dir(dir, p).map_err(|e| code(&e)));
             let _ = self.vm.close_dir(dir);
-            dir = next.map_err(|e| code(&e))?;
+            dir = next?;
         }
-        let r = f(&self.vm, dir, last).map_err(|e| code(&e));
+        let r = self
+            .entry_sound(dir, last)
+            .and_then(|()| f(&self.vm, dir, last).map_err(|e| code(&e)));
         let _ = self.vm.close_dir(dir);
         r
+    }
+
+    /// Where the mount did not check every entry ([`check_entries`]): refuse the entry of
+    /// `name` in `dir` if it names no cluster of the volume (a missing entry is the
+    /// caller's to report).
+    fn entry_sound(&self, dir: RawDirectory, name: &str) -> Result<(), Error> {
+        let Some(fat) = self.fat.as_ref().filter(|_| !self.checked_all) else {
+            return Ok(());
+        };
+        match self.vm.find_directory_entry(dir, name) {
+            Ok(e) if names_no_cluster(&e, fat) => {
+                println!("fsd: the entry of {name} names no cluster of the volume: refused");
+                Err(Error::Unknown)
+            }
+            _ => Ok(()),
+        }
     }
 
     fn open(&mut self, path: &str, mode: u64, owner: Pid) -> Result<[u64; 6], Error> {
