@@ -264,8 +264,11 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
         R_NULL => Ok(Vec::new()),
         R_SPAWN => spawn(s, h.user, p),
         R_WAIT => {
+            // At most one slice, whatever the requester asks: a worker waits that long,
+            // and four waits without end from a hostile peer held every worker (found by a
+            // review; an honest machd asks slices of `WAIT_SLICE_NS` and asks again).
             let (pid, timeout_ns) = match (word(p, 0), word(p, 1)) {
-                (Ok(pid), Ok(t)) => (Pid(pid), t),
+                (Ok(pid), Ok(t)) => (Pid(pid), t.min(WAIT_SLICE_NS)),
                 _ => return Some(Err(Error::InvalidArgument)),
             };
             // Collected already (by a slice whose answer the requester gave up on, or

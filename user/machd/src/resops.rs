@@ -174,6 +174,13 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     }
     let user = h.user;
     let id = ResId(id);
+    if matches!(op, RES_CLOSE | RES_READ | RES_WRITE | RES_CONTROL) && machd_own(id) {
+        // machd's own endpoints, semaphores and pages (`machd-*` on its core) are its
+        // bookkeeping: a program of another machine acting as the administrator, which
+        // created them, could otherwise close the link's endpoint (the machine goes deaf)
+        // or a job semaphore (every remote wait then fails), found by a review.
+        return Err(Error::Denied);
+    }
     // A pipe is never waited for here.
     let nowait = |arg: u64| match id.kind() {
         Some(ResType::Pipe) if arg == 0 || arg == PIPE_NOWAIT => Ok(PIPE_NOWAIT),
@@ -235,6 +242,17 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     };
     Ok(words(&[value]))
 }
+
+/// Is `id` one of this `machd`'s own resources (named `machd-...`, on its core)?
+fn machd_own(id: ResId) -> bool {
+    let here = ulib::sys::core().ok();
+    Some(id.core()) == here
+        && id.machine() == 0
+        && res::info(id).is_ok_and(|i| i.name().starts_with(OWN_PREFIX))
+}
+
+/// What every resource `machd` opens for itself is named with.
+pub const OWN_PREFIX: &str = "machd-";
 
 /// A control command of machine `h.from`'s program `pid`.
 fn control(

@@ -37,6 +37,8 @@
 //! - `mfcheck pipe M` (with `pread` and `phold`): resources of machine M used from another,
 //!   a pipe between the two machines among them (`pipes`); `mfcheck forgepeer M`: a
 //!   program that speaks for its machine to M (a forged heartbeat) is not heard;
+//!   `mfcheck machdres M`: M's `machd` refuses to close, write, read or V its own
+//!   resources for a program here (`own`);
 //!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of.
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
@@ -47,6 +49,7 @@ extern crate alloc;
 
 mod calls;
 mod moves;
+mod own;
 mod pipes;
 
 use alloc::format;
@@ -183,6 +186,7 @@ fn main(args: &[&str]) -> i32 {
         "call" => calls::caller(m).map(|what| format!(", {what}")),
         "pipe" => pipes::pipe(m),
         "forgepeer" => pipes::forge_peer(m),
+        "machdres" => own::machd_res(m),
         "oneway" => pipes::one_way(m),
         "moveforge" => moves::forge(m),
         "spawnlimit" => moves::spawn_limit(m),
@@ -205,7 +209,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|oneway|moveforge|spawnlimit MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|oneway|moveforge|spawnlimit MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }
