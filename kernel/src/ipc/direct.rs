@@ -32,8 +32,20 @@ use abi::Error;
 
 /// A frame's `error_code` while its thread waits in `REPLY_RECV_REGS` for a request.
 const WAITS_RECV: u64 = 0x5245_4356; // "RECV"
-/// A frame's `error_code` while its thread waits in `CALL_REGS` for the answer.
+/// A frame's `error_code` (low half) while its thread waits in `CALL_REGS` for the
+/// answer; the high half is the ticket's ([`waits_answer`]).
 const WAITS_ANSWER: u64 = 0x414e_5357; // "ANSW"
+
+/// The mark of a frame whose thread waits in `CALL_REGS` for the answer to `ticket`: a
+/// reply hands its answer only to the call it answers. A thread may wait in `CALL_REGS`
+/// while a call it submitted earlier is answered by `REPLY_RECV_REGS` (a review found that
+/// answer written into the register call's frame: the call returned another call's
+/// answer, and the earlier ticket was lost; `ipccheck regs`). The low half tells it from
+/// the other marks whatever the ticket.
+#[inline(always)]
+fn waits_answer(ticket: u64) -> u64 {
+    (ticket << 32) | WAITS_ANSWER
+}
 /// A frame's `error_code` once another thread wrote its result into it.
 const HANDED: u64 = 0x4841_4e44; // "HAND"
 
@@ -87,7 +99,7 @@ pub fn call(frame: &mut TrapFrame) -> Result<u64, Error> {
     }
     let (ticket, receiver) =
         fast::call_local(endpoint, msg, via, None).map_err(|e| crate::fnid::gone_if_via(e, via))?;
-    frame.error_code = WAITS_ANSWER;
+    frame.error_code = waits_answer(ticket);
     match receiver {
         Some(r) => super::hand_over(r, Block::Ipc(u64::MAX)),
         None => sched::block(Block::Ipc(u64::MAX)),
@@ -190,7 +202,7 @@ fn call_direct(frame: &mut TrapFrame, target: ResId, msg: &Msg) -> Option<Result
         );
         Some((ticket, direct))
     })?;
-    frame.error_code = WAITS_ANSWER;
+    frame.error_code = waits_answer(ticket);
     wait_marked(frame, direct);
     Some(answer(frame, ticket))
 }
@@ -228,7 +240,7 @@ fn answer(frame: &mut TrapFrame, ticket: u64) -> Result<u64, Error> {
             Err(Error::TimedOut) => {}
             Err(e) => return Err(e),
         }
-        frame.error_code = WAITS_ANSWER;
+        frame.error_code = waits_answer(ticket);
         sched::block(Block::Ipc(u64::MAX));
         escaped(frame);
     }
@@ -342,8 +354,14 @@ fn reply_direct(
                     Some(sched::NextRuns::of(caller.pid.serial(), c))
                 },
             );
-        let handed = runs
-            .and_then(|runs| s.handoff(caller.thread, Block::Recv(u64::MAX), WAITS_ANSWER, runs));
+        let handed = runs.and_then(|runs| {
+            s.handoff(
+                caller.thread,
+                Block::Recv(u64::MAX),
+                waits_answer(caller.ticket),
+                runs,
+            )
+        });
         let Some((direct, to)) = handed else {
             // Refused: put back what was taken.
             if runs.is_some() {

@@ -35,6 +35,7 @@
 
 extern crate alloc;
 
+mod cross;
 mod quiet;
 mod regs;
 
@@ -63,6 +64,9 @@ fn main(args: &[&str]) -> i32 {
         Some("stale") => stale(args),
         Some("rtagged") => regs::rtagged(args),
         Some("rholder") => regs::rholder(),
+        Some("xs1") => cross::s1(),
+        Some("xs2") => cross::s2(),
+        Some("xclient") => cross::client(),
         Some("regs") => {
             let here = sys::core().unwrap_or(0);
             let core = args.get(2).and_then(|c| c.parse().ok()).unwrap_or(here);

@@ -9,6 +9,7 @@
 //! | (o) | errors: a register call to no endpoint, a closed one, or a process id is the error `CALL` gives, with the message registers untouched; an unknown handle is `NoSuchResource`, and nothing is received (a queued message stays for the next call) |
 //! | (p) | a server that ends holding a register call: the caller gets `Gone` |
 //! | (q) | a caller killed while the server holds its register call: the answer goes nowhere, the server waits on for the next request |
+//! | (r) | a `REPLY_RECV_REGS` answer to a call its caller submitted earlier, while that caller waits in another `CALL_REGS`: each call gets its own answer (`cross`) |
 //!
 //! Roles (the child side): `ipccheck rtagged EP N TAG [memory]`, `ipccheck rholder`.
 
@@ -47,7 +48,7 @@ fn value_of(tag: u64, i: u64) -> u64 {
     2 * i + tag
 }
 
-/// `ipccheck regs [CORE]`: parts (m) to (q).
+/// `ipccheck regs [CORE]`: parts (m) to (r).
 pub fn regs(core: usize) -> Check {
     let ep = ipc::open_endpoint("here/endpoint/regs", Rights(0x2f))
         .map_err(|e| format!("(m) endpoint: {e}"))?;
@@ -89,6 +90,7 @@ pub fn regs(core: usize) -> Check {
     errors(ep)?;
     held(ep, &ep_arg, core)?;
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
+    crate::cross::run()?;
     Ok(())
 }
 
