@@ -166,6 +166,8 @@ pub struct State {
     /// an agent may block in the middle of one (a nested RPCC call), and other agents and
     /// threads of the core run meanwhile.
     pub working: Vec<agent::Working>,
+    /// Answers of removed threads to settle outside the scheduler's borrow ([`orphan`]).
+    orphans: Vec<orphan::Orphan>,
 }
 
 impl State {
@@ -181,6 +183,7 @@ impl State {
             spare: Vec::new(),
             last_activity: 0,
             working: Vec::new(),
+            orphans: Vec::new(),
         }
     }
 }
@@ -599,7 +602,7 @@ fn poll_batch() -> Option<usize> {
     }
     let mut replies: heapless::Vec<(u64, Waiter), BATCH> = heapless::Vec::new();
     let mut requests: heapless::Vec<(usize, u64, u64), BATCH> = heapless::Vec::new();
-    with_state(|s| {
+    let orphans = with_state(|s| {
         flush_outboxes(s);
         'rings: for src in 0..s.receivers.len() {
             let Some(rx) = s.receivers[src].as_mut() else {
@@ -629,7 +632,12 @@ fn poll_batch() -> Option<usize> {
         {
             s.last_activity = time::now_ns();
         }
+        // Almost always empty: no allocation, no call.
+        (!s.orphans.is_empty()).then(|| core::mem::take(&mut s.orphans))
     });
+    if let Some(orphans) = orphans {
+        orphan::settle(orphans);
+    }
     let n = replies.len() + requests.len();
     let thread_here = if replies.is_empty() {
         None

@@ -1,4 +1,4 @@
-//! `lwpcheck [CORE]`: threads (P1's light-weight processes, through `ulib::thread`) and
+//! `lwpcheck [CORE [killed]]`: threads (P1's light-weight processes, through `ulib::thread`) and
 //! semaphores (`ulib::sem`). Prints `lwpcheck: ok` and exits 0, or the first failure and exits 1.
 //!
 //! Four threads wait on a semaphore, are released one V each, compute with floating point
@@ -6,7 +6,9 @@
 //! (the kernel vouches the sender is this process), and exit with a value that `join`
 //! returns. Then a child on core CORE waits on a semaphore of this core (a P through RPCC
 //! that waits in the semaphore) until this process gives it a V; closing a semaphore wakes
-//! its waiters with an error; bad thread ids are errors. Last, four threads attach and
+//! its waiters with an error; with `killed`, a waiter there killed does not take the next
+//! V's unit with it (not in big-lock mode, where a P on another core's semaphore looks
+//! again every tick instead of waiting in it); bad thread ids are errors. Last, four threads attach and
 //! detach vregions in the process itself at once (`attach_at_once`), and one thread acts as
 //! another user while the others go on acting as the process (`acting_users`).
 #![forbid(unsafe_code)]
@@ -60,7 +62,8 @@ fn main(args: &[&str]) -> i32 {
         Some("waiter") => waiter(args),
         other => {
             let here = sys::core().unwrap_or(0);
-            check(other.and_then(|c| c.parse().ok()).unwrap_or(here))
+            let killed = args.get(2) == Some(&"killed");
+            check(other.and_then(|c| c.parse().ok()).unwrap_or(here), killed)
         }
     };
     match r {
@@ -77,7 +80,7 @@ fn main(args: &[&str]) -> i32 {
     }
 }
 
-fn check(core: usize) -> Result<(), String> {
+fn check(core: usize, killed: bool) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let go = open_sem("here/sem/lwp-go", 0)?;
     GO.store(go.0, Ordering::Relaxed);
@@ -150,10 +153,52 @@ fn check(core: usize) -> Result<(), String> {
         Ok((_, s)) if s.how == ulib::abi::ENDED_EXIT && s.code == 0 => {}
         other => return Err(format!("waiter on a closed semaphore ended {other:?}")),
     }
+    if killed && core != sys::core().unwrap_or(core) {
+        killed_waiter(core)?;
+    }
     res::close(go).map_err(|e| format!("close: {e}"))?;
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
     attach_at_once()?;
     acting_users()
+}
+
+/// A waiter on another core killed while its P waits in a semaphore of this core: the
+/// next V's unit is not lost with it (a regression found by a review: the V handed the
+/// unit to the dead waiter's request, whose answer nobody took, and a semaphore used as a
+/// lock stayed taken for ever; the kernel now gives it back, `rpcc/orphan.rs`).
+fn killed_waiter(core: usize) -> Result<(), String> {
+    let gate = open_sem("here/sem/lwp-killed", 0)?;
+    let r = (|| {
+        let arg = format!("{:#x}", gate.0);
+        let child = sys::spawn_on("lwpcheck", &["waiter", &arg], Priority::App, core)
+            .map_err(|e| format!("spawn: {e}"))?;
+        // Until its P waits here (the semaphore counts its waiters; a hang guard only).
+        let mut waits = false;
+        for _ in 0..10_000 {
+            waits = res::info(gate).is_ok_and(|i| i.detail == 1);
+            if waits {
+                break;
+            }
+            let _ = sys::sleep_ns(1_000_000);
+        }
+        let _ = sys::kill(child);
+        let _ = sys::wait(Some(child));
+        if !waits {
+            return Err("the waiter on another core never waited in the semaphore".into());
+        }
+        sem::v(gate).map_err(|e| format!("V after the kill: {e}"))?;
+        // The unit comes back through the other core (at its next look at its rings: a
+        // tick at most); a hang guard only.
+        for _ in 0..10_000 {
+            if res::control(gate, ulib::abi::syscall::control::SEM_TRY, 0, 0).is_ok() {
+                return Ok(());
+            }
+            let _ = sys::sleep_ns(1_000_000);
+        }
+        Err("the unit of a V after its waiter was killed was lost".into())
+    })();
+    let _ = res::close(gate);
+    r
 }
 
 /// Attaches and detaches per thread in [`attach_at_once`].
