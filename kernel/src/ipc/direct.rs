@@ -46,6 +46,7 @@ const WAITS_ANSWER: u64 = 0x414e_5357; // "ANSW"
 fn waits_answer(ticket: u64) -> u64 {
     (ticket << 32) | WAITS_ANSWER
 }
+
 /// A frame's `error_code` once another thread wrote its result into it.
 const HANDED: u64 = 0x4841_4e44; // "HAND"
 
