@@ -394,6 +394,16 @@ fn completion_of(ticket: u64, r: Result<Out, Error>) -> (Completion, Option<Vec<
 }
 
 /// An RPCC answer to a request process `serial` submitted (ticket) arrived.
+/// Does process `serial` of this core still wait for the answer to `ticket`? (It ended:
+/// its answers go nowhere, and `rpcc::orphan` does what they leave undone.)
+pub fn awaits(serial: u32, ticket: u64) -> bool {
+    sched::with(|s| {
+        s.processes
+            .get(&serial)
+            .is_some_and(|p| p.ended.is_none() && p.ipc.pending.contains_key(&ticket))
+    })
+}
+
 pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
     let (c, bytes) = completion_of(ticket, r);
     complete(Pid::new(current_core(), serial), c, bytes);

@@ -507,12 +507,13 @@ pub fn call_many(dst: usize, ops: Vec<Op>) -> Vec<Result<Out, Error>> {
     results
 }
 
-/// Work this core still holds: requests it waits for, messages waiting for ring room, and
-/// requests queued for its agents (all 0 when RPCC is quiet).
+/// Work this core still holds: requests it waits for, messages waiting for ring room,
+/// requests queued for its agents, and answers of ended requesters still to settle (all 0
+/// when RPCC is quiet).
 pub fn backlog() -> u64 {
     with_state(|s| {
         let queued: usize = s.daemons.iter().map(agent::Daemon::queued).sum();
-        (s.outstanding.len() + queued + s.outboxed) as u64
+        (s.outstanding.len() + queued + s.outboxed + s.orphans.len()) as u64
     })
 }
 
@@ -665,6 +666,10 @@ fn poll_batch() -> Option<usize> {
             }
             Waiter::Idle => {}
             Waiter::Nobody => drop_answer(tag),
+            // A submitter that ended no longer waits for it: an orphan like the others.
+            Waiter::Ticket(serial, ticket) if !crate::ipc::awaits(serial, ticket) => {
+                drop_answer(tag);
+            }
             Waiter::Ticket(serial, ticket) => {
                 if let Some(r) = take_done(tag) {
                     crate::ipc::rpcc_answer(serial, ticket, r);

@@ -1,6 +1,6 @@
 //! Answers nobody collects: a request whose requester is gone (its thread removed with its
-//! process, killed or ended by another of its threads while it waited) or a notice nobody
-//! waits for. The record still comes back and is freed, and what the answer leaves undone
+//! process, killed or ended by another of its threads while it waited; or the process that
+//! submitted it asynchronously, `SUBMIT` or its ring, ended) or a notice nobody waits for. The record still comes back and is freed, and what the answer leaves undone
 //! is done here, as the requester would have done it on reading the answer:
 //!
 //! - an attach made for it (`Op::RegionAttach` answered with frames) is undone, else the

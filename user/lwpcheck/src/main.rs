@@ -167,10 +167,23 @@ fn check(core: usize, killed: bool) -> Result<(), String> {
 /// unit to the dead waiter's request, whose answer nobody took, and a semaphore used as a
 /// lock stayed taken for ever; the kernel now gives it back, `rpcc/orphan.rs`).
 fn killed_waiter(core: usize) -> Result<(), String> {
+    // Its P made by the system call (a thread waits for the answer), then submitted (the
+    // process's ticket waits for it).
+    for how in ["call", "submit"] {
+        killed_waiter_with(core, how).map_err(|e| format!("a P by {how}: {e}"))?;
+    }
+    Ok(())
+}
+
+fn killed_waiter_with(core: usize, how: &str) -> Result<(), String> {
     let gate = open_sem("here/sem/lwp-killed", 0)?;
     let r = (|| {
         let arg = format!("{:#x}", gate.0);
-        let child = sys::spawn_on("lwpcheck", &["waiter", &arg], Priority::App, core)
+        let mut child_args = alloc::vec!["waiter", arg.as_str()];
+        if how == "submit" {
+            child_args.push("submit");
+        }
+        let child = sys::spawn_on("lwpcheck", &child_args, Priority::App, core)
             .map_err(|e| format!("spawn: {e}"))?;
         // Until its P waits here (the semaphore counts its waiters; a hang guard only).
         let mut waits = false;
@@ -336,8 +349,20 @@ fn waiter(args: &[&str]) -> Result<(), String> {
         .get(2)
         .and_then(|a| ResId::parse(a))
         .ok_or("no semaphore")?;
-    let r = sem::p(gate);
-    match (args.get(3), r) {
+    let r = if args.get(3) == Some(&"submit") {
+        // The same P submitted (answered to the process's ticket, not to a waiting thread).
+        let sub = ipc::op(
+            ulib::abi::ipc::SUBMIT_RES_CONTROL,
+            gate.0,
+            [ulib::abi::syscall::control::SEM_P, 0, 0, 0],
+        );
+        ipc::submit(&sub)
+            .and_then(|t| ipc::collect(t, u64::MAX))
+            .and_then(|c| ipc::result(&c).map(drop))
+    } else {
+        sem::p(gate)
+    };
+    match (args.get(3).filter(|a| **a != "submit"), r) {
         (None, Ok(_)) => Ok(()),
         (Some(&"close"), Err(Error::StaleResource)) => Ok(()),
         (_, r) => Err(format!("P gave {r:?}")),
