@@ -393,7 +393,6 @@ fn completion_of(ticket: u64, r: Result<Out, Error>) -> (Completion, Option<Vec<
     (c, bytes)
 }
 
-/// An RPCC answer to a request process `serial` submitted (ticket) arrived.
 /// Does process `serial` of this core still wait for the answer to `ticket`? (It ended:
 /// its answers go nowhere, and `rpcc::orphan` does what they leave undone.)
 pub fn awaits(serial: u32, ticket: u64) -> bool {
@@ -404,6 +403,7 @@ pub fn awaits(serial: u32, ticket: u64) -> bool {
     })
 }
 
+/// An RPCC answer to a request process `serial` submitted (ticket) arrived.
 pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
     let (c, bytes) = completion_of(ticket, r);
     complete(Pid::new(current_core(), serial), c, bytes);

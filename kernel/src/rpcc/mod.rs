@@ -56,7 +56,7 @@ use core::cell::UnsafeCell;
 use core::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 pub use ops::{Op, Out};
 use orphan::drop_answer;
-pub use orphan::{forget_waiter, sends_for};
+pub use orphan::forget_waiter;
 
 /// Slots in each ring (a power of two).
 pub const RING_SLOTS: usize = 16;
@@ -550,6 +550,15 @@ pub fn notice(dst: usize, op: Op) {
     }
 }
 
+/// For tests: whether thread `thread` waits for the answer to a request of this core whose
+/// operation `is` picks.
+pub fn sends_for(thread: u32, is: impl Fn(&Op) -> bool) -> bool {
+    with_state(|s| {
+        s.outstanding
+            .any(|o| o.waiter == Waiter::Thread(thread) && !o.done && is(&o.request.op))
+    })
+}
+
 fn is_done(tag: u64) -> bool {
     with_state(|s| s.outstanding.get(tag).is_none_or(|o| o.done))
 }
@@ -601,7 +610,9 @@ fn poll_batch() -> Option<usize> {
     if me().state.is_borrowed() {
         return None;
     }
-    let mut replies: heapless::Vec<(u64, Waiter), BATCH> = heapless::Vec::new();
+    // Each reply's tag, its waiter, and whether it may leave something undone if nobody
+    // takes it (`orphan::needs_care`: looked at here, where the record is at hand).
+    let mut replies: heapless::Vec<(u64, Waiter, bool), BATCH> = heapless::Vec::new();
     let mut requests: heapless::Vec<(usize, u64, u64), BATCH> = heapless::Vec::new();
     let orphans = with_state(|s| {
         flush_outboxes(s);
@@ -618,7 +629,8 @@ fn poll_batch() -> Option<usize> {
                     KIND_REPLY => {
                         if let Some(o) = s.outstanding.get_mut(msg.tag) {
                             o.done = true;
-                            let _ = replies.push((msg.tag, o.waiter));
+                            let care = orphan::needs_care(&o.request.op);
+                            let _ = replies.push((msg.tag, o.waiter, care));
                         }
                     }
                     KIND_REQUEST => {
@@ -646,7 +658,7 @@ fn poll_batch() -> Option<usize> {
         sched::with(|s| s.current_thread())
     };
     // By reference: moving a heapless vector copies all its slots.
-    for &(tag, waiter) in replies.iter() {
+    for &(tag, waiter, care) in replies.iter() {
         match waiter {
             // The requester halts in place (`fast`): it is running, nothing to wake.
             Waiter::Thread(t) if thread_here == Some(t) => {}
@@ -666,8 +678,9 @@ fn poll_batch() -> Option<usize> {
             }
             Waiter::Idle => {}
             Waiter::Nobody => drop_answer(tag),
-            // A submitter that ended no longer waits for it: an orphan like the others.
-            Waiter::Ticket(serial, ticket) if !crate::ipc::awaits(serial, ticket) => {
+            // A submitter that ended no longer waits for it: an orphan like the others
+            // (asked only of the few operations whose answer may leave work undone).
+            Waiter::Ticket(serial, ticket) if care && !crate::ipc::awaits(serial, ticket) => {
                 drop_answer(tag);
             }
             Waiter::Ticket(serial, ticket) => {

@@ -1,7 +1,8 @@
 //! Answers nobody collects: a request whose requester is gone (its thread removed with its
 //! process, killed or ended by another of its threads while it waited; or the process that
-//! submitted it asynchronously, `SUBMIT` or its ring, ended) or a notice nobody waits for. The record still comes back and is freed, and what the answer leaves undone
-//! is done here, as the requester would have done it on reading the answer:
+//! submitted it asynchronously, `SUBMIT` or its ring, ended) or a notice nobody waits for.
+//! The record still comes back and is freed, and what the answer leaves undone is done
+//! here, as the requester would have done it on reading the answer:
 //!
 //! - an attach made for it (`Op::RegionAttach` answered with frames) is undone, else the
 //!   region would stay counted as attached to a process that never mapped it and could
@@ -93,7 +94,7 @@ pub(super) fn settle(orphans: Vec<Orphan>) {
 }
 
 /// Whether an answer to `op` may leave something undone.
-fn needs_care(op: &Op) -> bool {
+pub(super) fn needs_care(op: &Op) -> bool {
     matches!(
         op,
         Op::RegionAttach { .. } | Op::Enqueue(_) | Op::ResControl { cmd: SEM_P, .. }
@@ -124,13 +125,4 @@ fn undone(Orphan(op, flow, answer): Orphan) {
         }
         _ => {}
     }
-}
-
-/// For tests: whether thread `thread` waits for the answer to a request of this core whose
-/// operation `is` picks.
-pub fn sends_for(thread: u32, is: impl Fn(&Op) -> bool) -> bool {
-    with_state(|s| {
-        s.outstanding
-            .any(|o| o.waiter == Waiter::Thread(thread) && !o.done && is(&o.request.op))
-    })
 }

@@ -6,6 +6,7 @@
 //! records win, `Limit`.
 
 use super::{end_and_reap, frames_after, free_frames_per_core, run_program};
+use crate::ktest::TestResult;
 use crate::proc::{self, sched, TEST_PARENT};
 use crate::{fnid, kassert, ktest, percore, smp};
 use abi::fnid::FnId;
@@ -24,19 +25,7 @@ ktest! {
         // The hand-over may run its course without this context getting the core in
         // between (a wait for room that ends at once): then nothing was tested, and the
         // scenario runs again (its client still had every request answered).
-        for attempt in 1..=5 {
-            match retire_attempt() {
-                Ok(true) => return Ok(()),
-                Ok(false) => {
-                    log::info!("fnid: attempt {attempt}: the hand-over ran its course unseen")
-                }
-                Err(e) => {
-                    end_retire_servers();
-                    return Err(e);
-                }
-            }
-        }
-        Err("the old server was never seen handing over in 5 attempts".into())
+        attempts(retire_attempt, "handing over")
     }
 }
 
@@ -45,7 +34,7 @@ ktest! {
     /// request there through RPCC and is killed while it waits for the answer (`Busy`: the
     /// new server's queue is full). Every request is still answered. A regression: the
     /// kill ended the thread holding the request on its way, and its caller waited
-    /// forever; the thread now ends the process itself once the answer is in.
+    /// forever; the answer, finding nobody, now answers it `Gone` (`rpcc::orphan`).
     fn retiring_server_killed_while_sending_to_another_core_loses_nothing() -> TestResult {
         crate::res::begin_flow(abi::res::UserId::KERNEL);
         let Some(other) = super::rpcc::other_core() else { crate::kskip!("needs 2 cores") };
@@ -54,20 +43,29 @@ ktest! {
             // no wait for an answer, nothing to be killed in.
             crate::kskip!("big-lock mode sends to another core under the lock");
         }
-        for attempt in 1..=5 {
-            match retire_across_attempt(other) {
-                Ok(true) => return Ok(()),
-                Ok(false) => {
-                    log::info!("fnid: attempt {attempt}: no send to core {other} seen")
-                }
-                Err(e) => {
-                    end_retire_servers();
-                    return Err(e);
-                }
+        attempts(|| retire_across_attempt(other), "waiting for another core")
+    }
+}
+
+/// Run `attempt` (true: the old server was seen `doing` what the test kills it in) until
+/// it is seen, 5 times at most; a failure ends the servers it may have left.
+fn attempts(
+    mut attempt: impl FnMut() -> Result<bool, alloc::string::String>,
+    doing: &str,
+) -> TestResult {
+    for n in 1..=5 {
+        match attempt() {
+            Ok(true) => return Ok(()),
+            Ok(false) => log::info!("fnid: attempt {n}: the old server not seen {doing}"),
+            Err(e) => {
+                end_retire_servers();
+                return Err(e);
             }
         }
-        Err("the old server was never seen waiting for another core in 5 attempts".into())
     }
+    Err(format!(
+        "the old server was never seen {doing} in 5 attempts"
+    ))
 }
 
 /// One run of `fncheck retire-client`, its old server killed if seen handing over (true).

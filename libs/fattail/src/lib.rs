@@ -400,11 +400,11 @@ mod tests {
         assert_eq!(u32_at(&s, 8), 0xf000_0000);
     }
 
-    /// The boot sector `mkfs.fat -F 16 -s 1` writes for 4 MiB (8,192 sectors): 4
-    /// reserved, 2 FATs of 32 sectors, 512 root entries.
     /// The sectors of [`fat16_4mib`]'s partition.
     const ROOM: u32 = 8192;
 
+    /// The boot sector `mkfs.fat -F 16 -s 1` writes for 4 MiB (8,192 sectors): 4
+    /// reserved, 2 FATs of 32 sectors, 512 root entries.
     fn fat16_4mib() -> [u8; SECTOR] {
         let mut b = [0u8; SECTOR];
         b[11..13].copy_from_slice(&512u16.to_le_bytes());

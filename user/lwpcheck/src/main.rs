@@ -1,5 +1,6 @@
-//! `lwpcheck [CORE [killed]]`: threads (P1's light-weight processes, through `ulib::thread`) and
-//! semaphores (`ulib::sem`). Prints `lwpcheck: ok` and exits 0, or the first failure and exits 1.
+//! `lwpcheck [CORE [killed]]`: threads (P1's light-weight processes, through
+//! `ulib::thread`) and semaphores (`ulib::sem`). Prints `lwpcheck: ok` and exits 0, or the
+//! first failure and exits 1.
 //!
 //! Four threads wait on a semaphore, are released one V each, compute with floating point
 //! (each thread's FPU state is its own), send their results to an endpoint of the process
@@ -8,9 +9,10 @@
 //! that waits in the semaphore) until this process gives it a V; closing a semaphore wakes
 //! its waiters with an error; with `killed`, a waiter there killed does not take the next
 //! V's unit with it (not in big-lock mode, where a P on another core's semaphore looks
-//! again every tick instead of waiting in it); bad thread ids are errors. Last, four threads attach and
-//! detach vregions in the process itself at once (`attach_at_once`), and one thread acts as
-//! another user while the others go on acting as the process (`acting_users`).
+//! again every tick instead of waiting in it); bad thread ids are errors. Last, four
+//! threads attach and detach vregions in the process itself at once (`attach_at_once`), and
+//! one thread acts as another user while the others go on acting as the process
+//! (`acting_users`).
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]

@@ -252,7 +252,7 @@ fn machd_own(id: ResId) -> bool {
 }
 
 /// What every resource `machd` opens for itself is named with.
-pub const OWN_PREFIX: &str = "machd-";
+const OWN_PREFIX: &str = "machd-";
 
 /// A control command of machine `h.from`'s program `pid`.
 fn control(

@@ -24,8 +24,8 @@
 //!
 //! Then it ends `udpecho` and `netd` and withdraws `net.udp` and `net.drv` (so a later
 //! `netd` in the same boot starts afresh). `netcheck badstate` checks instead that `netd`
-//! refuses an address or a state it cannot serve ([`badstate`]). Prints `netcheck: ok (...)` and exits 0, or one
-//! `netcheck: FAIL ...` line per failed check and exits 1.
+//! refuses an address or a state it cannot serve ([`badstate`]). Prints `netcheck: ok
+//! (...)` and exits 0, or one `netcheck: FAIL ...` line per failed check and exits 1.
 #![no_std]
 #![no_main]
 
@@ -83,15 +83,22 @@ fn main(args: &[&str]) -> i32 {
     if let Err(e) = r {
         fails.push(e);
     }
+    report(
+        &fails,
+        "echo, ping, port unreachable, bad frames, flood, program errors",
+    )
+}
+
+/// `netcheck: ok (WHAT)` and 0, or one `netcheck: FAIL` line per failure and 1.
+fn report(fails: &[String], what: &str) -> i32 {
     if fails.is_empty() {
-        println!("netcheck: ok (echo, ping, port unreachable, bad frames, flood, program errors)");
-        0
-    } else {
-        for f in &fails {
-            println!("netcheck: FAIL {f}");
-        }
-        1
+        println!("netcheck: ok ({what})");
+        return 0;
     }
+    for f in fails {
+        println!("netcheck: FAIL {f}");
+    }
+    1
 }
 
 /// 70 `OP_INFO` calls and 70 one-way messages to `net.udp`, each with a page: every call
@@ -221,11 +228,7 @@ fn bad_state() -> i32 {
     let mut fails = Vec::new();
     let mut made = Vec::new();
     let r = (|| {
-        let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-        let ep = ipc::open_endpoint(&format!("here/endpoint/nc-{}", me.serial()), Rights(0x2f))
-            .map_err(|e| format!("endpoint: {e}"))?;
-        fnid::register(FN_DRV, ep).map_err(|e| format!("register {FN_DRV}: {e}"))?;
-        let mut p = Peer::new(ep)?;
+        let mut p = play_driver()?;
         badstate::run(&mut p, &mut fails, &mut made)
     })();
     if let Ok(id) = fnid::lookup(FN_UDP) {
@@ -252,15 +255,17 @@ fn bad_state() -> i32 {
     if let Err(e) = r {
         fails.push(e);
     }
-    if fails.is_empty() {
-        println!("netcheck: ok (bad addresses and states refused)");
-        0
-    } else {
-        for f in &fails {
-            println!("netcheck: FAIL {f}");
-        }
-        1
-    }
+    report(&fails, "bad addresses and states refused")
+}
+
+/// This program as `net.drv`: an endpoint of its own registered under that name, served by
+/// a [`Peer`].
+fn play_driver() -> Result<Peer, String> {
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let ep = ipc::open_endpoint(&format!("here/endpoint/nc-{}", me.serial()), Rights(0x2f))
+        .map_err(|e| format!("endpoint: {e}"))?;
+    fnid::register(FN_DRV, ep).map_err(|e| format!("register {FN_DRV} (a driver runs?): {e}"))?;
+    Peer::new(ep)
 }
 
 /// Start `prog` on `core` (or here).
@@ -285,11 +290,7 @@ fn run(
     children: &mut Vec<Pid>,
     slot: &mut Option<Peer>,
 ) -> Result<(), String> {
-    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let ep = ipc::open_endpoint(&format!("here/endpoint/nc-{}", me.serial()), Rights(0x2f))
-        .map_err(|e| format!("endpoint: {e}"))?;
-    fnid::register(FN_DRV, ep).map_err(|e| format!("register {FN_DRV} (a driver runs?): {e}"))?;
-    let p = slot.insert(Peer::new(ep)?);
+    let p = slot.insert(play_driver()?);
     let netd = start_program("netd", &["10.0.2.15/24", "10.0.2.2"], cores.map(|c| c.0))?;
     children.push(netd);
     // Serve the driver's side until netd serves net.udp.
