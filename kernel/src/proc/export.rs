@@ -29,9 +29,9 @@
 //! reads its frames (inside `MIGRATE_EXPORT`) a kill of it is `Busy`; once the image is
 //! written it may be killed (then the finish is `NoSuchProcess`, and `ulib::mach::migrate`
 //! kills the copy it started). A process exported and never finished (its exporter ended
-//! first) stays stopped until killed; if its exporter was killed in the middle of the
-//! call, a kill of it waits at most `migrate::COPY_PATIENCE_NS` (and then any ancestor may
-//! abort the move).
+//! first) stays stopped until killed, and after `migrate::MOVER_PATIENCE_NS` any ancestor
+//! may abort the move; if its exporter was killed while the process was taken out, the
+//! kernel aborts the move (`migrate::mover_gone`).
 
 use super::migrate::{self, Snapshot};
 use crate::arch::x86_64::{gdt, idt::TrapFrame, paging::phys_to_virt};

@@ -66,11 +66,12 @@ pub struct Snapshot {
 
 /// How long [`migrate`] keeps asking a process that is inside a system call to stop.
 const STOP_PATIENCE_NS: u64 = 1_000_000_000;
-/// How long a move's reading of a process's frames holds off a kill, and keeps the move
-/// its mover's alone: the reading itself takes milliseconds (at most 4 MiB copied); a
-/// mover killed in the middle of its call must not leave the process unkillable, nor
-/// stopped for ever (after this, an ancestor may abort the move, and a kill ends it).
-pub const COPY_PATIENCE_NS: u64 = 10_000_000_000;
+/// How long an exported process (its image written, its mover perhaps gone with it) stays
+/// its mover's alone: after this, any ancestor may end the move (a kill may end it at
+/// once). A move between cores never waits for this: while its frames are read, and while
+/// a copy may run on the other core, it is its mover's or, once the mover is gone, the
+/// kernel's ([`mover_gone`]).
+pub const MOVER_PATIENCE_NS: u64 = 10_000_000_000;
 
 /// MIGRATE: move process `pid` (`Pid(0)`: the caller) to core `core`; returns its new pid.
 /// Any core may ask, for a process of any core.
@@ -130,7 +131,7 @@ pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
 
 /// Step 1, patiently: a process inside a system call stops on its way out (`Busy` until
 /// then, asked again for at most [`STOP_PATIENCE_NS`]). On an error the process runs on.
-pub(super) fn take_out_patiently(pid: Pid) -> Result<Box<Snapshot>, Error> {
+pub(crate) fn take_out_patiently(pid: Pid) -> Result<Box<Snapshot>, Error> {
     let deadline = crate::time::now_ns() + STOP_PATIENCE_NS;
     loop {
         match on(pid.core(), Op::MigrateOut(pid), |op| match op {
@@ -154,7 +155,7 @@ pub(super) fn take_out_patiently(pid: Pid) -> Result<Box<Snapshot>, Error> {
 }
 
 /// Step 2 on `core`: the process of `snapshot` rebuilt there; its new pid.
-pub(super) fn bring_in_on(core: usize, snapshot: Box<Snapshot>) -> Result<Pid, Error> {
+pub(crate) fn bring_in_on(core: usize, snapshot: Box<Snapshot>) -> Result<Pid, Error> {
     match on(core, Op::MigrateIn(snapshot), |op| match op {
         Op::MigrateIn(s) => bring_in(s).map(Out::Pid),
         _ => Err(Error::Unknown),
@@ -186,7 +187,7 @@ pub(super) fn on(
 }
 
 /// The status of a process that moved: `code` is its new pid.
-pub(super) fn migrated(new: Pid) -> WaitStatus {
+pub(crate) fn migrated(new: Pid) -> WaitStatus {
     WaitStatus {
         how: abi::ENDED_MIGRATED,
         code: new.0,
@@ -435,9 +436,12 @@ pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
 fn its_mover(s: &sched::Sched, p: &Process) -> Result<(), Error> {
     match crate::res::flow_pid() {
         Some(me) if me != p.mover => {
-            // A mover that did not end its move in time (killed in the middle): the move
-            // is any ancestor's to end.
-            if crate::time::now_ns().saturating_sub(p.moving_since) > COPY_PATIENCE_NS {
+            // An export whose mover did not end it in time (killed while the image
+            // travelled): the move is any ancestor's to end. Never a move between cores
+            // (`copying` until its end): a copy may run there, sharing `p`'s vregions,
+            // and the kernel ends the move if its mover is gone ([`mover_gone`]).
+            let late = crate::time::now_ns().saturating_sub(p.moving_since) > MOVER_PATIENCE_NS;
+            if late && !p.copying {
                 may_move(s, p)
             } else {
                 Err(Error::Denied)
@@ -447,9 +451,83 @@ fn its_mover(s: &sched::Sched, p: &Process) -> Result<(), Error> {
     }
 }
 
-/// Is a move reading `p`'s frames now (so a kill must wait)?
+/// Must a kill of `p` wait (`Busy`)? While a move reads its frames, and while a copy of
+/// it may run on another core: until the move is committed or aborted, by its mover or by
+/// the kernel ([`mover_gone`]). A kill then would free frames under the reader, or end
+/// the original with its vregions' attachments, which the copy holds now (each is counted
+/// once for the two: the copy would map frames a close could free).
 pub(super) fn copying_now(p: &Process) -> bool {
-    p.copying && crate::time::now_ns().saturating_sub(p.moving_since) <= COPY_PATIENCE_NS
+    p.copying
+}
+
+/// Back-date process `pid`'s move (of this core) by `ns`: for the tests of the patience
+/// rules, which would otherwise wait for them.
+pub(crate) fn backdate(pid: Pid, ns: u64) {
+    sched::with(|s| {
+        if let Some(p) = s.processes.get_mut(&pid.serial()) {
+            p.moving_since = p.moving_since.saturating_sub(ns);
+        }
+    });
+}
+
+/// The answer to a step of a move that nobody will read: its mover was killed while it
+/// waited (`rpcc::orphan`). The kernel ends the move as the mover would have, acting as
+/// itself (the mover's ancestry is gone with it): a process taken out, or asked to stop,
+/// runs on; one rebuilt on the other core is committed there, so the original ends as
+/// moved and its vregions stay counted once, for the copy; a copy nobody can finish (an
+/// import, or a process that moved itself and has ended) is killed. Before this, such a
+/// move stayed open; once its patience passed, an ancestor could kill or abort the
+/// original while the copy ran, and a vregion both mapped was counted one attachment too
+/// few (a close could then free frames the copy still mapped).
+pub(crate) fn mover_gone(op: &Op, answer: Option<&Result<Out, Error>>) {
+    let saved = crate::res::snapshot_flow();
+    crate::res::adopt_flow(&crate::rpcc::FlowInfo {
+        id: 0,
+        machine: 0,
+        core: current_core() as u16,
+        user: UserId::KERNEL,
+        pid: None,
+        priority: Priority::Server,
+    });
+    match (op, answer) {
+        // Moving already under another move: not ours.
+        (Op::MigrateOut(_), Some(Err(Error::Again)) | None) => {}
+        (Op::MigrateOut(pid), Some(_)) => tell_abort(*pid),
+        (Op::MigrateIn(s), Some(Ok(Out::Pid(new)))) if s.old != Pid(0) && !s.itself => {
+            let (pid, status) = (s.old, migrated(*new));
+            tell(pid.core(), Op::MigrateCommit { pid, status }, || {
+                commit(pid, status)
+            });
+        }
+        (Op::MigrateIn(_), Some(Ok(Out::Pid(new)))) => {
+            let new = *new;
+            let kill = Op::Kill {
+                pid: new,
+                descendants_only: false,
+            };
+            tell(new.core(), kill, || super::end_by_kill(new));
+        }
+        (Op::MigrateIn(s), Some(Err(_))) if s.old != Pid(0) && !s.itself => tell_abort(s.old),
+        _ => {}
+    }
+    crate::res::put_back_flow(&saved);
+}
+
+/// Abort the move of `pid` as the flow (the kernel, for [`mover_gone`]), without waiting.
+fn tell_abort(pid: Pid) {
+    tell(pid.core(), Op::MigrateAbort(pid), || abort(pid));
+}
+
+/// Do `op` on `core` without waiting for its answer: here with `local`, elsewhere as an
+/// RPCC notice. What fails is only logged (nobody is left to tell).
+fn tell(core: usize, op: Op, local: impl FnOnce() -> Result<(), Error>) {
+    if core == current_core() {
+        if let Err(e) = local() {
+            log::warn!("migrate: ending a move whose mover is gone: {e}");
+        }
+    } else {
+        rpcc::notice(core, op);
+    }
 }
 
 /// Step 1 is over for an export (the image is written): the process may be killed again

@@ -77,10 +77,11 @@ pub struct Process {
     pub moving: bool,
     /// Who took it (`Pid(0)`: the kernel): only that process commits or aborts the move.
     pub mover: Pid,
-    /// Its frames are being read for the move (a `MIGRATE` until it commits or aborts, an
-    /// export until it has written the image): a kill waits (`Busy`), so they are not freed
-    /// under the reader, for at most `migrate::COPY_PATIENCE_NS` (its mover may have been
-    /// killed in the middle).
+    /// Its frames are being read for the move, or a copy of it may run on another core
+    /// (a `MIGRATE` until it commits or aborts, an export until it has written the image):
+    /// a kill waits (`Busy`), so they are not freed under the reader nor its vregions
+    /// counted as detached while the copy maps them. The move always ends: by its mover,
+    /// or by the kernel if the mover is killed while it waits (`migrate::mover_gone`).
     pub copying: bool,
     /// When it was taken out (ns since boot).
     pub moving_since: u64,

@@ -239,6 +239,11 @@ pub fn pass(region: ResId, passed: bool, check: bool) -> Result<bool, Error> {
     })
 }
 
+/// How many address spaces map vregion `region` (of this core): for the tests.
+pub fn attached(region: ResId) -> Result<u32, Error> {
+    local::with_state(region, &[], |v: &mut VRegion| Ok(v.attached))
+}
+
 /// The frames of vregion `region` (of this core): to map it again where it was when a pass
 /// fails, and for tests that compare address spaces.
 pub fn frames_of(region: ResId) -> Result<Vec<u64>, Error> {

@@ -17,7 +17,11 @@
 //! - a P on a semaphore of the other core (`Op::ResControl` with `SEM_P`) that waited there
 //!   and was then given a unit by a V: the unit goes back (a V there, made for the same
 //!   user), else it was lost with the dead waiter and a semaphore used as a lock stayed
-//!   taken for ever (`lwpcheck`'s killed waiter; found by a review).
+//!   taken for ever (`lwpcheck`'s killed waiter; found by a review);
+//! - a step of a migration (`Op::MigrateOut`, `Op::MigrateIn`) whose mover was killed
+//!   while it waited: the kernel ends the move as the mover would have
+//!   (`proc::migrate::mover_gone`: the original runs on, or is committed once its copy
+//!   runs), so a move is never left open with a copy running beside its original.
 //!
 //! A request that *was* queued there is that core's to answer, as always. A thread removed
 //! with its process is removed inside the scheduler's borrow, where no answer may be given:
@@ -97,7 +101,11 @@ pub(super) fn settle(orphans: Vec<Orphan>) {
 pub(super) fn needs_care(op: &Op) -> bool {
     matches!(
         op,
-        Op::RegionAttach { .. } | Op::Enqueue(_) | Op::ResControl { cmd: SEM_P, .. }
+        Op::RegionAttach { .. }
+            | Op::Enqueue(_)
+            | Op::ResControl { cmd: SEM_P, .. }
+            | Op::MigrateOut(_)
+            | Op::MigrateIn(_)
     )
 }
 
@@ -122,6 +130,9 @@ fn undone(Orphan(op, flow, answer): Orphan) {
                 },
             );
             crate::res::put_back_flow(&saved);
+        }
+        (op @ (Op::MigrateOut(_) | Op::MigrateIn(_)), answer) => {
+            crate::proc::migrate::mover_gone(&op, answer.as_ref());
         }
         _ => {}
     }

@@ -16,6 +16,7 @@ mod ipc;
 mod kv;
 mod limits;
 mod memory;
+mod migrate;
 mod modes;
 mod net;
 mod pipe;

@@ -296,7 +296,7 @@ fn has_started(pid: Pid) -> bool {
 }
 
 /// Is `pid` listed by its core?
-fn migrate_probe(pid: Pid) -> u64 {
+pub(super) fn migrate_probe(pid: Pid) -> u64 {
     let listed = if pid.core() == percore::current_core() {
         proc::infos()
     } else {
@@ -309,7 +309,7 @@ fn migrate_probe(pid: Pid) -> u64 {
 }
 
 /// On the process's core: its exit status (how << 32 | code), or u64::MAX if it runs.
-fn take_status_here(pid: u64) -> u64 {
+pub(super) fn take_status_here(pid: u64) -> u64 {
     match proc::take_status(Pid(pid)) {
         Some(s) => (s.how << 32) | s.code,
         None => u64::MAX,
