@@ -317,7 +317,7 @@ fn set_copying(pid: Pid, on: bool) {
     sched::with(|s| {
         if let Some(p) = s.processes.get_mut(&pid.serial()) {
             p.copying = on;
-            p.moving_since = crate::time::now_ns();
+            p.movers_until = crate::time::now_ns() + MOVER_PATIENCE_NS;
         }
     });
 }
@@ -363,7 +363,7 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
             p.moving = true;
             p.mover = mover;
             p.copying = true;
-            p.moving_since = crate::time::now_ns();
+            p.movers_until = crate::time::now_ns() + MOVER_PATIENCE_NS;
             p.stop_for_move = run;
         }
         Ok(snapshot)
@@ -440,7 +440,7 @@ fn its_mover(s: &sched::Sched, p: &Process) -> Result<(), Error> {
             // travelled): the move is any ancestor's to end. Never a move between cores
             // (`copying` until its end): a copy may run there, sharing `p`'s vregions,
             // and the kernel ends the move if its mover is gone ([`mover_gone`]).
-            let late = crate::time::now_ns().saturating_sub(p.moving_since) > MOVER_PATIENCE_NS;
+            let late = crate::time::now_ns() > p.movers_until;
             if late && !p.copying {
                 may_move(s, p)
             } else {
@@ -460,12 +460,12 @@ pub(super) fn copying_now(p: &Process) -> bool {
     p.copying
 }
 
-/// Back-date process `pid`'s move (of this core) by `ns`: for the tests of the patience
-/// rules, which would otherwise wait for them.
-pub(crate) fn backdate(pid: Pid, ns: u64) {
+/// End the patience of process `pid`'s move (of this core) now: for the tests of the
+/// patience rules, which would otherwise wait for it.
+pub(crate) fn end_patience(pid: Pid) {
     sched::with(|s| {
         if let Some(p) = s.processes.get_mut(&pid.serial()) {
-            p.moving_since = p.moving_since.saturating_sub(ns);
+            p.movers_until = 0;
         }
     });
 }

@@ -83,8 +83,9 @@ pub struct Process {
     /// counted as detached while the copy maps them. The move always ends: by its mover,
     /// or by the kernel if the mover is killed while it waits (`migrate::mover_gone`).
     pub copying: bool,
-    /// When it was taken out (ns since boot).
-    pub moving_since: u64,
+    /// Until when (ns since boot) its move is its mover's alone: after that, an export
+    /// whose mover is gone is any ancestor's to end (`migrate::MOVER_PATIENCE_NS`).
+    pub movers_until: u64,
 }
 
 impl Process {
@@ -551,7 +552,7 @@ pub fn install(
             moving: false,
             mover: Pid(0),
             copying: false,
-            moving_since: 0,
+            movers_until: 0,
         };
         s.processes.insert(serial, p);
         let Some(tid) = s.add_thread(serial, who.priority, frame, fx, start) else {

@@ -106,7 +106,7 @@ fn open_move_attempt(pid: Pid, region: ResId, other: usize) -> Result<(), String
     };
     let checks = (|| {
         // Older than any patience.
-        migrate::backdate(pid, migrate::MOVER_PATIENCE_NS + 1_000_000_000);
+        migrate::end_patience(pid);
         let killed = proc::end_by_kill(pid);
         kassert!(
             killed == Err(Error::Busy),
