@@ -154,6 +154,8 @@ fn moved_and_counted(pid: Pid, new: Pid, region: ResId) -> Result<(), String> {
     let ended = end_there(new);
     kassert!(count == Ok(1), "attachments once moved: {count:?}");
     ended?;
+    // The copy's detach comes as a notice from its core: until every one is in.
+    super::rpcc::settle()?;
     let count = vregion::attached(region);
     kassert!(count == Ok(0), "attachments once the copy ended: {count:?}");
     Ok(())
@@ -280,6 +282,8 @@ fn clean_up(pid: Pid, region: ResId) {
             }
         }
     }
+    // Detaches from other cores come as notices: closed once they are in.
+    let _ = super::rpcc::settle();
     if region != ResId(0) {
         let _ = crate::res::local::close_by_kernel::<VRegion>(region);
     }
