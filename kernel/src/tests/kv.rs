@@ -271,6 +271,20 @@ ktest! {
 }
 
 ktest! {
+    /// `kv SIZE local` with more than the heap can give ends with an error (status 1), not
+    /// a panic. A regression: the table was allocated with `vec!`, which panics.
+    fn kv_local_too_big_is_an_error() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let s = super::run_to_end("kv", &["100000M", "local"], Priority::App, 60)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 1,
+            "kv 100000M local ended with {s:?}, want exit 1"
+        );
+        Ok(())
+    }
+}
+
+ktest! {
     /// `kv cpu=NS wait=NS` (`cargo xtask bench ant`'s knobs): a value that is not a number
     /// is refused before kv registers (exit 2, nothing registered); with `wait=`, every
     /// request step sleeps that long before it answers, so `kvcli put` (HELLO, PUT, BYE)

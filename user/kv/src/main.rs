@@ -207,7 +207,12 @@ fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     }
     let id = fnid::register("kv", ep).map_err(|e| format!("register kv: {e}"))?;
     let (table, where_) = if o.local {
-        let area = alloc::vec![0u8; o.size as usize].leak();
+        // SIZE is the user's: too much for the heap is an error, not a panic.
+        let mut area = alloc::vec::Vec::new();
+        area.try_reserve_exact(o.size as usize)
+            .map_err(|_| format!("{} bytes for a local table: no memory", o.size))?;
+        area.resize(o.size as usize, 0u8);
+        let area = area.leak();
         let t = kvstate::format_version(area, o.version).map_err(|e| format!("format: {e}"))?;
         (t, String::from("in the process (local)"))
     } else {
