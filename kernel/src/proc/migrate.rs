@@ -33,7 +33,7 @@
 use super::{sched, Newborn, Process, MAX_NAME};
 use crate::arch::x86_64::{context, idt::TrapFrame};
 use crate::percore::current_core;
-use crate::rpcc::{self, Op, Out};
+use crate::rpcc::{self, FlowInfo, Op, Out};
 use abi::res::{ResId, UserId};
 use abi::{Error, Pid, Priority, WaitStatus};
 use alloc::boxed::Box;
@@ -349,6 +349,8 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
                 if s.state_of(t) != Some(sched::ThreadState::Stopped) {
                     if let Some(p) = s.processes.get_mut(&pid.serial()) {
                         p.stop_for_move = true;
+                        // Whose stop it is: theirs to undo ([`abort`]), also once gone.
+                        p.mover = crate::res::flow_pid().unwrap_or(Pid(0));
                     }
                     return Err(Error::Busy);
                 }
@@ -471,49 +473,52 @@ pub(crate) fn end_patience(pid: Pid) {
 }
 
 /// The answer to a step of a move that nobody will read: its mover was killed while it
-/// waited (`rpcc::orphan`). The kernel ends the move as the mover would have, acting as
-/// itself (the mover's ancestry is gone with it): a process taken out, or asked to stop,
-/// runs on; one rebuilt on the other core is committed there, so the original ends as
-/// moved and its vregions stay counted once, for the copy; a copy nobody can finish (an
-/// import, or a process that moved itself and has ended) is killed. Before this, such a
-/// move stayed open; once its patience passed, an ancestor could kill or abort the
-/// original while the copy ran, and a vregion both mapped was counted one attachment too
-/// few (a close could then free frames the copy still mapped).
-pub(crate) fn mover_gone(op: &Op, answer: Option<&Result<Out, Error>>) {
+/// waited (`rpcc::orphan`). The kernel ends the move as the mover would have, judged as
+/// the mover (its flow, `mover`: a move that was not its own, or that another mover has
+/// taken since, is left alone): a process taken out, or asked to stop, runs on; one
+/// rebuilt on the other core is committed, so the original ends as moved and its vregions
+/// stay counted once, for the copy; a copy nobody can finish (an import, or a process
+/// that moved itself and has ended) is killed, as the kernel. Before this, such a move
+/// stayed open; once its patience passed, an ancestor could kill or abort the original
+/// while the copy ran, and a vregion both mapped was counted one attachment too few (a
+/// close could then free frames the copy still mapped).
+pub(crate) fn mover_gone(op: &Op, mover: &FlowInfo, answer: Option<&Result<Out, Error>>) {
+    // An answer that never came (no agent wrote it) is a step that was not made.
+    let lost = Err(Error::Unknown);
+    let answer = answer.unwrap_or(&lost);
     let saved = crate::res::snapshot_flow();
-    crate::res::adopt_flow(&crate::rpcc::FlowInfo {
-        id: 0,
-        machine: 0,
-        core: current_core() as u16,
-        user: UserId::KERNEL,
-        pid: None,
-        priority: Priority::Server,
-    });
+    crate::res::adopt_flow(mover);
     match (op, answer) {
-        // Moving already under another move: not ours.
-        (Op::MigrateOut(_), Some(Err(Error::Again)) | None) => {}
-        (Op::MigrateOut(pid), Some(_)) => tell_abort(*pid),
-        (Op::MigrateIn(s), Some(Ok(Out::Pid(new)))) if s.old != Pid(0) && !s.itself => {
+        // Taken out, or a stop asked for on its way: it runs on. Anything else was
+        // refused, or is another move's (`Again`).
+        (Op::MigrateOut(pid), Ok(_) | Err(Error::Busy)) => tell_abort(*pid),
+        (Op::MigrateIn(s), Ok(Out::Pid(new))) if s.old != Pid(0) && !s.itself => {
             let (pid, status) = (s.old, migrated(*new));
             tell(pid.core(), Op::MigrateCommit { pid, status }, || {
                 commit(pid, status)
             });
         }
-        (Op::MigrateIn(_), Some(Ok(Out::Pid(new)))) => {
+        (Op::MigrateIn(_), Ok(Out::Pid(new))) => {
             let new = *new;
+            crate::res::adopt_flow(&FlowInfo {
+                user: UserId::KERNEL,
+                pid: None,
+                ..*mover
+            });
             let kill = Op::Kill {
                 pid: new,
                 descendants_only: false,
             };
             tell(new.core(), kill, || super::end_by_kill(new));
         }
-        (Op::MigrateIn(s), Some(Err(_))) if s.old != Pid(0) && !s.itself => tell_abort(s.old),
+        (Op::MigrateIn(s), Err(_)) if s.old != Pid(0) && !s.itself => tell_abort(s.old),
         _ => {}
     }
     crate::res::put_back_flow(&saved);
 }
 
-/// Abort the move of `pid` as the flow (the kernel, for [`mover_gone`]), without waiting.
+/// Abort the move of `pid` as the flow (a gone mover's, for [`mover_gone`]), without
+/// waiting.
 fn tell_abort(pid: Pid) {
     tell(pid.core(), Op::MigrateAbort(pid), || abort(pid));
 }
@@ -552,8 +557,9 @@ pub fn abort(pid: Pid) -> Result<(), Error> {
         let p = super::live(s, pid)?;
         if p.moving {
             its_mover(s, p)?;
-        } else {
-            // Only a stop asked for on its way (`take_out`'s `Busy`) to undo.
+        } else if crate::res::flow_pid() != Some(p.mover) {
+            // Only a stop asked for on its way (`take_out`'s `Busy`) to undo: its asker's
+            // (gone or not), or an ancestor's.
             may_move(s, p)?;
         }
         let p = s

@@ -76,6 +76,7 @@ pub struct Process {
     /// committed or aborted.
     pub moving: bool,
     /// Who took it (`Pid(0)`: the kernel): only that process commits or aborts the move.
+    /// Also who asked it to stop on its way to being taken out (`stop_for_move`).
     pub mover: Pid,
     /// Its frames are being read for the move, or a copy of it may run on another core
     /// (a `MIGRATE` until it commits or aborts, an export until it has written the image):

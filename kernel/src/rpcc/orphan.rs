@@ -132,7 +132,7 @@ fn undone(Orphan(op, flow, answer): Orphan) {
             crate::res::put_back_flow(&saved);
         }
         (op @ (Op::MigrateOut(_) | Op::MigrateIn(_)), answer) => {
-            crate::proc::migrate::mover_gone(&op, answer.as_ref());
+            crate::proc::migrate::mover_gone(&op, &flow, answer.as_ref());
         }
         _ => {}
     }

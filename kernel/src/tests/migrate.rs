@@ -112,7 +112,7 @@ fn open_move_attempt(pid: Pid, region: ResId, other: usize) -> Result<(), String
             killed == Err(Error::Busy),
             "a kill of the original while its copy runs: {killed:?}, want Busy"
         );
-        let aborted = as_parent(|| migrate::abort(pid));
+        let aborted = acting_as(TEST_PARENT, || migrate::abort(pid));
         kassert!(
             aborted == Err(Error::Denied),
             "its parent's abort while its copy runs: {aborted:?}, want Denied"
@@ -186,7 +186,9 @@ fn copy_of_here(old: u64) -> u64 {
     })
 }
 
-/// A holder on `other` taken out from here by a mover killed while it waits: it runs on.
+/// A holder on `other`: a take-out by a process that may not move it, whose answer
+/// nobody reads, leaves the move another opened alone; one by a mover killed while it
+/// waits lets it run on.
 fn orphaned_take_out(other: usize) -> Result<(), String> {
     let spawn = Op::Spawn {
         name: "movecheck".into(),
@@ -199,6 +201,19 @@ fn orphaned_take_out(other: usize) -> Result<(), String> {
         Err(err) => return Err(format!("remote spawn: {err:?}")),
     };
     let r = (|| {
+        // Its move opened from here (the kernel its mover), then a stranger's take-out
+        // (`Denied`) that nobody reads. A regression: the kernel aborted whatever move
+        // such an answer named, here one that was not the stranger's.
+        drop(taken_out(pid)?);
+        acting_as(STRANGER, || rpcc::notice(other, Op::MigrateOut(pid)));
+        super::rpcc::settle()?;
+        let left = on(other, move_state_here, pid.0)?;
+        kassert!(
+            left & 1 == 1,
+            "a refused take-out nobody read ended another's move: {left:#b} (1 moving)"
+        );
+        let aborted = rpcc::call(other, Op::MigrateAbort(pid)).map(drop);
+        kassert!(aborted.is_ok(), "the mover's abort: {aborted:?}");
         // As a mover killed while it waits for the answer: nobody reads it (`Busy` if the
         // holder sleeps, a stop asked for on its way out; or its description).
         rpcc::notice(other, Op::MigrateOut(pid));
@@ -211,8 +226,21 @@ fn orphaned_take_out(other: usize) -> Result<(), String> {
         );
         Ok(())
     })();
+    let _ = rpcc::call(other, Op::MigrateAbort(pid));
     let _ = end_there(pid);
+    let _ = super::rpcc::settle();
+    let _ = on(other, close_held_here, 0);
     r
+}
+
+/// A pid that is no process's ancestor.
+const STRANGER: Pid = Pid::new(0, u32::MAX - 1);
+
+/// On its core: close the vregion `movecheck shared` opened there, if it is there.
+fn close_held_here(_: u64) -> u64 {
+    named_region().map_or(0, |v| {
+        u64::from(crate::res::local::close_by_kernel::<VRegion>(v).is_ok())
+    })
 }
 
 /// On the process's core: what a move left on process `pid` (bits: 1 moving, 2 a stop
@@ -247,15 +275,15 @@ fn end_there(pid: Pid) -> Result<(), String> {
     Ok(())
 }
 
-/// Run `f` acting for the tests' parent (`TEST_PARENT`, an ancestor of their processes).
-fn as_parent<T>(f: impl FnOnce() -> T) -> T {
+/// Run `f` acting for process `pid` (as the kernel's user).
+fn acting_as<T>(pid: Pid, f: impl FnOnce() -> T) -> T {
     let saved = crate::res::snapshot_flow();
     crate::res::adopt_flow(&FlowInfo {
         id: 0,
         machine: 0,
         core: percore::current_core() as u16,
         user: UserId::KERNEL,
-        pid: Some(TEST_PARENT),
+        pid: Some(pid),
         priority: Priority::App,
     });
     let r = f();
@@ -287,4 +315,6 @@ fn clean_up(pid: Pid, region: ResId) {
     if region != ResId(0) {
         let _ = crate::res::local::close_by_kernel::<VRegion>(region);
     }
+    // One opened and never attached (the holder failed on its way) too.
+    close_held_here(0);
 }
