@@ -135,6 +135,8 @@ impl Driver {
             return;
         }
         if r.request == 0 {
+            // One-way: nothing to answer, an ICA it carried goes back.
+            ipc::let_go(&r.msg);
             return;
         }
         // A read-only ICA (the client's mapping was, or it lent it so) serves a write

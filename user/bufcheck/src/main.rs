@@ -1,4 +1,4 @@
-//! `bufcheck load STOP [FILES]` and `bufcheck bad`: checks of the buffer managers (`bufd`,
+//! `bufcheck load STOP [FILES]`, `bufcheck bad` and `bufcheck oneway`: checks of the buffer managers (`bufd`,
 //! `abi::buf`) for `user/shell/bufd.script`.
 //!
 //! `load STOP [FILES]` writes FILES files (default 4) of 3,000 bytes each (six sectors and
@@ -15,10 +15,15 @@
 //! label, a read into a read-only ICA, a write by another user (and that user's request
 //! to the disk driver `blk`). It prints one line per case and `bad requests
 //! refused: N of N`; then sector 0 is written back as it was with the ICA lent read-only.
+//!
+//! `oneway` floods `fs`, `fs.buf0` and `blk` with one-way messages carrying pages, each of
+//! which must be let go of (`oneway.rs`).
 #![no_std]
 #![no_main]
 
 extern crate alloc;
+
+mod oneway;
 
 use alloc::format;
 use alloc::string::String;
@@ -32,7 +37,7 @@ use ulib::{fnid, fs, ipc, println, res};
 
 ulib::main!(main);
 
-const USAGE: &str = "usage: bufcheck load STOP [FILES] | bufcheck bad";
+const USAGE: &str = "usage: bufcheck load STOP [FILES] | bufcheck bad | bufcheck oneway";
 const FILE_BYTES: usize = 3000;
 
 fn main(args: &[&str]) -> i32 {
@@ -46,6 +51,16 @@ fn main(args: &[&str]) -> i32 {
             }
         },
         ["bad"] => bad(),
+        ["oneway"] => match oneway::one_way() {
+            Ok(what) => {
+                println!("bufcheck oneway: ok: {what}");
+                0
+            }
+            Err(e) => {
+                println!("bufcheck oneway: FAILED: {e}");
+                1
+            }
+        },
         _ => {
             println!("bufcheck: {USAGE}");
             2
@@ -127,7 +142,7 @@ fn load(stop: &str, files: usize) -> i32 {
 const AT: u64 = 0x0000_5600_0000_0000;
 
 /// One request to `to` (with a fresh ICA if `ica`): the reply's value, or the call's error.
-fn ask(to: FnId, label: u64, first: u64, count: u64, ica: bool) -> u64 {
+pub(crate) fn ask(to: FnId, label: u64, first: u64, count: u64, ica: bool) -> u64 {
     ask_mapped(to, label, first, count, ica, true)
 }
 

@@ -182,6 +182,8 @@ fn run(o: &Options, restart_args: &str) -> Result<(), String> {
 impl Manager {
     fn request(&mut self, r: Received) {
         if r.request == 0 {
+            // One-way: nothing to answer, an ICA it carried goes back.
+            ipc::let_go(&r.msg);
             return;
         }
         // A read-only ICA (the client's mapping was, or it lent it so) serves a write

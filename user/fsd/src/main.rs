@@ -236,6 +236,8 @@ fn code(e: &FsError) -> Error {
 impl Server {
     fn request(&mut self, r: Received) {
         if r.request == 0 {
+            // One-way: nothing to answer, an ICA it carried goes back.
+            ipc::let_go(&r.msg);
             return;
         }
         let label = ipc::label(&r.msg);

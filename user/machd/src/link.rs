@@ -187,9 +187,7 @@ impl In {
                 if r.request == 0 {
                     // One-way (no driver sends so): an ICA it carried goes back to its
                     // creator, else it would stay mapped here.
-                    if let Some((_, at)) = ipc::ica_at(&r.msg) {
-                        let _ = ulib::res::detach_here(at);
-                    }
+                    ipc::let_go(&r.msg);
                     return Ok(None);
                 }
                 let got = frame_in(&r, *me, drv, buf);

@@ -552,9 +552,7 @@ fn run(me: u8, n: u8, kind: link::Kind) -> Result<(), alloc::string::String> {
             // One-way messages (none are defined): nothing to answer; an ICA one carried
             // goes back to its creator, else it would stay mapped here (64 would fill the
             // ICA window, and every file request and frame would be refused).
-            if let Some((_, at)) = ipc::ica_at(&r.msg) {
-                let _ = ulib::res::detach_here(at);
-            }
+            ipc::let_go(&r.msg);
             continue;
         }
         if let Err(e) = local(&r) {

@@ -458,9 +458,7 @@ impl Server {
         }
         if r.kind == SUBMIT_SEND || r.request == 0 {
             // One-way: nothing to answer; an ICA goes back to its creator.
-            if let Some((_, at)) = page {
-                let _ = res::detach_here(at);
-            }
+            ipc::let_go(&r.msg);
             self.net.count(|c| c.errors += 1);
             return;
         }

@@ -238,9 +238,7 @@ impl Driver {
             // One-way (a program's, never the kernel's but for interrupts): nothing to
             // answer; a page it carried goes back, else it stayed mapped here for good and
             // a few dozen of them left no room for the frame pool (found by a review).
-            if let Some((_, at)) = ipc::ica_at(&r.msg) {
-                let _ = res::detach_here(at);
-            }
+            ipc::let_go(&r.msg);
             return;
         }
         if label == DRV_INFO && ipc::ica_at(&r.msg).is_some() {

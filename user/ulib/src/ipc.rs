@@ -198,6 +198,17 @@ pub fn ica_at(msg: &Msg) -> Option<(ResId, u64)> {
     })
 }
 
+/// A one-way message (`r.request` 0: a `SEND`, nothing to answer) is done with: the ICA
+/// it carried, if any, is detached here and goes back to its creator. A server that
+/// dropped it instead kept it mapped for good, and 64 of them filled its ICA window, so
+/// every later request with an ICA was refused, for every client (found by reviews in
+/// `netd`, `netdrv`, `machd`, then `fsd`, `bufd` and `blkdrv`).
+pub fn let_go(msg: &Msg) {
+    if let Some((_, at)) = ica_at(msg) {
+        let _ = crate::res::detach_here(at);
+    }
+}
+
 /// A submission of kind `kind` on `target` with `args`.
 pub fn op(kind: u64, target: u64, args: [u64; 4]) -> Submission {
     Submission {
