@@ -73,9 +73,15 @@ impl Resource for Sem {
         }
     }
 
-    /// The count, and the number of waiters.
+    /// The count, and the number of waiters (those of this core still alive).
     fn info(&self) -> Step<(u64, u64), Infallible> {
-        Step::Done((self.count, self.waiters.len() as u64))
+        let waiting = sched::with(|s| {
+            self.waiters
+                .iter()
+                .filter(|w| waits(s, w))
+                .count()
+        });
+        Step::Done((self.count, waiting as u64))
     }
 }
 
@@ -121,12 +127,28 @@ pub fn p(count: &mut u64, waiters: &mut VecDeque<Waiter>) -> Result<Option<u32>,
     if !crate::structure::serves_running_thread() {
         return Err(Error::Busy);
     }
-    match sched::with(|s| s.current_thread().filter(|_| s.current_process().is_some())) {
+    match sched::with(|s| {
+        // Threads that waited here and were removed (killed with their process) are
+        // forgotten first: else each stayed queued until a V, and a semaphore that is
+        // never V'd grew by one entry per killed waiter, in kernel memory charged to
+        // nobody (found by a review).
+        waiters.retain(|w| waits(s, w));
+        s.current_thread().filter(|_| s.current_process().is_some())
+    }) {
         Some(thread) => {
             waiters.push_back(Waiter::Thread(thread));
             Ok(Some(thread))
         }
         None => Err(Error::Busy),
+    }
+}
+
+/// Is `w` still waiting: a thread of this core that exists, or a request of another core
+/// (its requester's end is settled when a V answers it: `rpcc/orphan.rs`)?
+fn waits(s: &sched::Sched, w: &Waiter) -> bool {
+    match *w {
+        Waiter::Thread(t) => s.thread(t).is_some(),
+        Waiter::Remote(_) => true,
     }
 }
 

@@ -12,7 +12,8 @@
 //! again every tick instead of waiting in it); bad thread ids are errors. Last, four
 //! threads attach and detach vregions in the process itself at once (`attach_at_once`), and
 //! one thread acts as another user while the others go on acting as the process
-//! (`acting_users`).
+//! (`acting_users`). Waiters killed while they wait leave nothing in the semaphore
+//! (`dead_waiters_forgotten`).
 #![forbid(unsafe_code)]
 #![no_std]
 #![no_main]
@@ -158,6 +159,7 @@ fn check(core: usize, killed: bool) -> Result<(), String> {
     if killed && core != sys::core().unwrap_or(core) {
         killed_waiter(core)?;
     }
+    dead_waiters_forgotten()?;
     res::close(go).map_err(|e| format!("close: {e}"))?;
     res::close(ep).map_err(|e| format!("close endpoint: {e}"))?;
     attach_at_once()?;
@@ -211,6 +213,49 @@ fn killed_waiter_with(core: usize, how: &str) -> Result<(), String> {
             let _ = sys::sleep_ns(1_000_000);
         }
         Err("the unit of a V after its waiter was killed was lost".into())
+    })();
+    let _ = res::close(gate);
+    r
+}
+
+/// Waiters killed in [`dead_waiters_forgotten`].
+const DEAD_WAITERS: usize = 8;
+
+/// Waiters on this core killed while their P waits, one after another: the semaphore
+/// forgets each (it counts only live waiters, and a dead one is not kept). A regression
+/// found by a review: each stayed queued until a V, so a semaphore never V'd grew by one
+/// entry of kernel memory per killed waiter, charged to nobody.
+fn dead_waiters_forgotten() -> Result<(), String> {
+    let gate = open_sem("here/sem/lwp-dead", 0)?;
+    let here = sys::core().unwrap_or(0);
+    let r = (|| {
+        let arg = format!("{:#x}", gate.0);
+        for round in 0..DEAD_WAITERS {
+            let child = sys::spawn_on("lwpcheck", &["waiter", arg.as_str()], Priority::App, here)
+                .map_err(|e| format!("spawn: {e}"))?;
+            // Until its P waits (a hang guard only).
+            let mut waits = false;
+            for _ in 0..10_000 {
+                waits = res::info(gate).is_ok_and(|i| i.detail == 1);
+                if waits {
+                    break;
+                }
+                let _ = sys::sleep_ns(1_000_000);
+            }
+            let _ = sys::kill(child);
+            let _ = sys::wait(Some(child));
+            if !waits {
+                return Err(format!("waiter {round} never waited in the semaphore"));
+            }
+        }
+        match res::info(gate) {
+            Ok(i) if i.detail == 0 => Ok(()),
+            Ok(i) => Err(format!(
+                "{DEAD_WAITERS} waiters killed, the semaphore counts {} waiting",
+                i.detail
+            )),
+            Err(e) => Err(format!("info: {e}")),
+        }
     })();
     let _ = res::close(gate);
     r
