@@ -34,6 +34,9 @@ pub const MAX_NAME: usize = 32;
 /// Longest whole resource name.
 pub const MAX_RES_NAME: usize = 64;
 
+/// Most vregions attached to one address space (its ICA window included).
+pub const MAX_ATTACHMENTS: usize = 64;
+
 /// Kinds of resource.
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

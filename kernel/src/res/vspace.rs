@@ -17,8 +17,7 @@ use abi::{Error, Pid};
 use alloc::vec::Vec;
 use core::convert::Infallible;
 
-/// Most vregions attached to one address space.
-pub const MAX_ATTACHMENTS: usize = 64;
+pub use abi::res::MAX_ATTACHMENTS;
 
 /// A handle to the address space of process `pid` (of this core).
 pub struct VSpace {

@@ -17,12 +17,14 @@
 //! refused: N of N`; then sector 0 is written back as it was with the ICA lent read-only.
 //!
 //! `oneway` floods `fs`, `fs.buf0` and `blk` with one-way messages carrying pages, each of
-//! which must be let go of (`oneway.rs`).
+//! which must be let go of (`oneway.rs`). `warm` and `blkdown` check a buffer manager
+//! whose disk driver is gone (`blkdown.rs`).
 #![no_std]
 #![no_main]
 
 extern crate alloc;
 
+mod blkdown;
 mod oneway;
 
 use alloc::format;
@@ -37,7 +39,8 @@ use ulib::{fnid, fs, ipc, println, res};
 
 ulib::main!(main);
 
-const USAGE: &str = "usage: bufcheck load STOP [FILES] | bufcheck bad | bufcheck oneway";
+const USAGE: &str =
+    "usage: bufcheck load STOP [FILES] | bufcheck bad | bufcheck oneway | bufcheck warm | bufcheck blkdown";
 const FILE_BYTES: usize = 3000;
 
 fn main(args: &[&str]) -> i32 {
@@ -51,19 +54,27 @@ fn main(args: &[&str]) -> i32 {
             }
         },
         ["bad"] => bad(),
-        ["oneway"] => match oneway::one_way() {
-            Ok(what) => {
-                println!("bufcheck oneway: ok: {what}");
-                0
-            }
-            Err(e) => {
-                println!("bufcheck oneway: FAILED: {e}");
-                1
-            }
-        },
+        ["oneway"] => report("oneway", oneway::one_way()),
+        ["warm"] => report("warm", blkdown::warm()),
+        ["blkdown"] => report("blkdown", blkdown::blk_down()),
+        ["takeblk"] => report("takeblk", blkdown::take_blk()),
         _ => {
             println!("bufcheck: {USAGE}");
             2
+        }
+    }
+}
+
+/// Print how check `what` went: `bufcheck WHAT: ok: ...` (0) or `FAILED` (1).
+fn report(what: &str, r: Result<String, String>) -> i32 {
+    match r {
+        Ok(how) => {
+            println!("bufcheck {what}: ok: {how}");
+            0
+        }
+        Err(e) => {
+            println!("bufcheck {what}: FAILED: {e}");
+            1
         }
     }
 }

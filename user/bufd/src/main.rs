@@ -33,7 +33,7 @@ use ulib::abi::fnid::{FnId, MAX_RESTARTS};
 use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
-use ulib::{fnid, ipc, println, sys};
+use ulib::{fnid, ipc, println, res, sys};
 
 ulib::main!(main);
 
@@ -270,9 +270,12 @@ impl Manager {
         let (v, reply) = match fnid::call_fn(self.blk, &out) {
             Ok(r) => r,
             Err(e) => {
-                // The request did not reach blk (the ICA is back where it was), or blk
-                // ended holding it (lost: the client recovers its vregion).
-                if e == Error::Gone {
+                // The request did not reach blk (the ICA is still here: given back with
+                // the error), or blk ended holding it (lost: the client recovers its
+                // vregion). Both are `Gone` when blk is down: looked at, not assumed (a
+                // regression: with blk down, every miss kept its client's ICA here for
+                // good, and 64 of them left this manager no room to serve anyone).
+                if e == Error::Gone && !res::attached_here(region, at) {
                     *ica = None;
                 }
                 return e as u64;

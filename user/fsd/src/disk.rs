@@ -86,7 +86,10 @@ fn new_region(n: u32) -> Result<ResId, Error> {
         BLK_ICA_SIZE,
         Rights::OWNER_ALL,
     )?;
-    res::attach_here(region, DATA_AT, true)?;
+    if let Err(e) = res::attach_here(region, DATA_AT, true) {
+        let _ = res::close(region);
+        return Err(e);
+    }
     Ok(region)
 }
 
@@ -173,7 +176,13 @@ impl Disk {
             // never sent, or lost (`None`) with a manager that ended holding it.
             let (v, back) = match fnid::call_fn(manager, &msg) {
                 Ok((v, reply)) => (v, ipc::ica_at(&reply).map(|(_, at)| at)),
-                Err(Error::Gone) => (Error::Gone as u64, None),
+                // Gone with a manager that ended holding it, or never sent (the manager
+                // was down): looked at, else a live ICA was dropped and a new one made.
+                Err(Error::Gone) => {
+                    let at = self.at.get();
+                    let here = res::attached_here(self.region.get(), at);
+                    (Error::Gone as u64, here.then_some(at))
+                }
                 Err(e) => (e as u64, Some(self.at.get())),
             };
             match back {

@@ -266,6 +266,21 @@ pub fn attachments(vspace: ResId, buf: &mut [[u64; 2]]) -> Result<usize, Error> 
     .map(|bytes| (bytes as usize / 16).min(buf.len()))
 }
 
+/// Is vregion `region` attached at `at` in the calling process itself? For a caller whose
+/// call with an ICA failed `Gone`: the ICA went with a server that ended holding it, or
+/// never left (the target was down before the call reached it); only in the first case
+/// is it gone.
+pub fn attached_here(region: ResId, at: u64) -> bool {
+    let mut found = false;
+    let _ = with_own_vspace(|vs| {
+        let mut pairs = [[0u64; 2]; abi::res::MAX_ATTACHMENTS];
+        let n = attachments(vs, &mut pairs)?;
+        found = pairs[..n].iter().any(|&[a, r]| a == at && r == region.0);
+        Ok(())
+    });
+    found
+}
+
 // ---- process ----------------------------------------------------------------------------
 
 /// The `RES_OPEN` arguments of a process: `program`, then `args`, NUL-separated.
