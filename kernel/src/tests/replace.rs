@@ -15,7 +15,9 @@
 //!   changed;
 //! - the service gap one client sees across a replacement (`kvcli gap`), printed;
 //! - the retire notice: kv replaced while it holds a `WAIT` (`kvcli await`) answers it
-//!   `Again`, the client sends it again and the new server answers it.
+//!   `Again`, the client sends it again and the new server answers it;
+//! - restart after a crash (`kv restart=N`): at most N times, and in the hammer; and
+//!   `FN_RESTART`'s shortest window (`fncheck restart-window`).
 
 use super::kv::{drop_kv, end_kv, kvcli, served, start_kv_on, STATE_BYTES};
 use super::{finish, frames_after, free_frames_per_core, run_program, run_to_end};
@@ -327,6 +329,18 @@ ktest! {
         end_kv(server);
         drop_kv(first)?;
         r
+    }
+}
+
+ktest! {
+    /// `FN_RESTART`'s window must outlast the backoffs of its restarts
+    /// (`abi::fnid::restart_window_min_ms`): `fncheck restart-window` opts in with windows
+    /// of 0 and 1 ms short of the minimum (`InvalidArgument`, the policy kept) and at the
+    /// minimum (accepted). A regression: a window of 0 was accepted, and a server that
+    /// crashed at once came back every 10 ms for ever.
+    fn fn_restart_window_below_the_minimum_is_refused() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        run_program("fncheck", &["restart-window"], 300)
     }
 }
 
