@@ -1,4 +1,4 @@
-//! A rule found missing by an audit, a regression test driven by a kernel test
+//! Two rules found missing by an audit, each a regression test driven by a kernel test
 //! (`kernel/src/tests/replace.rs`):
 //!
 //! - `fncheck restart-window`: `FN_RESTART`'s window must outlast the backoffs of its
@@ -7,14 +7,30 @@
 //!   unchanged), then at the minimum (accepted), and opts out (`max` 0, any window). A
 //!   window of 0 used to be accepted, and a server that crashed at once came back every
 //!   10 ms for ever.
+//! - `fncheck late-taker NAME`: run at an application's priority on the core of `NAME`'s
+//!   server (idle, at a higher priority), it calls `FN_TAKEOVER(NAME, its endpoint, 0)`:
+//!   `TimedOut` (the old server cannot run before the call returns), and it must still be
+//!   at an application's priority, `NAME` served by the same server under the same
+//!   generation. It used to keep the old server's priority.
 
 use super::{expect, fail, info_of, Check};
 use alloc::format;
 use alloc::string::String;
-use ulib::abi::fnid::{restart_window_min_ms, FnId, MAX_RESTARTS};
+use ulib::abi::fnid::{restart_window_min_ms, FnId, FN_UP, MAX_RESTARTS};
 use ulib::abi::res::Rights;
-use ulib::abi::Error;
-use ulib::{fnid, ipc, res};
+use ulib::abi::{Error, Priority};
+use ulib::{fnid, ipc, res, sys};
+
+/// This program's priority, as the process list has it.
+fn my_priority() -> Result<u32, String> {
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    sys::live_processes()
+        .map_err(|e| format!("process list: {e}"))?
+        .iter()
+        .find(|p| p.pid == me)
+        .map(|p| p.priority)
+        .ok_or_else(|| format!("{me} not in the process list"))
+}
 
 /// `fncheck restart-window`: see the module docs.
 pub fn restart_window() -> Check {
@@ -71,4 +87,42 @@ fn restart_windows(id: FnId) -> Check {
     refused(MAX_RESTARTS, min16 - 1, 3)?;
     accepted(MAX_RESTARTS, min16)?;
     accepted(0, 0)
+}
+
+/// `fncheck late-taker NAME`: see the module docs.
+pub fn late_taker(name: &str) -> Check {
+    let app = Priority::App as u32;
+    let before = my_priority()?;
+    if before != app {
+        return fail(
+            "late-taker: not started at an application's priority",
+            before,
+        );
+    }
+    let id = fnid::lookup(name).map_err(|e| format!("lookup {name}: {e}"))?;
+    let old = info_of(id)?.ok_or_else(|| format!("{name} not listed"))?;
+    if old.state != FN_UP {
+        return fail(&format!("{name} before the takeover"), old);
+    }
+    let ep = ipc::open_endpoint("here/endpoint/fnchk-late", Rights(0x2f))
+        .map_err(|e| format!("endpoint: {e}"))?;
+    let taken = fnid::takeover(id, ep, 0);
+    let after = my_priority();
+    let now = info_of(id);
+    let _ = res::close(ep);
+    expect(
+        &format!("FN_TAKEOVER({name}, ., 0)"),
+        taken,
+        Error::TimedOut,
+    )?;
+    match after? {
+        p if p == app => {}
+        p => return fail("priority after a takeover that timed out (want 2, App)", p),
+    }
+    match now? {
+        Some(i) if i.state == FN_UP && i.server == old.server && i.generation == old.generation => {
+            Ok(())
+        }
+        other => fail(&format!("{name} after a takeover that timed out"), other),
+    }
 }

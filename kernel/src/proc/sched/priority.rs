@@ -1,5 +1,6 @@
-//! A process's priority changed while it lives: raised when a background thread aged, or
-//! when a new server takes the old one's priority in `FN_TAKEOVER` (`ipc::takeover`).
+//! A process's priority changed while it lives: raised (a background thread aged, a new
+//! server taking the old one's priority in `FN_TAKEOVER`) and lowered again (a takeover
+//! that did not happen gives its caller back the priority it had, `ipc::takeover`).
 #![deny(unsafe_code)]
 
 use super::{Sched, ThreadState};
@@ -37,6 +38,30 @@ impl Sched {
             return;
         };
         proc.priority = proc.priority.min(p);
+        self.move_threads(serial, p, |t| t > p);
+    }
+
+    /// Lower process `serial` and each of its threads above priority `p` to `p` (a thread
+    /// already below keeps its own); a ready thread moves to its new level's queue, and a
+    /// running one lowered gives the core up on its way back to user mode if a thread now
+    /// above it is ready.
+    pub fn lower_process(&mut self, serial: u32, p: Priority) {
+        let Some(proc) = self.processes.get_mut(&serial) else {
+            return;
+        };
+        proc.priority = proc.priority.max(p);
+        if self.move_threads(serial, p, |t| t < p) && self.ready_above(p) {
+            self.need_resched = true;
+            percore::this()
+                .sched_attention
+                .store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Move each thread of process `serial` whose priority `moves` to `p`; whether the
+    /// running thread moved.
+    fn move_threads(&mut self, serial: u32, p: Priority, moves: impl Fn(Priority) -> bool) -> bool {
+        let mut running = false;
         let mut i = 0;
         while let Some(id) = self
             .processes
@@ -44,7 +69,7 @@ impl Sched {
             .and_then(|proc| proc.threads.get(i).copied())
         {
             i += 1;
-            let Some(t) = self.threads.get_mut(&id).filter(|t| t.priority > p) else {
+            let Some(t) = self.threads.get_mut(&id).filter(|t| moves(t.priority)) else {
                 continue;
             };
             let old = t.priority;
@@ -54,10 +79,12 @@ impl Sched {
                 self.ready[p as usize].push_back(id);
             }
             if self.current == Some(id) {
+                running = true;
                 percore::this()
                     .running_priority
                     .store(p as u32, Ordering::Relaxed);
             }
         }
+        running
     }
 }
