@@ -15,7 +15,7 @@
 //! | 45 | `FN_LIST` | `*mut FnInfo`, capacity, flags (0 or [`FN_LIST_LOCAL`]) | number of records written |
 //! | 46 | `FN_STATE` | function id, vregion (0: only ask) | the function's state ICA (0: none) |
 //! | 47 | `FN_TAKEOVER` | function id, endpoint (the caller's own), timeout ns | the function's new server generation |
-//! | 57 | `FN_RESTART` | function id, most restarts in the window (0: off; at most [`MAX_RESTARTS`]), window ms, `*const u8` arguments, their length | 0 |
+//! | 57 | `FN_RESTART` | function id, most restarts in the window (0: off; at most [`MAX_RESTARTS`]), window ms (at least [`restart_window_min_ms`]`(max)`), `*const u8` arguments, their length | 0 |
 //!
 //! Rules. A name is 1 to [`FN_NAME_MAX`] bytes of `a-z 0-9 . _ -` (else `BadName`; longer
 //! than [`FN_NAME_MAX`] is `TooLong`). The endpoint registered must be the caller's own (a
@@ -70,10 +70,18 @@
 //! - While the function restarts (`FnInfo::state` [`FN_RESTARTING`]) a request to it is
 //!   answered [`crate::Error::Again`] (`ulib::fnid::call_fn` sends it again).
 //! - At most `max` restarts in a window of `window` ms, counted from the first restart in
-//!   it; the k-th restart in a window waits [`RESTART_BACKOFF_NS`] x 2^(k-1) (at most 1 s)
-//!   first. A crash past that, or a restart that cannot start (no such program, it ends or
-//!   does not register within 10 s) leaves the function down (`Gone`). `FnInfo::restarts`
-//!   counts the restarts under this id.
+//!   it; the k-th restart in a window waits [`restart_backoff_ns`]`(k)` =
+//!   [`RESTART_BACKOFF_NS`] x 2^(k-1) (at most 1 s) first. A crash past that, or a restart
+//!   that cannot start (no such program, it ends or does not register within 10 s) leaves
+//!   the function down (`Gone`). `FnInfo::restarts` counts the restarts under this id.
+//! - The window must be at least [`restart_window_min_ms`]`(max)`: 1 s
+//!   ([`RESTART_WINDOW_SLACK_MS`]) beyond the backoffs of `max` restarts (1,010 ms for 1,
+//!   1,070 ms for 3, 11,270 ms for 16), else `InvalidArgument` (with `max` 0, opting out,
+//!   any window). So the window outlasts its own backoffs: a server that crashes at once
+//!   uses its `max` restarts inside one window and is left down. A shorter one never
+//!   stopped: a window of 0 ms opened a new window at every crash, and a server that
+//!   crashed at once (or was killed: a kill counts as a crash) came back every 10 ms for
+//!   ever, a child of the kernel (found by an audit).
 
 use crate::res::ResId;
 use crate::Pid;
@@ -174,6 +182,44 @@ pub const RESTART_WINDOW_MS: u64 = 60_000;
 pub const RESTART_ARGS_MAX: usize = 256;
 /// The wait before the first restart in a window (doubling for each further one).
 pub const RESTART_BACKOFF_NS: u64 = 10_000_000;
+/// The longest wait before a restart.
+pub const RESTART_BACKOFF_MAX_NS: u64 = 1_000_000_000;
+/// What `FN_RESTART`'s window must last beyond the backoffs of its restarts
+/// ([`restart_window_min_ms`]): time for the restarted servers to start and crash.
+pub const RESTART_WINDOW_SLACK_MS: u64 = 1_000;
+
+/// The wait before the `k`-th restart in a window (`k` from 1): [`RESTART_BACKOFF_NS`] x
+/// 2^(k-1), at most [`RESTART_BACKOFF_MAX_NS`].
+pub const fn restart_backoff_ns(k: u64) -> u64 {
+    let shift = if k > 17 { 16 } else { k.saturating_sub(1) };
+    let ns = RESTART_BACKOFF_NS << shift;
+    if ns < RESTART_BACKOFF_MAX_NS {
+        ns
+    } else {
+        RESTART_BACKOFF_MAX_NS
+    }
+}
+
+/// The shortest window `FN_RESTART` accepts for `max` restarts: [`RESTART_WINDOW_SLACK_MS`]
+/// beyond the backoffs of `max` restarts (0 for `max` 0, opting out; `max` above
+/// [`MAX_RESTARTS`] counts as [`MAX_RESTARTS`], which `FN_RESTART` refuses anyway).
+pub const fn restart_window_min_ms(max: u64) -> u64 {
+    if max == 0 {
+        return 0;
+    }
+    let n = if max < MAX_RESTARTS {
+        max
+    } else {
+        MAX_RESTARTS
+    };
+    let mut ns = 0;
+    let mut k = 1;
+    while k <= n {
+        ns += restart_backoff_ns(k);
+        k += 1;
+    }
+    RESTART_WINDOW_SLACK_MS + ns.div_ceil(1_000_000)
+}
 
 /// One registered function, as `FN_LIST` writes it.
 #[repr(C)]
@@ -242,6 +288,23 @@ mod tests {
         assert!(!FnId::is_fnid(endpoint.0));
         assert_eq!(FnId::from_raw(endpoint.0), None);
         assert_eq!(FnId::from_raw(id.0 | (1 << 54)), None, "core bits set");
+    }
+
+    #[test]
+    fn restart_window_outlasts_its_backoffs() {
+        assert_eq!(restart_backoff_ns(0), 10_000_000);
+        assert_eq!(restart_backoff_ns(1), 10_000_000);
+        assert_eq!(restart_backoff_ns(3), 40_000_000);
+        assert_eq!(restart_backoff_ns(7), 640_000_000);
+        assert_eq!(restart_backoff_ns(8), 1_000_000_000);
+        assert_eq!(restart_backoff_ns(u64::MAX), 1_000_000_000);
+        assert_eq!(restart_window_min_ms(0), 0);
+        assert_eq!(restart_window_min_ms(1), 1_010);
+        assert_eq!(restart_window_min_ms(3), 1_070);
+        assert_eq!(restart_window_min_ms(MAX_RESTARTS), 11_270);
+        assert_eq!(restart_window_min_ms(u64::MAX), 11_270);
+        // Musubi's servers' window (`restart=N` is N a minute) is long enough for any N.
+        assert!(RESTART_WINDOW_MS >= restart_window_min_ms(MAX_RESTARTS));
     }
 
     #[test]

@@ -138,7 +138,8 @@ pub const DEV_IRQ_ACK: u64 = 55;
 /// Answer a request with an error (`abi::ipc`): request handle, error code.
 pub const REPLY_ERROR: u64 = 56;
 /// Restart after a crash, opt-in (`abi::fnid`): function id, most restarts in the window,
-/// window ms, `*const u8` arguments, their length.
+/// window ms (at least [`crate::fnid::restart_window_min_ms`]`(max)` when max > 0, else
+/// `InvalidArgument`), `*const u8` arguments, their length.
 pub const FN_RESTART: u64 = 57;
 /// Start a program from an ELF image in the caller's memory: image ptr, image len (at most
 /// [`MAX_IMAGE`]), args ptr, args len (NUL-terminated strings, the first the name the

@@ -24,7 +24,10 @@
 //!    reported down (`fnid::server_ended` skips it).
 //! 3. That thread ([`restarter`]) asks the home (`fnid::restart_begin`): restarts left in
 //!    the window make the function *restarting* on every core (requests to it: `Again`);
-//!    none left: down (`Gone`), and the parked requests are answered `Gone`.
+//!    none left: down (`Gone`), and the parked requests are answered `Gone`. The window is
+//!    never shorter than the backoffs of its restarts and 1 s more ([`opt_in`] refuses
+//!    it: `abi::fnid::restart_window_min_ms`), so a server that crashes at once is left
+//!    down after its `max` restarts instead of coming back for ever.
 //! 4. It waits the backoff, spawns the image (a child of the kernel, as the function's
 //!    user, at the priority it had when it opted in), waits until the new server has registered the name again (a new endpoint in
 //!    this core's copy, at most [`REGISTER_WAIT_NS`]), and forwards the parked requests
@@ -48,8 +51,6 @@ use alloc::vec::Vec;
 pub const REGISTER_WAIT_NS: u64 = 10_000_000_000;
 /// Between two looks for the registration.
 const POLL_NS: u64 = 1_000_000;
-/// Longest backoff before a restart.
-const BACKOFF_MAX_NS: u64 = 1_000_000_000;
 
 /// What a restartable server's process keeps: how to start it again.
 pub struct Image {
@@ -81,7 +82,10 @@ struct Job {
 /// FN_RESTART(fnid, max, window ms, args): the caller, `fnid`'s server, opts in (max 0:
 /// out) with `args` as the arguments of its restarts.
 pub fn opt_in(fnid: u64, max: u64, window_ms: u64, args: &[u8]) -> Result<(), Error> {
-    if max > abi::fnid::MAX_RESTARTS {
+    // The window must outlast the backoffs of its `max` restarts (`abi::fnid`): a shorter
+    // one never stops restarting (found by an audit: a window of 0 ms opened a new window
+    // at every crash, and a server that crashed at once came back every 10 ms for ever).
+    if max > abi::fnid::MAX_RESTARTS || window_ms < abi::fnid::restart_window_min_ms(max) {
         return Err(Error::InvalidArgument);
     }
     let args = core::str::from_utf8(args).map_err(|_| Error::InvalidArgument)?;
@@ -191,9 +195,7 @@ extern "C" fn restarter(number: u64) -> ! {
 /// Restart `image`'s function (crashed at `old`): its new endpoint once registered.
 fn restart(image: &Image, old: ResId) -> Result<ResId, Error> {
     let k = crate::fnid::restart_begin(image.fnid, old)?;
-    let backoff =
-        (abi::fnid::RESTART_BACKOFF_NS << (k.saturating_sub(1)).min(16)).min(BACKOFF_MAX_NS);
-    sleep(backoff);
+    sleep(abi::fnid::restart_backoff_ns(u64::from(k)));
     let args: Vec<&str> = image.args.split(' ').filter(|a| !a.is_empty()).collect();
     let new = match proc::spawn(&image.program, &args, image.priority, Pid(0)) {
         Ok(p) => p,

@@ -60,6 +60,11 @@
 //! notice, or does not look
 //! for the next, within it) withdraws the ask at the old core if nothing started
 //! ([`cancel`]): `TimedOut`, nothing changed; once started, the answer is waited for.
+//!
+//! Once the old server's core accepts the ask, the new server waits at the old server's
+//! priority if that is higher (so that it serves as soon as the old one ends); a takeover
+//! that then does not happen (withdrawn at the timeout, failed, rolled back) gives it back
+//! the priority it had ([`wait`]).
 
 use super::{fail, wake_waiting_threads, Caller, Incoming, ProcIpc};
 use crate::proc::sched;
@@ -607,9 +612,22 @@ pub fn takeover(fnid: u64, endpoint: ResId, timeout_ns: u64) -> Result<u64, Erro
     Err(Error::Busy)
 }
 
-/// The new server takes `priority` if it is higher than its own (which, if higher, stays).
-fn take_priority(server: Pid, priority: abi::Priority) {
-    sched::with(|s| s.raise_process(server.serial(), priority));
+/// The new server takes `priority` if it is higher than its own (which, if higher, stays);
+/// the priority it had.
+fn take_priority(server: Pid, priority: abi::Priority) -> Option<abi::Priority> {
+    sched::with(|s| {
+        let had = s.processes.get(&server.serial()).map(|p| p.priority);
+        s.raise_process(server.serial(), priority);
+        had
+    })
+}
+
+/// A takeover that did not happen: the new server gets back the priority it `had` before
+/// [`take_priority`] (no lower: a priority it had not then, none can take away here).
+fn give_back_priority(server: Pid, had: Option<abi::Priority>) {
+    if let Some(had) = had {
+        sched::with(|s| s.lower_process(server.serial(), had));
+    }
 }
 
 /// On the new server's core: ask for `r` (its `waiter` filled in here) and wait at most
@@ -641,7 +659,7 @@ fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
             abi::Priority::from_u64(p).ok_or(Error::Unknown)
         })
     };
-    match asked {
+    let had = match asked {
         // Prepared, it waits for the old server's end at the old server's priority, so
         // that it serves as soon as that comes (not behind the clients of a priority
         // between; `replace` starts it in the background).
@@ -650,7 +668,24 @@ fn wait(mut r: Retire, timeout_ns: u64) -> Result<u64, Error> {
             forget();
             return Err(e);
         }
+    };
+    let taken = answer(r, ticket, timeout_ns, forget);
+    if taken.is_err() {
+        // Nothing taken over (the ask withdrawn at the timeout, or the handing over failed
+        // or was rolled back): the priority was lent for serving at the old server's end,
+        // which did not come. Before, the caller kept it: an application that called
+        // `FN_TAKEOVER(fnid, its endpoint, 0)` on a function of its user got `TimedOut`
+        // and ran on as a driver or server, enough to claim devices (found by an audit).
+        // (Two takeovers at once by one process's threads: one failing lowers what the
+        // other's success raised; none of Musubi's servers does so.)
+        give_back_priority(r.successor, had);
     }
+    taken
+}
+
+/// The answer to the ask `r` ([`wait`]): at most `timeout_ns`, then the ask is withdrawn
+/// (and `forget` forgets `ticket`) unless the handing over started.
+fn answer(r: Retire, ticket: u64, timeout_ns: u64, forget: impl Fn()) -> Result<u64, Error> {
     let got = match super::collect(ticket, timeout_ns) {
         Err(Error::TimedOut) => {
             let c = if r.server.core() == crate::percore::current_core() {

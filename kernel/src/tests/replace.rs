@@ -15,7 +15,11 @@
 //!   changed;
 //! - the service gap one client sees across a replacement (`kvcli gap`), printed;
 //! - the retire notice: kv replaced while it holds a `WAIT` (`kvcli await`) answers it
-//!   `Again`, the client sends it again and the new server answers it.
+//!   `Again`, the client sends it again and the new server answers it;
+//! - a takeover that times out (`fncheck late-taker kv`, at an application's priority)
+//!   leaves its caller at the priority it had and kv served as before;
+//! - restart after a crash (`kv restart=N`): at most N times, and in the hammer; and
+//!   `FN_RESTART`'s shortest window (`fncheck restart-window`).
 
 use super::kv::{drop_kv, end_kv, kvcli, served, start_kv_on, STATE_BYTES};
 use super::{finish, frames_after, free_frames_per_core, run_program, run_to_end};
@@ -327,6 +331,48 @@ ktest! {
         end_kv(server);
         drop_kv(first)?;
         r
+    }
+}
+
+ktest! {
+    /// A takeover that times out lends no priority: `fncheck late-taker kv`, at an
+    /// application's priority on kv's core, calls `FN_TAKEOVER(kv, its endpoint, 0)` while
+    /// kv (a server's priority) waits for a request: `TimedOut` (kv cannot run before the
+    /// call returns, so the ask is withdrawn), the taker still at an application's
+    /// priority (a regression: it kept kv's, enough to claim devices), and kv serves on
+    /// under the same generation with its data.
+    fn replace_kv_timed_out_takeover_gives_the_priority_back() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let here = percore::current_core();
+        let size = format!("{STATE_BYTES}");
+        let first = start_kv_on(here, &[&size])?;
+        let r = (|| {
+            kvcli(first, &["put", "alpha", "one"])?;
+            let before = kv_now();
+            let s = run_to_end("fncheck", &["late-taker", "kv"], Priority::App, 300)?;
+            kassert!(
+                s.how == abi::ENDED_EXIT && s.code == 0,
+                "fncheck late-taker kv ended with {s:?} (its console lines say why)"
+            );
+            kassert!(kv_now() == before, "kv changed: {before:?} -> {:?}", kv_now());
+            kassert!(!proc::has_ended(first), "the old kv ended");
+            kvcli(first, &["get", "alpha", "one"])
+        })();
+        end_kv(first);
+        drop_kv(first)?;
+        r
+    }
+}
+
+ktest! {
+    /// `FN_RESTART`'s window must outlast the backoffs of its restarts
+    /// (`abi::fnid::restart_window_min_ms`): `fncheck restart-window` opts in with windows
+    /// of 0 and 1 ms short of the minimum (`InvalidArgument`, the policy kept) and at the
+    /// minimum (accepted). A regression: a window of 0 was accepted, and a server that
+    /// crashed at once came back every 10 ms for ever.
+    fn fn_restart_window_below_the_minimum_is_refused() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        run_program("fncheck", &["restart-window"], 300)
     }
 }
 

@@ -14,7 +14,10 @@
 //!
 //! Roles (the children): `fncheck caller NAME`, `fncheck server NAME`,
 //! `fncheck other NAME FNID up|down`. And `fncheck retire-client [CORE]` with its servers
-//! `retire-old` and `retire-new` (module `retire`), driven by a kernel test of its own.
+//! `retire-old` and `retire-new` (module `retire`), driven by a kernel test of its own;
+//! `fncheck restart-window` (`FN_RESTART`'s shortest window) and `fncheck late-taker NAME`
+//! (a `FN_TAKEOVER` that times out lends no priority) (module `policy`), each driven by a
+//! kernel test of its own.
 #![no_std]
 #![no_main]
 
@@ -31,6 +34,7 @@ use ulib::ring::Ring;
 use ulib::sys::raw;
 use ulib::{fnid, ipc, println, res, sys};
 
+mod policy;
 mod retire;
 
 ulib::main!(main);
@@ -73,6 +77,8 @@ fn main(args: &[&str]) -> i32 {
         Some("retire-client") => retire::client(args.get(2).copied()),
         Some("retire-old") => retire::old(),
         Some("retire-new") => retire::new(),
+        Some("restart-window") => policy::restart_window(),
+        Some("late-taker") => arg(args, 2).and_then(policy::late_taker),
         other => {
             let here = sys::core().unwrap_or(0);
             let core = other.and_then(|c| c.parse().ok()).unwrap_or(here);
