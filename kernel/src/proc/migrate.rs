@@ -349,8 +349,11 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
                 if s.state_of(t) != Some(sched::ThreadState::Stopped) {
                     if let Some(p) = s.processes.get_mut(&pid.serial()) {
                         p.stop_for_move = true;
-                        // Whose stop it is: theirs to undo ([`abort`]), also once gone.
+                        // Whose stop it is: theirs to undo ([`abort`]), also once gone;
+                        // given up if they do not ask again in time ([`expire_stops`]).
                         p.mover = crate::res::flow_pid().unwrap_or(Pid(0));
+                        p.movers_until = crate::time::now_ns() + STOP_PATIENCE_NS;
+                        s.move_stops_due = s.move_stops_due.min(p.movers_until);
                     }
                     return Err(Error::Busy);
                 }
@@ -370,6 +373,36 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
         }
         Ok(snapshot)
     })
+}
+
+/// At a timer interrupt once a stop asked for a migration may be given up
+/// (`Sched::move_stops_due`): every process asked to stop on its way to being taken out
+/// whose asker has not asked again for [`STOP_PATIENCE_NS`] runs on, as [`abort`] would
+/// have it. Its mover gave up (and aborts itself) or was killed while it slept between
+/// two asks, with no answer outstanding that would tell the kernel (`mover_gone`): the
+/// process stopped on its way out and stayed stopped for ever. (A slow mover that asks
+/// again later only asks again.)
+pub(super) fn expire_stops(s: &mut sched::Sched, now: u64) {
+    let mut due = u64::MAX;
+    let mut expired = Vec::new();
+    for p in s.processes.values_mut() {
+        if !p.stop_for_move || p.moving || p.ended.is_some() {
+            continue;
+        }
+        if p.movers_until <= now {
+            p.stop_for_move = false;
+            expired.push(p.main_thread());
+        } else {
+            due = due.min(p.movers_until);
+        }
+    }
+    s.move_stops_due = due;
+    for t in expired {
+        s.cancel_stop(t);
+        if s.state_of(t) == Some(sched::ThreadState::Stopped) {
+            let _ = s.start_thread(t, 1);
+        }
+    }
 }
 
 /// Step 2 (on the destination): rebuild the process; returns its new pid.

@@ -147,6 +147,9 @@ pub struct Sched {
     /// Ticks in a row that found a background thread ready and the core busy with others
     /// (see [`BACKGROUND_AGING_TICKS`]).
     background_starved: u32,
+    /// The earliest time a stop asked for a migration may be given up (`u64::MAX`: none
+    /// asked; `migrate::expire_stops`).
+    pub(super) move_stops_due: u64,
 }
 
 impl Sched {
@@ -169,6 +172,7 @@ impl Sched {
             idle_polls: false,
             return_to_idle: false,
             background_starved: 0,
+            move_stops_due: u64::MAX,
         }
     }
 
@@ -847,6 +851,10 @@ pub fn on_timer(now: u64, tick: bool, from_user: bool) -> u64 {
             s.wake(id);
         }
         earliest = earliest.min(crate::ipc::on_timer(s, now));
+        if now >= s.move_stops_due {
+            super::migrate::expire_stops(s, now);
+        }
+        earliest = earliest.min(s.move_stops_due);
         if !tick {
             return earliest;
         }

@@ -55,6 +55,60 @@ ktest! {
     }
 }
 
+ktest! {
+    /// A process asked to stop on its way to being taken out (it was inside a system
+    /// call: `take_out` answered `Busy`) whose mover never asks again (killed while it
+    /// slept between two asks) runs on once the stop patience has passed. A regression
+    /// found by a review: it stopped on its way out and stayed stopped for ever.
+    fn a_stop_asked_and_never_followed_is_given_up() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let (pid, region) = holder()?;
+        let r = stop_given_up(pid);
+        clean_up(pid, region);
+        r
+    }
+}
+
+fn stop_given_up(pid: Pid) -> Result<(), String> {
+    // Asked while it sleeps (inside a system call), so that the answer is `Busy`; one
+    // that was at its user boundary is taken out at once: put back, and asked again.
+    let mut asked = false;
+    for _ in 0..100 {
+        sched::run_until(60_000_000_000, || {
+            sched::with(|s| {
+                let t = s.processes.get(&pid.serial()).map(|p| p.main_thread());
+                matches!(
+                    t.and_then(|t| s.state_of(t)),
+                    Some(sched::ThreadState::Blocked(_)) | None
+                )
+            })
+        });
+        match migrate::take_out(pid) {
+            Err(Error::Busy) => {
+                asked = true;
+                break;
+            }
+            Ok(_) => e(migrate::abort(pid), "abort")?,
+            Err(err) => return Err(format!("take out: {err:?}")),
+        }
+    }
+    kassert!(
+        asked,
+        "the holder was never asked to stop inside a system call"
+    );
+    // The event: the stop given up and the holder running on (60 s only catches a hang).
+    let mut left = move_state_here(pid.0);
+    sched::run_until(60_000_000_000, || {
+        left = move_state_here(pid.0);
+        left == 0
+    });
+    kassert!(
+        left == 0,
+        "a stop nobody followed: {left:#b} (1 moving, 2 stop asked, 4 stopped, 8 gone)"
+    );
+    Ok(())
+}
+
 /// `movecheck shared` started here, once it maps its vregion: its pid and the vregion.
 fn holder() -> Result<(Pid, ResId), String> {
     let pid = e(
