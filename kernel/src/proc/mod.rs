@@ -528,7 +528,10 @@ pub fn install(
         {
             return Err(Error::Limit);
         }
-        let serial = s.next_serial();
+        if !s.thread_ids_left() {
+            return Err(Error::Limit);
+        }
+        let serial = s.next_serial().ok_or(Error::Limit)?;
         let pid = Pid::new(current_core(), serial);
         let p = Process {
             pid,

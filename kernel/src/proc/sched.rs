@@ -152,6 +152,9 @@ pub struct Sched {
     pub(super) move_stops_due: u64,
 }
 
+/// Serials from this one up are never handed out ([`Sched::next_serial`]).
+pub const LAST_SERIAL: u32 = u32::MAX - 1;
+
 impl Sched {
     pub const fn new() -> Self {
         Sched {
@@ -176,10 +179,33 @@ impl Sched {
         }
     }
 
-    /// A fresh process serial on this core.
-    pub fn next_serial(&mut self) -> u32 {
-        self.next_serial += 1;
-        self.next_serial - 1
+    /// A fresh process serial on this core; `None` once all are used. Serials and thread
+    /// ids are never reused (an answer or an orphan names its process or thread by them,
+    /// and a thread that exists is taken for the one that asked), so a core that has made
+    /// some four billion processes or threads makes no more: a clear error rather than a
+    /// counter that wrapped and replaced a live entry (found by a review; in a release
+    /// build the addition wrapped silently). The two highest serials are never handed out
+    /// (`TEST_PARENT` is the highest of core 0).
+    pub fn next_serial(&mut self) -> Option<u32> {
+        let serial = self.next_serial;
+        (serial < LAST_SERIAL).then(|| {
+            self.next_serial += 1;
+            serial
+        })
+    }
+
+    /// Whether a thread id is left ([`Sched::next_serial`]).
+    pub fn thread_ids_left(&self) -> bool {
+        self.next_thread < u32::MAX
+    }
+
+    /// For the test of the limits above: set the next serial and thread id, returning the
+    /// previous ones (put back after the test).
+    pub fn set_next_ids(&mut self, serial: u32, thread: u32) -> (u32, u32) {
+        let old = (self.next_serial, self.next_thread);
+        self.next_serial = serial;
+        self.next_thread = thread;
+        old
     }
 
     /// The running thread's process serial (`None` in the idle context and kernel threads).
@@ -205,6 +231,9 @@ impl Sched {
         arg: u64,
         priority: Priority,
     ) -> Option<u32> {
+        if !self.thread_ids_left() {
+            return None;
+        }
         let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
         // SAFETY: a fresh, mapped kernel stack nobody else uses.
         let rsp = unsafe { context::prepare_kernel_entry(kstack.top, entry, arg) };
@@ -265,6 +294,9 @@ impl Sched {
         fx_image: Option<&[u8; 512]>,
         start: bool,
     ) -> Option<u32> {
+        if !self.thread_ids_left() {
+            return None;
+        }
         let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
         // SAFETY: a fresh, mapped kernel stack nobody else uses.
         let rsp = unsafe {

@@ -250,3 +250,37 @@ fn fill_memory(ids: &mut Vec<ResId>) -> crate::ktest::TestResult {
     ids.extend(other);
     Ok(())
 }
+
+ktest! {
+    /// A core that has handed out its last process serial or thread id refuses the next
+    /// process with `Limit` rather than reuse an id: serials and thread ids are never
+    /// reused. A regression found by a review: the counters wrapped (silently, in a
+    /// release build) and a new thread replaced a live one in the table.
+    fn ids_run_out_with_an_error_not_a_reuse() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        // One serial and one thread id left, then serials left but no thread id; the
+        // counters are put back afterwards (no id at or above the old ones is in use but
+        // the test's own).
+        let last = sched::LAST_SERIAL;
+        let old = sched::with(|s| s.set_next_ids(last - 1, u32::MAX - 1));
+        let first = proc::spawn("spin", &[], Priority::Background, TEST_PARENT);
+        let no_serial = proc::spawn("spin", &[], Priority::Background, TEST_PARENT);
+        sched::with(|s| s.set_next_ids(old.0, u32::MAX));
+        let no_thread = proc::spawn("spin", &[], Priority::Background, TEST_PARENT);
+        sched::with(|s| s.set_next_ids(old.0, old.1));
+        let mut r = Ok(());
+        if first.is_err() || first.is_ok_and(|p| p.serial() != last - 1) {
+            r = Err(format!("the last serial: {first:?}"));
+        } else if no_serial != Err(Error::Limit) {
+            r = Err(format!("a process with no serial left: {no_serial:?}, want Limit"));
+        } else if no_thread != Err(Error::Limit) {
+            r = Err(format!("a process with no thread id left: {no_thread:?}, want Limit"));
+        }
+        for p in [first, no_serial, no_thread].into_iter().flatten() {
+            let _ = proc::end_by_kill(p);
+            sched::run_until(60_000_000_000, || proc::has_ended(p));
+            let _ = proc::take_status(p);
+        }
+        r
+    }
+}
