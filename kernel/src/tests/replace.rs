@@ -219,29 +219,15 @@ ktest! {
     /// refusals, leave the old server serving under the same generation.
     fn replace_kv_rollback_and_refusals() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
-        let here = percore::current_core();
-        let size = format!("{STATE_BYTES}");
-        let first = start_kv_on(here, &[&size])?;
-        let r = (|| {
-            kvcli(first, &["put", "alpha", "one"])?;
-            let (g0, s0) = kv_now();
+        with_kv_holding_alpha(|first| {
+            let before = kv_now();
             let s = run_to_end("kv", &["takeover", "fail"], Priority::Server, 300)?;
             kassert!(
                 s.how == abi::ENDED_EXIT && s.code == 1,
                 "kv takeover fail ended with {s:?}, not exit 1"
             );
-            let s = run_to_end("kv", &["takeover", "probe"], Priority::Server, 300)?;
-            kassert!(
-                s.how == abi::ENDED_EXIT && s.code == 0,
-                "kv takeover probe ended with {s:?} (its console lines say which answer)"
-            );
-            kassert!(kv_now() == (g0, s0), "kv changed: {:?} -> {:?}", (g0, s0), kv_now());
-            kassert!(!proc::has_ended(first), "the old kv ended");
-            kvcli(first, &["get", "alpha", "one"])
-        })();
-        end_kv(first);
-        drop_kv(first)?;
-        r
+            taker_changed_nothing(first, before, "kv", &["takeover", "probe"], Priority::Server)
+        })
     }
 }
 
@@ -343,24 +329,10 @@ ktest! {
     /// under the same generation with its data.
     fn replace_kv_timed_out_takeover_gives_the_priority_back() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
-        let here = percore::current_core();
-        let size = format!("{STATE_BYTES}");
-        let first = start_kv_on(here, &[&size])?;
-        let r = (|| {
-            kvcli(first, &["put", "alpha", "one"])?;
+        with_kv_holding_alpha(|first| {
             let before = kv_now();
-            let s = run_to_end("fncheck", &["late-taker", "kv"], Priority::App, 300)?;
-            kassert!(
-                s.how == abi::ENDED_EXIT && s.code == 0,
-                "fncheck late-taker kv ended with {s:?} (its console lines say why)"
-            );
-            kassert!(kv_now() == before, "kv changed: {before:?} -> {:?}", kv_now());
-            kassert!(!proc::has_ended(first), "the old kv ended");
-            kvcli(first, &["get", "alpha", "one"])
-        })();
-        end_kv(first);
-        drop_kv(first)?;
-        r
+            taker_changed_nothing(first, before, "fncheck", &["late-taker", "kv"], Priority::App)
+        })
     }
 }
 
@@ -374,6 +346,42 @@ ktest! {
         crate::res::begin_flow(UserId::KERNEL);
         run_program("fncheck", &["restart-window"], 300)
     }
+}
+
+/// Start kv here holding `alpha` = `one`, run `f` on it, then end and drop it.
+fn with_kv_holding_alpha(
+    f: impl FnOnce(Pid) -> crate::ktest::TestResult,
+) -> crate::ktest::TestResult {
+    let size = format!("{STATE_BYTES}");
+    let first = start_kv_on(percore::current_core(), &[&size])?;
+    let r = kvcli(first, &["put", "alpha", "one"]).and_then(|()| f(first));
+    end_kv(first);
+    drop_kv(first)?;
+    r
+}
+
+/// `PROG ARGS` (a would-be taker of kv) ends with status 0 (its console lines say why
+/// not), and kv (`first`) still serves `alpha` under the same generation and server
+/// (`before`).
+fn taker_changed_nothing(
+    first: Pid,
+    before: (u64, Pid),
+    prog: &str,
+    args: &[&str],
+    priority: Priority,
+) -> crate::ktest::TestResult {
+    let s = run_to_end(prog, args, priority, 300)?;
+    kassert!(
+        s.how == abi::ENDED_EXIT && s.code == 0,
+        "{prog} {args:?} ended with {s:?} (its console lines say why)"
+    );
+    kassert!(
+        kv_now() == before,
+        "kv changed: {before:?} -> {:?}",
+        kv_now()
+    );
+    kassert!(!proc::has_ended(first), "the old kv ended");
+    kvcli(first, &["get", "alpha", "one"])
 }
 
 /// `kv`'s record in this core's copy of the registry.

@@ -189,15 +189,8 @@ fn killed_waiter_with(core: usize, how: &str) -> Result<(), String> {
         }
         let child = sys::spawn_on("lwpcheck", &child_args, Priority::App, core)
             .map_err(|e| format!("spawn: {e}"))?;
-        // Until its P waits here (the semaphore counts its waiters; a hang guard only).
-        let mut waits = false;
-        for _ in 0..10_000 {
-            waits = res::info(gate).is_ok_and(|i| i.detail == 1);
-            if waits {
-                break;
-            }
-            let _ = sys::sleep_ns(1_000_000);
-        }
+        // Until its P waits here (the semaphore counts its waiters).
+        let waits = one_waits(gate);
         let _ = sys::kill(child);
         let _ = sys::wait(Some(child));
         if !waits {
@@ -218,6 +211,18 @@ fn killed_waiter_with(core: usize, how: &str) -> Result<(), String> {
     r
 }
 
+/// Whether the semaphore `gate` comes to count one waiter (looked at every ms; 10 s is a
+/// hang guard only).
+fn one_waits(gate: ResId) -> bool {
+    for _ in 0..10_000 {
+        if res::info(gate).is_ok_and(|i| i.detail == 1) {
+            return true;
+        }
+        let _ = sys::sleep_ns(1_000_000);
+    }
+    false
+}
+
 /// Waiters killed in [`dead_waiters_forgotten`].
 const DEAD_WAITERS: usize = 8;
 
@@ -233,15 +238,7 @@ fn dead_waiters_forgotten() -> Result<(), String> {
         for round in 0..DEAD_WAITERS {
             let child = sys::spawn_on("lwpcheck", &["waiter", arg.as_str()], Priority::App, here)
                 .map_err(|e| format!("spawn: {e}"))?;
-            // Until its P waits (a hang guard only).
-            let mut waits = false;
-            for _ in 0..10_000 {
-                waits = res::info(gate).is_ok_and(|i| i.detail == 1);
-                if waits {
-                    break;
-                }
-                let _ = sys::sleep_ns(1_000_000);
-            }
+            let waits = one_waits(gate);
             let _ = sys::kill(child);
             let _ = sys::wait(Some(child));
             if !waits {
