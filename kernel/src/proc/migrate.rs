@@ -344,10 +344,12 @@ pub fn take_out(pid: Pid) -> Result<Box<Snapshot>, Error> {
             Some(_) => {
                 // Ready at the user boundary: stopped at once. Inside a system call
                 // (blocked, or woken and not yet out): it stops on its way back to user
-                // mode, and the caller asks again.
+                // mode, and the caller asks again. A stop already pending is not the
+                // move's (a compute's): the move's alone is given up ([`expire_stops`]).
+                let others = s.stop_pending(t);
                 s.stop_thread(t);
                 if s.state_of(t) != Some(sched::ThreadState::Stopped) {
-                    if let Some(p) = s.processes.get_mut(&pid.serial()) {
+                    if let Some(p) = s.processes.get_mut(&pid.serial()).filter(|_| !others) {
                         p.stop_for_move = true;
                         // Whose stop it is: theirs to undo ([`abort`]), also once gone;
                         // given up if they do not ask again in time ([`expire_stops`]).
@@ -508,7 +510,8 @@ pub(crate) fn end_patience(pid: Pid) {
 /// The answer to a step of a move that nobody will read: its mover was killed while it
 /// waited (`rpcc::orphan`). The kernel ends the move as the mover would have, judged as
 /// the mover (its flow, `mover`: a move that was not its own, or that another mover has
-/// taken since, is left alone): a process taken out, or asked to stop, runs on; one
+/// taken since, is left alone): a process taken out runs on (one only asked to stop runs
+/// on when the stop expires); one
 /// rebuilt on the other core is committed, so the original ends as moved and its vregions
 /// stay counted once, for the copy; a copy nobody can finish (an import, or a process
 /// that moved itself and has ended) is killed, as the kernel. Before this, such a move
@@ -522,9 +525,10 @@ pub(crate) fn mover_gone(op: &Op, mover: &FlowInfo, answer: Option<&Result<Out, 
     let saved = crate::res::snapshot_flow();
     crate::res::adopt_flow(mover);
     match (op, answer) {
-        // Taken out, or a stop asked for on its way: it runs on. Anything else was
-        // refused, or is another move's (`Again`).
-        (Op::MigrateOut(pid), Ok(_) | Err(Error::Busy)) => tell_abort(*pid),
+        // Taken out: it runs on. A stop asked for on its way (`Busy`) is given up when
+        // nobody asks again ([`expire_stops`]: whose stop it is is known there). Anything
+        // else was refused, or is another move's (`Again`).
+        (Op::MigrateOut(pid), Ok(_)) => tell_abort(*pid),
         (Op::MigrateIn(s), Ok(Out::Pid(new))) if s.old != Pid(0) && !s.itself => {
             let (pid, status) = (s.old, migrated(*new));
             tell(pid.core(), Op::MigrateCommit { pid, status }, || {

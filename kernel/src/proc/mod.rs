@@ -245,6 +245,10 @@ pub fn stop(pid: Pid) -> Result<(), Error> {
         for t in threads {
             s.stop_thread(t);
         }
+        // The stop is the compute's now, not a move's (which would give it up).
+        if let Some(p) = s.processes.get_mut(&pid.serial()) {
+            p.stop_for_move = false;
+        }
         Ok(())
     })
 }

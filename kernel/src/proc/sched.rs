@@ -380,6 +380,11 @@ impl Sched {
         }
     }
 
+    /// Whether thread `id` is to stop on its way back to user mode.
+    pub fn stop_pending(&self, id: u32) -> bool {
+        self.threads.get(&id).is_some_and(|t| t.stop_requested)
+    }
+
     /// A thread's state.
     pub fn state_of(&self, id: u32) -> Option<ThreadState> {
         self.threads.get(&id).map(|t| t.state)

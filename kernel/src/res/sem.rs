@@ -101,6 +101,12 @@ impl Later<u64> for Wait {
     }
 }
 
+/// How many entries semaphore `id` (of this core) queues, live waiters or not: for the
+/// tests.
+pub fn queued(id: ResId) -> Result<usize, Error> {
+    local::with_state(id, &[], |s: &mut Sem| Ok(s.waiters.len()))
+}
+
 /// Who waits in a P.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Waiter {

@@ -268,12 +268,18 @@ fn orphaned_take_out(other: usize) -> Result<(), String> {
         );
         let aborted = rpcc::call(other, Op::MigrateAbort(pid)).map(drop);
         kassert!(aborted.is_ok(), "the mover's abort: {aborted:?}");
-        // As a mover killed while it waits for the answer: nobody reads it (`Busy` if the
-        // holder sleeps, a stop asked for on its way out; or its description).
+        // As a mover killed while it waits for the answer: nobody reads it (its
+        // description: the kernel aborts the move; or `Busy` if the holder sleeps, a stop
+        // asked for on its way out, which expires).
         rpcc::notice(other, Op::MigrateOut(pid));
-        // The event: every request answered and every orphan settled, on every core.
+        // The event: every request answered and every orphan settled, on every core, and
+        // the holder running on (60 s only catches a hang).
         super::rpcc::settle()?;
-        let left = on(other, move_state_here, pid.0)?;
+        let mut left = on(other, move_state_here, pid.0)?;
+        sched::run_until(60_000_000_000, || {
+            left = on(other, move_state_here, pid.0).unwrap_or(8);
+            left == 0
+        });
         kassert!(
             left == 0,
             "after a take-out nobody read: {left:#b} (1 moving, 2 stop asked, 4 stopped, 8 gone)"

@@ -209,11 +209,16 @@ impl Manager {
             BUF_FLUSH => (self.flush(), [0; 6]),
             _ => (Error::NotSupported as u64, [0; 6]),
         };
-        let mut msg = Msg { label, words };
-        if let Some((region, _)) = ica {
-            msg = ipc::with_ica(msg, region);
+        let plain = Msg { label, words };
+        let Some((region, _)) = ica else {
+            let _ = ipc::reply(r.request, value, &plain);
+            return;
+        };
+        // An ICA kept because where it is could not be looked at (`transfer`) may not be
+        // here after all: the answer then goes without it (nothing moved).
+        if ipc::reply(r.request, value, &ipc::with_ica(plain, region)).is_err() {
+            let _ = ipc::reply(r.request, value, &plain);
         }
-        let _ = ipc::reply(r.request, value, &msg);
     }
 
     /// Check a read or write of the ICA `ica` (which moves when it goes to `blk` and back;
@@ -275,7 +280,7 @@ impl Manager {
                 // vregion). Both are `Gone` when blk is down: looked at, not assumed (a
                 // regression: with blk down, every miss kept its client's ICA here for
                 // good, and 64 of them left this manager no room to serve anyone).
-                if e == Error::Gone && !res::attached_here(region, at) {
+                if e == Error::Gone && res::attached_here(region, at) == Ok(false) {
                     *ica = None;
                 }
                 return e as u64;

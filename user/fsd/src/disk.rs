@@ -180,7 +180,7 @@ impl Disk {
                 // was down): looked at, else a live ICA was dropped and a new one made.
                 Err(Error::Gone) => {
                     let at = self.at.get();
-                    let here = res::attached_here(self.region.get(), at);
+                    let here = res::attached_here(self.region.get(), at) != Ok(false);
                     (Error::Gone as u64, here.then_some(at))
                 }
                 Err(e) => (e as u64, Some(self.at.get())),

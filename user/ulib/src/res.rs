@@ -269,16 +269,17 @@ pub fn attachments(vspace: ResId, buf: &mut [[u64; 2]]) -> Result<usize, Error> 
 /// Is vregion `region` attached at `at` in the calling process itself? For a caller whose
 /// call with an ICA failed `Gone`: the ICA went with a server that ended holding it, or
 /// never left (the target was down before the call reached it); only in the first case
-/// is it gone.
-pub fn attached_here(region: ResId, at: u64) -> bool {
+/// is it gone. An error (the look itself failed: it opens a handle to the process's own
+/// vspace) says nothing: a caller then keeps the ICA as if it were still here.
+pub fn attached_here(region: ResId, at: u64) -> Result<bool, Error> {
     let mut found = false;
-    let _ = with_own_vspace(|vs| {
+    with_own_vspace(|vs| {
         let mut pairs = [[0u64; 2]; abi::res::MAX_ATTACHMENTS];
         let n = attachments(vs, &mut pairs)?;
         found = pairs[..n].iter().any(|&[a, r]| a == at && r == region.0);
         Ok(())
-    });
-    found
+    })?;
+    Ok(found)
 }
 
 // ---- process ----------------------------------------------------------------------------
