@@ -226,10 +226,9 @@ fn one_waits(gate: ResId) -> bool {
 /// Waiters killed in [`dead_waiters_forgotten`].
 const DEAD_WAITERS: usize = 8;
 
-/// Waiters on this core killed while their P waits, one after another: the semaphore
-/// forgets each (it counts only live waiters, and a dead one is not kept). A regression
-/// found by a review: each stayed queued until a V, so a semaphore never V'd grew by one
-/// entry of kernel memory per killed waiter, charged to nobody.
+/// Waiters on this core killed while their P waits, one after another: `INFO` counts only
+/// live waiters (it counted the dead ones, which stayed queued until a V: a review; that
+/// they are not kept is `limits::killed_semaphore_waiters_are_not_kept`, in the kernel).
 fn dead_waiters_forgotten() -> Result<(), String> {
     let gate = open_sem("here/sem/lwp-dead", 0)?;
     let here = sys::core().unwrap_or(0);
