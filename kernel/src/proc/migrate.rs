@@ -511,10 +511,10 @@ pub(crate) fn end_patience(pid: Pid) {
 /// waited (`rpcc::orphan`). The kernel ends the move as the mover would have, judged as
 /// the mover (its flow, `mover`: a move that was not its own, or that another mover has
 /// taken since, is left alone): a process taken out runs on (one only asked to stop runs
-/// on when the stop expires); one
-/// rebuilt on the other core is committed, so the original ends as moved and its vregions
-/// stay counted once, for the copy; a copy nobody can finish (an import, or a process
-/// that moved itself and has ended) is killed, as the kernel. Before this, such a move
+/// on when the stop expires, [`expire_stops`]); one rebuilt on the other core is
+/// committed, so the original ends as moved and its vregions stay counted once, for the
+/// copy; a copy nobody can finish (an import, or a process that moved itself and has
+/// ended) is killed, as the kernel. Before this, such a move
 /// stayed open; once its patience passed, an ancestor could kill or abort the original
 /// while the copy ran, and a vregion both mapped was counted one attachment too few (a
 /// close could then free frames the copy still mapped).

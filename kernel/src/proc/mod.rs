@@ -532,9 +532,6 @@ pub fn install(
         {
             return Err(Error::Limit);
         }
-        if !s.thread_ids_left() {
-            return Err(Error::Limit);
-        }
         let serial = s.next_serial().ok_or(Error::Limit)?;
         let pid = Pid::new(current_core(), serial);
         let p = Process {
@@ -563,9 +560,12 @@ pub fn install(
             movers_until: 0,
         };
         s.processes.insert(serial, p);
-        let Some(tid) = s.add_thread(serial, who.priority, frame, fx, start) else {
-            s.processes.remove(&serial);
-            return Err(Error::NoMemory);
+        let tid = match s.add_thread(serial, who.priority, frame, fx, start) {
+            Ok(tid) => tid,
+            Err(e) => {
+                s.processes.remove(&serial);
+                return Err(e);
+            }
         };
         if let Some(p) = s.processes.get_mut(&serial) {
             p.threads.push(tid);

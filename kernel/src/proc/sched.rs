@@ -195,7 +195,7 @@ impl Sched {
     }
 
     /// Whether a thread id is left ([`Sched::next_serial`]).
-    pub fn thread_ids_left(&self) -> bool {
+    fn thread_ids_left(&self) -> bool {
         self.next_thread < u32::MAX
     }
 
@@ -285,7 +285,8 @@ impl Sched {
         self.threads.get(&id)
     }
 
-    /// Create a thread of process `process` that enters user mode with `frame`.
+    /// Create a thread of process `process` that enters user mode with `frame`: `Limit`
+    /// with no thread id left, `NoMemory` with no kernel stack.
     pub fn add_thread(
         &mut self,
         process: u32,
@@ -293,11 +294,11 @@ impl Sched {
         frame: &TrapFrame,
         fx_image: Option<&[u8; 512]>,
         start: bool,
-    ) -> Option<u32> {
+    ) -> Result<u32, abi::Error> {
         if !self.thread_ids_left() {
-            return None;
+            return Err(abi::Error::Limit);
         }
-        let kstack = kstack::alloc(THREAD_STACK_PAGES)?;
+        let kstack = kstack::alloc(THREAD_STACK_PAGES).ok_or(abi::Error::NoMemory)?;
         // SAFETY: a fresh, mapped kernel stack nobody else uses.
         let rsp = unsafe {
             match fx_image {
@@ -305,7 +306,7 @@ impl Sched {
                 None => context::prepare_user_entry(kstack.top, frame),
             }
         };
-        Some(self.insert_thread(process, priority, rsp, kstack, start))
+        Ok(self.insert_thread(process, priority, rsp, kstack, start))
     }
 
     /// Let a stopped thread run, with a slice of `slice_ticks`. `Busy` if it is not stopped.

@@ -44,13 +44,8 @@ pub fn create(entry: u64, stack_top: u64, arg: u64) -> Result<u64, Error> {
         if p.threads.len() >= MAX_THREADS {
             return Err(Error::NoMemory);
         }
-        if !s.thread_ids_left() {
-            return Err(Error::Limit);
-        }
         let priority = p.priority;
-        let tid = s
-            .add_thread(serial, priority, &frame, None, true)
-            .ok_or(Error::NoMemory)?;
+        let tid = s.add_thread(serial, priority, &frame, None, true)?;
         if let Some(p) = s.processes.get_mut(&serial) {
             p.threads.push(tid);
         }

@@ -76,7 +76,7 @@ fn window_frames_here(region: u64) -> u64 {
 }
 
 /// This core's resource of type `kind` called `name`.
-fn named(kind: ResType, name: &str) -> Option<ResId> {
+pub(super) fn named(kind: ResType, name: &str) -> Option<ResId> {
     crate::res::local::list()
         .into_iter()
         .find(|r| r.kind == kind as u8 && r.name() == name)

@@ -130,11 +130,9 @@ fn holder() -> Result<(Pid, ResId), String> {
     }
 }
 
+/// The holder's vregion on this core, if it is there.
 fn named_region() -> Option<ResId> {
-    crate::res::local::list()
-        .into_iter()
-        .find(|r| r.kind == ResType::VRegion as u8 && r.name() == HELD)
-        .map(|r| r.id)
+    super::ica::named(ResType::VRegion, HELD)
 }
 
 /// Take `pid` out, asking again while it is on its way to stopping (a loaded host may
