@@ -16,11 +16,10 @@
 //! will borrow the same cell.
 
 use super::Process;
-use crate::arch::x86_64::{context, cpu, gdt, idt::TrapFrame, paging};
+use crate::arch::x86_64::{context, cpu, idt::TrapFrame};
 use crate::mm::kstack::{self, KStack};
 use crate::percore::{self, CoreCell};
 use crate::time;
-use abi::res::UserId;
 use abi::Priority;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -29,7 +28,9 @@ use idtable::IdTable;
 
 mod handoff;
 mod priority;
+mod switch;
 pub use handoff::{perform_direct, switch_to, Direct, NextRuns};
+use switch::{arm_for, free_dead_stacks, perform, switch_away, SwitchPlan};
 
 /// Pages of each thread's kernel stack.
 pub const THREAD_STACK_PAGES: u64 = 8;
@@ -540,208 +541,6 @@ fn sched() -> &'static CoreCell<Sched> {
 /// Run `f` on this core's scheduler state.
 pub fn with<R>(f: impl FnOnce(&mut Sched) -> R) -> R {
     sched().with(f)
-}
-
-/// What a switch needs, computed inside the borrow.
-struct SwitchPlan {
-    save: *mut u64,
-    next_rsp: u64,
-    root: u64,
-    kstack_top: Option<u64>,
-    /// The user the next context acts for (its process's; the kernel for idle).
-    user: u32,
-    /// Its process's pid (0 for none) and priority.
-    pid: u64,
-    priority: u32,
-    /// Thread left and thread entered (0: the idle context), for the trace.
-    from: u64,
-    to: u64,
-}
-
-/// Give the core to `next` (a ready thread) or to the idle context; `current_goes` says
-/// what becomes of the running thread. Called with no borrow held.
-///
-/// `at_boundary`: the running thread is on its way back to user mode (its user state is
-/// complete in its frame), not inside a system call.
-fn switch_away(current_goes: Option<ThreadState>, at_boundary: bool) {
-    let plan = with(|s| {
-        s.account();
-        let me = s.current;
-        // Where to save our context.
-        let save: *mut u64 = match (me, current_goes) {
-            (Some(id), Some(state)) => {
-                let t = s.threads.get_mut(&id).expect("current thread exists");
-                t.state = state;
-                t.user_boundary = at_boundary;
-                if state == ThreadState::Ready {
-                    s.ready[t.priority as usize].push_back(id);
-                }
-                &mut t.rsp
-            }
-            // The thread is gone (it exited or was killed): its context is never resumed.
-            (Some(_), None) => &mut s.dead_rsp,
-            (None, _) => &mut s.idle_rsp,
-        };
-        let next = if s.return_to_idle && me.is_some() {
-            None
-        } else {
-            s.pick()
-        };
-        s.return_to_idle = false;
-        if next.is_some() && next == me {
-            // Picked ourselves (only possible if we were re-queued as Ready): keep running.
-            if let Some(t) = next.and_then(|id| s.threads.get_mut(&id)) {
-                t.state = ThreadState::Running;
-            }
-            s.need_resched = false;
-            s.slice_used = 0;
-            return None;
-        }
-        s.need_resched = false;
-        s.slice_used = 0;
-        Some(s.plan_to(save, me, next))
-    });
-    let Some(plan) = plan else { return };
-    perform(plan);
-}
-
-impl Sched {
-    /// Make `next` (or the idle context) the running context, and say how to switch to it;
-    /// the context that leaves is saved at `save`.
-    fn plan_to(&mut self, save: *mut u64, me: Option<u32>, next: Option<u32>) -> SwitchPlan {
-        self.current = next;
-        self.current_process = None;
-        match next.and_then(|id| self.threads.get_mut(&id)) {
-            Some(t) => {
-                self.current_process = Some(t.process).filter(|&p| p != KERNEL_THREAD);
-                t.state = ThreadState::Running;
-                t.fresh = false;
-                if t.stop_requested || t.kill_requested {
-                    // It stops (or ends) on its way back to user mode.
-                    percore::this()
-                        .sched_attention
-                        .store(true, Ordering::Relaxed);
-                }
-                let p = self.processes.get(&t.process);
-                let root = p
-                    .and_then(|p| p.vspace.as_ref())
-                    .map_or(paging::kernel_root(), |v| v.root());
-                SwitchPlan {
-                    save,
-                    next_rsp: t.rsp,
-                    root,
-                    kstack_top: Some(t.kstack.top),
-                    user: t.acts_as(p.map_or(0, |p| p.user.0)),
-                    pid: p.map_or(0, |p| p.pid.0),
-                    priority: p.map_or(Priority::App, |p| p.priority) as u32,
-                    from: u64::from(me.unwrap_or(0)),
-                    to: u64::from(t.id),
-                }
-            }
-            None => SwitchPlan {
-                save,
-                next_rsp: self.idle_rsp,
-                root: idle_root(),
-                kstack_top: None,
-                user: 0,
-                pid: 0,
-                priority: Priority::App as u32,
-                from: u64::from(me.unwrap_or(0)),
-                to: 0,
-            },
-        }
-    }
-}
-
-/// The address space the idle context runs on. It touches only the kernel half, which every
-/// address space maps alike, so in per-core mode it keeps the one that is active (Linux's
-/// lazy TLB): a thread of the same process woken from idle then resumes without a CR3
-/// write, which flushes the TLB (under QEMU's TCG about half of a same-core rendezvous's
-/// time). The address space is never freed under it: only its own core frees a process's
-/// address space, leaving it first if active (`VSpace::drop`). In big-lock mode another
-/// core may free it (acting for this one), so the idle context takes the kernel's tables.
-fn idle_root() -> u64 {
-    if crate::structure::biglock() {
-        paging::kernel_root()
-    } else {
-        paging::active_root()
-    }
-}
-
-/// A thread about to block for `why`: program this core's timer for its deadline, if any.
-fn arm_for(why: Block) {
-    if let Block::Sleep(at)
-    | Block::Wait(at)
-    | Block::Ipc(at)
-    | Block::Recv(at)
-    | Block::Join(at)
-    | Block::Pipe(at) = why
-    {
-        time::arm(at);
-    }
-}
-
-/// Switch to the context `plan` describes (no borrow held).
-fn perform(plan: SwitchPlan) {
-    crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
-    if let Some(top) = plan.kstack_top {
-        gdt::set_rsp0(top);
-        percore::this().set_kstack_top(top);
-        // A thread may run user code: senders must announce messages again.
-        crate::entry::events::thread_may_run_user();
-    }
-    let core = percore::this();
-    core.running_user.store(plan.user, Ordering::Relaxed);
-    core.running_pid.store(plan.pid, Ordering::Relaxed);
-    core.running_priority
-        .store(plan.priority, Ordering::Relaxed);
-    // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
-    // copies it).
-    unsafe { super::vspace::load(plan.root) };
-    // SAFETY: `save` points into this core's scheduler state (a boxed thread, or the Sched
-    // itself), which stays put until the switch writes it; `next_rsp` was saved by a switch
-    // or built by `prepare_user_entry` on a stack that is still mapped.
-    unsafe { context::switch(plan.save, plan.next_rsp) };
-    // Resumed: this context's kernel activity acts for its own user again.
-    crate::entry::events::context_resumed(UserId(
-        percore::this().running_user.load(Ordering::Relaxed),
-    ));
-    // Back on this context. Free stacks of threads that ended (we are not on them).
-    free_dead_stacks();
-}
-
-#[inline(always)]
-fn free_dead_stacks() {
-    // Most switches find none: no borrow (and no call) for them.
-    if percore::this().dead_stacks_waiting.load(Ordering::Relaxed) {
-        free_dead_stacks_now();
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn free_dead_stacks_now() {
-    let stacks = with(|s| {
-        if s.dead_stacks.is_empty() {
-            return Vec::new();
-        }
-        let keep_current = s
-            .current
-            .and_then(|c| s.threads.get(&c))
-            .map(|t| t.kstack.bottom);
-        let (dead, keep): (Vec<KStack>, Vec<KStack>) = s
-            .dead_stacks
-            .drain(..)
-            .partition(|k| Some(k.bottom) != keep_current);
-        s.dead_stacks = keep;
-        percore::this()
-            .dead_stacks_waiting
-            .store(!s.dead_stacks.is_empty(), Ordering::Relaxed);
-        dead
-    });
-    for k in stacks {
-        kstack::free(k);
-    }
 }
 
 /// Sleep `ns` nanoseconds: the running thread blocks; the idle context (kernel tests) runs
