@@ -30,7 +30,8 @@
 //! Unregistering is for the registering user or the administrator (`Denied` otherwise); it
 //! makes the id stale (`StaleResource`), and a later registration of the name gets a new
 //! id. At most [`MAX_FNIDS`] names are registered at once, [`FNIDS_PER_USER`] of them by
-//! one user (`Limit`).
+//! one user, and [`FNIDS_RESERVED`] of them are kept for the administrator and the kernel
+//! (`Limit`).
 //!
 //! State ICA (P3's state kept outside the server): `FN_STATE` with a vregion, called by the
 //! function's current server, makes that vregion the function's state ICA; every later
@@ -100,6 +101,12 @@ pub const MAX_FNIDS: usize = 64;
 /// Most names one user may have registered at once (`Limit` beyond): half the registry,
 /// so another user always finds room (the kernel's own user is not limited).
 pub const FNIDS_PER_USER: usize = MAX_FNIDS / 2;
+/// Slots only the administrator (the user the system services run as) and the kernel may
+/// take: every other user together holds at most `MAX_FNIDS - FNIDS_RESERVED` names
+/// (`Limit` beyond), so two users filling their shares cannot leave a system service that
+/// registers later (a network server started from the shell, a replacement under a new
+/// name) without room.
+pub const FNIDS_RESERVED: usize = MAX_FNIDS / 4;
 
 /// A function id. It has the shape of a [`ResId`] whose type field holds
 /// [`FnId::TYPE_BITS`], which names no resource type, so every call that takes an endpoint

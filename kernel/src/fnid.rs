@@ -62,7 +62,8 @@
 use crate::percore::{self, current_core};
 use crate::rpcc::{self, Op, Out};
 use abi::fnid::{
-    FnId, FnInfo, FNIDS_PER_USER, FN_DOWN, FN_NAME_MAX, FN_RESTARTING, FN_UP, MAX_FNIDS,
+    FnId, FnInfo, FNIDS_PER_USER, FNIDS_RESERVED, FN_DOWN, FN_NAME_MAX, FN_RESTARTING, FN_UP,
+    MAX_FNIDS,
 };
 use abi::res::{ResId, ResType, UserId};
 use abi::{Error, Pid};
@@ -291,6 +292,17 @@ pub(crate) fn register_in(
         .filter(|s| s.entry.is_some_and(|e| e.user == user))
         .count();
     if user != UserId::KERNEL && held >= FNIDS_PER_USER {
+        return Err(Error::Limit);
+    }
+    // And within what the users other than the administrator and the kernel share: room
+    // stays for the system's services (two users' shares were the whole registry).
+    let system = |u: UserId| u == UserId::KERNEL || u == crate::proc::ADMIN;
+    let by_users = t
+        .slots
+        .iter()
+        .filter(|s| s.entry.is_some_and(|e| !system(e.user)))
+        .count();
+    if !system(user) && by_users >= MAX_FNIDS - FNIDS_RESERVED {
         return Err(Error::Limit);
     }
     let i = t

@@ -313,10 +313,22 @@ ktest! {
         }
         let over = register_in(&mut table, name(b"t.over")?, ep1, server, user);
         kassert!(matches!(over, Err(Error::Limit)), "past the user's share: not Limit");
-        for i in abi::fnid::FNIDS_PER_USER..abi::fnid::MAX_FNIDS {
+        // The other users share all but the reserve (a regression: two users' shares were
+        // the whole registry, and the system's services then found no room).
+        let shared = abi::fnid::MAX_FNIDS - abi::fnid::FNIDS_RESERVED;
+        for i in abi::fnid::FNIDS_PER_USER..shared {
             let n = format!("t.{i}");
             let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, other);
             kassert!(matches!(r, Ok(Found::Done(..))), "another user's registration {i} not done");
+        }
+        for u in [other, UserId(other.0 + 1)] {
+            let r = register_in(&mut table, name(b"t.res")?, ep1, server, u);
+            kassert!(matches!(r, Err(Error::Limit)), "user {} took a reserved slot", u.0);
+        }
+        for i in shared..abi::fnid::MAX_FNIDS {
+            let n = format!("t.{i}");
+            let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, crate::proc::ADMIN);
+            kassert!(matches!(r, Ok(Found::Done(..))), "the administrator's registration {i} not done");
         }
         let full = register_in(&mut table, name(b"t.full")?, ep1, server, UserId::KERNEL);
         kassert!(matches!(full, Err(Error::Limit)), "one too many: not Limit");
