@@ -39,11 +39,29 @@ pub struct Attachment {
     pub lender: Option<abi::Pid>,
 }
 
+/// A frame for a page table of an address space's lower half, whose pages are charged to
+/// `user` (`charged` counts them): user memory, not the kernel's reserve, and charged like
+/// the pages it maps. The tables stay until the address space goes, and go back with it.
+/// (An audit found them neither charged nor, for the heap and stack, kept out of the
+/// reserve: a program that attached and detached a vregion at ever new addresses took its
+/// core's whole pool in tables, past its own limit, and every other user's programs on the
+/// core then got `NoMemory`; `limits::attach_tables_are_charged`.)
+fn table_frame(user: UserId, charged: &mut u64) -> Option<u64> {
+    quota::charge_frames(user, 1).ok()?;
+    let Some(frame) = frames::alloc_user() else {
+        quota::uncharge_frames(user, 1);
+        return None;
+    };
+    *charged += 1;
+    Some(frame)
+}
+
 pub struct VSpace {
     root: u64,
     /// User pages mapped (for accounting and teardown).
     pages: u64,
-    /// The user its own pages are charged to (`res/quota.rs`), and how many are.
+    /// The user its own pages and its page tables are charged to (`res/quota.rs`), and how
+    /// many are.
     user: UserId,
     charged: u64,
     /// Vregions attached (shared memory): address, pages, and the region's resource id.
@@ -162,16 +180,13 @@ impl VSpace {
                 return Err(Error::NoMemory);
             };
             fill(frame, i);
+            let (root, user) = (self.root, self.user);
             // SAFETY: this address space is owned by the calling core's process table, the
             // address is in the user half, and the frame is fresh.
             let r = unsafe {
-                paging::map_4k(
-                    self.root,
-                    vaddr + i * PAGE_SIZE,
-                    frame,
-                    flags,
-                    &mut frames::alloc,
-                )
+                paging::map_4k(root, vaddr + i * PAGE_SIZE, frame, flags, &mut || {
+                    table_frame(user, &mut self.charged)
+                })
             };
             if r.is_err() {
                 let _ = frames::free(frame);
@@ -240,18 +255,17 @@ impl VSpace {
         if self.pages + pages > MAX_USER_PAGES {
             return Err(Error::NoMemory);
         }
+        let (root, user) = (self.root, self.user);
         for (i, &frame) in frames.iter().enumerate() {
             // SAFETY: an address space of this core's process table, a free user-half page
             // (checked above), and a frame the caller keeps while this maps it.
             let r = unsafe {
-                // Page tables for user mappings come from user memory, not the kernel's
-                // reserve.
                 paging::map_4k(
-                    self.root,
+                    root,
                     vaddr + i as u64 * PAGE_SIZE,
                     frame,
                     flags,
-                    &mut frames::alloc_user,
+                    &mut || table_frame(user, &mut self.charged),
                 )
             };
             if r.is_err() {

@@ -322,3 +322,56 @@ fn kill_waiters(gate: ResId) -> crate::ktest::TestResult {
     );
     Ok(())
 }
+
+ktest! {
+    /// The page tables an address space grows for its attachments are its user's memory:
+    /// charged like its pages (the user's share ends the growth with `NoMemory`), and given
+    /// back with the address space. A regression found by an audit: attaching and
+    /// detaching one page at ever new 2 MiB-aligned addresses took an uncharged page table
+    /// each time, until the core's whole pool was gone.
+    fn attach_tables_are_charged() -> TestResult {
+        let before = super::free_frames_here(0);
+        let frame = crate::mm::frames::alloc_user().ok_or("no frame to attach")?;
+        let r = attach_until_refused(frame);
+        let _ = crate::mm::frames::free(frame);
+        r?;
+        let after = super::free_frames_here(0);
+        kassert!(before == after, "{} frames did not come back", before.abs_diff(after));
+        kassert!(quota::usage().iter().all(|u| u.0 != USER), "user {USER} still holds {:?}", quota::usage());
+        Ok(())
+    }
+}
+
+/// Attach `frame` at a new 2 MiB-aligned address and detach it again until the address
+/// space is refused (each time needs a new page table), at most a share's worth of times.
+fn attach_until_refused(frame: u64) -> crate::ktest::TestResult {
+    const STEP: u64 = 2 << 20;
+    const BASE: u64 = 0x1000_0000_0000;
+    let limit = quota::frames_limit();
+    let mut vs = proc::vspace::VSpace::new(UserId(USER)).map_err(|e| format!("vspace: {e:?}"))?;
+    let mut n = 0;
+    let refused = loop {
+        let at = BASE + n * STEP;
+        if let Err(e) = vs.attach(at, &[frame], true, ResId(1)) {
+            break e;
+        }
+        kassert!(
+            vs.detach(at).is_some(),
+            "attachment {n} not there to detach"
+        );
+        n += 1;
+        if n > limit {
+            break Error::Unknown;
+        }
+    };
+    let charged = quota::usage()
+        .iter()
+        .find(|u| u.0 == USER)
+        .map_or(0, |u| u.2);
+    drop(vs);
+    kassert!(
+        refused == Error::NoMemory && charged <= limit && charged + 3 >= limit,
+        "{n} attachments, then {refused:?}, with {charged} frames charged of a {limit}-frame share"
+    );
+    Ok(())
+}
