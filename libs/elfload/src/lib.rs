@@ -27,6 +27,11 @@ pub const USER_MIN: u64 = 0x1_0000;
 pub const USER_MAX: u64 = 0x0000_7f00_0000_0000;
 /// Most loadable segments a program may have.
 pub const MAX_SEGMENTS: usize = 16;
+/// Most program headers an image may have (of any type; a static executable has about a
+/// dozen). More is `BadProgramHeaders` before any is read: the table is read into the
+/// heap of the kernel that loads it, and `e_phnum` may say 65,535 (3.6 MiB, found by an
+/// audit).
+pub const MAX_PROGRAM_HEADERS: usize = 64;
 const PAGE: u64 = 4096;
 
 /// One range to map.
@@ -71,7 +76,8 @@ pub enum LoadError {
     WrongMachine,
     /// Not a statically linked executable (`ET_EXEC` without an interpreter).
     NotStaticExecutable,
-    /// The program headers lie outside the file or cannot be read.
+    /// The program headers lie outside the file, cannot be read, or are more than
+    /// [`MAX_PROGRAM_HEADERS`].
     BadProgramHeaders,
     /// No loadable segment, or more than [`MAX_SEGMENTS`].
     SegmentCount,
@@ -133,6 +139,7 @@ pub fn plan(file: &[u8]) -> Result<LoadPlan, LoadError> {
         .and_then(|n| n.checked_add(header.e_phoff as usize))
         .ok_or(LoadError::BadProgramHeaders)?;
     if count == 0
+        || count > MAX_PROGRAM_HEADERS
         || usize::from(header.e_phentsize)
             != ProgramHeader::size(Ctx::new(Container::Big, Endian::Little))
         || table_end > file.len()

@@ -214,6 +214,25 @@ fn overlap_wx_alignment_entry() {
 }
 
 #[test]
+fn too_many_program_headers() {
+    let null = || Seg {
+        ptype: 0, // PT_NULL
+        ..seg(0, 0, 0, 0)
+    };
+    let mut segs = good_segments();
+    segs.extend((segs.len()..MAX_PROGRAM_HEADERS).map(|_| null()));
+    assert!(
+        plan(&image(&segs, 0x40_1010)).is_ok(),
+        "{MAX_PROGRAM_HEADERS} headers"
+    );
+    segs.push(null());
+    assert_eq!(
+        plan(&image(&segs, 0x40_1010)).err(),
+        Some(LoadError::BadProgramHeaders)
+    );
+}
+
+#[test]
 fn host_binaries_are_refused_cleanly() {
     // A Debian binary is a dynamically linked PIE: refused, never a panic.
     if let Ok(bytes) = std::fs::read("/bin/true") {
