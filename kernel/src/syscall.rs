@@ -135,7 +135,9 @@ pub(crate) fn copy_in(uaddr: u64, len: u64, max: u64) -> Result<Vec<u8>, Error> 
     if len > max {
         return Err(Error::TooLong);
     }
-    proc::with_current_vspace(|vs| UserSlice::<u8>::new(uaddr, len as usize).read_to_vec(vs))
+    proc::with_current_vspace(|vs| {
+        UserSlice::<u8>::new(uaddr, len as usize).read_to_vec_fallible(vs)
+    })
 }
 
 fn wait(pid: u64, status_ptr: u64, timeout_ns: u64) -> Result<u64, Error> {

@@ -276,6 +276,22 @@ impl<T: Pod> UserSlice<T> {
         mem.copy_in(range, bytemuck::cast_slice_mut(&mut out))?;
         Ok(out)
     }
+
+    /// [`read_to_vec`](Self::read_to_vec) for a length the program chose (up to a call's
+    /// limit, megabytes): the range is checked before any memory is taken, and a kernel
+    /// heap that cannot hold the copy is `NoMemory`, not a kernel panic (an audit found
+    /// threads copying 4 MiB images at once could exhaust it; `process::big_copies_in_are_no_memory`).
+    pub fn read_to_vec_fallible(self, mem: &impl UserMemory) -> Result<Vec<T>, Error> {
+        let range = self.range().map_err(IntoAbiError::into_abi)?;
+        mem.check(range, false).map_err(IntoAbiError::into_abi)?;
+        let mut out = Vec::new();
+        out.try_reserve_exact(self.len)
+            .map_err(|_| Error::NoMemory)?;
+        out.resize(self.len, T::zeroed());
+        mem.copy_in(range, bytemuck::cast_slice_mut(&mut out))
+            .map_err(IntoAbiError::into_abi)?;
+        Ok(out)
+    }
 }
 
 impl<T: Pod> UserSliceMut<T> {

@@ -142,3 +142,41 @@ ktest! {
         Ok(())
     }
 }
+
+/// User memory that is all there (every check passes, every byte reads as 0x5a): the
+/// copies' own limits, apart from any address space.
+struct Everywhere;
+
+impl crate::mm::user::UserMemory for Everywhere {
+    fn copy_in(&self, _: crate::mm::user::UserRange, out: &mut [u8]) -> Result<(), UserFault> {
+        out.fill(0x5a);
+        Ok(())
+    }
+    fn copy_out(&self, _: crate::mm::user::UserRange, _: &[u8]) -> Result<(), UserFault> {
+        Ok(())
+    }
+    fn check(&self, _: crate::mm::user::UserRange, _: bool) -> Result<(), UserFault> {
+        Ok(())
+    }
+}
+
+ktest! {
+    /// A copy in whose length the kernel heap cannot hold is `NoMemory`, and one whose range
+    /// is bad is `BadAddress` before any memory is taken: never a kernel panic. A
+    /// regression found by an audit: the system calls' copies (`SPAWN_IMAGE`'s 4 MiB image
+    /// among them) took their buffer from the heap with an allocation that could not fail,
+    /// so threads copying big images at once with the core's memory full stopped the
+    /// kernel.
+    fn big_copies_in_are_no_memory() -> TestResult {
+        // Far more than the heap can hold, within the user half.
+        const HUGE: usize = 1 << 46;
+        let got = UserSlice::<u8>::new(0x1000, HUGE).read_to_vec_fallible(&Everywhere);
+        kassert!(got.as_ref().err() == Some(&Error::NoMemory), "a {HUGE}-byte copy: {:?}", got.map(|v| v.len()));
+        let vs = test_space()?;
+        let got = UserSlice::<u8>::new(HOLE, HUGE).read_to_vec_fallible(&vs);
+        kassert!(got.as_ref().err() == Some(&Error::BadAddress), "a copy from the hole: {:?}", got.map(|v| v.len()));
+        let got = UserSlice::<u8>::new(BASE, 16).read_to_vec_fallible(&vs);
+        kassert!(got.as_ref().map(|v| v.len()) == Ok(16), "a good copy: {:?}", got.map(|v| v.len()));
+        Ok(())
+    }
+}
