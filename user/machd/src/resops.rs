@@ -175,10 +175,12 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let user = h.user;
     let id = ResId(id);
     if matches!(op, RES_CLOSE | RES_READ | RES_WRITE | RES_CONTROL) && machd_own(id) {
-        // machd's own endpoints, semaphores and pages (`machd-*` on its core) are its
-        // bookkeeping: a program of another machine acting as the administrator, which
-        // created them, could otherwise close the link's endpoint (the machine goes deaf)
-        // or a job semaphore (every remote wait then fails), found by a review.
+        // machd's own endpoints, semaphores and pages (`machd-*` on its core, its file
+        // requests' ICAs, its socket pages, its own vspace) are its bookkeeping: a program
+        // of another machine acting as the administrator, which created them, could
+        // otherwise close the link's endpoint (the machine goes deaf), a job semaphore
+        // (every remote wait then fails), found by a review, or an ICA of its requests to
+        // `fs` (every remote file request then fails).
         return Err(Error::Denied);
     }
     // A pipe is never waited for here.
@@ -243,12 +245,24 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     Ok(words(&[value]))
 }
 
-/// Is `id` one of this `machd`'s own resources (named `machd-...`, on its core)?
+/// Is `id` one of this `machd`'s own resources, on its core: named `machd-...` (its
+/// endpoints, job semaphores, call pages), a vregion `ulib::fs` made for its requests to
+/// its own `fs` (`fs-PID-N` of its pid: a remote file request's ICA), a page `ulib::net`
+/// made for it (`NAME-SERIAL-K`: the UDP link's socket pages), or a handle to its own
+/// address space (`ulib::res` opens one around each attach and detach)?
 fn machd_own(id: ResId) -> bool {
     let here = ulib::sys::core().ok();
-    Some(id.core()) == here
-        && id.machine() == 0
-        && res::info(id).is_ok_and(|i| i.name().starts_with(OWN_PREFIX))
+    if Some(id.core()) != here || id.machine() != 0 {
+        return false;
+    }
+    let Ok(i) = res::info(id) else {
+        return false;
+    };
+    let name = i.name();
+    let vregion = i.kind == ResType::VRegion as u8;
+    name.starts_with(OWN_PREFIX)
+        || (vregion && (ulib::fs::is_own_request(name) || ulib::net::LentPage::is_own(name)))
+        || (i.kind == ResType::VSpace as u8 && ulib::sys::getpid().is_ok_and(|me| i.detail == me.0))
 }
 
 /// What every resource `machd` opens for itself is named with.

@@ -163,7 +163,7 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         let_go(region, at);
     }
     let n = MADE.fetch_add(1, Ordering::Relaxed);
-    let name = format!("here/vregion/fs-{}-{n}", pid.0);
+    let name = format!("here/vregion/{}{n}", request_prefix(pid));
     let region = res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL)?;
     let at = AT + (n % SLOTS) * FS_ICA_SIZE;
     if let Err(e) = res::attach_here(region, at, true) {
@@ -176,6 +176,24 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         return Err(e);
     }
     Ok((region, at))
+}
+
+/// What the names of process `pid`'s request ICAs start with (`fs-PID-`, then the count).
+fn request_prefix(pid: crate::abi::Pid) -> String {
+    format!("fs-{}-", pid.0)
+}
+
+/// Is `name` (a vregion's name as the kernel lists it, `fs-PID-N`) one of this process's
+/// own request ICAs ([`take_ica`]: its pid, and a count it made)? A server that makes
+/// others' resource operations (`machd`) keeps these, its own bookkeeping, from them;
+/// another process's, or one merely named alike, is not this process's.
+pub fn is_own_request(name: &str) -> bool {
+    let Ok(pid) = crate::sys::getpid() else {
+        return false;
+    };
+    name.strip_prefix(request_prefix(pid).as_str())
+        .and_then(|d| d.parse::<u64>().ok().filter(|n| format!("{n}") == d))
+        .is_some_and(|n| n < MADE.load(Ordering::Relaxed))
 }
 
 /// Let an ICA attached here at `at` go: detached, the kernel closes it (marked at

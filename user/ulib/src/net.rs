@@ -217,6 +217,27 @@ impl LentPage {
         })
     }
 
+    /// Is `name` (a vregion's name as the kernel lists it) one of this process's pages,
+    /// `NAME-SERIAL-K` as [`LentPage::open`] names them (its serial, a count it made)? A
+    /// server that makes others' resource operations (`machd`) keeps these from them.
+    pub fn is_own(name: &str) -> bool {
+        let Ok(me) = sys::getpid() else {
+            return false;
+        };
+        let Some((rest, k)) = name.rsplit_once('-') else {
+            return false;
+        };
+        let Some((page, serial)) = rest.rsplit_once('-') else {
+            return false;
+        };
+        !page.is_empty()
+            && serial == alloc::format!("{}", me.serial())
+            && k.parse::<u64>()
+                .ok()
+                .filter(|n| alloc::format!("{n}") == k)
+                .is_some_and(|n| n < NEXT_PAGE.load(Ordering::Relaxed))
+    }
+
     /// Where the page is mapped, attached again at its first address if it came back
     /// detached.
     pub fn map(&mut self) -> Result<u64, Error> {
