@@ -369,7 +369,9 @@ const FILES_BIG: usize = 10_000;
 /// 5% and duplicates 5% of the frames, so every file request is also retransmitted and
 /// suppressed as a duplicate. Machine 0's shell reads, copies, writes, lists and removes
 /// files there and runs a program from there; `mfcheck` shows that forged and malformed
-/// requests are refused and that a file left open by a program that ended is closed. After
+/// requests are refused, that machine 1's `machd` keeps the ICAs of its own requests to
+/// `fs` from other machines' resource operations (`machdfs`), and that a file left open by
+/// a program that ended is closed. After
 /// power-off the host reads machine 1's image: the copy is byte for byte, the writes are
 /// there once each, and `fsck.fat` finds the volume clean.
 pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
@@ -412,6 +414,8 @@ pub fn files(kernel: &Path, initrd: &Path) -> Result<String> {
             &["FILE00.TXT", "FILE79.TXT", "80 entries"],
             &[],
         ),
+        // Machine 1's machd keeps the ICAs of its requests to its own fs to itself.
+        ("run mfcheck machdfs 1", &["mfcheck machdfs: ok"], &[]),
         ("cat GREET.TXT", &[], &["not running"]),
         ("cat m1:NOPE.TXT", &[], &["no such file"]),
         ("cat m3:X.TXT", &[], &["no machine 3"]),

@@ -38,7 +38,8 @@
 //!   a pipe between the two machines among them (`pipes`); `mfcheck forgepeer M`: a
 //!   program that speaks for its machine to M (a forged heartbeat) is not heard;
 //!   `mfcheck machdres M`: M's `machd` refuses to close, write, read or V its own
-//!   resources for a program here (`own`);
+//!   resources for a program here (`own`); `mfcheck machdfs M`: nor the ICAs of its
+//!   requests to its own `fs` (`fs-PID-N`), while others named alike stay reachable;
 //!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of.
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
@@ -187,6 +188,7 @@ fn main(args: &[&str]) -> i32 {
         "pipe" => pipes::pipe(m),
         "forgepeer" => pipes::forge_peer(m),
         "machdres" => own::machd_res(m),
+        "machdfs" => own::machd_fs(m),
         "oneway" => pipes::one_way(m),
         "moveforge" => moves::forge(m),
         "spawnlimit" => moves::spawn_limit(m),
@@ -209,7 +211,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|oneway|moveforge|spawnlimit MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }

@@ -4,14 +4,15 @@
 //! asks M to close, write, read and V each: every one is refused `Denied`. Then M still
 //! serves (a pipe opened and closed there). A regression: `machd` made them as the
 //! requester's user, so a close of its link endpoint left M deaf, and a V or P of a job
-//! semaphore broke every remote wait.
+//! semaphore broke every remote wait. `mfcheck machdfs M` ([`machd_fs`]) does the same for
+//! the ICAs of the requests M's `machd` makes to its own `fs` (`fs-PID-N`).
 
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use ulib::abi::res::{ResType, Rights};
-use ulib::abi::syscall::control::SEM_V;
-use ulib::abi::Error;
+use ulib::abi::syscall::control::{INFO, SEM_V};
+use ulib::abi::{Error, Pid};
 use ulib::mach::{self as m_, RemoteRes};
 
 pub fn machd_res(m: u8) -> Result<String, String> {
@@ -60,6 +61,92 @@ pub fn machd_res(m: u8) -> Result<String, String> {
         .count();
     Ok(format!(
         ", {} of machd's resources refused ({kinds} endpoints)",
+        own.len()
+    ))
+}
+
+/// `mfcheck machdfs M` (machine M has a disk): M's `machd` keeps the request ICAs it makes
+/// to its own `fs` for remote file requests (`fs-PID-N` of its pid, `ulib::fs`) to itself.
+/// A listing of `mM:` leaves it holding one (a listing's ICA comes back writable and is
+/// kept for the next request); a close, write, read or INFO of each, asked from here as
+/// the administrator that created them, is refused `Denied`, and M still serves files.
+/// Another process's `fs-*` vregions stay reachable: two named alike (a longer pid, a
+/// count `machd` never made), opened there from here, are written, read and closed. A
+/// regression: `machd_own` covered `machd-*` alone, so a close of that ICA broke M's file
+/// service for every other machine.
+pub fn machd_fs(m: u8) -> Result<String, String> {
+    let root = format!("m{m}:");
+    let listed = ulib::fs::readdir(&root).map_err(|e| format!("ls {root}: {e}"))?;
+    let (all, epoch) = m_::res_list(m, 0).map_err(|e| format!("list m{m}.c0: {e}"))?;
+    // machd's pid there: its endpoint `machd-SERIAL` on its core.
+    let pid = all
+        .iter()
+        .filter(|r| r.kind == ResType::Endpoint as u8)
+        .find_map(|r| {
+            let serial = r.name().strip_prefix("machd-")?.parse::<u32>().ok()?;
+            Some(Pid::new(r.id.core(), serial))
+        })
+        .ok_or_else(|| format!("no endpoint machd-SERIAL on m{m}.c0"))?;
+    let prefix = format!("fs-{}-", pid.0);
+    let own: Vec<_> = all
+        .iter()
+        .filter(|r| r.kind == ResType::VRegion as u8 && r.name().starts_with(&prefix))
+        .collect();
+    if own.is_empty() {
+        return Err(format!("no vregion {prefix}N on m{m}.c0 after a listing"));
+    }
+    let mut wrong = Vec::new();
+    for info in &own {
+        let r = RemoteRes {
+            machine: m,
+            epoch,
+            id: info.id,
+        };
+        let mut buf = [0u8; 8];
+        let tries: [(&str, Result<(), Error>); 4] = [
+            ("write", m_::res_write(&r, b"x", 0).map(drop)),
+            ("read", m_::res_read(&r, &mut buf, 0).map(drop)),
+            ("INFO", m_::res_control(&r, INFO, 0, 0).map(drop)),
+            ("close", m_::res_close(&r)),
+        ];
+        for (what, got) in tries {
+            if got != Err(Error::Denied) {
+                wrong.push(format!("{what} of {} ({}): {got:?}", info.name(), info.id));
+            }
+        }
+    }
+    if !wrong.is_empty() {
+        return Err(format!("not refused: {}", wrong.join("; ")));
+    }
+    // Named alike but not machd's: reached as before.
+    for name in [format!("fs-{}0-0", pid.0), format!("{prefix}999999")] {
+        let r = m_::res_open(
+            m,
+            &format!("c0/vregion/{name}"),
+            &4096u64.to_le_bytes(),
+            Rights::OWNER_ALL,
+        )
+        .map_err(|e| format!("open {name} on m{m}: {e}"))?;
+        let mut buf = [0u8; 2];
+        let used = m_::res_write(&r, b"ok", 0)
+            .and_then(|_| m_::res_read(&r, &mut buf, 0))
+            .map_err(|e| format!("{name}, not machd's, refused: {e}"));
+        m_::res_close(&r).map_err(|e| format!("close {name}, not machd's: {e}"))?;
+        if used? != 2 || &buf != b"ok" {
+            return Err(format!("{name} read back {buf:?}"));
+        }
+    }
+    // M still serves files.
+    let again = ulib::fs::readdir(&root).map_err(|e| format!("m{m} no longer serves: {e}"))?;
+    if again.len() != listed.len() {
+        return Err(format!(
+            "ls {root}: {} entries, then {}",
+            listed.len(),
+            again.len()
+        ));
+    }
+    Ok(format!(
+        ", {} of machd's request ICAs refused, two alike reached",
         own.len()
     ))
 }
