@@ -278,6 +278,37 @@ pub fn note_remote_child(child: Pid) {
     });
 }
 
+/// A child `child` made on another core for `parent` (of this core), whose answer nobody
+/// read (`rpcc::orphan`): followed if `parent` still runs, as if it had read it; else the
+/// child's core hears that `parent` is gone, which its end never told that core, so the
+/// child is reaped when it ends, not kept as a zombie for ever.
+pub fn child_unheard(parent: Pid, child: Pid) {
+    let alive = sched::with(|s| {
+        let Some(p) = s
+            .processes
+            .get_mut(&parent.serial())
+            .filter(|p| p.pid == parent && p.ended.is_none())
+        else {
+            return false;
+        };
+        if !p
+            .followed
+            .iter()
+            .any(|f| f.now == child || f.first == child)
+        {
+            p.followed.push(Followed {
+                first: child,
+                now: child,
+                tentative: false,
+            });
+        }
+        true
+    });
+    if !alive && child.core() != current_core() {
+        rpcc::notice(child.core(), Op::Orphaned(parent));
+    }
+}
+
 /// WAIT on another core's behalf: the status of child `pid` (of this core) of the flow's
 /// process, if it ended (and then the record goes); `None` if it still runs; a status
 /// `ENDED_MIGRATED` naming its new pid if it left this core and the parent may not have

@@ -27,8 +27,8 @@ use core::sync::atomic::Ordering;
 use create::push_args;
 pub use create::{create_stopped, install, may_add_child, spawn, spawn_image, Newborn};
 pub use family::{
-    forwards_here, note_child_ended, note_child_moved, note_move_heard, note_orphaned,
-    note_remote_child, take_child_status, wait, Followed,
+    child_unheard, forwards_here, note_child_ended, note_child_moved, note_move_heard,
+    note_orphaned, note_remote_child, take_child_status, wait, Followed,
 };
 use sched::{Block, ThreadState};
 use vspace::{VSpace, HEAP_LIMIT};

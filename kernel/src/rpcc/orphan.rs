@@ -21,7 +21,13 @@
 //! - a step of a migration (`Op::MigrateOut`, `Op::MigrateIn`) whose mover was killed
 //!   while it waited: the kernel ends the move as the mover would have
 //!   (`proc::migrate::mover_gone`: the original runs on, or is committed once its copy
-//!   runs), so a move is never left open with a copy running beside its original.
+//!   runs), so a move is never left open with a copy running beside its original;
+//! - a child made on the other core (`Op::Spawn`, `Op::SpawnImage`) for a parent that
+//!   ended while it waited: the parent never followed it, so its end told that core
+//!   nothing, and the child, once ended, stayed a zombie nobody would reap, counted
+//!   against its user's processes for good (found by an audit;
+//!   `process::a_parent_gone_during_a_remote_spawn_leaves_no_zombie`). Its core hears the
+//!   parent is gone (`proc::child_unheard`).
 //!
 //! A request that *was* queued there is that core's to answer, as always. A thread removed
 //! with its process is removed inside the scheduler's borrow, where no answer may be given:
@@ -106,6 +112,8 @@ pub(super) fn needs_care(op: &Op) -> bool {
             | Op::ResControl { cmd: SEM_P, .. }
             | Op::MigrateOut(_)
             | Op::MigrateIn(_)
+            | Op::Spawn { .. }
+            | Op::SpawnImage { .. }
     )
 }
 
@@ -133,6 +141,11 @@ fn undone(Orphan(op, flow, answer): Orphan) {
         }
         (op @ (Op::MigrateOut(_) | Op::MigrateIn(_)), answer) => {
             crate::proc::migrate::mover_gone(&op, &flow, answer.as_ref());
+        }
+        (Op::Spawn { .. } | Op::SpawnImage { .. }, Some(Ok(Out::Pid(child)))) => {
+            if let Some(parent) = flow.pid {
+                crate::proc::child_unheard(parent, child);
+            }
         }
         _ => {}
     }

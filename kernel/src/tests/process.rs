@@ -349,3 +349,45 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// A process that ends while one of its threads waits for a child to be made on
+    /// another core leaves no zombie there: the child, once ended, is reaped (its parent
+    /// is gone). A regression found by an audit: the answer nobody read was dropped, the
+    /// parent had never followed the child, so its end told that core nothing, and the
+    /// child stayed a zombie for good, counted against its user's processes. (A round
+    /// whose spawn is answered before the parent ends, or never made, proves nothing
+    /// alone; most rounds are not so.)
+    fn a_parent_gone_during_a_remote_spawn_leaves_no_zombie() -> TestResult {
+        use crate::rpcc::{self, Op, Out};
+        let here = percore::current_core();
+        let Some(other) = (0..crate::smp::cores_planned()).find(|&c| c != here && rpcc::reachable(c)) else {
+            return Err(crate::ktest::skip("needs a second core"));
+        };
+        let children_of = |pid: Pid| match rpcc::call(other, Op::Processes) {
+            Ok(Out::Procs(v)) => Some(v.iter().filter(|p| p.parent == pid).count()),
+            _ => None,
+        };
+        let core_arg = format!("{other}");
+        for round in 0..20 {
+            let pid = proc::spawn("crash", &["spawn-exit", &core_arg], Priority::App, TEST_PARENT)
+                .map_err(|e| format!("round {round}: spawn: {e}"))?;
+            let ended = sched::run_until(60_000_000_000, || proc::has_ended(pid));
+            let status = proc::take_status(pid);
+            kassert!(ended && status.is_some_and(|s| s.code == 0), "round {round}: crash spawn-exit: {status:?}");
+            // Its child there (a `nop`, which ends by itself) is reaped: nothing of the dead
+            // parent's stays.
+            // (Looked at every 10 ms, for 30 s at most: the list is an RPCC call.)
+            let mut left = children_of(pid);
+            for _ in 0..3000 {
+                if left == Some(0) {
+                    break;
+                }
+                sched::run_until(10_000_000, || false);
+                left = children_of(pid);
+            }
+            kassert!(left == Some(0), "round {round}: {left:?} children of the ended {pid} kept on core {other}");
+        }
+        Ok(())
+    }
+}

@@ -19,6 +19,7 @@
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
+//! | `spawn-exit CORE` | a thread starts `nop` on CORE while the main thread exits at once (the process ends while the spawn's answer is on its way) | exit 0; the kernel reaps the `nop` when it ends (its parent is gone) |
 //! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
 //! | `read-console` | waits for console input like a shell at its prompt (`kernel/src/tests/init.rs` keeps it running and kills it) | exit 0 when a byte comes |
 //! | `hold-file NAME` | opens NAME on the disk for writing (the file service `fs`), then faults as `page-fault` does, the file still open | killed; the next open of NAME works (`fsd` closes a dead owner's files) |
@@ -118,6 +119,7 @@ fn main(args: &[&str]) -> i32 {
             }
         }
         "orphan" => return orphan(),
+        "spawn-exit" => return spawn_exit(args.get(2)),
         "drop-user" => return drop_user(),
         "escalate" => return escalate(),
         "wait-timeout" => return wait_timeout(),
@@ -448,4 +450,22 @@ fn escalate() -> i32 {
         println!("escalate: refused");
     }
     i32::from(failed > 0)
+}
+
+/// `spawn-exit CORE`: a thread starts `nop` on CORE while this (main) thread ends the
+/// process, most often while the spawn's answer is on its way back.
+fn spawn_exit(core: Option<&&str>) -> i32 {
+    let Some(core) = core.and_then(|c| c.parse::<u64>().ok()) else {
+        println!("crash: spawn-exit needs a core");
+        return 2;
+    };
+    fn spawner(core: u64) -> u64 {
+        let _ = sys::spawn_on("nop", &[], Priority::App, core as usize);
+        0
+    }
+    if ulib::thread::spawn(spawner, core).is_err() {
+        return 1;
+    }
+    let _ = sys::yield_now();
+    0
 }
