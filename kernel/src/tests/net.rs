@@ -63,10 +63,12 @@ ktest! {
 }
 
 ktest! {
-    /// `netcheck badstate`: `netd` refuses an address no host may have on its command line
-    /// (exit 2) and a state it cannot serve (4 bytes; a multicast address) with exit 1. A
-    /// regression: smoltcp panicked on the address, and a slice of the tiny state panicked,
-    /// so every later `netd` found the same state and died the same way.
+    /// `netcheck badstate`: `netd` refuses an address no host may have, or a gateway no
+    /// neighbour may be, on its command line (exit 2) and a state it cannot serve (4 bytes;
+    /// a multicast address; a broadcast gateway) with exit 1. A regression: smoltcp
+    /// panicked on the address (and, at the first datagram routed off the subnet, on the
+    /// gateway: found by an audit), and a slice of the tiny state panicked, so every later
+    /// `netd` found the same state and died the same way.
     fn netd_refuses_bad_addresses_and_states() -> TestResult {
         netcheck(&[String::from("badstate")])
     }

@@ -92,8 +92,8 @@ pub enum Error {
     QueueFull,
     /// More than [`DATA_MAX`] bytes.
     TooLong,
-    /// The address config holds an address no interface may have (broadcast, multicast):
-    /// smoltcp would refuse it with a panic.
+    /// The address config holds an address no interface may have, or a gateway no
+    /// neighbour may be (broadcast, multicast): smoltcp would refuse either with a panic.
     BadAddress,
 }
 
@@ -114,7 +114,10 @@ impl core::fmt::Display for Error {
             Error::QueueFull => write!(f, "queue full: dropped"),
             Error::TooLong => write!(f, "datagram longer than {DATA_MAX} bytes"),
             Error::BadAddress => {
-                write!(f, "the address is not one host's (broadcast or multicast)")
+                write!(
+                    f,
+                    "the address or gateway is not one host's (broadcast or multicast)"
+                )
             }
         }
     }
@@ -267,7 +270,10 @@ pub fn open(area: &mut [u8]) -> Result<Net<'_>, Error> {
     {
         return Err(Error::BadGeometry);
     }
-    if h.addr != 0 && !is_unicast(h.addr) {
+    // A gateway is none (0) or a unicast address: smoltcp asserts a unicast neighbour, and
+    // a broadcast or multicast gateway kept here ended every `netd` that loaded it (found
+    // by an audit).
+    if (h.addr != 0 && !is_unicast(h.addr)) || (h.gateway != 0 && !is_unicast(h.gateway)) {
         return Err(Error::BadAddress);
     }
     if area.len() < area_size(h.sockets, h.depth) {

@@ -246,3 +246,25 @@ fn broadcast_or_multicast_address_refused() {
     }
     assert!(!is_unicast(0));
 }
+
+/// A state whose gateway no neighbour may be is refused too: smoltcp asserts a unicast
+/// neighbour when it routes through the gateway, so every `netd` that loaded such a state
+/// ended at the first datagram routed off the subnet (found by an audit). No gateway (0)
+/// is fine.
+#[test]
+fn broadcast_or_multicast_gateway_refused() {
+    for bad in [0xe000_0001u32, u32::MAX] {
+        let mut a = area(2, 2);
+        let mut n = format(&mut a, 2, 2).unwrap();
+        n.set_config(0x0a00_020f, 24, bad, CONFIG_STATIC);
+        let _ = n;
+        assert_eq!(open(&mut a).err(), Some(Error::BadAddress), "{bad:#x}");
+    }
+    for fine in [0u32, 0x0a00_0202] {
+        let mut a = area(2, 2);
+        let mut n = format(&mut a, 2, 2).unwrap();
+        n.set_config(0x0a00_020f, 24, fine, CONFIG_STATIC);
+        let _ = n;
+        assert!(open(&mut a).is_ok(), "{fine:#x}");
+    }
+}

@@ -3,9 +3,12 @@
 //! and a slice of a state too small for a header panicked), so a corrupt state cannot take
 //! `net.udp` down for every later `netd`:
 //!
-//! 1. `netd 224.0.0.1/24 ...` and `netd 255.255.255.255/24 ...`: refused on the command
-//!    line (usage, exit 2);
-//! 2. a state ICA of 4 bytes, and a well-formed state whose address is 224.0.0.1, each set
+//! 1. `netd 224.0.0.1/24 ...` and `netd 255.255.255.255/24 ...`, and a gateway of
+//!    255.255.255.255 or 224.0.0.1 (smoltcp asserts a unicast neighbour: such a gateway
+//!    ended `netd` at the first datagram routed through it, found by an audit): refused on
+//!    the command line (usage, exit 2);
+//! 2. a state ICA of 4 bytes, and well-formed states whose address is 224.0.0.1 or whose
+//!    gateway is 255.255.255.255, each set
 //!    as `net.udp`'s state by this program (as any server of the function may), which then
 //!    lets the function go down: the next `netd` registers, finds the state, refuses it
 //!    and exits 1.
@@ -31,11 +34,16 @@ const END_LIMIT_NS: u64 = 60_000_000_000;
 /// The checks above; `p` serves `net.drv`. Failures go to `fails`; the vregions made are
 /// left in `made` for the caller to close.
 pub fn run(p: &mut Peer, fails: &mut Vec<String>, made: &mut Vec<ResId>) -> Result<(), String> {
-    for bad in ["224.0.0.1/24", "255.255.255.255/24"] {
-        let s = netd_ends(p, &[bad, "10.0.2.2"])?;
+    for (addr, gw) in [
+        ("224.0.0.1/24", "10.0.2.2"),
+        ("255.255.255.255/24", "10.0.2.2"),
+        ("10.0.2.15/24", "255.255.255.255"),
+        ("10.0.2.15/24", "224.0.0.1"),
+    ] {
+        let s = netd_ends(p, &[addr, gw])?;
         if s.how != ENDED_EXIT || s.code != 2 {
             fails.push(format!(
-                "netd {bad} 10.0.2.2: ended {s:?}, not refused (exit 2)"
+                "netd {addr} {gw}: ended {s:?}, not refused (exit 2)"
             ));
         }
     }
@@ -56,7 +64,24 @@ pub fn run(p: &mut Peer, fails: &mut Vec<String>, made: &mut Vec<ResId>) -> Resu
     });
     let _ = res::detach_here(STATE_AT);
     formatted.map_err(|e| format!("format: {e}"))?;
-    check_state(p, multicast, "a state whose address is 224.0.0.1", fails)
+    check_state(p, multicast, "a state whose address is 224.0.0.1", fails)?;
+    let gateway = res::open_vregion("here/vregion/netcheck-stg", size as u64, Rights::OWNER_ALL)
+        .map_err(|e| format!("state vregion: {e}"))?;
+    made.push(gateway);
+    res::attach_here(gateway, STATE_AT, true).map_err(|e| format!("attach: {e}"))?;
+    // SAFETY: as above, for this vregion.
+    let area = unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, size) };
+    let formatted = netstate::format(area, netstate::SOCKETS, netstate::DEPTH).map(|mut n| {
+        n.set_config(0x0a00_020f, 24, 0xffff_ffff, netstate::CONFIG_STATIC);
+    });
+    let _ = res::detach_here(STATE_AT);
+    formatted.map_err(|e| format!("format: {e}"))?;
+    check_state(
+        p,
+        gateway,
+        "a state whose gateway is 255.255.255.255",
+        fails,
+    )
 }
 
 /// Make `state` the state ICA of `net.udp` (registered here, then let go down), start

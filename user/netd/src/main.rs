@@ -80,6 +80,14 @@ fn parse_cidr(s: &str) -> Option<(u32, u32)> {
     netstate::is_unicast(a).then_some((a, p))
 }
 
+/// A gateway: a unicast address, or `0.0.0.0` for none (a broadcast or multicast one would
+/// end `netd` at the first datagram routed through it: smoltcp asserts a unicast
+/// neighbour).
+fn parse_gateway(s: &str) -> Option<u32> {
+    let g = Ipv4::parse(s)?.to_word() as u32;
+    (g == 0 || netstate::is_unicast(g)).then_some(g)
+}
+
 fn main(args: &[&str]) -> i32 {
     let mut o = Options {
         fixed: None,
@@ -96,8 +104,8 @@ fn main(args: &[&str]) -> i32 {
         .collect();
     match rest.as_slice() {
         [] => {}
-        [cidr, gw] => match (parse_cidr(cidr), Ipv4::parse(gw)) {
-            (Some((a, p)), Some(g)) => o.fixed = Some((a, p, g.to_word() as u32)),
+        [cidr, gw] => match (parse_cidr(cidr), parse_gateway(gw)) {
+            (Some((a, p)), Some(g)) => o.fixed = Some((a, p, g)),
             _ => return usage(),
         },
         _ => return usage(),

@@ -178,7 +178,10 @@ impl Server {
                 let _ = a.push(IpCidr::new(IpAddress::Ipv4(ipv4(addr)), prefix as u8));
             }
         });
-        if gateway != 0 {
+        // Only a unicast gateway (whatever DHCP or the state says): smoltcp asserts a
+        // unicast neighbour, and a broadcast or multicast router in a DHCP answer from the
+        // network ended `netd` at the next datagram routed through it (found by an audit).
+        if netstate::is_unicast(gateway) {
             let _ = self
                 .iface
                 .routes_mut()
