@@ -356,6 +356,16 @@ impl Net<'_> {
         self.put_header();
     }
 
+    /// How many sockets `owner` has bound.
+    pub fn owned_by(&self, owner: u64) -> usize {
+        (0..self.h.sockets as usize)
+            .filter(|&n| {
+                let s = self.socket(n);
+                s.used == 1 && s.owner == owner
+            })
+            .count()
+    }
+
     /// The socket index bound to `port`.
     pub fn find(&self, port: u16) -> Option<usize> {
         (0..self.h.sockets as usize).find(|&n| {

@@ -268,3 +268,17 @@ fn broadcast_or_multicast_gateway_refused() {
         assert!(open(&mut a).is_ok(), "{fine:#x}");
     }
 }
+
+/// `owned_by` counts one owner's bound sockets only (`netd` caps a program's share on it).
+#[test]
+fn sockets_counted_by_owner() {
+    let mut a = area(4, 2);
+    let mut n = format(&mut a, 4, 2).unwrap();
+    assert_eq!(n.owned_by(7), 0);
+    n.bind(100, 7).unwrap();
+    n.bind(0, 7).unwrap();
+    n.bind(101, 8).unwrap();
+    assert_eq!((n.owned_by(7), n.owned_by(8), n.owned_by(9)), (2, 1, 0));
+    n.unbind_ended(|o| o != 7);
+    assert_eq!((n.owned_by(7), n.owned_by(8)), (0, 1));
+}

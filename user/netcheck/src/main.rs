@@ -464,6 +464,25 @@ fn run(
             other.map(|s| s.port())
         )),
     }
+    // One program binds at most a quarter of the sockets (a regression found by an audit:
+    // one program could bind them all, and every other program's bind was refused).
+    let mut more = Vec::new();
+    let refused = loop {
+        match UdpSocket::bind(0) {
+            Ok(s) if more.len() < netstate::SOCKETS as usize => more.push(s),
+            Ok(_) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    // `mine` is one of them.
+    if refused != Err(Error::Limit) || more.len() + 1 != netstate::SOCKETS as usize / 4 {
+        fails.push(format!(
+            "one program's sockets: {} bound, then {refused:?} (want {} and Limit)",
+            more.len() + 1,
+            netstate::SOCKETS / 4
+        ));
+    }
+    drop(more);
     if let Some(udp) = p.udp {
         let close7 = Msg {
             label: OP_CLOSE,

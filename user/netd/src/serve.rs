@@ -59,6 +59,8 @@ type UdpBuffers = (udp::PacketBuffer<'static>, udp::PacketBuffer<'static>);
 /// Sockets' buffers made before a takeover (for the ports the old server bound), so that
 /// nothing is allocated between the old server's end and this one's first request.
 const SPARE_SOCKETS: usize = 4;
+/// Most sockets one program may have bound at once (`Limit` beyond).
+const SOCKETS_PER_PROGRAM: usize = netstate::SOCKETS as usize / 4;
 
 /// Everything of a server that does not need its state: made before `FN_TAKEOVER`, while
 /// the old server still serves, so that the service stops only for attaching the state
@@ -559,6 +561,12 @@ impl Server {
     fn bind(&mut self, r: &Received) -> Answer {
         let port = u16::try_from(r.msg.words[0]).map_err(|_| Error::InvalidArgument)?;
         let owner = Self::owner(r.sender);
+        // One program binds at most a quarter of the sockets (an audit found one could
+        // bind them all, and every other program's bind was refused for as long as it
+        // lived), as it holds at most a third of the receives.
+        if self.net.owned_by(owner) >= SOCKETS_PER_PROGRAM {
+            return Err(Error::Limit);
+        }
         let bound = match self.net.bind(port, owner) {
             // No socket left, or the port taken (perhaps by a program that ended without
             // closing it: killed, or aborted): the ports of programs that ended are freed
