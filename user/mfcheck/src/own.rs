@@ -10,7 +10,7 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::res::{ResType, Rights};
+use ulib::abi::res::{ResInfo, ResType, Rights};
 use ulib::abi::syscall::control::{INFO, SEM_V};
 use ulib::abi::{Error, Pid};
 use ulib::mach::{self as m_, RemoteRes};
@@ -28,29 +28,7 @@ pub fn machd_res(m: u8) -> Result<String, String> {
             own.len()
         ));
     }
-    let mut wrong = Vec::new();
-    for info in &own {
-        let r = RemoteRes {
-            machine: m,
-            epoch,
-            id: info.id,
-        };
-        let mut buf = [0u8; 8];
-        let tries: [(&str, Result<(), Error>); 4] = [
-            ("write", m_::res_write(&r, b"x", 0).map(drop)),
-            ("read", m_::res_read(&r, &mut buf, 0).map(drop)),
-            ("V", m_::res_control(&r, SEM_V, 0, 0).map(drop)),
-            ("close", m_::res_close(&r)),
-        ];
-        for (what, got) in tries {
-            if got != Err(Error::Denied) {
-                wrong.push(format!("{what} of {} ({}): {got:?}", info.name(), info.id));
-            }
-        }
-    }
-    if !wrong.is_empty() {
-        return Err(format!("not refused: {}", wrong.join("; ")));
-    }
+    all_denied(m, epoch, &own, ("V", SEM_V))?;
     // M still answers.
     let p = m_::res_open(m, "c0/pipe/mfown", &[], Rights::OWNER_ALL)
         .map_err(|e| format!("m{m} no longer serves: open a pipe: {e}"))?;
@@ -95,29 +73,7 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
     if own.is_empty() {
         return Err(format!("no vregion {prefix}N on m{m}.c0 after a listing"));
     }
-    let mut wrong = Vec::new();
-    for info in &own {
-        let r = RemoteRes {
-            machine: m,
-            epoch,
-            id: info.id,
-        };
-        let mut buf = [0u8; 8];
-        let tries: [(&str, Result<(), Error>); 4] = [
-            ("write", m_::res_write(&r, b"x", 0).map(drop)),
-            ("read", m_::res_read(&r, &mut buf, 0).map(drop)),
-            ("INFO", m_::res_control(&r, INFO, 0, 0).map(drop)),
-            ("close", m_::res_close(&r)),
-        ];
-        for (what, got) in tries {
-            if got != Err(Error::Denied) {
-                wrong.push(format!("{what} of {} ({}): {got:?}", info.name(), info.id));
-            }
-        }
-    }
-    if !wrong.is_empty() {
-        return Err(format!("not refused: {}", wrong.join("; ")));
-    }
+    all_denied(m, epoch, &own, ("INFO", INFO))?;
     // Named alike but not machd's: reached as before.
     for name in [format!("fs-{}0-0", pid.0), format!("{prefix}999999")] {
         let r = m_::res_open(
@@ -149,4 +105,34 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
         ", {} of machd's request ICAs refused, two alike reached",
         own.len()
     ))
+}
+
+/// A write, a read, control `cmd` (named `what`) and a close of each of `own` (resources of
+/// machine `m`, of its `epoch`), asked from here, are all refused `Denied`.
+fn all_denied(m: u8, epoch: u32, own: &[&ResInfo], (what, cmd): (&str, u64)) -> Result<(), String> {
+    let mut wrong = Vec::new();
+    for info in own {
+        let r = RemoteRes {
+            machine: m,
+            epoch,
+            id: info.id,
+        };
+        let mut buf = [0u8; 8];
+        let tries: [(&str, Result<(), Error>); 4] = [
+            ("write", m_::res_write(&r, b"x", 0).map(drop)),
+            ("read", m_::res_read(&r, &mut buf, 0).map(drop)),
+            (what, m_::res_control(&r, cmd, 0, 0).map(drop)),
+            ("close", m_::res_close(&r)),
+        ];
+        for (what, got) in tries {
+            if got != Err(Error::Denied) {
+                wrong.push(format!("{what} of {} ({}): {got:?}", info.name(), info.id));
+            }
+        }
+    }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not refused: {}", wrong.join("; ")))
+    }
 }
