@@ -51,37 +51,47 @@ pub fn run(p: &mut Peer, fails: &mut Vec<String>, made: &mut Vec<ResId>) -> Resu
         .map_err(|e| format!("4-byte vregion: {e}"))?;
     made.push(tiny);
     check_state(p, tiny, "a state ICA of 4 bytes", fails)?;
+    for (name, addr, gw, what) in [
+        (
+            "netcheck-stm",
+            0xe000_0001,
+            0x0a00_0202,
+            "a state whose address is 224.0.0.1",
+        ),
+        (
+            "netcheck-stg",
+            0x0a00_020f,
+            0xffff_ffff,
+            "a state whose gateway is 255.255.255.255",
+        ),
+    ] {
+        let state = state_with(name, addr, gw, made)?;
+        check_state(p, state, what, fails)?;
+    }
+    Ok(())
+}
+
+/// A new vregion `name` holding a well-formed state whose config is `addr`/24 with gateway
+/// `gw` (kept in `made` for the caller to close).
+fn state_with(name: &str, addr: u32, gw: u32, made: &mut Vec<ResId>) -> Result<ResId, String> {
     let size = netstate::area_size(netstate::SOCKETS, netstate::DEPTH);
-    let multicast = res::open_vregion("here/vregion/netcheck-stm", size as u64, Rights::OWNER_ALL)
-        .map_err(|e| format!("state vregion: {e}"))?;
-    made.push(multicast);
-    res::attach_here(multicast, STATE_AT, true).map_err(|e| format!("attach: {e}"))?;
+    let state = res::open_vregion(
+        &format!("here/vregion/{name}"),
+        size as u64,
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("state vregion: {e}"))?;
+    made.push(state);
+    res::attach_here(state, STATE_AT, true).map_err(|e| format!("attach: {e}"))?;
     // SAFETY: the vregion (`size` bytes) is mapped writable at STATE_AT until the detach
     // below, and nothing else in this program uses that range.
     let area = unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, size) };
     let formatted = netstate::format(area, netstate::SOCKETS, netstate::DEPTH).map(|mut n| {
-        n.set_config(0xe000_0001, 24, 0x0a00_0202, netstate::CONFIG_STATIC);
+        n.set_config(addr, 24, gw, netstate::CONFIG_STATIC);
     });
     let _ = res::detach_here(STATE_AT);
     formatted.map_err(|e| format!("format: {e}"))?;
-    check_state(p, multicast, "a state whose address is 224.0.0.1", fails)?;
-    let gateway = res::open_vregion("here/vregion/netcheck-stg", size as u64, Rights::OWNER_ALL)
-        .map_err(|e| format!("state vregion: {e}"))?;
-    made.push(gateway);
-    res::attach_here(gateway, STATE_AT, true).map_err(|e| format!("attach: {e}"))?;
-    // SAFETY: as above, for this vregion.
-    let area = unsafe { core::slice::from_raw_parts_mut(STATE_AT as *mut u8, size) };
-    let formatted = netstate::format(area, netstate::SOCKETS, netstate::DEPTH).map(|mut n| {
-        n.set_config(0x0a00_020f, 24, 0xffff_ffff, netstate::CONFIG_STATIC);
-    });
-    let _ = res::detach_here(STATE_AT);
-    formatted.map_err(|e| format!("format: {e}"))?;
-    check_state(
-        p,
-        gateway,
-        "a state whose gateway is 255.255.255.255",
-        fails,
-    )
+    Ok(state)
 }
 
 /// Make `state` the state ICA of `net.udp` (registered here, then let go down), start
