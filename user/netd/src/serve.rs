@@ -343,10 +343,16 @@ impl Server {
     fn poll_dhcp(&mut self) {
         let Some(h) = self.dhcp else { return };
         let ev = match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
+            // A router that is not unicast (any host on the network may answer DHCP) is
+            // no gateway: neither routed through nor kept in the state, which every later
+            // `netd` would refuse (a review found the state kept it).
             Some(dhcpv4::Event::Configured(c)) => Some((
                 u32::from(c.address.address()),
                 u32::from(c.address.prefix_len()),
-                c.router.map_or(0, u32::from),
+                c.router
+                    .map(u32::from)
+                    .filter(|&g| netstate::is_unicast(g))
+                    .unwrap_or(0),
             )),
             Some(dhcpv4::Event::Deconfigured) => Some((0, 0, 0)),
             None => None,
