@@ -45,9 +45,15 @@ pub struct Attachment {
 /// (An audit found them neither charged nor, for the heap and stack, kept out of the
 /// reserve: a program that attached and detached a vregion at ever new addresses took its
 /// core's whole pool in tables, past its own limit, and every other user's programs on the
-/// core then got `NoMemory`; `limits::attach_tables_are_charged`.)
-fn table_frame(user: UserId, charged: &mut u64) -> Option<u64> {
-    quota::charge_frames(user, 1).ok()?;
+/// core then got `NoMemory`; `limits::attach_tables_are_charged`.) `None` when the user's
+/// share or the pool is used up; `refused` then says which (`Limit` or `NoMemory`), for the
+/// mapping call to answer as a page refused so would.
+fn table_frame(user: UserId, charged: &mut u64, refused: &mut Error) -> Option<u64> {
+    if let Err(e) = quota::charge_frames(user, 1) {
+        *refused = e;
+        return None;
+    }
+    *refused = Error::NoMemory;
     let Some(frame) = frames::alloc_user() else {
         quota::uncharge_frames(user, 1);
         return None;
@@ -181,18 +187,19 @@ impl VSpace {
             };
             fill(frame, i);
             let (root, user) = (self.root, self.user);
+            let mut refused = Error::NoMemory;
             // SAFETY: this address space is owned by the calling core's process table, the
             // address is in the user half, and the frame is fresh.
             let r = unsafe {
                 paging::map_4k(root, vaddr + i * PAGE_SIZE, frame, flags, &mut || {
-                    table_frame(user, &mut self.charged)
+                    table_frame(user, &mut self.charged, &mut refused)
                 })
             };
             if r.is_err() {
                 let _ = frames::free(frame);
                 give_back(self, i);
                 return Err(if r == Err(paging::MapError::NoMemory) {
-                    Error::NoMemory
+                    refused
                 } else {
                     Error::InvalidArgument
                 });
@@ -256,6 +263,7 @@ impl VSpace {
             return Err(Error::NoMemory);
         }
         let (root, user) = (self.root, self.user);
+        let mut refused = Error::NoMemory;
         for (i, &frame) in frames.iter().enumerate() {
             // SAFETY: an address space of this core's process table, a free user-half page
             // (checked above), and a frame the caller keeps while this maps it.
@@ -265,12 +273,12 @@ impl VSpace {
                     vaddr + i as u64 * PAGE_SIZE,
                     frame,
                     flags,
-                    &mut || table_frame(user, &mut self.charged),
+                    &mut || table_frame(user, &mut self.charged, &mut refused),
                 )
             };
             if r.is_err() {
                 self.unmap_shared(vaddr, i as u64);
-                return Err(Error::NoMemory);
+                return Err(refused);
             }
         }
         Ok(pages)

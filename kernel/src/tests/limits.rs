@@ -325,7 +325,7 @@ fn kill_waiters(gate: ResId) -> crate::ktest::TestResult {
 
 ktest! {
     /// The page tables an address space grows for its attachments are its user's memory:
-    /// charged like its pages (the user's share ends the growth with `NoMemory`), and given
+    /// charged like its pages (the user's share ends the growth with `Limit`), and given
     /// back with the address space. A regression found by an audit: attaching and
     /// detaching one page at ever new 2 MiB-aligned addresses took an uncharged page table
     /// each time, until the core's whole pool was gone.
@@ -370,7 +370,7 @@ fn attach_until_refused(frame: u64) -> crate::ktest::TestResult {
         .map_or(0, |u| u.2);
     drop(vs);
     kassert!(
-        refused == Error::NoMemory && charged <= limit && charged + 3 >= limit,
+        refused == Error::Limit && charged <= limit && charged + 3 >= limit,
         "{n} attachments, then {refused:?}, with {charged} frames charged of a {limit}-frame share"
     );
     Ok(())
