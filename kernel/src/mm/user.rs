@@ -278,12 +278,18 @@ impl<T: Pod> UserSlice<T> {
     }
 
     /// [`read_to_vec`](Self::read_to_vec) for a length the program chose (up to a call's
-    /// limit, megabytes): the range is checked before any memory is taken, and a kernel
-    /// heap that cannot hold the copy is `NoMemory`, not a kernel panic (an audit found
-    /// threads copying 4 MiB images at once could exhaust it; `process::big_copies_in_are_no_memory`).
+    /// limit, megabytes): the range is checked before any memory is taken, and a copy the
+    /// core's memory cannot hold without the kernel's reserve is `NoMemory`, not a kernel
+    /// panic (an audit found threads copying 4 MiB images at once could exhaust the heap;
+    /// a review, that copies taken from the reserve left the next kernel allocation to
+    /// fail; `usermem::big_copies_in_are_no_memory`).
     pub fn read_to_vec_fallible(self, mem: &impl UserMemory) -> Result<Vec<T>, Error> {
         let range = self.range().map_err(IntoAbiError::into_abi)?;
         mem.check(range, false).map_err(IntoAbiError::into_abi)?;
+        let bytes = self.len.saturating_mul(size_of::<T>()) as u64;
+        if bytes > PAGE && !above_reserve(bytes.div_ceil(PAGE)) {
+            return Err(Error::NoMemory);
+        }
         let mut out = Vec::new();
         out.try_reserve_exact(self.len)
             .map_err(|_| Error::NoMemory)?;
@@ -326,4 +332,14 @@ impl<T: Pod> UserSliceMut<T> {
     pub fn check(self, mem: &impl UserMemory) -> Result<(), UserFault> {
         mem.check(self.range()?, true)
     }
+}
+
+/// A page, for [`UserSlice::read_to_vec_fallible`]'s measure of a copy.
+const PAGE: u64 = 4096;
+
+/// Has this core `pages` free frames beyond the kernel's reserve (so a copy that size may
+/// take them: the reserve stays for the kernel's own allocations, which cannot fail)?
+fn above_reserve(pages: u64) -> bool {
+    let core = crate::percore::current_core();
+    crate::mm::frames::counts(core).0 >= crate::mm::frames::kernel_reserve(core) + pages
 }

@@ -172,6 +172,14 @@ ktest! {
         const HUGE: usize = 1 << 46;
         let got = UserSlice::<u8>::new(0x1000, HUGE).read_to_vec_fallible(&Everywhere);
         kassert!(got.as_ref().err() == Some(&Error::NoMemory), "a {HUGE}-byte copy: {:?}", got.map(|v| v.len()));
+        // One page more than the core has beyond the kernel's reserve: refused, the reserve
+        // kept for the kernel's own allocations (which cannot fail).
+        let core = crate::percore::current_core();
+        let (free, _) = crate::mm::frames::counts(core);
+        let spare = free.saturating_sub(crate::mm::frames::kernel_reserve(core));
+        let len = ((spare + 1) * PAGE) as usize;
+        let got = UserSlice::<u8>::new(0x1000, len).read_to_vec_fallible(&Everywhere);
+        kassert!(got.as_ref().err() == Some(&Error::NoMemory), "a copy past the reserve ({len} bytes): {:?}", got.map(|v| v.len()));
         let vs = test_space()?;
         let got = UserSlice::<u8>::new(HOLE, HUGE).read_to_vec_fallible(&vs);
         kassert!(got.as_ref().err() == Some(&Error::BadAddress), "a copy from the hole: {:?}", got.map(|v| v.len()));
