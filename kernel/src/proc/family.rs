@@ -265,17 +265,22 @@ pub fn note_remote_child(child: Pid) {
         else {
             return;
         };
-        if let Some(i) = p.followed.iter().position(|f| f.first == child) {
-            // It moved before we got here: its entry is ours, not tentative.
-            p.followed[i].tentative = false;
-        } else if !p.followed.iter().any(|f| f.now == child) {
-            p.followed.push(Followed {
-                first: child,
-                now: child,
-                tentative: false,
-            });
-        }
+        follow(p, child);
     });
+}
+
+/// Process `p` follows its child `child` of another core, just made.
+fn follow(p: &mut super::Process, child: Pid) {
+    if let Some(f) = p.followed.iter_mut().find(|f| f.first == child) {
+        // It moved before we got here: its entry is ours, not tentative.
+        f.tentative = false;
+    } else if !p.followed.iter().any(|f| f.now == child) {
+        p.followed.push(Followed {
+            first: child,
+            now: child,
+            tentative: false,
+        });
+    }
 }
 
 /// A child `child` made on another core for `parent` (of this core), whose answer nobody
@@ -291,17 +296,7 @@ pub fn child_unheard(parent: Pid, child: Pid) {
         else {
             return false;
         };
-        if !p
-            .followed
-            .iter()
-            .any(|f| f.now == child || f.first == child)
-        {
-            p.followed.push(Followed {
-                first: child,
-                now: child,
-                tentative: false,
-            });
-        }
+        follow(p, child);
         true
     });
     if !alive && child.core() != current_core() {
