@@ -205,37 +205,6 @@ impl Device {
     }
 }
 
-/// PCI Command register: its offset, and its bus-master bit (the function may read and
-/// write memory by physical address).
-const COMMAND: u16 = 4;
-const BUS_MASTER: u32 = 1 << 2;
-
-/// Process `pid` of this core is ending: every device it holds stops reaching memory (bus
-/// mastering off) before the ending process's DMA memory goes back to the pool, where the
-/// next owner's data would otherwise be written by a device still pointed at it (a
-/// receive ring's buffers, a completion; found by an audit). The next holder turns it on
-/// again when it sets its device up, as a driver starting does. Called inside the
-/// scheduler's borrow, before the address space drops.
-pub fn holder_ended(pid: Pid) {
-    for &id in devices() {
-        let func = local::with_state(id, &[], |d: &mut Device| {
-            Ok((d.holder == Some(pid)).then_some(d.func))
-        });
-        if let Ok(Some(f)) = func {
-            let command = pci::read(f.bdf, COMMAND, 2);
-            if command & BUS_MASTER != 0 {
-                pci::write(f.bdf, COMMAND, 2, command & !BUS_MASTER);
-            }
-        }
-    }
-}
-
-/// Whether device `id` may reach memory now (its bus-master bit): for the tests.
-pub fn bus_master_on(id: ResId) -> Option<bool> {
-    let f = local::with_state(id, &[], |d: &mut Device| Ok(d.func)).ok()?;
-    Some(pci::read(f.bdf, COMMAND, 2) & BUS_MASTER != 0)
-}
-
 /// DEV_CONFIG: read or write `width` bytes at `offset` of the held device's configuration.
 pub fn config(id: ResId, offset: u64, width: u64, value: u64) -> Result<u64, Error> {
     let write = width & abi::dev::CONFIG_WRITE != 0;
