@@ -107,6 +107,13 @@ pub fn kernel_reserve(core: usize) -> u64 {
         .load(Ordering::Relaxed)
 }
 
+/// Has this core `pages` free frames beyond the kernel's reserve (so user memory, or a
+/// copy a program asked for, may take that many)?
+pub fn above_reserve(pages: u64) -> bool {
+    let core = current_core();
+    counts(core).0 >= kernel_reserve(core) + pages
+}
+
 /// One frame for user memory from this core's pool, unless that would eat into the
 /// kernel's reserve.
 pub fn alloc_user() -> Option<u64> {

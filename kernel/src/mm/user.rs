@@ -40,6 +40,7 @@
 
 #![deny(unsafe_code)]
 
+use crate::arch::x86_64::paging::PAGE_SIZE;
 use abi::Error;
 use alloc::vec::Vec;
 use bytemuck::Pod;
@@ -287,7 +288,7 @@ impl<T: Pod> UserSlice<T> {
         let range = self.range().map_err(IntoAbiError::into_abi)?;
         mem.check(range, false).map_err(IntoAbiError::into_abi)?;
         let bytes = self.len.saturating_mul(size_of::<T>()) as u64;
-        if bytes > PAGE && !above_reserve(bytes.div_ceil(PAGE)) {
+        if bytes > PAGE_SIZE && !crate::mm::frames::above_reserve(bytes.div_ceil(PAGE_SIZE)) {
             return Err(Error::NoMemory);
         }
         let mut out = Vec::new();
@@ -332,14 +333,4 @@ impl<T: Pod> UserSliceMut<T> {
     pub fn check(self, mem: &impl UserMemory) -> Result<(), UserFault> {
         mem.check(self.range()?, true)
     }
-}
-
-/// A page, for [`UserSlice::read_to_vec_fallible`]'s measure of a copy.
-const PAGE: u64 = 4096;
-
-/// Has this core `pages` free frames beyond the kernel's reserve (so a copy that size may
-/// take them: the reserve stays for the kernel's own allocations, which cannot fail)?
-fn above_reserve(pages: u64) -> bool {
-    let core = crate::percore::current_core();
-    crate::mm::frames::counts(core).0 >= crate::mm::frames::kernel_reserve(core) + pages
 }

@@ -360,12 +360,10 @@ impl VSpace {
         }
         quota::charge_frames(self.user, pages)?;
         // Keep the kernel's reserve, as `alloc_user` does.
-        let core = crate::percore::current_core();
-        let (free, _) = frames::counts(core);
-        let phys = if free < frames::kernel_reserve(core) + pages {
-            None
-        } else {
+        let phys = if frames::above_reserve(pages) {
             frames::alloc_contiguous(pages, 1)
+        } else {
+            None
         };
         let Some(phys) = phys else {
             quota::uncharge_frames(self.user, pages);
