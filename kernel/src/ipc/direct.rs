@@ -58,6 +58,15 @@ fn msg_of(f: &TrapFrame) -> Msg {
     }
 }
 
+/// The message of a register call's frame `from` into frame `to`, as [`set_msg`] would
+/// write it, without the copy between.
+#[inline(always)]
+fn copy_msg(to: &mut TrapFrame, from: &TrapFrame) {
+    to.rsi = from.rsi;
+    [to.r10, to.r8, to.r9, to.r12, to.r13, to.r14] =
+        [from.r10, from.r8, from.r9, from.r12, from.r13, from.r14];
+}
+
 fn set_msg(f: &mut TrapFrame, m: &Msg) {
     f.rsi = m.label;
     [f.r10, f.r8, f.r9, f.r12, f.r13, f.r14] = m.words;
@@ -87,10 +96,10 @@ fn write_frame(frame: *mut TrapFrame, f: impl FnOnce(&mut TrapFrame)) {
 /// CALL_REGS (`frame` holds endpoint and message; the answer goes back into it).
 pub fn call(frame: &mut TrapFrame) -> Result<u64, Error> {
     let target = ResId(frame.rdi);
-    let msg = msg_of(frame);
-    if let Some(r) = call_direct(frame, target, &msg) {
+    if let Some(r) = call_direct(frame, target) {
         return r;
     }
+    let msg = msg_of(frame);
     // The general path; on this core without an ICA this thread waits marked, so that the
     // answer may still come by a direct handoff.
     let (endpoint, via) = crate::fnid::target(target)?;
@@ -119,14 +128,15 @@ fn finish_call(frame: &mut TrapFrame, c: &api::Completion) -> Result<u64, Error>
 }
 
 /// The direct handoff of `CALL_REGS`, if it applies (`None`: nothing was done).
-fn call_direct(frame: &mut TrapFrame, target: ResId, msg: &Msg) -> Option<Result<u64, Error>> {
-    if msg.label & api::MSG_ICA != 0
+fn call_direct(frame: &mut TrapFrame, target: ResId) -> Option<Result<u64, Error>> {
+    if frame.rsi & api::MSG_ICA != 0
         || target.core() != current_core()
         || target.kind() != Some(ResType::Endpoint)
     {
         return None;
     }
     let user = crate::proc::current_user().0;
+    let src: &TrapFrame = frame;
     let (ticket, direct) = sched::with(|s| {
         let thread = s.current_thread()?;
         let serial = s.current_process()?;
@@ -180,24 +190,17 @@ fn call_direct(frame: &mut TrapFrame, target: ResId, msg: &Msg) -> Option<Result
             return None;
         };
         note_request(me);
+        // The request as `REPLY_RECV_REGS` returns it (`set_received`), straight from
+        // frame to frame.
         write_frame(
             to,
             #[inline(always)]
             |f| {
                 f.rax = 0;
                 f.rdx = handle;
-                set_received(
-                    f,
-                    &Received {
-                        request: handle,
-                        sender: me,
-                        sender_thread: u64::from(thread),
-                        sender_user: u64::from(user),
-                        endpoint: target.0,
-                        kind: api::SUBMIT_CALL,
-                        msg: *msg,
-                    },
-                );
+                copy_msg(f, src);
+                f.rdi = me.0;
+                f.r15 = (u64::from(user) << 32) | u64::from(thread);
                 f.error_code = HANDED;
             },
         );
@@ -251,13 +254,13 @@ fn answer(frame: &mut TrapFrame, ticket: u64) -> Result<u64, Error> {
 /// goes back into it).
 pub fn reply_recv(frame: &mut TrapFrame) -> Result<u64, Error> {
     let (handle, value, target) = (frame.rdi, frame.rdx, ResId(frame.r15));
-    let msg = msg_of(frame);
     let (endpoint, _) = crate::fnid::target(target)?;
-    if reply_direct(frame, handle, value, endpoint, &msg) {
+    if reply_direct(frame, handle, value, endpoint) {
         // Answered, then waited marked: handed a request, or woken to look.
         escaped(frame);
         return receive(frame, target, endpoint);
     }
+    let msg = msg_of(frame);
     if endpoint.core() != current_core() {
         // Not this core's: the general path's answer (`Denied`, `WrongType`, ...).
         let r = super::reply_recv(handle, msg, value, target, u64::MAX)?;
@@ -311,20 +314,15 @@ fn receive(frame: &mut TrapFrame, target: ResId, endpoint: ResId) -> Result<u64,
 /// The direct handoff of `REPLY_RECV_REGS`, if it applies: answer `handle` into its
 /// caller's frame and switch to it, this thread waiting marked as the endpoint's receiver.
 /// `false`: nothing was done (the general path checks and does it all).
-fn reply_direct(
-    frame: &mut TrapFrame,
-    handle: u64,
-    value: u64,
-    endpoint: ResId,
-    msg: &Msg,
-) -> bool {
+fn reply_direct(frame: &mut TrapFrame, handle: u64, value: u64, endpoint: ResId) -> bool {
     if handle == 0
-        || msg.label & api::MSG_ICA != 0
+        || frame.rsi & api::MSG_ICA != 0
         || endpoint.core() != current_core()
         || endpoint.kind() != Some(ResType::Endpoint)
     {
         return false;
     }
+    let src: &TrapFrame = frame;
     let direct = sched::with(|s| {
         let thread = s.current_thread()?;
         let serial = s.current_process()?;
@@ -376,14 +374,15 @@ fn reply_direct(
             }
             return None;
         };
-        note_reply(caller.pid, msg, false);
+        // (The caller is of this core: no cross-core note, which would read the message.)
+        note_reply(caller.pid, &Msg::default(), false);
         write_frame(
             to,
             #[inline(always)]
             |f| {
                 f.rax = 0;
                 f.rdx = value;
-                set_msg(f, msg);
+                copy_msg(f, src);
                 f.error_code = HANDED;
             },
         );
