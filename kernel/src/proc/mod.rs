@@ -414,6 +414,10 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     }
     if let Some(v) = vspace.as_ref().filter(|_| !moved) {
         crate::entry::events::vregions_detached(v.attachments().iter().map(|a| a.2));
+        if v.holds_device_memory() {
+            // A driver's devices let go of its DMA memory before the memory goes.
+            crate::res::device::holder_ended(Pid::new(current_core(), serial));
+        }
     }
     drop(vspace);
     let me = Pid::new(current_core(), serial);

@@ -148,9 +148,22 @@ fn driver_round() -> Result<bool, alloc::string::String> {
         // The reply came in by the device's interrupt, delivered as a message.
         let more = crate::res::device::irqs_of(nic) - irqs;
         kassert!(more > 0, "no interrupt message was delivered to netdrv");
+        let status = crate::res::device::virtio_status(nic);
+        kassert!(
+            status.is_some_and(|s| s != 0),
+            "netdrv serves, but its device's status is {status:?}"
+        );
         Ok(crate::res::device::hardware_masked(nic).is_some_and(|(_, msix)| msix))
     })();
     end_and_reap(drv);
+    // Killed with its device set up, the driver's device was reset before its DMA memory
+    // went back to the pool (an audit found the device left pointed at those frames,
+    // writing received frames into their next owner's memory).
+    let status = crate::res::device::virtio_status(nic);
+    kassert!(
+        r.is_err() || status == Some(0),
+        "the device of a killed netdrv was not reset: status {status:?}"
+    );
     r
 }
 
@@ -387,7 +400,19 @@ fn blk_round() -> crate::ktest::TestResult {
         Ok(())
     })();
     end_and_reap(drv);
-    r
+    r?;
+    // Killed with its device set up, the driver's device was reset (as for netdrv).
+    let disk = pci::functions()
+        .iter()
+        .find(|f| f.vendor == 0x1af4 && f.device == 0x1042)
+        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
+        .ok_or("no virtio-blk resource")?;
+    let status = crate::res::device::virtio_status(disk);
+    kassert!(
+        status == Some(0),
+        "the device of a killed blkdrv was not reset: status {status:?}"
+    );
+    Ok(())
 }
 
 ktest! {

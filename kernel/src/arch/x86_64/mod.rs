@@ -22,3 +22,4 @@ pub mod pvh;
 pub mod serial;
 pub mod trampoline;
 pub mod trap;
+pub mod virtio;

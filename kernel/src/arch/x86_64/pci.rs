@@ -60,6 +60,9 @@ pub struct Function {
     /// The configuration offset of its MSI capability, if it has one (not used: kept so
     /// that a driver may not write it).
     pub msi_cap: Option<u16>,
+    /// Where a virtio function's common configuration is (virtio 1.x, 4.1.4.3): the BAR
+    /// and the offset in it, as its capability said at boot (`arch::x86_64::virtio`).
+    pub virtio_common: Option<(u8, u32)>,
 }
 
 /// A function's MSI-X capability (PCI Local Bus 3.0, 6.8.2), as found at boot.
@@ -101,6 +104,29 @@ fn find_cap(bdf: Bdf, id: u32) -> Option<u16> {
             return Some(off);
         }
         at = read(bdf, off + 1, 1) & 0xfc;
+    }
+    None
+}
+
+/// Capability id of a vendor's own (virtio's structures, virtio 1.x 4.1.4).
+const CAP_VENDOR: u32 = 0x09;
+/// PCI vendor id of virtio functions.
+pub const VENDOR_VIRTIO: u16 = 0x1af4;
+
+/// Where a virtio function's common configuration is: the BAR and offset of its first
+/// vendor capability of type 1 (`VIRTIO_PCI_CAP_COMMON_CFG`), if it has one.
+fn virtio_common_of(bdf: Bdf) -> Option<(u8, u32)> {
+    const COMMON_CFG: u32 = 1;
+    let mut at = find_cap(bdf, CAP_VENDOR)?;
+    for _ in 0..48 {
+        if read(bdf, at, 1) == CAP_VENDOR && read(bdf, at + 3, 1) == COMMON_CFG {
+            return Some((read(bdf, at + 4, 1) as u8, read32(bdf, at + 8)));
+        }
+        let next = read(bdf, at + 1, 1) & 0xfc;
+        if next < 0x40 {
+            return None;
+        }
+        at = next as u16;
     }
     None
 }
@@ -263,6 +289,11 @@ fn function_at(bdf: Bdf) -> Option<Function> {
         msix: if header == 0 { msix_of(bdf) } else { None },
         msi_cap: if header == 0 {
             find_cap(bdf, CAP_MSI)
+        } else {
+            None
+        },
+        virtio_common: if header == 0 && id as u16 == VENDOR_VIRTIO {
+            virtio_common_of(bdf)
         } else {
             None
         },
