@@ -267,10 +267,36 @@ pub fn memory_bar(id: ResId, bar: u64) -> Result<(u64, u64), Error> {
     if b.io || b.size == 0 || b.base == 0 {
         return Err(Error::InvalidArgument);
     }
-    if msix::holds_table(func, index as u8) {
+    if msix::holds_table(func, index as u8) || page_shared(&func, index, pci::functions()) {
         return Err(Error::Denied);
     }
     Ok((b.base, b.size))
+}
+
+/// Does the mapping of memory BAR `index` of `func`, whole pages, reach another memory
+/// window: a memory BAR of another function, or one of `func`'s holding its MSI-X table or
+/// pending bits? A BAR smaller than a page is mapped as its whole page, and another
+/// function's registers there (its MSI-X table: where its messages write) are not the
+/// driver's (found by an audit). `all`: every function (`pci::functions`).
+pub fn page_shared(func: &Function, index: usize, all: &[Function]) -> bool {
+    let Some(b) = func.bars.get(index) else {
+        return false;
+    };
+    let page = crate::arch::x86_64::paging::PAGE_SIZE;
+    let lo = b.base & !(page - 1);
+    let hi = b.base.saturating_add(b.size).saturating_add(page - 1) & !(page - 1);
+    all.iter().any(|g| {
+        g.bars.iter().enumerate().any(|(i, c)| {
+            let mine = g.bdf == func.bdf;
+            let other = !mine || (i != index && msix::holds_table(g, i as u8));
+            other
+                && !c.io
+                && c.size != 0
+                && c.base != 0
+                && c.base < hi
+                && lo < c.base.saturating_add(c.size)
+        })
+    })
 }
 
 /// `DEV_LIST`'s records.
