@@ -396,7 +396,7 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
         return false;
     }
     p.ended = Some(status);
-    let vspace = p.vspace.take();
+    let mut vspace = p.vspace.take();
     let followed = core::mem::take(&mut p.followed);
     let ipc = core::mem::take(&mut p.ipc);
     let parent = p.parent;
@@ -412,11 +412,14 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
     if let Some(v) = vspace.as_ref() {
         vspace::leave(v.root());
     }
-    if let Some(v) = vspace.as_ref().filter(|_| !moved) {
+    if let Some(v) = vspace.as_mut().filter(|_| !moved) {
         crate::entry::events::vregions_detached(v.attachments().iter().map(|a| a.2));
-        if v.holds_device_memory() {
-            // A driver's devices let go of its DMA memory before the memory goes.
-            crate::res::device::holder_ended(Pid::new(current_core(), serial));
+        // A driver's devices let go of its DMA memory before the memory goes; memory a
+        // device may still write never goes back to the pool.
+        if v.holds_device_memory()
+            && !crate::res::device::holder_ended(Pid::new(current_core(), serial))
+        {
+            v.keep_dma();
         }
     }
     drop(vspace);

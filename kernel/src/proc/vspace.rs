@@ -95,6 +95,9 @@ pub struct VSpace {
     bar_pages: u64,
 }
 
+/// DMA pages kept out of the pool for good ([`VSpace::keep_dma`]), since boot.
+pub static DMA_PAGES_KEPT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
 impl VSpace {
     /// A new address space with an empty lower half and the kernel's upper half, whose
     /// pages are charged to `user`.
@@ -385,6 +388,16 @@ impl VSpace {
         self.pages += pages;
         self.dma.push((vaddr, pages));
         Ok(phys)
+    }
+
+    /// Keep this address space's DMA memory out of the pool for good: its drop unmaps the
+    /// frames without freeing them, as pinned pages (a device that could not be reset may
+    /// still write them; `device::holder_ended`). Its user is no longer charged for them.
+    pub fn keep_dma(&mut self) {
+        for (vaddr, pages) in core::mem::take(&mut self.dma) {
+            self.pinned.push((vaddr, pages));
+            DMA_PAGES_KEPT.fetch_add(pages, core::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Undo a [`map_dma`](Self::map_dma) of exactly `pages` at `vaddr`: unmap and free.

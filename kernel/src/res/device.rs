@@ -208,12 +208,15 @@ impl Device {
 /// Process `pid` of this core is ending: every device it holds is reset
 /// (`arch::x86_64::virtio`), before the ending process's DMA memory goes back to the pool,
 /// where a device still pointed at it would write the next owner's data (found by an
-/// audit). Called inside the scheduler's borrow, before the address space drops. A device
-/// that cannot be reset this way (not virtio) is logged: its gap stays (docs/design.md).
-pub fn holder_ended(pid: Pid) {
+/// audit). `false` if one could not be reset (not virtio, its registers out of the
+/// kernel's reach, memory decoding turned off by the driver, no acknowledgement): the
+/// caller then keeps that memory out of the pool for good. Called inside the scheduler's
+/// borrow, before the address space drops.
+pub fn holder_ended(pid: Pid) -> bool {
     if current_core() != 0 {
-        return;
+        return true;
     }
+    let mut all = true;
     for &id in devices() {
         let held = local::with_state(id, &[], |d: &mut Device| {
             Ok((d.holder == Some(pid)).then_some(d.func))
@@ -221,10 +224,15 @@ pub fn holder_ended(pid: Pid) {
         if let Ok(Some(f)) = held {
             let r = virtio::reset(&f);
             if r != virtio::Reset::Done {
-                log::warn!("device {:?} of ended driver {pid:?} not reset: {r:?}", f.bdf);
+                log::warn!(
+                    "device {:?} of ended driver {pid:?} not reset ({r:?}): its DMA memory is kept out of the pool",
+                    f.bdf
+                );
+                all = false;
             }
         }
     }
+    all
 }
 
 /// Device `id`'s virtio `device_status` now (0: reset), for the tests.

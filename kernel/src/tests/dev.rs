@@ -161,6 +161,39 @@ ktest! {
     }
 }
 
+ktest! {
+    /// A driver that ends where its device cannot be reset (here it turned its memory
+    /// decoding off) has its DMA memory kept out of the pool, not freed for the device to
+    /// write into the next owner's data (a review found it freed); the device works again
+    /// for the next driver once decoding is back on.
+    fn unreset_device_keeps_its_dma_memory() -> TestResult {
+        use core::sync::atomic::Ordering;
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        if !has_virtio_net() {
+            crate::kskip!("no virtio-net function (xtask's test boots add one)");
+        }
+        let f = *pci::functions()
+            .iter()
+            .find(|f| f.vendor == 0x1af4 && f.device == 0x1041)
+            .ok_or("no virtio-net function")?;
+        let command = pci::read(f.bdf, 4, 2);
+        let kept = crate::proc::vspace::DMA_PAGES_KEPT.load(Ordering::Relaxed);
+        let holder = crate::proc::spawn("devcheck", &["hold-dark"], Priority::Driver, crate::proc::TEST_PARENT)
+            .map_err(|e| format!("spawn: {e}"))?;
+        let r = until_asleep(holder, "devcheck hold-dark", 60);
+        end_and_reap(holder);
+        let dark = pci::read(f.bdf, 4, 2) & 2 == 0;
+        pci::write(f.bdf, 4, 2, command);
+        r?;
+        kassert!(dark, "the driver did not turn memory decoding off");
+        let more = crate::proc::vspace::DMA_PAGES_KEPT.load(Ordering::Relaxed) - kept;
+        kassert!(more == 4, "{more} DMA pages kept out of the pool, not the driver's 4");
+        run_devcheck(&[], Priority::Driver)
+    }
+}
+
 /// The MAC xtask gives QEMU's virtio-net device (`NetCfg::TEST_MAC`).
 const TEST_MAC: &str = "52:54:00:12:34:56";
 

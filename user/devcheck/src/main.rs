@@ -62,6 +62,22 @@ fn main(args: &[&str]) -> i32 {
                 let _ = ipc::recv(ep, u64::MAX);
             }
         }
+        Some("hold-dark") => {
+            // A driver that ends with DMA memory and its device's memory decoding off: the
+            // kernel cannot reset the device, so it must keep that memory out of the pool.
+            c.eq("claim", dev::claim(net), Ok(()));
+            c.ok("DMA memory", dev::dma_alloc(DMA_AT, 4).is_ok());
+            let command = dev::config_read(net, 4, 2).unwrap_or(0);
+            c.eq(
+                "memory decoding off",
+                dev::config_write(net, 4, 2, command & !2),
+                Ok(()),
+            );
+            let ep = ipc::open_endpoint("here/endpoint/devhold", Rights::OWNER_ALL);
+            if let Ok(ep) = ep {
+                let _ = ipc::recv(ep, u64::MAX);
+            }
+        }
         None => driver(&mut c, net, false),
         Some("line") => driver(&mut c, net, true),
         Some(other) => {

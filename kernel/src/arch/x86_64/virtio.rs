@@ -30,7 +30,7 @@ pub enum Reset {
     /// `device_status` reads 0: the device has let go of its queues.
     Done,
     /// Not a virtio function with a common configuration the kernel can reach (in a
-    /// memory BAR below 4 GiB).
+    /// memory BAR below 4 GiB, where the direct map has device memory uncached).
     NotVirtio,
     /// Its memory decoding is off (a driver turned it off): nothing can be written.
     Unreachable,
@@ -39,8 +39,8 @@ pub enum Reset {
 }
 
 /// Reads of `device_status` a reset waits for 0 (QEMU resets at the write; a slower device
-/// gets this many).
-const READS: u32 = 100_000;
+/// gets this many, then counts as not reset).
+const READS: u32 = 10_000;
 
 /// Where `f`'s `device_status` is in the direct map.
 fn status_at(f: &Function) -> Option<u64> {
@@ -52,7 +52,8 @@ fn status_at(f: &Function) -> Option<u64> {
 }
 
 /// Reset virtio function `f` (its driver is gone): write 0 to `device_status` and wait
-/// until it reads 0.
+/// until it reads 0. Anything but [`Reset::Done`] leaves the device as it was, and the
+/// caller keeps the driver's DMA memory out of the pool (`device::holder_ended`).
 pub fn reset(f: &Function) -> Reset {
     let Some(at) = status_at(f) else {
         return Reset::NotVirtio;
@@ -65,7 +66,8 @@ pub fn reset(f: &Function) -> Reset {
     // (`status_at`); a one-byte write is the register's width.
     unsafe { core::ptr::write_volatile(at as *mut u8, 0) };
     for _ in 0..READS {
-        if status(f) == Some(0) {
+        // SAFETY: as above, a one-byte read of the register.
+        if unsafe { core::ptr::read_volatile(at as *const u8) } == 0 {
             return Reset::Done;
         }
         core::hint::spin_loop();
