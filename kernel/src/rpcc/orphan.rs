@@ -114,6 +114,7 @@ pub(super) fn needs_care(op: &Op) -> bool {
             | Op::MigrateIn(_)
             | Op::Spawn { .. }
             | Op::SpawnImage { .. }
+            | Op::ResOpen { .. }
     )
 }
 
@@ -142,7 +143,10 @@ fn undone(Orphan(op, flow, answer): Orphan) {
         (op @ (Op::MigrateOut(_) | Op::MigrateIn(_)), answer) => {
             crate::proc::migrate::mover_gone(&op, &flow, answer.as_ref());
         }
-        (Op::Spawn { .. } | Op::SpawnImage { .. }, Some(Ok(Out::Pid(child)))) => {
+        (Op::Spawn { .. } | Op::SpawnImage { .. }, Some(Ok(Out::Pid(child))))
+        | (Op::ResOpen { .. }, Some(Ok(Out::Opened(_, Some(child))))) => {
+            // A process made for the requester there (by SPAWN, or by OPEN of a process
+            // resource, which makes the opener its parent as a spawn does).
             if let Some(parent) = flow.pid {
                 crate::proc::child_unheard(parent, child);
             }

@@ -391,3 +391,69 @@ ktest! {
         Ok(())
     }
 }
+
+ktest! {
+    /// The same for a child made by opening a process resource on another core (OPEN
+    /// makes the opener its parent): an opener gone before the answer came leaves its
+    /// child the kernel's, not a dead parent's. A regression found by an audit: the answer
+    /// was dropped as for a spawn before its fix, and the child (stopped, living while its
+    /// resource does) kept the dead parent, so once ended it stayed a zombie for good.
+    fn a_parent_gone_during_a_remote_process_open_leaves_no_orphan() -> TestResult {
+        use crate::rpcc::{self, Op, Out};
+        let here = percore::current_core();
+        let Some(other) = (0..crate::smp::cores_planned()).find(|&c| c != here && rpcc::reachable(c)) else {
+            return Err(crate::ktest::skip("needs a second core"));
+        };
+        let children_of = |pid: Pid| match rpcc::call(other, Op::Processes) {
+            Ok(Out::Procs(v)) => Some(v.iter().filter(|p| p.parent == pid).count()),
+            _ => None,
+        };
+        // The resources the openers made, closed as the kernel (which ends their children).
+        let close_made = |round: usize| {
+            let made: alloc::vec::Vec<_> = crate::res::list(other)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.kind == abi::res::ResType::Process as u8)
+                .filter(|r| r.name().strip_prefix("oe").is_some_and(|n| n.parse::<usize>().is_ok_and(|n| n <= round)))
+                .map(|r| r.id)
+                .collect();
+            crate::res::begin_flow(abi::res::UserId::KERNEL);
+            for id in made {
+                let _ = crate::res::close(id);
+            }
+        };
+        let core_arg = format!("{other}");
+        let mut result = Ok(());
+        for round in 0..20 {
+            let n = format!("{round}");
+            let pid = match proc::spawn("crash", &["open-exit", &core_arg, &n], Priority::App, TEST_PARENT) {
+                Ok(pid) => pid,
+                Err(e) => {
+                    result = Err(format!("round {round}: spawn: {e}"));
+                    break;
+                }
+            };
+            let ended = sched::run_until(60_000_000_000, || proc::has_ended(pid));
+            let status = proc::take_status(pid);
+            if !(ended && status.is_some_and(|s| s.code == 0)) {
+                result = Err(format!("round {round}: crash open-exit: {status:?}"));
+                break;
+            }
+            // (Looked at every 10 ms, for 30 s at most: the list is an RPCC call.)
+            let mut left = children_of(pid);
+            for _ in 0..3000 {
+                if left == Some(0) {
+                    break;
+                }
+                sched::run_until(10_000_000, || false);
+                left = children_of(pid);
+            }
+            if left != Some(0) {
+                result = Err(format!("round {round}: {left:?} children of the ended {pid} kept on core {other}"));
+                break;
+            }
+        }
+        close_made(20);
+        result.map_err(Into::into)
+    }
+}

@@ -20,6 +20,7 @@
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
 //! | `spawn-exit CORE` | a thread starts `nop` on CORE while the main thread exits at once (the process ends while the spawn's answer is on its way) | exit 0; the kernel reaps the `nop` when it ends (its parent is gone) |
+//! | `open-exit CORE N` | as `spawn-exit`, the child made by opening the process resource `cCORE/process/oeN` (`nop`, stopped) | exit 0; the child is the kernel's once its answer comes (its opener is gone) |
 //! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
 //! | `read-console` | waits for console input like a shell at its prompt (`kernel/src/tests/init.rs` keeps it running and kills it) | exit 0 when a byte comes |
 //! | `hold-file NAME` | opens NAME on the disk for writing (the file service `fs`), then faults as `page-fault` does, the file still open | killed; the next open of NAME works (`fsd` closes a dead owner's files) |
@@ -120,6 +121,7 @@ fn main(args: &[&str]) -> i32 {
         }
         "orphan" => return orphan(),
         "spawn-exit" => return spawn_exit(args.get(2)),
+        "open-exit" => return open_exit(args.get(2), args.get(3)),
         "drop-user" => return drop_user(),
         "escalate" => return escalate(),
         "wait-timeout" => return wait_timeout(),
@@ -454,6 +456,26 @@ fn escalate() -> i32 {
 
 /// `spawn-exit CORE`: a thread starts `nop` on CORE while this (main) thread ends the
 /// process, most often while the spawn's answer is on its way back.
+/// `open-exit CORE N`: as `spawn-exit`, with the child made by opening the process
+/// resource `cCORE/process/oeN` (`nop`, stopped).
+fn open_exit(core: Option<&&str>, n: Option<&&str>) -> i32 {
+    let parse = |a: Option<&&str>| a.and_then(|a| a.parse::<u32>().ok());
+    let (Some(core), Some(n)) = (parse(core), parse(n)) else {
+        println!("crash: open-exit needs a core and a number");
+        return 2;
+    };
+    fn opener(arg: u64) -> u64 {
+        let name = alloc::format!("c{}/process/oe{}", arg >> 32, arg & 0xffff_ffff);
+        let _ = ulib::res::open_process(&name, "nop", &[], ulib::abi::res::Rights::OWNER_ALL);
+        0
+    }
+    if ulib::thread::spawn(opener, u64::from(core) << 32 | u64::from(n)).is_err() {
+        return 1;
+    }
+    let _ = sys::yield_now();
+    0
+}
+
 fn spawn_exit(core: Option<&&str>) -> i32 {
     let Some(core) = core.and_then(|c| c.parse::<u64>().ok()) else {
         println!("crash: spawn-exit needs a core");
