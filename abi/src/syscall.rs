@@ -177,7 +177,9 @@ pub const MIGRATE_EXPORT: u64 = 62;
 pub const MIGRATE_IMPORT: u64 = 63;
 /// End an export: pid, its new pid elsewhere (0: the move failed; the process runs on),
 /// the machine it went to. The process ends with [`crate::ENDED_MOVED_AWAY`]. Only the
-/// process that exported it may (`Denied` else); `InvalidArgument` if it is not exported.
+/// process that exported it may (`Denied` else); `InvalidArgument` if it is not exported;
+/// `Busy` while it is moving between cores (`MIGRATE`), or its image is still being
+/// written.
 pub const MIGRATE_FINISH: u64 = 64;
 
 /// `THREAD_SETUSER user`: the calling thread alone acts as `user` (0: as its process's

@@ -129,7 +129,10 @@ pub fn finish(pid: Pid, new: u64, machine: u64) -> Result<(), Error> {
         return Err(Error::NoSuchProcess);
     }
     if new == 0 {
-        return migrate::abort_on(pid);
+        return migrate::on(pid.core(), Op::ExportAbort(pid), |_| {
+            migrate::abort_export(pid).map(|()| Out::Unit)
+        })
+        .map(drop);
     }
     let status = WaitStatus {
         how: abi::ENDED_MOVED_AWAY,

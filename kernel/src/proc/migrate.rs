@@ -461,6 +461,11 @@ pub fn commit(pid: Pid, status: WaitStatus) -> Result<(), Error> {
         if !p.moving {
             return Err(Error::InvalidArgument);
         }
+        // Gone to another machine (`MIGRATE_FINISH`) only from an export whose image is
+        // written: not while a move between cores is open (see `abort_export`).
+        if status.how == abi::ENDED_MOVED_AWAY && p.copying {
+            return Err(Error::Busy);
+        }
         its_mover(s, p)?;
         super::end_process(s, pid.serial(), status);
         Ok(())
@@ -590,8 +595,25 @@ pub fn copied(pid: Pid) -> Result<(), Error> {
 
 /// The move failed or was given up: the process runs on (if it ran before).
 pub fn abort(pid: Pid) -> Result<(), Error> {
+    abort_as(pid, false)
+}
+
+/// `MIGRATE_FINISH`'s abort (`proc::export::finish`): [`abort`] of an export whose image
+/// is written, `Busy` for any other move that is open (a move between cores, whose copy
+/// may run on the other core; an export whose frames are still read). Before, a second
+/// thread of a mover could abort a move between cores under its first thread: the
+/// original ran on beside its copy, both mapping vregions counted once (a review found
+/// it; `migrate::an_open_move_stays_its_movers`).
+pub fn abort_export(pid: Pid) -> Result<(), Error> {
+    abort_as(pid, true)
+}
+
+fn abort_as(pid: Pid, export_only: bool) -> Result<(), Error> {
     let restart = sched::with(|s| {
         let p = super::live(s, pid)?;
+        if export_only && p.moving && p.copying {
+            return Err(Error::Busy);
+        }
         if p.moving {
             its_mover(s, p)?;
         } else if crate::res::flow_pid() != Some(p.mover) {

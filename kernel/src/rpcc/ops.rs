@@ -107,6 +107,9 @@ pub enum Op {
     },
     /// Step 2 failed: the old process runs on as before.
     MigrateAbort(Pid),
+    /// `MIGRATE_FINISH`'s abort: as `MigrateAbort`, of an export whose image is written
+    /// only (`proc::migrate::abort_export`).
+    ExportAbort(Pid),
     /// An export wrote its image: the process may be killed again (`proc::export`).
     MigrateCopied(Pid),
     /// The request path: put a request in an endpoint's owner's queue (this core).
@@ -234,6 +237,7 @@ pub fn perform(op: &Op) -> Result<Out, Error> {
             proc::migrate::commit(*pid, *status).map(|()| Out::Unit)
         }
         Op::MigrateAbort(pid) => proc::migrate::abort(*pid).map(|()| Out::Unit),
+        Op::ExportAbort(pid) => proc::migrate::abort_export(*pid).map(|()| Out::Unit),
         Op::MigrateCopied(pid) => proc::migrate::copied(*pid).map(|()| Out::Unit),
         Op::Enqueue(incoming) => crate::ipc::enqueue(incoming.clone()).map(|()| Out::Unit),
         Op::Deliver {

@@ -169,6 +169,19 @@ fn open_move_attempt(pid: Pid, region: ResId, other: usize) -> Result<(), String
             aborted == Err(Error::Denied),
             "its parent's abort while its copy runs: {aborted:?}, want Denied"
         );
+        // Nor by `MIGRATE_FINISH`, not even its mover's (a second thread of the mover):
+        // that is for exports only (a review found it aborted the move, the original
+        // running on beside its copy).
+        let finished = crate::proc::export::finish(pid, 0, 0);
+        kassert!(
+            finished == Err(Error::Busy),
+            "MIGRATE_FINISH's abort of a move between cores: {finished:?}, want Busy"
+        );
+        let finished = crate::proc::export::finish(pid, 5, 1);
+        kassert!(
+            finished == Err(Error::Busy),
+            "MIGRATE_FINISH's commit of a move between cores: {finished:?}, want Busy"
+        );
         let count = vregion::attached(region);
         kassert!(
             count == Ok(1),
