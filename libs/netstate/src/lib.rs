@@ -37,6 +37,8 @@
 #![forbid(unsafe_code)]
 #![no_std]
 
+pub mod txwatch;
+
 use bytemuck::{Pod, Zeroable};
 
 /// `b"MUSUBINT"` little-endian: the first 8 bytes of a formatted area.

@@ -24,6 +24,8 @@ use ulib::{ipc, res, sys};
 pub const NETD_MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 pub const PEER_MAC: [u8; 6] = [0x52, 0x55, 0x0a, 0x00, 0x02, 0x02];
 pub const PEER: Ipv4Address = Ipv4Address::new(10, 0, 2, 2);
+/// A second neighbour on the peer's link (the same MAC), whose ARP is answered too.
+pub const PEER2: Ipv4Address = Ipv4Address::new(10, 0, 2, 3);
 pub const NETD: Ipv4Address = Ipv4Address::new(10, 0, 2, 15);
 /// Pages for frames on their way to `netd`.
 const PAGES: usize = 8;
@@ -112,7 +114,7 @@ impl Peer {
         }
     }
 
-    /// An ARP request for the peer is answered; every other frame is kept.
+    /// An ARP request for the peer (or [`PEER2`]) is answered; every other frame is kept.
     fn look_at(&mut self, frame: Vec<u8>) {
         if let Some(ArpRepr::EthernetIpv4 {
             operation: ArpOperation::Request,
@@ -122,11 +124,11 @@ impl Peer {
             ..
         }) = parse_arp(&frame)
         {
-            if target_protocol_addr == PEER {
+            if target_protocol_addr == PEER || target_protocol_addr == PEER2 {
                 let reply = ArpRepr::EthernetIpv4 {
                     operation: ArpOperation::Reply,
                     source_hardware_addr: EthernetAddress(PEER_MAC),
-                    source_protocol_addr: PEER,
+                    source_protocol_addr: target_protocol_addr,
                     target_hardware_addr: source_hardware_addr,
                     target_protocol_addr: source_protocol_addr,
                 };
@@ -324,7 +326,7 @@ pub fn ping_frame(seq: u16, data: &[u8]) -> Vec<u8> {
 }
 
 /// The IPv4 packet in `frame` from `netd` to the peer: (protocol, payload).
-fn ipv4_of(frame: &[u8]) -> Option<(IpProtocol, &[u8])> {
+fn ipv4_of(frame: &[u8]) -> Option<(IpProtocol, &[u8], Ipv4Address)> {
     let eth = EthernetFrame::new_checked(frame).ok()?;
     if eth.ethertype() != EthernetProtocol::Ipv4 || eth.dst_addr() != EthernetAddress(PEER_MAC) {
         return None;
@@ -332,16 +334,17 @@ fn ipv4_of(frame: &[u8]) -> Option<(IpProtocol, &[u8])> {
     let payload = &frame[14..];
     let ip = Ipv4Packet::new_checked(payload).ok()?;
     let r = Ipv4Repr::parse(&ip, &ChecksumCapabilities::default()).ok()?;
-    if r.src_addr != NETD || r.dst_addr != PEER {
+    if r.src_addr != NETD || (r.dst_addr != PEER && r.dst_addr != PEER2) {
         return None;
     }
     let hl = ip.header_len() as usize;
-    Some((r.next_header, &payload[hl..hl + r.payload_len]))
+    Some((r.next_header, &payload[hl..hl + r.payload_len], r.dst_addr))
 }
 
-/// A UDP datagram from `netd` to the peer: (source port, destination port, data).
+/// A UDP datagram from `netd` to the peer (or [`PEER2`]): (source port, destination port,
+/// data).
 pub fn udp_of(frame: &[u8]) -> Option<(u16, u16, Vec<u8>)> {
-    let (proto, p) = ipv4_of(frame)?;
+    let (proto, p, dst) = ipv4_of(frame)?;
     if proto != IpProtocol::Udp {
         return None;
     }
@@ -349,7 +352,7 @@ pub fn udp_of(frame: &[u8]) -> Option<(u16, u16, Vec<u8>)> {
     let r = UdpRepr::parse(
         &u,
         &IpAddress::Ipv4(NETD),
-        &IpAddress::Ipv4(PEER),
+        &IpAddress::Ipv4(dst),
         &ChecksumCapabilities::default(),
     )
     .ok()?;
@@ -359,7 +362,7 @@ pub fn udp_of(frame: &[u8]) -> Option<(u16, u16, Vec<u8>)> {
 /// An ICMP message from `netd`: `Some(Ok(echo reply data))` or `Some(Err(unreachable
 /// reason code))`.
 pub fn icmp_of(frame: &[u8]) -> Option<Result<(u16, Vec<u8>), u8>> {
-    let (proto, p) = ipv4_of(frame)?;
+    let (proto, p, _) = ipv4_of(frame)?;
     if proto != IpProtocol::Icmp {
         return None;
     }

@@ -12,6 +12,7 @@
 
 use crate::dev::NetDev;
 use alloc::vec::Vec;
+use netstate::txwatch::TxWatch;
 use netstate::{Net, CONFIG_DHCP, DATA_MAX};
 use smoltcp::iface::{Interface, PollIngressSingleResult, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, udp};
@@ -121,6 +122,8 @@ pub struct Server {
     /// inside it, which `dev.tx.result_ns` times apart).
     steps_on: bool,
     busy_ns: u64,
+    /// When each socket's transmit queue last moved (a stuck one is given up).
+    tx: TxWatch,
 }
 
 pub fn now() -> Instant {
@@ -156,6 +159,7 @@ impl Server {
             spare,
             steps_on: false,
             busy_ns: 0,
+            tx: TxWatch::new(),
         };
         let h = s.net.header();
         if h.addr != 0 {
@@ -202,6 +206,7 @@ impl Server {
     }
 
     fn close_udp(&mut self, port: u16) {
+        self.tx.forget(port);
         if let Some(i) = self.udp.iter().position(|(p, _)| *p == port) {
             let (_, h) = self.udp.swap_remove(i);
             self.sockets.remove(h);
@@ -287,6 +292,10 @@ impl Server {
         if self.dev.tx.in_flight() > 0 {
             t = t.min(1_000_000);
         }
+        // A transmit queue standing still is given up then.
+        if let Some(at) = self.tx.next_deadline() {
+            t = t.min(at.saturating_sub(now_ns));
+        }
         // Frames a restarting driver refused: try the next one soon.
         if self.dev.tx.refused() > 0 {
             t = t.min(RESEND_POLL_NS);
@@ -300,12 +309,33 @@ impl Server {
         self.iface.poll_maintenance(t);
         self.ingest_at(t);
         self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+        self.watch_queues();
         self.dev.tx.reap(0);
         self.dev.tx.resend();
         self.poll_dhcp();
         self.drain();
         self.answer_held();
         self.count_frames();
+    }
+
+    /// Look at every socket's transmit queue; one that held datagrams and stood still for
+    /// `txwatch::STALL_NS` (its next hop never answered ARP) is given up: its datagrams are
+    /// dropped and counted, its socket made anew on the same port; one at a time
+    /// (`netstate::txwatch`).
+    fn watch_queues(&mut self) {
+        let now_ns = sys::clock_ns().unwrap_or(0);
+        for &(port, h) in &self.udp {
+            let queued = self.sockets.get::<udp::Socket>(h).send_queue();
+            self.tx.polled(port, queued, now_ns);
+        }
+        if let Some(port) = self.tx.stalled(now_ns) {
+            // What it received goes into the state first.
+            self.drain();
+            self.close_udp(port);
+            self.open_udp(port);
+            self.net.count(|c| c.drops += 1);
+            self.tx.restart(now_ns);
+        }
     }
 
     /// The frames taken in go through smoltcp, their datagrams into the state (with the
@@ -654,6 +684,7 @@ impl Server {
         // `len <= DATA_MAX` fits in its one page.
         let data = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
         let to = IpEndpoint::new(IpAddress::Ipv4(ipv4(addr)), dport);
+        let before = self.sockets.get::<udp::Socket>(h).send_queue();
         let sent = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
         match sent {
             Ok(()) => {
@@ -661,6 +692,10 @@ impl Server {
                 // Out at once, not at the next poll.
                 self.iface
                     .poll_egress(now(), &mut self.dev, &mut self.sockets);
+                let after = self.sockets.get::<udp::Socket>(h).send_queue();
+                let moved = after < before + len;
+                self.tx
+                    .look(port, after, moved, sys::clock_ns().unwrap_or(0));
                 Ok([0; 4])
             }
             Err(udp::SendError::BufferFull) => {
