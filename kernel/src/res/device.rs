@@ -222,7 +222,7 @@ pub fn holder_ended(pid: Pid) -> bool {
             Ok((d.holder == Some(pid)).then_some(d.func))
         });
         if let Ok(Some(f)) = held {
-            let r = virtio::reset(&f);
+            let r = virtio::reset(f);
             if r != virtio::Reset::Done {
                 log::warn!(
                     "device {:?} of ended driver {pid:?} not reset ({r:?}): its DMA memory is kept out of the pool",
@@ -238,7 +238,7 @@ pub fn holder_ended(pid: Pid) -> bool {
 /// Device `id`'s virtio `device_status` now (0: reset), for the tests.
 pub fn virtio_status(id: ResId) -> Option<u8> {
     let f = local::with_state(id, &[], |d: &mut Device| Ok(d.func)).ok()?;
-    virtio::status(&f)
+    virtio::status(f)
 }
 
 /// DEV_CONFIG: read or write `width` bytes at `offset` of the held device's configuration.
@@ -275,7 +275,7 @@ pub fn memory_bar(id: ResId, bar: u64) -> Result<(u64, u64), Error> {
     if b.io || b.size == 0 || b.base == 0 {
         return Err(Error::InvalidArgument);
     }
-    if msix::holds_table(func, index as u8) || page_shared(&func, index, pci::functions()) {
+    if msix::holds_table(func, index as u8) || page_shared(func, index, pci::functions()) {
         return Err(Error::Denied);
     }
     Ok((b.base, b.size))

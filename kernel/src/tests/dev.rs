@@ -206,14 +206,19 @@ fn close_netdrv_leftovers() {
     }
 }
 
+/// The device resource of the virtio function with device id `device` (0x1041 net,
+/// 0x1042 block).
+fn virtio_resource(device: u16) -> Option<abi::res::ResId> {
+    pci::functions()
+        .iter()
+        .find(|f| f.vendor == 0x1af4 && f.device == device)
+        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
+}
+
 /// Start `netdrv` at driver priority, run `netprobe` against it, end the driver. Whether
 /// its interrupt came by MSI-X.
 fn driver_round() -> Result<bool, alloc::string::String> {
-    let nic = pci::functions()
-        .iter()
-        .find(|f| f.vendor == 0x1af4 && f.device == 0x1041)
-        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
-        .ok_or("no virtio-net resource")?;
+    let nic = virtio_resource(0x1041).ok_or("no virtio-net resource")?;
     let irqs = crate::res::device::irqs_of(nic);
     let drv = crate::proc::spawn("netdrv", &[], Priority::Driver, crate::proc::TEST_PARENT)
         .map_err(|e| format!("spawn netdrv: {e}"))?;
@@ -484,11 +489,7 @@ fn blk_round() -> crate::ktest::TestResult {
     end_and_reap(drv);
     r?;
     // Killed with its device set up, the driver's device was reset (as for netdrv).
-    let disk = pci::functions()
-        .iter()
-        .find(|f| f.vendor == 0x1af4 && f.device == 0x1042)
-        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
-        .ok_or("no virtio-blk resource")?;
+    let disk = virtio_resource(0x1042).ok_or("no virtio-blk resource")?;
     let status = crate::res::device::virtio_status(disk);
     kassert!(
         status == Some(0),

@@ -359,14 +359,8 @@ ktest! {
     /// whose spawn is answered before the parent ends, or never made, proves nothing
     /// alone; most rounds are not so.)
     fn a_parent_gone_during_a_remote_spawn_leaves_no_zombie() -> TestResult {
-        use crate::rpcc::{self, Op, Out};
-        let here = percore::current_core();
-        let Some(other) = (0..crate::smp::cores_planned()).find(|&c| c != here && rpcc::reachable(c)) else {
+        let Some(other) = another_core() else {
             return Err(crate::ktest::skip("needs a second core"));
-        };
-        let children_of = |pid: Pid| match rpcc::call(other, Op::Processes) {
-            Ok(Out::Procs(v)) => Some(v.iter().filter(|p| p.parent == pid).count()),
-            _ => None,
         };
         let core_arg = format!("{other}");
         for round in 0..20 {
@@ -377,15 +371,7 @@ ktest! {
             kassert!(ended && status.is_some_and(|s| s.code == 0), "round {round}: crash spawn-exit: {status:?}");
             // Its child there (a `nop`, which ends by itself) is reaped: nothing of the dead
             // parent's stays.
-            // (Looked at every 10 ms, for 30 s at most: the list is an RPCC call.)
-            let mut left = children_of(pid);
-            for _ in 0..3000 {
-                if left == Some(0) {
-                    break;
-                }
-                sched::run_until(10_000_000, || false);
-                left = children_of(pid);
-            }
+            let left = children_left_of(pid, other);
             kassert!(left == Some(0), "round {round}: {left:?} children of the ended {pid} kept on core {other}");
         }
         Ok(())
@@ -399,28 +385,8 @@ ktest! {
     /// was dropped as for a spawn before its fix, and the child (stopped, living while its
     /// resource does) kept the dead parent, so once ended it stayed a zombie for good.
     fn a_parent_gone_during_a_remote_process_open_leaves_no_orphan() -> TestResult {
-        use crate::rpcc::{self, Op, Out};
-        let here = percore::current_core();
-        let Some(other) = (0..crate::smp::cores_planned()).find(|&c| c != here && rpcc::reachable(c)) else {
+        let Some(other) = another_core() else {
             return Err(crate::ktest::skip("needs a second core"));
-        };
-        let children_of = |pid: Pid| match rpcc::call(other, Op::Processes) {
-            Ok(Out::Procs(v)) => Some(v.iter().filter(|p| p.parent == pid).count()),
-            _ => None,
-        };
-        // The resources the openers made, closed as the kernel (which ends their children).
-        let close_made = |round: usize| {
-            let made: alloc::vec::Vec<_> = crate::res::list(other)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|r| r.kind == abi::res::ResType::Process as u8)
-                .filter(|r| r.name().strip_prefix("oe").is_some_and(|n| n.parse::<usize>().is_ok_and(|n| n <= round)))
-                .map(|r| r.id)
-                .collect();
-            crate::res::begin_flow(abi::res::UserId::KERNEL);
-            for id in made {
-                let _ = crate::res::close(id);
-            }
         };
         let core_arg = format!("{other}");
         let mut result = Ok(());
@@ -439,21 +405,49 @@ ktest! {
                 result = Err(format!("round {round}: crash open-exit: {status:?}"));
                 break;
             }
-            // (Looked at every 10 ms, for 30 s at most: the list is an RPCC call.)
-            let mut left = children_of(pid);
-            for _ in 0..3000 {
-                if left == Some(0) {
-                    break;
-                }
-                sched::run_until(10_000_000, || false);
-                left = children_of(pid);
-            }
+            let left = children_left_of(pid, other);
             if left != Some(0) {
                 result = Err(format!("round {round}: {left:?} children of the ended {pid} kept on core {other}"));
                 break;
             }
         }
-        close_made(20);
-        result.map_err(Into::into)
+        // The resources the openers made, closed as the kernel (which ends their children).
+        let made: alloc::vec::Vec<_> = crate::res::list(other)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.kind == abi::res::ResType::Process as u8)
+            .filter(|r| r.name().strip_prefix("oe").is_some_and(|n| n.parse::<usize>().is_ok()))
+            .map(|r| r.id)
+            .collect();
+        crate::res::begin_flow(abi::res::UserId::KERNEL);
+        for id in made {
+            let _ = crate::res::close(id);
+        }
+        result
     }
+}
+
+/// Children on core `other` whose parent is `pid`, looked at every 10 ms until there are
+/// none, for 30 s at most (the list is an RPCC call); `None` if the list failed.
+fn children_left_of(pid: Pid, other: usize) -> Option<usize> {
+    use crate::rpcc::{self, Op, Out};
+    let children_of = || match rpcc::call(other, Op::Processes) {
+        Ok(Out::Procs(v)) => Some(v.iter().filter(|p| p.parent == pid).count()),
+        _ => None,
+    };
+    let mut left = children_of();
+    for _ in 0..3000 {
+        if left == Some(0) {
+            break;
+        }
+        sched::run_until(10_000_000, || false);
+        left = children_of();
+    }
+    left
+}
+
+/// Another core than this one that RPCC reaches, if any.
+fn another_core() -> Option<usize> {
+    let here = percore::current_core();
+    (0..crate::smp::cores_planned()).find(|&c| c != here && crate::rpcc::reachable(c))
 }

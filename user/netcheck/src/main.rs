@@ -599,11 +599,11 @@ fn run(
     Ok(())
 }
 
-/// 9. A datagram to a neighbour that never answers ARP (10.0.2.77) is given up after a
-/// while (`netstate::txwatch`): it blocked its socket for good (every later datagram stuck
-/// behind it, then every send `Busy`), and its ARP requests kept another socket's new
-/// neighbour from being asked for (found by an audit). The other socket's datagram to a
-/// new neighbour (10.0.2.3) gets out, and the stuck socket sends again.
+/// Part 9: a datagram to a neighbour that never answers ARP (10.0.2.77) is given up after
+/// a while (`netstate::txwatch`). It blocked its socket for good (every later datagram
+/// stuck behind it, then every send `Busy`), and its ARP requests kept another socket's
+/// new neighbour from being asked for (found by an audit). The other socket's datagram to
+/// a new neighbour (10.0.2.3) gets out, and the stuck socket sends again.
 fn stuck_neighbour(p: &mut Peer, fails: &mut Vec<String>) {
     let (mut lost, mut other) = match (UdpSocket::bind(4200), UdpSocket::bind(4201)) {
         (Ok(l), Ok(o)) => (l, o),
