@@ -313,7 +313,7 @@ fn describe_self() -> Result<Box<Snapshot>, Error> {
 }
 
 /// Mark process `pid` of this core as having its frames read for a move (or no longer).
-fn set_copying(pid: Pid, on: bool) {
+pub(crate) fn set_copying(pid: Pid, on: bool) {
     sched::with(|s| {
         if let Some(p) = s.processes.get_mut(&pid.serial()) {
             p.copying = on;
@@ -600,7 +600,8 @@ pub fn abort(pid: Pid) -> Result<(), Error> {
 
 /// `MIGRATE_FINISH`'s abort (`proc::export::finish`): [`abort`] of an export whose image
 /// is written, `Busy` for any other move that is open (a move between cores, whose copy
-/// may run on the other core; an export whose frames are still read). Before, a second
+/// may run on the other core; an export whose frames are still read; a process moving
+/// itself, found by a review). Before, a second
 /// thread of a mover could abort a move between cores under its first thread: the
 /// original ran on beside its copy, both mapping vregions counted once (a review found
 /// it; `migrate::an_open_move_stays_its_movers`).
@@ -611,7 +612,10 @@ pub fn abort_export(pid: Pid) -> Result<(), Error> {
 fn abort_as(pid: Pid, export_only: bool) -> Result<(), Error> {
     let restart = sched::with(|s| {
         let p = super::live(s, pid)?;
-        if export_only && p.moving && p.copying {
+        // Frames read for a move (between cores, or an export's image) are not for an
+        // abort by `MIGRATE_FINISH`, nor, for a process moving itself (`copying` without
+        // `moving`), by anyone: the copy is being made from them.
+        if p.copying && (export_only || !p.moving) {
             return Err(Error::Busy);
         }
         if p.moving {

@@ -36,6 +36,31 @@ ktest! {
 }
 
 ktest! {
+    /// A process whose frames are read for a move of its own (`MIGRATE` of itself: its
+    /// copy is being made on another core) can be neither aborted nor finished nor killed
+    /// by its parent (`Busy`): the abort cleared the mark and a kill then freed the frames
+    /// under the reader (a review found it).
+    fn a_process_moving_itself_is_left_alone() -> TestResult {
+        crate::res::begin_flow(UserId::KERNEL);
+        let (pid, region) = holder()?;
+        // As `describe_self` leaves it while its copy is made.
+        migrate::set_copying(pid, true);
+        let r = (|| {
+            let aborted = acting_as(TEST_PARENT, || migrate::abort(pid));
+            kassert!(aborted == Err(Error::Busy), "its parent's abort: {aborted:?}, want Busy");
+            let finished = acting_as(TEST_PARENT, || crate::proc::export::finish(pid, 0, 0));
+            kassert!(finished == Err(Error::Busy), "its parent's MIGRATE_FINISH: {finished:?}, want Busy");
+            let killed = proc::end_by_kill(pid);
+            kassert!(killed == Err(Error::Busy), "a kill: {killed:?}, want Busy");
+            Ok(())
+        })();
+        migrate::set_copying(pid, false);
+        clean_up(pid, region);
+        r
+    }
+}
+
+ktest! {
     /// A move whose mover was killed while it waited for a step (the answer nobody
     /// reads: sent here as a notice) is ended by the kernel: a process rebuilt on the
     /// other core is committed (the original ends as moved, its vregion counted once, for

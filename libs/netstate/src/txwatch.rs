@@ -10,13 +10,14 @@
 //! found by an audit; smoltcp issue 594). `netd` watches each queue: the time it last
 //! moved, from the bytes queued after each poll and after each datagram it queues; one
 //! that holds datagrams and has not moved for [`STALL_NS`] is emptied (`netd` rebuilds the
-//! socket) and its datagrams counted as dropped, as Linux drops a neighbour's queue when
+//! socket; its counters count one drop for the queue), as Linux drops a neighbour's queue when
 //! its resolution fails (after about 3 s); one at a time, the others' waits starting
 //! again ([`TxWatch::restart`]). Not mended: a program that keeps sending to ever new
 //! silent neighbours can still delay other sockets' new neighbours, three seconds each
 //! (smoltcp has one ARP rate limit per interface and keeps its neighbour cache to itself).
 //!
-//! Bytes are what smoltcp tells, so a queue of empty datagrams only is not watched.
+//! Bytes are what smoltcp tells, so a queue of empty datagrams only is not watched: such a
+//! datagram to a silent neighbour still holds its socket, and the rate limit, as before.
 //!
 //! Pure logic, apart from `netd` for the host tests (`tests/txwatch.rs`).
 

@@ -454,8 +454,6 @@ fn escalate() -> i32 {
     i32::from(failed > 0)
 }
 
-/// `spawn-exit CORE`: a thread starts `nop` on CORE while this (main) thread ends the
-/// process, most often while the spawn's answer is on its way back.
 /// `open-exit CORE N`: as `spawn-exit`, with the child made by opening the process
 /// resource `cCORE/process/oeN` (`nop`, stopped).
 fn open_exit(core: Option<&&str>, n: Option<&&str>) -> i32 {
@@ -476,6 +474,8 @@ fn open_exit(core: Option<&&str>, n: Option<&&str>) -> i32 {
     0
 }
 
+/// `spawn-exit CORE`: a thread starts `nop` on CORE while this (main) thread ends the
+/// process, most often while the spawn's answer is on its way back.
 fn spawn_exit(core: Option<&&str>) -> i32 {
     let Some(core) = core.and_then(|c| c.parse::<u64>().ok()) else {
         println!("crash: spawn-exit needs a core");

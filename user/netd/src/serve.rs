@@ -320,7 +320,7 @@ impl Server {
 
     /// Look at every socket's transmit queue; one that held datagrams and stood still for
     /// `txwatch::STALL_NS` (its next hop never answered ARP) is given up: its datagrams are
-    /// dropped and counted, its socket made anew on the same port; one at a time
+    /// dropped (one drop counted), its socket made anew on the same port; one at a time
     /// (`netstate::txwatch`).
     fn watch_queues(&mut self) {
         let now_ns = sys::clock_ns().unwrap_or(0);
