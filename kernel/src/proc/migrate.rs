@@ -601,10 +601,9 @@ pub fn abort(pid: Pid) -> Result<(), Error> {
 /// `MIGRATE_FINISH`'s abort (`proc::export::finish`): [`abort`] of an export whose image
 /// is written, `Busy` for any other move that is open (a move between cores, whose copy
 /// may run on the other core; an export whose frames are still read; a process moving
-/// itself, found by a review). Before, a second
-/// thread of a mover could abort a move between cores under its first thread: the
-/// original ran on beside its copy, both mapping vregions counted once (a review found
-/// it; `migrate::an_open_move_stays_its_movers`).
+/// itself). Before, a second thread of a mover could abort a move between cores under its
+/// first thread: the original ran on beside its copy, both mapping vregions counted once
+/// (found by an audit; `migrate::an_open_move_stays_its_movers`).
 pub fn abort_export(pid: Pid) -> Result<(), Error> {
     abort_as(pid, true)
 }

@@ -12,9 +12,14 @@ use alloc::format;
 
 /// Is QEMU's virtio-net function there (the test boots add one)?
 fn has_virtio_net() -> bool {
+    virtio_function(0x1041).is_some()
+}
+
+/// The virtio function with device id `device` (0x1041 net, 0x1042 block), if any.
+fn virtio_function(device: u16) -> Option<&'static pci::Function> {
     pci::functions()
         .iter()
-        .any(|f| f.vendor == 0x1af4 && f.device == 0x1041)
+        .find(|f| f.vendor == pci::VENDOR_VIRTIO && f.device == device)
 }
 
 /// `devcheck ARGS`; its driver checks (no ARGS) as `devcheck line` on a `pci.irq=line` boot.
@@ -174,10 +179,7 @@ ktest! {
         if !has_virtio_net() {
             crate::kskip!("no virtio-net function (xtask's test boots add one)");
         }
-        let f = *pci::functions()
-            .iter()
-            .find(|f| f.vendor == 0x1af4 && f.device == 0x1041)
-            .ok_or("no virtio-net function")?;
+        let f = virtio_function(0x1041).ok_or("no virtio-net function")?;
         let command = pci::read(f.bdf, 4, 2);
         let kept = crate::proc::vspace::DMA_PAGES_KEPT.load(Ordering::Relaxed);
         let holder = crate::proc::spawn("devcheck", &["hold-dark"], Priority::Driver, crate::proc::TEST_PARENT)
@@ -206,13 +208,9 @@ fn close_netdrv_leftovers() {
     }
 }
 
-/// The device resource of the virtio function with device id `device` (0x1041 net,
-/// 0x1042 block).
+/// The device resource of the virtio function with device id `device`.
 fn virtio_resource(device: u16) -> Option<abi::res::ResId> {
-    pci::functions()
-        .iter()
-        .find(|f| f.vendor == 0x1af4 && f.device == device)
-        .and_then(|f| crate::res::device::id_of(f.bdf.packed()))
+    virtio_function(device).and_then(|f| crate::res::device::id_of(f.bdf.packed()))
 }
 
 /// Start `netdrv` at driver priority, run `netprobe` against it, end the driver. Whether
@@ -465,9 +463,7 @@ ktest! {
 
 /// Is QEMU's virtio-blk function there (the test boots add one, with a FAT image)?
 fn has_virtio_blk() -> bool {
-    pci::functions()
-        .iter()
-        .any(|f| f.vendor == 0x1af4 && f.device == 0x1042)
+    virtio_function(0x1042).is_some()
 }
 
 /// Start `blkdrv` at driver priority, run `blkprobe` against it, end the driver.

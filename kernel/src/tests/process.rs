@@ -364,15 +364,9 @@ ktest! {
         };
         let core_arg = format!("{other}");
         for round in 0..20 {
-            let pid = proc::spawn("crash", &["spawn-exit", &core_arg], Priority::App, TEST_PARENT)
-                .map_err(|e| format!("round {round}: spawn: {e}"))?;
-            let ended = sched::run_until(60_000_000_000, || proc::has_ended(pid));
-            let status = proc::take_status(pid);
-            kassert!(ended && status.is_some_and(|s| s.code == 0), "round {round}: crash spawn-exit: {status:?}");
             // Its child there (a `nop`, which ends by itself) is reaped: nothing of the dead
             // parent's stays.
-            let left = children_left_of(pid, other);
-            kassert!(left == Some(0), "round {round}: {left:?} children of the ended {pid} kept on core {other}");
+            parent_gone_round(&["spawn-exit", &core_arg], other).map_err(|e| format!("round {round}: {e}"))?;
         }
         Ok(())
     }
@@ -389,28 +383,10 @@ ktest! {
             return Err(crate::ktest::skip("needs a second core"));
         };
         let core_arg = format!("{other}");
-        let mut result = Ok(());
-        for round in 0..20 {
+        let result = (0..20).try_for_each(|round| {
             let n = format!("{round}");
-            let pid = match proc::spawn("crash", &["open-exit", &core_arg, &n], Priority::App, TEST_PARENT) {
-                Ok(pid) => pid,
-                Err(e) => {
-                    result = Err(format!("round {round}: spawn: {e}"));
-                    break;
-                }
-            };
-            let ended = sched::run_until(60_000_000_000, || proc::has_ended(pid));
-            let status = proc::take_status(pid);
-            if !(ended && status.is_some_and(|s| s.code == 0)) {
-                result = Err(format!("round {round}: crash open-exit: {status:?}"));
-                break;
-            }
-            let left = children_left_of(pid, other);
-            if left != Some(0) {
-                result = Err(format!("round {round}: {left:?} children of the ended {pid} kept on core {other}"));
-                break;
-            }
-        }
+            parent_gone_round(&["open-exit", &core_arg, &n], other).map_err(|e| format!("round {round}: {e}"))
+        });
         // The resources the openers made, closed as the kernel (which ends their children).
         let made: alloc::vec::Vec<_> = crate::res::list(other)
             .unwrap_or_default()
@@ -425,6 +401,26 @@ ktest! {
         }
         result
     }
+}
+
+/// One round of the parent-gone tests: `crash ARGS` (which starts a child on core `other`
+/// and ends at once) exits 0, and none of its children stays there.
+fn parent_gone_round(args: &[&str], other: usize) -> Result<(), String> {
+    let pid = proc::spawn("crash", args, Priority::App, TEST_PARENT)
+        .map_err(|e| format!("spawn: {e}"))?;
+    let ended = sched::run_until(60_000_000_000, || proc::has_ended(pid));
+    let status = proc::take_status(pid);
+    kassert!(
+        ended && status.is_some_and(|s| s.code == 0),
+        "crash {}: {status:?}",
+        args[0]
+    );
+    let left = children_left_of(pid, other);
+    kassert!(
+        left == Some(0),
+        "{left:?} children of the ended {pid} kept on core {other}"
+    );
+    Ok(())
 }
 
 /// Children on core `other` whose parent is `pid`, looked at every 10 ms until there are

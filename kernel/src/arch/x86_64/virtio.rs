@@ -42,32 +42,44 @@ pub enum Reset {
 /// gets this many, then counts as not reset).
 const READS: u32 = 10_000;
 
-/// Where `f`'s `device_status` is in the direct map.
-fn status_at(f: &Function) -> Option<u64> {
-    let (bar, offset) = f.virtio_common?;
-    let b = f.bars.get(usize::from(bar))?;
-    let phys = b.base.checked_add(u64::from(offset) + DEVICE_STATUS)?;
+/// Where `f`'s `device_status` is in the direct map, if the kernel can reach it now.
+fn status_at(f: &Function) -> Result<u64, Reset> {
+    let (bar, offset) = f.virtio_common.ok_or(Reset::NotVirtio)?;
+    let b = f.bars.get(usize::from(bar)).ok_or(Reset::NotVirtio)?;
+    let phys = b
+        .base
+        .checked_add(u64::from(offset) + DEVICE_STATUS)
+        .ok_or(Reset::NotVirtio)?;
     let fits = !b.io && b.base != 0 && phys < b.base + b.size;
-    (fits && phys < LOW_DIRECT_MAP).then(|| phys_to_virt(phys))
+    if !fits || phys >= LOW_DIRECT_MAP {
+        return Err(Reset::NotVirtio);
+    }
+    if pci::read(f.bdf, 4, 2) & MEMORY_SPACE == 0 {
+        return Err(Reset::Unreachable);
+    }
+    Ok(phys_to_virt(phys))
+}
+
+/// Read `device_status` at `at` (from [`status_at`]).
+fn read_status(at: u64) -> u8 {
+    // SAFETY: `at` is the `device_status` byte of a function's common configuration,
+    // device memory inside one of its memory BARs, mapped uncached in the direct map
+    // (`status_at`); a one-byte read is the register's width.
+    unsafe { core::ptr::read_volatile(at as *const u8) }
 }
 
 /// Reset virtio function `f` (its driver is gone): write 0 to `device_status` and wait
 /// until it reads 0. Anything but [`Reset::Done`] leaves the device as it was, and the
 /// caller keeps the driver's DMA memory out of the pool (`device::holder_ended`).
 pub fn reset(f: &Function) -> Reset {
-    let Some(at) = status_at(f) else {
-        return Reset::NotVirtio;
+    let at = match status_at(f) {
+        Ok(at) => at,
+        Err(r) => return r,
     };
-    if pci::read(f.bdf, 4, 2) & MEMORY_SPACE == 0 {
-        return Reset::Unreachable;
-    }
-    // SAFETY: `at` is the `device_status` byte of the function's common configuration,
-    // device memory inside one of its memory BARs, mapped uncached in the direct map
-    // (`status_at`); a one-byte write is the register's width.
+    // SAFETY: as in `read_status`, a one-byte write of the register.
     unsafe { core::ptr::write_volatile(at as *mut u8, 0) };
     for _ in 0..READS {
-        // SAFETY: as above, a one-byte read of the register.
-        if unsafe { core::ptr::read_volatile(at as *const u8) } == 0 {
+        if read_status(at) == 0 {
             return Reset::Done;
         }
         core::hint::spin_loop();
@@ -75,12 +87,7 @@ pub fn reset(f: &Function) -> Reset {
     Reset::NotAcknowledged
 }
 
-/// `f`'s `device_status` now (`None`: not a reachable virtio function).
+/// `f`'s `device_status` now (`None`: not a virtio function the kernel can reach).
 pub fn status(f: &Function) -> Option<u8> {
-    let at = status_at(f)?;
-    if pci::read(f.bdf, 4, 2) & MEMORY_SPACE == 0 {
-        return None;
-    }
-    // SAFETY: as in `reset`, a one-byte read of the register.
-    Some(unsafe { core::ptr::read_volatile(at as *const u8) })
+    status_at(f).ok().map(read_status)
 }
