@@ -88,6 +88,9 @@ pub struct CoreStats {
     /// Of those, the register calls' handoffs (`ipc::direct`: the message written straight
     /// into the other thread's saved registers).
     pub ipc_handoffs: AtomicU64,
+    /// Of those, the ones whose thread returned to user mode straight from the switch
+    /// (`sched::perform_to_user`), its own way out skipped.
+    pub ipc_to_user: AtomicU64,
     /// Threads woken in the request path to look at their queues again (`ipc::Waits`): a
     /// result woke a thread waiting for answers, a request one waiting to receive.
     pub ipc_wakes: AtomicU64,
@@ -126,6 +129,7 @@ impl CoreStats {
             serial_irqs: AtomicU64::new(0),
             ipc_direct: AtomicU64::new(0),
             ipc_handoffs: AtomicU64::new(0),
+            ipc_to_user: AtomicU64::new(0),
             ipc_wakes: AtomicU64::new(0),
             vspace_switches: AtomicU64::new(0),
             ipc_messages: [const { AtomicU64::new(0) }; abi::IPC_COUNTERS],

@@ -159,6 +159,18 @@ fn leave_for_user(vector: u64) {
     }
 }
 
+/// The way out of a system call for a thread whose result another thread wrote into its
+/// frame, and which returns to user mode straight from that thread's switch
+/// (`sched::finish_to_user`), its own kernel context dropped: what that context would
+/// have done on its way out. Its flow resumes for `user` and ends (`syscall::quick`); it
+/// has nothing to be preempted for (the switch looked); [`leave_for_user`].
+#[inline(always)]
+pub fn leave_handed(user: abi::res::UserId) {
+    events::context_resumed(user);
+    crate::res::end_flow();
+    leave_for_user(VEC_SYSCALL);
+}
+
 /// A new thread's first entry to user mode (from `context::prepare_user_entry`'s stack).
 pub extern "C" fn first_user_entry() {
     leave_for_user(VEC_SYSCALL);

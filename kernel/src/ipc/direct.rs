@@ -10,8 +10,13 @@
 //! switches to it in the same borrow of the scheduler's tables: no request record is
 //! queued, no user memory is touched, no run queue is visited. A `REPLY_RECV_REGS` whose
 //! caller waits so does the same the other way. The woken thread finds its frame handed
-//! and returns at once. Anything else (another core, a function id's server retiring, an
-//! ICA, a queued request, a higher-priority thread ready, a stop pending) takes the
+//! and returns at once; in fact, unless its way out has more to do than a system call's
+//! exit (a stop, a preemption), it returns to user mode straight from the switch, and its
+//! kernel context is dropped (`sched::finish_to_user`; seL4's fastpath does the same). So
+//! a wait marked must hold nothing that has to run or be dropped after it: every value on
+//! its stack is plain, no borrow or lock is held, and it has no deadline. Anything else
+//! (another core, a function id's server retiring, an ICA, a queued request, a
+//! higher-priority thread ready, a stop pending) takes the
 //! general path (`ipc::call`, `ipc::reply_recv`) with the same results, and a marked
 //! thread woken by it (a request queued by another core, its server ended, a timer) finds
 //! its frame not handed and looks in its queues as `COLLECT` and `RECV` do.
@@ -215,13 +220,13 @@ fn call_direct(frame: &mut TrapFrame, target: ResId) -> Option<Result<u64, Error
 /// thread may write the frame. The frame's address escapes before the switch, so the
 /// compiler reads it again afterwards instead of trusting what it knew (`&mut` promises no
 /// other writer while the reference lives; across this switch there is one, by design).
-fn wait_marked(frame: &mut TrapFrame, direct: sched::Direct) {
+fn wait_marked(frame: &mut TrapFrame, direct: sched::Handoff) {
     crate::percore::this()
         .stats
         .ipc_handoffs
         .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     escaped(frame);
-    sched::perform_direct(direct);
+    sched::perform_handoff(direct);
     escaped(frame);
 }
 

@@ -194,7 +194,6 @@ pub fn install(
             vspace: Some(vs),
             heap_end: who.heap_end,
             ended: None,
-            cpu_ns: 0,
             mode_ticks: [0; abi::MODE_COUNT],
             threads: Vec::new(),
             exited: alloc::collections::BTreeMap::new(),

@@ -47,8 +47,8 @@ pub struct Process {
     pub heap_end: u64,
     /// Set when the process ends; the parent's WAIT collects it.
     pub ended: Option<WaitStatus>,
-    pub cpu_ns: u64,
-    /// Time per CPU mode while this process was the one on its core (TSC ticks).
+    /// Time per CPU mode while this process was the one on its core (TSC ticks); their
+    /// sum is its CPU time ([`Process::cpu_ns`]).
     pub mode_ticks: [u64; abi::MODE_COUNT],
     /// All its threads, the oldest first (light-weight processes in P1's sense, sharing the
     /// address space and the core); empty once it has ended.
@@ -93,6 +93,12 @@ pub struct Process {
 }
 
 impl Process {
+    /// Its CPU time (ns): every mode's time while it was the one on its core. (One sum
+    /// when asked, instead of a second clock kept at every switch.)
+    pub fn cpu_ns(&self) -> u64 {
+        crate::time::tsc_to_ns(self.mode_ticks.iter().sum())
+    }
+
     /// Its oldest live thread (0, no thread, once it has ended): the one that carries its
     /// arguments and its state in `PROCESSES`.
     pub fn main_thread(&self) -> u32 {
@@ -679,7 +685,7 @@ pub fn infos() -> Vec<abi::ProcInfo> {
                     priority: p.priority as u32,
                     name_len: p.name.len() as u32,
                     name,
-                    cpu_ns: p.cpu_ns,
+                    cpu_ns: p.cpu_ns(),
                     memory: p.vspace.as_ref().map_or(0, |v| v.bytes()),
                     mode_ns: p.mode_ticks.map(crate::time::tsc_to_ns),
                 }

@@ -23,14 +23,15 @@ use crate::time;
 use abi::Priority;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 use idtable::IdTable;
 
 mod handoff;
 mod priority;
 mod switch;
-pub use handoff::{perform_direct, switch_to, Direct, NextRuns};
-use switch::{arm_for, free_dead_stacks, perform, switch_away, SwitchPlan};
+pub use handoff::{perform_handoff, switch_to, Handoff, NextRuns};
+use switch::{arm_for, begin, finish_to_user, free_dead_stacks, perform, switch_away, SwitchPlan};
 
 /// Pages of each thread's kernel stack.
 pub const THREAD_STACK_PAGES: u64 = 8;
@@ -127,6 +128,11 @@ pub struct Sched {
     threads: IdTable<Thread>,
     ready: [VecDeque<u32>; Priority::LEVELS],
     current: Option<u32>,
+    /// The box of thread `current` in `threads` (`None` with it, or once it left the
+    /// table): the running thread without a lookup. Set with `current` (`plan_to`,
+    /// `handoff`); cleared before that thread's box leaves the table (`exit_current`,
+    /// `remove_thread`).
+    running: Option<NonNull<Thread>>,
     /// The running thread's process serial (`None` for idle and kernel threads), kept with
     /// `current` so that the many lookups of the running process need no thread lookup.
     current_process: Option<u32>,
@@ -139,8 +145,6 @@ pub struct Sched {
     next_thread: u32,
     need_resched: bool,
     slice_used: u32,
-    /// When the current thread started running (TSC), for CPU-time accounting.
-    ran_since: u64,
     /// The idle context is waiting for a condition (`run_until` with a deadline): give it
     /// the core back at every tick so it can look, even if threads are always ready.
     idle_polls: bool,
@@ -153,6 +157,10 @@ pub struct Sched {
     pub(super) move_stops_due: u64,
 }
 
+// SAFETY: `running` points into `threads`, owned by the same `Sched`, so moving the Sched
+// moves what it points at with it (the boxes stay put); it is never shared apart from it.
+unsafe impl Send for Sched {}
+
 /// Serials from this one up are never handed out ([`Sched::next_serial`]).
 pub const LAST_SERIAL: u32 = u32::MAX - 1;
 
@@ -164,6 +172,7 @@ impl Sched {
             threads: IdTable::new(),
             ready: [const { VecDeque::new() }; Priority::LEVELS],
             current: None,
+            running: None,
             current_process: None,
             idle_rsp: 0,
             dead_rsp: 0,
@@ -172,7 +181,6 @@ impl Sched {
             next_thread: 1,
             need_resched: false,
             slice_used: 0,
-            ran_since: 0,
             idle_polls: false,
             return_to_idle: false,
             background_starved: 0,
@@ -220,9 +228,12 @@ impl Sched {
     }
 
     /// The running thread, to change (`None` in the idle context).
+    #[inline]
     pub fn running_thread_mut(&mut self) -> Option<&mut Thread> {
-        let id = self.current?;
-        self.threads.get_mut(&id)
+        // SAFETY: `running` is the box of a thread in `threads` (its field's doc), which
+        // stays at its address while in the table; `&mut self` makes this the only
+        // reference made through the table meanwhile.
+        self.running.map(|t| unsafe { &mut *t.as_ptr() })
     }
 
     /// Create a kernel thread that runs `entry(arg)` at `priority`, ready to run.
@@ -408,6 +419,11 @@ impl Sched {
     /// Remove a thread that is not running (its process was killed). Its kernel stack is
     /// not in use (the thread is not running), so it goes back to the pool at once.
     pub fn remove_thread(&mut self, id: u32) {
+        if self.current == Some(id) {
+            // Never the running thread (its stack is in use); were it so, `running` must
+            // not outlive its box.
+            self.running = None;
+        }
         if let Some(t) = self.threads.remove(&id) {
             debug_assert!(t.state != ThreadState::Running);
             for q in &mut self.ready {
@@ -497,22 +513,19 @@ impl Sched {
         self.charged_current();
     }
 
-    /// The running process (if any), charged its CPU time and its time per mode up to now:
-    /// a switch's accounting, and a handoff's lookup of the running process in the same
-    /// step ([`handoff`](Self::handoff) then charges nothing). Charging early is harmless
-    /// if the handoff is refused: the next switch charges from here.
+    /// The running process (if any), charged its time per mode (so its CPU time) up to
+    /// now: a switch's accounting, and a handoff's lookup of the running process in the
+    /// same step ([`handoff`](Self::handoff) then charges nothing). Charging early is
+    /// harmless if the handoff is refused: the next switch charges from here.
     #[inline(always)]
     pub fn charged_current(&mut self) -> Option<&mut Process> {
         let now = cpu::rdtsc();
-        let ran = now - self.ran_since;
-        self.ran_since = now;
         let p = match self.current_process {
             Some(serial) => self.processes.get_mut(&serial),
             None => None,
         };
         match p {
             Some(p) => {
-                p.cpu_ns += time::tsc_to_ns(ran);
                 crate::modes::move_process_share(now, Some(&mut p.mode_ticks));
                 Some(p)
             }
@@ -530,7 +543,7 @@ pub fn cpu_time_current() -> Option<u64> {
     with(|s| {
         s.account();
         let serial = s.current_process()?;
-        s.processes.get(&serial).map(|p| p.cpu_ns)
+        s.processes.get(&serial).map(|p| p.cpu_ns())
     })
 }
 
@@ -597,6 +610,7 @@ pub fn exit_current() -> ! {
         // Charge the last slice before the thread (and its process's link to it) goes.
         s.account();
         if let Some(id) = s.current {
+            s.running = None;
             if let Some(t) = s.threads.remove(&id) {
                 s.dead_stacks.push(t.kstack);
                 percore::this()

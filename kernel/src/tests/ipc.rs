@@ -64,6 +64,11 @@ fn handoffs() -> u64 {
     all_cores(|s| &s.ipc_handoffs)
 }
 
+/// Of those, the handoffs whose thread returned to user mode from the switch.
+fn handoffs_to_user() -> u64 {
+    all_cores(|s| &s.ipc_to_user)
+}
+
 ktest! {
     /// REPLY_RECV and the rendezvous fast path (`ipccheck fast`): answers go to the right
     /// caller, an unknown handle or a bad record changes nothing, a caller killed while its
@@ -115,10 +120,17 @@ ktest! {
     /// handoffs. With them on another core none is. No memory is left behind.
     fn register_calls() -> TestResult {
         let here = format!("{}", percore::current_core());
-        let before = handoffs();
+        let (before, before_to_user) = (handoffs(), handoffs_to_user());
         run_ipccheck(&["regs", here.as_str()])?;
         let same_core = handoffs() - before;
         kassert!(same_core >= 150, "register handoffs with the callers on this core: {same_core}");
+        // Nearly all of them return the other thread to user mode from the switch (it has
+        // nothing else to do on its way out).
+        let to_user = handoffs_to_user() - before_to_user;
+        kassert!(
+            to_user >= 100 && to_user <= same_core,
+            "of {same_core} handoffs, {to_user} returned to user mode from the switch"
+        );
         let other = format!("{}", (percore::current_core() + 1) % smp::cores_planned());
         let cross = smp::cores_planned() >= 2;
         if cross {
@@ -126,6 +138,8 @@ ktest! {
             run_ipccheck(&["regs", other.as_str()])?;
             let across = handoffs() - before;
             kassert!(across == 0, "register handoffs with the callers on another core: {across}");
+            let to_user = handoffs_to_user() - before_to_user - to_user;
+            kassert!(to_user == 0, "handoffs to user mode with the callers on another core: {to_user}");
         }
         let before = free_frames_per_core()?;
         run_ipccheck(&["regs", here.as_str()])?;

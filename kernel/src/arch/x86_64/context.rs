@@ -37,6 +37,25 @@ context_switch:
     popq %rbp
     ret
 
+/* context_switch_to_user(save: *mut u64 [rdi], frame: *mut TrapFrame [rsi]): save as
+   context_switch does, then leave for user mode on the system-call frame at rsi of the
+   thread switched to, as its own way out would (trap_resume: rbx the frame, r12 "swap GS
+   back", the stack at the frame's FPU image). Its kernel stack below the frame is dropped. */
+    .global context_switch_to_user
+context_switch_to_user:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rbx
+    leaq -{fpu_area}(%rsi), %rsp
+    andq $-16, %rsp
+    movl $1, %r12d
+    jmp trap_resume
+
 /* First code of a user thread: account the entry to user mode (and leave the big lock),
    then return to user mode like any trap. rbx and r12 (callee-saved) carry the frame and
    the swapgs flag to trap_resume. */
@@ -54,11 +73,13 @@ kernel_thread_start:
     ud2
     "#,
     first_user_entry = sym crate::entry::first_user_entry,
+    fpu_area = const super::idt::FPU_AREA,
     options(att_syntax)
 );
 
 extern "C" {
     fn context_switch(save: *mut u64, next_rsp: u64);
+    fn context_switch_to_user(save: *mut u64, frame: *mut TrapFrame);
     static syscall_entry: u8;
     static kernel_thread_start: u8;
     static user_thread_start: u8;
@@ -74,6 +95,23 @@ extern "C" {
 pub unsafe fn switch(save: *mut u64, next_rsp: u64) {
     // SAFETY: per the caller; the function preserves the ABI's callee-saved registers.
     unsafe { context_switch(save, next_rsp) };
+}
+
+/// [`switch`] to a thread blocked in a system call whose result is complete in `frame`, its
+/// system-call frame at the top of its kernel stack: it returns to user mode at once, by
+/// the exit every system call takes (`trap_resume`), without resuming its kernel context,
+/// which is dropped (seL4's fastpath returns the other thread to user mode the same way).
+/// Returns when something switches back to `*save`.
+///
+/// # Safety
+/// As [`switch`]'s `save`; `frame` must be the system-call frame of the thread switched
+/// to (built by `syscall_entry` on its kernel stack, now the core's), and that thread's
+/// kernel context below the frame must hold nothing that anything will need: no borrow,
+/// lock or value with a destructor, and nothing will resume it.
+pub unsafe fn switch_to_user(save: *mut u64, frame: *mut TrapFrame) {
+    // SAFETY: per the caller; the callee-saved registers are saved as `switch` saves them
+    // and restored by whatever switch resumes `*save`.
+    unsafe { context_switch_to_user(save, frame) };
 }
 
 /// Default FPU image for a new thread: x87 control word 0x37f, MXCSR 0x1f80.
@@ -106,7 +144,7 @@ pub unsafe fn prepare_user_entry(kstack_top: u64, frame: &TrapFrame) -> u64 {
 /// top).
 pub unsafe fn saved_user_state(kstack_top: u64) -> (TrapFrame, [u8; 512]) {
     let frame_at = kstack_top - core::mem::size_of::<TrapFrame>() as u64;
-    let fx_at = (frame_at - 528) & !15;
+    let fx_at = (frame_at - super::idt::FPU_AREA) & !15;
     // SAFETY: per the caller, both lie in the mapped stack and hold the saved state.
     unsafe {
         (
@@ -153,8 +191,8 @@ pub unsafe fn prepare_user_entry_with_fpu(
     fx_image: &[u8; 512],
 ) -> u64 {
     let frame_at = kstack_top - core::mem::size_of::<TrapFrame>() as u64;
-    // The area trap_common would have made below the frame: 528 bytes, 16-aligned.
-    let fx_at = (frame_at - 528) & !15;
+    // The area trap_common would have made below the frame (`FPU_AREA`), 16-aligned.
+    let fx_at = (frame_at - super::idt::FPU_AREA) & !15;
     // Below it: the return address (user_thread_start, which ends in trap_resume) and six
     // callee-saved registers, popped by
     // context_switch in the order r15, r14, r13, r12, rbx, rbp.

@@ -84,18 +84,22 @@ pub fn core_index() -> usize {
     // SAFETY: GS.base points at an installed `CoreHeader` (before any other kernel code
     // runs), whose first field is the core index.
     unsafe {
-        core::arch::asm!("mov {}, gs:[0]", out(reg) core, options(nostack, readonly, preserves_flags))
+        core::arch::asm!("mov {}, gs:[0]", out(reg) core, options(pure, nostack, readonly, preserves_flags))
     };
     core
 }
 
 /// The header GS points at.
+///
+/// Both reads are `pure` and `readonly`: the compiler may merge repeated reads with no
+/// memory write between them (a system call asks many times), but not across one; GS.base
+/// changes only by `switch_to`'s `wrmsr`, which it treats as a write to memory.
 #[inline]
 pub fn this() -> &'static CoreHeader {
     let base: usize;
     // SAFETY: as in `core_index`; the `base` field holds the header's own address.
     unsafe {
-        core::arch::asm!("mov {}, gs:[24]", out(reg) base, options(nostack, readonly, preserves_flags))
+        core::arch::asm!("mov {}, gs:[24]", out(reg) base, options(pure, nostack, readonly, preserves_flags))
     };
     // SAFETY: `base` was stored by `install` from a `&'static CoreHeader`.
     unsafe { &*(base as *const CoreHeader) }

@@ -68,7 +68,8 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
 }
 
 /// Set the stack the CPU switches to on an interrupt from user mode (the running thread's
-/// kernel stack).
+/// kernel stack: a kernel address, canonical, so it is stored without the check every
+/// switch would pay).
 #[inline]
 pub fn set_rsp0(top: u64) {
     let tss = super::core_header::this().tss();
@@ -76,6 +77,7 @@ pub fn set_rsp0(top: u64) {
     // SAFETY: this core's TSS, leaked in `init_this_core`; only this core writes it, and
     // the CPU reads RSP0 only when entering from user mode, never concurrently with us.
     unsafe {
-        core::ptr::addr_of_mut!((*tss).privilege_stack_table[0]).write_volatile(VirtAddr::new(top))
+        core::ptr::addr_of_mut!((*tss).privilege_stack_table[0])
+            .write_volatile(VirtAddr::new_truncate(top))
     };
 }

@@ -85,12 +85,17 @@ const fn has_error_code(v: usize) -> bool {
     matches!(v, 8 | 10..=14 | 17 | 21 | 29 | 30)
 }
 
+/// Bytes an entry reserves below its [`TrapFrame`] for the FPU/SSE state (`save_fpu_clean`):
+/// the 512-byte `fxsave` image, MXCSR scratch and room to align to 16. The image is at
+/// `(frame - FPU_AREA) & !15`, where `trap_resume` expects the stack pointer.
+pub(super) const FPU_AREA: u64 = 528;
+
 global_asm!(
     r#"
     /* The FPU/SSE state of the interrupted code below the frame (16-aligned; trap_resume
        restores it), then a clean state for the handler. */
     .macro save_fpu_clean
-    subq $528, %rsp
+    subq ${fpu_area}, %rsp
     andq $-16, %rsp
     fxsave64 (%rsp)
     movl $0x1f80, 512(%rsp)
@@ -217,6 +222,7 @@ syscall_entry:
     user_ss = const super::gdt::USER_DS as u64,
     user_cs = const super::gdt::USER_CS as u64,
     vec_syscall = const super::trap::VEC_SYSCALL,
+    fpu_area = const FPU_AREA,
     options(att_syntax)
 );
 

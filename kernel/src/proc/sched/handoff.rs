@@ -4,10 +4,14 @@
 //! [`Sched::handoff`] serves the register calls (`ipc::direct`), which do their own work
 //! and the switch's in one borrow of the tables and one lookup of each thread and process.
 
-use super::{arm_for, perform, with, Block, Process, Sched, SwitchPlan, Thread, ThreadState};
+use super::{
+    arm_for, begin, finish_to_user, perform, with, Block, Process, Sched, SwitchPlan, Thread,
+    ThreadState,
+};
 use super::{TrapFrame, KERNEL_THREAD};
 use crate::percore;
 use abi::Priority;
+use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
 /// Hand the core straight to thread `next`, which is blocked (in `RECV`, `COLLECT` or a
@@ -31,7 +35,17 @@ pub fn switch_to(next: u32, why: Block) -> bool {
 
 /// A direct switch decided inside a borrow, performed after it ([`perform_direct`]).
 #[must_use]
-pub struct Direct(SwitchPlan);
+struct Direct(SwitchPlan);
+
+/// A register call's handoff ([`Sched::handoff`]): decided and begun inside the borrow
+/// (the next thread's stack, address space and identity on this core are in place), and
+/// finished after it by [`perform_handoff`], which needs only these three words.
+#[must_use]
+pub struct Handoff {
+    save: *mut u64,
+    next_rsp: u64,
+    frame: *mut TrapFrame,
+}
 
 /// What a thread handed the core needs of its process, read by the caller where it looks
 /// the process up anyway ([`Sched::handoff`]).
@@ -87,7 +101,7 @@ impl Sched {
         if self.ready_above(next_priority) {
             return None;
         }
-        let t = self.threads.get_mut(&me)?;
+        let t = self.running_thread_mut().filter(|t| t.id == me)?;
         if t.stop_requested || t.kill_requested {
             return None;
         }
@@ -99,9 +113,10 @@ impl Sched {
     /// The register calls' direct switch: `next`, a thread of process `runs` blocked in IPC
     /// on this core whose system-call frame is marked `mark` (its `error_code`), becomes the
     /// running thread, and the running thread (charged already: [`charged_current`]) blocks
-    /// for `why`. Returns the switch to perform once the borrow ends, and `next`'s frame
-    /// (the caller writes its result there). `None`, with nothing changed, where
-    /// [`switch_to`] refuses, or if `next`'s frame is not so marked.
+    /// for `why`. The switch begins here (`switch::begin`: nothing after this may refuse);
+    /// returns the rest, to perform once the borrow ends, and `next`'s frame (the caller
+    /// writes its result there). `None`, with nothing changed, where [`switch_to`] refuses,
+    /// or if `next`'s frame is not so marked.
     ///
     /// [`charged_current`]: Self::charged_current
     #[inline(always)]
@@ -111,7 +126,7 @@ impl Sched {
         why: Block,
         mark: u64,
         runs: NextRuns,
-    ) -> Option<(Direct, *mut TrapFrame)> {
+    ) -> Option<(Handoff, *mut TrapFrame)> {
         let me = self.current?;
         if next == me {
             return None;
@@ -153,6 +168,7 @@ impl Sched {
                 .store(true, Ordering::Relaxed);
         }
         self.current = Some(next);
+        self.running = Some(NonNull::from(&mut *n));
         self.current_process = Some(runs.serial).filter(|&p| p != KERNEL_THREAD);
         self.need_resched = false;
         self.slice_used = 0;
@@ -167,17 +183,35 @@ impl Sched {
             from: u64::from(me),
             to: u64::from(next),
         };
-        Some((Direct(plan), frame))
+        begin(&plan);
+        let h = Handoff {
+            save,
+            next_rsp: plan.next_rsp,
+            frame,
+        };
+        Some((h, frame))
     }
 }
 
 /// Perform a direct switch decided inside a borrow (no borrow held); returns once the
 /// running thread is switched back to.
 #[inline]
-pub fn perform_direct(direct: Direct) {
+fn perform_direct(direct: Direct) {
     percore::this()
         .stats
         .ipc_direct
         .fetch_add(1, Ordering::Relaxed);
     perform(direct.0);
+}
+
+/// Finish a handoff (no borrow held): the thread handed the core, its result in its frame,
+/// returns to user mode from the switch (`switch::finish_to_user`). Returns once the
+/// running thread is switched back to.
+#[inline]
+pub fn perform_handoff(h: Handoff) {
+    percore::this()
+        .stats
+        .ipc_direct
+        .fetch_add(1, Ordering::Relaxed);
+    finish_to_user(h.save, h.next_rsp, h.frame);
 }

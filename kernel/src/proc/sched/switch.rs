@@ -4,7 +4,7 @@
 //! thread blocks, yields or is preempted, and the next ready thread or the idle context
 //! runs); `handoff.rs` has the direct way.
 
-use super::{with, Block, Sched, ThreadState, KERNEL_THREAD};
+use super::{with, Block, Sched, ThreadState, TrapFrame, KERNEL_THREAD};
 use crate::arch::x86_64::{context, gdt, paging};
 use crate::mm::kstack::{self, KStack};
 use crate::percore;
@@ -12,6 +12,7 @@ use crate::time;
 use abi::res::UserId;
 use abi::Priority;
 use alloc::vec::Vec;
+use core::ptr::NonNull;
 use core::sync::atomic::Ordering;
 
 /// What a switch needs, computed inside the borrow.
@@ -88,8 +89,10 @@ impl Sched {
     ) -> SwitchPlan {
         self.current = next;
         self.current_process = None;
+        self.running = None;
         match next.and_then(|id| self.threads.get_mut(&id)) {
             Some(t) => {
+                self.running = Some(NonNull::from(&mut *t));
                 self.current_process = Some(t.process).filter(|&p| p != KERNEL_THREAD);
                 t.state = ThreadState::Running;
                 t.fresh = false;
@@ -167,6 +170,17 @@ pub(super) fn perform(plan: SwitchPlan) {
         // A thread may run user code: senders must announce messages again.
         crate::entry::events::thread_may_run_user();
     }
+    enter_space(&plan);
+    // SAFETY: `save` points into this core's scheduler state (a boxed thread, or the Sched
+    // itself), which stays put until the switch writes it; `next_rsp` was saved by a switch
+    // or built by `prepare_user_entry` on a stack that is still mapped.
+    unsafe { context::switch(plan.save, plan.next_rsp) };
+    resumed();
+}
+
+/// The next context's identity on this core and its address space.
+#[inline(always)]
+fn enter_space(plan: &SwitchPlan) {
     let core = percore::this();
     core.running_user.store(plan.user, Ordering::Relaxed);
     core.running_pid.store(plan.pid, Ordering::Relaxed);
@@ -175,15 +189,66 @@ pub(super) fn perform(plan: SwitchPlan) {
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
     // copies it).
     unsafe { crate::proc::vspace::load(plan.root) };
-    // SAFETY: `save` points into this core's scheduler state (a boxed thread, or the Sched
-    // itself), which stays put until the switch writes it; `next_rsp` was saved by a switch
-    // or built by `prepare_user_entry` on a stack that is still mapped.
-    unsafe { context::switch(plan.save, plan.next_rsp) };
-    // Resumed: this context's kernel activity acts for its own user again.
+}
+
+/// A handoff's switch (`Sched::handoff`), begun inside the scheduler's borrow once nothing
+/// can refuse it: [`perform`]'s steps but the one that may need the borrow (announcing
+/// messages: `thread_may_run_user`, done by [`finish_to_user`]), so that only three words
+/// leave the borrow instead of the plan.
+#[inline(always)]
+pub(super) fn begin(plan: &SwitchPlan) {
+    crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
+    if let Some(top) = plan.kstack_top {
+        gdt::set_rsp0(top);
+        percore::this().set_kstack_top(top);
+    }
+    enter_space(plan);
+}
+
+/// Finish a handoff begun by [`begin`] (no borrow held): the thread switched to is blocked
+/// in a system call whose result is complete in `frame`, its system-call frame
+/// (`ipc::direct`'s register calls). It returns to user mode from here, its own kernel
+/// context dropped, unless its way out has more to do than a system call's exit (a stop, a
+/// preemption, a dead stack to free: `sched_attention`, `dead_stacks_waiting`); then it
+/// resumes as after [`perform`], and clears its frame's mark itself.
+///
+/// What the dropped context would have done on its way out is done here in its stead: its
+/// flow resumed and ended, its trace exit and its return to user mode's accounting
+/// (`entry::leave_handed`). What its wait would have done after the switch is nothing for a
+/// marked wait: it has no deadline, and every value on its stack is plain.
+pub(super) fn finish_to_user(save: *mut u64, next_rsp: u64, frame: *mut TrapFrame) {
+    // A thread may run user code: senders must announce messages again (this may wake
+    // threads, and then raise `sched_attention`).
+    crate::entry::events::thread_may_run_user();
+    let core = percore::this();
+    if core.sched_attention.load(Ordering::Relaxed)
+        || core.dead_stacks_waiting.load(Ordering::Relaxed)
+    {
+        // SAFETY: as in `perform`.
+        unsafe { context::switch(save, next_rsp) };
+    } else {
+        // SAFETY: `frame` is the system-call frame of the thread switched to (`handoff`
+        // checked it), on its kernel stack, which lives while the thread does; the thread
+        // does not run until the switch below.
+        unsafe { (*frame).error_code = 0 };
+        core.stats.ipc_to_user.fetch_add(1, Ordering::Relaxed);
+        crate::entry::leave_handed(UserId(core.running_user.load(Ordering::Relaxed)));
+        // SAFETY: `save` as in `perform`; `frame` as above, and the thread's kernel context
+        // below it is a marked wait's (this function's contract), which nothing resumes:
+        // the thread runs from here on, and its next switch saves a new context.
+        unsafe { context::switch_to_user(save, frame) };
+    }
+    resumed();
+}
+
+/// Back on a context after a switch.
+#[inline(always)]
+fn resumed() {
+    // This context's kernel activity acts for its own user again.
     crate::entry::events::context_resumed(UserId(
         percore::this().running_user.load(Ordering::Relaxed),
     ));
-    // Back on this context. Free stacks of threads that ended (we are not on them).
+    // Free stacks of threads that ended (we are not on them).
     free_dead_stacks();
 }
 
