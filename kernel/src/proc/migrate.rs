@@ -540,7 +540,7 @@ pub(crate) fn mover_gone(op: &Op, mover: &FlowInfo, answer: Option<&Result<Out, 
                 commit(pid, status)
             });
         }
-        (Op::MigrateIn(_), Ok(Out::Pid(new))) => {
+        (Op::MigrateIn(s), Ok(Out::Pid(new))) => {
             let new = *new;
             crate::res::adopt_flow(&FlowInfo {
                 user: UserId::KERNEL,
@@ -552,6 +552,13 @@ pub(crate) fn mover_gone(op: &Op, mover: &FlowInfo, answer: Option<&Result<Out, 
                 descendants_only: false,
             };
             tell(new.core(), kill, || super::end_by_kill(new));
+            // An import's copy is its importer's child, and the importer is the mover that
+            // is gone: it never followed the child, so its end told the copy's core
+            // nothing, and the ended copy would stay a zombie for good (as a spawn's child:
+            // `rpcc::orphan`). That core hears it now.
+            if s.old == Pid(0) {
+                super::child_unheard(s.parent, new);
+            }
         }
         (Op::MigrateIn(s), Err(_)) if s.old != Pid(0) && !s.itself => tell_abort(s.old),
         _ => {}

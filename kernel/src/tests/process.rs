@@ -403,6 +403,24 @@ ktest! {
     }
 }
 
+ktest! {
+    /// The same for a child made by `MIGRATE_IMPORT` on another core (the importer is its
+    /// parent): an importer gone before the answer came leaves no zombie there. A
+    /// regression: the kernel ended the move its gone mover left open by killing the
+    /// imported copy (`migrate::mover_gone`), but the copy's core never heard its parent
+    /// was gone, so the copy stayed a zombie for good.
+    fn an_importer_gone_during_an_import_leaves_no_zombie() -> TestResult {
+        let Some(other) = another_core() else {
+            return Err(crate::ktest::skip("needs a second core"));
+        };
+        let core_arg = format!("{other}");
+        (0..20).try_for_each(|round| {
+            let n = format!("{round}");
+            parent_gone_round(&["import-exit", &core_arg, &n], other).map_err(|e| format!("round {round}: {e}"))
+        })
+    }
+}
+
 /// One round of the parent-gone tests: `crash ARGS` (which starts a child on core `other`
 /// and ends at once) exits 0, and none of its children stays there.
 fn parent_gone_round(args: &[&str], other: usize) -> Result<(), String> {

@@ -21,6 +21,7 @@
 //! | `orphan` | spawns `hello` and exits at once without waiting | exit 0; the kernel cleans up after the orphan |
 //! | `spawn-exit CORE` | a thread starts `nop` on CORE while the main thread exits at once (the process ends while the spawn's answer is on its way) | exit 0; the kernel reaps the `nop` when it ends (its parent is gone) |
 //! | `open-exit CORE N` | as `spawn-exit`, the child made by opening the process resource `cCORE/process/oeN` (`nop`, stopped) | exit 0; the child is the kernel's once its answer comes (its opener is gone) |
+//! | `import-exit CORE N` | as `spawn-exit`, the child made on CORE by `MIGRATE_IMPORT` of an image of a stopped `nop` (the process resource `cHERE/process/ieN`, exported, its export given up, then closed) | exit 0; the kernel reaps the imported `nop` (its importer is gone) |
 //! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
 //! | `read-console` | waits for console input like a shell at its prompt (`kernel/src/tests/init.rs` keeps it running and kills it) | exit 0 when a byte comes |
 //! | `hold-file NAME` | opens NAME on the disk for writing (the file service `fs`), then faults as `page-fault` does, the file still open | killed; the next open of NAME works (`fsd` closes a dead owner's files) |
@@ -33,6 +34,7 @@
 extern crate alloc;
 
 use core::arch::asm;
+use core::sync::atomic::{AtomicU64, Ordering};
 use ulib::abi::{syscall, Error, Pid, Priority};
 use ulib::println;
 use ulib::sys;
@@ -122,6 +124,7 @@ fn main(args: &[&str]) -> i32 {
         "orphan" => return orphan(),
         "spawn-exit" => return spawn_exit(args.get(2)),
         "open-exit" => return open_exit(args.get(2), args.get(3)),
+        "import-exit" => return import_exit(args.get(2), args.get(3)),
         "drop-user" => return drop_user(),
         "escalate" => return escalate(),
         "wait-timeout" => return wait_timeout(),
@@ -472,6 +475,61 @@ fn open_exit(core: Option<&&str>, n: Option<&&str>) -> i32 {
     }
     let _ = sys::yield_now();
     0
+}
+
+/// The image `import-exit`'s thread imports: its address and length (a leaked buffer).
+static IMAGE_AT: AtomicU64 = AtomicU64::new(0);
+static IMAGE_LEN: AtomicU64 = AtomicU64::new(0);
+
+/// `import-exit CORE N`: as `spawn-exit`, with the child made by importing an image.
+fn import_exit(core: Option<&&str>, n: Option<&&str>) -> i32 {
+    let parse = |a: Option<&&str>| a.and_then(|a| a.parse::<u64>().ok());
+    let (Some(core), Some(n)) = (parse(core), parse(n)) else {
+        println!("crash: import-exit needs a core and a number");
+        return 2;
+    };
+    let image = match stopped_nop_image(n) {
+        Ok(image) => image,
+        Err((step, e)) => {
+            println!("crash: import-exit: making the image: {step}: {e}");
+            return 1;
+        }
+    };
+    IMAGE_AT.store(image.as_ptr() as u64, Ordering::Relaxed);
+    IMAGE_LEN.store(image.len() as u64, Ordering::Relaxed);
+    fn importer(core: u64) -> u64 {
+        let (at, len) = (
+            IMAGE_AT.load(Ordering::Relaxed),
+            IMAGE_LEN.load(Ordering::Relaxed),
+        );
+        // SAFETY: the kernel reads the image at `at` (a leaked buffer of `len` bytes).
+        let _ = unsafe { raw::syscall3(syscall::MIGRATE_IMPORT, at, len, core) };
+        0
+    }
+    if ulib::thread::spawn(importer, core).is_err() {
+        return 1;
+    }
+    let _ = sys::yield_now();
+    0
+}
+
+/// An image of a `nop` that never ran (opened stopped as `cHERE/process/ieN`, exported,
+/// its export given up, then closed: the kernel ends it), in a buffer that lives for good.
+fn stopped_nop_image(n: u64) -> Result<&'static [u8], (&'static str, Error)> {
+    let here = sys::core().map_err(|e| ("core", e))?;
+    let name = alloc::format!("c{here}/process/ie{n}");
+    let r = ulib::res::open_process(&name, "nop", &[], ulib::abi::res::Rights::OWNER_ALL)
+        .map_err(|e| ("open", e))?;
+    let child = ulib::res::pid_of(r).map_err(|e| ("pid", e))?;
+    let mut buf = alloc::vec![0u8; 1 << 20];
+    let exported = sys::migrate_export(child, &mut buf);
+    let finished = exported.and_then(|_| sys::migrate_finish(child, None));
+    let closed = ulib::res::close(r);
+    let len = exported.map_err(|e| ("export", e))?;
+    finished.map_err(|e| ("finish", e))?;
+    closed.map_err(|e| ("close", e))?;
+    buf.truncate(len);
+    Ok(buf.leak())
 }
 
 /// `spawn-exit CORE`: a thread starts `nop` on CORE while this (main) thread ends the
