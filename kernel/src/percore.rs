@@ -89,7 +89,7 @@ pub struct CoreStats {
     /// into the other thread's saved registers).
     pub ipc_handoffs: AtomicU64,
     /// Of those, the ones whose thread returned to user mode straight from the switch
-    /// (`sched::perform_to_user`), its own way out skipped.
+    /// (`sched::finish_to_user`; never under the big lock), its own way out skipped.
     pub ipc_to_user: AtomicU64,
     /// Threads woken in the request path to look at their queues again (`ipc::Waits`): a
     /// result woke a thread waiting for answers, a request one waiting to receive.

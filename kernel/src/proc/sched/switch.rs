@@ -209,8 +209,11 @@ pub(super) fn begin(plan: &SwitchPlan) {
 /// in a system call whose result is complete in `frame`, its system-call frame
 /// (`ipc::direct`'s register calls). It returns to user mode from here, its own kernel
 /// context dropped, unless its way out has more to do than a system call's exit (a stop, a
-/// preemption, a dead stack to free: `sched_attention`, `dead_stacks_waiting`); then it
-/// resumes as after [`perform`], and clears its frame's mark itself.
+/// preemption, a dead stack to free: `sched_attention`, `dead_stacks_waiting`), or the
+/// kernel runs under the big lock; then it resumes as after [`perform`], and clears its
+/// frame's mark itself. (Under the big lock the way out releases the lock, which here
+/// would come before this thread's context is saved: another core could then end this
+/// thread and free its stack under the save. Found by a review.)
 ///
 /// What the dropped context would have done on its way out is done here in its stead: its
 /// flow resumed and ended, its trace exit and its return to user mode's accounting
@@ -223,6 +226,7 @@ pub(super) fn finish_to_user(save: *mut u64, next_rsp: u64, frame: *mut TrapFram
     let core = percore::this();
     if core.sched_attention.load(Ordering::Relaxed)
         || core.dead_stacks_waiting.load(Ordering::Relaxed)
+        || crate::structure::biglock()
     {
         // SAFETY: as in `perform`.
         unsafe { context::switch(save, next_rsp) };
