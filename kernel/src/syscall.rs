@@ -150,15 +150,15 @@ fn wait(pid: u64, status_ptr: u64, timeout_ns: u64) -> Result<u64, Error> {
 }
 
 /// The calling process, as the parent of a child at `priority` (`SPAWN`, `SPAWN_ON`,
-/// `SPAWN_IMAGE`): `Denied` if the child would outrank it (and so could starve it and
-/// everything else at its level), or `may_add_child`'s error if it has too many.
-fn parent_of_child(priority: Priority) -> Result<Pid, Error> {
+/// `SPAWN_IMAGE`), and the place the child takes under its limit: `Denied` if the child
+/// would outrank it (and so could starve it and everything else at its level), or
+/// `may_add_child`'s error if it has too many.
+fn parent_of_child(priority: Priority) -> Result<(Pid, proc::ChildSlot), Error> {
     let parent = proc::current_pid().ok_or(Error::NoSuchProcess)?;
     if priority < proc::priority_of(parent).unwrap_or(Priority::App) {
         return Err(Error::Denied);
     }
-    proc::may_add_child()?;
-    Ok(parent)
+    Ok((parent, proc::may_add_child()?))
 }
 
 fn spawn(
@@ -175,7 +175,7 @@ fn spawn(
     let args = copy_in(args_ptr, args_len, proc::MAX_ARGS as u64)?;
     let args = core::str::from_utf8(&args).map_err(|_| Error::InvalidArgument)?;
     let args: Vec<&str> = args.split_terminator('\0').collect();
-    let parent = parent_of_child(priority)?;
+    let (parent, slot) = parent_of_child(priority)?;
     let core = usize::try_from(core).map_err(|_| Error::NoSuchCore)?;
     if core == current_core() {
         return proc::spawn(name, &args, priority, parent).map(|c| c.0);
@@ -188,15 +188,15 @@ fn spawn(
         args: args.iter().map(|a| (*a).into()).collect(),
         priority,
     };
-    spawn_there(core, op)
+    spawn_there(core, op, slot)
 }
 
-/// A spawn `op` performed on `core` (another core): the child's pid, noted as this
-/// process's child there.
-fn spawn_there(core: usize, op: crate::rpcc::Op) -> Result<u64, Error> {
+/// A spawn `op` performed on `core` (another core), its place under the limit held
+/// meanwhile: the child's pid, noted as this process's child there.
+fn spawn_there(core: usize, op: crate::rpcc::Op, slot: proc::ChildSlot) -> Result<u64, Error> {
     match crate::rpcc::call(core, op)? {
         crate::rpcc::Out::Pid(child) => {
-            proc::note_remote_child(child);
+            slot.made(child);
             Ok(child.0)
         }
         _ => Err(Error::Unknown),
@@ -223,7 +223,7 @@ fn spawn_image(
         .filter(|n| !n.is_empty())
         .ok_or(Error::InvalidArgument)?;
     let args: Vec<&str> = args.collect();
-    let parent = parent_of_child(priority)?;
+    let (parent, slot) = parent_of_child(priority)?;
     let core = match core {
         nr::SPAWN_IMAGE_HERE => current_core(),
         c => usize::try_from(c).map_err(|_| Error::NoSuchCore)?,
@@ -243,7 +243,7 @@ fn spawn_image(
         args: args.iter().map(|a| (*a).into()).collect(),
         priority,
     };
-    spawn_there(core, op)
+    spawn_there(core, op, slot)
 }
 
 fn rpcc_stats(ptr: u64, capacity: u64) -> Result<u64, Error> {

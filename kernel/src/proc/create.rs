@@ -131,28 +131,77 @@ fn create(
 }
 
 /// May the running process have one more child? Not past
-/// [`quota::CHILDREN_PER_PROCESS`] children it has not waited for yet, here and on other
-/// cores (`Error::Limit`). Asked on the parent's core before a child is made anywhere.
-pub fn may_add_child() -> Result<(), Error> {
+/// [`quota::CHILDREN_PER_PROCESS`] children it has not waited for yet, here, on other
+/// cores, or on their way there (`Error::Limit`). Asked on the parent's core before a child
+/// is made anywhere; the place is held until the returned slot is used or dropped: a
+/// request that waits on another core for its child must hold it, else the process's
+/// other threads, asking meanwhile, would not count that child (an audit found up to one
+/// child per thread made past the limit so).
+pub fn may_add_child() -> Result<ChildSlot, Error> {
     sched::with(|s| {
         let Some(serial) = s.current_process() else {
-            return Ok(());
+            return Ok(ChildSlot(None));
         };
         let me = Pid::new(current_core(), serial);
         // Children elsewhere; those living here are counted by their own records.
-        let remote = s.processes.get(&serial).map_or(0, |p| {
-            p.followed
-                .iter()
-                .filter(|f| !f.tentative && f.now.core() != current_core())
-                .count()
-        });
         let local = s.processes.values().filter(|c| c.parent == me).count();
-        if local + remote >= quota::CHILDREN_PER_PROCESS {
-            Err(Error::Limit)
-        } else {
-            Ok(())
+        let Some(p) = s.processes.get_mut(&serial) else {
+            return Ok(ChildSlot(None));
+        };
+        let remote = p
+            .followed
+            .iter()
+            .filter(|f| !f.tentative && f.now.core() != current_core())
+            .count();
+        if local + remote + p.children_coming >= quota::CHILDREN_PER_PROCESS {
+            return Err(Error::Limit);
         }
+        p.children_coming += 1;
+        Ok(ChildSlot(Some(me)))
     })
+}
+
+/// A place under a process's limit of children, held by [`may_add_child`] for a child on
+/// its way; given back when dropped, or taken by the child itself ([`ChildSlot::made`]).
+/// (A thread removed while it holds one never gives it back: its process has ended.)
+#[must_use]
+pub struct ChildSlot(Option<Pid>);
+
+impl ChildSlot {
+    /// The child came: made on another core (then followed by its parent in the same step,
+    /// so that it is counted once at every moment), or here (its own record counts it).
+    pub fn made(mut self, child: Pid) {
+        let Some(parent) = self.0.take() else {
+            return;
+        };
+        sched::with(|s| {
+            if let Some(p) = release(s, parent) {
+                if child.core() != current_core() {
+                    super::family::follow(p, child);
+                }
+            }
+        });
+    }
+}
+
+impl Drop for ChildSlot {
+    fn drop(&mut self) {
+        if let Some(parent) = self.0.take() {
+            sched::with(|s| {
+                release(s, parent);
+            });
+        }
+    }
+}
+
+/// Give back a place `parent` held; its record, if it still runs.
+fn release(s: &mut sched::Sched, parent: Pid) -> Option<&mut Process> {
+    let p = s
+        .processes
+        .get_mut(&parent.serial())
+        .filter(|p| p.pid == parent)?;
+    p.children_coming = p.children_coming.saturating_sub(1);
+    Some(p)
 }
 
 /// Who a new process is (besides its memory and registers).
@@ -201,6 +250,7 @@ pub fn install(
             user: who.user,
             admin: who.admin,
             followed: Vec::new(),
+            children_coming: 0,
             child_event: false,
             moved_from: who.moved_from,
             ipc: crate::ipc::ProcIpc::default(),

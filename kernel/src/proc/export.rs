@@ -176,7 +176,7 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
     if priority < super::priority_of(parent).unwrap_or(Priority::App) {
         return Err(Error::Denied);
     }
-    super::may_add_child()?;
+    let slot = super::may_add_child()?;
     let mut list = alloc::vec![Page { addr: 0, flags: 0 }; pages];
     super::with_current_vspace(|vs| {
         vs.copy_in(
@@ -228,7 +228,7 @@ pub fn import(buf: u64, len: u64, core: usize) -> Result<Pid, Error> {
     });
     let new = migrate::bring_in_on(core, snapshot)?;
     // A child on another core: the importer's records of its children know it.
-    super::note_remote_child(new);
+    slot.made(new);
     Ok(new)
 }
 

@@ -253,24 +253,8 @@ pub fn forwards_here() -> usize {
     sched::with(|s| s.forwards.len())
 }
 
-/// The running process has a new child on another core (created there for it).
-pub fn note_remote_child(child: Pid) {
-    if child.core() == current_core() {
-        return;
-    }
-    sched::with(|s| {
-        let Some(p) = s
-            .current_process()
-            .and_then(|serial| s.processes.get_mut(&serial))
-        else {
-            return;
-        };
-        follow(p, child);
-    });
-}
-
-/// Process `p` follows its child `child` of another core, just made.
-fn follow(p: &mut super::Process, child: Pid) {
+/// Process `p` follows its child `child` of another core, just made (`ChildSlot::made`).
+pub(super) fn follow(p: &mut super::Process, child: Pid) {
     if let Some(f) = p.followed.iter_mut().find(|f| f.first == child) {
         // It moved before we got here: its entry is ours, not tentative.
         f.tentative = false;

@@ -25,10 +25,10 @@ use abi::{Error, Pid, Priority, WaitStatus};
 use alloc::vec::Vec;
 use core::sync::atomic::Ordering;
 use create::push_args;
-pub use create::{create_stopped, install, may_add_child, spawn, spawn_image, Newborn};
+pub use create::{create_stopped, install, may_add_child, spawn, spawn_image, ChildSlot, Newborn};
 pub use family::{
     child_unheard, forwards_here, note_child_ended, note_child_moved, note_move_heard,
-    note_orphaned, note_remote_child, take_child_status, wait, Followed,
+    note_orphaned, take_child_status, wait, Followed,
 };
 use sched::{Block, ThreadState};
 use vspace::{VSpace, HEAP_LIMIT};
@@ -67,6 +67,9 @@ pub struct Process {
     /// Its children that live on other cores or moved, one entry per child: the pid it
     /// was created with and the pid it has now (WAIT asks their cores; `family`).
     pub followed: Vec<Followed>,
+    /// Children on their way on other cores: places under its limit that its threads'
+    /// requests hold while they wait there ([`ChildSlot`]).
+    pub children_coming: usize,
     /// A child on another core ended or moved since the last look (WAIT must not sleep).
     pub child_event: bool,
     /// The pid it had before it migrated here, if it did.

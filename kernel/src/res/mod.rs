@@ -258,10 +258,12 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
     if core >= crate::smp::cores_planned() {
         return Err(Error::BadName);
     }
-    // A process made by OPEN is the opener's child: it counts against its limit.
-    if parsed.kind == abi::res::ResType::Process {
-        crate::proc::may_add_child()?;
-    }
+    // A process made by OPEN is the opener's child: it counts against its limit (its place
+    // held while the request waits on another core).
+    let slot = match parsed.kind {
+        abi::res::ResType::Process => Some(crate::proc::may_add_child()?),
+        _ => None,
+    };
     if core == current_core() {
         return local::open(&parsed, args, rights).map(|(id, _)| id);
     }
@@ -273,8 +275,8 @@ pub fn open(name: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
     match rpcc::call(core, op)? {
         Out::Opened(id, pid) => {
             // A process made for us on another core is our child there.
-            if let Some(pid) = pid {
-                crate::proc::note_remote_child(pid);
+            if let (Some(pid), Some(slot)) = (pid, slot) {
+                slot.made(pid);
             }
             Ok(id)
         }

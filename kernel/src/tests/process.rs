@@ -421,6 +421,25 @@ ktest! {
     }
 }
 
+ktest! {
+    /// A process's limit of children holds when its threads make children on another core
+    /// at once (`crash children-race`: 16 places left, 32 threads each ask for one; each
+    /// request waits there for its answer). A regression found by an audit: each thread's
+    /// check counted only the children already made, not those on their way, so up to one
+    /// more per thread was made past the limit.
+    fn children_made_at_once_on_another_core_stay_within_the_limit() -> TestResult {
+        let Some(other) = another_core() else {
+            return Err(crate::ktest::skip("needs a second core"));
+        };
+        let s = super::run_to_end("crash", &["children-race", &format!("{other}")], Priority::App, 600)?;
+        kassert!(
+            s.how == abi::ENDED_EXIT && s.code == 0,
+            "crash children-race ended with {s:?} (its console lines say why)"
+        );
+        Ok(())
+    }
+}
+
 /// One round of the parent-gone tests: `crash ARGS` (which starts a child on core `other`
 /// and ends at once) exits 0, and none of its children stays there.
 fn parent_gone_round(args: &[&str], other: usize) -> Result<(), String> {

@@ -22,6 +22,7 @@
 //! | `spawn-exit CORE` | a thread starts `nop` on CORE while the main thread exits at once (the process ends while the spawn's answer is on its way) | exit 0; the kernel reaps the `nop` when it ends (its parent is gone) |
 //! | `open-exit CORE N` | as `spawn-exit`, the child made by opening the process resource `cCORE/process/oeN` (`nop`, stopped) | exit 0; the child is the kernel's once its answer comes (its opener is gone) |
 //! | `import-exit CORE N` | as `spawn-exit`, the child made on CORE by `MIGRATE_IMPORT` of an image of a stopped `nop` (the process resource `cHERE/process/ieN`, exported, its export given up, then closed) | exit 0; the kernel reaps the imported `nop` (its importer is gone) |
+//! | `children-race CORE` | starts `nop` children on CORE (ending each there) until refused (its limit, L), collects 16 of them, then 32 threads each start one more there at once | exit 0 if exactly 16 of the 32 were made and all L children are collected, else 1 |
 //! | `drop-user` | (run by the administrator or the kernel) becomes user 2000, which it may, then starts `crash escalate` as that user and waits for it | exit 0 if the child exits 0 |
 //! | `read-console` | waits for console input like a shell at its prompt (`kernel/src/tests/init.rs` keeps it running and kills it) | exit 0 when a byte comes |
 //! | `hold-file NAME` | opens NAME on the disk for writing (the file service `fs`), then faults as `page-fault` does, the file still open | killed; the next open of NAME works (`fsd` closes a dead owner's files) |
@@ -125,6 +126,7 @@ fn main(args: &[&str]) -> i32 {
         "spawn-exit" => return spawn_exit(args.get(2)),
         "open-exit" => return open_exit(args.get(2), args.get(3)),
         "import-exit" => return import_exit(args.get(2), args.get(3)),
+        "children-race" => return children_race(args.get(2)),
         "drop-user" => return drop_user(),
         "escalate" => return escalate(),
         "wait-timeout" => return wait_timeout(),
@@ -475,6 +477,51 @@ fn open_exit(core: Option<&&str>, n: Option<&&str>) -> i32 {
     }
     let _ = sys::yield_now();
     0
+}
+
+/// `children-race CORE`: the limit of children holds for children made on another core by
+/// several threads at once, each of whose requests waits there for its answer.
+fn children_race(core: Option<&&str>) -> i32 {
+    const FREED: usize = 16;
+    const RACERS: usize = 32;
+    let Some(core) = core.and_then(|c| c.parse::<u64>().ok()) else {
+        println!("crash: children-race needs a core");
+        return 2;
+    };
+    let mut made = 0;
+    let refused = loop {
+        match sys::spawn_on("nop", &[], Priority::App, core as usize) {
+            // Ended at once (there it may be slow to run), so that the one limit met is
+            // the children's, not its user's share of that core's memory.
+            Ok(child) => {
+                made += 1;
+                let _ = sys::kill(child);
+            }
+            Err(e) => break e,
+        }
+    };
+    let freed = (0..FREED).filter(|_| sys::wait(None).is_ok()).count();
+    fn racer(core: u64) -> u64 {
+        u64::from(sys::spawn_on("nop", &[], Priority::App, core as usize).is_ok())
+    }
+    let racers: alloc::vec::Vec<_> = (0..RACERS)
+        .filter_map(|_| ulib::thread::spawn(racer, core).ok())
+        .collect();
+    let started = racers.len();
+    let raced: u64 = racers.into_iter().map(|t| t.join().unwrap_or(0)).sum();
+    let mut collected = freed;
+    while sys::wait(None).is_ok() {
+        collected += 1;
+    }
+    let ok = refused == Error::Limit
+        && freed == FREED
+        && started == RACERS
+        && raced == FREED as u64
+        && collected == made + FREED;
+    println!(
+        "children-race: {made} made, then {refused:?}; {freed} collected; {raced} of {started} racers made one; {collected} collected in all"
+    );
+    i32::from(!ok)
 }
 
 /// The image `import-exit`'s thread imports: its address and length (a leaked buffer).
