@@ -527,6 +527,16 @@ pub(crate) fn mover_gone(op: &Op, mover: &FlowInfo, answer: Option<&Result<Out, 
     // An answer that never came (no agent wrote it) is a step that was not made.
     let lost = Err(Error::Unknown);
     let answer = answer.unwrap_or(&lost);
+    // An import's pages are frames of this core that held the image for the copy to read
+    // (`export::import`), the importer's to free once answered; it never will (its thread
+    // went, and what it held with it). The other core is done with them: this is its answer.
+    if let Op::MigrateIn(s) = op {
+        if s.old == Pid(0) {
+            for &(_, frame, _, _) in &s.pages {
+                let _ = crate::mm::frames::free(frame);
+            }
+        }
+    }
     let saved = crate::res::snapshot_flow();
     crate::res::adopt_flow(mover);
     match (op, answer) {

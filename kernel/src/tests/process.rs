@@ -405,19 +405,27 @@ ktest! {
 
 ktest! {
     /// The same for a child made by `MIGRATE_IMPORT` on another core (the importer is its
-    /// parent): an importer gone before the answer came leaves no zombie there. A
-    /// regression: the kernel ended the move its gone mover left open by killing the
-    /// imported copy (`migrate::mover_gone`), but the copy's core never heard its parent
-    /// was gone, so the copy stayed a zombie for good.
+    /// parent): an importer gone before the answer came leaves no zombie there, and no
+    /// frame here. Two regressions: the kernel ended the move its gone mover left open by
+    /// killing the imported copy (`migrate::mover_gone`), but the copy's core never heard
+    /// its parent was gone, so the copy stayed a zombie for good; and the frames holding
+    /// the image for the copy to read, the dead importer's to free, were never freed (a
+    /// review of the first fix).
     fn an_importer_gone_during_an_import_leaves_no_zombie() -> TestResult {
         let Some(other) = another_core() else {
             return Err(crate::ktest::skip("needs a second core"));
         };
         let core_arg = format!("{other}");
-        (0..20).try_for_each(|round| {
+        let round = |round: usize| {
             let n = format!("{round}");
             parent_gone_round(&["import-exit", &core_arg, &n], other).map_err(|e| format!("round {round}: {e}"))
-        })
+        };
+        round(0)?; // warm-up
+        let before = super::free_frames_per_core()?;
+        (1..21).try_for_each(round)?;
+        let after = super::frames_after(&before)?;
+        kassert!(before == after, "free frames per core before {before:?}, after {after:?}");
+        Ok(())
     }
 }
 
