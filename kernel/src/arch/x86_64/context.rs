@@ -17,10 +17,9 @@ use core::arch::global_asm;
 
 global_asm!(
     r#"
-    .section .text
-    .global context_switch
-/* context_switch(save: *mut u64 [rdi], next_rsp: u64 [rsi]) */
-context_switch:
+    /* Save the running context: its callee-saved registers on its stack, its stack
+       pointer at rdi. */
+    .macro save_context
     pushq %rbp
     pushq %rbx
     pushq %r12
@@ -28,6 +27,13 @@ context_switch:
     pushq %r14
     pushq %r15
     movq %rsp, (%rdi)
+    .endm
+
+    .section .text
+    .global context_switch
+/* context_switch(save: *mut u64 [rdi], next_rsp: u64 [rsi]) */
+context_switch:
+    save_context
     movq %rsi, %rsp
     popq %r15
     popq %r14
@@ -43,13 +49,7 @@ context_switch:
    back", the stack at the frame's FPU image). Its kernel stack below the frame is dropped. */
     .global context_switch_to_user
 context_switch_to_user:
-    pushq %rbp
-    pushq %rbx
-    pushq %r12
-    pushq %r13
-    pushq %r14
-    pushq %r15
-    movq %rsp, (%rdi)
+    save_context
     movq %rsi, %rbx
     leaq -{fpu_area}(%rsi), %rsp
     andq $-16, %rsp
