@@ -90,6 +90,11 @@ const CAP_MSI: u32 = 0x05;
 /// The configuration offset of `bdf`'s capability `id`, if its list has one (at most 48
 /// hops: a malformed list that loops ends there).
 fn find_cap(bdf: Bdf, id: u32) -> Option<u16> {
+    find_cap_where(bdf, id, |_| true)
+}
+
+/// [`find_cap`] for the first capability `id` whose offset `pick` accepts.
+fn find_cap_where(bdf: Bdf, id: u32, pick: impl Fn(u16) -> bool) -> Option<u16> {
     const HAS_CAPABILITIES: u32 = 1 << 4;
     if read(bdf, 6, 2) & HAS_CAPABILITIES == 0 {
         return None;
@@ -100,7 +105,7 @@ fn find_cap(bdf: Bdf, id: u32) -> Option<u16> {
             return None;
         }
         let off = at as u16;
-        if read(bdf, off, 1) == id {
+        if read(bdf, off, 1) == id && pick(off) {
             return Some(off);
         }
         at = read(bdf, off + 1, 1) & 0xfc;
@@ -117,18 +122,8 @@ pub const VENDOR_VIRTIO: u16 = 0x1af4;
 /// vendor capability of type 1 (`VIRTIO_PCI_CAP_COMMON_CFG`), if it has one.
 fn virtio_common_of(bdf: Bdf) -> Option<(u8, u32)> {
     const COMMON_CFG: u32 = 1;
-    let mut at = find_cap(bdf, CAP_VENDOR)?;
-    for _ in 0..48 {
-        if read(bdf, at, 1) == CAP_VENDOR && read(bdf, at + 3, 1) == COMMON_CFG {
-            return Some((read(bdf, at + 4, 1) as u8, read32(bdf, at + 8)));
-        }
-        let next = read(bdf, at + 1, 1) & 0xfc;
-        if next < 0x40 {
-            return None;
-        }
-        at = next as u16;
-    }
-    None
+    let at = find_cap_where(bdf, CAP_VENDOR, |at| read(bdf, at + 3, 1) == COMMON_CFG)?;
+    Some((read(bdf, at + 4, 1) as u8, read32(bdf, at + 8)))
 }
 
 /// The MSI-X capability of `bdf`, if it has one.
