@@ -178,10 +178,10 @@ fn call_direct(frame: &mut TrapFrame, target: ResId) -> Option<Result<u64, Error
                 _ => None,
             });
         let handed = taken.and_then(|(rt, handle, runs)| {
-            let (direct, to) = s.handoff(rt, Block::Ipc(u64::MAX), WAITS_RECV, runs)?;
-            Some((rt, handle, direct, to))
+            let direct = s.handoff(rt, Block::Ipc(u64::MAX), WAITS_RECV, runs)?;
+            Some((handle, direct))
         });
-        let Some((_, handle, direct, to)) = handed else {
+        let Some((handle, direct)) = handed else {
             // Refused: give back what was taken (nothing else changed).
             if let Some((rt, handle, _)) = taken {
                 if let Some(r) = s.processes.get_mut(&owner.serial()) {
@@ -198,7 +198,7 @@ fn call_direct(frame: &mut TrapFrame, target: ResId) -> Option<Result<u64, Error
         // The request as `REPLY_RECV_REGS` returns it (`set_received`), straight from
         // frame to frame.
         write_frame(
-            to,
+            direct.frame(),
             #[inline(always)]
             |f| {
                 f.rax = 0;
@@ -366,7 +366,7 @@ fn reply_direct(frame: &mut TrapFrame, handle: u64, value: u64, endpoint: ResId)
                 runs,
             )
         });
-        let Some((direct, to)) = handed else {
+        let Some(direct) = handed else {
             // Refused: put back what was taken.
             if runs.is_some() {
                 if let Some(c) = s.processes.get_mut(&caller.pid.serial()) {
@@ -382,7 +382,7 @@ fn reply_direct(frame: &mut TrapFrame, handle: u64, value: u64, endpoint: ResId)
         // (The caller is of this core: no cross-core note, which would read the message.)
         note_reply(caller.pid, &Msg::default(), false);
         write_frame(
-            to,
+            direct.frame(),
             #[inline(always)]
             |f| {
                 f.rax = 0;

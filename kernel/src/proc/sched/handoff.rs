@@ -47,6 +47,14 @@ pub struct Handoff {
     frame: *mut TrapFrame,
 }
 
+impl Handoff {
+    /// The system-call frame of the thread handed the core, where the caller writes its
+    /// result (inside the borrow).
+    pub fn frame(&self) -> *mut TrapFrame {
+        self.frame
+    }
+}
+
 /// What a thread handed the core needs of its process, read by the caller where it looks
 /// the process up anyway ([`Sched::handoff`]).
 #[derive(Clone, Copy)]
@@ -114,19 +122,13 @@ impl Sched {
     /// on this core whose system-call frame is marked `mark` (its `error_code`), becomes the
     /// running thread, and the running thread (charged already: [`charged_current`]) blocks
     /// for `why`. The switch begins here (`switch::begin`: nothing after this may refuse);
-    /// returns the rest, to perform once the borrow ends, and `next`'s frame (the caller
-    /// writes its result there). `None`, with nothing changed, where [`switch_to`] refuses,
-    /// or if `next`'s frame is not so marked.
+    /// returns the rest, to perform once the borrow ends, with `next`'s frame
+    /// ([`Handoff::frame`]: the caller writes its result there). `None`, with nothing
+    /// changed, where [`switch_to`] refuses, or if `next`'s frame is not so marked.
     ///
     /// [`charged_current`]: Self::charged_current
     #[inline(always)]
-    pub fn handoff(
-        &mut self,
-        next: u32,
-        why: Block,
-        mark: u64,
-        runs: NextRuns,
-    ) -> Option<(Handoff, *mut TrapFrame)> {
+    pub fn handoff(&mut self, next: u32, why: Block, mark: u64, runs: NextRuns) -> Option<Handoff> {
         let me = self.current?;
         if next == me {
             return None;
@@ -184,12 +186,11 @@ impl Sched {
             to: u64::from(next),
         };
         begin(&plan);
-        let h = Handoff {
+        Some(Handoff {
             save,
             next_rsp: plan.next_rsp,
             frame,
-        };
-        Some((h, frame))
+        })
     }
 }
 
