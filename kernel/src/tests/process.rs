@@ -362,13 +362,9 @@ ktest! {
         let Some(other) = another_core() else {
             return Err(crate::ktest::skip("needs a second core"));
         };
-        let core_arg = format!("{other}");
-        for round in 0..20 {
-            // Its child there (a `nop`, which ends by itself) is reaped: nothing of the dead
-            // parent's stays.
-            parent_gone_round(&["spawn-exit", &core_arg], other).map_err(|e| format!("round {round}: {e}"))?;
-        }
-        Ok(())
+        // Its child there (a `nop`, which ends by itself) is reaped: nothing of the dead
+        // parent's stays.
+        parent_gone_rounds("spawn-exit", false, other, 0..20)
     }
 }
 
@@ -382,11 +378,7 @@ ktest! {
         let Some(other) = another_core() else {
             return Err(crate::ktest::skip("needs a second core"));
         };
-        let core_arg = format!("{other}");
-        let result = (0..20).try_for_each(|round| {
-            let n = format!("{round}");
-            parent_gone_round(&["open-exit", &core_arg, &n], other).map_err(|e| format!("round {round}: {e}"))
-        });
+        let result = parent_gone_rounds("open-exit", true, other, 0..20);
         // The resources the openers made, closed as the kernel (which ends their children).
         let made: alloc::vec::Vec<_> = crate::res::list(other)
             .unwrap_or_default()
@@ -406,25 +398,20 @@ ktest! {
 ktest! {
     /// The same for a child made by `MIGRATE_IMPORT` on another core (the importer is its
     /// parent): an importer gone before the answer came leaves no zombie there, and no
-    /// frame of its core lost. Two regressions: the kernel ended the move its gone mover left open by
-    /// killing the imported copy (`migrate::mover_gone`), but the copy's core never heard
-    /// its parent was gone, so the copy stayed a zombie for good; and the frames holding
-    /// the image for the copy to read, the dead importer's to free, were never freed (a
-    /// review of the first fix).
+    /// frame of its core lost. Two regressions: the kernel ended the move its gone mover
+    /// left open by killing the imported copy (`migrate::mover_gone`), but the copy's core
+    /// never heard its parent was gone, so the copy stayed a zombie for good; and the
+    /// frames holding the image for the copy to read, the dead importer's to free, were
+    /// never freed (a review of the first fix).
     fn an_importer_gone_during_an_import_leaves_no_zombie() -> TestResult {
         let Some(other) = another_core() else {
             return Err(crate::ktest::skip("needs a second core"));
         };
-        let core_arg = format!("{other}");
-        let round = |round: usize| {
-            let n = format!("{round}");
-            parent_gone_round(&["import-exit", &core_arg, &n], other).map_err(|e| format!("round {round}: {e}"))
-        };
-        round(0)?; // warm-up
+        parent_gone_rounds("import-exit", true, other, 0..1)?; // warm-up
         // The image's frames are this core's (the importer's); the other core's pool may
         // still be taking back the copies' memory meanwhile.
         let before = super::free_frames_here(0);
-        (1..21).try_for_each(round)?;
+        parent_gone_rounds("import-exit", true, other, 1..21)?;
         sched::run_until(30_000_000_000, || super::free_frames_here(0) == before);
         let after = super::free_frames_here(0);
         kassert!(before == after, "free frames here before {before}, after {after}");
@@ -449,6 +436,23 @@ ktest! {
         );
         Ok(())
     }
+}
+
+/// `rounds` of [`parent_gone_round`] for `crash CASE OTHER`, with the round's number after
+/// them if `numbered` (for the cases that name what they make).
+fn parent_gone_rounds(
+    case: &str,
+    numbered: bool,
+    other: usize,
+    rounds: core::ops::Range<usize>,
+) -> Result<(), String> {
+    let core_arg = format!("{other}");
+    rounds.into_iter().try_for_each(|round| {
+        let n = format!("{round}");
+        let args = [case, core_arg.as_str(), n.as_str()];
+        let args = if numbered { &args[..] } else { &args[..2] };
+        parent_gone_round(args, other).map_err(|e| format!("round {round}: {e}"))
+    })
 }
 
 /// One round of the parent-gone tests: `crash ARGS` (which starts a child on core `other`
