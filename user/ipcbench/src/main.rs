@@ -236,15 +236,53 @@ fn rendezvous(
         core,
     )
     .map_err(|_| "spawning the client failed")?;
+    if serve == Serve::Regs {
+        serve_regs(ep)?;
+    } else {
+        serve_memory(ep, serve)?;
+    }
+    match sys::wait(Some(child)) {
+        Ok((_, s)) if s.how == ENDED_EXIT && s.code == 0 => Ok(()),
+        _ => Err("the client failed"),
+    }
+}
+
+/// The register calls' server: answer each `ECHO` with its word + 1 and wait for the next
+/// request, in one `REPLY_RECV_REGS`, until `STOP`. A loop of its own (no ICA, no other
+/// way of serving to choose at each request), so that the figure is the calls' cost and
+/// not the harness's; it does what [`serve_memory`] does for a plain `ECHO`.
+fn serve_regs(ep: ResId) -> Result<(), &'static str> {
+    let (mut handle, mut value) = (0, 0);
+    let mut reply = Msg {
+        label: ECHO,
+        ..Msg::default()
+    };
+    loop {
+        let r = ipc::reply_recv_regs(handle, value, &reply, ep)
+            .map_err(|_| "reply_recv_regs failed")?;
+        match r.msg.label {
+            ECHO => {
+                value = r.msg.words[0] + 1;
+                reply.words[0] = value;
+                handle = r.request;
+            }
+            STOP => return Ok(()),
+            _ => return Err("unexpected message"),
+        }
+    }
+}
+
+/// The server of the cases whose messages travel through memory (`serve`: how it answers).
+fn serve_memory(ep: ResId, serve: Serve) -> Result<(), &'static str> {
     // The answer to the request before (handle 0: none yet).
     let mut answer = (0, 0, Msg::default());
     loop {
         let r = match serve {
-            Serve::ReplyRecv => ipc::reply_recv(answer.0, answer.1, &answer.2, ep, u64::MAX)
-                .map_err(|_| "reply_recv failed")?,
+            Serve::ReplyRecv | Serve::Regs => {
+                ipc::reply_recv(answer.0, answer.1, &answer.2, ep, u64::MAX)
+                    .map_err(|_| "reply_recv failed")?
+            }
             Serve::RecvThenReply => ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?,
-            Serve::Regs => ipc::reply_recv_regs(answer.0, answer.1, &answer.2, ep)
-                .map_err(|_| "reply_recv_regs failed")?,
         };
         match r.msg.label & !api::MSG_ICA {
             ECHO => {
@@ -262,13 +300,9 @@ fn rendezvous(
                     answer.0 = 0;
                 }
             }
-            STOP => break,
+            STOP => return Ok(()),
             _ => return Err("unexpected message"),
         }
-    }
-    match sys::wait(Some(child)) {
-        Ok((_, s)) if s.how == ENDED_EXIT && s.code == 0 => Ok(()),
-        _ => Err("the client failed"),
     }
 }
 
@@ -309,33 +343,31 @@ fn client(args: &[&str]) -> Result<(), &'static str> {
         None
     };
     let mut at = ICA_AT;
-    let regs = case.contains("registers");
-    let r = bench::samples(case, samples, ops, |n| {
-        let mut msg = Msg {
-            label: ECHO,
-            ..Msg::default()
-        };
-        if let Some((_, v)) = ica {
-            msg = ipc::with_ica(msg, v);
-        }
-        let start = rdtsc();
-        for i in 0..n {
-            msg.words[0] = i;
-            let (v, reply) = if regs {
-                ipc::call_regs(ep, &msg)
-            } else {
-                ipc::call(ep, &msg)
+    let r = if case.contains("registers") {
+        bench::samples(case, samples, ops, |n| calls_regs(ep, n))
+    } else {
+        bench::samples(case, samples, ops, |n| {
+            let mut msg = Msg {
+                label: ECHO,
+                ..Msg::default()
+            };
+            if let Some((_, v)) = ica {
+                msg = ipc::with_ica(msg, v);
             }
-            .map_err(|_| "call failed")?;
-            if v != i + 1 {
-                return Err("wrong reply");
+            let start = rdtsc();
+            for i in 0..n {
+                msg.words[0] = i;
+                let (v, reply) = ipc::call(ep, &msg).map_err(|_| "call failed")?;
+                if v != i + 1 {
+                    return Err("wrong reply");
+                }
+                if ica.is_some() {
+                    at = ipc::ica_at(&reply).ok_or("the ICA did not come back")?.1;
+                }
             }
-            if ica.is_some() {
-                at = ipc::ica_at(&reply).ok_or("the ICA did not come back")?.1;
-            }
-        }
-        Ok(rdtsc() - start)
-    });
+            Ok(rdtsc() - start)
+        })
+    };
     if let Some((vs, v)) = ica {
         res::detach(vs, at).map_err(|_| "detaching failed")?;
         res::close(v).map_err(|_| "closing the vregion failed")?;
@@ -347,6 +379,24 @@ fn client(args: &[&str]) -> Result<(), &'static str> {
     };
     ipc::send(ep, &stop).map_err(|_| "send failed")?;
     r
+}
+
+/// `n` register calls of `ECHO` with word 0 = `i` to `ep`, each answer checked to be
+/// `i + 1` (a loop of its own, as [`serve_regs`] is).
+fn calls_regs(ep: ResId, n: u64) -> Result<u64, &'static str> {
+    let mut msg = Msg {
+        label: ECHO,
+        ..Msg::default()
+    };
+    let start = rdtsc();
+    for i in 0..n {
+        msg.words[0] = i;
+        let (v, _) = ipc::call_regs(ep, &msg).map_err(|_| "call failed")?;
+        if v != i + 1 {
+            return Err("wrong reply");
+        }
+    }
+    Ok(rdtsc() - start)
 }
 
 /// `n` requests (a multiple of `k`) in rounds of `k` no-op submissions and `k` collections.
