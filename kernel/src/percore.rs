@@ -82,14 +82,17 @@ pub struct CoreStats {
     pub ipis_from: [AtomicU64; MAX_CORES],
     /// Serial-port interrupts taken.
     pub serial_irqs: AtomicU64,
-    /// Rendezvous fast paths taken: a `CALL` or `REPLY_RECV` that handed the core straight
-    /// to the thread waiting for it (`sched::switch_to`), with no run-queue round trip.
+    /// Rendezvous fast paths taken by the general request path: a `CALL` or `REPLY_RECV`
+    /// that handed the core straight to the thread waiting for it (`sched::switch_to`), with
+    /// no run-queue round trip. The register calls' handoffs are counted apart, by the way
+    /// their thread went on (one counter each, so a handoff pays one increment):
     pub ipc_direct: AtomicU64,
-    /// Of those, the register calls' handoffs (`ipc::direct`: the message written straight
-    /// into the other thread's saved registers).
-    pub ipc_handoffs: AtomicU64,
-    /// Of those, the ones whose thread returned to user mode straight from the switch
-    /// (`sched::finish_to_user`; never under the big lock), its own way out skipped.
+    /// register handoffs (`ipc::direct`: the message written straight into the other
+    /// thread's saved registers) whose thread resumed its kernel context (the ordinary
+    /// switch: a stop or preemption pending, a dead stack to free, the big lock);
+    pub ipc_handoffs_switched: AtomicU64,
+    /// and those whose thread returned to user mode straight from the switch
+    /// (`sched::finish_to_user`), its own way out skipped.
     pub ipc_to_user: AtomicU64,
     /// Threads woken in the request path to look at their queues again (`ipc::Waits`): a
     /// result woke a thread waiting for answers, a request one waiting to receive.
@@ -128,7 +131,7 @@ impl CoreStats {
             ipis_from: [const { AtomicU64::new(0) }; MAX_CORES],
             serial_irqs: AtomicU64::new(0),
             ipc_direct: AtomicU64::new(0),
-            ipc_handoffs: AtomicU64::new(0),
+            ipc_handoffs_switched: AtomicU64::new(0),
             ipc_to_user: AtomicU64::new(0),
             ipc_wakes: AtomicU64::new(0),
             vspace_switches: AtomicU64::new(0),
@@ -144,9 +147,11 @@ impl CoreStats {
 }
 
 impl CoreLocal {
-    /// Set the kernel stack the syscall entry switches to.
-    #[inline]
-    pub fn set_kstack_top(&self, top: u64) {
+    /// Set the kernel stack the syscall entry and the CPU (on an interrupt from user mode:
+    /// the TSS's RSP0) switch to: the running thread's. `self` must be this core's record.
+    #[inline(always)]
+    pub fn set_kernel_stack(&self, top: u64) {
+        crate::arch::x86_64::gdt::set_rsp0(&self.head.arch, top);
         self.head.arch.set_kstack_top(top);
     }
 

@@ -469,17 +469,20 @@ fn res_list(core: u64, ptr: u64, capacity: u64) -> Result<u64, Error> {
 /// The register calls (`CALL_REGS`, `REPLY_RECV_REGS`: seL4's message registers, the
 /// rendezvous fast path's own calls) are answered here too, in a flow of their own: they
 /// take nothing from the dispatcher but its frame.
+///
+/// `core` is this core's record (the entry read it already).
 #[inline(always)]
-pub fn quick(frame: &mut TrapFrame) -> bool {
+pub fn quick(frame: &mut TrapFrame, core: &crate::percore::CoreLocal) -> bool {
     let r = match frame.rax {
         nr::GETPID => proc::running_pid().map(|p| p.0).ok_or(Error::NoSuchProcess),
         nr::CORE => Ok(current_core() as u64),
         nr::CLOCK => Ok(crate::time::now_ns()),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
         nr::CALL_REGS | nr::REPLY_RECV_REGS => {
-            crate::res::begin_flow(proc::current_user());
+            let user = UserId(core.running_user.load(Ordering::Relaxed));
+            crate::res::begin_flow_in(&core.flow, user);
             let r = if frame.rax == nr::CALL_REGS {
-                crate::ipc::direct::call(frame)
+                crate::ipc::direct::call(frame, user)
             } else {
                 crate::ipc::direct::reply_recv(frame)
             };

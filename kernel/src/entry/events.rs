@@ -61,10 +61,10 @@ pub fn idle_quiet() -> bool {
     crate::rpcc::fast::idle_quiet()
 }
 
-/// The core switches to a thread, which may run user code.
+/// The core (`core`, this core's record) switches to a thread, which may run user code.
 #[inline]
-pub fn thread_may_run_user() {
-    crate::rpcc::stop_polling();
+pub fn thread_may_run_user(core: &crate::percore::CoreLocal) {
+    crate::rpcc::stop_polling_in(&core.rpcc);
 }
 
 /// Back on a context after a switch: its kernel activity acts for its own user again.

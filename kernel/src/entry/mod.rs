@@ -135,14 +135,16 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
 /// as [`trap`] takes for `VEC_SYSCALL` from user mode, without deciding what the entry is
 /// (the null call's cost is mostly the entry's: `bench basics`).
 pub extern "C" fn syscall(frame: &mut TrapFrame) {
+    // This core's record, read once for the steps below (the thread stays on this core).
+    let core = percore::this();
     // Entered from user mode, so the mode left is User.
-    modes::switch(Mode::User, Mode::Kernel);
+    modes::switch_in(&core.modes, Mode::User, Mode::Kernel);
     if crate::structure::biglock() {
         biglock::flush_if_stale();
         biglock::acquire();
     }
     trace::event(trace::Kind::Entry, VEC_SYSCALL, frame.rax);
-    if !crate::syscall::quick(frame) {
+    if !crate::syscall::quick(frame, core) {
         crate::syscall::dispatch(frame);
     }
     proc::sched::preempt_if_needed();
@@ -162,13 +164,16 @@ fn leave_for_user(vector: u64) {
 /// The way out of a system call for a thread whose result another thread wrote into its
 /// frame, and which returns to user mode straight from that thread's switch
 /// (`sched::finish_to_user`), its own kernel context dropped: what that context would
-/// have done on its way out. Its flow resumes for `user` and ends (`syscall::quick`); it
-/// has nothing to be preempted for (the switch looked); [`leave_for_user`].
+/// have done on its way out. Its flow resumes and ends at once (`syscall::quick`); it has
+/// nothing to be preempted for (the switch looked); [`leave_for_user`]'s steps, on `core`,
+/// this core's record, and without its release of the big lock: the switch never returns
+/// a thread to user mode under the big lock.
 #[inline(always)]
-pub fn leave_handed(user: abi::res::UserId) {
-    events::context_resumed(user);
-    crate::res::end_flow();
-    leave_for_user(VEC_SYSCALL);
+pub fn leave_handed(core: &percore::CoreLocal) {
+    debug_assert!(!crate::structure::biglock());
+    crate::res::resume_and_end_flow(&core.flow);
+    trace::event(trace::Kind::Exit, VEC_SYSCALL, 0);
+    modes::enter_in(&core.modes, Mode::User);
 }
 
 /// A new thread's first entry to user mode (from `context::prepare_user_entry`'s stack).

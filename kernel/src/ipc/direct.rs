@@ -27,12 +27,12 @@
 
 #![deny(unsafe_code)]
 
-use super::{fast, note_reply, note_request, Caller, MAX_IN_FLIGHT};
+use super::{fast, note_reply_here, note_request, Caller, MAX_IN_FLIGHT};
 use crate::arch::x86_64::idt::TrapFrame;
 use crate::percore::current_core;
 use crate::proc::sched::{self, Block};
 use abi::ipc::{self as api, Msg, Received};
-use abi::res::{ResId, ResType};
+use abi::res::{ResId, ResType, UserId};
 use abi::Error;
 
 /// A frame's `error_code` while its thread waits in `REPLY_RECV_REGS` for a request.
@@ -98,10 +98,11 @@ fn write_frame(frame: *mut TrapFrame, f: impl FnOnce(&mut TrapFrame)) {
     f(unsafe { &mut *frame });
 }
 
-/// CALL_REGS (`frame` holds endpoint and message; the answer goes back into it).
-pub fn call(frame: &mut TrapFrame) -> Result<u64, Error> {
+/// CALL_REGS (`frame` holds endpoint and message; the answer goes back into it), made by
+/// a thread acting as `user` (its flow's).
+pub fn call(frame: &mut TrapFrame, user: UserId) -> Result<u64, Error> {
     let target = ResId(frame.rdi);
-    if let Some(r) = call_direct(frame, target) {
+    if let Some(r) = call_direct(frame, target, user.0) {
         return r;
     }
     let msg = msg_of(frame);
@@ -133,14 +134,13 @@ fn finish_call(frame: &mut TrapFrame, c: &api::Completion) -> Result<u64, Error>
 }
 
 /// The direct handoff of `CALL_REGS`, if it applies (`None`: nothing was done).
-fn call_direct(frame: &mut TrapFrame, target: ResId) -> Option<Result<u64, Error>> {
+fn call_direct(frame: &mut TrapFrame, target: ResId, user: u32) -> Option<Result<u64, Error>> {
     if frame.rsi & api::MSG_ICA != 0
         || target.core() != current_core()
         || target.kind() != Some(ResType::Endpoint)
     {
         return None;
     }
-    let user = crate::proc::current_user().0;
     let src: &TrapFrame = frame;
     let (ticket, direct) = sched::with(|s| {
         let thread = s.current_thread()?;
@@ -220,11 +220,8 @@ fn call_direct(frame: &mut TrapFrame, target: ResId) -> Option<Result<u64, Error
 /// thread may write the frame. The frame's address escapes before the switch, so the
 /// compiler reads it again afterwards instead of trusting what it knew (`&mut` promises no
 /// other writer while the reference lives; across this switch there is one, by design).
+#[inline(always)]
 fn wait_marked(frame: &mut TrapFrame, direct: sched::Handoff) {
-    crate::percore::this()
-        .stats
-        .ipc_handoffs
-        .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
     escaped(frame);
     sched::perform_handoff(direct);
     escaped(frame);
@@ -379,8 +376,8 @@ fn reply_direct(frame: &mut TrapFrame, handle: u64, value: u64, endpoint: ResId)
             }
             return None;
         };
-        // (The caller is of this core: no cross-core note, which would read the message.)
-        note_reply(caller.pid, &Msg::default(), false);
+        // (The caller is of this core, checked above: no cross-core note.)
+        note_reply_here();
         write_frame(
             direct.frame(),
             #[inline(always)]

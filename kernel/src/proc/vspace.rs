@@ -757,14 +757,13 @@ impl UserMemory for VSpace {
 }
 
 /// Load the address space `root` on this core (nothing if it is loaded), counting the CR3
-/// write (`CoreStats::vspace_switches`).
+/// write in `stats`, this core's (`CoreStats::vspace_switches`).
 ///
 /// # Safety
 /// `root` must map the kernel half like the kernel's own tables.
-pub(crate) unsafe fn load(root: u64) {
+pub(crate) unsafe fn load(root: u64, stats: &crate::percore::CoreStats) {
     // SAFETY: per the caller.
     if unsafe { paging::activate(root) } {
-        let stats = &crate::percore::this().stats;
         stats
             .vspace_switches
             .fetch_add(1, core::sync::atomic::Ordering::Relaxed);
@@ -776,7 +775,7 @@ pub(crate) unsafe fn load(root: u64) {
 pub(crate) fn leave(root: u64) {
     if paging::active_root() == root {
         // SAFETY: the kernel's tables map the kernel half, all the kernel uses from here.
-        unsafe { load(paging::kernel_root()) };
+        unsafe { load(paging::kernel_root(), &crate::percore::this().stats) };
     }
 }
 

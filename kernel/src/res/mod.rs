@@ -88,7 +88,12 @@ impl Flow {
 /// A kernel entry begins: a new flow, acting for `user` for the whole kernel activity.
 #[inline]
 pub fn begin_flow(user: UserId) -> u64 {
-    let f = &percore::this().flow;
+    begin_flow_in(&percore::this().flow, user)
+}
+
+/// [`begin_flow`] on `f`, this core's flow, which the caller already holds.
+#[inline(always)]
+pub fn begin_flow_in(f: &Flow, user: UserId) -> u64 {
     // A flow of this core's own, even if an agent that adopted a remote flow sleeps
     // meanwhile (it puts its flow back itself when it wakes: `rpcc::call`); else this
     // flow would act for the agent's remote requester (`flow_pid`).
@@ -136,6 +141,14 @@ pub fn resume_flow(user: UserId) {
     let f = &percore::this().flow;
     f.remote.store(false, Ordering::Relaxed);
     f.user.store(user.0, Ordering::Relaxed);
+}
+
+/// A context resumed only to leave its kernel activity: [`resume_flow`] then [`end_flow`]
+/// in one step (the user it resumed for is overwritten at once), on `f`, this core's flow.
+#[inline(always)]
+pub fn resume_and_end_flow(f: &Flow) {
+    f.remote.store(false, Ordering::Relaxed);
+    f.user.store(UserId::KERNEL.0, Ordering::Relaxed);
 }
 
 /// End the flow: what the kernel does next on its own acts as the kernel.

@@ -767,8 +767,14 @@ pub fn start_polling() {
 /// look; returns whether anything arrived.
 #[inline]
 pub fn stop_polling() -> bool {
+    stop_polling_in(me())
+}
+
+/// [`stop_polling`] with this core's RPCC state, which the caller holds already (a switch).
+#[inline]
+pub fn stop_polling_in(me: &CoreRpcc) -> bool {
     // Every switch asks; few find the core polling.
-    if !me().polling.load(Ordering::Relaxed) {
+    if !me.polling.load(Ordering::Relaxed) {
         return false;
     }
     stop_polling_now()

@@ -69,11 +69,14 @@ pub fn init_this_core(ist: [u64; 4], rsp0: u64) {
 
 /// Set the stack the CPU switches to on an interrupt from user mode (the running thread's
 /// kernel stack: a kernel address, canonical, so it is stored without the check every
-/// switch would pay).
-#[inline]
-pub fn set_rsp0(top: u64) {
-    let tss = super::core_header::this().tss();
-    assert!(!tss.is_null(), "set_rsp0 before the TSS exists");
+/// switch would pay). Every switch to a thread pays this, so it is inlined and the TSS's
+/// presence is checked in debug builds only (`init_this_core` makes it before any thread
+/// exists, and a null TSS would fault at once on the write). `header` is this core's,
+/// which the caller holds already.
+#[inline(always)]
+pub fn set_rsp0(header: &super::core_header::CoreHeader, top: u64) {
+    let tss = header.tss();
+    debug_assert!(!tss.is_null(), "set_rsp0 before the TSS exists");
     // SAFETY: this core's TSS, leaked in `init_this_core`; only this core writes it, and
     // the CPU reads RSP0 only when entering from user mode, never concurrently with us.
     unsafe {

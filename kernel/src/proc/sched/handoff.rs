@@ -206,13 +206,9 @@ fn perform_direct(direct: Direct) {
 }
 
 /// Finish a handoff (no borrow held): the thread handed the core, its result in its frame,
-/// returns to user mode from the switch (`switch::finish_to_user`). Returns once the
-/// running thread is switched back to.
+/// returns to user mode from the switch (`switch::finish_to_user`, which counts it).
+/// Returns once the running thread is switched back to.
 #[inline]
 pub fn perform_handoff(h: Handoff) {
-    percore::this()
-        .stats
-        .ipc_direct
-        .fetch_add(1, Ordering::Relaxed);
     finish_to_user(h.save, h.next_rsp, h.frame);
 }

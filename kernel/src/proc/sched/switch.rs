@@ -5,7 +5,7 @@
 //! runs); `handoff.rs` has the direct way.
 
 use super::{with, Block, Sched, ThreadState, TrapFrame, KERNEL_THREAD};
-use crate::arch::x86_64::{context, gdt, paging};
+use crate::arch::x86_64::{context, paging};
 use crate::mm::kstack::{self, KStack};
 use crate::percore;
 use crate::time;
@@ -164,13 +164,13 @@ pub(super) fn arm_for(why: Block) {
 /// Switch to the context `plan` describes (no borrow held).
 pub(super) fn perform(plan: SwitchPlan) {
     crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
+    let core = percore::this();
     if let Some(top) = plan.kstack_top {
-        gdt::set_rsp0(top);
-        percore::this().set_kstack_top(top);
+        core.set_kernel_stack(top);
         // A thread may run user code: senders must announce messages again.
-        crate::entry::events::thread_may_run_user();
+        crate::entry::events::thread_may_run_user(core);
     }
-    enter_space(&plan);
+    enter_space(core, &plan);
     // SAFETY: `save` points into this core's scheduler state (a boxed thread, or the Sched
     // itself), which stays put until the switch writes it; `next_rsp` was saved by a switch
     // or built by `prepare_user_entry` on a stack that is still mapped.
@@ -178,17 +178,17 @@ pub(super) fn perform(plan: SwitchPlan) {
     resumed();
 }
 
-/// The next context's identity on this core and its address space.
+/// The next context's identity on this core (`core`, this core's record) and its address
+/// space.
 #[inline(always)]
-fn enter_space(plan: &SwitchPlan) {
-    let core = percore::this();
+fn enter_space(core: &percore::CoreLocal, plan: &SwitchPlan) {
     core.running_user.store(plan.user, Ordering::Relaxed);
     core.running_pid.store(plan.pid, Ordering::Relaxed);
     core.running_priority
         .store(plan.priority, Ordering::Relaxed);
     // SAFETY: `root` maps the kernel half like the kernel's tables (every address space
     // copies it).
-    unsafe { crate::proc::vspace::load(plan.root) };
+    unsafe { crate::proc::vspace::load(plan.root, &core.stats) };
 }
 
 /// A handoff's switch (`Sched::handoff`), begun inside the scheduler's borrow once nothing
@@ -198,11 +198,11 @@ fn enter_space(plan: &SwitchPlan) {
 #[inline(always)]
 pub(super) fn begin(plan: &SwitchPlan) {
     crate::trace::event(crate::trace::Kind::Switch, plan.from, plan.to);
+    let core = percore::this();
     if let Some(top) = plan.kstack_top {
-        gdt::set_rsp0(top);
-        percore::this().set_kstack_top(top);
+        core.set_kernel_stack(top);
     }
-    enter_space(plan);
+    enter_space(core, plan);
 }
 
 /// Finish a handoff begun by [`begin`] (no borrow held): the thread switched to is blocked
@@ -222,12 +222,15 @@ pub(super) fn begin(plan: &SwitchPlan) {
 pub(super) fn finish_to_user(save: *mut u64, next_rsp: u64, frame: *mut TrapFrame) {
     // A thread may run user code: senders must announce messages again (this may wake
     // threads, and then raise `sched_attention`).
-    crate::entry::events::thread_may_run_user();
     let core = percore::this();
+    crate::entry::events::thread_may_run_user(core);
     if core.sched_attention.load(Ordering::Relaxed)
         || core.dead_stacks_waiting.load(Ordering::Relaxed)
         || crate::structure::biglock()
     {
+        core.stats
+            .ipc_handoffs_switched
+            .fetch_add(1, Ordering::Relaxed);
         // SAFETY: as in `perform`.
         unsafe { context::switch(save, next_rsp) };
     } else {
@@ -236,7 +239,7 @@ pub(super) fn finish_to_user(save: *mut u64, next_rsp: u64, frame: *mut TrapFram
         // does not run until the switch below.
         unsafe { (*frame).error_code = 0 };
         core.stats.ipc_to_user.fetch_add(1, Ordering::Relaxed);
-        crate::entry::leave_handed(UserId(core.running_user.load(Ordering::Relaxed)));
+        crate::entry::leave_handed(core);
         // SAFETY: `save` as in `perform`; `frame` as above, and the thread's kernel context
         // below it is a marked wait's (this function's contract), which nothing resumes:
         // the thread runs from here on, and its next switch saves a new context.
