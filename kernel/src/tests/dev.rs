@@ -276,6 +276,49 @@ ktest! {
     }
 }
 
+ktest! {
+    /// A driver's own resources cannot be kept from it by taking their names first: with
+    /// `devcheck squat` (an application) holding the names the drivers once opened for
+    /// their endpoints (`netdrv`, `blkdrv`) and `netdrv`'s frame pool (`netdrv-0` to
+    /// `netdrv-31`), `netdrv` and `blkdrv` still start and serve (`ulib::res::open_fresh`:
+    /// names nobody can guess). Before, each ended with "endpoint: already exists".
+    fn driver_names_taken_first_do_not_stop_the_driver() -> TestResult {
+        if current_core() != 0 {
+            crate::kskip!("devices live on core 0");
+        }
+        if !has_virtio_net() {
+            crate::kskip!("no virtio-net function (xtask's test boots add one)");
+        }
+        let squatter =
+            crate::proc::spawn("devcheck", &["squat"], Priority::App, crate::proc::TEST_PARENT)
+                .map_err(|e| format!("spawn devcheck squat: {e}"))?;
+        let r = (|| {
+            until_asleep(squatter, "devcheck squat", 60)?;
+            let taken = crate::res::local::list();
+            let named = |kind: ResType, name: &str| {
+                taken
+                    .iter()
+                    .any(|r| r.kind == kind as u8 && r.name() == name)
+            };
+            kassert!(
+                named(ResType::Endpoint, "netdrv")
+                    && named(ResType::Endpoint, "blkdrv")
+                    && named(ResType::VRegion, "netdrv-0")
+                    && named(ResType::VRegion, "netdrv-31"),
+                "devcheck squat did not take the names (its console lines say why)"
+            );
+            driver_round()?;
+            if has_virtio_blk() {
+                blk_round()?;
+            }
+            Ok(())
+        })();
+        end_and_reap(squatter);
+        close_netdrv_leftovers();
+        r
+    }
+}
+
 /// The virtio-net function's device resource and its legacy line.
 fn nic() -> Result<(abi::res::ResId, u8), alloc::string::String> {
     let f = pci::functions()

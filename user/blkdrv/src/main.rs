@@ -23,7 +23,7 @@ use ulib::abi::blk::{self, BLK_FLUSH, BLK_INFO, BLK_READ, BLK_WRITE, MAX_SECTORS
 use ulib::abi::ipc::{Msg, Received};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::{dev as abidev, Error};
-use ulib::{fnid, ipc, println};
+use ulib::{fnid, ipc, println, res};
 
 ulib::main!(main);
 
@@ -74,8 +74,9 @@ fn run() -> Result<(), String> {
     // Only this user (the administrator's: the file service and its tools) may send:
     // sectors are below every file's owner check, so no other user reaches them.
     let rights = Rights(0x0f);
-    let ep =
-        ipc::open_endpoint("here/endpoint/blkdrv", rights).map_err(|e| format!("endpoint: {e}"))?;
+    // A name no other program can take first (`res::open_fresh`): a fixed one could be.
+    let ep = res::open_fresh("here/endpoint/blkdrv", &[], rights)
+        .map_err(|e| format!("endpoint: {e}"))?;
     let by = ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
     drvlib::msix(held.id(), by, 0).map_err(|e| format!("msix: {e}"))?;
     let mut d = Driver {

@@ -8,6 +8,7 @@
 //! | `app` | at application priority the claim is `Denied` |
 //! | `hold` | claims, then waits on its endpoint until killed |
 //! | `busy` | the claim is `Busy` (another live process holds the device) |
+//! | `squat` | takes the names the drivers once used for their endpoints (`netdrv`, `blkdrv`) and `netdrv`'s frame pool (`netdrv-0` to `netdrv-31`), then waits on the first until killed: a driver started meanwhile must still start (`res::open_fresh`) |
 //!
 //! Prints `devcheck: FAIL ...` per failed check, `devcheck: skip` (exit 2) without a
 //! virtio-net function, else `devcheck: ok` and exit 0.
@@ -19,7 +20,7 @@ extern crate alloc;
 use core::fmt::Debug;
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
-use ulib::{dev, ipc, println};
+use ulib::{dev, ipc, println, res};
 
 ulib::main!(main);
 
@@ -27,6 +28,8 @@ const VIRTIO: u16 = 0x1af4;
 const VIRTIO_NET: u16 = 0x1041;
 const BAR_AT: u64 = 0x0000_5000_0000_0000;
 const DMA_AT: u64 = 0x0000_5100_0000_0000;
+/// The frame vregions `netdrv` opened under fixed names (`netdrv-0` ...), as many as its pool.
+const SQUAT_POOL: usize = 32;
 
 struct Checks(u32);
 
@@ -59,6 +62,21 @@ fn main(args: &[&str]) -> i32 {
             c.eq("claim", dev::claim(net), Ok(()));
             let ep = ipc::open_endpoint("here/endpoint/devhold", Rights::OWNER_ALL);
             if let Ok(ep) = ep {
+                let _ = ipc::recv(ep, u64::MAX);
+            }
+        }
+        Some("squat") => {
+            let eps = ["here/endpoint/netdrv", "here/endpoint/blkdrv"]
+                .map(|name| ipc::open_endpoint(name, Rights::OWNER_ALL));
+            for i in 0..SQUAT_POOL {
+                let name = alloc::format!("here/vregion/netdrv-{i}");
+                c.ok(
+                    &name,
+                    res::open_vregion(&name, 4096, Rights::OWNER_ALL).is_ok(),
+                );
+            }
+            c.ok("the drivers' endpoint names", eps.iter().all(|e| e.is_ok()));
+            if let Ok(ep) = eps[0] {
                 let _ = ipc::recv(ep, u64::MAX);
             }
         }

@@ -145,8 +145,9 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
     let m = net.mac_address();
     let mac = u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]);
     let rights = Rights(0x0f | Rights::others(Op::Write));
-    let ep =
-        ipc::open_endpoint("here/endpoint/netdrv", rights).map_err(|e| format!("endpoint: {e}"))?;
+    // Names no other program can take first (`res::open_fresh`): fixed ones could be.
+    let ep = res::open_fresh("here/endpoint/netdrv", &[], rights)
+        .map_err(|e| format!("endpoint: {e}"))?;
     let by = ulib::dev::irq(held.id(), Some(ep)).map_err(|e| format!("irq: {e}"))?;
     drvlib::msix(held.id(), by, 1 << TRANSMIT_QUEUE).map_err(|e| format!("msix: {e}"))?;
     let mut d = Driver {
@@ -170,8 +171,8 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
     };
     for i in 0..POOL {
         let name = format!("here/vregion/netdrv-{i}");
-        let r = res::open_vregion(&name, FRAME_ICA_SIZE, Rights::OWNER_ALL)
-            .map_err(|e| format!("{name}: {e}"))?;
+        let r = res::open_fresh(&name, &FRAME_ICA_SIZE.to_le_bytes(), Rights::OWNER_ALL)
+            .map_err(|e| format!("{name}-*: {e}"))?;
         let at = d.place(r).map_err(|e| format!("attach {name}: {e}"))?;
         d.free.push((r, at));
     }

@@ -153,6 +153,36 @@ pub fn find(name: &str) -> Result<ResInfo, Error> {
         .ok_or(Error::NoSuchResource)
 }
 
+/// How many names [`open_fresh`] tries before it gives up.
+pub const FRESH_TRIES: u32 = 8;
+
+/// OPEN a new resource named `prefix`, a `-` and a number no other program can guess
+/// (from the clock and the caller's pid), under another such number if that name is
+/// taken. For what a server makes for itself, its endpoint and its memory: names are first
+/// come, first served (`OPEN` of a taken name is `AlreadyExists`), so under a fixed name
+/// any program started first could keep the server from starting by taking the name.
+/// `AlreadyExists` only if [`FRESH_TRIES`] names in a row were taken; any other error is
+/// `OPEN`'s. `prefix` is a whole path (`here/endpoint/netdrv`) short enough to leave 13
+/// characters of the name for the number.
+pub fn open_fresh(prefix: &str, args: &[u8], rights: Rights) -> Result<ResId, Error> {
+    let pid = crate::sys::getpid().map_or(0, |p| p.0);
+    let mut x = crate::sys::clock_ns().unwrap_or(0) ^ pid.rotate_left(32);
+    for _ in 0..FRESH_TRIES {
+        // splitmix64: one step of mixing, so that consecutive clocks give unrelated names.
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let name = alloc::format!("{prefix}-{:012x}", z & 0xffff_ffff_ffff);
+        match open(&name, args, rights) {
+            Err(Error::AlreadyExists) => continue,
+            r => return r,
+        }
+    }
+    Err(Error::AlreadyExists)
+}
+
 /// The type-specific size (`control INFO`): bytes, pages, pid or mips.
 pub fn size(id: ResId) -> Result<u64, Error> {
     control(id, cmd::INFO, 0, 0)
