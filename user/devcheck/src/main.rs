@@ -8,7 +8,7 @@
 //! | `app` | at application priority the claim is `Denied` |
 //! | `hold` | claims, then waits on its endpoint until killed |
 //! | `busy` | the claim is `Busy` (another live process holds the device) |
-//! | `squat` | takes the names the drivers once used for their endpoints (`netdrv`, `blkdrv`) and `netdrv`'s frame pool (`netdrv-0` to `netdrv-31`), then waits on the first until killed: a driver started meanwhile must still start (`res::open_fresh`) |
+//! | `squat` | takes the names the drivers once used for their endpoints (`netdrv`, `blkdrv`) and `netdrv`'s frame pool (`netdrv-0` to `netdrv-31`, attached, so that no one closes them), then waits on the first until killed: a driver started meanwhile must still start (`res::open_fresh`) |
 //!
 //! Prints `devcheck: FAIL ...` per failed check, `devcheck: skip` (exit 2) without a
 //! virtio-net function, else `devcheck: ok` and exit 0.
@@ -30,6 +30,8 @@ const BAR_AT: u64 = 0x0000_5000_0000_0000;
 const DMA_AT: u64 = 0x0000_5100_0000_0000;
 /// The frame vregions `netdrv` opened under fixed names (`netdrv-0` ...), as many as its pool.
 const SQUAT_POOL: usize = 32;
+/// Where `squat` attaches those vregions.
+const SQUAT_AT: u64 = 0x0000_5200_0000_0000;
 
 struct Checks(u32);
 
@@ -69,11 +71,13 @@ fn main(args: &[&str]) -> i32 {
             let eps = ["here/endpoint/netdrv", "here/endpoint/blkdrv"]
                 .map(|name| ipc::open_endpoint(name, Rights::OWNER_ALL));
             for i in 0..SQUAT_POOL {
+                // Attached, so that nobody closes them meanwhile: a driver sweeps away the
+                // unattached vregions of a crashed predecessor, but an attached one is `Busy`.
                 let name = alloc::format!("here/vregion/netdrv-{i}");
-                c.ok(
-                    &name,
-                    res::open_vregion(&name, 4096, Rights::OWNER_ALL).is_ok(),
-                );
+                let at = SQUAT_AT + i as u64 * 4096;
+                let held = res::open_vregion(&name, 4096, Rights::OWNER_ALL)
+                    .and_then(|r| res::attach_here(r, at, true));
+                c.ok(&name, held.is_ok());
             }
             c.ok("the drivers' endpoint names", eps.iter().all(|e| e.is_ok()));
             if let Ok(ep) = eps[0] {
