@@ -221,16 +221,14 @@ fn note_request(sender: Pid) {
 /// comes back as it went.
 #[inline]
 fn note_reply(caller: Pid, msg: &Msg, writable_ica: bool) {
-    use core::sync::atomic::Ordering::Relaxed;
-    let counts = &crate::percore::this().stats.ipc_messages;
-    counts[abi::IPC_REPLIES].fetch_add(1, Relaxed);
+    note_reply_here();
     if caller.core() != current_core() {
         note_reply_cross(msg, writable_ica);
     }
 }
 
-/// [`note_reply`] to a caller known to be of this core (P0 Table 4 looks at the data of
-/// answers across cores only, so there is nothing else to count).
+/// Count an answer given on this core: all [`note_reply`] counts for a caller known to be
+/// of this core (P0 Table 4 looks at the data of answers across cores only).
 #[inline]
 fn note_reply_here() {
     crate::percore::this().stats.ipc_messages[abi::IPC_REPLIES]

@@ -479,7 +479,7 @@ pub fn quick(frame: &mut TrapFrame, core: &crate::percore::CoreLocal) -> bool {
         nr::CLOCK => Ok(crate::time::now_ns()),
         nr::GETUSER => Ok(u64::from(proc::current_user().0)),
         nr::CALL_REGS | nr::REPLY_RECV_REGS => {
-            let user = UserId(core.running_user.load(Ordering::Relaxed));
+            let user = proc::current_user_in(core);
             crate::res::begin_flow_in(&core.flow, user);
             let r = if frame.rax == nr::CALL_REGS {
                 crate::ipc::direct::call(frame, user)

@@ -132,7 +132,13 @@ pub fn current_is_admin() -> bool {
 /// Inlined: every system call begins with it (a call costs the null call 11 instructions).
 #[inline]
 pub fn current_user() -> UserId {
-    UserId(percore::this().running_user.load(Ordering::Relaxed))
+    current_user_in(percore::this())
+}
+
+/// [`current_user`] from `core`, this core's record, which the caller holds already.
+#[inline(always)]
+pub fn current_user_in(core: &percore::CoreLocal) -> UserId {
+    UserId(core.running_user.load(Ordering::Relaxed))
 }
 
 /// Pid of the running process (kept per core by the scheduler: no table lookup).

@@ -9,7 +9,6 @@ use crate::arch::x86_64::{context, paging};
 use crate::mm::kstack::{self, KStack};
 use crate::percore;
 use crate::time;
-use abi::res::UserId;
 use abi::Priority;
 use alloc::vec::Vec;
 use core::ptr::NonNull;
@@ -220,9 +219,9 @@ pub(super) fn begin(plan: &SwitchPlan) {
 /// (`entry::leave_handed`). What its wait would have done after the switch is nothing for a
 /// marked wait: it has no deadline, and every value on its stack is plain.
 pub(super) fn finish_to_user(save: *mut u64, next_rsp: u64, frame: *mut TrapFrame) {
+    let core = percore::this();
     // A thread may run user code: senders must announce messages again (this may wake
     // threads, and then raise `sched_attention`).
-    let core = percore::this();
     crate::entry::events::thread_may_run_user(core);
     if core.sched_attention.load(Ordering::Relaxed)
         || core.dead_stacks_waiting.load(Ordering::Relaxed)
@@ -252,9 +251,7 @@ pub(super) fn finish_to_user(save: *mut u64, next_rsp: u64, frame: *mut TrapFram
 #[inline(always)]
 fn resumed() {
     // This context's kernel activity acts for its own user again.
-    crate::entry::events::context_resumed(UserId(
-        percore::this().running_user.load(Ordering::Relaxed),
-    ));
+    crate::entry::events::context_resumed(crate::proc::current_user());
     // Free stacks of threads that ended (we are not on them).
     free_dead_stacks();
 }
