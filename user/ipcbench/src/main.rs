@@ -236,10 +236,10 @@ fn rendezvous(
         core,
     )
     .map_err(|_| "spawning the client failed")?;
-    if serve == Serve::Regs {
-        serve_regs(ep)?;
-    } else {
-        serve_memory(ep, serve)?;
+    match serve {
+        Serve::Regs => serve_regs(ep)?,
+        Serve::ReplyRecv => serve_memory(ep, false)?,
+        Serve::RecvThenReply => serve_memory(ep, true)?,
     }
     match sys::wait(Some(child)) {
         Ok((_, s)) if s.how == ENDED_EXIT && s.code == 0 => Ok(()),
@@ -272,17 +272,17 @@ fn serve_regs(ep: ResId) -> Result<(), &'static str> {
     }
 }
 
-/// The server of the cases whose messages travel through memory (`serve`: how it answers).
-fn serve_memory(ep: ResId, serve: Serve) -> Result<(), &'static str> {
+/// The server of the cases whose messages travel through memory: one `REPLY_RECV` per
+/// request, or (`recv_then_reply`) `RECV`, then `REPLY`.
+fn serve_memory(ep: ResId, recv_then_reply: bool) -> Result<(), &'static str> {
     // The answer to the request before (handle 0: none yet).
     let mut answer = (0, 0, Msg::default());
     loop {
-        let r = match serve {
-            Serve::ReplyRecv | Serve::Regs => {
-                ipc::reply_recv(answer.0, answer.1, &answer.2, ep, u64::MAX)
-                    .map_err(|_| "reply_recv failed")?
-            }
-            Serve::RecvThenReply => ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?,
+        let r = if recv_then_reply {
+            ipc::recv(ep, u64::MAX).map_err(|_| "recv failed")?
+        } else {
+            ipc::reply_recv(answer.0, answer.1, &answer.2, ep, u64::MAX)
+                .map_err(|_| "reply_recv failed")?
         };
         match r.msg.label & !api::MSG_ICA {
             ECHO => {
@@ -295,7 +295,7 @@ fn serve_memory(ep: ResId, serve: Serve) -> Result<(), &'static str> {
                     reply = ipc::with_ica(reply, region);
                 }
                 answer = (r.request, r.msg.words[0] + 1, reply);
-                if serve == Serve::RecvThenReply {
+                if recv_then_reply {
                     ipc::reply(answer.0, answer.1, &answer.2).map_err(|_| "reply failed")?;
                     answer.0 = 0;
                 }
