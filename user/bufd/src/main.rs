@@ -140,8 +140,10 @@ fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     // Only this user (the administrator's: the file service and its tools) may send:
     // sectors are below every file's owner check, so no other user reaches them.
     let rights = Rights(0x0f);
-    let ep = ipc::open_endpoint(&format!("here/endpoint/bufd-{}", me.serial()), rights)
-        .map_err(|e| format!("endpoint: {e}"))?;
+    // A name nobody can guess (`res::open_fresh`): under this server's serial, a program
+    // could take the name the next `bufd` would use and keep it from starting.
+    let ep =
+        res::open_fresh("here/endpoint/bufd", &[], rights).map_err(|e| format!("endpoint: {e}"))?;
     let id = if o.takeover {
         let id = fnid::lookup(name).map_err(|e| format!("takeover: no {name}: {e}"))?;
         fnid::takeover(id, ep, TAKEOVER_TIMEOUT_NS)

@@ -21,7 +21,7 @@ use ulib::abi::fnid::FnId;
 use ulib::abi::ipc::Msg;
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
-use ulib::{fnid, ipc, res, sys};
+use ulib::{fnid, ipc, res};
 
 /// Where the data ICA is mapped when (re)made here.
 const DATA_AT: u64 = 0x0000_5400_0000_0000;
@@ -46,8 +46,6 @@ pub struct Disk {
     region: Cell<ResId>,
     /// Where the data ICA is mapped now (it moves with every request).
     at: Cell<u64>,
-    /// Data ICAs made so far (each new one needs its own name).
-    made: Cell<u32>,
     sectors: u64,
 }
 
@@ -78,12 +76,12 @@ impl Flush {
     }
 }
 
-/// Open and attach a new data ICA (the `n`-th).
-fn new_region(n: u32) -> Result<ResId, Error> {
-    let me = sys::getpid()?;
-    let region = res::open_vregion(
-        &format!("here/vregion/fsd{}-data{n}", me.serial()),
-        BLK_ICA_SIZE,
+/// Open and attach a new data ICA.
+fn new_region() -> Result<ResId, Error> {
+    // Named so that nobody can take the name first (`res::open_fresh`).
+    let region = res::open_fresh(
+        "here/vregion/fsd-data",
+        &BLK_ICA_SIZE.to_le_bytes(),
         Rights::OWNER_ALL,
     )?;
     if let Err(e) = res::attach_here(region, DATA_AT, true) {
@@ -120,12 +118,11 @@ impl Disk {
             sectors = reply.words[0];
             managers.push(id);
         }
-        let region = new_region(0).map_err(|e| format!("data vregion: {e}"))?;
+        let region = new_region().map_err(|e| format!("data vregion: {e}"))?;
         Ok(Disk {
             managers,
             region: Cell::new(region),
             at: Cell::new(DATA_AT),
-            made: Cell::new(1),
             sectors,
         })
     }
@@ -144,9 +141,7 @@ impl Disk {
             return Ok(());
         }
         let _ = res::close(old);
-        let n = self.made.get();
-        self.made.set(n + 1);
-        let region = new_region(n).map_err(DiskError)?;
+        let region = new_region().map_err(DiskError)?;
         self.region.set(region);
         self.at.set(DATA_AT);
         Ok(())

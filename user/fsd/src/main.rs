@@ -129,7 +129,10 @@ fn main(args: &[&str]) -> i32 {
 fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), String> {
     let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let rights = Rights(0x0f | Rights::others(Op::Write));
-    let ep = ipc::open_endpoint(&format!("here/endpoint/fsd-{}", me.serial()), rights)
+    // A name nobody can guess (`res::open_fresh`), as for the state and the data ICAs:
+    // under this server's serial, a program could take the names the next `fsd` would use
+    // (a restart, `replace`) and keep it from starting.
+    let ep = ulib::res::open_fresh("here/endpoint/fsd", &[], rights)
         .map_err(|e| format!("endpoint: {e}"))?;
     // Taking over: switch first (the old server ends between two requests), and only then
     // read the volume, so that nothing the old server wrote is read stale.

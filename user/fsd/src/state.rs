@@ -26,7 +26,7 @@ use ulib::abi::fnid::FnId;
 use ulib::abi::fs::{FN_FS, MODE_READ};
 use ulib::abi::res::{ResId, ResType, Rights};
 use ulib::abi::Pid;
-use ulib::{fnid, println, res, sys};
+use ulib::{fnid, println, res};
 
 /// Where the state ICA is mapped, the same in every server of `fs`.
 const STATE_AT: u64 = 0x0000_5600_0000_0000;
@@ -45,10 +45,13 @@ fn area() -> &'static mut [u8] {
 
 /// The first server: a new table, made `fs`'s state ICA.
 pub fn fresh(id: FnId) -> Result<Table<'static>, String> {
-    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let name = format!("here/vregion/fsd-state-{}", me.serial());
-    let region = res::open_vregion(&name, STATE_SIZE, Rights::OWNER_ALL)
-        .map_err(|e| format!("open state ICA: {e}"))?;
+    // Named so that nobody can take the name first (`res::open_fresh`).
+    let region = res::open_fresh(
+        "here/vregion/fsd-state",
+        &STATE_SIZE.to_le_bytes(),
+        Rights::OWNER_ALL,
+    )
+    .map_err(|e| format!("open state ICA: {e}"))?;
     res::attach_here(region, STATE_AT, true).map_err(|e| format!("attach state ICA: {e}"))?;
     let table = Table::format(area(), 1).map_err(|e| format!("state ICA: {e:?}"))?;
     fnid::state(id, Some(region)).map_err(|e| format!("FN_STATE: {e}"))?;

@@ -197,11 +197,10 @@ fn opt_in(id: FnId, o: &Options, args: &str) -> Result<(), String> {
 
 fn run(o: &Options, restart_args: &str) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let ep = ipc::open_endpoint(
-        &format!("here/endpoint/kv-{}", me.serial()),
-        ENDPOINT_RIGHTS,
-    )
-    .map_err(|e| format!("endpoint: {e}"))?;
+    // A name nobody can guess (`res::open_fresh`): under this server's serial, a program
+    // could take the name the next `kv` would use and keep it from starting.
+    let ep = res::open_fresh("here/endpoint/kv", &[], ENDPOINT_RIGHTS)
+        .map_err(|e| format!("endpoint: {e}"))?;
     if o.takeover {
         return take_over(ep, o, restart_args);
     }
@@ -318,12 +317,8 @@ fn probe(id: FnId, ep: ResId) -> Result<(), String> {
     // A server that never looks for a request (this process, serving `kv-probe` on an
     // endpoint it never receives on): `TimedOut`, nothing changed; once its endpoint is
     // closed (down), taken over at once.
-    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let ep2 = ipc::open_endpoint(
-        &format!("here/endpoint/kvp-{}", me.serial()),
-        ENDPOINT_RIGHTS,
-    )
-    .map_err(|e| format!("endpoint: {e}"))?;
+    let ep2 = res::open_fresh("here/endpoint/kvp", &[], ENDPOINT_RIGHTS)
+        .map_err(|e| format!("endpoint: {e}"))?;
     let pid = fnid::register("kv-probe", ep2).map_err(|e| format!("register kv-probe: {e}"))?;
     let got = fnid::takeover(pid, ep, 1_000_000);
     let now = fnid::list()

@@ -26,6 +26,11 @@
 //! `netd` in the same boot starts afresh). `netcheck badstate` checks instead that `netd`
 //! refuses an address or a state it cannot serve ([`badstate`]). Prints `netcheck: ok
 //! (...)` and exits 0, or one `netcheck: FAIL ...` line per failed check and exits 1.
+//!
+//! `netcheck squat [...]`: the same checks, with the names the next servers on this core
+//! once opened taken first by this program ([`squat`]: `netd-SERIAL`, `netd-state-SERIAL`,
+//! `netd-tx-SERIAL-0..15` for the next [`SQUAT_SERIALS`] serials): `netd` must start all
+//! the same (`ulib::res::open_fresh`).
 #![no_std]
 #![no_main]
 
@@ -43,7 +48,7 @@ use ulib::abi::net::{FN_DRV, FN_UDP, FRAME_MAX};
 use ulib::abi::res::Rights;
 use ulib::abi::{Error, Pid, Priority};
 use ulib::net::{Ipv4, UdpSocket, DATA_MAX, OP_CLOSE};
-use ulib::{fnid, ipc, println, sys};
+use ulib::{fnid, ipc, println, res, sys};
 
 ulib::main!(main);
 
@@ -60,6 +65,57 @@ fn main(args: &[&str]) -> i32 {
     if let [_, "badstate"] = args {
         return bad_state();
     }
+    let squatted = if args.get(1) == Some(&"squat") {
+        match squat() {
+            Ok(taken) => taken,
+            Err(e) => {
+                println!("netcheck: FAIL squat: {e}");
+                return 1;
+            }
+        }
+    } else {
+        Vec::new()
+    };
+    let args: Vec<&str> = args.iter().copied().filter(|a| *a != "squat").collect();
+    let r = checks(&args);
+    for id in squatted {
+        let _ = res::close(id);
+    }
+    r
+}
+
+/// Serials after this program's whose `netd` names [`squat`] takes.
+const SQUAT_SERIALS: u32 = 8;
+
+/// Take the names the next `netd`s on this core would have opened when they named their
+/// resources by their serial (serials are handed out in order, so any program could).
+fn squat() -> Result<Vec<ulib::abi::res::ResId>, String> {
+    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let page = 4096u64.to_le_bytes();
+    let mut taken = Vec::new();
+    let mut names = Vec::new();
+    for s in me.serial() + 1..=me.serial() + SQUAT_SERIALS {
+        names.push((format!("here/endpoint/netd-{s}"), &[][..]));
+        names.push((format!("here/vregion/netd-state-{s}"), &page[..]));
+        for i in 0..16 {
+            names.push((format!("here/vregion/netd-tx-{s}-{i}"), &page[..]));
+        }
+    }
+    for (name, args) in names {
+        match res::open(&name, args, Rights::OWNER_ALL) {
+            Ok(id) => taken.push(id),
+            Err(e) => {
+                for id in taken {
+                    let _ = res::close(id);
+                }
+                return Err(format!("open {name}: {e}"));
+            }
+        }
+    }
+    Ok(taken)
+}
+
+fn checks(args: &[&str]) -> i32 {
     let cores = match args {
         [_] => None,
         [_, a, b] => match (a.parse::<usize>(), b.parse::<usize>()) {
@@ -221,7 +277,7 @@ fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), Stri
 }
 
 fn usage() -> i32 {
-    println!("netcheck: usage: netcheck [NETDCORE ECHOCORE] | netcheck badstate");
+    println!("netcheck: usage: netcheck [squat] [NETDCORE ECHOCORE] | netcheck badstate");
     2
 }
 

@@ -70,8 +70,7 @@ struct Page {
 /// The transmit side: pages and the driver's function id.
 pub struct Tx {
     pages: Vec<Page>,
-    /// This server's tag (in its pages' names) and the fresh pages opened so far.
-    tag: u32,
+    /// The fresh pages opened so far (for lost ones).
     renewed: u32,
     drv: Option<FnId>,
     scratch: Vec<u8>,
@@ -89,12 +88,11 @@ pub struct NetDev {
 
 impl NetDev {
     /// Open the transmit pages.
-    pub fn new(tag: u32) -> Result<NetDev, alloc::string::String> {
+    pub fn new() -> Result<NetDev, alloc::string::String> {
         let mut pages = Vec::with_capacity(TX_PAGES);
         for i in 0..TX_PAGES {
             let home = TX_AT + i as u64 * FRAME_ICA_SIZE;
-            let region = open_page(&format!("netd-tx-{tag}-{i}"), home)
-                .map_err(|e| format!("transmit page {i}: {e}"))?;
+            let region = open_page(home).map_err(|e| format!("transmit page {i}: {e}"))?;
             pages.push(Page {
                 region,
                 home,
@@ -108,7 +106,6 @@ impl NetDev {
             rx: VecDeque::with_capacity(RX_QUEUE),
             tx: Tx {
                 pages,
-                tag,
                 renewed: 0,
                 drv: None,
                 scratch: alloc::vec![0; FRAME_MAX],
@@ -227,8 +224,7 @@ impl Tx {
             return true;
         }
         self.renewed += 1;
-        let name = format!("netd-tx-{}-{i}.{}", self.tag, self.renewed);
-        let Ok(region) = open_page(&name, p.home) else {
+        let Ok(region) = open_page(p.home) else {
             return false;
         };
         p.region = region;
@@ -368,11 +364,14 @@ impl Tx {
     }
 }
 
-/// Open vregion `name` (one page), attach it at `home` and mark it `CLOSE_WHEN_DETACHED`.
-fn open_page(name: &str, home: u64) -> Result<ResId, Error> {
-    let region = res::open_vregion(
-        &format!("here/vregion/{name}"),
-        FRAME_ICA_SIZE,
+/// Open a transmit page (`netd-tx-` and a number nobody can guess, `res::open_fresh`: under
+/// a name with this server's serial, any program could open the names of the next servers
+/// first and keep them from starting), attach it at `home` and mark it
+/// `CLOSE_WHEN_DETACHED`.
+fn open_page(home: u64) -> Result<ResId, Error> {
+    let region = res::open_fresh(
+        "here/vregion/netd-tx",
+        &FRAME_ICA_SIZE.to_le_bytes(),
         Rights::OWNER_ALL,
     )?;
     let marked = res::attach_here(region, home, true).and_then(|()| {

@@ -51,7 +51,7 @@ use ulib::abi::fnid::FnId;
 use ulib::abi::res::{ResId, ResType, Rights};
 use ulib::abi::Error;
 use ulib::net::{Ipv4, FN_UDP};
-use ulib::{fnid, ipc, println, res, sys};
+use ulib::{fnid, println, res, sys};
 
 ulib::main!(main);
 
@@ -131,12 +131,12 @@ fn state_size() -> u64 {
 
 fn run(o: &Options) -> Result<(), String> {
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let ep = ipc::open_endpoint(
-        &format!("here/endpoint/netd-{}", me.serial()),
-        ENDPOINT_RIGHTS,
-    )
-    .map_err(|e| format!("endpoint: {e}"))?;
-    let mut dev = NetDev::new(me.serial())?;
+    // Names nobody can guess (`res::open_fresh`), here and for the state and the transmit
+    // pages: under this server's serial, a program could take the names the next `netd`
+    // would use (`net up`, `replace`) and keep it from starting.
+    let ep = res::open_fresh("here/endpoint/netd", &[], ENDPOINT_RIGHTS)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    let mut dev = NetDev::new()?;
     // The driver first: a server that cannot reach it does not take the name.
     let mac =
         dev::driver_mac(DRIVER_TRIES).map_err(|e| format!("no driver ({FN_DRV_NAME}): {e}"))?;
@@ -244,11 +244,10 @@ fn state(id: FnId) -> Result<(netstate::Net<'static>, String, u64), String> {
             info.size,
         ));
     }
-    let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
     let size = state_size();
-    let region = res::open_vregion(
-        &format!("here/vregion/netd-state-{}", me.serial()),
-        size,
+    let region = res::open_fresh(
+        "here/vregion/netd-state",
+        &size.to_le_bytes(),
         Rights::OWNER_ALL,
     )
     .map_err(|e| format!("open state ICA of {size} bytes: {e}"))?;
