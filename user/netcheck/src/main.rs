@@ -65,7 +65,8 @@ fn main(args: &[&str]) -> i32 {
     if let [_, "badstate"] = args {
         return bad_state();
     }
-    let squatted = if args.get(1) == Some(&"squat") {
+    let squatting = args.get(1) == Some(&"squat");
+    let squatted = if squatting {
         match squat() {
             Ok(taken) => taken,
             Err(e) => {
@@ -76,7 +77,13 @@ fn main(args: &[&str]) -> i32 {
     } else {
         Vec::new()
     };
-    let args: Vec<&str> = args.iter().copied().filter(|a| *a != "squat").collect();
+    // `squat` only as the first argument (elsewhere it is a usage error).
+    let args: Vec<&str> = args
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| !(squatting && i == 1))
+        .map(|(_, a)| *a)
+        .collect();
     let r = checks(&args);
     for id in squatted {
         let _ = res::close(id);
