@@ -70,8 +70,6 @@ struct Page {
 /// The transmit side: pages and the driver's function id.
 pub struct Tx {
     pages: Vec<Page>,
-    /// The fresh pages opened so far (for lost ones).
-    renewed: u32,
     drv: Option<FnId>,
     scratch: Vec<u8>,
     pub counts: DevCounts,
@@ -106,7 +104,6 @@ impl NetDev {
             rx: VecDeque::with_capacity(RX_QUEUE),
             tx: Tx {
                 pages,
-                renewed: 0,
                 drv: None,
                 scratch: alloc::vec![0; FRAME_MAX],
                 counts: DevCounts::default(),
@@ -223,7 +220,6 @@ impl Tx {
             p.at = p.home;
             return true;
         }
-        self.renewed += 1;
         let Ok(region) = open_page(p.home) else {
             return false;
         };
