@@ -16,7 +16,9 @@
 //!    closing another's port (`Denied`), an unknown request (`InvalidArgument`), a receive
 //!    into a page lent read-only (`InvalidArgument`), a receive that times out
 //!    (`TimedOut`); a send from this program reaches the wire (every send lends its page
-//!    read-only, `ulib::net`);
+//!    read-only, `ulib::net`); a send and receive in one request (`send_recv`) sends and
+//!    then times out, one too long is not sent, and `OP_SEND_RECV` with its page lent
+//!    read-only or a length beyond `DATA_MAX` is refused before anything is sent;
 //! 7. a port whose program was killed while netd held its receive is bound again by this
 //!    one, which gets the next datagram to it;
 //! 8. a retire notice forged by a program (a one-way message with the kernel's label) is
@@ -47,7 +49,7 @@ use ulib::abi::ipc::Msg;
 use ulib::abi::net::{FN_DRV, FN_UDP, FRAME_MAX};
 use ulib::abi::res::Rights;
 use ulib::abi::{Error, Pid, Priority};
-use ulib::net::{Ipv4, UdpSocket, DATA_MAX, OP_CLOSE};
+use ulib::net::{Ipv4, SendRecvError, UdpSocket, DATA_MAX, OP_CLOSE};
 use ulib::{fnid, ipc, println, res, sys};
 
 ulib::main!(main);
@@ -256,9 +258,47 @@ fn pages_come_back(udp: ulib::abi::fnid::FnId) -> Result<(), String> {
 }
 
 /// `OP_RECV` on `port` with a page lent read-only (`MSG_ICA_READ_ONLY`) must be refused
-/// (`InvalidArgument`), the page back.
+/// (`InvalidArgument`), the page back; so must `OP_SEND_RECV` (before it sends: word 0
+/// `SEND_FAILED`), and one whose length is beyond `DATA_MAX` (`TooLong`, not sent).
 fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), String> {
     use ulib::abi::ipc::MSG_ICA_READ_ONLY;
+    use ulib::net::{pack_send_recv, OP_RECV, OP_SEND_RECV, SEND_FAILED};
+    let to = Ipv4([10, 0, 2, 2]).to_word();
+    let too_long = DATA_MAX as u16 + 1;
+    let cases = [
+        (
+            OP_RECV | MSG_ICA_READ_ONLY,
+            [u64::from(port), 0, 64, 0, 0, 0],
+            Error::InvalidArgument,
+            0,
+        ),
+        (
+            OP_SEND_RECV | MSG_ICA_READ_ONLY,
+            [pack_send_recv(port, 6000, 8, 64), to, 0, 0, 0, 0],
+            Error::InvalidArgument,
+            SEND_FAILED,
+        ),
+        (
+            OP_SEND_RECV,
+            [pack_send_recv(port, 6000, too_long, 64), to, 0, 0, 0, 0],
+            Error::TooLong,
+            SEND_FAILED,
+        ),
+    ];
+    for (label, words, want, word0) in cases {
+        lent_page_refused(udp, Msg { label, words }, want, word0)?;
+    }
+    Ok(())
+}
+
+/// `msg` sent to `udp` with a page of this program's must be answered `want` with `word0`,
+/// the page back.
+fn lent_page_refused(
+    udp: ulib::abi::fnid::FnId,
+    msg: Msg,
+    want: Error,
+    word0: u64,
+) -> Result<(), String> {
     const AT: u64 = 0x0000_5700_0000_0000;
     let page = ulib::res::open_vregion("here/vregion/netcheck-ro", 4096, Rights::OWNER_ALL)
         .map_err(|e| format!("lent page: {e}"))?;
@@ -266,10 +306,6 @@ fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), Stri
         let _ = ulib::res::close(page);
         return Err(format!("lent page: attach: {e}"));
     }
-    let msg = Msg {
-        label: ulib::net::OP_RECV | MSG_ICA_READ_ONLY,
-        words: [u64::from(port), 0, 64, 0, 0, 0],
-    };
     let r = ipc::call(udp.as_target(), &ipc::with_ica(msg, page));
     let at = match &r {
         Ok((_, reply)) => ipc::ica_at(reply).map_or(AT, |(_, at)| at),
@@ -278,8 +314,11 @@ fn recv_into_lent_page(udp: ulib::abi::fnid::FnId, port: u16) -> Result<(), Stri
     let _ = ulib::res::detach_here(at);
     let _ = ulib::res::close(page);
     match r {
-        Ok((_, reply)) if ipc::label(&reply) == Error::InvalidArgument as u64 => Ok(()),
-        other => Err(format!("a receive into a page lent read-only: {other:?}")),
+        Ok((_, reply)) if ipc::label(&reply) == want as u64 && reply.words[0] == word0 => Ok(()),
+        other => Err(format!(
+            "request {:#x} {:?} with a page: {other:?}, want {want:?}",
+            msg.label, msg.words
+        )),
     }
 }
 
@@ -590,6 +629,26 @@ fn run(
     }) {
         Some((4000, 6000, _)) => {}
         other => fails.push(format!("a program's send: {:?}", other.map(|u| (u.0, u.1)))),
+    }
+    // A send and the next receive in one request (`send_recv`): sent, then the receive
+    // times out; one too long is not sent.
+    p.sent.clear();
+    let mut both = [0u8; 64];
+    both[..13].copy_from_slice(b"send and recv");
+    match mine.send_recv(peer_ip, 6000, &mut both, 13, 20_000_000) {
+        Err(SendRecvError::Recv(Error::TimedOut)) => {}
+        other => fails.push(format!("send_recv with nothing to receive: {other:?}")),
+    }
+    match p.wait_for(REPLY_LIMIT_NS, |f| {
+        udp_of(f).filter(|u| u.2 == b"send and recv")
+    }) {
+        Some((4000, 6000, _)) => {}
+        other => fails.push(format!("send_recv's send: {:?}", other.map(|u| (u.0, u.1)))),
+    }
+    let mut big = alloc::vec![0u8; DATA_MAX + 1];
+    match mine.send_recv(peer_ip, 6000, &mut big, DATA_MAX + 1, 0) {
+        Err(SendRecvError::Send(Error::TooLong)) => {}
+        other => fails.push(format!("send_recv of {} bytes: {other:?}", DATA_MAX + 1)),
     }
     drop(mine);
 

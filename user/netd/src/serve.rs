@@ -23,7 +23,9 @@ use ulib::abi::ipc::{Msg, Received, SUBMIT_SEND};
 use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
-use ulib::net::{OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND, OP_STEPS};
+use ulib::net::{
+    OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND, OP_SEND_RECV, OP_STEPS, SEND_FAILED,
+};
 use ulib::{fnid, ipc, println, res, sys};
 
 /// Most receives held at once (each holds its caller's page mapped: the ICA window has 64
@@ -515,11 +517,38 @@ impl Server {
             UDP_FRAME_IN => self.frame_in(r, page),
             OP_BIND => self.bind(r),
             OP_CLOSE => self.close(r),
-            OP_SEND => self.send(r, page),
-            OP_RECV => match self.recv(r, page) {
-                Some(a) => a,
-                None => return, // held
-            },
+            OP_SEND => {
+                let [port, addr, dport, len, ..] = r.msg.words;
+                self.send(r.sender, page, [port, addr, dport, len])
+            }
+            OP_RECV => {
+                let [port, timeout, cap, ..] = r.msg.words;
+                match self.recv(r, page, [port, timeout, cap]) {
+                    Some(a) => a,
+                    None => return, // held
+                }
+            }
+            OP_SEND_RECV => {
+                let (port, dport, len, cap) = ulib::net::unpack_send_recv(r.msg.words[0]);
+                let [_, addr, timeout, ..] = r.msg.words;
+                // The page takes the answer's datagram: one lent read-only is refused before
+                // anything is sent.
+                let sent = match page {
+                    Some(_) if !ipc::ica_read_only(&r.msg) => {
+                        self.send(r.sender, page, [port, addr, dport, len])
+                    }
+                    _ => Err(Error::InvalidArgument),
+                };
+                if let Err(e) = sent {
+                    self.net.count(|c| c.errors += 1);
+                    answer_send_failed(r.request, e, page);
+                    return;
+                }
+                match self.recv(r, page, [port, timeout, cap]) {
+                    Some(a) => a,
+                    None => return, // held
+                }
+            }
             OP_INFO => {
                 let h = self.net.header();
                 let mut mac = [0u8; 8];
@@ -637,18 +666,18 @@ impl Server {
         Ok([u64::from(port), 0, 0, 0])
     }
 
-    /// The port of a request, if its sender owns it.
-    fn owned_port(&self, r: &Received) -> Result<u16, Error> {
-        let port = u16::try_from(r.msg.words[0]).map_err(|_| Error::InvalidArgument)?;
+    /// The port a request of `sender` names (`word`), if `sender` owns it.
+    fn owned_port(&self, word: u64, sender: Pid) -> Result<u16, Error> {
+        let port = u16::try_from(word).map_err(|_| Error::InvalidArgument)?;
         match self.net.socket_of(port) {
             None => Err(Error::NoSuchResource),
-            Some(s) if s.owner != Self::owner(r.sender) => Err(Error::Denied),
+            Some(s) if s.owner != Self::owner(sender) => Err(Error::Denied),
             Some(_) => Ok(port),
         }
     }
 
     fn close(&mut self, r: &Received) -> Answer {
-        let port = self.owned_port(r)?;
+        let port = self.owned_port(r.msg.words[0], r.sender)?;
         let _ = self.net.unbind(port, Self::owner(r.sender));
         self.close_udp(port);
         let mut i = 0;
@@ -663,10 +692,16 @@ impl Server {
         Ok([0; 4])
     }
 
-    fn send(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Answer {
-        let port = self.owned_port(r)?;
+    /// Send the datagram of `len` bytes in `page` from port `port` (words as the request
+    /// had them) to `addr:dport`.
+    fn send(
+        &mut self,
+        sender: Pid,
+        page: Option<(ResId, u64)>,
+        [port, addr, dport, len]: [u64; 4],
+    ) -> Answer {
+        let port = self.owned_port(port, sender)?;
         let (_, at) = page.ok_or(Error::InvalidArgument)?;
-        let [_, addr, dport, len, ..] = r.msg.words;
         let len = len as usize;
         if len > DATA_MAX {
             return Err(Error::TooLong);
@@ -706,16 +741,21 @@ impl Server {
         }
     }
 
-    /// `None`: held.
-    fn recv(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Option<Answer> {
-        let port = match self.owned_port(r) {
+    /// A receive on port `port` (the request's word) of at most `cap` bytes waiting at most
+    /// `timeout` ns (`OP_RECV`, or the second half of `OP_SEND_RECV`). `None`: held.
+    fn recv(
+        &mut self,
+        r: &Received,
+        page: Option<(ResId, u64)>,
+        [port, timeout, cap]: [u64; 3],
+    ) -> Option<Answer> {
+        let port = match self.owned_port(port, r.sender) {
             Ok(p) => p,
             Err(e) => return Some(Err(e)),
         };
         let Some(page) = page.filter(|_| !ipc::ica_read_only(&r.msg)) else {
             return Some(Err(Error::InvalidArgument));
         };
-        let [_, timeout, cap, ..] = r.msg.words;
         let cap = (cap as usize).min(DATA_MAX);
         if self.net.pending(port) > 0 {
             return Some(self.take(port, cap, page.1));
@@ -763,7 +803,7 @@ pub fn alive_pids() -> Option<Vec<u64>> {
 /// Answer `request` with `a`, passing `page` back if it came with one. If the answer cannot
 /// be given with the page, the page is let go (it goes back to its creator).
 fn answer(request: u64, a: Answer, page: Option<(ResId, u64)>) {
-    let mut msg = match a {
+    let msg = match a {
         Ok(w) => Msg {
             label: 0,
             words: [w[0], w[1], w[2], w[3], 0, 0],
@@ -773,6 +813,22 @@ fn answer(request: u64, a: Answer, page: Option<(ResId, u64)>) {
             ..Msg::default()
         },
     };
+    reply_with(request, msg, page);
+}
+
+/// Answer an `OP_SEND_RECV` whose send failed with `e` (word 0 [`SEND_FAILED`]: nothing
+/// was received), passing its page back.
+fn answer_send_failed(request: u64, e: Error, page: Option<(ResId, u64)>) {
+    let msg = Msg {
+        label: e as u64,
+        words: [SEND_FAILED, 0, 0, 0, 0, 0],
+    };
+    reply_with(request, msg, page);
+}
+
+/// Reply `msg` to `request`, with `page` if it came with one; a page the reply cannot take
+/// back is let go (it goes back to its creator).
+fn reply_with(request: u64, mut msg: Msg, page: Option<(ResId, u64)>) {
     if let Some((region, at)) = page {
         msg = ipc::with_ica(msg, region);
         if ipc::reply(request, 0, &msg).is_err() {

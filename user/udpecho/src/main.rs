@@ -1,5 +1,7 @@
 //! `udpecho PORT [N]`: binds UDP port PORT through `netd` (`ulib::net`) and answers every
 //! datagram with the same bytes to where it came from; with N, ends after N datagrams.
+//! Each answer goes with the receive of the next datagram in one request
+//! (`UdpSocket::send_recv`, `OP_SEND_RECV`): one call to `netd` per datagram.
 //! Prints `udpecho: listening on PORT` once bound, `udpecho: N received, N answered, N
 //! errors` every 1,000 datagrams and at the end, and an `udpecho: ERROR` line for a send
 //! that failed (the count goes on). This is what the host client of `cargo xtask test`
@@ -9,7 +11,8 @@
 #![no_std]
 #![no_main]
 
-use ulib::net::{UdpSocket, DATA_MAX};
+use ulib::abi::Error;
+use ulib::net::{SendRecvError, UdpSocket, DATA_MAX};
 use ulib::println;
 
 ulib::main!(main);
@@ -47,25 +50,49 @@ fn main(args: &[&str]) -> i32 {
     println!("udpecho: listening on {}", s.port());
     let mut buf = [0u8; DATA_MAX];
     let (mut received, mut answered, mut errors) = (0u64, 0u64, 0u64);
+    let mut next = if limit > 0 {
+        s.recv_from(&mut buf, u64::MAX)
+    } else {
+        Err(Error::TimedOut)
+    };
     while received < limit {
-        match s.recv_from(&mut buf, u64::MAX) {
-            Ok((n, from, fport)) => {
-                received += 1;
-                match s.send_to(from, fport, &buf[..n]) {
-                    Ok(()) => answered += 1,
-                    Err(e) => {
-                        errors += 1;
-                        println!("udpecho: ERROR: answer to {from}:{fport}: {e}");
-                    }
-                }
-                if received % 1000 == 0 {
-                    println!("udpecho: {received} received, {answered} answered, {errors} errors");
-                }
-            }
+        let (n, from, fport) = match next {
+            Ok(d) => d,
             Err(e) => {
                 println!("udpecho: ERROR: receive: {e}");
                 return 1;
             }
+        };
+        received += 1;
+        let answer_failed = |e: Error| println!("udpecho: ERROR: answer to {from}:{fport}: {e}");
+        if received == limit {
+            // The last: answered alone, no receive after it.
+            match s.send_to(from, fport, &buf[..n]) {
+                Ok(()) => answered += 1,
+                Err(e) => {
+                    errors += 1;
+                    answer_failed(e);
+                }
+            }
+            break;
+        }
+        next = match s.send_recv(from, fport, &mut buf, n, u64::MAX) {
+            Ok(d) => {
+                answered += 1;
+                Ok(d)
+            }
+            Err(SendRecvError::Send(e)) => {
+                errors += 1;
+                answer_failed(e);
+                s.recv_from(&mut buf, u64::MAX)
+            }
+            Err(SendRecvError::Recv(e)) => {
+                answered += 1;
+                Err(e)
+            }
+        };
+        if received % 1000 == 0 {
+            println!("udpecho: {received} received, {answered} answered, {errors} errors");
         }
     }
     println!("udpecho: {received} received, {answered} answered, {errors} errors");

@@ -20,15 +20,22 @@
 //! | [`OP_CLOSE`] | port | - | - |
 //! | [`OP_SEND`] | source port, destination address, destination port, length | the data | - |
 //! | [`OP_RECV`] | port, timeout ns (`u64::MAX`: none), capacity | room for the data | length, source address, source port, whole length |
+//! | [`OP_SEND_RECV`] | source port, destination port, length and capacity in one ([`pack_send_recv`]), destination address, timeout ns | the data, then room for the next | as `OP_RECV`; a failed send: its error, word 0 [`SEND_FAILED`] |
 //! | [`OP_INFO`] | - | - | address, prefix, gateway, where from (`netstate::CONFIG_*`), bound sockets, MAC |
 //! | [`OP_COUNTERS`] | - | - | frames in, frames out, datagrams in, datagrams out, drops, errors |
 //! | [`OP_STEPS`] | 1: start timing from zero; 0: stop | - | CPU ns since the start in request steps, in result steps, in all steps (P3 Table 3) |
+//!
+//! A request with an ICA has four words: the kernel carries the ICA in words 4 and 5
+//! (`abi::ipc::ICA_ID_WORD`).
 //!
 //! Data (up to [`DATA_MAX`] = 1,472 bytes) travels in an ICA: each socket owns one
 //! one-page vregion that goes to `netd` with each `OP_SEND` and `OP_RECV` and comes back
 //! with the reply, so no byte is copied through the kernel; an `OP_SEND` lends it read-only
 //! (`MSG_ICA_READ_ONLY`: `netd` only reads the data), and `netd` refuses an `OP_RECV`
-//! whose page is read-only (`InvalidArgument`). (The six inline words would
+//! whose page is read-only (`InvalidArgument`). `OP_SEND_RECV` (`UdpSocket::send_recv`) is
+//! a send and the next receive in one request, the datagram's "reply and wait": a program
+//! that answers datagrams (`udpecho`) calls `netd` once per datagram instead of twice.
+//! (The six inline words would
 //! carry only 32 bytes next to an ICA's id and address; one path for every size is
 //! simpler.) The socket keeps track of where its page is mapped now (a passed ICA comes back
 //! at a kernel-chosen address in the ICA window), and attaches it again if it came back
@@ -42,7 +49,8 @@
 //!
 //! A request answered `Again` (the server is being replaced, see `abi::fnid::RETIRE_NOTICE`)
 //! is sent again here, so programs never see it; an `OP_RECV` goes again with the time
-//! left. Sending more than [`DATA_MAX`] bytes is `TooLong` (checked before anything is
+//! left, and so does the receive of an `OP_SEND_RECV` answered `Again` (`netd` holds only a
+//! receive whose send is done, so only the receive goes again). Sending more than [`DATA_MAX`] bytes is `TooLong` (checked before anything is
 //! sent); binding a bound port is `AlreadyExists`; no `netd` is `NoSuchResource` (never
 //! registered) or `Gone` (its server ended); no datagram within the timeout is `TimedOut`.
 
@@ -70,6 +78,24 @@ pub const OP_RECV: u64 = 4;
 pub const OP_INFO: u64 = 5;
 /// Counters.
 pub const OP_COUNTERS: u64 = 6;
+/// Send a datagram (data in the ICA, lent writable), then receive the next one into the
+/// same ICA as `OP_RECV` does (`UdpSocket::send_recv`).
+pub const OP_SEND_RECV: u64 = 8;
+/// `OP_SEND_RECV`'s word 0: the source port, the destination port, the length and the
+/// capacity, 16 bits each (a request with an ICA has four words; the lengths are at most
+/// [`DATA_MAX`]).
+pub fn pack_send_recv(port: u16, dport: u16, len: u16, cap: u16) -> u64 {
+    u64::from(port) | u64::from(dport) << 16 | u64::from(len) << 32 | u64::from(cap) << 48
+}
+
+/// [`pack_send_recv`] undone: (source port, destination port, length, capacity) as words.
+pub fn unpack_send_recv(w: u64) -> (u64, u64, u64, u64) {
+    (w & 0xffff, (w >> 16) & 0xffff, (w >> 32) & 0xffff, w >> 48)
+}
+
+/// Word 0 of an `OP_SEND_RECV` answered with an error before anything was received: the
+/// send failed (the error is the send's).
+pub const SEND_FAILED: u64 = 1;
 /// Time `netd`'s steps (P3 Table 3): its CPU time from each return of its receive to the
 /// next (its *steps*), and apart the part spent taking the driver's answers (its *result
 /// steps*); the rest are its *request steps*. Costs two `CPU_TIME` calls a step while on.
@@ -390,12 +416,98 @@ impl UdpSocket {
             break r;
         };
         status(&reply)?;
+        Ok(self.datagram(&reply, buf, cap))
+    }
+
+    /// The datagram a receive's reply says is in the page, copied into `buf` (at most
+    /// `cap <= buf.len()` bytes): its length, source address and source port.
+    fn datagram(&self, reply: &Msg, buf: &mut [u8], cap: usize) -> (usize, Ipv4, u16) {
         let n = (reply.words[0] as usize).min(cap);
         let at = self.page.at();
         // SAFETY: the page is mapped at `at` (the reply brought it back) and `n` is at most
         // a page; `buf` holds at least `n` bytes.
         unsafe { core::ptr::copy_nonoverlapping(at as *const u8, buf.as_mut_ptr(), n) };
-        Ok((n, Ipv4::from_word(reply.words[1]), reply.words[2] as u16))
+        (n, Ipv4::from_word(reply.words[1]), reply.words[2] as u16)
+    }
+}
+
+/// What [`UdpSocket::send_recv`] could not do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendRecvError {
+    /// The datagram was not sent, and nothing was received.
+    Send(Error),
+    /// The datagram was sent (or its fate is unknown: `Gone`, the server ended holding the
+    /// request); the receive failed.
+    Recv(Error),
+}
+
+impl UdpSocket {
+    /// Send `buf[..len]` to `addr:port`, then receive the next datagram into `buf` (cut to
+    /// its size), waiting at most `timeout_ns`, as [`UdpSocket::send_to`] and then
+    /// [`UdpSocket::recv_from`] would, in one request to `netd` (`OP_SEND_RECV`): what a
+    /// program answering datagrams calls once per datagram. A receive `netd` gave back
+    /// while it was replaced (`Again`: the datagram was sent) goes on as `recv_from` with
+    /// the time left.
+    pub fn send_recv(
+        &mut self,
+        addr: Ipv4,
+        port: u16,
+        buf: &mut [u8],
+        len: usize,
+        timeout_ns: u64,
+    ) -> Result<(usize, Ipv4, u16), SendRecvError> {
+        use SendRecvError::{Recv, Send};
+        if len > DATA_MAX {
+            return Err(Send(Error::TooLong));
+        }
+        if len > buf.len() {
+            return Err(Send(Error::InvalidArgument));
+        }
+        let cap = buf.len().min(DATA_MAX);
+        let start = sys::clock_ns().map_err(Send)?;
+        let at = self.page.map().map_err(Send)?;
+        // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
+        // this socket uses it; `len <= DATA_MAX` fits in it and in `buf`.
+        unsafe { core::ptr::copy_nonoverlapping(buf.as_ptr(), at as *mut u8, len) };
+        let msg = request(
+            OP_SEND_RECV,
+            [
+                pack_send_recv(self.port, port, len as u16, cap as u16),
+                addr.to_word(),
+                timeout_ns,
+                0,
+            ],
+        );
+        let mut tries = 0;
+        let reply = loop {
+            // Lent writable: the answer's datagram is written into it.
+            match self.page.call(self.server.as_target(), msg) {
+                // Refused before it reached a server (it is restarting): nothing was sent.
+                Err(Error::Again) if tries < AGAIN_TRIES => {
+                    tries += 1;
+                    let _ = sys::yield_now();
+                }
+                // The server ended holding it: perhaps sent.
+                Err(Error::Gone) => return Err(Recv(Error::Gone)),
+                // Refused before it reached a server: not sent.
+                Err(e) => return Err(Send(e)),
+                Ok((_, reply)) => break reply,
+            }
+        };
+        let left = || match timeout_ns {
+            u64::MAX => u64::MAX,
+            t => t.saturating_sub(sys::clock_ns().unwrap_or(u64::MAX).saturating_sub(start)),
+        };
+        match ipc::label(&reply) {
+            0 if self.page.at() != 0 => {}
+            // Sent, and the receive given back (`Again`: the server was replaced while it
+            // held it), or a reply that lost the page: the receive goes on alone.
+            0 => return self.recv_from(buf, left()).map_err(Recv),
+            e if e == Error::Again as u64 => return self.recv_from(buf, left()).map_err(Recv),
+            e if reply.words[0] == SEND_FAILED => return Err(Send(Error::from_code(e))),
+            e => return Err(Recv(Error::from_code(e))),
+        }
+        Ok(self.datagram(&reply, buf, cap))
     }
 }
 
