@@ -86,8 +86,13 @@ fn main(args: &[&str]) -> i32 {
                 answer_failed(e);
                 s.recv_from(&mut buf, u64::MAX)
             }
+            // `Gone`: the server ended holding it, perhaps before sending.
             Err(SendRecvError::Recv(e)) => {
-                answered += 1;
+                if e == Error::Gone {
+                    errors += 1;
+                } else {
+                    answered += 1;
+                }
                 Err(e)
             }
         };

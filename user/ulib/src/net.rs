@@ -487,6 +487,8 @@ impl UdpSocket {
                     tries += 1;
                     let _ = sys::yield_now();
                 }
+                // Refused that often: as `call_with_page` says it.
+                Err(Error::Again) => return Err(Send(Error::Busy)),
                 // The server ended holding it: perhaps sent.
                 Err(Error::Gone) => return Err(Recv(Error::Gone)),
                 // Refused before it reached a server: not sent.
