@@ -80,12 +80,11 @@ fn main(args: &[&str]) -> i32 {
         Vec::new()
     };
     // `squat` only as the first argument (elsewhere it is a usage error).
-    let args: Vec<&str> = args
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| !(squatting && i == 1))
-        .map(|(_, a)| *a)
-        .collect();
+    let args: Vec<&str> = if squatting {
+        [&args[..1], &args[2..]].concat()
+    } else {
+        args.to_vec()
+    };
     let r = checks(&args);
     for id in squatted {
         let _ = res::close(id);

@@ -50,9 +50,10 @@
 //! A request answered `Again` (the server is being replaced, see `abi::fnid::RETIRE_NOTICE`)
 //! is sent again here, so programs never see it; an `OP_RECV` goes again with the time
 //! left, and so does the receive of an `OP_SEND_RECV` answered `Again` (`netd` holds only a
-//! receive whose send is done, so only the receive goes again). Sending more than [`DATA_MAX`] bytes is `TooLong` (checked before anything is
-//! sent); binding a bound port is `AlreadyExists`; no `netd` is `NoSuchResource` (never
-//! registered) or `Gone` (its server ended); no datagram within the timeout is `TimedOut`.
+//! receive whose send is done, so only the receive goes again). Sending more than
+//! [`DATA_MAX`] bytes is `TooLong` (checked before anything is sent); binding a bound port
+//! is `AlreadyExists`; no `netd` is `NoSuchResource` (never registered) or `Gone` (its
+//! server ended); no datagram within the timeout is `TimedOut`.
 
 use crate::{fnid, ipc, res, sys};
 use abi::fnid::FnId;
@@ -327,6 +328,16 @@ impl Drop for LentPage {
     }
 }
 
+/// What [`UdpSocket::send_recv`] could not do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendRecvError {
+    /// The datagram was not sent, and nothing was received.
+    Send(Error),
+    /// The datagram was sent (or its fate is unknown: `Gone`, the server ended holding the
+    /// request); the receive failed.
+    Recv(Error),
+}
+
 impl UdpSocket {
     /// Bind `port` (0: a free port from 49152 on; [`UdpSocket::port`] tells which).
     pub fn bind(port: u16) -> Result<UdpSocket, Error> {
@@ -401,11 +412,7 @@ impl UdpSocket {
         let cap = buf.len().min(DATA_MAX);
         let start = sys::clock_ns()?;
         let reply = loop {
-            let left = if timeout_ns == u64::MAX {
-                u64::MAX
-            } else {
-                timeout_ns.saturating_sub(sys::clock_ns()?.saturating_sub(start))
-            };
+            let left = time_left(timeout_ns, start);
             let msg = request(OP_RECV, [u64::from(self.port), left, cap as u64, 0]);
             let r = self.call_with_page(msg)?;
             // A reply that lost the page (cannot happen with a well-behaved netd) carries
@@ -429,19 +436,7 @@ impl UdpSocket {
         unsafe { core::ptr::copy_nonoverlapping(at as *const u8, buf.as_mut_ptr(), n) };
         (n, Ipv4::from_word(reply.words[1]), reply.words[2] as u16)
     }
-}
 
-/// What [`UdpSocket::send_recv`] could not do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SendRecvError {
-    /// The datagram was not sent, and nothing was received.
-    Send(Error),
-    /// The datagram was sent (or its fate is unknown: `Gone`, the server ended holding the
-    /// request); the receive failed.
-    Recv(Error),
-}
-
-impl UdpSocket {
     /// Send `buf[..len]` to `addr:port`, then receive the next datagram into `buf` (cut to
     /// its size), waiting at most `timeout_ns`, as [`UdpSocket::send_to`] and then
     /// [`UdpSocket::recv_from`] would, in one request to `netd` (`OP_SEND_RECV`): what a
@@ -496,20 +491,27 @@ impl UdpSocket {
                 Ok((_, reply)) => break reply,
             }
         };
-        let left = || match timeout_ns {
-            u64::MAX => u64::MAX,
-            t => t.saturating_sub(sys::clock_ns().unwrap_or(u64::MAX).saturating_sub(start)),
-        };
         match ipc::label(&reply) {
             0 if self.page.at() != 0 => {}
             // Sent, and the receive given back (`Again`: the server was replaced while it
             // held it), or a reply that lost the page: the receive goes on alone.
-            0 => return self.recv_from(buf, left()).map_err(Recv),
-            e if e == Error::Again as u64 => return self.recv_from(buf, left()).map_err(Recv),
+            e if e == 0 || e == Error::Again as u64 => {
+                return self
+                    .recv_from(buf, time_left(timeout_ns, start))
+                    .map_err(Recv)
+            }
             e if reply.words[0] == SEND_FAILED => return Err(Send(Error::from_code(e))),
             e => return Err(Recv(Error::from_code(e))),
         }
         Ok(self.datagram(&reply, buf, cap))
+    }
+}
+
+/// What is left of `timeout_ns` (`u64::MAX`: no limit) begun at clock time `start`.
+fn time_left(timeout_ns: u64, start: u64) -> u64 {
+    match timeout_ns {
+        u64::MAX => u64::MAX,
+        t => t.saturating_sub(sys::clock_ns().unwrap_or(u64::MAX).saturating_sub(start)),
     }
 }
 
