@@ -485,6 +485,20 @@ impl Net<'_> {
         self.socket_of(port).map_or(0, |s| s.len as usize)
     }
 
+    /// The whole length of the oldest datagram for `port` (what [`Net::pop`] takes next);
+    /// `None` if none waits or the port is not bound. A batch takes datagrams while they
+    /// fit.
+    pub fn next_len(&self, port: u16) -> Option<usize> {
+        let n = self.find(port)?;
+        let s = self.socket(n);
+        if s.len == 0 {
+            return None;
+        }
+        let at = self.slot_at(n, s.head as usize);
+        let a = &self.area[at..at + SLOT_SIZE];
+        Some((u16::from_le_bytes([a[6], a[7]]) as usize).min(DATA_MAX))
+    }
+
     /// Take the oldest datagram for `port` into `out` (cut to its length); `None` if none.
     pub fn pop(&mut self, port: u16, out: &mut [u8]) -> Result<Option<Datagram>, Error> {
         let n = self.find(port).ok_or(Error::NoPort)?;

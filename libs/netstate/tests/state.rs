@@ -34,7 +34,9 @@ fn bind_push_pop_and_reopen() {
     assert_eq!(n.counters().datagrams_in, 2);
     assert_eq!(n.socket_of(7).unwrap().owner, 11);
     let mut buf = [0u8; 2000];
+    assert_eq!((n.next_len(7), n.next_len(8)), (Some(5), None));
     let d = n.pop(7, &mut buf).unwrap().unwrap();
+    assert_eq!(n.next_len(7), Some(DATA_MAX));
     assert_eq!((d.addr, d.port, d.len), (0x0a00_0202, 5555, 5));
     assert_eq!(&buf[..5], b"hello");
     // A short buffer gets the datagram cut, and its whole length.
@@ -42,6 +44,7 @@ fn bind_push_pop_and_reopen() {
     let d = n.pop(7, &mut small).unwrap().unwrap();
     assert_eq!((d.len, d.full_len), (10, DATA_MAX));
     assert_eq!(n.pop(7, &mut buf), Ok(None));
+    assert_eq!(n.next_len(7), None);
     assert_eq!(n.pop(8, &mut buf), Err(Error::NoPort));
 }
 

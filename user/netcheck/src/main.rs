@@ -9,7 +9,9 @@
 //! 3. a datagram to a closed port is answered ICMP port unreachable;
 //! 4. bad input: garbage frames of every length, every truncation of a valid datagram,
 //!    a length word beyond `FRAME_MAX` (refused `InvalidArgument`), a frame request without
-//!    an ICA; `netd` then still echoes, and counted errors;
+//!    an ICA; `netd` then still echoes, and counted errors; three datagrams in one batch of
+//!    frames (`UDP_FRAMES_IN`) are all echoed, and torn or overlong batches are refused
+//!    ([`batches`]);
 //! 5. a flood beyond a queue: 100 datagrams to a port this program bound and does not read
 //!    (queue depth 32): 32 are kept in order, 68 dropped and counted, nothing else lost;
 //! 6. programs' errors: an oversized send (`TooLong`), a port in use (`AlreadyExists`),
@@ -18,7 +20,9 @@
 //!    (`TimedOut`); a send from this program reaches the wire (every send lends its page
 //!    read-only, `ulib::net`); a send and receive in one request (`send_recv`) sends and
 //!    then times out, one too long is not sent, and `OP_SEND_RECV` with its page lent
-//!    read-only or a length beyond `DATA_MAX` is refused before anything is sent;
+//!    read-only or a length beyond `DATA_MAX` is refused before anything is sent; batches
+//!    of datagrams (`exchange`) are sent and received, at most as many as asked, in order,
+//!    and bad ones refused with the count sent before the bad record ([`batches`]);
 //! 7. a port whose program was killed while netd held its receive is bound again by this
 //!    one, which gets the next datagram to it;
 //! 8. a retire notice forged by a program (a one-way message with the kernel's label) is
@@ -39,6 +43,7 @@
 extern crate alloc;
 
 mod badstate;
+mod batches;
 mod peer;
 
 use alloc::format;
@@ -519,6 +524,8 @@ fn run(
         ));
     }
 
+    batches::frame_batches(p, fails);
+
     // 5. A flood beyond a queue.
     let mut mine = UdpSocket::bind(4000).map_err(|e| format!("bind 4000: {e}"))?;
     for seq in 0..100u32 {
@@ -648,6 +655,9 @@ fn run(
     match mine.send_recv(peer_ip, 6000, &mut big, DATA_MAX + 1, 0) {
         Err(SendRecvError::Send(Error::TooLong)) => {}
         other => fails.push(format!("send_recv of {} bytes: {other:?}", DATA_MAX + 1)),
+    }
+    if let Some(udp) = p.udp {
+        batches::exchanges(p, &mut mine, udp, fails);
     }
     drop(mine);
 

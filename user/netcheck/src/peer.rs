@@ -15,7 +15,9 @@ use smoltcp::wire::{
 };
 use ulib::abi::fnid::FnId;
 use ulib::abi::ipc::{self as api, Msg, MSG_ICA};
-use ulib::abi::net::{DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
+use ulib::abi::net::{
+    batch, DRV_INFO, DRV_TX, DRV_TX_BATCH, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAMES_IN, UDP_FRAME_IN,
+};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
 use ulib::{ipc, res, sys};
@@ -108,6 +110,45 @@ impl Peer {
                 self.frames_from_netd += 1;
                 self.look_at(frame);
             }
+            DRV_TX_BATCH => {
+                let Some((region, at)) = ipc::ica_at(&r.msg) else {
+                    let _ = ipc::reply(r.request, 0, &err(Error::InvalidArgument));
+                    return;
+                };
+                // SAFETY: `netd`'s page (FRAME_ICA_SIZE bytes) is mapped at `at` here until
+                // the reply passes it back.
+                let page = unsafe {
+                    core::slice::from_raw_parts(at as *const u8, FRAME_ICA_SIZE as usize)
+                };
+                let [count, used, ..] = r.msg.words;
+                let frames: Result<Vec<Vec<u8>>, _> =
+                    batch::Reader::new(page, count as usize, used as usize, FRAME_MAX)
+                        .map_err(|_| ())
+                        .and_then(|rd| {
+                            rd.map(|x| x.map(|(_, f)| f.to_vec()).map_err(|_| ()))
+                                .collect()
+                        });
+                // netd's batches are well formed: a bad one is refused (netcheck would see
+                // its frames missing).
+                let (value, n) = match &frames {
+                    Ok(f) => (0, f.len()),
+                    Err(()) => (Error::InvalidArgument as u64, 0),
+                };
+                let back = ipc::with_ica(
+                    Msg {
+                        label: 0,
+                        words: [n as u64, 0, 0, 0, 0, 0],
+                    },
+                    region,
+                );
+                if ipc::reply(r.request, value, &back).is_err() {
+                    let _ = res::detach_here(at);
+                }
+                for frame in frames.unwrap_or_default() {
+                    self.frames_from_netd += 1;
+                    self.look_at(frame);
+                }
+            }
             _ => {
                 let _ = ipc::reply(r.request, 0, &err(Error::InvalidArgument));
             }
@@ -176,6 +217,33 @@ impl Peer {
     /// Submit `frame` to `net.udp` as a received frame; `len_word` overrides the length
     /// word (bad input). Waits (serving) for a free page.
     pub fn inject(&mut self, frame: &[u8], len_word: Option<u64>) {
+        let n = frame.len().min(FRAME_ICA_SIZE as usize);
+        let msg = Msg {
+            label: UDP_FRAME_IN,
+            words: [len_word.unwrap_or(n as u64), 0, 0, 0, 0, 0],
+        };
+        self.inject_page(frame, msg);
+    }
+
+    /// Submit `frames` to `net.udp` in one `UDP_FRAMES_IN` batch, as the driver does;
+    /// `count_used` overrides the words saying how many records and bytes (bad input).
+    pub fn inject_batch(&mut self, frames: &[&[u8]], count_used: Option<(u64, u64)>) {
+        let mut page = alloc::vec![0u8; FRAME_ICA_SIZE as usize];
+        let mut w = batch::Writer::new(&mut page);
+        for f in frames {
+            let _ = w.push(0, 0, f);
+        }
+        let (count, used) = count_used.unwrap_or((w.count() as u64, w.used() as u64));
+        let msg = Msg {
+            label: UDP_FRAMES_IN,
+            words: [count, used, 0, 0, 0, 0],
+        };
+        self.inject_page(&page, msg);
+    }
+
+    /// Submit `msg` to `net.udp` with a page holding `bytes`. Waits (serving) for a free
+    /// page.
+    fn inject_page(&mut self, bytes: &[u8], msg: Msg) {
         let Some(udp) = self.udp else { return };
         let mut i = None;
         for _ in 0..10_000 {
@@ -193,14 +261,10 @@ impl Peer {
             }
             p.at = p.home;
         }
-        let n = frame.len().min(FRAME_ICA_SIZE as usize);
+        let n = bytes.len().min(FRAME_ICA_SIZE as usize);
         // SAFETY: the page (FRAME_ICA_SIZE bytes, writable) is mapped at `p.at` and not in
         // flight; `n` fits.
-        unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), p.at as *mut u8, n) };
-        let msg = Msg {
-            label: UDP_FRAME_IN,
-            words: [len_word.unwrap_or(n as u64), 0, 0, 0, 0, 0],
-        };
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.at as *mut u8, n) };
         let mut sub = ipc::op(api::SUBMIT_CALL, udp.as_target().0, [0; 4]);
         sub.msg = ipc::with_ica(msg, p.region);
         if let Ok(t) = ipc::submit(&sub) {

@@ -1,11 +1,14 @@
 //! The smoltcp `Device` over frames from `net.drv` (`abi::net`): why `netd` needs no driver
 //! of its own. Received frames arrive as `UDP_FRAME_IN` requests (the driver's ICAs); the
 //! server copies each into the bounded [`RX_QUEUE`] and gives the ICA straight back, and
-//! smoltcp takes them from there. Frames to send are written into one of [`TX_PAGES`]
-//! one-page vregions this server owns and submitted to `net.drv` as `DRV_TX` requests with
-//! the page as ICA; the driver's reply brings the page back (collected without waiting).
-//! A full receive queue, or no free page after a short wait for the driver's replies, drops
-//! the frame and counts it.
+//! smoltcp takes them from there. Frames to send are written, as a batch
+//! (`abi::net::batch`), into one of [`TX_PAGES`] one-page vregions this server owns (the
+//! *open* page), and the batch is submitted to `net.drv` as one `DRV_TX_BATCH` request
+//! with the page as ICA when the page is full or the server is done with a request
+//! ([`Tx::flush`]): the frames of one request, however many, cost one request to the
+//! driver. The driver's reply brings the page back (collected without waiting). A full
+//! receive queue, or no free page after a short wait for the driver's replies, drops the
+//! frame and counts it.
 //!
 //! Every page is marked `CLOSE_WHEN_DETACHED`: the kernel closes it once it is attached
 //! nowhere, so none outlives this server, however it ends (retired by a takeover with or
@@ -14,10 +17,10 @@
 //!
 //! A driver that is restarting (`Again`) or ended (`Gone`) has not sent the frame. A page
 //! that came back in the reply still holds it; one the driver died holding was closed on
-//! its way back, so each frame in flight is also kept here ([`Page::copy`]) and put into a
+//! its way back, so each batch in flight is also kept here ([`Page::copy`]) and put into a
 //! fresh page for that slot. Either way it is sent again to the next driver
-//! ([`Tx::resend`], at most [`RESEND_LIMIT_NS`] after the first refusal; past that it
-//! counts as an error).
+//! ([`Tx::resend`], at most [`RESEND_LIMIT_NS`] after the first refusal; past that its
+//! frames count as errors).
 
 use alloc::collections::VecDeque;
 use alloc::format;
@@ -26,7 +29,8 @@ use smoltcp::phy::{self, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
 use ulib::abi::fnid::FnId;
 use ulib::abi::ipc::{self as api, Msg};
-use ulib::abi::net::{DRV_TX, FN_DRV, FRAME_ICA_SIZE, FRAME_MAX};
+use ulib::abi::net::batch::{self, Writer};
+use ulib::abi::net::{DRV_TX_BATCH, FN_DRV, FRAME_ICA_SIZE, FRAME_MAX};
 use ulib::abi::res::{ResId, Rights};
 use ulib::abi::Error;
 use ulib::{fnid, ipc, res, sys};
@@ -59,10 +63,12 @@ struct Page {
     at: u64,
     /// The ticket of the `DRV_TX` request it went with.
     ticket: Option<u64>,
-    /// The frame's bytes while it is in flight or refused (its length is the frame's, sent
-    /// again by [`Tx::resend`]): what a fresh page gets if this one is lost with a driver
-    /// that died holding it.
+    /// The batch's bytes while it is open, in flight or refused (sent again by
+    /// [`Tx::resend`]): what a fresh page gets if this one is lost with a driver that died
+    /// holding it.
     copy: Vec<u8>,
+    /// Frames in the batch.
+    count: usize,
     /// A frame the driver did not take: since when (0: none).
     refused_at: u64,
 }
@@ -70,6 +76,8 @@ struct Page {
 /// The transmit side: pages and the driver's function id.
 pub struct Tx {
     pages: Vec<Page>,
+    /// The page frames are written into now, submitted by [`Tx::flush`].
+    open: Option<usize>,
     drv: Option<FnId>,
     scratch: Vec<u8>,
     pub counts: DevCounts,
@@ -96,7 +104,8 @@ impl NetDev {
                 home,
                 at: home,
                 ticket: None,
-                copy: Vec::with_capacity(FRAME_MAX),
+                copy: Vec::with_capacity(FRAME_ICA_SIZE as usize),
+                count: 0,
                 refused_at: 0,
             });
         }
@@ -104,6 +113,7 @@ impl NetDev {
             rx: VecDeque::with_capacity(RX_QUEUE),
             tx: Tx {
                 pages,
+                open: None,
                 drv: None,
                 scratch: alloc::vec![0; FRAME_MAX],
                 counts: DevCounts::default(),
@@ -181,17 +191,24 @@ impl Tx {
                 continue;
             }
             p.refused_at = 0;
+            // The frames the driver handed to the device: all, or those before the first
+            // it could not (`words[0]`).
+            let sent = if code == 0 {
+                p.count
+            } else {
+                (c.msg.words[0] as usize).min(p.count)
+            };
+            self.counts.frames_out += sent as u64;
+            let lost = (p.count - sent) as u64;
             if code != 0 {
                 if Error::from_code(code) == Error::Busy {
-                    self.counts.drops += 1;
+                    self.counts.drops += lost;
                 } else {
-                    self.counts.errors += 1;
+                    self.counts.errors += lost;
                 }
                 if code == Error::Gone as u64 {
                     self.drv = None;
                 }
-            } else {
-                self.counts.frames_out += 1;
             }
         }
     }
@@ -200,7 +217,7 @@ impl Tx {
     fn free_page(&mut self) -> Option<usize> {
         for i in 0..self.pages.len() {
             let p = &self.pages[i];
-            if p.ticket.is_some() || p.refused_at != 0 || !self.map(i) {
+            if p.ticket.is_some() || p.refused_at != 0 || self.open == Some(i) || !self.map(i) {
                 continue;
             }
             return Some(i);
@@ -253,7 +270,7 @@ impl Tx {
             }
             if now.saturating_sub(p.refused_at) > RESEND_LIMIT_NS || !self.map(i) {
                 self.pages[i].refused_at = 0;
-                self.counts.errors += 1;
+                self.counts.errors += self.pages[i].count as u64;
                 continue;
             }
             let Some(drv) = self.driver() else {
@@ -266,54 +283,88 @@ impl Tx {
         }
     }
 
-    /// Send one frame of `len` bytes that `f` writes.
+    /// Add one frame of `len` bytes that `f` writes to the open batch (submitted first if
+    /// the frame does not fit; a page is opened if none is).
     fn send<R>(&mut self, len: usize, f: impl FnOnce(&mut [u8]) -> R) -> R {
-        self.reap(0);
-        // Frames an earlier driver refused go first.
-        self.resend();
-        let page = match self.free_page() {
-            Some(i) => Some(i),
-            None => {
-                self.reap(TX_WAIT_NS);
-                self.free_page()
+        if let Some(i) = self.open {
+            if self.pages[i].copy.len() + batch::record_size(len) > FRAME_ICA_SIZE as usize {
+                self.flush();
             }
-        };
-        let (Some(i), true) = (page, len <= FRAME_MAX) else {
+        }
+        if self.open.is_none() {
+            self.reap(0);
+            // Frames an earlier driver refused go first.
+            self.resend();
+            let page = match self.free_page() {
+                Some(i) => Some(i),
+                None => {
+                    self.reap(TX_WAIT_NS);
+                    self.free_page()
+                }
+            };
+            if let Some(i) = page {
+                self.pages[i].copy.clear();
+                self.pages[i].count = 0;
+                self.open = Some(i);
+            }
+        }
+        let (Some(i), true) = (self.open, len <= FRAME_MAX) else {
             self.counts.drops += 1;
             let n = len.min(self.scratch.len());
             return f(&mut self.scratch[..n]);
         };
+        let (at, used) = (self.pages[i].at, self.pages[i].copy.len());
+        // SAFETY: the open page (FRAME_ICA_SIZE bytes, writable) is mapped at `at` in this
+        // process and no other reference to it exists while it is not in flight.
+        let page =
+            unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FRAME_ICA_SIZE as usize) };
+        let mut w = Writer::new(&mut page[used..]);
+        // Room was made above (a record of FRAME_MAX fits an empty page).
+        let Some(room) = w.room(len) else {
+            self.counts.drops += 1;
+            return f(&mut self.scratch[..len]);
+        };
+        let r = f(room);
+        w.commit(len, 0, 0);
+        let added = w.used();
         let p = &mut self.pages[i];
-        // SAFETY: the page (FRAME_ICA_SIZE bytes, writable) is mapped at `p.at` in this
-        // process and no other reference to it exists while it is not in flight;
-        // `len <= FRAME_MAX < FRAME_ICA_SIZE`.
-        let buf = unsafe { core::slice::from_raw_parts_mut(p.at as *mut u8, len) };
-        let r = f(&mut buf[..]);
-        p.copy.clear();
-        p.copy.extend_from_slice(buf);
-        // Behind refused frames, or with no driver (yet): kept, sent by `resend`.
+        p.copy.extend_from_slice(&page[used..used + added]);
+        p.count += 1;
+        r
+    }
+
+    /// Submit the open batch to the driver (`DRV_TX_BATCH`): after each request the server
+    /// serves, and when the page is full. Behind batches a restarting driver refused, or
+    /// with no driver (yet), it is kept, sent by [`Tx::resend`].
+    pub fn flush(&mut self) {
+        let Some(i) = self.open.take() else {
+            return;
+        };
+        if self.pages[i].count == 0 {
+            return;
+        }
         let outcome = match self.driver() {
             Some(drv) if self.refused() == 0 => self.submit(i, drv),
             _ => Err(Error::Again),
         };
+        let n = self.pages[i].count as u64;
         match outcome {
             Ok(()) => {}
             Err(e) if refused(e) => {
                 self.pages[i].refused_at = sys::clock_ns().unwrap_or(0).max(1);
             }
-            Err(Error::Busy) => self.counts.drops += 1,
-            Err(_) => self.counts.errors += 1,
+            Err(Error::Busy) => self.counts.drops += n,
+            Err(_) => self.counts.errors += n,
         }
-        r
     }
 
-    /// Submit page `i`'s frame (`len` bytes) to `drv` as `DRV_TX`, the page as its ICA.
-    /// A refusal leaves the page where it was, holding the frame.
+    /// Submit page `i`'s batch to `drv` as `DRV_TX_BATCH`, the page as its ICA. A refusal
+    /// leaves the page where it was, holding the batch.
     fn submit(&mut self, i: usize, drv: FnId) -> Result<(), Error> {
         let p = &mut self.pages[i];
         let msg = Msg {
-            label: DRV_TX,
-            words: [p.copy.len() as u64, 0, 0, 0, 0, 0],
+            label: DRV_TX_BATCH,
+            words: [p.count as u64, p.copy.len() as u64, 0, 0, 0, 0],
         };
         let mut sub = ipc::op(api::SUBMIT_CALL, drv.as_target().0, [0; 4]);
         sub.msg = ipc::with_ica(msg, p.region);
@@ -340,6 +391,7 @@ impl Tx {
     /// first (a bounded wait). The pages need nothing: marked, the kernel closes them as
     /// it ends this process, and those in flight once the driver answers.
     pub fn retire(&mut self) {
+        self.flush();
         for _ in 0..50 {
             self.resend();
             if self.refused() == 0 {
@@ -351,7 +403,12 @@ impl Tx {
                 let _ = sys::sleep_ns(TX_WAIT_NS);
             }
         }
-        self.counts.errors += self.refused() as u64;
+        self.counts.errors += self
+            .pages
+            .iter()
+            .filter(|p| p.refused_at != 0)
+            .map(|p| p.count as u64)
+            .sum::<u64>();
     }
 
     /// Frames still with the driver.

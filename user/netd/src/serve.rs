@@ -14,19 +14,23 @@ use crate::dev::NetDev;
 use alloc::vec::Vec;
 use netstate::txwatch::TxWatch;
 use netstate::{Net, CONFIG_DHCP, DATA_MAX};
-use smoltcp::iface::{Interface, PollIngressSingleResult, SocketHandle, SocketSet};
+use smoltcp::iface::{Interface, PollIngressSingleResult, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, udp};
 use smoltcp::time::Instant;
-use smoltcp::wire::{IpAddress, IpCidr, IpEndpoint, Ipv4Address};
+use smoltcp::wire::{IpAddress, IpCidr, Ipv4Address};
 use ulib::abi::fnid::RETIRE_NOTICE;
 use ulib::abi::ipc::{Msg, Received, SUBMIT_SEND};
-use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAME_IN};
+use ulib::abi::net::{FN_DRV, FRAME_MAX, UDP_FRAMES_IN, UDP_FRAME_IN};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
 use ulib::net::{
-    OP_BIND, OP_CLOSE, OP_COUNTERS, OP_INFO, OP_RECV, OP_SEND, OP_SEND_RECV, OP_STEPS, SEND_FAILED,
+    OP_BIND, OP_CLOSE, OP_COUNTERS, OP_EXCHANGE, OP_INFO, OP_RECV, OP_SEND, OP_SEND_RECV, OP_STEPS,
+    SEND_FAILED,
 };
 use ulib::{fnid, ipc, println, res, sys};
+
+mod exchange;
+mod sockets;
 
 /// Most receives held at once (each holds its caller's page mapped: the ICA window has 64
 /// slots, shared with the transmit pages).
@@ -34,6 +38,9 @@ pub const MAX_HELD: usize = 24;
 /// Datagrams smoltcp may hold for one socket between two drains, and queued to send.
 const UDP_RX_PACKETS: usize = 4;
 const UDP_TX_PACKETS: usize = 16;
+/// Most egress passes at once: the datagrams a socket's transmit queue holds, and one for
+/// the passes that find nothing new.
+const EGRESS_PASSES: usize = UDP_TX_PACKETS + 1;
 /// Requests taken without waiting before smoltcp is polled again.
 const BATCH: usize = 32;
 /// Rounds of requests (of at most [`BATCH`]) served before the serving line is printed
@@ -50,6 +57,9 @@ struct Held {
     /// Clock time (ns) it ends at; `u64::MAX`: never.
     deadline: u64,
     cap: usize,
+    /// 0: one datagram of at most `cap` bytes (`OP_RECV`, `OP_SEND_RECV`); else a batch of
+    /// at most `max` (`OP_EXCHANGE`).
+    max: usize,
     page: (ResId, u64),
 }
 
@@ -225,6 +235,8 @@ impl Server {
         let mut announce_in = ANNOUNCE_ROUNDS;
         loop {
             self.pump();
+            // The frames of what was served go to the driver before anything waits.
+            self.dev.tx.flush();
             let timeout = self.timeout();
             if announce.is_some() {
                 // Only once nothing waits (a takeover's moved requests are answered first:
@@ -268,6 +280,8 @@ impl Server {
                 if self.dev.rx_pending() {
                     self.ingest();
                 }
+                // One batch to the driver per request served.
+                self.dev.tx.flush();
                 match ipc::recv(self.ep, 0) {
                     Ok(r) => self.handle(&r),
                     Err(_) => break,
@@ -310,7 +324,7 @@ impl Server {
         let t = now();
         self.iface.poll_maintenance(t);
         self.ingest_at(t);
-        self.iface.poll_egress(t, &mut self.dev, &mut self.sockets);
+        self.egress(t);
         self.watch_queues();
         self.dev.tx.reap(0);
         self.dev.tx.resend();
@@ -318,6 +332,17 @@ impl Server {
         self.drain();
         self.answer_held();
         self.count_frames();
+    }
+
+    /// Everything smoltcp has to send, out as frames (into the open batch, [`dev::Tx`]):
+    /// one egress pass sends at most one datagram of each socket, so passes are made until
+    /// one sends nothing (at most [`EGRESS_PASSES`]).
+    fn egress(&mut self, t: Instant) {
+        for _ in 0..EGRESS_PASSES {
+            if self.iface.poll_egress(t, &mut self.dev, &mut self.sockets) == PollResult::None {
+                break;
+            }
+        }
     }
 
     /// Look at every socket's transmit queue; one that held datagrams and stood still for
@@ -425,7 +450,7 @@ impl Server {
             let h = &self.held[i];
             if self.net.pending(h.port) > 0 {
                 let h = self.held.remove(i);
-                let a = self.take(h.port, h.cap, h.page.1);
+                let a = self.take(h.port, h.cap, h.max, h.page.1);
                 answer(h.request, a, Some(h.page));
             } else if h.deadline <= now_ns {
                 let h = self.held.remove(i);
@@ -446,23 +471,6 @@ impl Server {
             }
             keep
         });
-    }
-
-    /// Pop the oldest datagram of `port` into the page at `at` (at most `cap` bytes).
-    fn take(&mut self, port: u16, cap: usize, at: u64) -> Answer {
-        // SAFETY: the caller's page (one page, writable) is mapped at `at` in this process
-        // while its request is held; nothing else here refers to it; `cap <= DATA_MAX`.
-        let out = unsafe { core::slice::from_raw_parts_mut(at as *mut u8, cap) };
-        match self.net.pop(port, out) {
-            Ok(Some(d)) => Ok([
-                d.len as u64,
-                u64::from(d.addr),
-                u64::from(d.port),
-                d.full_len as u64,
-            ]),
-            Ok(None) => Err(Error::TimedOut),
-            Err(_) => Err(Error::NoSuchResource),
-        }
     }
 
     /// The retire notice: every held receive is answered `Again` (its caller's library
@@ -515,6 +523,7 @@ impl Server {
         }
         let a = match label {
             UDP_FRAME_IN => self.frame_in(r, page),
+            UDP_FRAMES_IN => self.frames_in(r, page),
             OP_BIND => self.bind(r),
             OP_CLOSE => self.close(r),
             OP_SEND => {
@@ -523,7 +532,33 @@ impl Server {
             }
             OP_RECV => {
                 let [port, timeout, cap, ..] = r.msg.words;
-                match self.recv(r, page, [port, timeout, cap]) {
+                match self.recv(r, page, [port, timeout, cap], 0) {
+                    Some(a) => a,
+                    None => return, // held
+                }
+            }
+            OP_EXCHANGE => {
+                let (port, count, used, max) = ulib::net::unpack_send_recv(r.msg.words[0]);
+                let timeout = r.msg.words[1];
+                // The page takes the datagrams received: one lent read-only is refused
+                // before anything is sent.
+                let sent = match page {
+                    Some((_, at)) if !ipc::ica_read_only(&r.msg) => {
+                        self.send_batch(r.sender, at, [port, count, used])
+                    }
+                    _ => Err((Error::InvalidArgument, 0)),
+                };
+                if let Err((e, n)) = sent {
+                    self.net.count(|c| c.errors += 1);
+                    answer_send_failed(r.request, e, n as u64, page);
+                    return;
+                }
+                if max == 0 {
+                    // Only a send.
+                    answer(r.request, Ok([0; 4]), page);
+                    return;
+                }
+                match self.recv(r, page, [port, timeout, DATA_MAX as u64], max as usize) {
                     Some(a) => a,
                     None => return, // held
                 }
@@ -541,10 +576,10 @@ impl Server {
                 };
                 if let Err(e) = sent {
                     self.net.count(|c| c.errors += 1);
-                    answer_send_failed(r.request, e, page);
+                    answer_send_failed(r.request, e, 0, page);
                     return;
                 }
-                match self.recv(r, page, [port, timeout, cap]) {
+                match self.recv(r, page, [port, timeout, cap], 0) {
                     Some(a) => a,
                     None => return, // held
                 }
@@ -617,181 +652,6 @@ impl Server {
         self.dev.frame_in(frame);
         Ok([0; 4])
     }
-
-    /// The pid's raw value as the state records owners.
-    fn owner(pid: Pid) -> u64 {
-        pid.0
-    }
-
-    fn bind(&mut self, r: &Received) -> Answer {
-        let port = u16::try_from(r.msg.words[0]).map_err(|_| Error::InvalidArgument)?;
-        let owner = Self::owner(r.sender);
-        // One program binds at most a quarter of the sockets (an audit found one could
-        // bind them all, and every other program's bind was refused for as long as it
-        // lived), as it holds at most a third of the receives.
-        if self.net.owned_by(owner) >= SOCKETS_PER_PROGRAM {
-            return Err(Error::Limit);
-        }
-        let bound = match self.net.bind(port, owner) {
-            // No socket left, or the port taken (perhaps by a program that ended without
-            // closing it: killed, or aborted): the ports of programs that ended are freed
-            // first, with their receives still held (a review found a freed port's new owner
-            // lost its first datagram to a dead program's receive, and a killed program's
-            // port taken until every socket was).
-            Err(e @ (netstate::Error::NoSocket | netstate::Error::PortInUse)) => {
-                let Some(alive) = alive_pids() else {
-                    return Err(match e {
-                        netstate::Error::PortInUse => Error::AlreadyExists,
-                        _ => Error::Limit,
-                    });
-                };
-                self.net.unbind_ended(|o| alive.contains(&o));
-                let keep: Vec<(u16, SocketHandle)> = self.udp.clone();
-                for (p, _) in keep {
-                    if self.net.find(p).is_none() {
-                        self.close_udp(p);
-                    }
-                }
-                self.drop_held_of_ended(&alive);
-                self.net.bind(port, owner)
-            }
-            other => other,
-        };
-        let port = bound.map_err(|e| match e {
-            netstate::Error::PortInUse => Error::AlreadyExists,
-            netstate::Error::NoSocket => Error::Limit,
-            _ => Error::InvalidArgument,
-        })?;
-        self.open_udp(port);
-        Ok([u64::from(port), 0, 0, 0])
-    }
-
-    /// The port a request of `sender` names (`word`), if `sender` owns it.
-    fn owned_port(&self, word: u64, sender: Pid) -> Result<u16, Error> {
-        let port = u16::try_from(word).map_err(|_| Error::InvalidArgument)?;
-        match self.net.socket_of(port) {
-            None => Err(Error::NoSuchResource),
-            Some(s) if s.owner != Self::owner(sender) => Err(Error::Denied),
-            Some(_) => Ok(port),
-        }
-    }
-
-    fn close(&mut self, r: &Received) -> Answer {
-        let port = self.owned_port(r.msg.words[0], r.sender)?;
-        let _ = self.net.unbind(port, Self::owner(r.sender));
-        self.close_udp(port);
-        let mut i = 0;
-        while i < self.held.len() {
-            if self.held[i].port == port {
-                let h = self.held.remove(i);
-                answer(h.request, Err(Error::StaleResource), Some(h.page));
-            } else {
-                i += 1;
-            }
-        }
-        Ok([0; 4])
-    }
-
-    /// Send the datagram of `len` bytes in `page` from port `port` (words as the request
-    /// had them) to `addr:dport`.
-    fn send(
-        &mut self,
-        sender: Pid,
-        page: Option<(ResId, u64)>,
-        [port, addr, dport, len]: [u64; 4],
-    ) -> Answer {
-        let port = self.owned_port(port, sender)?;
-        let (_, at) = page.ok_or(Error::InvalidArgument)?;
-        let len = len as usize;
-        if len > DATA_MAX {
-            return Err(Error::TooLong);
-        }
-        let (Ok(addr), Ok(dport)) = (u32::try_from(addr), u16::try_from(dport)) else {
-            return Err(Error::InvalidArgument);
-        };
-        if addr == 0 || dport == 0 {
-            return Err(Error::InvalidArgument);
-        }
-        let Some(&(_, h)) = self.udp.iter().find(|(p, _)| *p == port) else {
-            return Err(Error::NoSuchResource);
-        };
-        // SAFETY: the caller's page is mapped at `at` until the answer passes it back;
-        // `len <= DATA_MAX` fits in its one page.
-        let data = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
-        let to = IpEndpoint::new(IpAddress::Ipv4(ipv4(addr)), dport);
-        let before = self.sockets.get::<udp::Socket>(h).send_queue();
-        let sent = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
-        match sent {
-            Ok(()) => {
-                self.net.count(|c| c.datagrams_out += 1);
-                // Out at once, not at the next poll.
-                self.iface
-                    .poll_egress(now(), &mut self.dev, &mut self.sockets);
-                let after = self.sockets.get::<udp::Socket>(h).send_queue();
-                let moved = after < before + len;
-                self.tx
-                    .look(port, after, moved, sys::clock_ns().unwrap_or(0));
-                Ok([0; 4])
-            }
-            Err(udp::SendError::BufferFull) => {
-                self.net.count(|c| c.drops += 1);
-                Err(Error::Busy)
-            }
-            Err(udp::SendError::Unaddressable) => Err(Error::InvalidArgument),
-        }
-    }
-
-    /// A receive on port `port` (the request's word) of at most `cap` bytes waiting at most
-    /// `timeout` ns (`OP_RECV`, or the second half of `OP_SEND_RECV`). `None`: held.
-    fn recv(
-        &mut self,
-        r: &Received,
-        page: Option<(ResId, u64)>,
-        [port, timeout, cap]: [u64; 3],
-    ) -> Option<Answer> {
-        let port = match self.owned_port(port, r.sender) {
-            Ok(p) => p,
-            Err(e) => return Some(Err(e)),
-        };
-        let Some(page) = page.filter(|_| !ipc::ica_read_only(&r.msg)) else {
-            return Some(Err(Error::InvalidArgument));
-        };
-        let cap = (cap as usize).min(DATA_MAX);
-        if self.net.pending(port) > 0 {
-            return Some(self.take(port, cap, page.1));
-        }
-        if timeout == 0 {
-            return Some(Err(Error::TimedOut));
-        }
-        // One program holds at most a third of the receives (a review found one could
-        // hold them all, and every other program's receive was refused for as long as it
-        // lived).
-        if self.held.iter().filter(|h| h.sender == r.sender).count() >= MAX_HELD / 3 {
-            return Some(Err(Error::Limit));
-        }
-        if self.held.len() >= MAX_HELD {
-            // Receives of programs that ended are dropped first.
-            if let Some(alive) = alive_pids() {
-                self.drop_held_of_ended(&alive);
-            }
-            if self.held.len() >= MAX_HELD {
-                return Some(Err(Error::Limit));
-            }
-        }
-        let deadline = match timeout {
-            u64::MAX => u64::MAX,
-            t => sys::clock_ns().unwrap_or(0).saturating_add(t),
-        };
-        self.held.push(Held {
-            request: r.request,
-            sender: r.sender,
-            port,
-            deadline,
-            cap,
-            page,
-        });
-        None
-    }
 }
 
 /// The pids (raw) of processes that have not ended, or `None` when the kernel's list
@@ -816,12 +676,13 @@ fn answer(request: u64, a: Answer, page: Option<(ResId, u64)>) {
     reply_with(request, msg, page);
 }
 
-/// Answer an `OP_SEND_RECV` whose send failed with `e` (word 0 [`SEND_FAILED`]: nothing
-/// was received), passing its page back.
-fn answer_send_failed(request: u64, e: Error, page: Option<(ResId, u64)>) {
+/// Answer an `OP_SEND_RECV` or `OP_EXCHANGE` whose send failed with `e` (word 0
+/// [`SEND_FAILED`]: nothing was received; word 1: the datagrams of the batch sent before
+/// the one that failed), passing its page back.
+fn answer_send_failed(request: u64, e: Error, sent: u64, page: Option<(ResId, u64)>) {
     let msg = Msg {
         label: e as u64,
-        words: [SEND_FAILED, 0, 0, 0, 0, 0],
+        words: [SEND_FAILED, sent, 0, 0, 0, 0],
     };
     reply_with(request, msg, page);
 }

@@ -4,14 +4,16 @@
 //! serves `net.drv` per `abi::net`:
 //!
 //! - `DRV_INFO`: MAC, link, frames sent and received, drops;
-//! - `DRV_TX` with a frame ICA: the frame is copied to the device's transmit queue and the
-//!   ICA goes back at once; the driver does not wait for the device to send it (`nic.rs`
+//! - `DRV_TX` with a frame ICA, `DRV_TX_BATCH` with a batch of frames (`abi::net::batch`,
+//!   what `netd` sends: one request for the frames of one of its steps): each frame is
+//!   copied to the device's transmit queue and the ICA goes back at once; the driver does not wait for the device to send it (`nic.rs`
 //!   says why). The transmit queue asks for no interrupts (`drvlib::Quiet`): only received
 //!   frames interrupt;
-//! - every received frame goes to `net.udp` as a `UDP_FRAME_IN` request carrying a frame
-//!   ICA (from a pool of [`POOL`] vregions; the ICA comes back in the reply, collected with
-//!   timeout 0 while some are out), except frames of `machd`'s own Ethernet type
-//!   (`abi::mach::ETHERTYPE`), which go the same way to `mach.link` (`abi::mach::FN_LINK`).
+//! - the frames received at one wake go to `net.udp` as one `UDP_FRAMES_IN` request
+//!   carrying them as a batch in a frame ICA (from a pool of [`POOL`] vregions; a new one
+//!   when one is full; the ICA comes back in the reply, collected with timeout 0 while some
+//!   are out), except frames of `machd`'s own Ethernet type (`abi::mach::ETHERTYPE`), which
+//!   go one per `UDP_FRAME_IN` request to `mach.link` (`abi::mach::FN_LINK`).
 //!   Without a server for them, or with the pool empty, the frame is dropped and counted.
 //!   A frame of that type is sent only for the server of `mach.link` (`Denied` for anyone
 //!   else): no other program of this machine can speak for its `machd`.
@@ -44,7 +46,10 @@ use drvlib::virtio_drivers::transport::pci::PciTransport;
 use drvlib::Quiet;
 use nic::Nic;
 use ulib::abi::ipc::{Msg, Received, Submission, SUBMIT_CALL};
-use ulib::abi::net::{self, DRV_CRASH, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAME_IN};
+use ulib::abi::net::{
+    self, batch, DRV_CRASH, DRV_INFO, DRV_TX, DRV_TX_BATCH, FRAME_ICA_SIZE, FRAME_MAX,
+    UDP_FRAMES_IN, UDP_FRAME_IN,
+};
 use ulib::abi::res::{Op, ResId, ResType, Rights};
 use ulib::abi::{dev as abidev, mach, Error, Pid};
 use ulib::{fnid, ipc, println, res};
@@ -74,9 +79,12 @@ struct Driver {
     drops: u64,
     /// Free frame vregions: (region, where mapped).
     free: Vec<(ResId, u64)>,
-    /// Frames submitted to `net.udp` or `mach.link`: ticket -> (region, frame length,
+    /// Frames submitted to `net.udp` or `mach.link`: ticket -> (region, what it holds,
     /// sends so far, to whom).
-    in_flight: BTreeMap<u64, (ResId, usize, u32, To)>,
+    in_flight: BTreeMap<u64, (ResId, Load, u32, To)>,
+    /// The batch of received frames for `net.udp` being filled: (region, where mapped,
+    /// what it holds); submitted once the receive queue is empty or the page full.
+    open: Option<(ResId, u64, Load)>,
     udp: Option<u64>,
     /// `mach.link`'s function id and server, looked up when needed.
     link: Option<u64>,
@@ -159,6 +167,7 @@ fn run(late_ack: bool, crashable: bool, restart: u64) -> Result<(), alloc::strin
         drops: 0,
         free: Vec::new(),
         in_flight: BTreeMap::new(),
+        open: None,
         udp: None,
         link: None,
         link_pid: None,
@@ -307,6 +316,28 @@ impl Driver {
                 );
                 let _ = ipc::reply(r.request, value, &msg);
             }
+            DRV_TX_BATCH => {
+                let Some((region, at)) = ipc::ica_at(&r.msg) else {
+                    let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
+                    return;
+                };
+                // SAFETY: the ICA is mapped at `at` in our address space, FRAME_ICA_SIZE
+                // bytes, until the reply passes it back; nothing else here refers to it.
+                let page = unsafe {
+                    core::slice::from_raw_parts(at as *const u8, FRAME_ICA_SIZE as usize)
+                };
+                let [count, used, ..] = r.msg.words;
+                let (sent, value) =
+                    self.transmit_batch(page, count as usize, used as usize, r.sender);
+                let msg = ipc::with_ica(
+                    Msg {
+                        label: DRV_TX_BATCH,
+                        words: [sent as u64, 0, 0, 0, 0, 0],
+                    },
+                    region,
+                );
+                let _ = ipc::reply(r.request, value, &msg);
+            }
             _ if r.request != 0 => {
                 // Anything else: answered, with its ICA back if it carried one.
                 let msg = match ipc::ica_at(&r.msg) {
@@ -317,6 +348,39 @@ impl Driver {
             }
             _ => {}
         }
+    }
+
+    /// Hand the frames of a `DRV_TX_BATCH` (`count` records in the first `used` bytes of
+    /// `page`) from `sender` to the device, in order, up to the first that cannot be: (how
+    /// many were, 0 or that one's error code).
+    fn transmit_batch(
+        &mut self,
+        page: &[u8],
+        count: usize,
+        used: usize,
+        sender: Pid,
+    ) -> (usize, u64) {
+        let Ok(records) = batch::Reader::new(page, count, used, FRAME_MAX) else {
+            return (0, Error::InvalidArgument as u64);
+        };
+        let mut sent = 0;
+        for record in records {
+            let frame = match record {
+                Ok((_, f)) if !f.is_empty() => f,
+                _ => return (sent, Error::InvalidArgument as u64),
+            };
+            // As for `DRV_TX`: each frame's type decides who may send it.
+            if !self.may_send(To::of(frame), sender) {
+                return (sent, Error::Denied as u64);
+            }
+            if self.net.transmit(frame).is_err() {
+                self.drops += 1;
+                return (sent, Error::Busy as u64);
+            }
+            self.tx += 1;
+            sent += 1;
+        }
+        (sent, 0)
     }
 
     /// May `pid` send a frame for `to`'s kind: the server of `net.udp` (every frame but
@@ -370,6 +434,50 @@ impl Driver {
             self.forward(frame.bytes());
             self.net.recycle(frame);
         }
+        self.submit_open();
+    }
+
+    /// Submit the open batch of frames for `net.udp`, if it holds any.
+    fn submit_open(&mut self) {
+        match self.open.take() {
+            Some((region, at, load @ Load::Batch(n, _))) if n > 0 => {
+                self.submit_frame(region, at, load, 1, To::Udp)
+            }
+            Some((region, at, _)) => self.free.push((region, at)),
+            None => {}
+        }
+    }
+
+    /// Add `frame` to the open batch for `net.udp` (submitted first if it does not fit;
+    /// one opened if none is): false if no page is free.
+    fn batch(&mut self, frame: &[u8]) -> bool {
+        if let Some((_, _, Load::Batch(_, used))) = self.open {
+            if used + batch::record_size(frame.len()) > FRAME_ICA_SIZE as usize {
+                self.submit_open();
+            }
+        }
+        if self.open.is_none() {
+            let Some((region, at)) = self.free.pop() else {
+                return false;
+            };
+            self.open = Some((region, at, Load::Batch(0, 0)));
+        }
+        let Some((_, at, Load::Batch(n, used))) = &mut self.open else {
+            return false;
+        };
+        // SAFETY: the open page is attached writable at `at`, FRAME_ICA_SIZE bytes, and
+        // nothing else refers to it until it is submitted.
+        let page =
+            unsafe { core::slice::from_raw_parts_mut(*at as *mut u8, FRAME_ICA_SIZE as usize) };
+        let mut w = batch::Writer::new(&mut page[*used..]);
+        // A frame of FRAME_MAX fits an empty page; one that does not fit was submitted
+        // above.
+        if w.push(0, 0, frame).is_err() {
+            return false;
+        }
+        *n += 1;
+        *used += w.used();
+        true
     }
 
     fn forward(&mut self, frame: &[u8]) {
@@ -387,27 +495,30 @@ impl Driver {
             self.drops += 1;
             return;
         }
+        if to == To::Udp {
+            if !self.batch(frame) {
+                self.drops += 1;
+            }
+            return;
+        }
         let Some((region, at)) = self.free.pop() else {
             self.drops += 1;
             return;
         };
         // SAFETY: the region is attached writable at `at`, FRAME_ICA_SIZE bytes.
         unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), at as *mut u8, frame.len()) };
-        self.submit_frame(region, at, frame.len(), 1, to);
+        self.submit_frame(region, at, Load::Frame(frame.len()), 1, to);
     }
 
-    /// Submit the frame of `len` bytes in `region` (mapped at `at`) to `net.udp` or
-    /// `mach.link` (`to`), the `sends`-th time; a refusal drops and counts it.
-    fn submit_frame(&mut self, region: ResId, at: u64, len: usize, sends: u32, to: To) {
+    /// Submit the frames `load` in `region` (mapped at `at`) to `net.udp` or `mach.link`
+    /// (`to`), the `sends`-th time; a refusal drops and counts them.
+    fn submit_frame(&mut self, region: ResId, at: u64, load: Load, sends: u32, to: To) {
         let Some(target) = self.target(to) else {
-            self.drops += 1;
+            self.drops += load.frames();
             self.free.push((region, at));
             return;
         };
-        let msg = Msg {
-            label: UDP_FRAME_IN,
-            words: [len as u64, 0, 0, 0, 0, 0],
-        };
+        let msg = load.msg();
         let sub = Submission {
             kind: SUBMIT_CALL,
             target,
@@ -416,11 +527,11 @@ impl Driver {
         };
         match ipc::submit(&sub) {
             Ok(ticket) => {
-                self.in_flight.insert(ticket, (region, len, sends, to));
+                self.in_flight.insert(ticket, (region, load, sends, to));
             }
             Err(_) => {
                 // Refused before anything moved: the region is still ours, where it was.
-                self.drops += 1;
+                self.drops += load.frames();
                 self.free.push((region, at));
                 // Its server may have gone: look it up again next time.
                 self.forget(to);
@@ -431,7 +542,7 @@ impl Driver {
     /// Take finished `UDP_FRAME_IN` requests: their frame vregions come back.
     fn collect(&mut self) {
         while let Ok(c) = ipc::collect(ulib::abi::ipc::ANY, 0) {
-            let Some((region, len, sends, to)) = self.in_flight.remove(&c.ticket) else {
+            let Some((region, load, sends, to)) = self.in_flight.remove(&c.ticket) else {
                 continue;
             };
             let at = match ipc::ica_at(&c.msg) {
@@ -441,7 +552,9 @@ impl Driver {
                     Ok(at) => at,
                     Err(_) => {
                         let _ = res::close(region);
-                        self.drops += u64::from(c.status != 0);
+                        if c.status != 0 {
+                            self.drops += load.frames();
+                        }
                         continue;
                     }
                 },
@@ -457,12 +570,39 @@ impl Driver {
             self.forget(to);
             let again = matches!(Error::from_code(c.status), Error::Again | Error::Gone);
             if again && sends < RESENDS {
-                self.submit_frame(region, at, len, sends + 1, to);
+                self.submit_frame(region, at, load, sends + 1, to);
             } else {
-                self.drops += 1;
+                self.drops += load.frames();
                 self.free.push((region, at));
             }
         }
+    }
+}
+
+/// What a frame vregion in flight holds.
+#[derive(Clone, Copy)]
+enum Load {
+    /// One frame of this many bytes (`UDP_FRAME_IN`, to `mach.link`).
+    Frame(usize),
+    /// A batch (`UDP_FRAMES_IN`, to `net.udp`): records, bytes.
+    Batch(usize, usize),
+}
+
+impl Load {
+    fn frames(self) -> u64 {
+        match self {
+            Load::Frame(_) => 1,
+            Load::Batch(n, _) => n as u64,
+        }
+    }
+
+    /// The request that carries it.
+    fn msg(self) -> Msg {
+        let (label, words) = match self {
+            Load::Frame(len) => (UDP_FRAME_IN, [len as u64, 0, 0, 0, 0, 0]),
+            Load::Batch(n, used) => (UDP_FRAMES_IN, [n as u64, used as u64, 0, 0, 0, 0]),
+        };
+        Msg { label, words }
     }
 }
 

@@ -1,9 +1,12 @@
 //! `netprobe MAC`: proves that `netdrv` moves real frames (issue 15). It registers
 //! `net.udp` itself (so it must run without `netd`), asks `net.drv` for `DRV_INFO` (the MAC
 //! must be `MAC`, the one xtask gave QEMU), sends an ARP request for QEMU's gateway
-//! 10.0.2.2 through `DRV_TX` in a frame ICA, and waits for the frames `netdrv` submits as
-//! `UDP_FRAME_IN` until QEMU's ARP reply is among them (giving every frame ICA back). Then
-//! it unregisters `net.udp` and prints `netprobe: ok`.
+//! 10.0.2.2 through `DRV_TX` in a frame ICA, and waits for the frames `netdrv` submits
+//! (`UDP_FRAMES_IN` batches) until QEMU's ARP reply is among them (giving every frame ICA
+//! back). Before, it checks that the driver refuses nonsense: a frame or a batch of frames
+//! (`DRV_TX_BATCH`) from a program that does not serve `net.udp` (`Denied`), bad lengths
+//! and torn batches (`InvalidArgument`). Then it unregisters `net.udp` and prints
+//! `netprobe: ok`.
 //!
 //! Waits are bounded only as hang guards: the request is sent again up to [`TRIES`] times
 //! while nothing answers.
@@ -15,7 +18,10 @@ extern crate alloc;
 use alloc::format;
 use alloc::string::String;
 use ulib::abi::ipc::Msg;
-use ulib::abi::net::{self, DRV_INFO, DRV_TX, FRAME_ICA_SIZE, UDP_FRAME_IN};
+use ulib::abi::net::{
+    self, batch, DRV_INFO, DRV_TX, DRV_TX_BATCH, FRAME_ICA_SIZE, FRAME_MAX, UDP_FRAMES_IN,
+    UDP_FRAME_IN,
+};
 use ulib::abi::res::{Op, Rights};
 use ulib::abi::Error;
 use ulib::{fnid, ipc, println, res};
@@ -95,6 +101,33 @@ fn not_the_server() -> Result<(), String> {
                     "DRV_TX by another program answered {value}, not Denied"
                 ));
             }
+            // The same frame in a batch (the page came back and was let go above).
+            res::attach_here(region, TX_AT, true).map_err(|e| format!("attach: {e}"))?;
+            // SAFETY: the region is attached writable at TX_AT, FRAME_ICA_SIZE bytes.
+            let page = unsafe {
+                core::slice::from_raw_parts_mut(TX_AT as *mut u8, FRAME_ICA_SIZE as usize)
+            };
+            batch::Writer::new(page)
+                .push(0, 0, &[0; 60])
+                .map_err(|_| "a batch of one frame")?;
+            let msg = ipc::with_ica(
+                Msg {
+                    label: DRV_TX_BATCH,
+                    words: [1, batch::record_size(60) as u64, 0, 0, 0, 0],
+                },
+                region,
+            );
+            let (value, reply) = ipc::call(drv.as_target(), &msg)
+                .map_err(|e| format!("DRV_TX_BATCH by another program: {e}"))?;
+            if let Some((_, a)) = ipc::ica_at(&reply) {
+                let _ = res::detach_here(a);
+            }
+            if value != Error::Denied as u64 || reply.words[0] != 0 {
+                return Err(format!(
+                    "DRV_TX_BATCH by another program answered {value}, {} sent, not Denied",
+                    reply.words[0]
+                ));
+            }
             Ok(())
         });
     let _ = res::close(region);
@@ -136,14 +169,18 @@ fn probe(ep: ulib::abi::res::ResId, want: [u8; 6]) -> Result<(), String> {
     r
 }
 
-fn exchange(
-    ep: ulib::abi::res::ResId,
-    drv: ulib::abi::res::ResId,
-    region: ulib::abi::res::ResId,
-    mac: [u8; 6],
-    at: &mut u64,
-) -> Result<(), String> {
-    res::attach_here(region, TX_AT, true).map_err(|e| format!("attach: {e}"))?;
+/// The MAC of `net.drv` (`DRV_INFO`).
+fn mac_of(drv: ulib::abi::res::ResId) -> Result<[u8; 6], String> {
+    let info = Msg {
+        label: DRV_INFO,
+        ..Msg::default()
+    };
+    let (_, r) = ipc::call(drv, &info).map_err(|e| format!("DRV_INFO: {e}"))?;
+    Ok(r.words[0].to_le_bytes()[..6].try_into().unwrap_or([0; 6]))
+}
+
+/// An ARP request from 10.0.2.15 at `mac` for the gateway 10.0.2.2 (60 bytes).
+fn arp_request(mac: [u8; 6]) -> [u8; 60] {
     let mut frame = [0u8; 60];
     frame[0..6].copy_from_slice(&[0xff; 6]);
     frame[6..12].copy_from_slice(&mac);
@@ -152,6 +189,18 @@ fn exchange(
     frame[22..28].copy_from_slice(&mac);
     frame[28..32].copy_from_slice(&ME);
     frame[38..42].copy_from_slice(&GATEWAY);
+    frame
+}
+
+fn exchange(
+    ep: ulib::abi::res::ResId,
+    drv: ulib::abi::res::ResId,
+    region: ulib::abi::res::ResId,
+    mac: [u8; 6],
+    at: &mut u64,
+) -> Result<(), String> {
+    res::attach_here(region, TX_AT, true).map_err(|e| format!("attach: {e}"))?;
+    let frame = arp_request(mac);
     for _ in 0..TRIES {
         // SAFETY: the region is attached writable at `*at`, 4096 bytes.
         unsafe { core::ptr::copy_nonoverlapping(frame.as_ptr(), *at as *mut u8, frame.len()) };
@@ -181,14 +230,27 @@ fn exchange(
                 let _ = ipc::reply(r.request, Error::InvalidArgument as u64, &Msg::default());
                 continue;
             };
-            let len = (r.msg.words[0] as usize).min(FRAME_ICA_SIZE as usize);
-            // SAFETY: the frame ICA is mapped at `fat`, FRAME_ICA_SIZE bytes.
-            let got = unsafe { core::slice::from_raw_parts(fat as *const u8, len) };
-            let is_reply = label == UDP_FRAME_IN && arp_reply(got, mac);
-            let mut gateway = [0u8; 6];
-            if is_reply {
-                gateway.copy_from_slice(&got[22..28]);
-            }
+            // SAFETY: the frame ICA is mapped at `fat`, FRAME_ICA_SIZE bytes, until the
+            // reply passes it back.
+            let page =
+                unsafe { core::slice::from_raw_parts(fat as *const u8, FRAME_ICA_SIZE as usize) };
+            let [w0, w1, ..] = r.msg.words;
+            // One frame (`UDP_FRAME_IN`), or the frames of one wake (`UDP_FRAMES_IN`).
+            let reply = match label {
+                UDP_FRAME_IN => page
+                    .get(..w0 as usize)
+                    .filter(|f| arp_reply(f, mac))
+                    .map(|f| f[22..28].to_vec()),
+                UDP_FRAMES_IN => batch::Reader::new(page, w0 as usize, w1 as usize, FRAME_MAX)
+                    .into_iter()
+                    .flatten()
+                    .map_while(Result::ok)
+                    .find(|(_, f)| arp_reply(f, mac))
+                    .map(|(_, f)| f[22..28].to_vec()),
+                _ => None,
+            };
+            let is_reply = reply.is_some();
+            let gateway = reply.unwrap_or_default();
             // The ICA goes back (unmapped here from now on).
             let _ = ipc::reply(r.request, 0, &ipc::with_ica(Msg::default(), fr));
             if is_reply {
@@ -230,6 +292,58 @@ fn bad_sends(
             .ok_or("DRV_TX's refusal without the ICA")?;
         if value != Error::InvalidArgument as u64 {
             return Err(format!("DRV_TX of {len} bytes answered {value}"));
+        }
+    }
+    // `DRV_TX_BATCH` refuses a batch it cannot read, sending nothing of it: more bytes
+    // than the page, a record running past the bytes said used, an empty frame, a frame
+    // beyond `FRAME_MAX`; one good frame before a bad one is sent (`words[0]` says 1).
+    let good = arp_request(mac_of(drv)?);
+    for (case, frames, count, used, sent) in [
+        (
+            "more bytes than the page",
+            &[60][..],
+            1,
+            FRAME_ICA_SIZE + 8,
+            0,
+        ),
+        ("a torn record", &[60][..], 1, 40, 0),
+        ("two records said, one there", &[60][..], 2, 72, 1),
+        ("an empty frame", &[0][..], 1, 8, 0),
+        ("a frame beyond FRAME_MAX", &[FRAME_MAX + 1][..], 1, 1528, 0),
+        ("a good frame, then an empty one", &[60, 0][..], 2, 80, 1),
+    ] {
+        // SAFETY: the region is attached writable at `*at`, FRAME_ICA_SIZE bytes, and
+        // nothing else refers to it here.
+        let page =
+            unsafe { core::slice::from_raw_parts_mut(*at as *mut u8, FRAME_ICA_SIZE as usize) };
+        page.fill(0);
+        let mut off = 0;
+        for &len in frames {
+            // A record header (length, port, address) and the frame (the ARP request, or
+            // zeroes past it).
+            page[off..off + 2].copy_from_slice(&(len as u16).to_le_bytes());
+            let n = len.min(good.len());
+            page[off + 8..off + 8 + n].copy_from_slice(&good[..n]);
+            off += batch::record_size(len);
+        }
+        let msg = ipc::with_ica(
+            Msg {
+                label: DRV_TX_BATCH,
+                words: [count, used, 0, 0, 0, 0],
+            },
+            region,
+        );
+        let (value, reply) =
+            ipc::call(drv, &msg).map_err(|e| format!("DRV_TX_BATCH, {case}: {e}"))?;
+        *at = ipc::ica_at(&reply)
+            .map(|(_, a)| a)
+            .ok_or("DRV_TX_BATCH's refusal without the ICA")?;
+        if value != Error::InvalidArgument as u64 || reply.words[0] != sent {
+            return Err(format!(
+                "DRV_TX_BATCH, {case}: answered {value} with {} sent, want InvalidArgument \
+                 and {sent}",
+                reply.words[0]
+            ));
         }
     }
     // `DRV_INFO` with a page: refused, the page back (its answer's words leave no room);

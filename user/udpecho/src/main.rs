@@ -1,24 +1,26 @@
 //! `udpecho PORT [N]`: binds UDP port PORT through `netd` (`ulib::net`) and answers every
 //! datagram with the same bytes to where it came from; with N, ends after N datagrams.
-//! Each answer goes with the receive of the next datagram in one request
-//! (`UdpSocket::send_recv`, `OP_SEND_RECV`): one call to `netd` per datagram.
+//! It takes every datagram waiting (at most [`BATCH`]) in one request and sends the
+//! answers, in place, with the request that takes the next ones (`UdpSocket::exchange`,
+//! `OP_EXCHANGE`): one call to `netd` per batch, not per datagram.
 //! Prints `udpecho: listening on PORT` once bound, `udpecho: N received, N answered, N
-//! errors` every 1,000 datagrams and at the end, and an `udpecho: ERROR` line for a send
-//! that failed (the count goes on). This is what the host client of `cargo xtask test`
+//! errors` each time the count passes a thousand and at the end, and an `udpecho: ERROR`
+//! line for an answer that failed (the count goes on). This is what the host client of `cargo xtask test`
 //! (and `socat` by hand) talks to. It waits (at most 30 s) for `net.udp` to be served: a
 //! loaded `[smp4]` test run once started it on another core before the news of a `netd`
 //! just registered had reached that core (`bind 7: no such resource`).
 #![no_std]
 #![no_main]
 
-use ulib::abi::Error;
-use ulib::net::{SendRecvError, UdpSocket, DATA_MAX};
+use ulib::net::{SendRecvError, UdpSocket};
 use ulib::println;
 
 ulib::main!(main);
 
 /// How long `udpecho` waits for `net.udp` to be served (a hang guard).
 const NET_WAIT_NS: u64 = 30_000_000_000;
+/// Most datagrams taken in one request.
+const BATCH: u64 = 64;
 
 fn main(args: &[&str]) -> i32 {
     let (port, limit) = match args {
@@ -48,55 +50,37 @@ fn main(args: &[&str]) -> i32 {
         }
     };
     println!("udpecho: listening on {}", s.port());
-    let mut buf = [0u8; DATA_MAX];
     let (mut received, mut answered, mut errors) = (0u64, 0u64, 0u64);
-    let mut next = if limit > 0 {
-        s.recv_from(&mut buf, u64::MAX)
-    } else {
-        Err(Error::TimedOut)
-    };
-    while received < limit {
-        let (n, from, fport) = match next {
-            Ok(d) => d,
-            Err(e) => {
+    // Answers in the page, sent with the next exchange.
+    let mut queued = 0u64;
+    loop {
+        // The last exchange only sends: nothing is received past `limit`.
+        let want = (limit - received).min(BATCH);
+        let r = s.exchange(want as usize, u64::MAX);
+        let sent = s.sent() as u64;
+        answered += sent;
+        let before = received;
+        match r {
+            Ok(n) => {
+                received += n as u64;
+                queued = n as u64;
+                s.answer_all();
+            }
+            Err(SendRecvError::Send(e)) => {
+                // Those after the refused one are dropped with it.
+                errors += queued - sent;
+                queued = 0;
+                println!("udpecho: ERROR: answer: {e}");
+            }
+            Err(SendRecvError::Recv(e)) => {
                 println!("udpecho: ERROR: receive: {e}");
                 return 1;
             }
-        };
-        received += 1;
-        let answer_failed = |e: Error| println!("udpecho: ERROR: answer to {from}:{fport}: {e}");
-        if received == limit {
-            // The last: answered alone, no receive after it.
-            match s.send_to(from, fport, &buf[..n]) {
-                Ok(()) => answered += 1,
-                Err(e) => {
-                    errors += 1;
-                    answer_failed(e);
-                }
-            }
+        }
+        if want == 0 {
             break;
         }
-        next = match s.send_recv(from, fport, &mut buf, n, u64::MAX) {
-            Ok(d) => {
-                answered += 1;
-                Ok(d)
-            }
-            Err(SendRecvError::Send(e)) => {
-                errors += 1;
-                answer_failed(e);
-                s.recv_from(&mut buf, u64::MAX)
-            }
-            // `Gone`: the server ended holding it, perhaps before sending.
-            Err(SendRecvError::Recv(e)) => {
-                if e == Error::Gone {
-                    errors += 1;
-                } else {
-                    answered += 1;
-                }
-                Err(e)
-            }
-        };
-        if received % 1000 == 0 {
+        if received / 1000 > before / 1000 {
             println!("udpecho: {received} received, {answered} answered, {errors} errors");
         }
     }

@@ -21,6 +21,7 @@
 //! | [`OP_SEND`] | source port, destination address, destination port, length | the data | - |
 //! | [`OP_RECV`] | port, timeout ns (`u64::MAX`: none), capacity | room for the data | length, source address, source port, whole length |
 //! | [`OP_SEND_RECV`] | source port, destination port, length and capacity in one ([`pack_send_recv`]), destination address, timeout ns | the data, then room for the next | as `OP_RECV`; a failed send: its error, word 0 [`SEND_FAILED`] |
+//! | [`OP_EXCHANGE`] | source port, records to send, bytes they use, most to receive ([`pack_exchange`]); timeout ns | a batch of datagrams (`abi::net::batch`), then room for the next | records and bytes received; a failed send: its error, word 0 [`SEND_FAILED`], word 1 the datagrams sent before it |
 //! | [`OP_INFO`] | - | - | address, prefix, gateway, where from (`netstate::CONFIG_*`), bound sockets, MAC |
 //! | [`OP_COUNTERS`] | - | - | frames in, frames out, datagrams in, datagrams out, drops, errors |
 //! | [`OP_STEPS`] | 1: start timing from zero; 0: stop | - | CPU ns since the start in request steps, in result steps, in all steps (P3 Table 3) |
@@ -34,7 +35,11 @@
 //! (`MSG_ICA_READ_ONLY`: `netd` only reads the data), and `netd` refuses an `OP_RECV`
 //! whose page is read-only (`InvalidArgument`). `OP_SEND_RECV` (`UdpSocket::send_recv`) is
 //! a send and the next receive in one request, the datagram's "reply and wait": a program
-//! that answers datagrams (`udpecho`) calls `netd` once per datagram instead of twice.
+//! that answers datagrams calls `netd` once per datagram instead of twice. `OP_EXCHANGE`
+//! (`UdpSocket::exchange`) is the same for a batch: the page holds several datagrams each
+//! way (`abi::net::batch`: each with its peer's address and port), so a program that
+//! answers datagrams (`udpecho`) calls `netd` once for as many as are waiting, and sends
+//! its answers back in place.
 //! (The six inline words would
 //! carry only 32 bytes next to an ICA's id and address; one path for every size is
 //! simpler.) The socket keeps track of where its page is mapped now (a passed ICA comes back
@@ -58,6 +63,7 @@
 use crate::{fnid, ipc, res, sys};
 use abi::fnid::FnId;
 use abi::ipc::{Msg, MSG_ICA_READ_ONLY};
+use abi::net::batch;
 use abi::res::{ResId, Rights};
 use abi::Error;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -94,9 +100,18 @@ pub fn unpack_send_recv(w: u64) -> (u64, u64, u64, u64) {
     (w & 0xffff, (w >> 16) & 0xffff, (w >> 32) & 0xffff, w >> 48)
 }
 
-/// Word 0 of an `OP_SEND_RECV` answered with an error before anything was received: the
-/// send failed (the error is the send's).
+/// Word 0 of an `OP_SEND_RECV` or `OP_EXCHANGE` answered with an error before anything was
+/// received: a send failed (the error is the send's).
 pub const SEND_FAILED: u64 = 1;
+/// Send the datagrams in the ICA (a batch, `abi::net::batch`), then receive as many as
+/// wait, up to a number, into it, waiting at most the timeout for the first
+/// (`UdpSocket::exchange`).
+pub const OP_EXCHANGE: u64 = 9;
+/// `OP_EXCHANGE`'s word 0: the source port, the records to send, the bytes they use and the
+/// most datagrams to receive, 16 bits each.
+pub fn pack_exchange(port: u16, count: u16, used: u16, max: u16) -> u64 {
+    pack_send_recv(port, count, used, max)
+}
 /// Time `netd`'s steps (P3 Table 3): its CPU time from each return of its receive to the
 /// next (its *steps*), and apart the part spent taking the driver's answers (its *result
 /// steps*); the rest are its *request steps*. Costs two `CPU_TIME` calls a step while on.
@@ -206,6 +221,12 @@ pub struct UdpSocket {
     server: FnId,
     port: u16,
     page: LentPage,
+    /// The batch in the page (`exchange`): records and bytes received by the last
+    /// exchange, and those the next one sends.
+    received: (usize, usize),
+    to_send: (usize, usize),
+    /// Datagrams the last exchange sent.
+    sent: usize,
 }
 
 /// A one-page vregion of this process that goes with requests as their ICA and comes back
@@ -350,6 +371,9 @@ impl UdpSocket {
             server,
             port: r?,
             page,
+            received: (0, 0),
+            to_send: (0, 0),
+            sent: 0,
         })
     }
 
@@ -504,6 +528,130 @@ impl UdpSocket {
             e => return Err(Recv(Error::from_code(e))),
         }
         Ok(self.datagram(&reply, buf, cap))
+    }
+}
+
+impl UdpSocket {
+    /// Send the batch queued in the page ([`UdpSocket::answer_all`], [`UdpSocket::push`]),
+    /// then receive the datagrams waiting, at most `max` (and as many as fit the page),
+    /// waiting at most `timeout_ns` for the first (`OP_EXCHANGE`): how many were received
+    /// (`max` 0: none, the batch is only sent); [`UdpSocket::received`] reads them and
+    /// [`UdpSocket::sent`] tells how many were sent. The batch is gone from the page after,
+    /// sent or not. A receive `netd` gave back while it was replaced (`Again`: the batch
+    /// was sent) goes on with nothing to send and the time left. `SendRecvError::Send`: a
+    /// datagram was refused (a bad address, a full queue, a torn batch); those before it
+    /// were sent, nothing was received.
+    pub fn exchange(&mut self, max: usize, timeout_ns: u64) -> Result<usize, SendRecvError> {
+        use SendRecvError::{Recv, Send};
+        self.sent = 0;
+        self.received = (0, 0);
+        let (mut count, mut used) = core::mem::take(&mut self.to_send);
+        let start = sys::clock_ns().map_err(Send)?;
+        let max = max.min(usize::from(u16::MAX));
+        let mut tries = 0;
+        loop {
+            self.page.map().map_err(Send)?;
+            let msg = request(
+                OP_EXCHANGE,
+                [
+                    pack_exchange(self.port, count as u16, used as u16, max as u16),
+                    time_left(timeout_ns, start),
+                    0,
+                    0,
+                ],
+            );
+            let reply = match self.page.call(self.server.as_target(), msg) {
+                // Refused before it reached a server (it is restarting): nothing was sent.
+                Err(Error::Again) if tries < AGAIN_TRIES => {
+                    tries += 1;
+                    let _ = sys::yield_now();
+                    continue;
+                }
+                Err(Error::Again) => return Err(Send(Error::Busy)),
+                // The server ended holding it: perhaps sent.
+                Err(Error::Gone) => return Err(Recv(Error::Gone)),
+                Err(e) => return Err(Send(e)),
+                Ok((_, reply)) => reply,
+            };
+            // Answered past the send: the whole batch went (a failed send is answered at
+            // once, with how many went before it).
+            if reply.words[0] == SEND_FAILED && ipc::label(&reply) != 0 {
+                self.sent += reply.words[1] as usize;
+            } else {
+                self.sent += count;
+            }
+            match ipc::label(&reply) {
+                0 if self.page.at() != 0 => {
+                    let n = reply.words[0] as usize;
+                    self.received = (n, reply.words[1] as usize);
+                    return Ok(n);
+                }
+                // Sent, and the receive given back (`Again`: the server was replaced while
+                // it held it), or a reply that lost the page: receive again, sending
+                // nothing.
+                e if e == 0 || e == Error::Again as u64 => {
+                    (count, used) = (0, 0);
+                    if tries >= AGAIN_TRIES {
+                        return Err(Recv(Error::Busy));
+                    }
+                    tries += 1;
+                }
+                e if reply.words[0] == SEND_FAILED => return Err(Send(Error::from_code(e))),
+                e => return Err(Recv(Error::from_code(e))),
+            }
+        }
+    }
+
+    /// The datagrams the last [`UdpSocket::exchange`] received, in order: (source
+    /// address, source port, data).
+    pub fn received(&self) -> impl Iterator<Item = (Ipv4, u16, &[u8])> {
+        let (count, used) = self.received;
+        let page: &[u8] = match self.page.at() {
+            0 => &[],
+            // SAFETY: the page (one page) is mapped at `at` in this process and only this
+            // socket uses it; the borrow of `self` keeps it from moving meanwhile.
+            at => unsafe {
+                core::slice::from_raw_parts(at as *const u8, abi::net::FRAME_ICA_SIZE as usize)
+            },
+        };
+        batch::Reader::new(page, count, used, DATA_MAX)
+            .into_iter()
+            .flatten()
+            .map_while(Result::ok)
+            .map(|(h, d)| (Ipv4::from_word(u64::from(h.addr)), h.port, d))
+    }
+
+    /// Datagrams the last [`UdpSocket::exchange`] sent.
+    pub fn sent(&self) -> usize {
+        self.sent
+    }
+
+    /// Send every datagram received back where it came from, as it is, with the next
+    /// [`UdpSocket::exchange`] (what an echo does, without a copy).
+    pub fn answer_all(&mut self) {
+        self.to_send = self.received;
+    }
+
+    /// Queue `data` for `addr:port` in the page, sent by the next
+    /// [`UdpSocket::exchange`]. The first push after an exchange starts a new batch, over
+    /// what it received. `TooLong`: more than [`DATA_MAX`] bytes; `Busy`: the page is full
+    /// (exchange first).
+    pub fn push(&mut self, addr: Ipv4, port: u16, data: &[u8]) -> Result<(), Error> {
+        if data.len() > DATA_MAX {
+            return Err(Error::TooLong);
+        }
+        let at = self.page.map()?;
+        self.received = (0, 0);
+        let (count, used) = self.to_send;
+        // SAFETY: as in `received`; the page is mapped writable at `at`.
+        let page = unsafe {
+            core::slice::from_raw_parts_mut(at as *mut u8, abi::net::FRAME_ICA_SIZE as usize)
+        };
+        let mut w = batch::Writer::new(&mut page[used..]);
+        w.push(port, addr.to_word() as u32, data)
+            .map_err(|_| Error::Busy)?;
+        self.to_send = (count + 1, used + w.used());
+        Ok(())
     }
 }
 

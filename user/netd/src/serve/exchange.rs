@@ -1,0 +1,152 @@
+//! Batches (`abi::net::batch`): `OP_EXCHANGE` (`ulib::net::UdpSocket::exchange`), a batch
+//! of datagrams sent from the caller's page, then as many as wait received into it, in
+//! one request; and `UDP_FRAMES_IN`, the frames the driver received at one wake. Why: each request
+//! costs the caller and `netd` a call, a reply, two context switches and two page moves;
+//! a program that answers datagrams pays them once per batch instead of once per datagram.
+//!
+//! The page holds records (`abi::net::batch`); each sent record names its destination, each
+//! received one its source. Sending stops at the first bad or refused record (its error
+//! answers the request with `SEND_FAILED` and the number sent before it); the frames of
+//! those sent go to the driver together, after the last. The receive is `OP_RECV`'s: held
+//! until a datagram waits or the time is up, answered `Again` at a replacement.
+
+use super::{Answer, Server};
+use smoltcp::socket::udp;
+use smoltcp::wire::{IpAddress, IpEndpoint};
+use ulib::abi::ipc::Received;
+use ulib::abi::net::batch::{self, Reader, Writer};
+use ulib::abi::net::{FRAME_ICA_SIZE, FRAME_MAX};
+use ulib::abi::res::ResId;
+use ulib::abi::{Error, Pid};
+use ulib::net::DATA_MAX;
+use ulib::sys;
+
+/// The caller's page mapped at `at`, as bytes.
+///
+/// # Safety
+/// The page of a request being served (one page, `FRAME_ICA_SIZE` bytes) must be mapped at
+/// `at` in this process until its answer passes it back, and nothing else here may refer
+/// to it meanwhile.
+unsafe fn page_at<'a>(at: u64) -> &'a mut [u8] {
+    // SAFETY: as the caller promises.
+    unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FRAME_ICA_SIZE as usize) }
+}
+
+impl Server {
+    /// A batch of frames from the driver (`UDP_FRAMES_IN`): each into the receive queue
+    /// ([`crate::dev::NetDev::frame_in`]); a bad record ends the batch (those before it
+    /// were taken) and is answered `InvalidArgument`.
+    pub(super) fn frames_in(&mut self, r: &Received, page: Option<(ResId, u64)>) -> Answer {
+        if !self.sent_by_driver(r.sender) {
+            return Err(Error::Denied);
+        }
+        let (_, at) = page.ok_or(Error::InvalidArgument)?;
+        let [count, used, ..] = r.msg.words;
+        // SAFETY: the driver's frame ICA is mapped at `at` until the answer passes it back.
+        let page = unsafe { page_at(at) };
+        let records = Reader::new(page, count as usize, used as usize, FRAME_MAX)
+            .map_err(|_| Error::InvalidArgument)?;
+        for record in records {
+            let (_, frame) = record.map_err(|_| Error::InvalidArgument)?;
+            self.dev.frame_in(frame);
+        }
+        Ok([0; 4])
+    }
+
+    /// Send the `count` records in the first `used` bytes of the page at `at` from `port`:
+    /// how many were sent, or the error of the first that was not and how many were sent
+    /// before it.
+    pub(super) fn send_batch(
+        &mut self,
+        sender: Pid,
+        at: u64,
+        [port, count, used]: [u64; 3],
+    ) -> Result<usize, (Error, usize)> {
+        let port = self.owned_port(port, sender).map_err(|e| (e, 0))?;
+        let Some(&(_, h)) = self.udp.iter().find(|(p, _)| *p == port) else {
+            return Err((Error::NoSuchResource, 0));
+        };
+        // SAFETY: the request's page is mapped at `at` until the answer passes it back.
+        let page = unsafe { page_at(at) };
+        let records = Reader::new(page, count as usize, used as usize, DATA_MAX)
+            .map_err(|_| (Error::InvalidArgument, 0))?;
+        let before = self.sockets.get::<udp::Socket>(h).send_queue();
+        let (mut sent, mut bytes) = (0, 0);
+        let mut failed = None;
+        for record in records {
+            let Ok((hd, data)) = record else {
+                failed = Some(Error::InvalidArgument);
+                break;
+            };
+            if hd.addr == 0 || hd.port == 0 {
+                failed = Some(Error::InvalidArgument);
+                break;
+            }
+            let to = IpEndpoint::new(IpAddress::Ipv4(super::ipv4(hd.addr)), hd.port);
+            let mut r = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
+            if r == Err(udp::SendError::BufferFull) {
+                // smoltcp's queue holds fewer datagrams than a page: empty it and try again.
+                self.egress(super::now());
+                r = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
+            }
+            match r {
+                Ok(()) => {
+                    sent += 1;
+                    bytes += data.len();
+                }
+                Err(udp::SendError::BufferFull) => {
+                    self.net.count(|c| c.drops += 1);
+                    failed = Some(Error::Busy);
+                    break;
+                }
+                Err(udp::SendError::Unaddressable) => {
+                    failed = Some(Error::InvalidArgument);
+                    break;
+                }
+            }
+        }
+        if sent > 0 {
+            self.net.count(|c| c.datagrams_out += sent as u64);
+            // All of them, as frames of one batch to the driver.
+            self.egress(super::now());
+            let after = self.sockets.get::<udp::Socket>(h).send_queue();
+            let moved = after < before + bytes;
+            self.tx
+                .look(port, after, moved, sys::clock_ns().unwrap_or(0));
+        }
+        match failed {
+            Some(e) => Err((e, sent)),
+            None => Ok(sent),
+        }
+    }
+
+    /// Move the datagrams waiting on `port`, at most `max` and as many as fit, into the page
+    /// at `at` as records: (records, bytes used).
+    pub(super) fn take_batch(&mut self, port: u16, max: usize, at: u64) -> Answer {
+        // SAFETY: the request's page is mapped at `at` until the answer passes it back.
+        let page = unsafe { page_at(at) };
+        let mut w = Writer::new(page);
+        while w.count() < max {
+            let Some(len) = self.net.next_len(port) else {
+                break;
+            };
+            let Some(room) = w.room(len) else {
+                break;
+            };
+            match self.net.pop(port, room) {
+                Ok(Some(d)) => w.commit(d.len, d.port, d.addr),
+                Ok(None) => break,
+                Err(_) => return Err(Error::NoSuchResource),
+            }
+        }
+        if w.count() == 0 {
+            // Nothing waited (the caller looked first), or the page is too small for the
+            // next datagram: cannot be, a page holds the longest record.
+            return Err(Error::TimedOut);
+        }
+        Ok([w.count() as u64, w.used() as u64, 0, 0])
+    }
+}
+
+/// A record of the longest datagram fits a page: a batch receive always takes one.
+const _: () = assert!(batch::record_size(DATA_MAX) <= FRAME_ICA_SIZE as usize);
