@@ -8,15 +8,16 @@
 //! batch of them ([`batch`]; [`DRV_TX_BATCH`], [`UDP_FRAMES_IN`]: what `netd` and the
 //! driver send each other, so that the frames of one wake or one request cost one request).
 //!
-//! - Transmit: `netd` submits `SUBMIT_CALL` requests with label [`DRV_TX`] `| MSG_ICA` to
-//!   `net.drv`; the driver copies the frame to the device and replies with the ICA back
-//!   (value 0, or an error: `InvalidArgument` for a bad length, `Busy` when its queue is full
-//!   and the frame was dropped).
-//! - Receive: the driver submits each received frame as a `SUBMIT_CALL` request with label
-//!   [`UDP_FRAME_IN`] `| MSG_ICA` to `net.udp`; `netd` replies with the ICA back. Requests
-//!   wait in the kernel's queue for `net.udp`, so frames that arrive while `netd` is being
-//!   replaced reach the new server. `netd` accepts `UDP_FRAME_IN` only from the process
-//!   serving `net.drv`.
+//! - Transmit: `netd` submits `SUBMIT_CALL` requests with label [`DRV_TX_BATCH`] `|
+//!   MSG_ICA` to `net.drv` (`machd` sends one frame with [`DRV_TX`]); the driver copies the
+//!   frames to the device and replies with the ICA back (value 0, or an error:
+//!   `InvalidArgument` for a bad length or record, `Busy` when its queue is full and the
+//!   frame was dropped).
+//! - Receive: the driver submits the frames of one wake as a `SUBMIT_CALL` request with
+//!   label [`UDP_FRAMES_IN`] `| MSG_ICA` to `net.udp` (one frame per [`UDP_FRAME_IN`] to
+//!   `machd`'s `mach.link`); `netd` replies with the ICA back. Requests wait in the
+//!   kernel's queue for `net.udp`, so frames that arrive while `netd` is being replaced
+//!   reach the new server. `netd` accepts frames only from the process serving `net.drv`.
 //!
 //! Both sides block only in `RECV` and take their completions with `COLLECT` and timeout 0.
 //! The driver's interrupt arrives on its endpoint as a message from the kernel

@@ -1,9 +1,9 @@
 //! `netbench steps N SIZE HOST PORT [LABEL]`: P3 Table 3's server steps for `netd`.
 //!
 //! AnT's communication server runs in *steps*: a request step when a client's request
-//! comes (here: `OP_SEND`, the datagram built by smoltcp and handed to the driver as a
-//! `DRV_TX` request) and a result step when the answer to a request it made comes back
-//! (here: the driver's `DRV_TX` reply, its transmit page taken back). The kernel's
+//! comes (here: `OP_SEND`, the datagram built by smoltcp and handed to the driver in a
+//! `DRV_TX_BATCH` request, a batch of one) and a result step when the answer to a request
+//! it made comes back (here: the driver's reply, its transmit page taken back). The kernel's
 //! per-process accounting cannot tell them apart, so `netd` times them itself while asked
 //! to (`ulib::net::OP_STEPS`, with its own CPU time, `CPU_TIME`: the driver running in the
 //! middle of a step on the same core is not counted). This sends `N` datagrams of `SIZE`

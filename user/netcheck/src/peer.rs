@@ -225,8 +225,9 @@ impl Peer {
         self.inject_page(frame, msg);
     }
 
-    /// Submit `frames` to `net.udp` in one `UDP_FRAMES_IN` batch, as the driver does;
-    /// `count_used` overrides the words saying how many records and bytes (bad input).
+    /// Submit `frames` to `net.udp` in one `UDP_FRAMES_IN` batch, as the driver does (as
+    /// many as fit a page); `count_used` overrides the words saying how many records and
+    /// bytes (bad input).
     pub fn inject_batch(&mut self, frames: &[&[u8]], count_used: Option<(u64, u64)>) {
         let mut page = alloc::vec![0u8; FRAME_ICA_SIZE as usize];
         let mut w = batch::Writer::new(&mut page);

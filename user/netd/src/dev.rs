@@ -1,7 +1,7 @@
 //! The smoltcp `Device` over frames from `net.drv` (`abi::net`): why `netd` needs no driver
-//! of its own. Received frames arrive as `UDP_FRAME_IN` requests (the driver's ICAs); the
-//! server copies each into the bounded [`RX_QUEUE`] and gives the ICA straight back, and
-//! smoltcp takes them from there. Frames to send are written, as a batch
+//! of its own. Received frames arrive as `UDP_FRAMES_IN` batches (or one per
+//! `UDP_FRAME_IN`) in the driver's ICAs; the server copies each frame into the bounded
+//! [`RX_QUEUE`] and gives the ICA straight back, and smoltcp takes them from there. Frames to send are written, as a batch
 //! (`abi::net::batch`), into one of [`TX_PAGES`] one-page vregions this server owns (the
 //! *open* page), and the batch is submitted to `net.drv` as one `DRV_TX_BATCH` request
 //! with the page as ICA when the page is full or the server is done with a request
@@ -15,8 +15,9 @@
 //! without the retire notice, killed, crashed), and one in flight when it ends is closed
 //! when the driver's answer finds nobody.
 //!
-//! A driver that is restarting (`Again`) or ended (`Gone`) has not sent the frame. A page
-//! that came back in the reply still holds it; one the driver died holding was closed on
+//! A driver that is restarting (`Again`) has not sent the batch; one that ended holding it
+//! (`Gone`) may have sent some of its frames, which then go out twice (the wire may
+//! duplicate a datagram anyway). A page that came back in the reply still holds the batch; one the driver died holding was closed on
 //! its way back, so each batch in flight is also kept here ([`Page::copy`]) and put into a
 //! fresh page for that slot. Either way it is sent again to the next driver
 //! ([`Tx::resend`], at most [`RESEND_LIMIT_NS`] after the first refusal; past that its
@@ -61,7 +62,7 @@ struct Page {
     /// Where it is mapped now (0: not mapped: attach it at `home` again, or a fresh page
     /// there if the kernel closed it).
     at: u64,
-    /// The ticket of the `DRV_TX` request it went with.
+    /// The ticket of the `DRV_TX_BATCH` request it went with.
     ticket: Option<u64>,
     /// The batch's bytes while it is open, in flight or refused (sent again by
     /// [`Tx::resend`]): what a fresh page gets if this one is lost with a driver that died
@@ -69,7 +70,10 @@ struct Page {
     copy: Vec<u8>,
     /// Frames in the batch.
     count: usize,
-    /// A frame the driver did not take: since when (0: none).
+    /// When the batch was first submitted (a count): refused batches are offered to the
+    /// next driver in this order, not in the pages' order.
+    seq: u64,
+    /// A batch the driver did not take: since when (0: none).
     refused_at: u64,
 }
 
@@ -78,6 +82,8 @@ pub struct Tx {
     pages: Vec<Page>,
     /// The page frames are written into now, submitted by [`Tx::flush`].
     open: Option<usize>,
+    /// The next batch's [`Page::seq`].
+    next_seq: u64,
     drv: Option<FnId>,
     scratch: Vec<u8>,
     pub counts: DevCounts,
@@ -106,6 +112,7 @@ impl NetDev {
                 ticket: None,
                 copy: Vec::with_capacity(FRAME_ICA_SIZE as usize),
                 count: 0,
+                seq: 0,
                 refused_at: 0,
             });
         }
@@ -114,6 +121,7 @@ impl NetDev {
             tx: Tx {
                 pages,
                 open: None,
+                next_seq: 0,
                 drv: None,
                 scratch: alloc::vec![0; FRAME_MAX],
                 counts: DevCounts::default(),
@@ -136,6 +144,11 @@ impl NetDev {
         }
         self.tx.counts.frames_in += 1;
         self.rx.push_back(frame.to_vec());
+    }
+
+    /// Is the receive queue full (the next frame would be dropped)?
+    pub fn rx_full(&self) -> bool {
+        self.rx.len() >= RX_QUEUE
     }
 
     pub fn rx_pending(&self) -> bool {
@@ -243,14 +256,14 @@ impl Tx {
         p.region = region;
         p.at = p.home;
         // SAFETY: the fresh page (FRAME_ICA_SIZE bytes, writable) was just attached at
-        // `p.home` in this process; nothing else refers to it; a frame is at most
-        // FRAME_MAX < FRAME_ICA_SIZE bytes.
+        // `p.home` in this process; nothing else refers to it; a batch is at most
+        // FRAME_ICA_SIZE bytes.
         unsafe { core::slice::from_raw_parts_mut(p.home as *mut u8, p.copy.len()) }
             .copy_from_slice(&p.copy);
         true
     }
 
-    /// Frames the driver did not take, waiting for the next one.
+    /// Batches the driver did not take, waiting for the next one.
     pub fn refused(&self) -> usize {
         self.pages.iter().filter(|p| p.refused_at != 0).count()
     }
@@ -263,11 +276,14 @@ impl Tx {
             return;
         }
         let now = sys::clock_ns().unwrap_or(0);
-        for i in 0..self.pages.len() {
+        // Oldest batch first: a batch refused while in flight may be older than one
+        // refused at its submission.
+        let mut order: Vec<usize> = (0..self.pages.len())
+            .filter(|&i| self.pages[i].refused_at != 0)
+            .collect();
+        order.sort_by_key(|&i| self.pages[i].seq);
+        for i in order {
             let p = &self.pages[i];
-            if p.refused_at == 0 {
-                continue;
-            }
             if now.saturating_sub(p.refused_at) > RESEND_LIMIT_NS || !self.map(i) {
                 self.pages[i].refused_at = 0;
                 self.counts.errors += self.pages[i].count as u64;
@@ -343,6 +359,8 @@ impl Tx {
         if self.pages[i].count == 0 {
             return;
         }
+        self.pages[i].seq = self.next_seq;
+        self.next_seq += 1;
         let outcome = match self.driver() {
             Some(drv) if self.refused() == 0 => self.submit(i, drv),
             _ => Err(Error::Again),
@@ -411,7 +429,7 @@ impl Tx {
             .sum::<u64>();
     }
 
-    /// Frames still with the driver.
+    /// Batches still with the driver.
     pub fn in_flight(&self) -> usize {
         self.pages.iter().filter(|p| p.ticket.is_some()).count()
     }

@@ -677,7 +677,7 @@ fn answer(request: u64, a: Answer, page: Option<(ResId, u64)>) {
 }
 
 /// Answer an `OP_SEND_RECV` or `OP_EXCHANGE` whose send failed with `e` (word 0
-/// [`SEND_FAILED`]: nothing was received; word 1: the datagrams of the batch sent before
+/// [`SEND_FAILED`]: nothing was received; word 1: the records of the batch taken before
 /// the one that failed), passing its page back.
 fn answer_send_failed(request: u64, e: Error, sent: u64, page: Option<(ResId, u64)>) {
     let msg = Msg {

@@ -539,7 +539,8 @@ impl Driver {
         }
     }
 
-    /// Take finished `UDP_FRAME_IN` requests: their frame vregions come back.
+    /// Take finished `UDP_FRAMES_IN` and `UDP_FRAME_IN` requests: their frame vregions come
+    /// back.
     fn collect(&mut self) {
         while let Ok(c) = ipc::collect(ulib::abi::ipc::ANY, 0) {
             let Some((region, load, sends, to)) = self.in_flight.remove(&c.ticket) else {
@@ -564,7 +565,7 @@ impl Driver {
                 continue;
             }
             // Not taken: its server was being replaced or restarted (`Again`), or the
-            // request reached a server that had just ended (`Gone`). The frame is still in
+            // request reached a server that had just ended (`Gone`). The frames are still in
             // the region: send it again to whoever serves its function now (a few times at
             // most).
             self.forget(to);

@@ -346,6 +346,30 @@ fn bad_sends(
             ));
         }
     }
+    // And a good batch of two frames goes whole (two ARP requests: QEMU answers them).
+    // SAFETY: as above.
+    let page = unsafe { core::slice::from_raw_parts_mut(*at as *mut u8, FRAME_ICA_SIZE as usize) };
+    let mut w = batch::Writer::new(page);
+    let two = w.push(0, 0, &good).and_then(|()| w.push(0, 0, &good));
+    let (count, used) = (w.count() as u64, w.used() as u64);
+    two.map_err(|_| "a batch of two frames")?;
+    let msg = ipc::with_ica(
+        Msg {
+            label: DRV_TX_BATCH,
+            words: [count, used, 0, 0, 0, 0],
+        },
+        region,
+    );
+    let (value, reply) = ipc::call(drv, &msg).map_err(|e| format!("DRV_TX_BATCH of two: {e}"))?;
+    *at = ipc::ica_at(&reply)
+        .map(|(_, a)| a)
+        .ok_or("DRV_TX_BATCH's reply without the ICA")?;
+    if value != 0 || reply.words[0] != 2 {
+        return Err(format!(
+            "DRV_TX_BATCH of two frames answered {value} with {} sent",
+            reply.words[0]
+        ));
+    }
     // `DRV_INFO` with a page: refused, the page back (its answer's words leave no room);
     // more of them, and of one-way messages with a page, than the driver could keep
     // mapped beside its frame pool (a regression: it kept them, and then had no room for

@@ -4,14 +4,16 @@
 //! answers, in place, with the request that takes the next ones (`UdpSocket::exchange`,
 //! `OP_EXCHANGE`): one call to `netd` per batch, not per datagram.
 //! Prints `udpecho: listening on PORT` once bound, `udpecho: N received, N answered, N
-//! errors` each time the count passes a thousand and at the end, and an `udpecho: ERROR`
-//! line for an answer that failed (the count goes on). This is what the host client of `cargo xtask test`
+//! errors` each time the count passes a thousand and at the end, an `udpecho: ERROR` line
+//! for a batch of answers refused (the count goes on), and ends with an `ERROR` line and
+//! status 1 when `netd` refuses the exchange itself. This is what the host client of `cargo xtask test`
 //! (and `socat` by hand) talks to. It waits (at most 30 s) for `net.udp` to be served: a
 //! loaded `[smp4]` test run once started it on another core before the news of a `netd`
 //! just registered had reached that core (`bind 7: no such resource`).
 #![no_std]
 #![no_main]
 
+use ulib::abi::Error;
 use ulib::net::{SendRecvError, UdpSocket};
 use ulib::println;
 
@@ -55,7 +57,7 @@ fn main(args: &[&str]) -> i32 {
     let mut queued = 0u64;
     loop {
         // The last exchange only sends: nothing is received past `limit`.
-        let want = (limit - received).min(BATCH);
+        let want = limit.saturating_sub(received).min(BATCH);
         let r = s.exchange(want as usize, u64::MAX);
         let sent = s.sent() as u64;
         answered += sent;
@@ -66,14 +68,21 @@ fn main(args: &[&str]) -> i32 {
                 queued = n as u64;
                 s.answer_all();
             }
-            Err(SendRecvError::Send(e)) => {
-                // Those after the refused one are dropped with it.
+            // An answer refused (a full queue, a malformed record: those after it are
+            // dropped with it); the next exchange goes on receiving.
+            Err(SendRecvError::Send(e @ (Error::Busy | Error::InvalidArgument)))
+                if sent < queued =>
+            {
                 errors += queued - sent;
                 queued = 0;
                 println!("udpecho: ERROR: answer: {e}");
             }
-            Err(SendRecvError::Recv(e)) => {
-                println!("udpecho: ERROR: receive: {e}");
+            // Refused for no datagram of it (the port is not ours any more, no server):
+            // the next exchange would be refused as well.
+            Err(SendRecvError::Send(e) | SendRecvError::Recv(e)) => {
+                errors += queued.saturating_sub(sent);
+                println!("udpecho: ERROR: exchange: {e}");
+                println!("udpecho: {received} received, {answered} answered, {errors} errors");
                 return 1;
             }
         }

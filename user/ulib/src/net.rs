@@ -54,11 +54,15 @@
 //!
 //! A request answered `Again` (the server is being replaced, see `abi::fnid::RETIRE_NOTICE`)
 //! is sent again here, so programs never see it; an `OP_RECV` goes again with the time
-//! left, and so does the receive of an `OP_SEND_RECV` answered `Again` (`netd` holds only a
-//! receive whose send is done, so only the receive goes again). Sending more than
-//! [`DATA_MAX`] bytes is `TooLong` (checked before anything is sent); binding a bound port
-//! is `AlreadyExists`; no `netd` is `NoSuchResource` (never registered) or `Gone` (its
-//! server ended); no datagram within the timeout is `TimedOut`.
+//! left, and so does the receive of an `OP_SEND_RECV` or `OP_EXCHANGE` answered `Again`
+//! (`netd` holds only a receive whose send is done, so only the receive goes again).
+//! Sending more than [`DATA_MAX`] bytes is `TooLong` (checked before anything is sent;
+//! a batch record that long is malformed: `InvalidArgument`); binding a bound port is
+//! `AlreadyExists`; no `netd` is `NoSuchResource` (never registered) or `Gone` (its server
+//! ended); no datagram within the timeout is `TimedOut`. A batch stops at a malformed
+//! record or a full queue (`SEND_FAILED`, with the count sent before it); a datagram in it
+//! to address or port 0 (say, an answer to a datagram that came from port 0) is dropped
+//! and counted by `netd`, and the rest go on.
 
 use crate::{fnid, ipc, res, sys};
 use abi::fnid::FnId;
@@ -349,13 +353,14 @@ impl Drop for LentPage {
     }
 }
 
-/// What [`UdpSocket::send_recv`] could not do.
+/// What [`UdpSocket::send_recv`] or [`UdpSocket::exchange`] could not do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SendRecvError {
-    /// The datagram was not sent, and nothing was received.
+    /// The datagram (of a batch: one datagram, and those after it; [`UdpSocket::sent`]
+    /// says how many before it went) was not sent, and nothing was received.
     Send(Error),
-    /// The datagram was sent (or its fate is unknown: `Gone`, the server ended holding the
-    /// request); the receive failed.
+    /// The datagram or batch was sent (or its fate is unknown: `Gone`, the server ended
+    /// holding the request; [`UdpSocket::sent`] then says 0); the receive failed.
     Recv(Error),
 }
 
@@ -403,11 +408,14 @@ impl UdpSocket {
         Err(Error::Busy)
     }
 
-    /// Send `data` (at most [`DATA_MAX`] bytes) to `addr:port`.
+    /// Send `data` (at most [`DATA_MAX`] bytes) to `addr:port`. A batch queued for
+    /// [`UdpSocket::exchange`] is dropped (the data goes where it was), as by
+    /// [`UdpSocket::recv_from`] and [`UdpSocket::send_recv`].
     pub fn send_to(&mut self, addr: Ipv4, port: u16, data: &[u8]) -> Result<(), Error> {
         if data.len() > DATA_MAX {
             return Err(Error::TooLong);
         }
+        self.forget_batch();
         let at = self.page.map()?;
         // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
         // this socket uses it; `data` fits in it.
@@ -434,6 +442,7 @@ impl UdpSocket {
         timeout_ns: u64,
     ) -> Result<(usize, Ipv4, u16), Error> {
         let cap = buf.len().min(DATA_MAX);
+        self.forget_batch();
         let start = sys::clock_ns()?;
         let reply = loop {
             let left = time_left(timeout_ns, start);
@@ -483,6 +492,7 @@ impl UdpSocket {
             return Err(Send(Error::InvalidArgument));
         }
         let cap = buf.len().min(DATA_MAX);
+        self.forget_batch();
         let start = sys::clock_ns().map_err(Send)?;
         let at = self.page.map().map_err(Send)?;
         // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
@@ -573,30 +583,39 @@ impl UdpSocket {
                 Err(e) => return Err(Send(e)),
                 Ok((_, reply)) => reply,
             };
-            // Answered past the send: the whole batch went (a failed send is answered at
-            // once, with how many went before it).
-            if reply.words[0] == SEND_FAILED && ipc::label(&reply) != 0 {
-                self.sent += reply.words[1] as usize;
-            } else {
-                self.sent += count;
+            let label = ipc::label(&reply);
+            let failed = label != 0 && reply.words[0] == SEND_FAILED;
+            // A server that does not know the request: nothing was sent.
+            if label == Error::InvalidArgument as u64 && !failed {
+                return Err(Send(Error::InvalidArgument));
             }
-            match ipc::label(&reply) {
-                0 if self.page.at() != 0 => {
-                    let n = reply.words[0] as usize;
-                    self.received = (n, reply.words[1] as usize);
+            // Answered past the send: the whole batch went (a failed send is answered at
+            // once, with how many went before it; the server's word is not trusted beyond
+            // the batch).
+            self.sent += match failed {
+                true => (reply.words[1] as usize).min(count),
+                false => count,
+            };
+            match label {
+                0 => {
+                    // A reply that lost the page (it came back read-only): the datagrams
+                    // are in it still; attached again.
+                    self.page.map().map_err(Recv)?;
+                    let n = (reply.words[0] as usize).min(max);
+                    let used = (reply.words[1] as usize).min(abi::net::FRAME_ICA_SIZE as usize);
+                    self.received = (n, used);
                     return Ok(n);
                 }
                 // Sent, and the receive given back (`Again`: the server was replaced while
-                // it held it), or a reply that lost the page: receive again, sending
-                // nothing.
-                e if e == 0 || e == Error::Again as u64 => {
+                // it held it): receive again, sending nothing.
+                e if e == Error::Again as u64 => {
                     (count, used) = (0, 0);
                     if tries >= AGAIN_TRIES {
                         return Err(Recv(Error::Busy));
                     }
                     tries += 1;
                 }
-                e if reply.words[0] == SEND_FAILED => return Err(Send(Error::from_code(e))),
+                e if failed => return Err(Send(Error::from_code(e))),
                 e => return Err(Recv(Error::from_code(e))),
             }
         }
@@ -621,7 +640,14 @@ impl UdpSocket {
             .map(|(h, d)| (Ipv4::from_word(u64::from(h.addr)), h.port, d))
     }
 
-    /// Datagrams the last [`UdpSocket::exchange`] sent.
+    /// The page is about to hold one datagram: no batch is in it any more.
+    fn forget_batch(&mut self) {
+        self.received = (0, 0);
+        self.to_send = (0, 0);
+    }
+
+    /// Datagrams the last [`UdpSocket::exchange`] sent (or handed to `netd`: a datagram to
+    /// address or port 0 is dropped there and counted an error, not refused).
     pub fn sent(&self) -> usize {
         self.sent
     }

@@ -48,14 +48,21 @@ impl Server {
             .map_err(|_| Error::InvalidArgument)?;
         for record in records {
             let (_, frame) = record.map_err(|_| Error::InvalidArgument)?;
+            // A page holds more small frames than the queue: smoltcp takes them first.
+            if self.dev.rx_full() {
+                self.ingest();
+            }
             self.dev.frame_in(frame);
         }
         Ok([0; 4])
     }
 
     /// Send the `count` records in the first `used` bytes of the page at `at` from `port`:
-    /// how many were sent, or the error of the first that was not and how many were sent
-    /// before it.
+    /// how many were taken, or the error of the first that could not be and how many were
+    /// taken before it. A record to address or port 0 (an answer to a datagram from port
+    /// 0, which smoltcp accepts) or one smoltcp cannot route is taken, dropped and counted
+    /// an error: one such datagram does not cost the rest of the batch. A malformed record
+    /// or a full queue stops it.
     pub(super) fn send_batch(
         &mut self,
         sender: Pid,
@@ -71,7 +78,7 @@ impl Server {
         let records = Reader::new(page, count as usize, used as usize, DATA_MAX)
             .map_err(|_| (Error::InvalidArgument, 0))?;
         let before = self.sockets.get::<udp::Socket>(h).send_queue();
-        let (mut sent, mut bytes) = (0, 0);
+        let (mut taken, mut sent, mut bytes) = (0, 0, 0);
         let mut failed = None;
         for record in records {
             let Ok((hd, data)) = record else {
@@ -79,8 +86,9 @@ impl Server {
                 break;
             };
             if hd.addr == 0 || hd.port == 0 {
-                failed = Some(Error::InvalidArgument);
-                break;
+                self.net.count(|c| c.errors += 1);
+                taken += 1;
+                continue;
             }
             let to = IpEndpoint::new(IpAddress::Ipv4(super::ipv4(hd.addr)), hd.port);
             let mut r = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
@@ -99,11 +107,9 @@ impl Server {
                     failed = Some(Error::Busy);
                     break;
                 }
-                Err(udp::SendError::Unaddressable) => {
-                    failed = Some(Error::InvalidArgument);
-                    break;
-                }
+                Err(udp::SendError::Unaddressable) => self.net.count(|c| c.errors += 1),
             }
+            taken += 1;
         }
         if sent > 0 {
             self.net.count(|c| c.datagrams_out += sent as u64);
@@ -115,8 +121,8 @@ impl Server {
                 .look(port, after, moved, sys::clock_ns().unwrap_or(0));
         }
         match failed {
-            Some(e) => Err((e, sent)),
-            None => Ok(sent),
+            Some(e) => Err((e, taken)),
+            None => Ok(taken),
         }
     }
 
