@@ -100,12 +100,7 @@ pub fn frame_batches(p: &mut Peer, fails: &mut Vec<String>) {
             after.saturating_sub(before)
         ));
     }
-    p.sent.clear();
-    let d = datagram(9100);
-    p.inject(&udp_frame(5555, 7, &d), None);
-    if p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d))
-        .is_none()
-    {
+    if !crate::still_echoes(p, 9100) {
         fails.push(String::from("no echo after the bad batches of frames"));
     }
 }
@@ -319,9 +314,9 @@ fn bad_exchanges(p: &mut Peer, udp: FnId, port: u16, fails: &mut Vec<String>) {
     }
 }
 
-/// `msg` to `udp` with a page of this program's holding `bytes`; the reply (the page back
-/// and closed).
-fn call_with(udp: FnId, msg: Msg, bytes: &[u8]) -> Result<Msg, String> {
+/// `msg` to `udp` with a page of this program's holding `bytes` (zeroes after them); the
+/// reply (the page back and closed).
+pub(crate) fn call_with(udp: FnId, msg: Msg, bytes: &[u8]) -> Result<Msg, String> {
     const AT: u64 = 0x0000_5780_0000_0000;
     let page = ulib::res::open_vregion("here/vregion/netcheck-xb", 4096, Rights::OWNER_ALL)
         .map_err(|e| format!("page: {e}"))?;

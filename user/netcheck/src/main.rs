@@ -303,22 +303,8 @@ fn lent_page_refused(
     want: Error,
     word0: u64,
 ) -> Result<(), String> {
-    const AT: u64 = 0x0000_5700_0000_0000;
-    let page = ulib::res::open_vregion("here/vregion/netcheck-ro", 4096, Rights::OWNER_ALL)
-        .map_err(|e| format!("lent page: {e}"))?;
-    if let Err(e) = ulib::res::attach_here(page, AT, true) {
-        let _ = ulib::res::close(page);
-        return Err(format!("lent page: attach: {e}"));
-    }
-    let r = ipc::call(udp.as_target(), &ipc::with_ica(msg, page));
-    let at = match &r {
-        Ok((_, reply)) => ipc::ica_at(reply).map_or(AT, |(_, at)| at),
-        Err(_) => AT,
-    };
-    let _ = ulib::res::detach_here(at);
-    let _ = ulib::res::close(page);
-    match r {
-        Ok((_, reply)) if ipc::label(&reply) == want as u64 && reply.words[0] == word0 => Ok(()),
+    match batches::call_with(udp, msg, &[]) {
+        Ok(reply) if ipc::label(&reply) == want as u64 && reply.words[0] == word0 => Ok(()),
         other => Err(format!(
             "request {:#x} {:?} with a page: {other:?}, want {want:?}",
             msg.label, msg.words
@@ -384,6 +370,15 @@ fn start_program(prog: &str, args: &[&str], core: Option<usize>) -> Result<Pid, 
         None => sys::spawn(prog, args, Priority::App),
     }
     .map_err(|e| format!("start {prog}: {e}"))
+}
+
+/// Does `udpecho` (port 7) still echo: datagram `seq` sent, its echo seen.
+fn still_echoes(p: &mut Peer, seq: u32) -> bool {
+    p.sent.clear();
+    let d = datagram(seq);
+    p.inject(&udp_frame(5555, 7, &d), None);
+    p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d))
+        .is_some()
 }
 
 fn datagram(seq: u32) -> Vec<u8> {
@@ -509,12 +504,7 @@ fn run(
             other => fails.push(format!("a frame without an ICA: {other:?}")),
         }
     }
-    p.sent.clear();
-    let d = datagram(7777);
-    p.inject(&udp_frame(5555, 7, &d), None);
-    if p.wait_for(REPLY_LIMIT_NS, |f| udp_of(f).filter(|u| u.2 == d))
-        .is_none()
-    {
+    if !still_echoes(p, 7777) {
         fails.push(String::from("no echo after the bad frames"));
     }
     let after = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
