@@ -4,9 +4,10 @@
 //! answers, in place, with the request that takes the next ones (`UdpSocket::exchange`,
 //! `OP_EXCHANGE`): one call to `netd` per batch, not per datagram.
 //! Prints `udpecho: listening on PORT` once bound, `udpecho: N received, N answered, N
-//! errors` each time the count passes a thousand and at the end, an `udpecho: ERROR` line
-//! for a batch of answers refused (the count goes on), and ends with an `ERROR` line and
-//! status 1 when `netd` refuses the exchange itself. This is what the host client of `cargo xtask test`
+//! errors` each time the count passes a thousand and at the end (answered: handed to
+//! `netd`, which drops and counts an answer to port or address 0), an `udpecho: ERROR`
+//! line for a batch of answers refused (the count goes on), and ends with an `ERROR` line
+//! and status 1 when `netd` refuses the exchange itself. This is what the host client of `cargo xtask test`
 //! (and `socat` by hand) talks to. It waits (at most 30 s) for `net.udp` to be served: a
 //! loaded `[smp4]` test run once started it on another core before the news of a `netd`
 //! just registered had reached that core (`bind 7: no such resource`).

@@ -559,8 +559,11 @@ impl UdpSocket {
         let start = sys::clock_ns().map_err(Send)?;
         let max = max.min(usize::from(u16::MAX));
         let mut tries = 0;
+        // Once a reply said the batch went, what fails after is the receive's.
+        let mut gone = false;
+        let fail = |gone: bool, e: Error| if gone { Recv(e) } else { Send(e) };
         loop {
-            self.page.map().map_err(Send)?;
+            self.page.map().map_err(|e| fail(gone, e))?;
             let msg = request(
                 OP_EXCHANGE,
                 [
@@ -577,10 +580,10 @@ impl UdpSocket {
                     let _ = sys::yield_now();
                     continue;
                 }
-                Err(Error::Again) => return Err(Send(Error::Busy)),
+                Err(Error::Again) => return Err(fail(gone, Error::Busy)),
                 // The server ended holding it: perhaps sent.
                 Err(Error::Gone) => return Err(Recv(Error::Gone)),
-                Err(e) => return Err(Send(e)),
+                Err(e) => return Err(fail(gone, e)),
                 Ok((_, reply)) => reply,
             };
             let label = ipc::label(&reply);
@@ -610,6 +613,7 @@ impl UdpSocket {
                 // it held it): receive again, sending nothing.
                 e if e == Error::Again as u64 => {
                     (count, used) = (0, 0);
+                    gone = true;
                     if tries >= AGAIN_TRIES {
                         return Err(Recv(Error::Busy));
                     }
