@@ -158,6 +158,8 @@ impl core::fmt::Display for Ipv4 {
     }
 }
 
+/// A lent page's size.
+const PAGE: usize = abi::net::FRAME_ICA_SIZE as usize;
 /// Where a socket's page is attached first: one page per socket from here (after it went to
 /// `netd` once, it lives in the ICA window).
 const PAGES_AT: u64 = 0x0000_5d00_0000_0000;
@@ -317,6 +319,24 @@ impl LentPage {
         self.at
     }
 
+    /// The page's bytes, mapped (attached again first if it came back detached).
+    pub fn bytes_mut(&mut self) -> Result<&mut [u8], Error> {
+        let at = self.map()?;
+        // SAFETY: the page (FRAME_ICA_SIZE bytes) is mapped writable at `at` in this
+        // process (one that came back read-only was let go by `call`), and the borrow of
+        // `self` keeps it from being lent or moved while the slice lives.
+        Ok(unsafe { core::slice::from_raw_parts_mut(at as *mut u8, PAGE) })
+    }
+
+    /// The page's bytes as they are now (none while it is not mapped).
+    pub fn bytes(&self) -> &[u8] {
+        match self.at {
+            0 => &[],
+            // SAFETY: as in `bytes_mut`: mapped at `at`, not lent while `self` is borrowed.
+            at => unsafe { core::slice::from_raw_parts(at as *const u8, PAGE) },
+        }
+    }
+
     /// `CALL` `target` with `msg` and the page as its ICA; notes where the page came back.
     /// `Again` from the kernel means it was refused before the page moved.
     pub fn call(&mut self, target: ResId, msg: Msg) -> Result<(u64, Msg), Error> {
@@ -416,10 +436,7 @@ impl UdpSocket {
             return Err(Error::TooLong);
         }
         self.forget_batch();
-        let at = self.page.map()?;
-        // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
-        // this socket uses it; `data` fits in it.
-        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), at as *mut u8, data.len()) };
+        self.page.bytes_mut()?[..data.len()].copy_from_slice(data);
         let mut msg = request(
             OP_SEND,
             [
@@ -462,11 +479,9 @@ impl UdpSocket {
     /// The datagram a receive's reply says is in the page, copied into `buf` (at most
     /// `cap <= buf.len()` bytes): its length, source address and source port.
     fn datagram(&self, reply: &Msg, buf: &mut [u8], cap: usize) -> (usize, Ipv4, u16) {
-        let n = (reply.words[0] as usize).min(cap);
-        let at = self.page.at();
-        // SAFETY: the page is mapped at `at` (the reply brought it back) and `n` is at most
-        // a page; `buf` holds at least `n` bytes.
-        unsafe { core::ptr::copy_nonoverlapping(at as *const u8, buf.as_mut_ptr(), n) };
+        let page = self.page.bytes();
+        let n = (reply.words[0] as usize).min(cap).min(page.len());
+        buf[..n].copy_from_slice(&page[..n]);
         (n, Ipv4::from_word(reply.words[1]), reply.words[2] as u16)
     }
 
@@ -494,10 +509,8 @@ impl UdpSocket {
         let cap = buf.len().min(DATA_MAX);
         self.forget_batch();
         let start = sys::clock_ns().map_err(Send)?;
-        let at = self.page.map().map_err(Send)?;
-        // SAFETY: the page (one page, writable) is mapped at `at` in this process and only
-        // this socket uses it; `len <= DATA_MAX` fits in it and in `buf`.
-        unsafe { core::ptr::copy_nonoverlapping(buf.as_ptr(), at as *mut u8, len) };
+        // `len <= DATA_MAX` fits the page.
+        self.page.bytes_mut().map_err(Send)?[..len].copy_from_slice(&buf[..len]);
         let msg = request(
             OP_SEND_RECV,
             [
@@ -629,15 +642,7 @@ impl UdpSocket {
     /// address, source port, data).
     pub fn received(&self) -> impl Iterator<Item = (Ipv4, u16, &[u8])> {
         let (count, used) = self.received;
-        let page: &[u8] = match self.page.at() {
-            0 => &[],
-            // SAFETY: the page (one page) is mapped at `at` in this process and only this
-            // socket uses it; the borrow of `self` keeps it from moving meanwhile.
-            at => unsafe {
-                core::slice::from_raw_parts(at as *const u8, abi::net::FRAME_ICA_SIZE as usize)
-            },
-        };
-        batch::Reader::new(page, count, used, DATA_MAX)
+        batch::Reader::new(self.page.bytes(), count, used, DATA_MAX)
             .into_iter()
             .flatten()
             .map_while(Result::ok)
@@ -670,13 +675,9 @@ impl UdpSocket {
         if data.len() > DATA_MAX {
             return Err(Error::TooLong);
         }
-        let at = self.page.map()?;
+        let page = self.page.bytes_mut()?;
         self.received = (0, 0);
         let (count, used) = self.to_send;
-        // SAFETY: as in `received`; the page is mapped writable at `at`.
-        let page = unsafe {
-            core::slice::from_raw_parts_mut(at as *mut u8, abi::net::FRAME_ICA_SIZE as usize)
-        };
         let mut w = batch::Writer::new(&mut page[used..]);
         w.push(port, addr.to_word() as u32, data)
             .map_err(|_| Error::Busy)?;

@@ -19,7 +19,6 @@ use ulib::abi::net::{FRAME_ICA_SIZE, FRAME_MAX};
 use ulib::abi::res::ResId;
 use ulib::abi::{Error, Pid};
 use ulib::net::DATA_MAX;
-use ulib::sys;
 
 /// The caller's page mapped at `at`, as bytes.
 ///
@@ -70,9 +69,7 @@ impl Server {
         [port, count, used]: [u64; 3],
     ) -> Result<usize, (Error, usize)> {
         let port = self.owned_port(port, sender).map_err(|e| (e, 0))?;
-        let Some(&(_, h)) = self.udp.iter().find(|(p, _)| *p == port) else {
-            return Err((Error::NoSuchResource, 0));
-        };
+        let h = self.handle_of(port).map_err(|e| (e, 0))?;
         // SAFETY: the request's page is mapped at `at` until the answer passes it back.
         let page = unsafe { page_at(at) };
         let records = Reader::new(page, count as usize, used as usize, DATA_MAX)
@@ -112,13 +109,8 @@ impl Server {
             taken += 1;
         }
         if sent > 0 {
-            self.net.count(|c| c.datagrams_out += sent as u64);
             // All of them, as frames of one batch to the driver.
-            self.egress(super::now());
-            let after = self.sockets.get::<udp::Socket>(h).send_queue();
-            let moved = after < before + bytes;
-            self.tx
-                .look(port, after, moved, sys::clock_ns().unwrap_or(0));
+            self.queued(port, h, sent, before, bytes);
         }
         match failed {
             Some(e) => Err((e, taken)),

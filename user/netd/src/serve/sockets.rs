@@ -129,9 +129,7 @@ impl Server {
         if addr == 0 || dport == 0 {
             return Err(Error::InvalidArgument);
         }
-        let Some(&(_, h)) = self.udp.iter().find(|(p, _)| *p == port) else {
-            return Err(Error::NoSuchResource);
-        };
+        let h = self.handle_of(port)?;
         // SAFETY: the caller's page is mapped at `at` until the answer passes it back;
         // `len <= DATA_MAX` fits in its one page.
         let data = unsafe { core::slice::from_raw_parts(at as *const u8, len) };
@@ -140,13 +138,7 @@ impl Server {
         let sent = self.sockets.get_mut::<udp::Socket>(h).send_slice(data, to);
         match sent {
             Ok(()) => {
-                self.net.count(|c| c.datagrams_out += 1);
-                // Out at once, not at the next poll.
-                self.egress(now());
-                let after = self.sockets.get::<udp::Socket>(h).send_queue();
-                let moved = after < before + len;
-                self.tx
-                    .look(port, after, moved, sys::clock_ns().unwrap_or(0));
+                self.queued(port, h, 1, before, len);
                 Ok([0; 4])
             }
             Err(udp::SendError::BufferFull) => {
@@ -155,6 +147,34 @@ impl Server {
             }
             Err(udp::SendError::Unaddressable) => Err(Error::InvalidArgument),
         }
+    }
+
+    /// The smoltcp socket of bound port `port`.
+    pub(super) fn handle_of(&self, port: u16) -> Result<SocketHandle, Error> {
+        self.udp
+            .iter()
+            .find(|(p, _)| *p == port)
+            .map(|&(_, h)| h)
+            .ok_or(Error::NoSuchResource)
+    }
+
+    /// `n` datagrams of `bytes` bytes in all were queued on `port`'s socket `h`, whose
+    /// queue held `before` bytes: counted, sent at once (not at the next poll), and the
+    /// queue's progress noted (`TxWatch`).
+    pub(super) fn queued(
+        &mut self,
+        port: u16,
+        h: SocketHandle,
+        n: usize,
+        before: usize,
+        bytes: usize,
+    ) {
+        self.net.count(|c| c.datagrams_out += n as u64);
+        self.egress(now());
+        let after = self.sockets.get::<udp::Socket>(h).send_queue();
+        let moved = after < before + bytes;
+        self.tx
+            .look(port, after, moved, sys::clock_ns().unwrap_or(0));
     }
 
     /// A receive on port `port` (the request's word) of at most `cap` bytes waiting at most
