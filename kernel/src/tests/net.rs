@@ -77,11 +77,14 @@ ktest! {
 ktest! {
     /// A program cannot keep `netd` from starting by opening first the names it would
     /// open: with the names the next servers on this core once used taken (`netcheck
-    /// squat`: `netd-SERIAL`, `netd-state-SERIAL`, `netd-tx-SERIAL-0..15`, for the next 8
-    /// serials), `netcheck`'s `netd` still starts and serves (`ulib::res::open_fresh`, as
+    /// squat`: `netd-SERIAL`, `netd-state-SERIAL`, `netd-tx-SERIAL-0..15`, and the socket
+    /// pages `udp-SERIAL-0..3` of `ulib::net`, for the next 8 serials), `netcheck`'s
+    /// `netd` still starts and serves and its `udpecho` binds (`ulib::res::open_fresh`, as
     /// for the drivers). Before, any program could take them (serials are handed out in
-    /// order) and `netd` ended with "endpoint: a resource with that name exists". `fsd`,
-    /// `bufd` and `kv` open their endpoints (and `fsd` its state and data ICAs) the same way.
+    /// order) and `netd` ended with "endpoint: a resource with that name exists" (and
+    /// `udpecho`'s bind, later, the same). `fsd`, `bufd`, `kv` and `machd` open their
+    /// endpoints (and `fsd` its state and data ICAs, `machd` its semaphores and pages) the
+    /// same way.
     fn net_names_taken_first_do_not_stop_netd() -> TestResult {
         netcheck(&[String::from("squat")])
     }

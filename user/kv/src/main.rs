@@ -358,10 +358,15 @@ fn state_table(id: FnId, o: &Options) -> Result<(Table<'static>, String), String
             (region, info.size, true)
         }
         None => {
-            let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-            let name = format!("here/vregion/kv-state-{}", me.serial());
-            let region = res::open_vregion(&name, o.size, Rights::OWNER_ALL)
-                .map_err(|e| format!("open state ICA of {} bytes: {e}", o.size))?;
+            // A name nobody can guess (`res::open_fresh`): under `kv-state-SERIAL`, a
+            // program could take the name of the next server first and keep it from
+            // starting (serials come in order).
+            let region = res::open_fresh(
+                "here/vregion/kv-state",
+                &o.size.to_le_bytes(),
+                Rights::OWNER_ALL,
+            )
+            .map_err(|e| format!("open state ICA of {} bytes: {e}", o.size))?;
             (region, o.size, false)
         }
     };

@@ -190,11 +190,10 @@ fn take_page(
         unsafe { core::ptr::write_bytes(at as *mut u8, 0, PAGE) };
         return Ok((region, at));
     }
-    let serial = sys::getpid()?.serial();
     *made += 1;
-    let region = res::open_vregion(
-        &format!("here/vregion/machd-{serial}-call-{worker}-{made}"),
-        PAGE as u64,
+    let region = res::open_fresh(
+        &format!("here/vregion/machd-call-{worker}"),
+        &(PAGE as u64).to_le_bytes(),
         Rights::OWNER_ALL,
     )?;
     // Where this worker's pages go: apart from every other worker's and from `files`'.

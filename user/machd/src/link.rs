@@ -109,12 +109,8 @@ pub fn open(kind: Kind, me: u8) -> Result<(Out, In), String> {
         Kind::Ethernet => {
             // Registered first: the driver sends frames of machd's type only for the server
             // of `mach.link`, so the sooner machd is that server, the better.
-            let pid = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-            let ep = ipc::open_endpoint(
-                &format!("here/endpoint/machd-link-{}", pid.serial()),
-                crate::ENDPOINT_RIGHTS,
-            )
-            .map_err(|e| format!("link endpoint: {e}"))?;
+            let ep = ulib::res::open_fresh("here/endpoint/machd-link", &[], crate::ENDPOINT_RIGHTS)
+                .map_err(|e| format!("link endpoint: {e}"))?;
             fnid::register(FN_LINK, ep).map_err(|e| format!("register {FN_LINK}: {e}"))?;
             let drv = fnid::wait(FN_DRV, DRIVER_WAIT_NS).map_err(|e| format!("{FN_DRV}: {e}"))?;
             let page = LentPage::open("machd-frame").map_err(|e| format!("frame page: {e}"))?;

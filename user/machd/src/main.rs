@@ -455,30 +455,17 @@ fn run(me: u8, n: u8, kind: link::Kind) -> Result<(), alloc::string::String> {
         let _ = sys::sleep_ns(10_000_000);
     }
     let (tx, rx) = link::open(kind, me)?;
-    let pid = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let ep = ipc::open_endpoint(
-        &format!("here/endpoint/machd-{}", pid.serial()),
-        ENDPOINT_RIGHTS,
-    )
-    .map_err(|e| format!("endpoint: {e}"))?;
-    let jobs = ulib::sem::open_sem(
-        &format!("here/sem/machd-{}", pid.serial()),
-        0,
-        Rights::OWNER_ALL,
-    )
-    .map_err(|e| format!("semaphore: {e}"))?;
-    let fs_jobs = ulib::sem::open_sem(
-        &format!("here/sem/machd-fs-{}", pid.serial()),
-        0,
-        Rights::OWNER_ALL,
-    )
-    .map_err(|e| format!("semaphore: {e}"))?;
-    let call_jobs = ulib::sem::open_sem(
-        &format!("here/sem/machd-call-{}", pid.serial()),
-        0,
-        Rights::OWNER_ALL,
-    )
-    .map_err(|e| format!("semaphore: {e}"))?;
+    // Names nobody can guess (`res::open_fresh`): under `machd-SERIAL`, a program started
+    // first could take them and keep machd from starting (serials come in order).
+    let ep = ulib::res::open_fresh("here/endpoint/machd", &[], ENDPOINT_RIGHTS)
+        .map_err(|e| format!("endpoint: {e}"))?;
+    let sem = |prefix: &str| {
+        ulib::res::open_fresh(prefix, &0u64.to_le_bytes(), Rights::OWNER_ALL)
+            .map_err(|e| format!("semaphore: {e}"))
+    };
+    let jobs = sem("here/sem/machd")?;
+    let fs_jobs = sem("here/sem/machd-fs")?;
+    let call_jobs = sem("here/sem/machd-call")?;
     let started = now();
     // A new epoch every start: the clock at this instant differs from boot to boot (TCG
     // timing and the boot's own work), and `epoch_from` spreads close values apart.

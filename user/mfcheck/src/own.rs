@@ -56,15 +56,7 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
     let root = format!("m{m}:");
     let listed = ulib::fs::readdir(&root).map_err(|e| format!("ls {root}: {e}"))?;
     let (all, epoch) = m_::res_list(m, 0).map_err(|e| format!("list m{m}.c0: {e}"))?;
-    // machd's pid there: its endpoint `machd-SERIAL` on its core.
-    let pid = all
-        .iter()
-        .filter(|r| r.kind == ResType::Endpoint as u8)
-        .find_map(|r| {
-            let serial = r.name().strip_prefix("machd-")?.parse::<u32>().ok()?;
-            Some(Pid::new(r.id.core(), serial))
-        })
-        .ok_or_else(|| format!("no endpoint machd-SERIAL on m{m}.c0"))?;
+    let pid = machd_pid(m)?;
     let prefix = format!("fs-{}-", pid.0);
     let own: Vec<_> = all
         .iter()
@@ -135,4 +127,29 @@ fn all_denied(m: u8, epoch: u32, own: &[&ResInfo], (what, cmd): (&str, u64)) -> 
     } else {
         Err(format!("not refused: {}", wrong.join("; ")))
     }
+}
+
+/// `machd`'s pid on machine `m`: the process named `machd` in its list (`OP_PS`; its
+/// resources' names say nothing of its pid, `res::open_fresh`).
+fn machd_pid(m: u8) -> Result<Pid, String> {
+    let server = ulib::fnid::lookup(ulib::abi::mach::FN_MACH)
+        .map_err(|e| format!("{}: {e}", ulib::abi::mach::FN_MACH))?;
+    // A bound on the list's length, should it keep growing.
+    for i in 0..1024u64 {
+        let ask = ulib::abi::ipc::Msg {
+            label: ulib::abi::mach::OP_PS,
+            words: [u64::from(m), i, 0, 0, 0, 0],
+        };
+        let w = match ulib::fnid::call_fn(server, &ask) {
+            Ok((0, r)) => r.words,
+            Err(Error::NoSuchProcess) => break,
+            Ok((v, _)) => return Err(format!("ps of m{m}: {}", Error::from_code(v))),
+            Err(e) => return Err(format!("ps of m{m}: {e}")),
+        };
+        let name: Vec<u8> = w[3..6].iter().flat_map(|x| x.to_le_bytes()).collect();
+        if name.split(|&b| b == 0).next() == Some(b"machd".as_slice()) {
+            return Ok(Pid(w[0]));
+        }
+    }
+    Err(format!("no process machd on m{m}"))
 }

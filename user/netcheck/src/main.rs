@@ -35,8 +35,9 @@
 //!
 //! `netcheck squat [...]`: the same checks, with the names the next servers on this core
 //! once opened taken first by this program ([`squat`]: `netd-SERIAL`, `netd-state-SERIAL`,
-//! `netd-tx-SERIAL-0..15` for the next [`SQUAT_SERIALS`] serials): `netd` must start all
-//! the same (`ulib::res::open_fresh`).
+//! `netd-tx-SERIAL-0..15`, and a program's socket pages `udp-SERIAL-0..3`, for the next
+//! [`SQUAT_SERIALS`] serials): `netd` must start and `udpecho` bind all the same
+//! (`ulib::res::open_fresh`).
 #![no_std]
 #![no_main]
 
@@ -112,6 +113,11 @@ fn squat() -> Result<Vec<ulib::abi::res::ResId>, String> {
         names.push((format!("here/vregion/netd-state-{s}"), &page[..]));
         for i in 0..16 {
             names.push((format!("here/vregion/netd-tx-{s}-{i}"), &page[..]));
+        }
+        // A program's socket pages (`ulib::net::LentPage`), as they were named: `udpecho`'s
+        // bind failed.
+        for k in 0..4 {
+            names.push((format!("here/vregion/udp-{s}-{k}"), &page[..]));
         }
     }
     for (name, args) in names {

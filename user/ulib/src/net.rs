@@ -249,14 +249,16 @@ pub struct LentPage {
 }
 
 impl LentPage {
-    /// Open this process's page `here/vregion/NAME-PID-K` (K counts this process's pages)
+    /// Open this process's page `here/vregion/NAME-SERIAL-K-X` (K counts this process's
+    /// pages, X is 48 bits nobody can guess, `res::open_fresh`: under a name a program
+    /// could foresee, one started first could take it and keep this one from its sockets)
     /// and attach it writable.
     pub fn open(name: &str) -> Result<LentPage, Error> {
         let me = sys::getpid()?;
         let k = NEXT_PAGE.fetch_add(1, Ordering::Relaxed);
-        let page = res::open_vregion(
+        let page = res::open_fresh(
             &alloc::format!("here/vregion/{name}-{}-{k}", me.serial()),
-            abi::net::FRAME_ICA_SIZE,
+            &abi::net::FRAME_ICA_SIZE.to_le_bytes(),
             Rights::OWNER_ALL,
         )?;
         let home = PAGES_AT + k * abi::net::FRAME_ICA_SIZE;
@@ -272,12 +274,19 @@ impl LentPage {
     }
 
     /// Is `name` (a vregion's name as the kernel lists it) one of this process's pages,
-    /// `NAME-SERIAL-K` as [`LentPage::open`] names them (its serial, a count it made)? A
-    /// server that makes others' resource operations (`machd`) keeps these from them.
+    /// `NAME-SERIAL-K-X` as [`LentPage::open`] names them (its serial, a count it made, 12
+    /// hex digits)? A server that makes others' resource operations (`machd`) keeps these
+    /// from them.
     pub fn is_own(name: &str) -> bool {
         let Ok(me) = sys::getpid() else {
             return false;
         };
+        let Some((name, x)) = name.rsplit_once('-') else {
+            return false;
+        };
+        if x.len() != 12 || !x.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return false;
+        }
         let Some((rest, k)) = name.rsplit_once('-') else {
             return false;
         };
