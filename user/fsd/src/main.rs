@@ -81,6 +81,9 @@ struct Server {
     /// Every directory entry was checked at mount ([`check_entries`]); if not, each entry a
     /// path names is checked as the path is followed ([`Server::at_dir`]).
     checked_all: bool,
+    /// The name of the volume label's entry in the root, if there is one: no file
+    /// ([`Server::at_dir`]).
+    label: Option<embedded_sdmmc::ShortFileName>,
 }
 
 /// Where the volume starts on the disk and how its FATs lie (`libs/fattail`).
@@ -158,6 +161,7 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
         .map_err(|e| format!("the disk holds no FAT volume this server reads: {e:?}"))?;
     // Before `fs` is offered: a volume refused leaves no function behind to fail `Gone`.
     let checked_all = check_entries(&vm, vol, &fat)?;
+    let label = volume_label(&vm, vol);
     let (table, id, inherited) = match table {
         Some((t, id)) => (t, id, false),
         None => {
@@ -183,6 +187,7 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
         flush,
         fat,
         checked_all,
+        label,
     };
     let reopened = s.reopen();
     println!(
@@ -216,6 +221,22 @@ fn run(managers: usize, takeover: bool, restart: &(u64, String)) -> Result<(), S
 /// such entry.
 fn is_dot(path: &str) -> bool {
     matches!(path.rsplit('/').find(|p| !p.is_empty()), Some("." | ".."))
+}
+
+/// The name of the volume label's entry in the root directory, if it has one.
+fn volume_label(vm: &Volumes, vol: RawVolume) -> Option<embedded_sdmmc::ShortFileName> {
+    let dir = vm.open_root_dir(vol).ok()?;
+    let mut label = None;
+    let _ = vm.iterate_dir(dir, |e| {
+        if e.attributes.is_volume() && !e.attributes.is_lfn() {
+            label = Some(e.name);
+            core::ops::ControlFlow::Break(())
+        } else {
+            core::ops::ControlFlow::Continue(())
+        }
+    });
+    let _ = vm.close_dir(dir);
+    label
 }
 
 /// What a library error means to a client.
@@ -316,13 +337,24 @@ impl Server {
     }
 
     /// Open the directories of `path` down to its last name and run `f` there.
+    ///
+    /// A `.` or `..` anywhere in the path is `BadName`: a directory's `..` entry names
+    /// cluster 0 when its parent is the root, and the library opens that as a directory
+    /// at cluster 0, which its arithmetic puts on sectors before the data area (the root
+    /// directory's last ones, or the end of the last FAT): `A/../X.TXT` made an invisible
+    /// file there, `A/..` deleted A's own `..` entry, and enough of them wrote the FAT. The
+    /// volume label's entry is no file either (`Denied`: opened to write, it got a chain).
     fn at_dir<T>(
         &self,
         path: &str,
         f: impl FnOnce(&Volumes, RawDirectory, &str) -> Result<T, FsError>,
     ) -> Result<T, Error> {
         let mut parts: alloc::vec::Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.iter().any(|p| *p == "." || *p == "..") {
+            return Err(Error::BadName);
+        }
         let last = parts.pop().ok_or(Error::BadName)?;
+        let at_root = parts.is_empty();
         let mut dir = self.vm.open_root_dir(self.vol).map_err(|e| code(&e))?;
         for p in parts {
             let next = self
@@ -331,9 +363,17 @@ impl Server {
             let _ = self.vm.close_dir(dir);
             dir = next?;
         }
-        let r = self
-            .entry_sound(dir, last)
-            .and_then(|()| f(&self.vm, dir, last).map_err(|e| code(&e)));
+        // The label lives in the root (FAT: only there); its name, read at mount, costs
+        // no look at the disk here.
+        let label = self.label.as_ref().filter(|l| {
+            at_root && embedded_sdmmc::ShortFileName::create_from_str(last).is_ok_and(|n| n == **l)
+        });
+        let r = if label.is_some() {
+            Err(Error::Denied)
+        } else {
+            self.entry_sound(dir, last)
+                .and_then(|()| f(&self.vm, dir, last).map_err(|e| code(&e)))
+        };
         let _ = self.vm.close_dir(dir);
         r
     }
@@ -404,19 +444,13 @@ impl Server {
 
     /// Close the files whose owners no longer run (or are zombies); how many.
     fn close_orphans(&mut self) -> usize {
-        let mut procs = alloc::vec![ulib::abi::ProcInfo::EMPTY; 256];
-        let Ok(n) = ulib::sys::processes(&mut procs) else {
-            return 0;
-        };
-        if n >= procs.len() {
+        // The whole list (2,048 records: a list of 256, as this asked before, was cut short
+        // by any user keeping 256 processes, and then no orphan was ever found again).
+        let Some(live) = ulib::sys::live_pids() else {
             // A truncated list cannot tell who has ended.
             return 0;
-        }
-        let alive = |pid: Pid| {
-            procs[..n]
-                .iter()
-                .any(|p| p.pid == pid && p.state != ulib::abi::STATE_ZOMBIE)
         };
+        let alive = |pid: Pid| live.contains(&pid);
         let orphans: alloc::vec::Vec<u64> = self
             .files
             .iter()
