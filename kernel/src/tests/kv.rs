@@ -98,14 +98,27 @@ pub(super) fn kvcli(kv: Pid, args: &[&str]) -> crate::ktest::TestResult {
     })
 }
 
-/// The state ICA the first server (`kv_pid`) opened on its core, if it is still there:
-/// `kv-state-` and 12 hex digits nobody can guess (`ulib::res::open_fresh`); the tests run
-/// one `kv` at a time and close its state when done.
-pub(super) fn state_ica(kv_pid: Pid) -> Option<abi::res::ResInfo> {
-    crate::res::list(kv_pid.core())
+/// The state ICA of `kv` as the registry holds it (while `kv` is registered), if it is
+/// still there. (Its name, `kv-state-` and 48 bits nobody can guess, cannot say which
+/// server made it.)
+pub(super) fn state_ica() -> Option<abi::res::ResInfo> {
+    let ica = crate::fnid::list(false)
         .ok()?
         .into_iter()
-        .find(|r| r.kind == ResType::VRegion as u8 && r.name().starts_with("kv-state-"))
+        .find(|f| f.name() == "kv")
+        .map(|f| f.state_ica)
+        .filter(|&v| v != 0)?;
+    crate::res::info(abi::res::ResId(ica)).ok()
+}
+
+/// The vregions named `kv-state-*` on `core` (to see that a server made none).
+fn state_named(core: usize) -> Vec<abi::res::ResId> {
+    crate::res::list(core).map_or(Vec::new(), |l| {
+        l.into_iter()
+            .filter(|r| r.kind == ResType::VRegion as u8 && r.name().starts_with("kv-state-"))
+            .map(|r| r.id)
+            .collect()
+    })
 }
 
 /// Requests served under `kv` so far (every core's count).
@@ -117,9 +130,10 @@ pub(super) fn served() -> u64 {
 }
 
 /// Unregister `kv` and close its state ICA (the registry forgets it, the vregion stays).
-pub(super) fn drop_kv(first: Pid) -> crate::ktest::TestResult {
+pub(super) fn drop_kv() -> crate::ktest::TestResult {
+    let state = state_ica();
     run_program("kvcli", &["drop"], 120)?;
-    if let Some(r) = state_ica(first) {
+    if let Some(r) = state {
         crate::res::close(r.id).map_err(|e| format!("close state ICA {}: {e}", r.id))?;
     }
     Ok(())
@@ -151,8 +165,8 @@ ktest! {
         kvcli(first, &["bad"])?;
         kvcli(first, &["all", "100"])?;
         end_and_reap(first);
-        let ica = state_ica(first);
-        kassert!(ica.is_some(), "no state ICA kv-state-* after kv ended");
+        let ica = state_ica();
+        kassert!(ica.is_some(), "no state ICA after kv ended");
         // Counted with the state ICA held, the first run having grown what stays grown.
         let before = free_frames_per_core()?;
 
@@ -175,7 +189,7 @@ ktest! {
         // area of zeroes throughout is new (a review found kv formatting it, losing every
         // key). Put right, a third server finds gamma too; then the function goes, and its
         // state with it.
-        let region = state_ica(first).ok_or("no state ICA before the third server")?.id;
+        let region = state_ica().ok_or("no state ICA before the third server")?.id;
         let head = match crate::res::read(region, 8, 0) {
             Ok(ReadOut::Bytes(b)) if b.len() == 8 => b,
             other => return Err(format!("reading the state's first 8 bytes: {other:?}")),
@@ -190,8 +204,8 @@ ktest! {
         let third = start_kv(&[])?;
         kvcli(third, &["get", "gamma", "three"])?;
         end_and_reap(third);
-        let kept = state_ica(first).is_some();
-        drop_kv(first)?;
+        let kept = state_ica().is_some();
+        drop_kv()?;
         let pages = STATE_BYTES / ::frames::FRAME_SIZE;
         let mut want = before.clone();
         want[percore::current_core()] += pages;
@@ -230,20 +244,20 @@ ktest! {
         end_kv(first);
         if !busy || !during {
             end_and_reap(hammer);
-            let _ = drop_kv(first);
+            let _ = drop_kv();
             kassert!(busy, "the benches did not get going within 300 s");
             kassert!(during, "the benches ended before kv was killed");
         }
         // The benches see kv gone (mismatches, Gone) but end, each cleaning up.
         finish(hammer, "kvcli all", 600)?;
         let second = start_kv_on(core, &[]).inspect_err(|_| {
-            let _ = drop_kv(first);
+            let _ = drop_kv();
         })?;
         kvcli(second, &["get", "alpha", "one"])?;
         kvcli(second, &["stats"])?;
         kvcli(second, &["all", "50"])?;
         end_kv(second);
-        drop_kv(first)
+        drop_kv()
     }
 }
 
@@ -252,6 +266,7 @@ ktest! {
     /// the same requests, and is gone with its server: a second `kv local` starts empty.
     fn kv_with_its_state_in_the_process() -> TestResult {
         crate::res::begin_flow(UserId::KERNEL);
+        let states = state_named(percore::current_core());
         let first = start_kv(&["256K", "local"])?;
         kvcli(first, &["put", "alpha", "one"])?;
         kvcli(first, &["get", "alpha", "one"])?;
@@ -266,7 +281,11 @@ ktest! {
             s.how == abi::ENDED_EXIT && s.code == 2,
             "a new kv local found alpha (kvcli get ended with {s:?}): its state should have gone with the last server"
         );
-        kassert!(state_ica(first).is_none(), "kv local made a state ICA");
+        let made: Vec<_> = state_named(percore::current_core())
+            .into_iter()
+            .filter(|r| !states.contains(r))
+            .collect();
+        kassert!(made.is_empty(), "kv local made a state ICA: {made:?}");
         Ok(())
     }
 }
@@ -308,7 +327,7 @@ ktest! {
         let r = kvcli(kv, &["put", "knob", "v"]);
         let took = crate::time::now_ns().saturating_sub(t0);
         end_and_reap(kv);
-        drop_kv(kv)?;
+        drop_kv()?;
         r?;
         kassert!(
             took >= 3 * WAIT_NS,

@@ -145,18 +145,18 @@ fn benched_replacements(here: usize, other: usize) -> crate::ktest::TestResult {
     let second = replace_on(here, first).inspect_err(|_| {
         super::end_and_reap(h);
         end_kv(first);
-        let _ = drop_kv(first);
+        let _ = drop_kv();
     })?;
     let third = replace_on(other, second).inspect_err(|_| {
         super::end_and_reap(h);
         end_kv(second);
-        let _ = drop_kv(first);
+        let _ = drop_kv();
     })?;
     let r = passed(h)
         .and_then(|()| kvcli(third, &["get", "alpha", "one"]))
         .and_then(|()| kvcli(third, &["all", "30"]));
     end_kv(third);
-    drop_kv(first)?;
+    drop_kv()?;
     r
 }
 
@@ -203,7 +203,7 @@ ktest! {
         let results = settle(hammers, failed.is_some());
         let r = kvcli(server, &["get", "alpha", "one"]);
         end_kv(server);
-        drop_kv(first)?;
+        drop_kv()?;
         if let Some(e) = failed {
             return Err(e);
         }
@@ -268,7 +268,7 @@ ktest! {
             Ok(())
         });
         end_kv(server);
-        drop_kv(first)?;
+        drop_kv()?;
         r
     }
 }
@@ -315,7 +315,7 @@ ktest! {
                 Ok(())
             });
         end_kv(server);
-        drop_kv(first)?;
+        drop_kv()?;
         r
     }
 }
@@ -356,7 +356,7 @@ fn with_kv_holding_alpha(
     let first = start_kv_on(percore::current_core(), &[&size])?;
     let r = kvcli(first, &["put", "alpha", "one"]).and_then(|()| f(first));
     end_kv(first);
-    drop_kv(first)?;
+    drop_kv()?;
     r
 }
 
@@ -429,12 +429,14 @@ fn drop_restartable(first: Pid) -> crate::ktest::TestResult {
     let server = kv_info()
         .filter(|f| f.state == abi::fnid::FN_UP)
         .map(|f| f.server);
+    // Read while kv is registered: the registry forgets it with the function.
+    let state = super::kv::state_ica();
     run_program("kvcli", &["drop"], 120)?;
     if let Some(s) = server {
         end_kv(s);
     }
     end_kv(first);
-    if let Some(r) = super::kv::state_ica(first) {
+    if let Some(r) = state {
         // A server that ended on another core may still be telling the vregion's core
         // that it unmapped it (`Busy` until then; 60 s only catches a hang).
         let mut closed = crate::res::close(r.id);
@@ -619,7 +621,7 @@ ktest! {
             "replace: new server killed mid-handover: {kept} kept serving, {down} down then started again"
         );
         end_kv(server);
-        drop_kv(first)?;
+        drop_kv()?;
         r
     }
 }

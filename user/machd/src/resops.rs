@@ -247,9 +247,9 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
 
 /// Is `id` one of this `machd`'s own resources, on its core: named `machd-...` (its
 /// endpoints, job semaphores, call pages), a vregion `ulib::fs` made for its requests to
-/// its own `fs` (`fs-PID-N` of its pid: a remote file request's ICA), a page `ulib::net`
-/// made for it (`NAME-SERIAL-K`: the UDP link's socket pages), or a handle to its own
-/// address space (`ulib::res` opens one around each attach and detach)?
+/// its own `fs` (`ulib::fs::is_own_request`: a remote file request's ICA), a page
+/// `ulib::net` made for it (`LentPage::is_own`: the UDP link's socket pages), or a handle
+/// to its own address space (`ulib::res` opens one around each attach and detach)?
 fn machd_own(id: ResId) -> bool {
     let here = ulib::sys::core().ok();
     if Some(id.core()) != here || id.machine() != 0 {
@@ -261,7 +261,7 @@ fn machd_own(id: ResId) -> bool {
     let name = i.name();
     let vregion = i.kind == ResType::VRegion as u8;
     name.starts_with(OWN_PREFIX)
-        || (vregion && (ulib::fs::is_own_request(name) || ulib::net::LentPage::is_own(name)))
+        || (vregion && (ulib::fs::is_own_request(id) || ulib::net::LentPage::is_own(id)))
         || (i.kind == ResType::VSpace as u8 && ulib::sys::getpid().is_ok_and(|me| i.detail == me.0))
 }
 

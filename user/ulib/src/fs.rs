@@ -144,8 +144,10 @@ const SLOTS: u64 = 256;
 static SPARES: Local<Vec<(ResId, u64, usize)>> = Local::new(Vec::new());
 /// Most ICAs kept.
 const SPARES_MAX: usize = nowait::MAX_PENDING + 1;
-/// Fresh ICAs made so far (their names and attach slots).
+/// Fresh ICAs made so far (their attach slots).
 static MADE: AtomicU64 = AtomicU64::new(0);
+/// The ICAs made here and not let go ([`is_own_request`]).
+static OWN_ICAS: Local<Vec<ResId>> = Local::new(Vec::new());
 
 /// An ICA to send: a spare, or a fresh one. Returns it and where it is attached.
 ///
@@ -163,8 +165,14 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         let_go(region, at);
     }
     let n = MADE.fetch_add(1, Ordering::Relaxed);
-    let name = format!("here/vregion/{}{n}", request_prefix(pid));
-    let region = res::open_vregion(&name, FS_ICA_SIZE, Rights::OWNER_ALL)?;
+    // `fs-PID-X`, X 48 bits nobody can guess (`res::open_fresh`): under a name made of a
+    // count, a program could take the next ones first and keep this one from every file.
+    let region = res::open_fresh(
+        &format!("here/vregion/fs-{}", pid.0),
+        &FS_ICA_SIZE.to_le_bytes(),
+        Rights::OWNER_ALL,
+    )?;
+    OWN_ICAS.with(|o| o.push(region));
     let at = AT + (n % SLOTS) * FS_ICA_SIZE;
     if let Err(e) = res::attach_here(region, at, true) {
         let _ = res::close(region);
@@ -178,22 +186,13 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
     Ok((region, at))
 }
 
-/// What the names of process `pid`'s request ICAs start with (`fs-PID-`, then the count).
-fn request_prefix(pid: crate::abi::Pid) -> String {
-    format!("fs-{}-", pid.0)
-}
-
-/// Is `name` (a vregion's name as the kernel lists it, `fs-PID-N`) one of this process's
-/// own request ICAs ([`take_ica`]: its pid, and a count it made)? A server that makes
-/// others' resource operations (`machd`) keeps these, its own bookkeeping, from them;
-/// another process's, or one merely named alike, is not this process's.
-pub fn is_own_request(name: &str) -> bool {
-    let Ok(pid) = crate::sys::getpid() else {
-        return false;
-    };
-    name.strip_prefix(request_prefix(pid).as_str())
-        .and_then(|d| d.parse::<u64>().ok().filter(|n| format!("{n}") == d))
-        .is_some_and(|n| n < MADE.load(Ordering::Relaxed))
+/// Is `region` one of this process's own request ICAs ([`take_ica`] made it, and it was
+/// not let go)? A server that makes others' resource operations (`machd`) keeps these, its
+/// own bookkeeping, from them; another process's, or one merely named alike, is not this
+/// process's. (One the kernel closed, its answer lost, stays listed: its id, with its
+/// generation, names no other vregion.)
+pub fn is_own_request(region: ResId) -> bool {
+    OWN_ICAS.with(|o| o.contains(&region))
 }
 
 /// Let an ICA attached here at `at` go: detached, the kernel closes it (marked at
@@ -201,6 +200,7 @@ pub fn is_own_request(name: &str) -> bool {
 fn let_go(region: ResId, at: u64) {
     let _ = res::detach_here(at);
     let _ = res::close(region);
+    OWN_ICAS.with(|o| o.retain(|&r| r != region));
 }
 
 /// An ICA that came back attached at `at`: kept as a spare, or let go if there are

@@ -164,6 +164,9 @@ const PAGE: usize = abi::net::FRAME_ICA_SIZE as usize;
 /// `netd` once, it lives in the ICA window).
 const PAGES_AT: u64 = 0x0000_5d00_0000_0000;
 static NEXT_PAGE: AtomicU64 = AtomicU64::new(0);
+/// The pages [`LentPage::open`] made and their drops have not closed ([`LentPage::is_own`]).
+static OWN_PAGES: crate::cell::Local<alloc::vec::Vec<ResId>> =
+    crate::cell::Local::new(alloc::vec::Vec::new());
 
 /// The function id of `net.udp`.
 pub fn server() -> Result<FnId, Error> {
@@ -249,18 +252,18 @@ pub struct LentPage {
 }
 
 impl LentPage {
-    /// Open this process's page `here/vregion/NAME-SERIAL-K-X` (K counts this process's
-    /// pages, X is 48 bits nobody can guess, `res::open_fresh`: under a name a program
-    /// could foresee, one started first could take it and keep this one from its sockets)
-    /// and attach it writable.
+    /// Open this process's page `here/vregion/NAME-X` (X is 48 bits nobody can guess,
+    /// `res::open_fresh`: under a name a program could foresee, such as one made of its
+    /// serial, one started first could take it and keep this one from its sockets) and
+    /// attach it writable.
     pub fn open(name: &str) -> Result<LentPage, Error> {
-        let me = sys::getpid()?;
         let k = NEXT_PAGE.fetch_add(1, Ordering::Relaxed);
         let page = res::open_fresh(
-            &alloc::format!("here/vregion/{name}-{}-{k}", me.serial()),
+            &alloc::format!("here/vregion/{name}"),
             &abi::net::FRAME_ICA_SIZE.to_le_bytes(),
             Rights::OWNER_ALL,
         )?;
+        OWN_PAGES.with(|p| p.push(page));
         let home = PAGES_AT + k * abi::net::FRAME_ICA_SIZE;
         if let Err(e) = res::attach_here(page, home, true) {
             let _ = res::close(page);
@@ -273,32 +276,11 @@ impl LentPage {
         })
     }
 
-    /// Is `name` (a vregion's name as the kernel lists it) one of this process's pages,
-    /// `NAME-SERIAL-K-X` as [`LentPage::open`] names them (its serial, a count it made, 12
-    /// hex digits)? A server that makes others' resource operations (`machd`) keeps these
+    /// Is `region` one of this process's pages (made by [`LentPage::open`] and not closed
+    /// by its drop)? A server that makes others' resource operations (`machd`) keeps these
     /// from them.
-    pub fn is_own(name: &str) -> bool {
-        let Ok(me) = sys::getpid() else {
-            return false;
-        };
-        let Some((name, x)) = name.rsplit_once('-') else {
-            return false;
-        };
-        if x.len() != 12 || !x.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return false;
-        }
-        let Some((rest, k)) = name.rsplit_once('-') else {
-            return false;
-        };
-        let Some((page, serial)) = rest.rsplit_once('-') else {
-            return false;
-        };
-        !page.is_empty()
-            && serial == alloc::format!("{}", me.serial())
-            && k.parse::<u64>()
-                .ok()
-                .filter(|n| alloc::format!("{n}") == k)
-                .is_some_and(|n| n < NEXT_PAGE.load(Ordering::Relaxed))
+    pub fn is_own(region: ResId) -> bool {
+        OWN_PAGES.with(|p| p.contains(&region))
     }
 
     /// Where the page is mapped, attached again at its first address if it came back
@@ -379,6 +361,7 @@ impl Drop for LentPage {
             let _ = res::detach_here(self.at);
         }
         let _ = res::close(self.page);
+        OWN_PAGES.with(|p| p.retain(|&r| r != self.page));
     }
 }
 

@@ -233,19 +233,11 @@ pub fn detach(vspace: ResId, address: u64) -> Result<(), Error> {
     control(vspace, cmd::DETACH, address, 0).map(drop)
 }
 
-/// Handles to the own vspace opened so far: their names differ, so that threads of one
-/// program asking at once do not collide (`AlreadyExists`) on one name.
-static OWN_OPENED: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-
 /// Run `f` on a handle to the calling process's own vspace, open only for the call.
 fn with_own_vspace(f: impl FnOnce(ResId) -> Result<(), Error>) -> Result<(), Error> {
-    let me = crate::sys::getpid()?;
-    let n = OWN_OPENED.fetch_add(1, core::sync::atomic::Ordering::Relaxed) % 65_536;
-    let vs = open_vspace(
-        &alloc::format!("here/vspace/own-{}-{n}", me.serial()),
-        None,
-        Rights::OWNER_ALL,
-    )?;
+    // A name nobody can guess: under one made of its serial, a program could take it
+    // first and make every attach of this process fail (a server's start among them).
+    let vs = open_fresh("here/vspace/own", &0u64.to_le_bytes(), Rights::OWNER_ALL)?;
     let r = f(vs);
     let _ = close(vs);
     r
