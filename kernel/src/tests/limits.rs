@@ -92,6 +92,24 @@ fn zombies_checked(holder: Pid) -> crate::ktest::TestResult {
         "user {USER} has {held} processes, expected the holder and {} zombies",
         quota::CHILDREN_PER_PROCESS
     );
+    // A process started after the zombies is in the list of live processes a program
+    // gets, or the list says it was cut short (`Limit`): with the zombies first, a list of
+    // 1,024 records (as `ulib::sys::live_processes` asked for) left it out, and `machd`
+    // took such a program for ended (its remote files closed, its output dropped).
+    let spin = proc::spawn("spin", &[], Priority::Background, TEST_PARENT)
+        .map_err(|e| format!("spawn spin: {e}"))?;
+    let listed = super::run_to_end(
+        "crash",
+        &["live-list", &format!("{spin}")],
+        Priority::App,
+        600,
+    );
+    super::end_and_reap(spin);
+    let listed = listed?;
+    kassert!(
+        listed.how == abi::ENDED_EXIT && listed.code == 0,
+        "crash live-list {spin} ended with {listed:?}: a live process was missing from the list"
+    );
     // A second parent of the same user: refused when the user has its most processes here.
     let s = super::run_to_end("crash", &["zombies", "4100", "reap"], Priority::App, 600)?;
     let expect = quota::PROCESSES_PER_USER - held - 1;

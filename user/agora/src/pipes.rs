@@ -30,12 +30,6 @@ const STREAM_MESSAGES: u64 = 2000;
 const STREAM_BUDGET_US: u64 = 400_000;
 const STREAM_MIN_MESSAGES: u64 = 40;
 
-/// Pipes opened by this program (their names' serial numbers).
-fn serial() -> u64 {
-    static NEXT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(1);
-    NEXT.fetch_add(1, core::sync::atomic::Ordering::Relaxed)
-}
-
 fn drop_end(id: ResId, end: u64) {
     let _ = res::control(id, control::PIPE_DROP, end, 0);
 }
@@ -88,8 +82,8 @@ pub fn round_trips(samples: u64) -> Res<()> {
 }
 
 fn round_trip(case: &str, here: usize, there: usize, samples: u64) -> Res<()> {
-    let to = stdio::pipe(Some(there), None, serial()).map_err(|_| "pipe failed")?;
-    let from = stdio::pipe(Some(here), None, serial()).map_err(|_| "pipe failed")?;
+    let to = stdio::pipe(Some(there), None).map_err(|_| "pipe failed")?;
+    let from = stdio::pipe(Some(here), None).map_err(|_| "pipe failed")?;
     let r = (|| {
         let pid = child(&["pong"], there, Some(to), Some(from))?;
         let mut byte = [0u8; 1];
@@ -165,7 +159,7 @@ pub fn stream(samples: u64, core: usize, thinks: &[u64], at_writer: bool) -> Res
 }
 
 fn stream_once(think_us: u64, n: u64, core: usize, pipe_core: usize, m: &mut Meter) -> Res<()> {
-    let p = stdio::pipe(Some(pipe_core), None, serial()).map_err(|_| "pipe failed")?;
+    let p = stdio::pipe(Some(pipe_core), None).map_err(|_| "pipe failed")?;
     let r = (|| {
         let t = format!("{think_us}");
         let pid = child(&["sink", &t], core, Some(p), None)?;
@@ -206,7 +200,7 @@ pub fn lsort(samples: u64, ls_core: usize, sort_core: usize) -> Res<()> {
     crate::calls::wait_for_fs()?;
     let case = format!("ls piped to sort, ls on core {ls_core}, sort on core {sort_core}");
     sampled(&case, "ns", samples, 1, |_, _, m| {
-        let p = stdio::pipe(Some(sort_core), None, serial()).map_err(|_| "pipe failed")?;
+        let p = stdio::pipe(Some(sort_core), None).map_err(|_| "pipe failed")?;
         let r = (|| {
             m.start()?;
             let t0 = sys::clock_ns().map_err(|_| "clock")?;

@@ -15,6 +15,7 @@
 //! | `threads` | starts 2,000 threads that end at once (on one shared stack they never touch) and joins none, then joins the first and the last | exit 0 if the first's value is gone (`NoSuchProcess`: the kernel keeps at most 256 ended threads' values) and the last's is there |
 //! | `pipes [USER]` | (as USER if given) opens pipes of 64 KiB and fills each, until refused (at most 8,192), then closes them all | exits with how many it filled if refused with `Limit` or `NoMemory` at an open (a pipe's buffer is kernel heap, bounded per core and counted as its creator's memory), else 9999 |
 //! | `zombies USER hold\|reap [CORE]` | becomes USER, then starts `nop` children (on CORE if given, ending each there with `kill`) and lets each end without waiting for it, until refused | prints how many and the error; `hold` then sleeps forever (killed by the test), `reap` collects them all and exits with their number (or 9999 if the refusal was not `Limit` or a child went missing) |
+//! | `live-list PID` | asks for the live processes (`sys::live_processes`) | exit 0 if PID, which runs, is in the list or the list is refused as cut short (`Limit`); 1 if the list leaves it out |
 //! | `outrank` | spawns `hello` at driver priority, above its own | exit 0 if refused with `Denied` |
 //! | `kill-pid PID` | kills PID (not a descendant) | exit 0 if refused with `Denied` |
 //! | `wait-timeout` | starts `spin`, waits 100 ms for it (must time out), reads the console without blocking (must return at once: nothing, or `NotSupported` on a core other than 0), kills the spinner and collects it | exit 0 if all behave |
@@ -86,6 +87,25 @@ fn main(args: &[&str]) -> i32 {
         "pipes" => return become_user(args.get(2)).map_or(1, |()| pipes()),
         "threads" => return threads(),
         "zombies" => return zombies(args.get(2), args.get(3).copied(), args.get(4)),
+        "live-list" => {
+            let Some(pid) = args.get(2).and_then(|a| Pid::parse(a)) else {
+                println!("crash: live-list needs a pid (CORE.SERIAL)");
+                return 2;
+            };
+            return match sys::live_processes() {
+                Ok(l) if l.iter().any(|p| p.pid == pid) => 0,
+                // Cut short, and said so: the caller takes nobody for ended.
+                Err(Error::Limit) => 0,
+                Ok(_) => {
+                    println!("crash live-list: {pid} runs but is missing from the list");
+                    1
+                }
+                Err(e) => {
+                    println!("crash live-list: {e}");
+                    1
+                }
+            };
+        }
         "hog-hold" => {
             let r = become_user(args.get(2)).map_or(1, |()| hog());
             loop {

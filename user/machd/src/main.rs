@@ -124,8 +124,6 @@ pub(crate) struct State {
     /// Processes spawned with their input from the requester (`SPAWN_STDIN`): (pid, its
     /// input pipe, of which this machd holds the writing end, the user).
     pub inputs: Vec<(Pid, ResId, UserId)>,
-    /// Output pipes opened so far (their names' serials).
-    pub pipes: u64,
     /// This process's own user (it acts as others only around one call).
     pub my_user: UserId,
     /// Datagrams that were not mrpc messages for this machine.
@@ -490,7 +488,6 @@ fn run(me: u8, n: u8, kind: link::Kind) -> Result<(), alloc::string::String> {
             reaped: VecDeque::new(),
             outputs: Vec::new(),
             inputs: Vec::new(),
-            pipes: 0,
             my_user,
             malformed: 0,
             counters: [0; mrpc::MAX_MACHINES],

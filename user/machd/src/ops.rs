@@ -385,12 +385,10 @@ pub(crate) fn start(
     }
     // The pipes are the user's (opened acting as it), so the program may use them and only
     // that user's `R_OUTPUT`s and `R_INPUT`s (made acting as it) may.
-    s.pipes += 2;
-    let serial = s.pipes;
     let (pid, output, input) = as_user(user, || {
-        let output = relay.then(|| stdio::pipe(None, None, serial)).transpose()?;
+        let output = relay.then(|| stdio::pipe(None, None)).transpose()?;
         let input = match stdin
-            .then(|| stdio::pipe(None, Some(INPUT_PIPE as u64), serial + 1))
+            .then(|| stdio::pipe(None, Some(INPUT_PIPE as u64)))
             .transpose()
         {
             Ok(p) => p,
@@ -517,7 +515,9 @@ fn output(s: &mut State, user: u32, pid: Pid) -> Result<Vec<u8>, Error> {
         if info.size > 0 {
             return Ok((held(info.size)?, false));
         }
-        let ended = writers == 0 || !sys::live_processes()?.iter().any(|p| p.pid == pid);
+        // A list that cannot be had whole says nothing: the program may run on.
+        let ended =
+            writers == 0 || sys::live_processes().is_ok_and(|l| !l.iter().any(|p| p.pid == pid));
         if ended {
             // It may have written its last bytes between the first look and its end: once
             // it has ended nothing more comes, so this look is the last word.

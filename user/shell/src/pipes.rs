@@ -39,15 +39,11 @@ use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
 use ulib::abi::res::ResId;
 use ulib::abi::syscall::control;
 use ulib::abi::{self, Pid, Priority, WaitStatus};
 use ulib::stdio::{self, Stream};
 use ulib::sys;
-
-/// Pipes opened so far (their names' serial numbers).
-static PIPES: AtomicU64 = AtomicU64::new(0);
 
 /// `run A ... | B ... [| ...]` (`words` after `run`); any program may run on another
 /// machine (`-m M`).
@@ -280,8 +276,7 @@ fn wait_stages(
 
 /// A pipe read on `core`.
 fn open_pipe(core: usize) -> Result<ResId, String> {
-    let serial = PIPES.fetch_add(1, Ordering::Relaxed);
-    stdio::pipe(Some(core), None, serial)
+    stdio::pipe(Some(core), None)
         .map_err(|e| format!("run: cannot open a pipe on core {core}: {e}"))
 }
 

@@ -130,17 +130,18 @@ pub fn finish() {
 }
 
 /// Open a pipe on core `core` (`None`: this one) of `capacity` bytes (`None`: the kernel's
-/// default), its name unique per process and `serial`, held at both ends by this process.
-pub fn pipe(core: Option<usize>, capacity: Option<u64>, serial: u64) -> Result<ResId, Error> {
-    let me = crate::sys::getpid()?;
+/// default), held at both ends by this process. Its name is `p-X`, X 48 bits nobody can
+/// guess (`res::open_fresh`): under one made of the opener's pid and a count (as before),
+/// a program could open the next names first and make every pipeline, or every relayed
+/// remote run of a `machd`, fail `AlreadyExists`.
+pub fn pipe(core: Option<usize>, capacity: Option<u64>) -> Result<ResId, Error> {
     let location = match core {
         Some(c) => format!("c{c}"),
         None => "here".into(),
     };
-    let name = format!("{location}/pipe/p{}-{}-{serial}", me.core(), me.serial());
     let args = capacity.map(u64::to_le_bytes);
-    let id = crate::res::open(
-        &name,
+    let id = crate::res::open_fresh(
+        &format!("{location}/pipe/p"),
         args.as_ref().map_or(&[][..], |a| &a[..]),
         crate::abi::res::Rights::OWNER_ALL,
     )?;

@@ -399,10 +399,17 @@ pub fn live_pids() -> Option<Vec<Pid>> {
     )
 }
 
-/// The processes of every core that have not ended (zombies left out): at most 1,024.
+/// The processes of every core that have not ended (zombies left out), or `Limit` when the
+/// kernel's list may have been cut short (as many records as there was room for, 2,048):
+/// a live process missing from a cut list would be taken for ended (a review found
+/// `machd` closing a live program's remote files and output when one user's 1,024 zombies
+/// filled the list of 1,024 this asked for).
 pub fn live_processes() -> Result<Vec<ProcInfo>, Error> {
-    let mut buf = alloc::vec![ProcInfo::EMPTY; 1024];
+    let mut buf = alloc::vec![ProcInfo::EMPTY; 2048];
     let n = processes(&mut buf)?;
+    if n >= buf.len() {
+        return Err(Error::Limit);
+    }
     buf.truncate(n);
     buf.retain(|p| p.state != abi::STATE_ZOMBIE);
     Ok(buf)
