@@ -172,12 +172,12 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         &FS_ICA_SIZE.to_le_bytes(),
         Rights::OWNER_ALL,
     )?;
-    OWN_ICAS.with(|o| o.push(region));
     let at = AT + (n % SLOTS) * FS_ICA_SIZE;
     if let Err(e) = res::attach_here(region, at, true) {
         let _ = res::close(region);
         return Err(e);
     }
+    OWN_ICAS.with(|o| o.push(region));
     if let Err(e) = res::close_when_detached(region) {
         // (Not refused while attached here; if it were, it is let go by hand.)
         let_go(region, at);
@@ -200,6 +200,11 @@ pub fn is_own_request(region: ResId) -> bool {
 fn let_go(region: ResId, at: u64) {
     let _ = res::detach_here(at);
     let _ = res::close(region);
+    forget(region);
+}
+
+/// `region` is no request ICA of this process's any more ([`is_own_request`]).
+fn forget(region: ResId) {
     OWN_ICAS.with(|o| o.retain(|&r| r != region));
 }
 
@@ -287,6 +292,7 @@ pub(crate) fn call_with_ica<T>(
         // The server ended holding it: detached, the kernel closed it (or, unmarked,
         // it is ours to close).
         let _ = res::close(region);
+        forget(region);
         return Err(if value == 0 {
             Error::Unknown
         } else {
@@ -528,8 +534,9 @@ pub fn proxy(
 /// `fs` is up or no `fsd` runs (no disk: the request then says so).
 pub fn await_service(limit_ns: u64) {
     let start = crate::sys::clock_ns().unwrap_or(0);
+    // A list that cannot be had whole may hold an `fsd`: waited for (`limit_ns` bounds it).
     let fsd_running =
-        || crate::sys::live_processes().is_ok_and(|l| l.iter().any(|p| p.name() == "fsd"));
+        || crate::sys::live_processes().map_or(true, |l| l.iter().any(|p| p.name() == "fsd"));
     while crate::fnid::lookup(FN_FS).is_err() && fsd_running() {
         if crate::sys::clock_ns()
             .unwrap_or(u64::MAX)

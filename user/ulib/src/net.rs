@@ -263,12 +263,12 @@ impl LentPage {
             &abi::net::FRAME_ICA_SIZE.to_le_bytes(),
             Rights::OWNER_ALL,
         )?;
-        OWN_PAGES.with(|p| p.push(page));
         let home = PAGES_AT + k * abi::net::FRAME_ICA_SIZE;
         if let Err(e) = res::attach_here(page, home, true) {
             let _ = res::close(page);
             return Err(e);
         }
+        OWN_PAGES.with(|p| p.push(page));
         Ok(LentPage {
             page,
             at: home,

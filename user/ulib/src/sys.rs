@@ -379,40 +379,51 @@ pub fn processes(buf: &mut [ProcInfo]) -> Result<usize, Error> {
         .map(|n| n as usize)
 }
 
-/// The pids of every core's processes that have not ended, or `None` when the kernel's
-/// list cannot be trusted to hold them all (an error, or as many records as there was room
-/// for, 2,048): for a server that frees what ended programs held, which must never take a
-/// live one for ended (reviews found an empty list on an error freed everyone's ports in
-/// `netd`, and dropped every held wait in `kv`).
-pub fn live_pids() -> Option<Vec<Pid>> {
-    let mut buf = alloc::vec![ProcInfo::EMPTY; 2048];
-    let n = processes(&mut buf).ok()?;
-    if n >= buf.len() {
-        return None;
+/// Every core's process records, the whole list: asked for with room for 2,048 and, while
+/// the kernel fills all the room there is (the list may be cut short), again with twice the
+/// room, up to [`PROCESSES_ROOM_MAX`]; past that `Limit`. (A fixed 2,048 could be filled by
+/// one user's zombies, 2,048 per core, and then no server could tell who had ended.)
+fn all_processes() -> Result<Vec<ProcInfo>, Error> {
+    let mut room = 2048;
+    while room <= PROCESSES_ROOM_MAX {
+        let mut buf = alloc::vec![ProcInfo::EMPTY; room];
+        let n = processes(&mut buf)?;
+        if n < buf.len() {
+            buf.truncate(n);
+            return Ok(buf);
+        }
+        room *= 2;
     }
+    Err(Error::Limit)
+}
+
+/// Most records [`all_processes`] makes room for (16,384, about 2 MiB of records).
+const PROCESSES_ROOM_MAX: usize = 16_384;
+
+/// The pids of every core's processes that have not ended, or `None` when the kernel's
+/// list cannot be had whole (an error, or more than [`PROCESSES_ROOM_MAX`] records): for a
+/// server that frees what ended programs held, which must never take a live one for ended
+/// (reviews found an empty list on an error freed everyone's ports in `netd`, and dropped
+/// every held wait in `kv`).
+pub fn live_pids() -> Option<Vec<Pid>> {
+    let all = all_processes().ok()?;
     Some(
-        buf[..n]
-            .iter()
+        all.iter()
             .filter(|p| p.state != abi::STATE_ZOMBIE)
             .map(|p| p.pid)
             .collect(),
     )
 }
 
-/// The processes of every core that have not ended (zombies left out), or `Limit` when the
-/// kernel's list may have been cut short (as many records as there was room for, 2,048):
-/// a live process missing from a cut list would be taken for ended (a review found
-/// `machd` closing a live program's remote files and output when one user's 1,024 zombies
-/// filled the list of 1,024 this asked for).
+/// The processes of every core that have not ended (zombies left out), or an error when
+/// the list cannot be had whole (`Limit`: more than [`PROCESSES_ROOM_MAX`] records): a
+/// live process missing from a cut list would be taken for ended (a review found `machd`
+/// closing a live program's remote files and output when one user's 1,024 zombies filled
+/// the list of 1,024 this asked for).
 pub fn live_processes() -> Result<Vec<ProcInfo>, Error> {
-    let mut buf = alloc::vec![ProcInfo::EMPTY; 2048];
-    let n = processes(&mut buf)?;
-    if n >= buf.len() {
-        return Err(Error::Limit);
-    }
-    buf.truncate(n);
-    buf.retain(|p| p.state != abi::STATE_ZOMBIE);
-    Ok(buf)
+    let mut all = all_processes()?;
+    all.retain(|p| p.state != abi::STATE_ZOMBIE);
+    Ok(all)
 }
 
 /// The timed waits of the core this program runs on that a timer programmed for their

@@ -175,8 +175,10 @@ fn collect_oldest() -> bool {
         Ok(c) => {
             if let Some((back, at)) = ipc::ica_at(&c.msg).filter(|(r, _)| *r == o.region) {
                 give_back(back, at, o.core, !ipc::ica_read_only(&c.msg));
+            } else {
+                // (An ICA that did not come back was closed by the kernel.)
+                super::forget(o.region);
             }
-            // (An ICA that did not come back was closed by the kernel.)
             match ipc::result(c) {
                 Ok(0) => None,
                 Ok(code) => Some(Error::from_code(code)),
