@@ -68,6 +68,8 @@ const REPLY_LIMIT_NS: u64 = 5_000_000_000;
 const STUCK_LIMIT_NS: u64 = 30_000_000_000;
 /// Datagrams echoed in check 1.
 const ECHOES: u32 = 200;
+/// Echoes checked after a driver answered a transmit batch with another page.
+const FOREIGN_ECHOES: u32 = 20;
 
 fn main(args: &[&str]) -> i32 {
     if let [_, "badstate"] = args {
@@ -512,6 +514,23 @@ fn run(
     }
     if !still_echoes(p, 7777) {
         fails.push(String::from("no echo after the bad frames"));
+    }
+    // A driver that answers a transmit batch with another page than netd's: netd lets
+    // that one go and maps its own again (before, it wrote its next batches into the
+    // foreign page and submitted its own, unmapped: those batches failed).
+    p.foreign_once = true;
+    let lost = (0..FOREIGN_ECHOES)
+        .filter(|&k| !still_echoes(p, 9000 + k))
+        .count();
+    if p.foreign_once {
+        fails.push(String::from(
+            "no transmit batch came to answer with another page",
+        ));
+    }
+    if lost > 0 {
+        fails.push(format!(
+            "after a driver's answer brought another page back: {lost} of {FOREIGN_ECHOES} echoes lost"
+        ));
     }
     let after = ulib::net::counters().map_err(|e| format!("counters: {e}"))?;
     if after[5] <= before[5] {

@@ -49,6 +49,9 @@ pub struct Peer {
     /// Status of the last injections that `netd` refused (an `Error` code).
     pub refused: Vec<u64>,
     pub frames_from_netd: u64,
+    /// Answer the next transmit batch with a page of this program's instead of `netd`'s
+    /// (a driver that does not keep the protocol), and let `netd`'s page go.
+    pub foreign_once: bool,
 }
 
 impl Peer {
@@ -78,6 +81,7 @@ impl Peer {
             sent: VecDeque::new(),
             refused: Vec::new(),
             frames_from_netd: 0,
+            foreign_once: false,
         })
     }
 
@@ -134,15 +138,34 @@ impl Peer {
                     Ok(f) => (0, f.len()),
                     Err(()) => (Error::InvalidArgument as u64, 0),
                 };
+                // A page of ours instead of netd's, once (`foreign_once`): netd's is let go
+                // here, attached nowhere, for netd to map again.
+                let foreign = self
+                    .foreign_once
+                    .then(|| {
+                        self.pages
+                            .iter()
+                            .position(|p| p.ticket.is_none() && p.at != 0)
+                    })
+                    .flatten();
+                if foreign.is_some() {
+                    self.foreign_once = false;
+                    let _ = res::detach_here(at);
+                }
                 let back = ipc::with_ica(
                     Msg {
                         label: 0,
                         words: [n as u64, 0, 0, 0, 0, 0],
                     },
-                    region,
+                    foreign.map_or(region, |k| self.pages[k].region),
                 );
-                if ipc::reply(r.request, value, &back).is_err() {
-                    let _ = res::detach_here(at);
+                match (ipc::reply(r.request, value, &back), foreign) {
+                    // Our page went with the answer.
+                    (Ok(()), Some(k)) => self.pages[k].at = 0,
+                    (Err(_), None) => {
+                        let _ = res::detach_here(at);
+                    }
+                    _ => {}
                 }
                 for frame in frames.unwrap_or_default() {
                     self.frames_from_netd += 1;
@@ -248,7 +271,7 @@ impl Peer {
         let Some(udp) = self.udp else { return };
         let mut i = None;
         for _ in 0..10_000 {
-            if let Some(k) = self.pages.iter().position(|p| p.ticket.is_none()) {
+            if let Some(k) = self.free_page() {
                 i = Some(k);
                 break;
             }
@@ -256,12 +279,6 @@ impl Peer {
         }
         let Some(i) = i else { return };
         let p = &mut self.pages[i];
-        if p.at == 0 {
-            if res::attach_here(p.region, p.home, true).is_err() {
-                return;
-            }
-            p.at = p.home;
-        }
         let n = bytes.len().min(FRAME_ICA_SIZE as usize);
         // SAFETY: the page (FRAME_ICA_SIZE bytes, writable) is mapped at `p.at` and not in
         // flight; `n` fits.
@@ -272,6 +289,24 @@ impl Peer {
             p.ticket = Some(t);
             p.at = 0;
         }
+    }
+
+    /// A page not in flight and mapped here (mapped again if it came back detached; one
+    /// given to `netd` with a foreign answer is skipped until `netd` has let it go).
+    fn free_page(&mut self) -> Option<usize> {
+        for (k, p) in self.pages.iter_mut().enumerate() {
+            if p.ticket.is_some() {
+                continue;
+            }
+            if p.at == 0 {
+                if res::attach_here(p.region, p.home, true).is_err() {
+                    continue;
+                }
+                p.at = p.home;
+            }
+            return Some(k);
+        }
+        None
     }
 
     /// Serve until a kept frame satisfies `want` (it is taken), at most `limit_ns`.

@@ -192,7 +192,17 @@ impl Tx {
                 continue;
             };
             p.ticket = None;
-            p.at = ipc::ica_at(&c.msg).map_or(0, |(_, at)| at);
+            p.at = match ipc::ica_at(&c.msg) {
+                Some((region, at)) if region == p.region => at,
+                // Another page than the one sent (a driver that does not keep the
+                // protocol): not this one's; let it go. This page, attached nowhere or
+                // kept by that driver, is mapped again (or made anew) before its next use.
+                Some((_, at)) => {
+                    let _ = res::detach_here(at);
+                    0
+                }
+                None => 0,
+            };
             // The driver answers with the error code as the reply's value (0: sent).
             let code = if c.status != 0 { c.status } else { c.value };
             if refused(Error::from_code(code)) {
