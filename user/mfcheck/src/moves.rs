@@ -320,7 +320,7 @@ pub fn spawn_limit(m: u8) -> Result<String, String> {
     let counted = (started.len(), refused);
     // machd there is nobody's to kill, not even its own (the kernel lets a process end
     // itself, and machd makes the kill): refused for this user and for the administrator.
-    let machd = machd_of(m);
+    let machd = crate::own::machd_pid(m);
     let epoch = started.first().map_or(0, |r| r.epoch);
     let kill_machd = |pid| {
         ulib::mach::kill(&Remote {
@@ -329,10 +329,10 @@ pub fn spawn_limit(m: u8) -> Result<String, String> {
             pid,
         })
     };
-    let by_user = machd.map(kill_machd);
+    let by_user = machd.clone().map(kill_machd);
     // Another user meanwhile.
     as_user(me.0)?;
-    let by_admin = machd.map(kill_machd);
+    let by_admin = machd.clone().map(kill_machd);
     let other = run("other").and_then(|r| ulib::mach::wait(&r).map(drop));
     as_user(USER)?;
     let mut waited = Ok(());
@@ -364,22 +364,4 @@ pub fn spawn_limit(m: u8) -> Result<String, String> {
     Ok(format!(
         ", {LIMIT} unwaited programs, then Limit; another user unaffected"
     ))
-}
-
-/// The pid of `machd` on machine `m` (its `ps`, `abi::mach::OP_PS`).
-fn machd_of(m: u8) -> Result<Pid, Error> {
-    let server = ulib::fnid::lookup(FN_MACH)?;
-    for i in 0..256u64 {
-        let msg = ulib::abi::ipc::Msg {
-            label: mach::OP_PS,
-            words: [u64::from(m), i, 0, 0, 0, 0],
-        };
-        let (_, r) = ulib::fnid::call_fn(server, &msg)?;
-        let name: alloc::vec::Vec<u8> =
-            r.words[3..6].iter().flat_map(|w| w.to_le_bytes()).collect();
-        if name.starts_with(b"machd\0") {
-            return Ok(Pid(r.words[0]));
-        }
-    }
-    Err(Error::NoSuchProcess)
 }

@@ -131,7 +131,7 @@ fn all_denied(m: u8, epoch: u32, own: &[&ResInfo], (what, cmd): (&str, u64)) -> 
 
 /// `machd`'s pid on machine `m`: the process named `machd` in its list (`OP_PS`; its
 /// resources' names say nothing of its pid, `res::open_fresh`).
-fn machd_pid(m: u8) -> Result<Pid, String> {
+pub(crate) fn machd_pid(m: u8) -> Result<Pid, String> {
     let server = ulib::fnid::lookup(ulib::abi::mach::FN_MACH)
         .map_err(|e| format!("{}: {e}", ulib::abi::mach::FN_MACH))?;
     // A bound on the list's length, should it keep growing.
@@ -143,6 +143,7 @@ fn machd_pid(m: u8) -> Result<Pid, String> {
         let w = match ulib::fnid::call_fn(server, &ask) {
             Ok((0, r)) => r.words,
             Err(Error::NoSuchProcess) => break,
+            Ok((v, _)) if v == Error::NoSuchProcess as u64 => break,
             Ok((v, _)) => return Err(format!("ps of m{m}: {}", Error::from_code(v))),
             Err(e) => return Err(format!("ps of m{m}: {e}")),
         };

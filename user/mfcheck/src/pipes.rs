@@ -228,7 +228,7 @@ fn refusals(m: u8) -> Result<(), String> {
         ..p
     };
     let me = crate::calls::me_machine()?;
-    let machd = machd_pid(m)?;
+    let machd = crate::own::machd_pid(m)?.0;
     let cases = [
         (
             "an earlier life",
@@ -324,26 +324,6 @@ fn ended_holder_as_other(m: u8) -> Result<(), String> {
     })();
     let _ = m_::res_close(&p);
     r
-}
-
-/// The pid of machine `m`'s `machd` (`OP_PS`: its process list, one by one).
-fn machd_pid(m: u8) -> Result<u64, String> {
-    let server = ResId(e(ulib::fnid::lookup(mach::FN_MACH), "mach")?.0);
-    for index in 0..256 {
-        let ask = ulib::abi::ipc::Msg {
-            label: mach::OP_PS,
-            words: [u64::from(m), index, 0, 0, 0, 0],
-        };
-        let (value, r) = e(ulib::ipc::call(server, &ask), "OP_PS")?;
-        if value != 0 {
-            break;
-        }
-        let name: Vec<u8> = r.words[3..6].iter().flat_map(|w| w.to_le_bytes()).collect();
-        if name.starts_with(b"machd\0") {
-            return Ok(r.words[0]);
-        }
-    }
-    Err(format!("no machd in machine {m}'s process list"))
 }
 
 /// `mfcheck forgepeer M`: a program here speaks for this machine to machine M (a heartbeat
