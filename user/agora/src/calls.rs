@@ -14,7 +14,7 @@ use crate::{cores_online, pattern, reap, sampled, Meter, Res};
 use alloc::format;
 use ulib::abi::ipc::{self as api, Msg};
 use ulib::abi::res::{ResId, Rights};
-use ulib::abi::Priority;
+use ulib::abi::{Pid, Priority};
 use ulib::bench::rdtsc;
 use ulib::fs::{self, MODE_READ, MODE_WRITE};
 use ulib::{fnid, ipc, res, sys};
@@ -211,36 +211,26 @@ fn open_close(samples: u64) -> Res<()> {
 /// that image (`SPAWN_IMAGE`) and waited for. Then, to read it by, the same start from the
 /// boot archive, which the kernel holds in memory (`SPAWN`: no file service at all).
 fn exec(samples: u64) -> Res<()> {
-    sampled("exec", "instructions", samples, EXEC_OPS, |_, ops, m| {
+    exec_case("exec", samples, || {
+        let image = fs::read_all(EXEC_IMAGE).map_err(|_| "reading BIN/NOP0 failed")?;
+        sys::spawn_image(&image, "nop", &[], Priority::App, None).map_err(|_| "spawn_image failed")
+    })?;
+    exec_case(EXEC_ARCHIVE, samples, || {
+        sys::spawn("nop", &[], Priority::App).map_err(|_| "spawn failed")
+    })
+}
+
+/// Sample `case`: each operation starts `nop` with `start` and waits for its end.
+fn exec_case(case: &str, samples: u64, start: impl Fn() -> Res<Pid>) -> Res<()> {
+    sampled(case, "instructions", samples, EXEC_OPS, |_, ops, m| {
         for _ in 0..ops {
             m.start()?;
-            let image = fs::read_all(EXEC_IMAGE).map_err(|_| "reading BIN/NOP0 failed");
-            let pid = image.and_then(|image| {
-                sys::spawn_image(&image, "nop", &[], Priority::App, None)
-                    .map_err(|_| "spawn_image failed")
-            });
-            let r = pid.and_then(|p| reap(p, "nop failed"));
+            let r = start().and_then(|p| reap(p, "nop failed"));
             m.stop()?;
             r?;
         }
         Ok(())
-    })?;
-    sampled(
-        EXEC_ARCHIVE,
-        "instructions",
-        samples,
-        EXEC_OPS,
-        |_, ops, m| {
-            for _ in 0..ops {
-                m.start()?;
-                let pid = sys::spawn("nop", &[], Priority::App).map_err(|_| "spawn failed");
-                let r = pid.and_then(|p| reap(p, "nop failed"));
-                m.stop()?;
-                r?;
-            }
-            Ok(())
-        },
-    )
+    })
 }
 
 /// The round trips with a one-page ICA both ways: the caller (`agora echo`) on this core,
