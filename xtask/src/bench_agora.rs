@@ -330,7 +330,7 @@ pub fn build_report(
         }
         rows.push(Row::from_samples(&format!("{place}: {EXEC_ARCHIVE}"), &v));
     }
-    let exec_archive = median(&field(&placements[0].1, EXEC_ARCHIVE, |s| s.busy));
+    let exec_archive = median(&field(one, EXEC_ARCHIVE, |s| s.busy));
     let lin = |case: &str| -> Option<Row> {
         linux
             .iter()

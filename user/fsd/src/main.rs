@@ -365,10 +365,11 @@ impl Server {
         }
         // The label lives in the root (FAT: only there); its name, read at mount, costs
         // no look at the disk here.
-        let label = self.label.as_ref().filter(|l| {
-            at_root && embedded_sdmmc::ShortFileName::create_from_str(last).is_ok_and(|n| n == **l)
-        });
-        let r = if label.is_some() {
+        let is_label = at_root
+            && self.label.as_ref().is_some_and(|l| {
+                embedded_sdmmc::ShortFileName::create_from_str(last).is_ok_and(|n| n == *l)
+            });
+        let r = if is_label {
             Err(Error::Denied)
         } else {
             self.entry_sound(dir, last)
@@ -444,8 +445,9 @@ impl Server {
 
     /// Close the files whose owners no longer run (or are zombies); how many.
     fn close_orphans(&mut self) -> usize {
-        // The whole list (2,048 records: a list of 256, as this asked before, was cut short
-        // by any user keeping 256 processes, and then no orphan was ever found again).
+        // The whole list (`live_pids` asks again with more room while the kernel fills it:
+        // a list of 256, as this asked before, was cut short by any user keeping 256
+        // processes, and then no orphan was ever found again).
         let Some(live) = ulib::sys::live_pids() else {
             // A truncated list cannot tell who has ended.
             return 0;
