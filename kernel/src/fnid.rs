@@ -55,7 +55,8 @@
 //!   ends and forgotten (not closed) by `FN_UNREGISTER`; the vregion stays its creator's,
 //!   whose rights say who may attach or close it.
 //! - The administrator (user 1) and the kernel may register again or unregister any
-//!   user's function.
+//!   user's function, and only they may register a system service's name
+//!   (`abi::fnid::system_name`: `blk`, `buf.*`, `fs`, `mach*`, `net.*`).
 
 #![deny(unsafe_code)]
 
@@ -260,6 +261,11 @@ pub(crate) fn register_in(
     server: Pid,
     user: UserId,
 ) -> Result<Found, Error> {
+    let system = |u: UserId| u == UserId::KERNEL || u == crate::proc::ADMIN;
+    // The system services' names are theirs (`abi::fnid::SYSTEM_NAMES`), served or not.
+    if !system(user) && abi::fnid::system_name(name.as_bytes()) {
+        return Err(Error::Denied);
+    }
     let existing = t
         .slots
         .iter()
@@ -296,7 +302,6 @@ pub(crate) fn register_in(
     }
     // And within what the users other than the administrator and the kernel share: room
     // stays for the system's services (two users' shares were the whole registry).
-    let system = |u: UserId| u == UserId::KERNEL || u == crate::proc::ADMIN;
     let by_users = t
         .slots
         .iter()

@@ -332,6 +332,19 @@ ktest! {
         }
         let full = register_in(&mut table, name(b"t.full")?, ep1, server, UserId::KERNEL);
         kassert!(matches!(full, Err(Error::Limit)), "one too many: not Limit");
+        // A system service's name is the administrator's and the kernel's (a regression: any
+        // user could register `fs` or `net.udp` before its server and take its requests).
+        let mut table = alloc::boxed::Box::new(FnTable::new());
+        for n in ["fs", "net.udp", "buf.1", "mach.link", "blk"] {
+            let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, UserId(2000));
+            kassert!(matches!(r, Err(Error::Denied)), "user 2000 registered {n}");
+        }
+        let r = register_in(&mut table, name(b"fsx")?, ep1, server, UserId(2000));
+        kassert!(matches!(r, Ok(Found::Done(..))), "user 2000 could not register fsx");
+        for (n, u) in [("fs", crate::proc::ADMIN), ("net.udp", UserId::KERNEL)] {
+            let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, u);
+            kassert!(matches!(r, Ok(Found::Done(..))), "user {} could not register {n}", u.0);
+        }
         Ok(())
     }
 }

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | (a) | bad names (`BadName`, `TooLong`), bad pointers (`BadAddress`), an unknown `FN_LIST` flag (`InvalidArgument`), an unknown name, forged function ids (never issued, a slot past the table, core bits set: `NoSuchResource` for every call), an endpoint argument that is a vregion or a function id (`WrongType`) |
 //! | (b) | this program serves `fnchk.a`: a second registration is `AlreadyExists`, lookup finds it, `FN_LIST` describes it (this core's copy alone, `FN_LIST_LOCAL`, too); callers on this core and on CORE call, send, submit and submit through a ring by function id and may not receive on it (`Denied`); the server receives by function id; `served` counts every request; `FN_STATE` of a non-vregion is `WrongType`; unregistered: calls `StaleResource`, lookup `NoSuchResource`, a new registration a new id |
-//! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it and `Denied` unregistering it; this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down (this core's copy alone counts only the requests served here); a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
+//! | (c) | a server on CORE (user 1000) serves `fnchk.b` and sets a state ICA: calls from here; another user (2000) gets `AlreadyExists` (up) and `Denied` (down) registering it, `Denied` unregistering it and `Denied` registering a system service's name (`fs`, `net.udp`, ...); this program may not set the state (`Denied`); the server ends: calls `Gone`, `FN_LIST` says down (this core's copy alone counts only the requests served here); a new server registers the name again: same id, generation 2, the state ICA kept, calls work; the administrator unregisters it: `StaleResource` |
 //! | (f) | a name of its own let go down and taken over: served again, at no higher priority than before (at most an application's) |
 //! | (d) | `Limit` at this user's share (`FNIDS_PER_USER`) or `MAX_FNIDS` registered names, another user still registering; then all withdrawn |
 //! | (e) | a server that closes its endpoint (and lives on): calls `Gone`, the function down; registered again with a new endpoint: same id, generation 2 |
@@ -482,13 +482,26 @@ fn other(args: &[&str]) -> Check {
     res::setuser(UserId(OTHER_USER)).map_err(|e| format!("other setuser: {e}"))?;
     let ep = ipc::open_endpoint("here/endpoint/fnchk-oth", Rights::OWNER_ALL)
         .map_err(|e| format!("other endpoint: {e}"))?;
-    let r = expect("other user registers", fnid::register(name, ep), want).and_then(|()| {
-        expect(
-            "other user unregisters",
-            fnid::unregister(FnId(id.0)),
-            Error::Denied,
-        )
-    });
+    let r = expect("other user registers", fnid::register(name, ep), want)
+        .and_then(|()| {
+            expect(
+                "other user unregisters",
+                fnid::unregister(FnId(id.0)),
+                Error::Denied,
+            )
+        })
+        .and_then(|()| {
+            // A system service's name, served or not (`abi::fnid::SYSTEM_NAMES`).
+            ["fs", "net.udp", "net.drv", "buf.0", "mach", "blk"]
+                .iter()
+                .try_for_each(|n| {
+                    expect(
+                        &format!("other user registers {n}"),
+                        fnid::register(n, ep),
+                        Error::Denied,
+                    )
+                })
+        });
     let _ = res::close(ep);
     r
 }
