@@ -27,7 +27,7 @@
 //! whose server ended is *down*: requests to it fail with `Gone` until the same user (or
 //! the administrator) registers the name again, which binds it to the new endpoint under
 //! the same function id with the next generation; another user gets `Denied`. The system
-//! services' names ([`SYSTEM_NAMES`]: `blk`, `buf.*`, `fs`, `mach*`, `net.*`) are the
+//! services' names ([`SYSTEM_NAMES`]: `blk`, `fs*`, `mach*`, `net*`) are the
 //! administrator's and the kernel's: any other user registering one gets `Denied`.
 //! Unregistering is for the registering user or the administrator (`Denied` otherwise); it
 //! makes the id stale (`StaleResource`), and a later registration of the name gets a new
@@ -166,12 +166,12 @@ impl core::fmt::Display for FnId {
     }
 }
 
-/// The first parts of the system services' names (`blk`, `buf.0`, `fs`, `mach`,
+/// The first parts of the system services' names (`blk`, `fs`, `fs.buf0`, `mach`,
 /// `mach.link`, `net.drv`, `net.udp`): only the administrator and the kernel may register a
 /// name whose first part (up to the first `.`) is one of these (`Denied`). Without them, a
 /// program of any user that registered `fs` or `net.udp` before its server did would
 /// receive every program's file or network requests, and be handed their data.
-pub const SYSTEM_NAMES: [&[u8]; 5] = [b"blk", b"buf", b"fs", b"mach", b"net"];
+pub const SYSTEM_NAMES: [&[u8]; 4] = [b"blk", b"fs", b"mach", b"net"];
 
 /// Is `name` one only the administrator and the kernel may register ([`SYSTEM_NAMES`])?
 pub fn system_name(name: &[u8]) -> bool {
@@ -343,7 +343,7 @@ mod tests {
     fn system_names_by_their_first_part() {
         for sys in [
             "blk",
-            "buf.0",
+            "fs.buf0",
             "fs",
             "mach",
             "mach.link",
@@ -354,7 +354,7 @@ mod tests {
             assert!(system_name(sys.as_bytes()), "{sys}");
         }
         for user in [
-            "kv", "fsfuzz", "fs-x", "netx.udp", "pub.net", "a.fs", "bufd", "blk2",
+            "kv", "fsfuzz", "fs-x", "netx.udp", "pub.net", "a.fs", "buf.0", "blk2",
         ] {
             assert!(!system_name(user.as_bytes()), "{user}");
         }

@@ -56,7 +56,7 @@
 //!   whose rights say who may attach or close it.
 //! - The administrator (user 1) and the kernel may register again or unregister any
 //!   user's function, and only they may register a system service's name
-//!   (`abi::fnid::system_name`: `blk`, `buf.*`, `fs`, `mach*`, `net.*`).
+//!   (`abi::fnid::system_name`: `blk`, `fs*`, `mach*`, `net*`).
 
 #![deny(unsafe_code)]
 

@@ -335,7 +335,7 @@ ktest! {
         // A system service's name is the administrator's and the kernel's (a regression: any
         // user could register `fs` or `net.udp` before its server and take its requests).
         let mut table = alloc::boxed::Box::new(FnTable::new());
-        for n in ["fs", "net.udp", "buf.1", "mach.link", "blk"] {
+        for n in ["fs", "net.udp", "fs.buf1", "mach.link", "blk"] {
             let r = register_in(&mut table, name(n.as_bytes())?, ep1, server, UserId(2000));
             kassert!(matches!(r, Err(Error::Denied)), "user 2000 registered {n}");
         }

@@ -492,7 +492,7 @@ fn other(args: &[&str]) -> Check {
         })
         .and_then(|()| {
             // A system service's name, served or not (`abi::fnid::SYSTEM_NAMES`).
-            ["fs", "net.udp", "net.drv", "buf.0", "mach", "blk"]
+            ["fs", "net.udp", "net.drv", "fs.buf0", "mach", "blk"]
                 .iter()
                 .try_for_each(|n| {
                     expect(
