@@ -292,6 +292,9 @@ pub struct UserId(pub u32);
 
 impl UserId {
     pub const KERNEL: UserId = UserId(0);
+    /// The machine's administrator: the user the boot programs, the shell and the system
+    /// services start as.
+    pub const ADMIN: UserId = UserId(1);
 }
 
 /// The four operations rights control (open is governed by the creator).

@@ -110,7 +110,7 @@ impl Process {
 }
 
 /// The user boot programs (and so the shell) start as.
-pub const FIRST_USER: UserId = UserId(1);
+pub const FIRST_USER: UserId = UserId::ADMIN;
 
 /// The machine's administrator: the user the shell starts as. Only processes it (or the
 /// kernel) created may change their user or power off.

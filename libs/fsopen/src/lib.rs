@@ -8,9 +8,17 @@
 //!
 //! Layout (little-endian): a header of 32 bytes (`MAGIC`, `VERSION`, the next handle to
 //! give, then zeroes) and [`SLOTS`] records of [`RECORD`] bytes: handle (0: free), owner
-//! (a pid's raw value), mode, path length, position, path bytes. [`Table::load`] refuses an
+//! (a pid's raw value), mode, path length, position, path bytes, the owner's user (0 in a
+//! table an earlier layout wrote: counted as the kernel's). [`Table::load`] refuses an
 //! area whose header or records make no sense (a corrupt or foreign state), so a server
 //! never opens files on its word.
+//!
+//! Shares ([`Table::room_for`]): the table's slots are few (the library's limit), so one
+//! user other than the administrator and the kernel holds at most [`PER_USER`] of them and
+//! all such users together at most [`USERS_SHARE`]: one user's programs holding files open
+//! can neither shut another user out nor the administrator's (the shell's). The
+//! administrator and the kernel are trusted with the whole table, as in the function
+//! registry.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -24,6 +32,13 @@ pub const SLOTS: usize = 16;
 pub const PATH_MAX: usize = 100;
 /// Bytes of one record.
 pub const RECORD: usize = 8 + 8 + 1 + 1 + 4 + PATH_MAX + 6;
+/// Open files one user other than the administrator and the kernel may hold at once.
+pub const PER_USER: usize = SLOTS / 2;
+/// Open files all users other than the administrator and the kernel may hold together: the
+/// rest are kept for the administrator's programs.
+pub const USERS_SHARE: usize = SLOTS * 3 / 4;
+/// Where a record keeps its owner's user (4 bytes, after the path).
+const USER_AT: usize = 22 + PATH_MAX;
 /// Bytes of the header.
 pub const HEADER: usize = 32;
 /// Bytes the table needs.
@@ -37,13 +52,22 @@ pub struct Open {
     /// `abi::fs::MODE_*`.
     pub mode: u8,
     pub position: u32,
+    /// The user the owner acted as when it opened the file.
+    pub user: u32,
     path: [u8; PATH_MAX],
     path_len: u8,
 }
 
 impl Open {
     /// A record, or `None` for a path longer than [`PATH_MAX`] or a handle of 0.
-    pub fn new(handle: u64, owner: u64, mode: u8, position: u32, path: &str) -> Option<Open> {
+    pub fn new(
+        handle: u64,
+        owner: u64,
+        user: u32,
+        mode: u8,
+        position: u32,
+        path: &str,
+    ) -> Option<Open> {
         if handle == 0 || path.len() > PATH_MAX {
             return None;
         }
@@ -54,6 +78,7 @@ impl Open {
             owner,
             mode,
             position,
+            user,
             path: p,
             path_len: path.len() as u8,
         })
@@ -177,6 +202,12 @@ impl<'a> Table<'a> {
                     mode: r[16],
                     path_len: r[17],
                     position: u32::from_le_bytes([r[18], r[19], r[20], r[21]]),
+                    user: u32::from_le_bytes([
+                        r[USER_AT],
+                        r[USER_AT + 1],
+                        r[USER_AT + 2],
+                        r[USER_AT + 3],
+                    ]),
                     path,
                 }
             })
@@ -199,7 +230,31 @@ impl<'a> Table<'a> {
         r[17] = o.path_len;
         r[18..22].copy_from_slice(&o.position.to_le_bytes());
         r[22..22 + PATH_MAX].copy_from_slice(&o.path);
+        r[USER_AT..USER_AT + 4].copy_from_slice(&o.user.to_le_bytes());
         true
+    }
+
+    /// May a program of `user` open one more file? A user `trusted` says is the
+    /// administrator or the kernel, who may take any free slot; any other user only within
+    /// [`PER_USER`] and, with the other users, [`USERS_SHARE`]. Users are counted as the
+    /// records say: a record with user 0 (an earlier layout's) counts as the kernel's.
+    pub fn room_for(&self, user: u32, trusted: impl Fn(u32) -> bool) -> bool {
+        let open: [Option<u32>; SLOTS] = core::array::from_fn(|i| {
+            let r = self.record(i);
+            (word(r, 0) != 0).then(|| {
+                u32::from_le_bytes([r[USER_AT], r[USER_AT + 1], r[USER_AT + 2], r[USER_AT + 3]])
+            })
+        });
+        let held = open.iter().flatten();
+        if open.iter().all(Option::is_some) {
+            return false;
+        }
+        if trusted(user) {
+            return true;
+        }
+        let mine = held.clone().filter(|&&u| u == user).count();
+        let users = held.filter(|&&u| !trusted(u)).count();
+        mine < PER_USER && users < USERS_SHARE
     }
 
     /// Move handle `h`'s position.
@@ -227,14 +282,15 @@ mod tests {
         let mut t = Table::format(&mut area, 1).unwrap();
         let (a, b) = (t.take_handle(), t.take_handle());
         assert_eq!((a, b, t.next()), (1, 2, 3));
-        assert!(t.put(&Open::new(a, 7, 1, 0, "D0/F1.DAT").unwrap()));
-        assert!(t.put(&Open::new(b, 8, 0, 5, "F2.DAT").unwrap()));
+        assert!(t.put(&Open::new(a, 7, 1, 1, 0, "D0/F1.DAT").unwrap()));
+        assert!(t.put(&Open::new(b, 8, 1, 0, 5, "F2.DAT").unwrap()));
         t.set_position(a, 4096);
         t.remove(b);
         let t = Table::load(&mut area).unwrap();
         let all: [Open; 1] = [t.iter().next().unwrap()];
         assert_eq!(all[0].path(), "D0/F1.DAT");
         assert_eq!((all[0].owner, all[0].mode, all[0].position), (7, 1, 4096));
+        assert_eq!(all[0].user, 1);
         assert_eq!(t.iter().count(), 1);
         assert_eq!(t.next(), 3);
     }
@@ -245,12 +301,12 @@ mod tests {
         let mut t = Table::format(&mut area, 1).unwrap();
         for _ in 0..SLOTS {
             let h = t.take_handle();
-            assert!(t.put(&Open::new(h, 1, 0, 0, "F.DAT").unwrap()));
+            assert!(t.put(&Open::new(h, 1, 1, 0, 0, "F.DAT").unwrap()));
         }
         let h = t.take_handle();
-        assert!(!t.put(&Open::new(h, 1, 0, 0, "G.DAT").unwrap()));
-        assert!(Open::new(0, 1, 0, 0, "F").is_none());
-        assert!(Open::new(1, 1, 0, 0, core::str::from_utf8(&[b'a'; 101]).unwrap()).is_none());
+        assert!(!t.put(&Open::new(h, 1, 1, 0, 0, "G.DAT").unwrap()));
+        assert!(Open::new(0, 1, 1, 0, 0, "F").is_none());
+        assert!(Open::new(1, 1, 1, 0, 0, core::str::from_utf8(&[b'a'; 101]).unwrap()).is_none());
         // Zeroes (a new vregion), a foreign area, a record out of range: refused.
         assert_eq!(Table::load(&mut [0u8; SIZE]).err(), Some(Bad::Magic));
         assert_eq!(Table::load(&mut [0u8; 8]).err(), Some(Bad::TooSmall));
@@ -261,6 +317,49 @@ mod tests {
         assert_eq!(Table::load(&mut area).err(), Some(Bad::Record(0)));
     }
 
+    /// One user other than the administrator and the kernel holds at most `PER_USER` slots,
+    /// all of them together `USERS_SHARE` (a regression: one program could hold all 16,
+    /// and every other program's open failed until it ended).
+    #[test]
+    fn users_keep_to_their_shares() {
+        let trusted = |u: u32| u <= 1;
+        let mut area = [0u8; SIZE];
+        let mut t = Table::format(&mut area, 1).unwrap();
+        let open = |t: &mut Table, user: u32| {
+            let h = t.take_handle();
+            assert!(t.put(&Open::new(h, 9, user, 0, 0, "F.DAT").unwrap()));
+        };
+        for _ in 0..PER_USER {
+            assert!(t.room_for(7, trusted));
+            open(&mut t, 7);
+        }
+        assert!(!t.room_for(7, trusted), "user 7 past its share");
+        assert!(t.room_for(8, trusted), "user 8 shut out by user 7");
+        for _ in PER_USER..USERS_SHARE {
+            assert!(t.room_for(8, trusted));
+            open(&mut t, 8);
+        }
+        assert!(
+            !t.room_for(8, trusted) && !t.room_for(9, trusted),
+            "past the users' share"
+        );
+        for _ in USERS_SHARE..SLOTS {
+            assert!(t.room_for(1, trusted), "the administrator shut out");
+            open(&mut t, 1);
+        }
+        assert!(
+            !t.room_for(1, trusted) && !t.room_for(0, trusted),
+            "a full table has room"
+        );
+        // A record of the earlier layout (user 0) is the kernel's: not in the users' share.
+        let mut area = [0u8; SIZE];
+        let mut t = Table::format(&mut area, 1).unwrap();
+        for _ in 0..USERS_SHARE {
+            open(&mut t, 0);
+        }
+        assert!(t.room_for(7, trusted));
+    }
+
     /// A corrupt table with one handle in two records is refused (a regression: it was
     /// loaded, and the new server opened the file twice, one of them never closed).
     #[test]
@@ -268,9 +367,9 @@ mod tests {
         let mut area = [0u8; SIZE];
         let mut t = Table::format(&mut area, 1).unwrap();
         let h = t.take_handle();
-        assert!(t.put(&Open::new(h, 7, 0, 0, "A.DAT").unwrap()));
+        assert!(t.put(&Open::new(h, 7, 1, 0, 0, "A.DAT").unwrap()));
         let _ = t.take_handle();
-        assert!(t.put(&Open::new(h + 1, 7, 0, 0, "B.DAT").unwrap()));
+        assert!(t.put(&Open::new(h + 1, 7, 1, 0, 0, "B.DAT").unwrap()));
         assert!(Table::load(&mut area).is_ok());
         // Record 1's handle made the same as record 0's.
         area[HEADER + RECORD..HEADER + RECORD + 8].copy_from_slice(&h.to_le_bytes());
@@ -285,7 +384,7 @@ mod tests {
         let mut area = [0u8; SIZE];
         let mut t = Table::format(&mut area, 1).unwrap();
         let h = t.take_handle();
-        assert!(t.put(&Open::new(h, 7, 0, 0, "A.DAT").unwrap()));
+        assert!(t.put(&Open::new(h, 7, 1, 0, 0, "A.DAT").unwrap()));
         for next in [u64::MAX, HANDLES_END, 0] {
             area[16..24].copy_from_slice(&next.to_le_bytes());
             assert_eq!(Table::load(&mut area).err(), Some(Bad::Next), "{next:#x}");

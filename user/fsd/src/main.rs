@@ -36,7 +36,7 @@ use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timesta
 use mount::{check_entries, check_fat, names_no_cluster, seal_fat_tail};
 use ulib::abi::fs::*;
 use ulib::abi::ipc::{Msg, Received};
-use ulib::abi::res::{Op, Rights};
+use ulib::abi::res::{Op, Rights, UserId};
 use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
 
@@ -64,6 +64,11 @@ impl TimeSource for Clock {
 
 type Volumes = embedded_sdmmc::VolumeManager<disk::Disk, Clock, 8, 16, 1>;
 type FsError = embedded_sdmmc::Error<disk::DiskError>;
+
+/// May `user` take any free slot of the open-file table (the administrator, the kernel)?
+fn trusted(user: u32) -> bool {
+    user == UserId::KERNEL.0 || user == UserId::ADMIN.0
+}
 
 struct Server {
     vm: Volumes,
@@ -293,12 +298,16 @@ impl Server {
         let out =
             || unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
         let result = match label {
-            FS_OPEN => name.and_then(|n| self.open(&n, w[0], r.sender)),
+            FS_OPEN => name.and_then(|n| self.open(&n, w[0], r.sender, r.sender_user)),
             FS_READ => self.read(w[0], w[1], out(), r.sender),
             FS_WRITE => self.write(w[0], w[1], data, r.sender),
             FS_CLOSE => self.close(w[0], r.sender),
             FS_SEEK => self.seek(w[0], w[1], r.sender),
-            FS_UNLINK => name.and_then(|n| self.unlink(&n)),
+            FS_UNLINK => name.and_then(|n| match self.unlink(&n) {
+                // Open (perhaps by a program that has ended, whose files are then closed).
+                Err(Error::Busy) if self.close_orphans() > 0 => self.unlink(&n),
+                r => r,
+            }),
             FS_MKDIR => name
                 .and_then(|n| {
                     if is_dot(&n) {
@@ -395,7 +404,7 @@ impl Server {
         }
     }
 
-    fn open(&mut self, path: &str, mode: u64, owner: Pid) -> Result<[u64; 6], Error> {
+    fn open(&mut self, path: &str, mode: u64, owner: Pid, user: u64) -> Result<[u64; 6], Error> {
         // Refused before anything is opened: an open to write empties the file first, and
         // a path the open-file table cannot keep was refused only after that.
         if path.len() > fsopen::PATH_MAX {
@@ -410,6 +419,14 @@ impl Server {
             MODE_APPEND => Mode::ReadWriteCreateOrAppend,
             _ => return Err(Error::InvalidArgument),
         };
+        // Within the user's share of the table (`fsopen::Table::room_for`), counting the
+        // files of programs that have ended as free.
+        let user = u32::try_from(user).unwrap_or(u32::MAX);
+        if !self.state.room_for(user, trusted)
+            && (self.close_orphans() == 0 || !self.state.room_for(user, trusted))
+        {
+            return Err(Error::Limit);
+        }
         let open = |s: &Self| s.at_dir(path, |vm, dir, last| vm.open_file_in_dir(dir, last, mode));
         let file = match open(self) {
             // Taken (the file, or every slot): perhaps by a client that has ended.
@@ -424,7 +441,7 @@ impl Server {
             _ => MODE_APPEND,
         };
         let pos = self.vm.file_offset(file).unwrap_or(0);
-        match fsopen::Open::new(h, owner.0, code as u8, pos, path) {
+        match fsopen::Open::new(h, owner.0, user, code as u8, pos, path) {
             Some(o) if self.state.put(&o) => {}
             // Not kept for a successor (a path too long for the table): refused.
             _ => {

@@ -8,7 +8,7 @@
 //! `fsfuzz full` fills the disk instead (`full.rs`); `fsfuzz hold STOP` keeps files open
 //! while the file service is replaced (`hold.rs`); `fsfuzz drop FILE N` ends with a file
 //! open for writing (`drop.rs`); `fsfuzz nowait` checks the reply-less calls
-//! (`nowait.rs`).
+//! (`nowait.rs`); `fsfuzz share` the users' shares of the open-file table (`share.rs`).
 //!
 //! It also checks durability: the disk driver's count of flushes (`BLK_INFO`) must grow by
 //! one per close of a file opened to write and per directory change, as the model counts.
@@ -26,6 +26,7 @@ mod drop;
 mod full;
 mod hold;
 mod nowait;
+mod share;
 
 use alloc::format;
 use alloc::string::String;
@@ -38,7 +39,7 @@ use ulib::println;
 ulib::main!(main);
 
 const USAGE: &str =
-    "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP | fsfuzz drop FILE N | fsfuzz nowait";
+    "usage: fsfuzz SEED [N] | fsfuzz full | fsfuzz hold STOP | fsfuzz drop FILE N | fsfuzz nowait | fsfuzz share";
 /// Say "ready" to a script waiting with `fn wait NAME`: register the function `NAME` (an
 /// endpoint others may send to, which nobody does).
 fn say_ready(name: &str) -> Result<(), ulib::abi::Error> {
@@ -59,6 +60,8 @@ fn main(args: &[&str]) -> i32 {
         Some(["drop", name, len]) => return drop::run(name, len),
         Some(["nowait"]) => return nowait::run(),
         Some(["nowait-child"]) => return nowait::child(),
+        Some(["share"]) => return share::run(),
+        Some(["share-hold", user]) => return share::hold(user),
         _ => {}
     }
     let num = |i: usize, default: u64| -> Option<u64> {
