@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | [`OP_SELF`] | - | this machine, machines, epoch, programs whose output it follows ([`OP_FOLLOW`]), remote waits in flight, requests held for room in a window |
 //! | [`OP_MEMBER`] | machine | address, state ([`UP`]/[`DOWN`]/[`NEVER`]), epoch, ns since last heard (`u64::MAX`: never), requests sent, retransmissions |
-//! | [`OP_PING`] | machine, deadline ns | round-trip ns |
+//! | [`OP_PING`] | machine, deadline ns (0: [`DEFAULT_DEADLINE_NS`], at most [`DEADLINE_MAX_NS`]) | round-trip ns |
 //! | [`OP_SPAWN`] | machine, core word (the core in its low 32 bits, [`ANY_CORE`]: the machine's choice; [`SPAWN_RELAY`]: the output goes to a pipe the caller reads with `OP_OUTPUT`), then up to 32 bytes of `PROG\0ARG\0...` in words 2..5 | pid, the machine's epoch |
 //! | [`OP_WAIT`] | machine, epoch, pid, timeout ns (`u64::MAX`: none) | how (`ENDED_*`), code |
 //! | [`OP_KILL`] | machine, epoch, pid | - |
@@ -161,7 +161,7 @@ pub const FS_REMOTE_MAX: usize = 896;
 /// [`CALL_NAME_MAX`] bytes) followed by the data (at most [`CALL_REMOTE_MAX`] bytes);
 /// `words[0]` is the machine, `words[1]` the remote request's label, `words[2]` a
 /// [`call_word`], `words[3]` how long the server may take (ns; 0: [`DEFAULT_DEADLINE_NS`],
-/// at most ten times that). With [`CALL_WITH_ICA`] the remote request carries an ICA of
+/// at most [`DEADLINE_MAX_NS`]). With [`CALL_WITH_ICA`] the remote request carries an ICA of
 /// one page there with the data at its start (and, as every ICA, its id in the request's
 /// `words[5]`, so only `words[0..4]` travel as given); the reply brings back the first
 /// `wanted` bytes of the ICA the server gives back. The other machine's `machd` makes the
@@ -389,6 +389,10 @@ pub const SPAWN_RELAY: u64 = 1 << 32;
 /// How long a request waits for its answer unless told: a hang guard, well above any
 /// round trip on the machines' link.
 pub const DEFAULT_DEADLINE_NS: u64 = 2_000_000_000;
+/// The longest deadline or timeout a request may ask for ([`OP_PING`]'s, [`OP_CALL`]'s;
+/// `InvalidArgument` beyond): a request holds a place in its machine's window, which all
+/// users share, until it ends.
+pub const DEADLINE_MAX_NS: u64 = 10 * DEFAULT_DEADLINE_NS;
 /// Heartbeat period.
 pub const HEARTBEAT_NS: u64 = 100_000_000;
 /// A machine silent this long is down; requests waiting on it end `Gone` then. Thirty

@@ -51,8 +51,6 @@ use ulib::{fnid, ipc, res, sem, sys};
 pub const R_CALL: u16 = 10;
 /// Threads making other machines' calls.
 pub const CALL_WORKERS: u64 = 2;
-/// Longest timeout a call may ask for.
-const TIMEOUT_MAX_NS: u64 = 10 * DEFAULT_DEADLINE_NS;
 /// Most calls queued here: as many as the other machines may have in flight to this one.
 const QUEUE_MAX: usize = mrpc::WINDOW as usize * (mach::MAX_MACHINES - 1);
 /// Most calls given up on whose answer has not come yet; beyond, new calls are `Busy`
@@ -74,7 +72,11 @@ pub fn local(s: &mut State, r: &Received, user: u32) {
     let (name_len, data_len, wanted, with_ica) = call_parts(w[2]);
     let timeout = if w[3] == 0 { DEFAULT_DEADLINE_NS } else { w[3] };
     let m = w[0];
-    if m >= u64::from(s.n) || m == u64::from(s.me) || name_len == 0 || timeout > TIMEOUT_MAX_NS {
+    if m >= u64::from(s.n)
+        || m == u64::from(s.me)
+        || name_len == 0
+        || timeout > mach::DEADLINE_MAX_NS
+    {
         return give_back(Error::InvalidArgument);
     }
     if name_len > CALL_NAME_MAX || data_len > CALL_REMOTE_MAX || wanted > CALL_REMOTE_MAX {
@@ -236,7 +238,7 @@ fn call(
         && data_len <= CALL_REMOTE_MAX
         && wanted <= CALL_REMOTE_MAX
         && rest.len() == name_len + data_len
-        && (1..=TIMEOUT_MAX_NS).contains(&timeout)
+        && (1..=mach::DEADLINE_MAX_NS).contains(&timeout)
         && (with_ica || data_len + wanted == 0);
     if !ok {
         return Err(Error::InvalidArgument);

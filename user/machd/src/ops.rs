@@ -142,7 +142,13 @@ pub fn remote_request(op: u64, m: u8, w: &[u64; 6]) -> Result<RemoteCall, Error>
     let epoch = || u32::try_from(w[1]).map_err(|_| Error::InvalidArgument);
     Ok(match op {
         mach::OP_PING => {
-            let d = if w[1] == 0 { deadline } else { w[1] };
+            // Capped: a ping without end to a machine that never answers would hold a
+            // place in its window for as long (found by an audit).
+            let d = match w[1] {
+                0 => deadline,
+                d if d > mach::DEADLINE_MAX_NS => return Err(Error::InvalidArgument),
+                d => d,
+            };
             ((m, R_NULL, Vec::new()), d, None)
         }
         mach::OP_SPAWN => {

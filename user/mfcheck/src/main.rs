@@ -15,7 +15,8 @@
 //!   (`OP_SELF`'s count; at most [`POLLS`] looks): everything it followed has been printed.
 //! - `mfcheck forge M`: while `hold` holds its file: requests on handles this program never
 //!   opened (every handle from 0 to [`HANDLES`]) and malformed requests to `machd` must all
-//!   be refused with the right error, never served. All of them are made while a remote
+//!   be refused with the right error, never served (a ping's deadline past
+//!   `DEADLINE_MAX_NS` too, while one at it is answered). All of them are made while a remote
 //!   wait (for `mfcheck await GO.TXT` on machine M, which `forge` ends by writing that
 //!   file) is the oldest request in flight there: more than mrpc's window of requests
 //!   overtake it, and none may be refused `Busy` for that.
@@ -464,6 +465,32 @@ fn forge(m: u8) -> Result<String, String> {
         raw(stat, true),
         Error::NoSuchResource,
     );
+    // A ping may wait at most `DEADLINE_MAX_NS` (a regression: any deadline was taken, and
+    // a ping without end to a machine that never answered held a place in its window).
+    let ping = |deadline: u64| {
+        let msg = Msg {
+            label: mach::OP_PING,
+            words: [u64::from(m), deadline, 0, 0, 0, 0],
+        };
+        match ipc::call(server, &msg) {
+            Ok((0, _)) => Ok(()),
+            Ok((v, _)) => Err(Error::from_code(v)),
+            Err(e) => Err(e),
+        }
+    };
+    expect(
+        "a ping with a deadline of u64::MAX".into(),
+        ping(u64::MAX),
+        Error::InvalidArgument,
+    );
+    expect(
+        "a ping 1 ns past the longest deadline".into(),
+        ping(mach::DEADLINE_MAX_NS + 1),
+        Error::InvalidArgument,
+    );
+    if let Err(e) = ping(mach::DEADLINE_MAX_NS) {
+        wrong.push(format!("a ping with the longest deadline: {e:?}"));
+    }
     let waited = end_linger(m, lingering);
     match waited {
         Err(e) => wrong.push(e),
