@@ -13,12 +13,12 @@
 //! area whose header or records make no sense (a corrupt or foreign state), so a server
 //! never opens files on its word.
 //!
-//! Shares ([`Table::room_for`]): the table's slots are few (the library's limit), so one
-//! user other than the administrator and the kernel holds at most [`PER_USER`] of them and
-//! all such users together at most [`USERS_SHARE`]: one user's programs holding files open
-//! can neither shut another user out nor the administrator's (the shell's). The
-//! administrator and the kernel are trusted with the whole table, as in the function
-//! registry.
+//! Shares ([`Table::room_for`], `libs/shares`): the table's slots are few (the library's
+//! limit), so one user other than the administrator and the kernel holds at most
+//! [`PER_USER`] of them and all such users together at most [`USERS_SHARE`]: one user's
+//! programs holding files open can neither shut another user out nor the administrator's
+//! (the shell's). The administrator and the kernel are trusted with the whole table, as in
+//! the function registry.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -32,11 +32,13 @@ pub const SLOTS: usize = 16;
 pub const PATH_MAX: usize = 100;
 /// Bytes of one record.
 pub const RECORD: usize = 8 + 8 + 1 + 1 + 4 + PATH_MAX + 6;
+/// How the slots are shared out among users (`libs/shares`).
+pub const SHARES: shares::Shares = shares::Shares::of(SLOTS);
 /// Open files one user other than the administrator and the kernel may hold at once.
-pub const PER_USER: usize = SLOTS / 2;
+pub const PER_USER: usize = SHARES.per_user;
 /// Open files all users other than the administrator and the kernel may hold together: the
 /// rest are kept for the administrator's programs.
-pub const USERS_SHARE: usize = SLOTS * 3 / 4;
+pub const USERS_SHARE: usize = SHARES.users;
 /// Where a record keeps its owner's user (4 bytes, after the path).
 const USER_AT: usize = 22 + PATH_MAX;
 /// Bytes of the header.
@@ -234,27 +236,18 @@ impl<'a> Table<'a> {
         true
     }
 
-    /// May a program of `user` open one more file? A user `trusted` says is the
-    /// administrator or the kernel, who may take any free slot; any other user only within
-    /// [`PER_USER`] and, with the other users, [`USERS_SHARE`]. Users are counted as the
-    /// records say: a record with user 0 (an earlier layout's) counts as the kernel's.
-    pub fn room_for(&self, user: u32, trusted: impl Fn(u32) -> bool) -> bool {
+    /// May a program of `user` open one more file? The administrator and the kernel may
+    /// take any free slot; any other user only within [`PER_USER`] and, with the other
+    /// users, [`USERS_SHARE`] ([`SHARES`]). Users are counted as the records say: a record
+    /// with user 0 (an earlier layout's) counts as the kernel's.
+    pub fn room_for(&self, user: u32) -> bool {
         let open: [Option<u32>; SLOTS] = core::array::from_fn(|i| {
             let r = self.record(i);
             (word(r, 0) != 0).then(|| {
                 u32::from_le_bytes([r[USER_AT], r[USER_AT + 1], r[USER_AT + 2], r[USER_AT + 3]])
             })
         });
-        let held = open.iter().flatten();
-        if open.iter().all(Option::is_some) {
-            return false;
-        }
-        if trusted(user) {
-            return true;
-        }
-        let mine = held.clone().filter(|&&u| u == user).count();
-        let users = held.filter(|&&u| !trusted(u)).count();
-        mine < PER_USER && users < USERS_SHARE
+        open.iter().any(Option::is_none) && SHARES.allows(user, open.iter().flatten().copied())
     }
 
     /// Move handle `h`'s position.
@@ -322,7 +315,6 @@ mod tests {
     /// and every other program's open failed until it ended).
     #[test]
     fn users_keep_to_their_shares() {
-        let trusted = |u: u32| u <= 1;
         let mut area = [0u8; SIZE];
         let mut t = Table::format(&mut area, 1).unwrap();
         let open = |t: &mut Table, user: u32| {
@@ -330,34 +322,28 @@ mod tests {
             assert!(t.put(&Open::new(h, 9, user, 0, 0, "F.DAT").unwrap()));
         };
         for _ in 0..PER_USER {
-            assert!(t.room_for(7, trusted));
+            assert!(t.room_for(7));
             open(&mut t, 7);
         }
-        assert!(!t.room_for(7, trusted), "user 7 past its share");
-        assert!(t.room_for(8, trusted), "user 8 shut out by user 7");
+        assert!(!t.room_for(7), "user 7 past its share");
+        assert!(t.room_for(8), "user 8 shut out by user 7");
         for _ in PER_USER..USERS_SHARE {
-            assert!(t.room_for(8, trusted));
+            assert!(t.room_for(8));
             open(&mut t, 8);
         }
-        assert!(
-            !t.room_for(8, trusted) && !t.room_for(9, trusted),
-            "past the users' share"
-        );
+        assert!(!t.room_for(8) && !t.room_for(9), "past the users' share");
         for _ in USERS_SHARE..SLOTS {
-            assert!(t.room_for(1, trusted), "the administrator shut out");
+            assert!(t.room_for(1), "the administrator shut out");
             open(&mut t, 1);
         }
-        assert!(
-            !t.room_for(1, trusted) && !t.room_for(0, trusted),
-            "a full table has room"
-        );
+        assert!(!t.room_for(1) && !t.room_for(0), "a full table has room");
         // A record of the earlier layout (user 0) is the kernel's: not in the users' share.
         let mut area = [0u8; SIZE];
         let mut t = Table::format(&mut area, 1).unwrap();
         for _ in 0..USERS_SHARE {
             open(&mut t, 0);
         }
-        assert!(t.room_for(7, trusted));
+        assert!(t.room_for(7));
     }
 
     /// A corrupt table with one handle in two records is refused (a regression: it was

@@ -36,7 +36,7 @@ use embedded_sdmmc::{Mode, RawDirectory, RawFile, RawVolume, TimeSource, Timesta
 use mount::{check_entries, check_fat, names_no_cluster, seal_fat_tail};
 use ulib::abi::fs::*;
 use ulib::abi::ipc::{Msg, Received};
-use ulib::abi::res::{Op, Rights, UserId};
+use ulib::abi::res::{Op, Rights};
 use ulib::abi::{Error, Pid};
 use ulib::{fnid, ipc, println};
 
@@ -64,11 +64,6 @@ impl TimeSource for Clock {
 
 type Volumes = embedded_sdmmc::VolumeManager<disk::Disk, Clock, 8, 16, 1>;
 type FsError = embedded_sdmmc::Error<disk::DiskError>;
-
-/// May `user` take any free slot of the open-file table (the administrator, the kernel)?
-fn trusted(user: u32) -> bool {
-    user == UserId::KERNEL.0 || user == UserId::ADMIN.0
-}
 
 struct Server {
     vm: Volumes,
@@ -422,9 +417,7 @@ impl Server {
         // Within the user's share of the table (`fsopen::Table::room_for`), counting the
         // files of programs that have ended as free.
         let user = u32::try_from(user).unwrap_or(u32::MAX);
-        if !self.state.room_for(user, trusted)
-            && (self.close_orphans() == 0 || !self.state.room_for(user, trusted))
-        {
+        if !self.state.room_for(user) && (self.close_orphans() == 0 || !self.state.room_for(user)) {
             return Err(Error::Limit);
         }
         let open = |s: &Self| s.at_dir(path, |vm, dir, last| vm.open_file_in_dir(dir, last, mode));

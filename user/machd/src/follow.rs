@@ -22,6 +22,9 @@ use ulib::abi::mach::{self, FOLLOW_MAX};
 use ulib::abi::{Error, Pid};
 use ulib::{ipc, println};
 
+/// How the follow slots are shared out among the local users (`libs/shares`).
+const FOLLOW_SHARES: shares::Shares = shares::Shares::of(FOLLOW_MAX);
+
 /// Pause before looking again at a program's output when the last look found nothing.
 const POLL_NS: u64 = 20_000_000;
 
@@ -64,7 +67,11 @@ pub fn follow(s: &mut State, r: &Received, user: u32) -> Result<(), Error> {
         .iter()
         .any(|f| f.machine == machine && f.epoch == epoch && f.pid == pid && f.user == user)
     {
-        if s.followed.len() >= FOLLOW_MAX {
+        // Within the user's share of the slots (`shares`: half for one user other than the
+        // administrator, three quarters for all of them).
+        if s.followed.len() >= FOLLOW_MAX
+            || !FOLLOW_SHARES.allows(user, s.followed.iter().map(|f| f.user))
+        {
             return Err(Error::Limit);
         }
         s.followed.push(Followed {

@@ -73,6 +73,8 @@ pub(crate) struct Call {
 
 /// A local caller whose request to another machine is in flight.
 struct Waiter {
+    /// The user it acts as (its place in the window counts in that user's share).
+    user: u32,
     ticket: Ticket,
     call: Call,
 }
@@ -91,6 +93,13 @@ struct Held {
 /// Most local requests held for room in the window to one machine; beyond, `Busy` (so one
 /// slow machine cannot hold up requests to the others).
 const MAX_HELD: usize = 64;
+/// How the requests to one machine, in flight and held together, are shared out among the
+/// local users ([`shares`]): a user other than the administrator and the kernel has at
+/// most half of the window's places, all such users three quarters, `Busy` beyond. So the
+/// administrator's requests (the shell's, the services') always find a quarter of the
+/// window free of other users', and one user's slow requests (calls to a slow server,
+/// waits) cannot make another user's wait in the held queue until their deadline.
+const WINDOW_SHARES: shares::Shares = shares::Shares::of(mrpc::WINDOW as usize);
 /// Most local requests with an ICA (file and stream requests) in flight or held at once;
 /// beyond, `Busy`: each ICA stays mapped here until its answer, and an address space holds
 /// at most 64 attachments (the socket pages and the file workers' own ICAs among them).
@@ -206,7 +215,7 @@ impl State {
             let Some(i) = self.waiters.iter().position(|w| w.ticket == d.ticket) else {
                 continue;
             };
-            let Waiter { ticket, call } = self.waiters.swap_remove(i);
+            let Waiter { ticket, call, .. } = self.waiters.swap_remove(i);
             let next = match (&d.result, call.wait) {
                 (Err(Error::TimedOut), Some((left, caller))) if alive(caller) => {
                     left.next(ticket.to, now)
@@ -284,6 +293,20 @@ impl State {
         if call.fs.is_some() && icas() >= MAX_ICAS {
             return Err((Error::Busy, call));
         }
+        let users = self
+            .waiters
+            .iter()
+            .filter(|w| w.ticket.to == to)
+            .map(|w| w.user)
+            .chain(
+                self.held
+                    .iter()
+                    .filter(|h| h.remote.0 .0 == to)
+                    .map(|h| h.user),
+            );
+        if !WINDOW_SHARES.allows(user, users) {
+            return Err((Error::Busy, call));
+        }
         let held_there = self.held.iter().filter(|h| h.remote.0 .0 == to).count();
         let r = if held_there > 0 {
             Err(Error::Busy)
@@ -292,7 +315,7 @@ impl State {
         };
         match r {
             Ok(ticket) => {
-                self.waiters.push(Waiter { ticket, call });
+                self.waiters.push(Waiter { ticket, call, user });
                 Ok(())
             }
             Err(Error::Busy) if held_there < MAX_HELD => {
@@ -372,6 +395,7 @@ impl State {
                 Ok(ticket) => self.waiters.push(Waiter {
                     ticket,
                     call: h.call,
+                    user: h.user,
                 }),
                 Err(Error::Busy) => {
                     // Still no room: it keeps its place, and so do the later ones for

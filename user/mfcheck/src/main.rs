@@ -41,7 +41,9 @@
 //!   `mfcheck machdres M`: M's `machd` refuses to close, write, read or V its own
 //!   resources for a program here (`own`); `mfcheck machdfs M`: nor the ICAs of its
 //!   requests to its own `fs` (`fs-PID-N`), while others named alike stay reachable;
-//!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of.
+//!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of;
+//!   `mfcheck share M`: one user's requests to M take at most half of the window, all
+//!   other users' three quarters, and the administrator's still go (`share`).
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
@@ -53,6 +55,7 @@ mod calls;
 mod moves;
 mod own;
 mod pipes;
+mod share;
 
 use alloc::format;
 use alloc::string::String;
@@ -193,6 +196,7 @@ fn main(args: &[&str]) -> i32 {
         "oneway" => pipes::one_way(m),
         "moveforge" => moves::forge(m),
         "spawnlimit" => moves::spawn_limit(m),
+        "share" => share::run(m),
         _ => return usage(),
     };
     match r {
@@ -212,7 +216,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit|share MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }
