@@ -27,8 +27,9 @@
 //! whose server ended is *down*: requests to it fail with `Gone` until the same user (or
 //! the administrator) registers the name again, which binds it to the new endpoint under
 //! the same function id with the next generation; another user gets `Denied`. The system
-//! services' names ([`SYSTEM_NAMES`]: `blk`, `fs*`, `mach*`, `net*`) are the
-//! administrator's and the kernel's: any other user registering one gets `Denied`.
+//! services' names (those whose first part, up to the first `.`, is one of
+//! [`SYSTEM_NAMES`]: `blk`, `fs`, `mach`, `net`) are the administrator's and the kernel's:
+//! any other user registering one gets `Denied`.
 //! Unregistering is for the registering user or the administrator (`Denied` otherwise); it
 //! makes the id stale (`StaleResource`), and a later registration of the name gets a new
 //! id. At most [`MAX_FNIDS`] names are registered at once, [`FNIDS_PER_USER`] of them by

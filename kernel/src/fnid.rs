@@ -56,7 +56,8 @@
 //!   whose rights say who may attach or close it.
 //! - The administrator (user 1) and the kernel may register again or unregister any
 //!   user's function, and only they may register a system service's name
-//!   (`abi::fnid::system_name`: `blk`, `fs*`, `mach*`, `net*`).
+//!   (`abi::fnid::system_name`: the first part of the name, up to the first `.`, is `blk`,
+//!   `fs`, `mach` or `net`).
 
 #![deny(unsafe_code)]
 
