@@ -12,7 +12,9 @@
 //!
 //! Errors (the reply's value): `NoSuchResource` for a name not found, `AlreadyExists`,
 //! `BadName` for a name FAT cannot hold, `Busy` for a file open already or a directory not
-//! empty, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an
+//! empty, `Limit` for an open past the user's share of the open files (a user other than
+//! the administrator and the kernel holds at most 8 of the 16, all such users 12) or
+//! with all 16 taken, `NoMemory` for a full disk, `TooLong` for a transfer above [`FS_ICA_SIZE`] (or an
 //! open of a path above 100 bytes, which the open-file table cannot keep),
 //! `InvalidArgument` for a bad handle, mode, a seek past the end or a request without its
 //! ICA (or a read or listing with one mapped read-only), `WrongType` for a directory opened as a file or a file named as a directory,
@@ -24,8 +26,11 @@ pub const FN_FS: &str = "fs";
 /// Size of the ICA every request carries (one page).
 pub const FS_ICA_SIZE: u64 = 4096;
 
-/// Open the file named in the ICA; `words[0]` is the mode ([`MODE_READ`], ...). Reply:
-/// the handle in `words[0]`, the file's length in `words[1]`.
+/// Open the file named in the ICA; `words[0]` is the mode ([`MODE_READ`], ...), `words[1]`
+/// the user the file is opened for, which counts it in that user's share of the open-file
+/// table: taken only from the administrator or the kernel (a server opening files for
+/// others: `machd` for programs of other machines); 0, or any other sender: the sender's
+/// user. Reply: the handle in `words[0]`, the file's length in `words[1]`.
 pub const FS_OPEN: u64 = 1;
 /// Read up to `words[1]` bytes of handle `words[0]` into the ICA; reply: bytes read in
 /// `words[0]` (0 at the end).

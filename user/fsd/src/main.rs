@@ -16,9 +16,15 @@
 //! library's 16 open-file slots, for ever, and what it wrote would never reach the file's
 //! directory entry (the library writes the size there at close): so the server closes the
 //! files of owners that no longer run (flushing what they wrote) when an open finds its
-//! file (or every slot) taken, then tries once more; before a `stat` or a directory listing
-//! (which read the entries); and whenever it has waited [`ORPHAN_LOOK_NS`] for a request
-//! while files are open, so the disk holds their bytes soon even if nobody asks.
+//! file (or every slot, or the user's share of them) taken, or a delete its file open,
+//! then tries once more; before a `stat` or a directory listing (which read the entries);
+//! and whenever it has waited [`ORPHAN_LOOK_NS`] for a request while files are open, so
+//! the disk holds their bytes soon even if nobody asks.
+//!
+//! The 16 slots are shared out by user (`fsopen::Table::room_for`, `libs/shares`): a user
+//! other than the administrator and the kernel holds at most 8, all such users 12
+//! (`Limit`); a file `machd` opens for a program of another machine counts as that
+//! program's user's (`abi::fs::FS_OPEN`'s `words[1]`).
 #![no_std]
 #![no_main]
 
@@ -64,6 +70,17 @@ impl TimeSource for Clock {
 
 type Volumes = embedded_sdmmc::VolumeManager<disk::Disk, Clock, 8, 16, 1>;
 type FsError = embedded_sdmmc::Error<disk::DiskError>;
+
+/// The user an `FS_OPEN` request opens its file for (`abi::fs::FS_OPEN`): the one
+/// `words[1]` names if the sender is trusted with that (`machd`, opening files for programs
+/// of other machines, names their user), else the sender's.
+fn opened_for(r: &Received) -> u64 {
+    let sender = u32::try_from(r.sender_user).unwrap_or(u32::MAX);
+    match r.msg.words[1] {
+        u if u != 0 && shares::trusted(sender) => u,
+        _ => r.sender_user,
+    }
+}
 
 struct Server {
     vm: Volumes,
@@ -293,7 +310,7 @@ impl Server {
         let out =
             || unsafe { core::slice::from_raw_parts_mut(at as *mut u8, FS_ICA_SIZE as usize) };
         let result = match label {
-            FS_OPEN => name.and_then(|n| self.open(&n, w[0], r.sender, r.sender_user)),
+            FS_OPEN => name.and_then(|n| self.open(&n, w[0], r.sender, opened_for(&r))),
             FS_READ => self.read(w[0], w[1], out(), r.sender),
             FS_WRITE => self.write(w[0], w[1], data, r.sender),
             FS_CLOSE => self.close(w[0], r.sender),

@@ -61,7 +61,7 @@ fn main(args: &[&str]) -> i32 {
         Some(["nowait"]) => return nowait::run(),
         Some(["nowait-child"]) => return nowait::child(),
         Some(["share"]) => return share::run(),
-        Some(["share-hold", user]) => return share::hold(user),
+        Some(["share-hold", user, tag, max]) => return share::hold(user, tag, max),
         _ => {}
     }
     let num = |i: usize, default: u64| -> Option<u64> {

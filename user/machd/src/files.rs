@@ -369,6 +369,10 @@ fn request(h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     } else {
         w1
     };
+    // An open counts in its program's user's share of this machine's open files, not in
+    // this server's (`abi::fs::FS_OPEN`'s `words[1]`): else one user of another machine
+    // could take every slot (found by a review).
+    let w1 = if op == FS_OPEN { u64::from(h.user) } else { w1 };
     let r = fs::proxy(op, [w0, w1, 0, name_len, 0, 0], &data[..len as usize], out);
     if op == FS_CLOSE {
         with(|s| take_served(s, mine));

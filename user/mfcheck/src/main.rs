@@ -43,7 +43,8 @@
 //!   requests to its own `fs` (`fs-PID-N`), while others named alike stay reachable;
 //!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of;
 //!   `mfcheck share M`: one user's requests to M take at most half of the window, all
-//!   other users' three quarters, and the administrator's still go (`share`).
+//!   other users' three quarters, and the administrator's still go; `mfcheck fsshare M`:
+//!   one user here holds at most 8 of machine M's open files (`share`).
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
@@ -110,6 +111,9 @@ fn main(args: &[&str]) -> i32 {
                 1
             }
         };
+    }
+    if let [_, "fsshare-user", m] = args {
+        return m.parse().map_or_else(|_| usage(), share::files_as_user);
     }
     if let [_, "nap", ms] = args {
         // A remote program for `waits`: sleeps MS ms and exits 0.
@@ -197,6 +201,7 @@ fn main(args: &[&str]) -> i32 {
         "moveforge" => moves::forge(m),
         "spawnlimit" => moves::spawn_limit(m),
         "share" => share::run(m),
+        "fsshare" => share::files(m),
         _ => return usage(),
     };
     match r {
@@ -216,7 +221,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit|share MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit|share|fsshare MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }

@@ -10,6 +10,12 @@
 //! second user's only up to `users` (three quarters of the window, both users together).
 //! `machd` then says that many remote waits are in flight and none held, and a ping of the
 //! administrator's is answered. The naps are then killed and every answer collected.
+//!
+//! `mfcheck fsshare M`: machine M's open files are shared out by user also for programs of
+//! other machines (`machd` opens them there and names their user, `abi::fs::FS_OPEN`).
+//! A child acting as user 2000 opens files `mM:SF-K.TXT` until refused: `PER_USER` (8) are
+//! opened, then `Limit` (before, `machd` opened them as itself, trusted with the whole
+//! table: 16); all are closed and deleted, and the administrator then opens one.
 
 use alloc::format;
 use alloc::string::String;
@@ -146,4 +152,80 @@ fn steps(
          the administrator's ping answered",
         USERS[0], USERS[1], taken[0], taken[1]
     ))
+}
+
+/// `mfcheck fsshare M`: the check runs in a child acting as user 2000 (`fsshare-user`: a
+/// thread acting as another user could not attach its request ICAs in this process's
+/// address space, which is the administrator's).
+pub fn files(m: u8) -> Result<String, String> {
+    let arg = format!("{m}");
+    let child = sys::spawn("mfcheck", &["fsshare-user", &arg], ulib::abi::Priority::App)
+        .map_err(|e| format!("spawn fsshare-user: {e}"))?;
+    match sys::wait(Some(child)) {
+        Ok((_, st)) if st.how == ulib::abi::ENDED_EXIT && st.code == 0 => {}
+        other => {
+            return Err(format!(
+                "user 2000's check ended {other:?} (its line says why)"
+            ))
+        }
+    }
+    // The administrator's open beside the users' is not held to their shares.
+    let name = format!("m{m}:SF-ADM.TXT");
+    let fd = ulib::fs::open(&name, ulib::fs::MODE_WRITE)
+        .map_err(|e| format!("the administrator's open of {name}: {e}"))?;
+    let _ = ulib::fs::close(fd);
+    ulib::fs::unlink(&name).map_err(|e| format!("delete {name}: {e}"))?;
+    Ok(format!(
+        ": user 2000 opened {} files of machine {m}, then Limit",
+        fsopen::PER_USER
+    ))
+}
+
+/// `mfcheck fsshare-user M` (as user 2000): exit 0 if it opened `PER_USER` files of machine
+/// M, then met `Limit`.
+pub fn files_as_user(m: u8) -> i32 {
+    let r = (|| {
+        res::setuser(UserId(USERS[0])).map_err(|e| format!("setuser 2000: {e}"))?;
+        let name = |k: usize| format!("m{m}:SF-{k}.TXT");
+        let mut held = Vec::new();
+        let mut refused = None;
+        for k in 0..=fsopen::SLOTS {
+            match ulib::fs::open(&name(k), ulib::fs::MODE_WRITE) {
+                Ok(fd) => held.push(fd),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        let n = held.len();
+        for fd in held {
+            let _ = ulib::fs::close(fd);
+        }
+        let mut left = Vec::new();
+        for k in 0..=fsopen::SLOTS {
+            match ulib::fs::unlink(&name(k)) {
+                Ok(()) | Err(Error::NoSuchResource) => {}
+                Err(e) => left.push(format!("{}: {e}", name(k))),
+            }
+        }
+        if (n, refused) != (fsopen::PER_USER, Some(Error::Limit)) {
+            return Err(format!(
+                "user 2000 opened {n} files of machine {m}, then {refused:?}; expected {}, \
+                 then Limit",
+                fsopen::PER_USER
+            ));
+        }
+        if !left.is_empty() {
+            return Err(format!("files not deleted: {}", left.join(", ")));
+        }
+        Ok(())
+    })();
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            ulib::println!("mfcheck fsshare-user: FAILED: {e}");
+            1
+        }
+    }
 }
