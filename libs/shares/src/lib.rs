@@ -49,6 +49,24 @@ impl Shares {
     }
 }
 
+/// Which of the waiting jobs a free worker takes, among `workers` that serve every user
+/// (`machd`'s call workers): the oldest one whose user may have one more job under way
+/// ([`Shares::of`]`(workers)`), `making` being the users of the jobs under way. `None`:
+/// every waiting job's user has its share under way (the worker waits for one to end).
+/// So a user whose jobs take long holds at most half of the workers, all such users three
+/// quarters, and the administrator's jobs always find one.
+pub fn pick(
+    workers: usize,
+    waiting: impl Iterator<Item = u32>,
+    making: impl Iterator<Item = u32> + Clone,
+) -> Option<usize> {
+    let shares = Shares::of(workers);
+    waiting
+        .enumerate()
+        .find(|&(_, u)| shares.allows(u, making.clone()))
+        .map(|(i, _)| i)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +118,22 @@ mod tests {
         // The administrator's and the kernel's entries count in no user's share.
         let held = [[ADMIN; 12].as_slice(), &[KERNEL; 3]].concat();
         assert!(s.allows(7, held.iter().copied()));
+    }
+
+    #[test]
+    fn workers_are_picked_so_no_user_holds_them_all() {
+        // Four workers: one user at most two at once, all such users three.
+        assert_eq!(pick(4, [7, 7, 8].into_iter(), [].into_iter()), Some(0));
+        assert_eq!(pick(4, [7, 8].into_iter(), [7, 7].into_iter()), Some(1));
+        assert_eq!(pick(4, [7, 7].into_iter(), [7, 7].into_iter()), None);
+        assert_eq!(
+            pick(4, [9, ADMIN].into_iter(), [7, 7, 8].into_iter()),
+            Some(1)
+        );
+        assert_eq!(
+            pick(4, [ADMIN].into_iter(), [ADMIN, ADMIN, ADMIN].into_iter()),
+            Some(0)
+        );
+        assert_eq!(pick(4, [].into_iter(), [].into_iter()), None);
     }
 }

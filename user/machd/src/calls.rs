@@ -32,6 +32,12 @@
 //! let go. Answers given up on are collected at every heartbeat and before every call; a
 //! call that waited in the queue longer than its timeout is not made (its caller has
 //! given up), and while [`GIVEN_UP_MAX`] answers are still out new calls are `Busy`.
+//!
+//! Workers: a free one takes the oldest waiting call whose user may have one more under
+//! way (`shares::pick`: a user other than the administrator at most half of the
+//! [`CALL_WORKERS`], all such users three quarters). Before, the two workers took the
+//! calls in order, so one user's calls to a slow server held both and every other call
+//! waited behind them, until its timeout.
 
 use crate::files::{Kind, Waiting};
 use crate::ops::{word, words};
@@ -49,8 +55,14 @@ use ulib::abi::Error;
 use ulib::{fnid, ipc, res, sem, sys};
 
 pub const R_CALL: u16 = 10;
-/// Threads making other machines' calls.
-pub const CALL_WORKERS: u64 = 2;
+/// Threads making other machines' calls. A user other than the administrator has at most
+/// half of them making its calls at once, all such users three quarters
+/// (`shares::pick`): one user's calls to a slow server hold no more, and the
+/// administrator's calls always find a worker.
+pub const CALL_WORKERS: u64 = 4;
+/// How long a free worker waits before it looks again when every waiting call's user has
+/// its share of the workers making its calls.
+const SHARE_WAIT_NS: u64 = 5_000_000;
 /// Most calls queued here: as many as the other machines may have in flight to this one.
 const QUEUE_MAX: usize = mrpc::WINDOW as usize * (mach::MAX_MACHINES - 1);
 /// Most calls given up on whose answer has not come yet; beyond, new calls are `Busy`
@@ -162,11 +174,29 @@ pub fn worker(index: u64) -> u64 {
             let _ = sys::sleep_ns(10_000_000);
             continue;
         }
-        let Some((h, p, asked)) = with(|s| {
+        let picked = with(|s| {
             collect_given_up(s);
-            s.call_jobs.pop_front()
-        }) else {
-            continue;
+            if s.call_jobs.is_empty() {
+                return None;
+            }
+            let users = s.call_jobs.iter().map(|(h, _, _)| h.user);
+            let i = shares::pick(CALL_WORKERS as usize, users, s.making.iter().copied());
+            let job = i.and_then(|i| s.call_jobs.remove(i));
+            if let Some((h, _, _)) = &job {
+                s.making.push(h.user);
+            }
+            Some(job)
+        });
+        let (h, p, asked) = match picked {
+            None => continue,
+            Some(Some(job)) => job,
+            Some(None) => {
+                // Every waiting call's user has its share under way: this worker's turn is
+                // given back, and it looks again once one may have ended.
+                let _ = sem::v(jobs);
+                let _ = sys::sleep_ns(SHARE_WAIT_NS);
+                continue;
+            }
         };
         let r = match word(&p, 2) {
             // Its caller has given up by now (it waits the timeout and a margin): not made.
@@ -176,6 +206,9 @@ pub fn worker(index: u64) -> u64 {
             _ => call(&h, &p, &mut page, (index, &mut made)),
         };
         with(|s| {
+            if let Some(i) = s.making.iter().position(|&u| u == h.user) {
+                s.making.swap_remove(i);
+            }
             s.finish(&h, &r);
         });
     }

@@ -150,6 +150,8 @@ pub(crate) struct State {
     /// Other machines' calls to this machine's functions, for the call workers (`calls`),
     /// with when each came.
     pub call_jobs: VecDeque<(mrpc::Header, Vec<u8>, u64)>,
+    /// The users of the calls the call workers are making (`calls`).
+    pub making: Vec<u32>,
     /// Tickets of calls whose answer came too late (`calls`): collected and let go later.
     pub given_up: Vec<u64>,
     /// Pipe ends held here for programs of other machines (`resops`).
@@ -520,6 +522,7 @@ fn run(me: u8, n: u8, kind: link::Kind) -> Result<(), alloc::string::String> {
             fs_jobs: VecDeque::new(),
             followed: Vec::new(),
             call_jobs: VecDeque::new(),
+            making: Vec::new(),
             given_up: Vec::new(),
             holds: Vec::new(),
             arriving: Vec::new(),

@@ -44,7 +44,8 @@
 //!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of;
 //!   `mfcheck share M`: one user's requests to M take at most half of the window, all
 //!   other users' three quarters, and the administrator's still go; `mfcheck fsshare M`:
-//!   one user here holds at most 8 of machine M's open files (`share`).
+//!   one user here holds at most 8 of machine M's open files; `mfcheck callshare M`: one
+//!   user's calls hold at most half of M's call workers (`share`).
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]
@@ -111,6 +112,12 @@ fn main(args: &[&str]) -> i32 {
                 1
             }
         };
+    }
+    if let [_, "holder"] = args {
+        return share::holder();
+    }
+    if let [_, "callshare-user", m] = args {
+        return m.parse().map_or_else(|_| usage(), share::calls_as_user);
     }
     if let [_, "fsshare-user", m] = args {
         return m.parse().map_or_else(|_| usage(), share::files_as_user);
@@ -202,6 +209,7 @@ fn main(args: &[&str]) -> i32 {
         "spawnlimit" => moves::spawn_limit(m),
         "share" => share::run(m),
         "fsshare" => share::files(m),
+        "callshare" => share::calls(m),
         _ => return usage(),
     };
     match r {
@@ -221,7 +229,7 @@ const SEMCOUNT_MAX: u64 = 100_000;
 
 fn usage() -> i32 {
     println!(
-        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit|share|fsshare MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
+        "mfcheck: usage: mfcheck hold|forge|reopen|call|pipe|forgepeer|machdres|machdfs|oneway|moveforge|spawnlimit|share|fsshare|callshare MACHINE | mfcheck callee | mfcheck pread NAME | mfcheck phold M ID EPOCH | mfcheck await NAME | mfcheck quiet | mfcheck rofs | mfcheck waits MACHINE K MS | mfcheck nap MS | mfcheck semcount MACHINE N"
     );
     2
 }

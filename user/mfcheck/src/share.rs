@@ -229,3 +229,188 @@ pub fn files_as_user(m: u8) -> i32 {
         }
     }
 }
+
+/// The function `mfcheck holder` serves (as user 2000, on the machine called).
+const HOLDER: &str = "pub.mfhold";
+/// `HOLDER`'s labels: keep the request unanswered until `RELEASE`; answer how many are
+/// kept; answer every one kept (and every later `HOLD` at once); answer and end.
+const HOLD: u64 = 1;
+const COUNT: u64 = 2;
+const RELEASE: u64 = 3;
+const QUIT: u64 = 4;
+/// Calls the user makes at once: as many as the machine has call workers.
+const HELD_CALLS: u64 = 4;
+/// The timeout of each call (at most `DEADLINE_MAX_NS`).
+const CALL_NS: u64 = 20_000_000_000;
+/// The machine the user's threads call (set once, before they start).
+static HOLD_MACHINE: ulib::cell::Local<u8> = ulib::cell::Local::new(0);
+
+/// `mfcheck holder`: serves [`HOLDER`] until `QUIT` or 60 s without a request.
+pub fn holder() -> i32 {
+    let r = (|| {
+        let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+        let ep = ipc::open_endpoint(
+            &format!("here/endpoint/mfhold-{}", me.serial()),
+            ulib::abi::res::Rights(0x2f),
+        )
+        .map_err(|e| format!("endpoint: {e}"))?;
+        fnid::register(HOLDER, ep).map_err(|e| format!("register {HOLDER}: {e}"))?;
+        let mut held = Vec::new();
+        let mut released = false;
+        loop {
+            let r = match ipc::recv(ep, HANG_NS) {
+                Ok(r) => r,
+                Err(e) => {
+                    for h in held {
+                        let _ = ipc::reply(h, 0, &Msg::default());
+                    }
+                    return Err(format!("receive: {e}"));
+                }
+            };
+            let answer = |v: u64| {
+                let _ = ipc::reply(
+                    r.request,
+                    0,
+                    &Msg {
+                        label: 0,
+                        words: [v, 0, 0, 0, 0, 0],
+                    },
+                );
+            };
+            match r.msg.label & 0xff {
+                HOLD if !released => held.push(r.request),
+                COUNT => answer(held.len() as u64),
+                RELEASE => {
+                    released = true;
+                    for h in held.drain(..) {
+                        let _ = ipc::reply(h, 0, &Msg::default());
+                    }
+                    answer(0);
+                }
+                QUIT => {
+                    answer(0);
+                    return Ok(());
+                }
+                _ => answer(0),
+            }
+        }
+    })();
+    match r {
+        Ok(()) => 0,
+        Err(e) => {
+            ulib::println!("mfcheck holder: FAILED: {e}");
+            1
+        }
+    }
+}
+
+/// One of `callshare-user`'s threads: a `HOLD` call, 0 if it was answered.
+fn hold_call(_: u64) -> u64 {
+    let m = HOLD_MACHINE.with(|m| *m);
+    match mach_client::call(m, HOLDER, HOLD, [0; 6], None, CALL_NS) {
+        Ok(a) if a.value == 0 => 0,
+        Ok(a) => a.value,
+        Err(e) => e as u64,
+    }
+}
+
+/// `mfcheck callshare-user M` (as user 2000): [`HELD_CALLS`] `HOLD` calls at once, one
+/// thread each; exit 0 if every one was answered.
+pub fn calls_as_user(m: u8) -> i32 {
+    if let Err(e) = res::setuser(UserId(USERS[0])) {
+        ulib::println!("mfcheck callshare-user: setuser: {e}");
+        return 1;
+    }
+    HOLD_MACHINE.with(|h| *h = m);
+    let mut threads = Vec::new();
+    for _ in 0..HELD_CALLS {
+        match ulib::thread::spawn(hold_call, 0) {
+            Ok(t) => threads.push(t),
+            Err(e) => ulib::println!("mfcheck callshare-user: thread: {e}"),
+        }
+    }
+    let all = threads.len() as u64 == HELD_CALLS;
+    let answered = threads.into_iter().map(|t| t.join());
+    let ok = answered.filter(|r| *r == Ok(0)).count() as u64;
+    if all && ok == HELD_CALLS {
+        0
+    } else {
+        ulib::println!("mfcheck callshare-user: {ok} of {HELD_CALLS} calls answered");
+        1
+    }
+}
+
+/// `mfcheck callshare M`: machine M's call workers are shared out by user. User 2000's
+/// [`HOLDER`] there keeps every `HOLD` call unanswered; a child acting as user 2000 makes
+/// [`HELD_CALLS`] of them at once (as many as M has call workers). The administrator's
+/// `COUNT` calls to the same server must then be answered, and the count must come to
+/// exactly half of the workers (the user's share): before, the user's calls took every
+/// worker and the administrator's timed out. Then `RELEASE`: every call of the child is
+/// answered, and it exits 0.
+pub fn calls(m: u8) -> Result<String, String> {
+    res::thread_setuser(Some(UserId(USERS[0]))).map_err(|e| format!("act as 2000: {e}"))?;
+    let held = mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "holder"]);
+    res::thread_setuser(None).map_err(|e| format!("act as the administrator: {e}"))?;
+    let held = held.map_err(|e| format!("spawn holder on machine {m}: {e}"))?;
+    let arg = format!("{m}");
+    let child = match sys::spawn(
+        "mfcheck",
+        &["callshare-user", &arg],
+        ulib::abi::Priority::App,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = mach_client::kill(&held);
+            return Err(format!("spawn callshare-user: {e}"));
+        }
+    };
+    let r = count_held(m);
+    // Every held call answered, also on failure (the child then ends), and the holder ends.
+    let released = mach_client::call(m, HOLDER, RELEASE, [0; 6], None, CALL_NS);
+    let child_end = sys::wait(Some(child));
+    let _ = mach_client::call(m, HOLDER, QUIT, [0; 6], None, CALL_NS);
+    let _ = mach_client::wait_timeout(&held, CALL_NS);
+    let count = r?;
+    released.map_err(|e| format!("RELEASE: {e}"))?;
+    match child_end {
+        Ok((_, st)) if st.how == ulib::abi::ENDED_EXIT && st.code == 0 => {}
+        other => return Err(format!("user 2000's calls ended {other:?}")),
+    }
+    Ok(format!(
+        ": user 2000 had {count} of its {HELD_CALLS} calls under way on machine {m}, the \
+         administrator's answered meanwhile"
+    ))
+}
+
+/// Ask the holder how many calls it keeps until that is the user's share of the call
+/// workers (a hang guard bounds it); then once more, which must say the same.
+fn count_held(m: u8) -> Result<u64, String> {
+    let share = shares::Shares::of(HELD_CALLS as usize).per_user as u64;
+    let end = sys::clock_ns().unwrap_or(0).saturating_add(HANG_NS);
+    loop {
+        let count = mach_client::call(m, HOLDER, COUNT, [0; 6], None, 0);
+        let last = match count {
+            Ok(a) if a.value == 0 && a.words[0] >= share => {
+                let again = mach_client::call(m, HOLDER, COUNT, [0; 6], None, 0)
+                    .map_err(|e| format!("COUNT again: {e}"))?;
+                return if again.words[0] == share {
+                    Ok(share)
+                } else {
+                    Err(format!(
+                        "user 2000 had {} calls under way, more than its share {share}",
+                        again.words[0]
+                    ))
+                };
+            }
+            other => other,
+        };
+        if sys::clock_ns().unwrap_or(u64::MAX) > end {
+            return Err(format!(
+                "the holder never kept {share} calls while the administrator's were \
+                 answered (last: {:?})",
+                last.map(|a| (a.value, a.words[0]))
+            ));
+        }
+        let _ = sys::sleep_ns(10_000_000);
+    }
+}
