@@ -148,7 +148,11 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
     if p.len() < HEAD {
         return Some(Err(Error::InvalidArgument));
     }
-    if s.call_jobs.len() >= QUEUE_MAX || s.given_up.len() >= GIVEN_UP_MAX {
+    let users = s.call_jobs.iter().map(|(h, _, _)| h.user);
+    if s.call_jobs.len() >= QUEUE_MAX
+        || s.given_up.len() >= GIVEN_UP_MAX
+        || !shares::Shares::of(QUEUE_MAX).allows(h.user, users)
+    {
         return Some(Err(Error::Busy));
     }
     s.call_jobs.push_back((*h, p.to_vec(), crate::now()));

@@ -294,7 +294,11 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
             if !mine {
                 return Some(Err(Error::NoSuchProcess));
             }
-            if s.jobs.len() >= crate::WORKERS as usize * 8 {
+            // Within the queue, and the user's share of it (`shares`: the requesters of
+            // several machines could fill it otherwise).
+            let queue_max = crate::WORKERS as usize * 8;
+            let users = s.jobs.iter().map(|j| j.header.user);
+            if s.jobs.len() >= queue_max || !shares::Shares::of(queue_max).allows(h.user, users) {
                 return Some(Err(Error::Busy));
             }
             s.jobs.push_back(Job {
