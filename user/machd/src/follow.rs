@@ -133,6 +133,11 @@ pub fn tick(s: &mut State, now: u64) {
         if f.asking.is_some() || f.unfollow.is_some() || now < f.next {
             continue;
         }
+        // A look counts in its user's share of the machine's window, as a request does:
+        // past it, the look waits for a later tick.
+        if !crate::WINDOW_SHARES.allows(f.user, s.window_users(f.machine)) {
+            continue;
+        }
         let (to, user, epoch) = (f.machine, f.user, f.epoch);
         let payload = f.pid.0.to_le_bytes();
         let deadline = now.saturating_add(mach::DEFAULT_DEADLINE_NS);
@@ -209,3 +214,11 @@ pub fn done(s: &mut State, d: Done, now: u64) -> Option<Done> {
 
 /// The followed programs (for `Vec` in [`State`]).
 pub type List = Vec<Followed>;
+
+/// The users of the looks at machine `to` under way (each counts in its user's share of
+/// that machine's window).
+pub fn asking_to(list: &List, to: u8) -> impl Iterator<Item = u32> + Clone + '_ {
+    list.iter()
+        .filter(move |f| f.machine == to && f.asking.is_some())
+        .map(|f| f.user)
+}

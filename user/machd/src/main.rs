@@ -99,7 +99,9 @@ const MAX_HELD: usize = 64;
 /// administrator's requests (the shell's, the services') always find a quarter of the
 /// window free of other users', and one user's slow requests (calls to a slow server,
 /// waits) cannot make another user's wait in the held queue until their deadline.
-const WINDOW_SHARES: shares::Shares = shares::Shares::of(mrpc::WINDOW as usize);
+pub(crate) const WINDOW_SHARES: shares::Shares = shares::Shares::of(mrpc::WINDOW as usize);
+/// How the [`MAX_ICAS`] places for requests with an ICA are shared out among the users.
+const ICA_SHARES: shares::Shares = shares::Shares::of(MAX_ICAS);
 /// Most local requests with an ICA (file and stream requests) in flight or held at once;
 /// beyond, `Busy`: each ICA stays mapped here until its answer, and an address space holds
 /// at most 64 attachments (the socket pages and the file workers' own ICAs among them).
@@ -288,25 +290,25 @@ impl State {
         asked: u64,
     ) -> Result<(), (Error, Call)> {
         let to = remote.0 .0;
-        let icas = || {
-            let held = self.held.iter().filter(|h| h.call.fs.is_some()).count();
-            held + self.waiters.iter().filter(|w| w.call.fs.is_some()).count()
-        };
-        if call.fs.is_some() && icas() >= MAX_ICAS {
+        // The ICAs held here, for requests to any machine: within their number and the
+        // user's share of it (one user's file requests to several machines could take
+        // them all: found by a review).
+        let icas = self
+            .held
+            .iter()
+            .filter(|h| h.call.fs.is_some())
+            .map(|h| h.user)
+            .chain(
+                self.waiters
+                    .iter()
+                    .filter(|w| w.call.fs.is_some())
+                    .map(|w| w.user),
+            );
+        if call.fs.is_some() && (icas.clone().count() >= MAX_ICAS || !ICA_SHARES.allows(user, icas))
+        {
             return Err((Error::Busy, call));
         }
-        let users = self
-            .waiters
-            .iter()
-            .filter(|w| w.ticket.to == to)
-            .map(|w| w.user)
-            .chain(
-                self.held
-                    .iter()
-                    .filter(|h| h.remote.0 .0 == to)
-                    .map(|h| h.user),
-            );
-        if !WINDOW_SHARES.allows(user, users) {
+        if !WINDOW_SHARES.allows(user, self.window_users(to)) {
             return Err((Error::Busy, call));
         }
         let held_there = self.held.iter().filter(|h| h.remote.0 .0 == to).count();
@@ -331,6 +333,17 @@ impl State {
             }
             Err(e) => Err((e, call)),
         }
+    }
+
+    /// The users of the requests to machine `to` that count in its window's shares: in
+    /// flight, held, and the looks at followed programs' output under way (`follow`).
+    pub(crate) fn window_users(&self, to: u8) -> impl Iterator<Item = u32> + Clone + '_ {
+        let waiting = self.waiters.iter().filter(move |w| w.ticket.to == to);
+        let held = self.held.iter().filter(move |h| h.remote.0 .0 == to);
+        waiting
+            .map(|w| w.user)
+            .chain(held.map(|h| h.user))
+            .chain(follow::asking_to(&self.followed, to))
     }
 
     /// Start mrpc request `remote` asked at `asked`, its deadline counted from then: its

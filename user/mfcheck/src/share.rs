@@ -169,7 +169,7 @@ pub fn files(m: u8) -> Result<String, String> {
             ))
         }
     }
-    // The administrator's open beside the users' is not held to their shares.
+    // And the administrator may still open one there.
     let name = format!("m{m}:SF-ADM.TXT");
     let fd = ulib::fs::open(&name, ulib::fs::MODE_WRITE)
         .map_err(|e| format!("the administrator's open of {name}: {e}"))?;
@@ -233,7 +233,8 @@ pub fn files_as_user(m: u8) -> i32 {
 /// The function `mfcheck holder` serves (as user 2000, on the machine called).
 const HOLDER: &str = "pub.mfhold";
 /// `HOLDER`'s labels: keep the request unanswered until `RELEASE`; answer how many are
-/// kept; answer every one kept (and every later `HOLD` at once); answer and end.
+/// kept; answer every one kept (and every later `HOLD` at once); answer how many `HOLD`s
+/// came after `RELEASE`, and end.
 const HOLD: u64 = 1;
 const COUNT: u64 = 2;
 const RELEASE: u64 = 3;
@@ -257,6 +258,7 @@ pub fn holder() -> i32 {
         fnid::register(HOLDER, ep).map_err(|e| format!("register {HOLDER}: {e}"))?;
         let mut held = Vec::new();
         let mut released = false;
+        let mut after = 0u64;
         loop {
             let r = match ipc::recv(ep, HANG_NS) {
                 Ok(r) => r,
@@ -279,6 +281,10 @@ pub fn holder() -> i32 {
             };
             match r.msg.label & 0xff {
                 HOLD if !released => held.push(r.request),
+                HOLD => {
+                    after += 1;
+                    answer(0);
+                }
                 COUNT => answer(held.len() as u64),
                 RELEASE => {
                     released = true;
@@ -288,7 +294,7 @@ pub fn holder() -> i32 {
                     answer(0);
                 }
                 QUIT => {
-                    answer(0);
+                    answer(after);
                     return Ok(());
                 }
                 _ => answer(0),
@@ -346,12 +352,28 @@ pub fn calls_as_user(m: u8) -> i32 {
 /// `COUNT` calls to the same server must then be answered, and the count must come to
 /// exactly half of the workers (the user's share): before, the user's calls took every
 /// worker and the administrator's timed out. Then `RELEASE`: every call of the child is
-/// answered, and it exits 0.
+/// answered, and it exits 0; the holder must have had the other half of them come after
+/// `RELEASE` (they waited for a worker meanwhile). Taken in order, the count is four, or
+/// (if the last two calls reached machine M only after the counts) none come after
+/// `RELEASE`; only calls that reach machine M after `RELEASE` itself would go unseen.
 pub fn calls(m: u8) -> Result<String, String> {
     res::thread_setuser(Some(UserId(USERS[0]))).map_err(|e| format!("act as 2000: {e}"))?;
     let held = mach_client::spawn(m, mach::ANY_CORE, &["mfcheck", "holder"]);
     res::thread_setuser(None).map_err(|e| format!("act as the administrator: {e}"))?;
     let held = held.map_err(|e| format!("spawn holder on machine {m}: {e}"))?;
+    // The holder serves before the user's calls are made (else they would find no
+    // function there and end at once): its first `COUNT` answered.
+    let end = sys::clock_ns().unwrap_or(0).saturating_add(HANG_NS);
+    while !matches!(
+        mach_client::call(m, HOLDER, COUNT, [0; 6], None, 0),
+        Ok(a) if a.value == 0
+    ) {
+        if sys::clock_ns().unwrap_or(u64::MAX) > end {
+            let _ = mach_client::kill(&held);
+            return Err(format!("{HOLDER} not served on machine {m}"));
+        }
+        let _ = sys::sleep_ns(10_000_000);
+    }
     let arg = format!("{m}");
     let child = match sys::spawn(
         "mfcheck",
@@ -368,13 +390,22 @@ pub fn calls(m: u8) -> Result<String, String> {
     // Every held call answered, also on failure (the child then ends), and the holder ends.
     let released = mach_client::call(m, HOLDER, RELEASE, [0; 6], None, CALL_NS);
     let child_end = sys::wait(Some(child));
-    let _ = mach_client::call(m, HOLDER, QUIT, [0; 6], None, CALL_NS);
-    let _ = mach_client::wait_timeout(&held, CALL_NS);
+    let quit = mach_client::call(m, HOLDER, QUIT, [0; 6], None, CALL_NS);
+    if mach_client::wait_timeout(&held, CALL_NS).is_err() {
+        let _ = mach_client::kill(&held);
+    }
     let count = r?;
     released.map_err(|e| format!("RELEASE: {e}"))?;
     match child_end {
         Ok((_, st)) if st.how == ulib::abi::ENDED_EXIT && st.code == 0 => {}
         other => return Err(format!("user 2000's calls ended {other:?}")),
+    }
+    let after = quit.map_err(|e| format!("QUIT: {e}"))?.words[0];
+    if after != HELD_CALLS - count {
+        return Err(format!(
+            "{after} of user 2000's calls reached the holder after RELEASE; expected {}",
+            HELD_CALLS - count
+        ));
     }
     Ok(format!(
         ": user 2000 had {count} of its {HELD_CALLS} calls under way on machine {m}, the \
