@@ -167,8 +167,8 @@ impl core::fmt::Display for FnId {
     }
 }
 
-/// The first parts of the system services' names (`blk`, `fs`, `fs.buf0`, `mach`,
-/// `mach.link`, `net.drv`, `net.udp`): only the administrator and the kernel may register a
+/// The first parts of the system services' names (`blk`; `fs`, `fs.bufI`; `mach`,
+/// `mach.link`; `net.drv`, `net.udp`): only the administrator and the kernel may register a
 /// name whose first part (up to the first `.`) is one of these (`Denied`). Without them, a
 /// program of any user that registered `fs` or `net.udp` before its server did would
 /// receive every program's file or network requests, and be handed their data.

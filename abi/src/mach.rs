@@ -110,7 +110,8 @@ pub fn write_frame(frame: &mut [u8], from: usize, to: usize, payload: &[u8]) -> 
 pub const OP_SELF: u64 = 1;
 /// What this machine knows of machine `words[0]`.
 pub const OP_MEMBER: u64 = 2;
-/// A null round trip to machine `words[0]`, ending with `TimedOut` after `words[1]` ns.
+/// A null round trip to machine `words[0]`, ending with `TimedOut` after `words[1]` ns (0:
+/// [`DEFAULT_DEADLINE_NS`]; at most [`DEADLINE_MAX_NS`], `InvalidArgument` beyond).
 pub const OP_PING: u64 = 3;
 
 /// Spawn a program on another machine (as the caller's user).
@@ -352,7 +353,8 @@ pub fn fit_listing(listing: &[u8], max: usize) -> (usize, u64, bool) {
 /// Print the output of process `words[2]` of machine `words[0]` (life `words[1]`; spawned
 /// with [`SPAWN_RELAY`]) on this machine's console as it comes, in the background, until it
 /// ends: a remote background job's output (`run PROG -m M &`). At most [`FOLLOW_MAX`] at
-/// once (`Limit`). The looks act as the caller's user, so only the user the process was
+/// once, a user other than the administrator and the kernel at most half of them, all
+/// such users three quarters (`Limit`). The looks act as the caller's user, so only the user the process was
 /// spawned for (or the administrator) sees its output; another's follow is accepted, and
 /// its refusal comes later, as a console line saying the output is not shown.
 pub const OP_FOLLOW: u64 = 11;

@@ -1,5 +1,6 @@
 //! Users' shares of a small table that serves every user: the file service's open files
-//! (`libs/fsopen`), `machd`'s places in another machine's window and its followed programs.
+//! (`libs/fsopen`); `machd`'s places in another machine's window, its places for requests
+//! with an ICA, its followed programs, and its call workers ([`pick`]).
 //!
 //! Why: such a table is first come, first served, so one user's programs could take every
 //! entry and every other user's requests would fail (`Limit`, `Busy`) until they let go.
@@ -54,7 +55,7 @@ impl Shares {
 /// ([`Shares::of`]`(workers)`), `making` being the users of the jobs under way. `None`:
 /// every waiting job's user has its share under way (the worker waits for one to end).
 /// So a user whose jobs take long holds at most half of the workers, all such users three
-/// quarters, and the administrator's jobs always find one.
+/// quarters, and the administrator's jobs always find one not held by other users.
 pub fn pick(
     workers: usize,
     waiting: impl Iterator<Item = u32>,

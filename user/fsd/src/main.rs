@@ -439,7 +439,8 @@ impl Server {
         }
         let open = |s: &Self| s.at_dir(path, |vm, dir, last| vm.open_file_in_dir(dir, last, mode));
         let file = match open(self) {
-            // Taken (the file, or every slot): perhaps by a client that has ended.
+            // Taken (the file; a full table was refused above): perhaps by a client that
+            // has ended.
             Err(Error::Busy) if self.close_orphans() > 0 => open(self)?,
             r => r?,
         };

@@ -270,21 +270,12 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Option<Result<Vec<u8>, Er
 /// refused for want of room.
 const FS_QUEUE_MAX: usize = mrpc::WINDOW as usize * (mach::MAX_MACHINES - 1);
 
-/// Queue `job` for the file workers. Requests beyond [`FS_QUEUE_MAX`], or beyond their
-/// user's share of it (`shares`: half for one user other than the administrator, three
-/// quarters for all), are `Busy` (the program that asked is told so); closes are always
-/// taken (there are at most as many as files open here).
+/// Queue `job` for the file workers. Requests beyond [`FS_QUEUE_MAX`] are `Busy` (the
+/// program that asked is told so); closes are always taken (there are at most as many as
+/// files open here).
 fn queue(s: &mut State, job: Job) -> Result<(), Error> {
-    if let Job::Request(h, _) = &job {
-        let users = s.fs_jobs.iter().filter_map(|j| match j {
-            Job::Request(h, _) => Some(h.user),
-            Job::Close(_) => None,
-        });
-        if s.fs_jobs.len() >= FS_QUEUE_MAX
-            || !shares::Shares::of(FS_QUEUE_MAX).allows(h.user, users)
-        {
-            return Err(Error::Busy);
-        }
+    if matches!(job, Job::Request(..)) && s.fs_jobs.len() >= FS_QUEUE_MAX {
+        return Err(Error::Busy);
     }
     s.fs_jobs.push_back(job);
     match crate::fs_jobs_sem().map(sem::v) {

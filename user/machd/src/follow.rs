@@ -5,14 +5,19 @@
 //! holds; in the foreground the shell itself asks for what the pipe holds (`OP_OUTPUT`)
 //! until it ends. In the background nobody at the shell asks, so this `machd` does: the
 //! network thread sends an `R_OUTPUT` request for each followed program whose previous one
-//! ended and whose pause is over ([`tick`]), prints what the answer carries ([`done`]),
+//! ended and whose pause is over ([`tick`]) and whose user has room in its share of that
+//! machine's window (`WINDOW_SHARES`; one look per user and machine goes regardless, so a
+//! user whose waits fill the share still sees the output of the program it waits for),
+//! prints what the answer carries ([`done`]),
 //! asks again at once while there is output, after [`POLL_NS`] when there was none, and
 //! forgets the program when its output has ended, or when the request failed (its machine
 //! gone: the reason is printed). One request per program is in flight at a time, so its
 //! output is printed in order.
 //!
 //! `OP_UNFOLLOW` (the shell's `wait` for such a job, which then reads the rest itself) is
-//! answered once no request for the program is in flight ([`unfollow`]).
+//! answered once no request for the program is in flight ([`unfollow`]). A user other than
+//! the administrator and the kernel follows at most 8 programs at once, all such users 12
+//! (`FOLLOW_SHARES`, `Limit`).
 
 use crate::State;
 use alloc::vec::Vec;
@@ -133,12 +138,19 @@ pub fn tick(s: &mut State, now: u64) {
         if f.asking.is_some() || f.unfollow.is_some() || now < f.next {
             continue;
         }
-        // A look counts in its user's share of the machine's window, as a request does:
-        // past it, the look waits for a later tick.
-        if !crate::WINDOW_SHARES.allows(f.user, s.window_users(f.machine)) {
+        // A look counts in its user's share of the machine's window, as a request does;
+        // past it, one look per user and machine still goes (only mrpc's window bounds
+        // it): a user whose waits fill its share may be waiting for the very program
+        // whose output this look takes, which blocks on its full pipe until it is taken
+        // (found by a review). Another look waits for a later tick.
+        let (to, user) = (f.machine, f.user);
+        let looking = asking_to(&s.followed, to).any(|u| u == user);
+        if looking && !crate::WINDOW_SHARES.allows(user, s.window_users(to)) {
+            s.followed[i].next = now.saturating_add(POLL_NS);
             continue;
         }
-        let (to, user, epoch) = (f.machine, f.user, f.epoch);
+        let f = &s.followed[i];
+        let epoch = f.epoch;
         let payload = f.pid.0.to_le_bytes();
         let deadline = now.saturating_add(mach::DEFAULT_DEADLINE_NS);
         match s.client.start_in(

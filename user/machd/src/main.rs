@@ -95,16 +95,19 @@ struct Held {
 const MAX_HELD: usize = 64;
 /// How the requests to one machine, in flight and held together, are shared out among the
 /// local users ([`shares`]): a user other than the administrator and the kernel has at
-/// most half of the window's places, all such users three quarters, `Busy` beyond. So the
-/// administrator's requests (the shell's, the services') always find a quarter of the
-/// window free of other users', and one user's slow requests (calls to a slow server,
-/// waits) cannot make another user's wait in the held queue until their deadline.
+/// most half of the window's places, all such users three quarters, `Busy` beyond. So one
+/// user's many requests cannot take every place of the window. (The window is a span of
+/// sequence numbers past the oldest request not answered, so one long request of anyone
+/// can still hold the later ones: design.md section 17, "The window and long requests".)
+/// The looks at followed programs' output count too (`follow`), one per user and machine
+/// going regardless.
 pub(crate) const WINDOW_SHARES: shares::Shares = shares::Shares::of(mrpc::WINDOW as usize);
 /// How the [`MAX_ICAS`] places for requests with an ICA are shared out among the users.
 const ICA_SHARES: shares::Shares = shares::Shares::of(MAX_ICAS);
 /// Most local requests with an ICA (file and stream requests) in flight or held at once;
 /// beyond, `Busy`: each ICA stays mapped here until its answer, and an address space holds
-/// at most 64 attachments (the socket pages and the file workers' own ICAs among them).
+/// at most 64 attachments (the socket pages, the file workers' and the call workers' own
+/// ICAs among them).
 const MAX_ICAS: usize = 32;
 
 /// What the threads share.
@@ -153,7 +156,7 @@ pub(crate) struct State {
     /// with when each came.
     pub call_jobs: VecDeque<(mrpc::Header, Vec<u8>, u64)>,
     /// The users of the calls the call workers are making (`calls`).
-    pub making: Vec<u32>,
+    pub calls_under_way: Vec<u32>,
     /// Tickets of calls whose answer came too late (`calls`): collected and let go later.
     pub given_up: Vec<u64>,
     /// Pipe ends held here for programs of other machines (`resops`).
@@ -535,7 +538,7 @@ fn run(me: u8, n: u8, kind: link::Kind) -> Result<(), alloc::string::String> {
             fs_jobs: VecDeque::new(),
             followed: Vec::new(),
             call_jobs: VecDeque::new(),
-            making: Vec::new(),
+            calls_under_way: Vec::new(),
             given_up: Vec::new(),
             holds: Vec::new(),
             arriving: Vec::new(),

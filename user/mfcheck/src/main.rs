@@ -43,9 +43,10 @@
 //!   requests to its own `fs` (`fs-PID-N`), while others named alike stay reachable;
 //!   `mfcheck oneway M`: one-way messages with a page to `machd` are let go of;
 //!   `mfcheck share M`: one user's requests to M take at most half of the window, all
-//!   other users' three quarters, and the administrator's still go; `mfcheck fsshare M`:
-//!   one user here holds at most 8 of machine M's open files; `mfcheck callshare M`: one
-//!   user's calls hold at most half of M's call workers (`share`).
+//!   users but the administrator together three quarters, and the administrator's still
+//!   go; `mfcheck fsshare M`: one user here holds at most 8 of machine M's open files;
+//!   `mfcheck callshare M`: one user's calls hold at most half of M's call workers
+//!   (`share`).
 //!
 //! Each prints `mfcheck MODE: ok` or what went wrong, and exits 0 or 1.
 #![no_std]

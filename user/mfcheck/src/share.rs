@@ -239,7 +239,8 @@ const HOLD: u64 = 1;
 const COUNT: u64 = 2;
 const RELEASE: u64 = 3;
 const QUIT: u64 = 4;
-/// Calls the user makes at once: as many as the machine has call workers.
+/// Calls the user makes at once: as many as the machine has call workers (`machd`'s
+/// `calls::CALL_WORKERS`, which this must equal).
 const HELD_CALLS: u64 = 4;
 /// The timeout of each call (at most `DEADLINE_MAX_NS`).
 const CALL_NS: u64 = 20_000_000_000;
