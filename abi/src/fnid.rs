@@ -176,8 +176,9 @@ pub const SYSTEM_NAMES: [&[u8]; 4] = [b"blk", b"fs", b"mach", b"net"];
 
 /// Is `name` one only the administrator and the kernel may register ([`SYSTEM_NAMES`])?
 pub fn system_name(name: &[u8]) -> bool {
-    let first = name.split(|&b| b == b'.').next().unwrap_or(name);
-    SYSTEM_NAMES.contains(&first)
+    name.split(|&b| b == b'.')
+        .next()
+        .is_some_and(|first| SYSTEM_NAMES.contains(&first))
 }
 
 /// Is `name` a valid function name?

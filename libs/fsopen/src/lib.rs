@@ -113,6 +113,11 @@ fn word(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
+/// The user of record `r`.
+fn user_of(r: &[u8]) -> u32 {
+    u32::from_le_bytes([r[USER_AT], r[USER_AT + 1], r[USER_AT + 2], r[USER_AT + 3]])
+}
+
 /// The table in `area`.
 pub struct Table<'a> {
     area: &'a mut [u8],
@@ -204,12 +209,7 @@ impl<'a> Table<'a> {
                     mode: r[16],
                     path_len: r[17],
                     position: u32::from_le_bytes([r[18], r[19], r[20], r[21]]),
-                    user: u32::from_le_bytes([
-                        r[USER_AT],
-                        r[USER_AT + 1],
-                        r[USER_AT + 2],
-                        r[USER_AT + 3],
-                    ]),
+                    user: user_of(r),
                     path,
                 }
             })
@@ -241,13 +241,11 @@ impl<'a> Table<'a> {
     /// users, [`USERS_SHARE`] ([`SHARES`]). Users are counted as the records say: a record
     /// with user 0 (an earlier layout's) counts as the kernel's.
     pub fn room_for(&self, user: u32) -> bool {
-        let open: [Option<u32>; SLOTS] = core::array::from_fn(|i| {
-            let r = self.record(i);
-            (word(r, 0) != 0).then(|| {
-                u32::from_le_bytes([r[USER_AT], r[USER_AT + 1], r[USER_AT + 2], r[USER_AT + 3]])
-            })
-        });
-        open.iter().any(Option::is_none) && SHARES.allows(user, open.iter().flatten().copied())
+        let users = (0..SLOTS)
+            .map(|i| self.record(i))
+            .filter(|r| word(r, 0) != 0)
+            .map(user_of);
+        self.slot_of(0).is_some() && SHARES.allows(user, users)
     }
 
     /// Move handle `h`'s position.

@@ -74,11 +74,12 @@ type FsError = embedded_sdmmc::Error<disk::DiskError>;
 /// The user an `FS_OPEN` request opens its file for (`abi::fs::FS_OPEN`): the one
 /// `words[1]` names if the sender is trusted with that (`machd`, opening files for programs
 /// of other machines, names their user), else the sender's.
-fn opened_for(r: &Received) -> u64 {
-    let sender = u32::try_from(r.sender_user).unwrap_or(u32::MAX);
+fn opened_for(r: &Received) -> u32 {
+    // A value no user has (a forged one) is no user's: held to the shares as any other.
+    let user = |u: u64| u32::try_from(u).unwrap_or(u32::MAX);
     match r.msg.words[1] {
-        u if u != 0 && shares::trusted(sender) => u,
-        _ => r.sender_user,
+        u if u != 0 && shares::trusted(user(r.sender_user)) => user(u),
+        _ => user(r.sender_user),
     }
 }
 
@@ -416,7 +417,7 @@ impl Server {
         }
     }
 
-    fn open(&mut self, path: &str, mode: u64, owner: Pid, user: u64) -> Result<[u64; 6], Error> {
+    fn open(&mut self, path: &str, mode: u64, owner: Pid, user: u32) -> Result<[u64; 6], Error> {
         // Refused before anything is opened: an open to write empties the file first, and
         // a path the open-file table cannot keep was refused only after that.
         if path.len() > fsopen::PATH_MAX {
@@ -433,7 +434,6 @@ impl Server {
         };
         // Within the user's share of the table (`fsopen::Table::room_for`), counting the
         // files of programs that have ended as free.
-        let user = u32::try_from(user).unwrap_or(u32::MAX);
         if !self.state.room_for(user) && (self.close_orphans() == 0 || !self.state.room_for(user)) {
             return Err(Error::Limit);
         }

@@ -25,7 +25,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use fsopen::{PER_USER, SLOTS, USERS_SHARE};
-use ulib::abi::res::{Op, ResId, Rights, UserId};
+use ulib::abi::res::{Op, Rights, UserId};
 use ulib::abi::syscall::control;
 use ulib::abi::{Error, Pid, Priority};
 use ulib::fs::{self, Fd};
@@ -83,24 +83,11 @@ pub fn hold(user: &str, tag: &str, max: &str) -> i32 {
     0
 }
 
-/// A pipe held at both ends by this program that other users may write into: a holder
-/// writes its line after it has become another user (`stdio::pipe`'s are the owner's
-/// alone).
-fn report_pipe() -> Result<ResId, Error> {
-    let rights = Rights(Rights::OWNER_ALL.0 | Rights::others(Op::Write));
-    let id = res::open_fresh("here/pipe/share", &[], rights)?;
-    for end in [control::PIPE_READ_END, control::PIPE_WRITE_END] {
-        if let Err(e) = res::control(id, control::PIPE_HOLD, end, 0) {
-            let _ = res::close(id);
-            return Err(e);
-        }
-    }
-    Ok(id)
-}
-
 /// A holder for `user` opening at most `max` files named for `tag`, and what it opened.
 fn holder(user: u32, tag: &str, max: usize) -> Result<(Pid, usize, Option<Error>), String> {
-    let pipe = report_pipe().map_err(|e| format!("pipe: {e}"))?;
+    // Others may write into it: a holder writes its line after it has become another user.
+    let rights = Rights(Rights::OWNER_ALL.0 | Rights::others(Op::Write));
+    let pipe = stdio::pipe_with_rights(None, None, rights).map_err(|e| format!("pipe: {e}"))?;
     let (arg, most) = (format!("{user}"), format!("{max}"));
     let r = stdio::spawn(
         "fsfuzz",

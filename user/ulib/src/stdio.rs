@@ -135,6 +135,16 @@ pub fn finish() {
 /// a program could open the next names first and make every pipeline, or every relayed
 /// remote run of a `machd`, fail `AlreadyExists`.
 pub fn pipe(core: Option<usize>, capacity: Option<u64>) -> Result<ResId, Error> {
+    pipe_with_rights(core, capacity, crate::abi::res::Rights::OWNER_ALL)
+}
+
+/// [`pipe`] with `rights` (e.g. a write right for other users, whose programs write into
+/// it after changing user).
+pub fn pipe_with_rights(
+    core: Option<usize>,
+    capacity: Option<u64>,
+    rights: crate::abi::res::Rights,
+) -> Result<ResId, Error> {
     let location = match core {
         Some(c) => format!("c{c}"),
         None => "here".into(),
@@ -143,7 +153,7 @@ pub fn pipe(core: Option<usize>, capacity: Option<u64>) -> Result<ResId, Error> 
     let id = crate::res::open_fresh(
         &format!("{location}/pipe/p"),
         args.as_ref().map_or(&[][..], |a| &a[..]),
-        crate::abi::res::Rights::OWNER_ALL,
+        rights,
     )?;
     for end in [control::PIPE_READ_END, control::PIPE_WRITE_END] {
         if let Err(e) = crate::res::control(id, control::PIPE_HOLD, end, 0) {
