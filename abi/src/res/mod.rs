@@ -107,6 +107,21 @@ impl ResType {
     }
 }
 
+/// The process a resource name is reserved for, if any: a NAME that is `pC.S` or begins
+/// `pC.S-` (`p0.57-kvc`) is process C.S's own. Only that process (and the kernel) may
+/// open a resource under it (`Denied` for anyone else), so a name alone tells a server
+/// that a resource is its sender's own (`kv`'s client data areas), and no program can take
+/// a name another process has yet to open (a name is first come, first served).
+pub fn reserved_for(name: &str) -> Option<crate::Pid> {
+    let rest = name.strip_prefix('p')?;
+    let pid = rest.split_once('-').map_or(rest, |(pid, _)| pid);
+    // Digits only: `Pid::parse` takes `+1` too, which would make two spellings of one pid.
+    if !pid.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    crate::Pid::parse(pid)
+}
+
 /// Where a name says a resource is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Location {

@@ -158,3 +158,24 @@ fn every_type_number_maps_back_to_its_type_and_no_other_number_does() {
         .count();
     assert_eq!(numbered, ResType::ALL.len());
 }
+
+#[test]
+fn names_reserved_for_a_process() {
+    use crate::Pid;
+    for (name, pid) in [
+        ("p0.57-kvc", Some(Pid::new(0, 57))),
+        ("p3.1", Some(Pid::new(3, 1))),
+        ("p12.400-a-b", Some(Pid::new(12, 400))),
+        ("p0.0-x", None),
+        ("p+0.57-kvc", None),
+        ("p0.57x-kvc", None),
+        ("p0-kvc", None),
+        ("kvc-0-57", None),
+        ("pipe0", None),
+        ("p", None),
+        ("p-", None),
+        ("P0.57-kvc", None),
+    ] {
+        assert_eq!(reserved_for(name), pid, "{name}");
+    }
+}

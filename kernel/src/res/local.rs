@@ -315,10 +315,17 @@ pub fn open(
         parsed.kind as u8,
         heapless::String::try_from(parsed.name).map_err(|_| Error::BadName)?,
     );
+    // A name reserved for a process (`pC.S-...`) is that process's alone to open (it
+    // would not do to tell a squatter from the owner by `AlreadyExists`: checked first).
+    let creator = flow_user();
+    if let Some(owner) = abi::res::reserved_for(parsed.name) {
+        if creator != UserId::KERNEL && super::flow_pid() != Some(owner) {
+            return Err(Error::Denied);
+        }
+    }
     if percore::this().res.with(|t| t.names.contains(&key)) {
         return Err(Error::AlreadyExists);
     }
-    let creator = flow_user();
     super::quota::charge_resource(creator)?;
     let ops = ops_of(parsed.kind);
     let (state, pid) = ops

@@ -1,12 +1,14 @@
 //! The clients' data areas: how values (up to 1 KiB, more than a message's six words) travel
 //! between `kvcli` and `kv` without a copy through the kernel.
 //!
-//! A client opens a small vregion on its own core named `kvc-CORE-SERIAL` after its own pid
-//! (`kvcli` opens 4 KiB), with read and write for others, attaches it, and sends its id in a
-//! `HELLO`. The server checks that it is a vregion of at most [`AREA_MAX`] bytes named after
-//! the sender's pid on the sender's core (the kernel vouches for the sender, and a name is
-//! unique per core, so a client cannot point the server at an area that another process
-//! made for itself under another name), and attaches it in its own window ([`CLIENTS_AT`] +
+//! A client opens a small vregion on its own core named `pCORE.SERIAL-kvc` after its own
+//! pid (`kvcli` opens 4 KiB), with read and write for others, attaches it, and sends its id
+//! in a `HELLO`. The server checks that it is a vregion of at most [`AREA_MAX`] bytes named
+//! after the sender's pid on the sender's core: the kernel vouches for the sender, a name
+//! is unique per core, and one of the form `pC.S-...` only process C.S may open
+//! (`abi::res::reserved_for`), so the area is the sender's own, a client cannot point the
+//! server at an area another process made, and no program can take the name of a client's
+//! area before the client opens it. The server attaches it in its own window ([`CLIENTS_AT`] +
 //! slot x [`WINDOW`]). A `PUT` then names an offset in the area where the value is, a `GET`
 //! where the value should go. `BYE` detaches it (the client then detaches and closes it).
 //!
@@ -153,14 +155,9 @@ impl Clients {
         Ok(Ok(()))
     }
 
-    /// The slot of `pid`'s area, found by its name (`kvc-CORE-SERIAL` on its core).
+    /// The slot of `pid`'s area, found by its name ([`area_name`] on its core).
     fn rediscover(&mut self, pid: Pid) -> Result<usize, Status> {
-        let name = format!(
-            "c{}/vregion/kvc-{}-{}",
-            pid.core(),
-            pid.core(),
-            pid.serial()
-        );
+        let name = format!("c{}/vregion/{}", pid.core(), area_name(pid));
         let info = res::find(&name).map_err(|_| Status::NoArea)?;
         // Checked once: an area that is not right never will be (it was tried 100 times,
         // 10 ms with everyone waiting: found by a review).
@@ -220,11 +217,16 @@ impl Clients {
     }
 }
 
+/// The name of `pid`'s data area, one only `pid` may open: `pCORE.SERIAL-kvc`.
+fn area_name(pid: Pid) -> alloc::string::String {
+    format!("p{pid}-kvc")
+}
+
 /// The size of `region`, if it can be `pid`'s data area: a vregion of `pid`'s core named
-/// `kvc-CORE-SERIAL`, of 1 to `AREA_MAX` bytes; else `BadArea`.
+/// [`area_name`], of 1 to `AREA_MAX` bytes; else `BadArea`.
 fn area_size(pid: Pid, region: ResId) -> Result<u64, Status> {
     let info = res::info(region).map_err(|_| Status::BadArea)?;
-    let name = format!("kvc-{}-{}", pid.core(), pid.serial());
+    let name = area_name(pid);
     if info.kind != ResType::VRegion as u8
         || region.core() != pid.core()
         || info.name() != name

@@ -267,6 +267,21 @@ pub fn bad(c: &mut Client) -> Result<i32, String> {
         Status::BadArea,
     );
     let _ = res::close(other);
+    // The area name of another process (the next one on this core, say) is that process's
+    // alone: nobody can take it first and keep that client from starting (regression: the
+    // names were `kvc-CORE-SERIAL`, open to anyone).
+    let theirs = format!("here/vregion/p{}.{}-kvc", me.core(), me.serial() + 1);
+    match res::open_vregion(&theirs, 4096, Rights(0x3f)) {
+        Err(ulib::abi::Error::Denied) => {}
+        other => {
+            if let Ok(id) = other {
+                let _ = res::close(id);
+            }
+            return Err(format!(
+                "opening {theirs}, another process's area name: got {other:?}, want Denied"
+            ));
+        }
+    }
     let (label, words) = good(proto::HELLO, b"", 0, c.fnid.0);
     expect(
         "hello with a function id",

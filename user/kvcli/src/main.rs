@@ -2,7 +2,8 @@
 //! the client of the `kv` server (`user/kv`), which it finds by function id
 //! (`FN_LOOKUP("kv")`), never by pid.
 //!
-//! It opens a 4 KiB data area (`here/vregion/kvc-CORE-SERIAL`, read and write for others),
+//! It opens a 4 KiB data area (`here/vregion/pCORE.SERIAL-kvc`, a name reserved for this
+//! process, `abi::res::reserved_for`; read and write for others),
 //! attaches it at [`AREA_AT`] and names it to the server with `HELLO`; values go through it
 //! (`kvstate::proto`). Before it exits it says `BYE`, detaches and closes the area, so a
 //! finished `kvcli` leaves nothing behind. A server that answers `NoArea` (a new server that
@@ -211,7 +212,7 @@ const HELLO_TRIES: u32 = 3000;
 fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32, String> {
     let fnid = fnid::lookup("kv").map_err(|e| format!("lookup kv: {e}"))?;
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let name = format!("here/vregion/kvc-{}-{}", me.core(), me.serial());
+    let name = format!("here/vregion/p{me}-kvc");
     let region = res::open_vregion(&name, AREA_SIZE, AREA_RIGHTS)
         .map_err(|e| format!("open data area: {e}"))?;
     if let Err(e) = res::attach_here(region, AREA_AT, true) {
