@@ -115,8 +115,16 @@ impl ResType {
 pub fn reserved_for(name: &str) -> Option<crate::Pid> {
     let rest = name.strip_prefix('p')?;
     let pid = rest.split_once('-').map_or(rest, |(pid, _)| pid);
-    // Digits only: `Pid::parse` takes `+1` too, which would make two spellings of one pid.
-    if !pid.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+    // One spelling per pid, as `Pid`'s `Display` writes it: digits only (`Pid::parse`
+    // takes `+1` too) and no leading zero (`p0.057` is not `p0.57`), as `ResName::parse`
+    // refuses `c01`.
+    let canonical = |part: &str| {
+        !part.is_empty()
+            && part.bytes().all(|b| b.is_ascii_digit())
+            && (part == "0" || !part.starts_with('0'))
+    };
+    let (core, serial) = pid.split_once('.')?;
+    if !canonical(core) || !canonical(serial) {
         return None;
     }
     crate::Pid::parse(pid)

@@ -175,6 +175,12 @@ fn names_reserved_for_a_process() {
         ("p", None),
         ("p-", None),
         ("P0.57-kvc", None),
+        ("p00.57-kvc", None),
+        ("p0.057-kvc", None),
+        ("p0.57.1-kvc", None),
+        ("p64.1-x", None),
+        ("p0.99999999999-x", None),
+        ("p10.0-x", None),
     ] {
         assert_eq!(reserved_for(name), pid, "{name}");
     }

@@ -10,7 +10,7 @@
 //! - `async`: one thread. After each A it issues `SUBMIT(TIMER TB)`; when n are in flight it
 //!   first takes one result with `COLLECT(ANY)` (the result queue tells it which ended).
 //! - `threads`: the parent thread runs A; n worker threads (`ulib::thread`) each wait on a
-//!   semaphore (`here/sem/...`: parent -> worker needs only synchronisation), run B as
+//!   semaphore (`here/sem/p<pid>-...`: parent -> worker needs only synchronisation), run B as
 //!   `SLEEP(TB)`, and `SEND` a message naming themselves to an endpoint the process owns
 //!   (worker -> parent must say who finished); after each A the parent gives the semaphore
 //!   a V, and when n are busy it first `RECV`s one message.
@@ -171,7 +171,9 @@ fn collect_one() -> Result<(), String> {
 /// Light-weight processes: the parent runs A and gives a semaphore a V; `n` workers take
 /// it, SLEEP for TB and SEND "done" to the parent's endpoint.
 fn threads_way(n: u64, items: u64, a_iters: u64, ep: ResId) -> Result<u64, String> {
-    let name = format!("here/sem/diros{n}");
+    // Reserved for this process, as its endpoint is (`bench`).
+    let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
+    let name = format!("here/sem/p{me}-diros{n}");
     let s = sem::open_sem(&name, 0, Rights(0x2f)).map_err(|e| format!("sem: {e}"))?;
     SEM.store(s.0, Ordering::SeqCst);
     STOP.store(false, Ordering::SeqCst);

@@ -270,16 +270,34 @@ pub fn bad(c: &mut Client) -> Result<i32, String> {
     // The area name of another process (the next one on this core, say) is that process's
     // alone: nobody can take it first and keep that client from starting (regression: the
     // names were `kvc-CORE-SERIAL`, open to anyone).
-    let theirs = format!("here/vregion/p{}.{}-kvc", me.core(), me.serial() + 1);
-    match res::open_vregion(&theirs, 4096, Rights(0x3f)) {
-        Err(ulib::abi::Error::Denied) => {}
-        other => {
-            if let Ok(id) = other {
-                let _ = res::close(id);
+    // On another core too (RPCC: the kernel there checks the requester its flow names),
+    // where this process may open a name reserved for itself.
+    let mut infos = alloc::vec![ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let cores = sys::cores(&mut infos).map_err(|e| format!("cores: {e}"))?;
+    let other_core = infos[..cores]
+        .iter()
+        .find(|i| i.online != 0 && i.core as usize != me.core())
+        .map(|i| i.core as usize);
+    let mut wheres = alloc::vec![String::from("here")];
+    if let Some(c) = other_core {
+        wheres.push(format!("c{c}"));
+        let mine = format!("c{c}/vregion/p{me}-kvc-there");
+        let id = res::open_vregion(&mine, 4096, Rights(0x3f))
+            .map_err(|e| format!("opening {mine}, this process's own name: {e}"))?;
+        res::close(id).map_err(|e| format!("close {mine}: {e}"))?;
+    }
+    for at in wheres {
+        let theirs = format!("{at}/vregion/p{}.{}-kvc", me.core(), me.serial() + 1);
+        match res::open_vregion(&theirs, 4096, Rights(0x3f)) {
+            Err(ulib::abi::Error::Denied) => {}
+            other => {
+                if let Ok(id) = other {
+                    let _ = res::close(id);
+                }
+                return Err(format!(
+                    "opening {theirs}, another process's area name: got {other:?}, want Denied"
+                ));
             }
-            return Err(format!(
-                "opening {theirs}, another process's area name: got {other:?}, want Denied"
-            ));
         }
     }
     let (label, words) = good(proto::HELLO, b"", 0, c.fnid.0);

@@ -192,11 +192,16 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
     let value = match op {
         RES_OPEN => {
             let name = core::str::from_utf8(&data[..len]).map_err(|_| Error::BadName)?;
-            let kind = ulib::abi::res::ResName::parse(name)
-                .map_err(|_| Error::BadName)?
-                .kind;
+            let parsed = ulib::abi::res::ResName::parse(name).map_err(|_| Error::BadName)?;
+            let kind = parsed.kind;
             if !OPENABLE.contains(&kind) {
                 return Err(Error::NotSupported);
+            }
+            // A name reserved for a process (`pC.S-...`) is no remote program's to open:
+            // the kernel would see this `machd` open it, so any program of another machine
+            // could take the names reserved for this one (found by a review).
+            if ulib::abi::res::reserved_for(parsed.name).is_some() {
+                return Err(Error::Denied);
             }
             let rights = Rights(u8::try_from(id.0).map_err(|_| Error::InvalidArgument)?);
             crate::ops::as_user(user, || res::open(name, &data[len..], rights))?.0
