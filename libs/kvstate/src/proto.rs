@@ -15,6 +15,21 @@
 
 use crate::{KEY_MAX, VALUE_MAX};
 
+/// The NAME of a client's data area, `pCORE.SERIAL-kvc` after the client's pid (core,
+/// serial): a name only that process may open (`abi::res::reserved_for`), so the server
+/// knows from the name whose area it is. The client opens it under `here/vregion/`; the
+/// server checks it and finds it again under `cCORE/vregion/`.
+pub struct AreaName {
+    pub core: usize,
+    pub serial: u32,
+}
+
+impl core::fmt::Display for AreaName {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "p{}.{}-kvc", self.core, self.serial)
+    }
+}
+
 /// Name the client's data area (`arg` = its vregion id).
 pub const HELLO: u64 = 1;
 /// Store the `value_len` bytes at offset `arg` of the data area under the key.

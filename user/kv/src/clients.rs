@@ -20,7 +20,7 @@
 //! is copied once, byte by byte with volatile accesses, and only the copy is used.
 
 use alloc::format;
-use kvstate::proto::Status;
+use kvstate::proto::{AreaName, Status};
 use ulib::abi::res::{ResId, ResType};
 use ulib::abi::{Error, Pid, ProcInfo, STATE_ZOMBIE};
 use ulib::{res, sys};
@@ -217,16 +217,19 @@ impl Clients {
     }
 }
 
-/// The name of `pid`'s data area, one only `pid` may open: `pCORE.SERIAL-kvc`.
-fn area_name(pid: Pid) -> alloc::string::String {
-    format!("p{pid}-kvc")
+/// The name of `pid`'s data area, one only `pid` may open (`proto::AreaName`).
+fn area_name(pid: Pid) -> AreaName {
+    AreaName {
+        core: pid.core(),
+        serial: pid.serial(),
+    }
 }
 
 /// The size of `region`, if it can be `pid`'s data area: a vregion of `pid`'s core named
 /// [`area_name`], of 1 to `AREA_MAX` bytes; else `BadArea`.
 fn area_size(pid: Pid, region: ResId) -> Result<u64, Status> {
     let info = res::info(region).map_err(|_| Status::BadArea)?;
-    let name = area_name(pid);
+    let name = format!("{}", area_name(pid));
     if info.kind != ResType::VRegion as u8
         || region.core() != pid.core()
         || info.name() != name

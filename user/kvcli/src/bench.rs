@@ -272,12 +272,7 @@ pub fn bad(c: &mut Client) -> Result<i32, String> {
     // names were `kvc-CORE-SERIAL`, open to anyone).
     // On another core too (RPCC: the kernel there checks the requester its flow names),
     // where this process may open a name reserved for itself.
-    let mut infos = alloc::vec![ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
-    let cores = sys::cores(&mut infos).map_err(|e| format!("cores: {e}"))?;
-    let other_core = infos[..cores]
-        .iter()
-        .find(|i| i.online != 0 && i.core as usize != me.core())
-        .map(|i| i.core as usize);
+    let other_core = online_cores()?.into_iter().find(|&c| c != me.core());
     let mut wheres = alloc::vec![String::from("here")];
     if let Some(c) = other_core {
         wheres.push(format!("c{c}"));
@@ -287,7 +282,11 @@ pub fn bad(c: &mut Client) -> Result<i32, String> {
         res::close(id).map_err(|e| format!("close {mine}: {e}"))?;
     }
     for at in wheres {
-        let theirs = format!("{at}/vregion/p{}.{}-kvc", me.core(), me.serial() + 1);
+        let next = proto::AreaName {
+            core: me.core(),
+            serial: me.serial() + 1,
+        };
+        let theirs = format!("{at}/vregion/{next}");
         match res::open_vregion(&theirs, 4096, Rights(0x3f)) {
             Err(ulib::abi::Error::Denied) => {}
             other => {
@@ -438,11 +437,9 @@ const HELD_PER_CLIENT: usize = 16;
 /// `all N`: `bench N` on every core at once, each with its own seed.
 pub fn all(n: &str) -> Result<i32, String> {
     n.parse::<u64>().map_err(|_| format!("all: bad N {n:?}"))?;
-    let mut infos = alloc::vec![ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
-    let cores = sys::cores(&mut infos).map_err(|e| format!("cores: {e}"))?;
+    let cores = online_cores()?;
     let mut kids = Vec::new();
-    for info in infos[..cores].iter().filter(|i| i.online != 0) {
-        let core = info.core as usize;
+    for &core in &cores {
         let seed = format!("{}", 1 + core);
         let pid = sys::spawn_on("kvcli", &["bench", n, &seed], Priority::App, core)
             .map_err(|e| format!("spawn on core {core}: {e}"))?;
@@ -459,10 +456,18 @@ pub fn all(n: &str) -> Result<i32, String> {
         }
     }
     if failed == 0 {
-        println!(
-            "kvcli: all {n} ok on {} cores",
-            infos[..cores].iter().filter(|i| i.online != 0).count()
-        );
+        println!("kvcli: all {n} ok on {} cores", cores.len());
     }
     Ok(i32::from(failed != 0))
+}
+
+/// The cores online.
+fn online_cores() -> Result<Vec<usize>, String> {
+    let mut infos = alloc::vec![ulib::abi::CoreInfo::default(); ulib::abi::MAX_CORES];
+    let cores = sys::cores(&mut infos).map_err(|e| format!("cores: {e}"))?;
+    Ok(infos[..cores]
+        .iter()
+        .filter(|i| i.online != 0)
+        .map(|i| i.core as usize)
+        .collect())
 }

@@ -212,7 +212,11 @@ const HELLO_TRIES: u32 = 3000;
 fn with_client(f: impl FnOnce(&mut Client) -> Result<i32, String>) -> Result<i32, String> {
     let fnid = fnid::lookup("kv").map_err(|e| format!("lookup kv: {e}"))?;
     let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let name = format!("here/vregion/p{me}-kvc");
+    let area = proto::AreaName {
+        core: me.core(),
+        serial: me.serial(),
+    };
+    let name = format!("here/vregion/{area}");
     let region = res::open_vregion(&name, AREA_SIZE, AREA_RIGHTS)
         .map_err(|e| format!("open data area: {e}"))?;
     if let Err(e) = res::attach_here(region, AREA_AT, true) {

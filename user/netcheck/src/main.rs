@@ -784,19 +784,7 @@ fn stuck_neighbour(p: &mut Peer, fails: &mut Vec<String>) {
     // behind it goes with it, so the sends below wait for that. The new neighbour may be
     // reached before it (smoltcp's ARP rate limit lets either go first): then the first
     // ten went down with the stuck datagram, and the check failed ([smp4-biglock] once).
-    let given_up = {
-        let start = sys::clock_ns().unwrap_or(0);
-        loop {
-            if drops() > drops_before {
-                break true;
-            }
-            if sys::clock_ns().unwrap_or(0).saturating_sub(start) > STUCK_LIMIT_NS {
-                break false;
-            }
-            p.idle(2_000_000);
-        }
-    };
-    if !given_up {
+    if !p.serve_until(STUCK_LIMIT_NS, || drops() > drops_before) {
         fails.push(String::from(
             "a datagram to a silent neighbour was never given up (no drop counted)",
         ));

@@ -328,6 +328,20 @@ impl Peer {
         }
     }
 
+    /// Serve until `done` says so, at most `limit_ns`: whether it did.
+    pub fn serve_until(&mut self, limit_ns: u64, mut done: impl FnMut() -> bool) -> bool {
+        let start = sys::clock_ns().unwrap_or(0);
+        loop {
+            if done() {
+                return true;
+            }
+            if sys::clock_ns().unwrap_or(0).saturating_sub(start) > limit_ns {
+                return false;
+            }
+            self.serve(2_000_000);
+        }
+    }
+
     /// Serve for `ns` nanoseconds.
     pub fn idle(&mut self, ns: u64) {
         let start = sys::clock_ns().unwrap_or(0);
