@@ -13,17 +13,21 @@
 //! - idle: no datagram flows;
 //! - [`CASES`]: the host sends N datagrams of [`SIZE`] bytes one at a time (each waits for
 //!   its reply; each send-to-reply time is an RTT), the *baseline*, then N more; after a
-//!   tenth of the second N (counted by the stream itself, not by time) the xtask types the
-//!   command while the stream goes on. As in the kv Figure 8 (`bench_ant_figs.rs`,
+//!   tenth of the second N (counted by the stream itself, not by time) the xtask types
+//!   `sleep` [`DELAY_MS`] with the command typed ahead behind it, while the stream goes on:
+//!   the shell runs the command once its sleep ends, so that the console's reading of the
+//!   typed bytes (a serial interrupt on core 0, about 1 ms a line under TCG: before this
+//!   delay, the spawn control below measured 0.4 to 1.6 ms of it) falls before the window. As in the kv Figure 8 (`bench_ant_figs.rs`,
 //!   `kvcli gapc`), the *added time* (service gap) is the longest RTT beyond the baseline's
 //!   median; but on a shared host in parallel mode the longest of 900 RTTs is often a stall
-//!   of the host's own, so only the datagrams in flight between the typing and the moment
-//!   the shell's `replaced` line reached the host count (the *window*, [`gap`]); as many
+//!   of the host's own, so only the datagrams in flight between [`WINDOW_FROM`] after the
+//!   typing (the sleep still has at least [`DELAY_MS`] less that to go) and the moment the
+//!   shell's `replaced` line reached the host count (the *window*, [`gap`]); as many
 //!   datagrams at the end of the baseline give the *control*: what the host's noise alone
 //!   adds to a window of that size.
 //! - the spawn control: per case a second stream during which `run nop -c CORE` is typed
-//!   instead (CORE where the replacement would go): what typing a command and starting a
-//!   program there costs the stream without any replacement.
+//!   instead, behind the same sleep (CORE where the replacement would go): what running a
+//!   command and starting a program there costs the stream without any replacement.
 //!
 //! A replacement counts as *during* the sends only if the shell's `replaced` line (and its
 //! prompt) reached the host while the stream still ran; one that did not is counted
@@ -57,6 +61,13 @@ const NETD_CORE: usize = 0;
 /// Issue 15's target for the added time, and AnT's (its whole replacement), in us.
 const TARGET_US: f64 = 1000.0;
 const PAPER_US: f64 = 33_000.0;
+/// The shell's `sleep` typed before a measured command, which is typed ahead behind it.
+const DELAY_MS: u64 = 30;
+/// The window starts this long after the typing: the console has read both lines by then
+/// (about 1 ms a line), and the command starts at least `DELAY_MS` after the typing. If
+/// the host stalls the typing past this, its cost falls in the window: counted, never
+/// hidden.
+const WINDOW_FROM: Duration = Duration::from_millis(15);
 /// How long the xtask waits for a stream to reach the point the command is typed at: a
 /// hang guard.
 const POINT_LIMIT: Duration = Duration::from_secs(300);
@@ -230,6 +241,8 @@ pub const PLACES: [&str; 2] = ["same core", "other core"];
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Echo,
+    /// `sleep DELAY_MS`, typed with the measured command that follows it typed ahead.
+    Delay,
     /// A replacement onto `core`, placed as `PLACES[place]`: idle (`case` `None`) or
     /// during `CASES[case]`.
     Replace {
@@ -264,6 +277,10 @@ fn plan(runs: usize) -> Vec<Step> {
                     core: at,
                 });
                 if let Some(case) = case {
+                    // The replacement just pushed, and the spawn control, each behind a delay.
+                    let replacement = p.len() - 1;
+                    p.insert(replacement, Step::Delay);
+                    p.push(Step::Delay);
                     p.push(Step::Spawn {
                         place,
                         case,
@@ -281,10 +298,14 @@ fn script(plan: &[Step]) -> String {
     plan.iter()
         .map(|s| match s {
             Step::Echo => "run udpecho 7 &\n".to_string(),
+            Step::Delay => format!("sleep {DELAY_MS}\n"),
+            Step::Replace {
+                core, case: None, ..
+            } => format!("replace net.udp netd -c {core}\n# expect: replaced\n"),
             Step::Replace { core, .. } => {
-                format!("replace net.udp netd -c {core}\n# expect: replaced\n")
+                format!("replace net.udp netd -c {core}\n# typed-ahead\n# expect: replaced\n")
             }
-            Step::Spawn { core, .. } => format!("run nop -c {core}\n"),
+            Step::Spawn { core, .. } => format!("run nop -c {core}\n# typed-ahead\n"),
             Step::Counters => "net\n".to_string(),
         })
         .collect()
@@ -292,7 +313,8 @@ fn script(plan: &[Step]) -> String {
 
 /// The measurement's state between the script's steps.
 struct Bench {
-    /// When the running stream's command was typed (about: just before it is sent).
+    /// When the running stream's window starts: [`WINDOW_FROM`] after its `sleep` and
+    /// command were typed (about: just before they are sent).
     typed: Option<Instant>,
     /// The relay's host port for `udpecho`.
     port: u16,
@@ -330,6 +352,8 @@ impl Bench {
                 ..
             } => self.finish(place, c, Some(out))?,
             Step::Spawn { place, case, .. } => self.finish(place, case, None)?,
+            // The measured command is typed ahead behind it: nothing to do between them.
+            Step::Delay => {}
             Step::Counters => {
                 self.guest =
                     Some(guest_counts(out).context("shell `net` printed no counters line")?);
@@ -337,8 +361,10 @@ impl Bench {
                     Some(frames_handed(out).context("shell `net` printed no frame counts")?);
             }
         }
-        if let Some(Step::Replace { case: Some(c), .. } | Step::Spawn { case: c, .. }) =
-            plan.get(i + 1)
+        if let (
+            Some(Step::Delay),
+            Some(Step::Replace { case: Some(c), .. } | Step::Spawn { case: c, .. }),
+        ) = (plan.get(i + 1), plan.get(i + 2))
         {
             self.start(*c)?;
         }
@@ -362,7 +388,7 @@ impl Bench {
         self.running = Some(h);
         match rx.recv_timeout(POINT_LIMIT) {
             Ok(()) => {
-                self.typed = Some(Instant::now());
+                self.typed = Some(Instant::now() + WINDOW_FROM);
                 Ok(())
             }
             Err(_) => {
@@ -396,7 +422,7 @@ impl Bench {
         self.host.late += s.late;
         self.host.probe_answers += s.probe_answers;
         let typed = self.typed.take().context("no command typed")?;
-        // Microseconds after the typing (before it: negative).
+        // Microseconds after the window's start (before it: negative).
         let at = |t: Instant| {
             if t >= typed {
                 (t - typed).as_secs_f64() * 1e6
@@ -567,25 +593,29 @@ fn report(runs: usize, g: &Guest, b: &Bench, relay: &Relay) -> Result<()> {
              byte for byte). Each of {runs} rounds, for the new `netd` on the old one's core \
              (same core) and then on the other core (each such replacement moves `netd`): one \
              idle replacement, then per case ({}) the baseline's datagrams, then the second \
-             half, during which, after a tenth of it, the xtask types `replace net.udp netd -c \
-             CORE` (the new `netd` takes the function and its state ICA over). The \
-             replacement rows are \
+             half, during which, after a tenth of it, the xtask types `sleep {DELAY_MS}` and, \
+             typed ahead behind it, `replace net.udp netd -c CORE` (the new `netd` takes the \
+             function and its state ICA over), which the shell runs when its sleep ends: the \
+             console's reading of the typed bytes (a serial interrupt on core 0, about 1 ms a \
+             line under TCG) comes before the window. The replacement rows are \
              the shell's own clock: from just before it spawns `netd takeover` until it sees \
              the function's new generation (looked for every 50 us). Added time, as in the kv \
              Figure 8 (`bench ant`), the longest RTT beyond the baseline's median, but only \
-             over the datagrams in flight between the typing and the moment the `replaced` \
-             line reached the host (a datagram without a reply would count as the reply \
+             over the datagrams in flight between {} ms after the typing and the moment the \
+             `replaced` line reached the host (a datagram without a reply would count as the \
+             reply \
              wait): the longest of the whole second half is often a stall of the shared \
              host's own. The control row is the same for as many datagrams at the end of the \
              baseline, without a replacement. The spawn control types `run nop -c CORE` \
              (CORE where the replacement would go) in a stream of its own instead, the same \
-             way: what typing a command and starting a program costs without a replacement. \
+             way: what running a command and starting a program costs without a replacement. \
              A replacement counts as during the sends only if its `replaced` line (a spawn: \
              its prompt) reached the host while the stream still ran. The added time over \
              the idle replacement time is checked against the issue's target over AnT's \
              figure (1 ms of 33).",
             REPLY_WAIT.as_millis(),
-            cases.join("; ")
+            cases.join("; "),
+            WINDOW_FROM.as_millis()
         ),
         "Paper beside ours: AnT's replacement of its UDP/IP server took 32.9-35.2 ms and \
          added all of it to the service (100 sends: 48.6-51.0 ms instead of 15.6 ms); idle \
@@ -751,7 +781,17 @@ mod tests {
     #[test]
     fn the_plan_replaces_three_times_per_place_and_round_with_spawn_controls() {
         let p = plan(2);
-        assert_eq!(p.len(), 1 + 2 * 2 * (3 + 2) + 1);
+        // Per round and place: an idle replacement, and per case a replacement and a spawn
+        // control, each behind a delay.
+        assert_eq!(p.len(), 1 + 2 * 2 * (3 + 2 + 4) + 1);
+        for (i, s) in p.iter().enumerate() {
+            let measured = matches!(s, Step::Replace { case: Some(_), .. } | Step::Spawn { .. });
+            assert_eq!(
+                measured,
+                i > 0 && p[i - 1] == Step::Delay,
+                "step {i}: {s:?}"
+            );
+        }
         assert_eq!((p[0], p[p.len() - 1]), (Step::Echo, Step::Counters));
         // Same core stays where netd is; other core moves it each time; a spawn control
         // goes where its replacement would.
@@ -769,6 +809,8 @@ mod tests {
         let s = script(&p);
         assert_eq!(s.matches("replace net.udp netd -c 0\n").count(), 6);
         assert_eq!(s.matches("run nop -c ").count(), 8);
+        assert_eq!(s.matches("sleep 30\n").count(), 16);
+        assert_eq!(s.matches("# typed-ahead").count(), 16);
         assert_eq!(crate::script::parse(&s).unwrap().len(), p.len());
     }
 }
