@@ -114,17 +114,18 @@ pub fn state(fnid: FnId, vregion: Option<ResId>) -> Result<Option<ResId>, Error>
 
 /// FN_TAKEOVER: take function `fnid` over with `endpoint` (the caller's own), waiting at most
 /// `timeout_ns` for the old server to finish its request step; the new server generation.
-/// Attach the state ICA only after it returns (the old server has ended then).
+/// Attach the state ICA only after it returns (the old server runs no more user code then:
+/// its only thread is handing over in the kernel, or its process has ended).
 pub fn takeover(fnid: FnId, endpoint: ResId, timeout_ns: u64) -> Result<u64, Error> {
     // SAFETY: no memory is passed.
     decode(unsafe { raw::syscall3(nr::FN_TAKEOVER, fnid.0, endpoint.0, timeout_ns) })
 }
 
 /// Attach the function's state ICA `region` at `address` (writable) in a new server: right
-/// after [`takeover`] returned, or in a server restarted after a crash. The old server has
-/// ended, but its core may still be telling the vregion's core that it unmapped the area,
-/// so `Busy` is tried again (up to 1,000 times, 100 us apart); any other error is returned
-/// at once.
+/// after [`takeover`] returned, or in a server restarted after a crash. A crashed server
+/// has ended, but its core may still be telling the vregion's core that it unmapped the
+/// area, so `Busy` is tried again (up to 1,000 times, 100 us apart); any other error is
+/// returned at once.
 pub fn attach_state(region: ResId, address: u64) -> Result<(), Error> {
     let mut tries = 0;
     loop {
