@@ -81,6 +81,8 @@ pub fn stop(report: impl FnOnce(&mut dyn Write)) -> ! {
         }
     }
     crate::console::seize();
+    // Programs' output queued before the stop comes first (`console`).
+    crate::console::write_all_seized();
     let _ = writeln!(Raw);
     report(&mut Raw);
     let _ = writeln!(

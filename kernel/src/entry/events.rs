@@ -31,6 +31,21 @@ pub fn halt() {
     crate::biglock::halt();
 }
 
+/// Nothing to run: write the queued program output (`console`), a chunk at a time with
+/// interrupts let in between (and, in big-lock mode, the lock given up meanwhile, as a
+/// halt gives it up), until it is all written or a thread is ready.
+pub fn write_console() {
+    while crate::console::queued() {
+        crate::biglock::release();
+        let more = crate::console::write_queued();
+        crate::arch::x86_64::cpu::interrupt_window();
+        crate::biglock::acquire();
+        if !more || crate::proc::sched::with(|s| s.has_ready()) {
+            return;
+        }
+    }
+}
+
 /// The idle context is back from running threads: it acts as the kernel again (a thread
 /// that exited never ended its flow), in Kernel mode (the switch back may have come from
 /// an interrupt's preemption of a program, in Interrupt mode).

@@ -81,6 +81,7 @@ pub extern "C" fn trap(frame: &mut TrapFrame) {
             let earliest = proc::sched::on_timer(now, tick, from_user);
             if tick {
                 crate::rpcc::on_tick();
+                crate::console::write_if_stale(now);
             }
             crate::time::rearm(earliest);
             apic::eoi();

@@ -768,6 +768,8 @@ pub fn run_until(timeout_ns: u64, mut done: impl FnMut() -> bool) -> bool {
             // Messages from other cores first (and, in poll or hybrid mode, keep looking
             // for a while instead of halting).
             crate::entry::events::idle_poll();
+            // Programs' output waits for a core with nothing better to do (`console`).
+            crate::entry::events::write_console();
             if with(|s| s.has_ready()) || done() || crate::entry::events::idle_stop_polling() {
                 continue;
             }
