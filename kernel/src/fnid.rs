@@ -335,6 +335,7 @@ pub(crate) fn register_in(
         state_ica: 0,
         up: true,
         restart: Restart::default(),
+        since_ns: crate::time::now_ns(),
     });
     Ok(Found::Done(i, t.id_of(i)))
 }
@@ -774,6 +775,7 @@ pub fn list(local: bool) -> Result<Vec<FnInfo>, Error> {
                     },
                     restarts: u64::from(e.restart.count),
                     restart_max: u64::from(e.restart.max),
+                    since_ns: e.since_ns,
                 })
             })
             .collect();

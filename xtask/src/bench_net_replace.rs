@@ -8,7 +8,8 @@
 //! each of [`PLACES`] (the new `netd` on the old one's core, then on the other core, which
 //! moves `netd`), three replacements, each the shell's `replace net.udp netd -c CORE` (it
 //! prints its *replacement time*, `in N us`: from just before it spawns `netd takeover`
-//! until it sees the function's new generation, looked for every 50 us), and two controls:
+//! until the registry switched the function to the new server, `FnInfo::since_ns`), and two
+//! controls:
 //!
 //! - idle: no datagram flows;
 //! - [`CASES`]: the host sends N datagrams of [`SIZE`] bytes one at a time (each waits for
@@ -599,7 +600,8 @@ fn report(runs: usize, g: &Guest, b: &Bench, relay: &Relay) -> Result<()> {
              console's reading of the typed bytes (a serial interrupt on core 0, about 1 ms a \
              line under TCG) comes before the window. The replacement rows are \
              the shell's own clock: from just before it spawns `netd takeover` until it sees \
-             the function's new generation (looked for every 50 us). Added time, as in the kv \
+             the registry's switch of the function to the new server (`FnInfo::since_ns`; \
+             the shell looks every millisecond). Added time, as in the kv \
              Figure 8 (`bench ant`), the longest RTT beyond the baseline's median, but only \
              over the datagrams in flight between {} ms after the typing and the moment the \
              `replaced` line reached the host (a datagram without a reply would count as the \

@@ -49,6 +49,8 @@ pub struct Entry {
     pub(super) up: bool,
     /// Restart after a crash (`FN_RESTART`), kept across servers.
     pub(super) restart: Restart,
+    /// When the server now serving it began to (ns since reset, the home's clock).
+    pub(super) since_ns: u64,
 }
 
 /// A function's restart policy and what it has used (`abi::fnid`'s `FN_RESTART`).
@@ -191,6 +193,7 @@ impl Slot {
         e.endpoint = endpoint;
         e.server = server;
         e.server_generation += 1;
+        e.since_ns = crate::time::now_ns();
         e.up = true;
         // Each server opts in to restart for itself (`FN_RESTART`); the counts stay.
         e.restart.restarting = false;

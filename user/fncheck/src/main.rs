@@ -323,11 +323,27 @@ fn local_server_on(fa: FnId, me: Pid, user: UserId, ep: ResId, ep2: ResId, core:
         state: FN_UP,
         restarts: 0,
         restart_max: 0,
+        since_ns: 0,
     };
-    match info_of(fa)? {
-        Some(i) if i == want(0) => {}
+    // Registered a moment ago, by the clock programs read.
+    let now = sys::clock_ns().map_err(|e| format!("(b) clock: {e}"))?;
+    let since = match info_of(fa)? {
+        Some(i)
+            if i == FnInfo {
+                since_ns: i.since_ns,
+                ..want(0)
+            } && i.since_ns > 0
+                && i.since_ns <= now =>
+        {
+            i.since_ns
+        }
         other => return fail("(b) list", other),
-    }
+    };
+    // The same server serves on: the same time below.
+    let want = |served: u64| FnInfo {
+        since_ns: since,
+        ..want(served)
+    };
     match fnid::state(fa, None) {
         Ok(None) => {}
         other => return fail("(b) no state yet", other),
@@ -576,18 +592,28 @@ fn remote_server_with(core: usize, servers: &mut Vec<Pid>) -> Check {
         state,
         restarts: 0,
         restart_max: 0,
+        since_ns: 0,
     };
     // (The one-way send may still wait in the server's queue: `served` is checked below,
     // once the server has ended.)
-    match info_of(fb)? {
+    let first_since = match info_of(fb)? {
         Some(i)
             if i == FnInfo {
                 endpoint: i.endpoint,
                 served: i.served,
+                since_ns: i.since_ns,
                 ..want(first, 1, 0, FN_UP)
-            } => {}
+            } =>
+        {
+            i.since_ns
+        }
         other => return fail("(c) list", other),
-    }
+    };
+    // Down, the function keeps the time its last server began.
+    let want = |server: Pid, generation: u64, served: u64, state: u64| FnInfo {
+        since_ns: first_since,
+        ..want(server, generation, served, state)
+    };
     // The server ends.
     match ipc::call(fb.as_target(), &msg(EXIT_LABEL, 0)) {
         Ok((1, _)) => {}
@@ -643,12 +669,14 @@ fn remote_server_with(core: usize, servers: &mut Vec<Pid>) -> Check {
         Ok(Some(id)) if id == ica => {}
         other => return fail("(c) the state ICA kept", other),
     }
+    // The second server's time is its own, after the first's.
     match info_of(fb)? {
         Some(i)
             if i == FnInfo {
                 endpoint: i.endpoint,
+                since_ns: i.since_ns,
                 ..want(second, 2, 4, FN_UP)
-            } => {}
+            } && i.since_ns > first_since => {}
         other => return fail("(c) list, second server", other),
     }
     // The administrator withdraws another user's function.

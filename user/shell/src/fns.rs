@@ -17,9 +17,11 @@ use ulib::{fnid, println, sys};
 
 /// How long `replace` waits for the new server to take over (it then ends it).
 const REPLACE_WAIT_NS: u64 = 10_000_000_000;
-/// Between two looks at the registry while `replace` waits: the resolution of the time it
-/// prints (`cargo xtask bench net-replace` reads it).
-const REPLACE_POLL_NS: u64 = 50_000;
+/// Between two looks at the registry while `replace` waits. The time it prints does not
+/// depend on it (the registry says when the new server began: `FnInfo::since_ns`); the
+/// shell runs at a server's priority, and looking every 50 us took 28% of core 0 during a
+/// replacement in `bench net-replace`'s traces, beside the servers it was replacing.
+const REPLACE_POLL_NS: u64 = 1_000_000;
 /// Between two looks at the registry while `fn kill` waits for a restart.
 const KILL_POLL_NS: u64 = 1_000_000;
 
@@ -95,8 +97,9 @@ pub(crate) fn await_restart(cmd: &str, name: &str, old: Pid, how: &str) -> Resul
 /// it serves `NAME` (its generation changes) or ends. Returns the new server, for the shell
 /// to keep as a job; a new server that does not take over in time is ended (the old one
 /// serves on). The `replaced ...` line ends with the replacement time, `in N us`: from
-/// just before the spawn until this look at the registry saw the new generation (so up to
-/// [`REPLACE_POLL_NS`] late), and, with `restart=N` among ARGS, its opt-in to restart.
+/// just before the spawn until the registry switched the function to the new server
+/// (`FnInfo::since_ns`; this look at the registry may come up to [`REPLACE_POLL_NS`]
+/// later), and, with `restart=N` among ARGS, its opt-in to restart.
 pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
     const USAGE: &str = "replace: usage: replace NAME PROG [ARGS] [-c CORE]";
     let mut args: alloc::vec::Vec<&str> = args.to_vec();
@@ -143,7 +146,7 @@ pub(crate) fn replace(args: &[&str]) -> Result<Pid, String> {
         if let Some(i) = now.filter(|i| {
             i.generation != before.generation && i.server == new && (!restarts || i.restart_max > 0)
         }) {
-            let took = sys::clock_ns().unwrap_or(start).saturating_sub(start);
+            let took = i.since_ns.saturating_sub(start);
             let old = if before.state == FN_UP {
                 format!("{}", before.server)
             } else {
