@@ -207,28 +207,71 @@ pub const STALE_NS: u64 = 2 * crate::time::TICK_NS;
 /// Bytes a tick writes then.
 const STALE_CHUNK: usize = 256;
 
-/// Queued program output. Changed only under the console lock (the indices and bytes are
-/// atomics only so the type is `Sync`).
-struct OutRing {
-    buf: [AtomicU8; OUT_CAP],
+/// A ring of bytes for one producer and one consumer at a time (the indices and bytes are
+/// atomics only so the type is `Sync`): console input (the serial interrupt fills it, a
+/// reader on the same core empties it) and queued output (both under the console lock).
+struct ByteRing<const CAP: usize> {
+    buf: [AtomicU8; CAP],
     head: AtomicUsize,
     tail: AtomicUsize,
+}
+
+impl<const CAP: usize> ByteRing<CAP> {
+    const fn new() -> Self {
+        ByteRing {
+            buf: [const { AtomicU8::new(0) }; CAP],
+            head: AtomicUsize::new(0),
+            tail: AtomicUsize::new(0),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.head
+            .load(Ordering::Acquire)
+            .wrapping_sub(self.tail.load(Ordering::Acquire))
+    }
+
+    /// Add `b`; false (dropped) if the ring is full.
+    fn push(&self, b: u8) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        if head.wrapping_sub(self.tail.load(Ordering::Acquire)) >= CAP {
+            return false;
+        }
+        self.buf[head % CAP].store(b, Ordering::Relaxed);
+        self.head.store(head.wrapping_add(1), Ordering::Release);
+        true
+    }
+
+    /// The oldest byte, left in the ring until [`pop`](Self::pop).
+    fn peek(&self) -> Option<u8> {
+        let tail = self.tail.load(Ordering::Relaxed);
+        (tail != self.head.load(Ordering::Acquire))
+            .then(|| self.buf[tail % CAP].load(Ordering::Relaxed))
+    }
+
+    fn pop(&self) -> Option<u8> {
+        let b = self.peek()?;
+        let tail = self.tail.load(Ordering::Relaxed);
+        self.tail.store(tail.wrapping_add(1), Ordering::Release);
+        Some(b)
+    }
+}
+
+/// Queued program output, changed only under the console lock.
+struct OutRing {
+    bytes: ByteRing<OUT_CAP>,
     /// When the oldest byte now queued was queued (ns since reset).
     since: AtomicU64,
 }
 
 static OUT: OutRing = OutRing {
-    buf: [const { AtomicU8::new(0) }; OUT_CAP],
-    head: AtomicUsize::new(0),
-    tail: AtomicUsize::new(0),
+    bytes: ByteRing::new(),
     since: AtomicU64::new(0),
 };
 
 impl OutRing {
     fn len(&self) -> usize {
-        self.head
-            .load(Ordering::Acquire)
-            .wrapping_sub(self.tail.load(Ordering::Acquire))
+        self.bytes.len()
     }
 
     fn room(&self) -> usize {
@@ -237,24 +280,21 @@ impl OutRing {
 
     /// Queue `b` (the caller holds the console and checked the room).
     fn push(&self, b: u8) {
-        let head = self.head.load(Ordering::Relaxed);
         if self.len() == 0 {
             self.since.store(crate::time::now_ns(), Ordering::Relaxed);
         }
-        self.buf[head % OUT_CAP].store(b, Ordering::Relaxed);
-        self.head.store(head.wrapping_add(1), Ordering::Release);
+        self.bytes.push(b);
     }
 
     /// Write up to `n` queued bytes (the caller holds the console). Each byte leaves the
-    /// queue as it is written, so a core stopped in the middle leaves none twice.
+    /// queue once it is written, so a core stopped in the middle leaves none twice.
     fn write(&self, n: usize) {
         for _ in 0..n {
-            let tail = self.tail.load(Ordering::Relaxed);
-            if tail == self.head.load(Ordering::Acquire) {
+            let Some(b) = self.bytes.peek() else {
                 return;
-            }
-            serial::write_byte(self.buf[tail % OUT_CAP].load(Ordering::Relaxed));
-            self.tail.store(tail.wrapping_add(1), Ordering::Release);
+            };
+            serial::write_byte(b);
+            self.bytes.pop();
         }
         if self.len() > 0 {
             // What is left has waited since now, as far as staleness goes: a tick writes
@@ -274,40 +314,18 @@ impl OutRing {
 /// while the shell waits for a program.
 const INPUT_CAP: usize = 4096;
 
-/// Bytes received by interrupt and not yet read. Single producer (the serial interrupt on
-/// the bootstrap core) and single consumer (a reader on the same core): the indices are
-/// atomics only so the type is `Sync`.
-struct InputRing {
-    buf: [AtomicU8; INPUT_CAP],
-    head: AtomicUsize,
-    tail: AtomicUsize,
-}
-
-static INPUT: InputRing = InputRing {
-    buf: [const { AtomicU8::new(0) }; INPUT_CAP],
-    head: AtomicUsize::new(0),
-    tail: AtomicUsize::new(0),
-};
+/// Bytes received by interrupt and not yet read: the serial interrupt on the bootstrap
+/// core fills it, a reader on the same core empties it.
+static INPUT: ByteRing<INPUT_CAP> = ByteRing::new();
 
 /// Serial interrupt: move the UART's bytes into the ring (dropping them if it is full).
 pub fn on_serial_interrupt() {
     serial::drain_input(|b| {
-        let head = INPUT.head.load(Ordering::Relaxed);
-        let tail = INPUT.tail.load(Ordering::Acquire);
-        if head.wrapping_sub(tail) < INPUT_CAP {
-            INPUT.buf[head % INPUT_CAP].store(b, Ordering::Relaxed);
-            INPUT.head.store(head.wrapping_add(1), Ordering::Release);
-        }
+        INPUT.push(b);
     });
 }
 
 /// Next received byte, if any.
 pub fn read_byte() -> Option<u8> {
-    let tail = INPUT.tail.load(Ordering::Relaxed);
-    if tail == INPUT.head.load(Ordering::Acquire) {
-        return None;
-    }
-    let b = INPUT.buf[tail % INPUT_CAP].load(Ordering::Relaxed);
-    INPUT.tail.store(tail.wrapping_add(1), Ordering::Release);
-    Some(b)
+    INPUT.pop()
 }
