@@ -119,8 +119,6 @@ pub enum FnOp {
         new: ResId,
         server: Pid,
     },
-    /// At home: return once every core's copy has `fnid`'s slot as the home has it now.
-    Settle { fnid: u64 },
     /// At home (`FN_RESTART`): `server` sets `fnid`'s restart policy.
     Restartable {
         fnid: u64,
@@ -174,7 +172,6 @@ pub fn perform(op: &FnOp) -> Result<Out, Error> {
             new,
             server,
         } => home_switch(fnid, old, new, server).map(Out::Value),
-        FnOp::Settle { fnid } => home_settle(fnid).map(|()| Out::Unit),
         FnOp::Restartable {
             fnid,
             max,
@@ -397,33 +394,21 @@ fn home_takeover(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, 
 }
 
 /// At home: the old server of `fnid` handed its requests over from `old` to `new`
-/// (`server`'s): the function is switched here, and the other cores are sent the news
-/// without waiting for them, so that the new server can be answered at once; the old
-/// server's thread then waits for every copy with [`settle`] before its process ends (a
-/// request resolved from a copy not yet told reaches the old endpoint meanwhile and is sent
-/// on). Returns the new server generation; `Busy` if the function changed meanwhile
-/// (served elsewhere), `Gone` if `new` no longer exists (its server died).
+/// (`server`'s): the function is switched, on every core before this returns. Returns the
+/// new server generation; `Busy` if the function changed meanwhile (served elsewhere),
+/// `Gone` if `new` no longer exists (its server died).
 pub(crate) fn home_switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u64, Error> {
     // A new server that died meanwhile is not switched to (`Gone`: the old one serves on).
     if crate::res::info(new).is_err() {
         return Err(Error::Gone);
     }
-    change_pushing(fnid, false, |slot| {
+    change(fnid, |slot| {
         let e = slot.entry.as_ref().ok_or(Error::StaleResource)?;
         if e.up && e.endpoint != old {
             return Err(Error::Busy);
         }
         slot.serve(new, server)
     })
-}
-
-/// At home: push `fnid`'s slot to every other core and wait for each ([`FnOp::Settle`]).
-/// A copy takes a record only if it is newer than its own, so this also waits out a
-/// notice sent before (`home_switch`'s) that has not arrived yet.
-fn home_settle(fnid: u64) -> Result<(), Error> {
-    let (slot, _) = table(|t| t.find_mut(fnid).map(|(i, _)| (i, ())))?;
-    push(slot, true);
-    Ok(())
 }
 
 /// At home: `endpoint`, where `fnid`'s requests went, is gone: the function is down (if
@@ -438,22 +423,13 @@ fn home_down(fnid: u64, endpoint: ResId) {
 /// At home: change `fnid`'s slot with `f`; if `f` succeeds, the slot gets a new version and
 /// is pushed to every core before this returns `f`'s value.
 fn change<R>(fnid: u64, f: impl FnOnce(&mut Slot) -> Result<R, Error>) -> Result<R, Error> {
-    change_pushing(fnid, true, f)
-}
-
-/// [`change`], pushing the slot with `wait` (see [`push`]).
-fn change_pushing<R>(
-    fnid: u64,
-    wait: bool,
-    f: impl FnOnce(&mut Slot) -> Result<R, Error>,
-) -> Result<R, Error> {
     let (slot, r) = table(|t| {
         let (i, slot) = t.find_mut(fnid)?;
         let r = f(slot)?;
         slot.version += 1;
         Ok((i, r))
     })?;
-    push(slot, wait);
+    push(slot, true);
     Ok(r)
 }
 
@@ -674,15 +650,6 @@ pub(crate) fn switch(fnid: u64, old: ResId, new: ResId, server: Pid) -> Result<u
         server,
     })?
     .value()
-}
-
-/// At the old server's end of a takeover, after [`switch`]: wait until every core's copy
-/// of `fnid` maps the new endpoint (then no request can be resolved to the old one).
-pub(crate) fn settle(fnid: u64) {
-    if let Err(e) = at_home(FnOp::Settle { fnid }) {
-        // The function changed again meanwhile (unregistered): nothing to wait for.
-        log::debug!("fnid: settle of {fnid:#x}: {e}");
-    }
 }
 
 /// `endpoint` must be the caller's own (it receives there): the caller.

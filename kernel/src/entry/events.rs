@@ -32,14 +32,14 @@ pub fn halt() {
 }
 
 /// Nothing to run: write the queued program output (`console`), a chunk at a time with
-/// interrupts let in between (and, in big-lock mode, the lock given up meanwhile, as a
-/// halt gives it up), until it is all written or a thread is ready.
+/// interrupts let in between, until it is all written or a thread is ready. In big-lock
+/// mode the lock stays held throughout (a chunk is short): a core holding the console
+/// without the big lock could meet another core acting as it (`biglock::on_core`), to
+/// which the console's lock, taken per core, would let it in too (found by a review).
 pub fn write_console() {
     while crate::console::queued() {
-        crate::biglock::release();
         let more = crate::console::write_queued();
         crate::arch::x86_64::cpu::interrupt_window();
-        crate::biglock::acquire();
         if !more || crate::proc::sched::with(|s| s.has_ready()) {
             return;
         }

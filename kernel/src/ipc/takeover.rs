@@ -12,25 +12,24 @@
 //! 1. takes the requests queued for the old endpoint out of its queue (their ICAs unmapped
 //!    from it) and sends them, in order, to the new endpoint (its core's queue, through RPCC
 //!    if another core);
-//! 2. has the home switch the function to the new endpoint (server generation + 1); the
-//!    home sends the other cores the news without waiting for them;
+//! 2. has the home switch the function to the new endpoint (server generation + 1), which
+//!    returns once every core's copy maps the new endpoint;
 //! 3. answers the waiting `FN_TAKEOVER` at once if its thread is the process's only one
-//!    (`State::Handing::answered`): nothing of the old server runs in user mode again, so
-//!    the new one may map the state ICA beside the old one's frozen mapping and serve while
-//!    the rest goes on; a process with other threads, which could still write the state,
-//!    has its successor answered by its end instead ([`ended`]), as before;
-//! 4. waits until every core's copy maps the new endpoint (`fnid::settle`);
-//! 5. gives the core up at background priority (its successor and its clients run first),
-//!    and ends the process in the same visit to the scheduler's tables that finds nothing
-//!    more to forward.
+//!    (`State::Handing::answered`): nothing of the old server runs in user mode again (it
+//!    can no longer be rolled back: below), so the new one may map the state ICA beside the
+//!    old one's frozen mapping and serve while this process ends; a process with other
+//!    threads, which could still write the state, has its successor answered by its end
+//!    instead ([`ended`]), as before;
+//! 4. yields the core once (its successor, woken by the answer, and others ready at its
+//!    priority run first), then ends the process in the same visit to the scheduler's
+//!    tables that finds nothing more to forward.
 //!
 //! Requests that reach the old endpoint while this goes on (resolved before a core took
 //! the switch) are not queued for the old server but appended behind the moved ones
 //! ([`accept`]) and sent the same way, so nothing is answered `Gone` or twice, and each
 //! request is answered by exactly one server. Before the early answer (3), the successor
-//! waited for steps 4 and 5 as well: in `bench net-replace`'s traces, a settle of about
-//! 0.6 ms (the other core's vCPU woken) and an end of about 0.4 ms, all on the path of the
-//! datagrams waiting for the new `netd`.
+//! waited for step 4 as well: about 0.4 ms of ending the process in `bench
+//! net-replace`'s traces, on the path of the datagrams waiting for the new `netd`.
 //!
 //! The retire notice (`abi::fnid::RETIRE_NOTICE`): an old server that holds requests when
 //! it looks for the next one (a `WAIT` it keeps until data comes) would never be retired.
@@ -332,11 +331,13 @@ fn roll_back() {
 
 /// What the handing thread does next.
 enum Next {
-    /// Send the request at the front of the queue.
-    Forward,
+    /// Send the request at the front of the queue (the function is `switched` already).
+    Forward {
+        switched: bool,
+    },
     Switch,
-    /// The successor was answered: give the core up before ending (process serial).
-    StepAside(u32),
+    /// The successor was answered: give the core up once before ending.
+    StepAside,
     Ended,
 }
 
@@ -377,13 +378,15 @@ fn hand_over(r: Retire) -> bool {
             }) = p.ipc.takeover.as_deref_mut()
             {
                 if !queue.is_empty() {
-                    return Next::Forward;
+                    return Next::Forward {
+                        switched: switched.is_some(),
+                    };
                 }
                 if switched.is_none() {
                     return Next::Switch;
                 }
                 if *answered && !stepped_aside {
-                    return Next::StepAside(serial);
+                    return Next::StepAside;
                 }
             }
             // Nothing more to send: the process ends in this same visit, so nothing more
@@ -392,11 +395,14 @@ fn hand_over(r: Retire) -> bool {
             Next::Ended
         });
         match next {
-            Next::Forward if !alive(r.new) => {
+            // Before the switch only: after it the function is the new server's (and its
+            // successor may have been answered), so a new server gone since gets what is
+            // left answered `Gone` (`send_on` fails) and this process ends all the same.
+            Next::Forward { switched: false } if !alive(r.new) => {
                 roll_back();
                 return true;
             }
-            Next::Forward => {
+            Next::Forward { .. } => {
                 let Some(i) = take_front() else {
                     continue;
                 };
@@ -421,12 +427,12 @@ fn hand_over(r: Retire) -> bool {
                     roll_back();
                     return true;
                 }
-                // Switched: the new server is answered now, before the other cores have
-                // the news and before this process ends, if this thread is the process's
-                // only one: then nothing of the old server runs in user mode again, so the
-                // new one may map the state ICA beside this process's frozen mapping, and
-                // nothing is left to roll back. (Another thread could still write the
-                // state: such a server's successor is answered when it has ended.)
+                // Switched on every core: the new server is answered now, before this
+                // process ends, if this thread is the process's only one: then nothing of
+                // the old server runs in user mode again, so the new one may map the state
+                // ICA beside this process's frozen mapping, and nothing is left to roll
+                // back. (Another thread could still write the state: such a server's
+                // successor is answered when it has ended.)
                 let early = sched::with(|s| {
                     let p = s
                         .current_process()
@@ -446,18 +452,14 @@ fn hand_over(r: Retire) -> bool {
                 if let (Some(true), Ok(generation)) = (early, result) {
                     super::deliver(None, r.waiter, taken(r, generation), None);
                 }
-                if result.is_ok() {
-                    // Requests resolved from a copy not yet told still come here meanwhile
-                    // (`accept`) and are sent on.
-                    crate::fnid::settle(r.fnid);
-                }
             }
-            Next::StepAside(serial) => {
-                // The successor serves: this process ends when the core has nothing
-                // better to do, so that its end (its address space freed) does not hold
-                // up the requests the successor is answering.
+            Next::StepAside => {
+                // The successor was answered: let it (and whatever else is ready at this
+                // priority) run before this process ends, so that its end (its address
+                // space freed) does not hold up the requests the successor answers. Only
+                // once, at its own priority: requests still on their way here are sent on
+                // when this thread next runs, within the core's round robin.
                 stepped_aside = true;
-                sched::with(|s| s.lower_process(serial, abi::Priority::Background));
                 sched::yield_now();
             }
             Next::Ended => sched::exit_current(),
