@@ -33,13 +33,17 @@ pub fn halt() {
 
 /// Nothing to run: write the queued program output (`console`), a chunk at a time with
 /// interrupts let in between, until it is all written or a thread is ready. In big-lock
-/// mode the lock stays held throughout (a chunk is short): a core holding the console
-/// without the big lock could meet another core acting as it (`biglock::on_core`), to
-/// which the console's lock, taken per core, would let it in too (found by a review).
+/// mode the big lock is held while a chunk is written and given up only for the window
+/// between chunks, as a halt gives it up: a core holding the console without the big lock
+/// could meet another core acting as it (`biglock::on_core`), which the console's lock,
+/// taken per core, would let in too (found by a review); and held across every chunk, it
+/// would keep the other cores out of the kernel for the whole backlog (a second review).
 pub fn write_console() {
     while crate::console::queued() {
         let more = crate::console::write_queued();
+        crate::biglock::release();
         crate::arch::x86_64::cpu::interrupt_window();
+        crate::biglock::acquire();
         if !more || crate::proc::sched::with(|s| s.has_ready()) {
             return;
         }

@@ -26,8 +26,9 @@
 //!
 //! Requests that reach the old endpoint while this goes on (resolved before a core took
 //! the switch) are not queued for the old server but appended behind the moved ones
-//! ([`accept`]) and sent the same way, so nothing is answered `Gone` or twice, and each
-//! request is answered by exactly one server. Before the early answer (3), the successor
+//! ([`accept`]) and sent the same way, so none is answered twice, and each request is
+//! answered by exactly one server (or `Gone`, if the new server dies first: below). Before
+//! the early answer (3), the successor
 //! waited for step 4 as well: about 0.4 ms of ending the process in `bench
 //! net-replace`'s traces, on the path of the datagrams waiting for the new `netd`.
 //!
@@ -45,7 +46,9 @@
 //! already forwarded to the dead server were answered `Gone` by its end). The function
 //! never points at a dead endpoint, and `replace` sees its new server end without taking
 //! over. If the new server dies after the switch, its end reports the function down as
-//! for any server. If the switch fails otherwise (the function was unregistered or
+//! for any server, and the requests the old server's thread still had to forward are
+//! answered `Gone` (there is no rolling back then: the successor may have been answered
+//! and have run). If the switch fails otherwise (the function was unregistered or
 //! changed meanwhile), the old server still ends and `FN_TAKEOVER` fails with the
 //! switch's error.
 //!
@@ -92,7 +95,8 @@ pub struct Retire {
     /// The old server, and the new one.
     pub server: Pid,
     pub successor: Pid,
-    /// The new server's `FN_TAKEOVER`, answered when the old server ends.
+    /// The new server's `FN_TAKEOVER`: answered right after the switch if the old server's
+    /// process has only the retiring thread, else when it ends.
     pub waiter: Caller,
 }
 
@@ -402,7 +406,7 @@ fn hand_over(r: Retire) -> bool {
                 roll_back();
                 return true;
             }
-            Next::Forward { .. } => {
+            Next::Forward { switched } => {
                 let Some(i) = take_front() else {
                     continue;
                 };
@@ -414,9 +418,11 @@ fn hand_over(r: Retire) -> bool {
                         wait_for_room();
                     }
                     Err(e) => {
-                        // Each request gets its own tries.
+                        // Each request gets its own tries. After the switch the new server
+                        // is the function's: gone, it is `Gone` to its callers, as for any
+                        // server (its endpoint's lookup says `StaleResource`).
                         busy_tries = 0;
-                        give_up(i, e);
+                        give_up(i, if switched { Error::Gone } else { e });
                     }
                 }
             }
