@@ -271,9 +271,9 @@ pub struct FnInfo {
     /// window (0: restart is off).
     pub restarts: u64,
     pub restart_max: u64,
-    /// When the server now serving it began to (its registration, a takeover or a
-    /// restart), in ns since reset by the registry home's clock (`CLOCK`'s): so a
-    /// replacement's moment is known without looking for it often.
+    /// When the server now serving it started to (its registration, a takeover or a
+    /// restart; kept while the function is down), in ns since reset by the registry home's
+    /// clock (`CLOCK`'s): so a replacement's moment is known without looking for it often.
     pub since_ns: u64,
 }
 

@@ -35,14 +35,17 @@ struct Serial;
 
 impl Write for Serial {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        for b in s.bytes() {
-            if b == b'\n' {
-                serial::write_byte(b'\r');
-            }
-            serial::write_byte(b);
-        }
+        crlf(s.as_bytes()).for_each(serial::write_byte);
         Ok(())
     }
+}
+
+/// `bytes` as the terminal wants them: `\n` becomes `\r\n`.
+fn crlf(bytes: &[u8]) -> impl Iterator<Item = u8> + '_ {
+    bytes.iter().flat_map(|&b| {
+        let cr = (b == b'\n').then_some(b'\r');
+        cr.into_iter().chain(core::iter::once(b))
+    })
 }
 
 /// Hold the console for one line. Re-entry on the same core passes through.
@@ -91,23 +94,12 @@ pub fn write_fmt(args: fmt::Arguments) {
 /// loop if it fits, else written at once behind what is queued.
 pub fn write_bytes(bytes: &[u8]) {
     let _g = LineGuard::take();
-    let need = bytes.len() + bytes.iter().filter(|&&b| b == b'\n').count();
-    if OUT.room() >= need {
-        for &b in bytes {
-            if b == b'\n' {
-                OUT.push(b'\r');
-            }
-            OUT.push(b);
-        }
+    if OUT.room() >= crlf(bytes).count() {
+        crlf(bytes).for_each(|b| OUT.push(b));
         return;
     }
     OUT.write_all();
-    for &b in bytes {
-        if b == b'\n' {
-            serial::write_byte(b'\r');
-        }
-        serial::write_byte(b);
-    }
+    crlf(bytes).for_each(serial::write_byte);
 }
 
 /// Is program output waiting to be written?

@@ -18,12 +18,13 @@
 //!   `sleep` [`DELAY_MS`] with the command typed ahead behind it, while the stream goes on:
 //!   the shell runs the command once its sleep ends, so that the console's reading of the
 //!   typed bytes (a serial interrupt on core 0, about 1 ms a line under TCG: before this
-//!   delay, the spawn control below measured 0.4 to 1.6 ms of it) falls before the window. As in the kv Figure 8 (`bench_ant_figs.rs`,
-//!   `kvcli gapc`), the *added time* (service gap) is the longest RTT beyond the baseline's
-//!   median; but on a shared host in parallel mode the longest of 900 RTTs is often a stall
-//!   of the host's own, so only the datagrams in flight between [`WINDOW_FROM`] after the
-//!   typing (the sleep still has at least [`DELAY_MS`] less that to go) and the moment the
-//!   shell's `replaced` line reached the host count (the *window*, [`gap`]); as many
+//!   delay, the spawn control below measured 0.4 to 1.6 ms of it) falls before the window.
+//!   As in the kv Figure 8 (`bench_ant_figs.rs`, `kvcli gapc`), the *added time* (service
+//!   gap) is the longest RTT beyond the baseline's median; but on a shared host in parallel
+//!   mode the longest of 900 RTTs is often a stall of the host's own, so only the datagrams
+//!   in flight between [`WINDOW_FROM`] after the typing (well before the command starts,
+//!   [`DELAY_MS`] after it) and the moment the shell's `replaced` line reached the host
+//!   count (the *window*, [`gap`]); as many
 //!   datagrams at the end of the baseline give the *control*: what the host's noise alone
 //!   adds to a window of that size.
 //! - the spawn control: per case a second stream during which `run nop -c CORE` is typed
@@ -128,10 +129,10 @@ struct Gap {
     longest_at: usize,
 }
 
-/// [`Gap`] of a stream of two halves: datagram `k` was sent `start[k]` us after the command
-/// was typed and took `rtt[k]` us (`None`: lost, counted as `lost_as`); the shell's
-/// `replaced` line reached the host `seen` us after the typing. The window: the second
-/// half's datagrams whose wait overlaps 0..=`seen`.
+/// [`Gap`] of a stream of two halves: datagram `k` was sent `start[k]` us after the window's
+/// start and took `rtt[k]` us (`None`: lost, counted as `lost_as`); the shell's `replaced`
+/// line reached the host `seen` us after it. The window: the second half's datagrams whose
+/// wait overlaps 0..=`seen`.
 fn gap(start: &[f64], rtt: &[Option<f64>], seen: f64, lost_as: f64) -> Option<Gap> {
     let half = rtt.len() / 2;
     let took = |k: usize| rtt[k].unwrap_or(lost_as);
@@ -316,7 +317,7 @@ fn script(plan: &[Step]) -> String {
 struct Bench {
     /// When the running stream's window starts: [`WINDOW_FROM`] after its `sleep` and
     /// command were typed (about: just before they are sent).
-    typed: Option<Instant>,
+    window_start: Option<Instant>,
     /// The relay's host port for `udpecho`.
     port: u16,
     sock: Option<UdpSocket>,
@@ -389,7 +390,7 @@ impl Bench {
         self.running = Some(h);
         match rx.recv_timeout(POINT_LIMIT) {
             Ok(()) => {
-                self.typed = Some(Instant::now() + WINDOW_FROM);
+                self.window_start = Some(Instant::now() + WINDOW_FROM);
                 Ok(())
             }
             Err(_) => {
@@ -422,13 +423,13 @@ impl Bench {
         self.host.lost += lost as u32;
         self.host.late += s.late;
         self.host.probe_answers += s.probe_answers;
-        let typed = self.typed.take().context("no command typed")?;
+        let from = self.window_start.take().context("no command typed")?;
         // Microseconds after the window's start (before it: negative).
         let at = |t: Instant| {
-            if t >= typed {
-                (t - typed).as_secs_f64() * 1e6
+            if t >= from {
+                (t - from).as_secs_f64() * 1e6
             } else {
-                -(typed - t).as_secs_f64() * 1e6
+                -(from - t).as_secs_f64() * 1e6
             }
         };
         let start: Vec<f64> = s.sent.iter().map(|t| at(*t)).collect();
@@ -467,8 +468,8 @@ impl Bench {
         cs.control_us.push(gp.control);
         eprintln!(
             "xtask: bench net-replace: {what}: median {:.0} us; {} datagrams during the \
-             replacement (`replaced` seen {:.1} ms after typing), the longest {:.0} us \
-             (datagram {}, sent {:.1} ms after typing); added {:.0} us (control {:.0} us), \
+             replacement (`replaced` seen {:.1} ms into the window), the longest {:.0} us \
+             (datagram {}, sent {:.1} ms into the window); added {:.0} us (control {:.0} us), \
              {lost} lost",
             gp.median,
             gp.window,
@@ -496,7 +497,7 @@ pub fn net_replace(runs: usize) -> Result<()> {
     let plan = plan(runs);
     let steps = crate::script::parse(&script(&plan))?;
     let mut b = Bench {
-        typed: None,
+        window_start: None,
         port,
         sock: None,
         host: HostCount::default(),

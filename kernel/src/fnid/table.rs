@@ -49,7 +49,7 @@ pub struct Entry {
     pub(super) up: bool,
     /// Restart after a crash (`FN_RESTART`), kept across servers.
     pub(super) restart: Restart,
-    /// When the server now serving it began to (ns since reset, the home's clock).
+    /// When the server now serving it started to (ns since reset, the home's clock).
     pub(super) since_ns: u64,
 }
 

@@ -454,8 +454,9 @@ fn hand_over(r: Retire) -> bool {
                         }
                         _ => None,
                     }
-                });
-                if let (Some(true), Ok(generation)) = (early, result) {
+                })
+                .unwrap_or(false);
+                if let (true, Ok(generation)) = (early, result) {
                     super::deliver(None, r.waiter, taken(r, generation), None);
                 }
             }
