@@ -133,38 +133,73 @@ impl core::fmt::Display for Error {
     }
 }
 
-/// A process id: the core that created the process and a serial number on that core, so
-/// ids are unique machine-wide without any shared counter. Written `core.serial`, e.g.
-/// `0.7`.
+/// A process id: the machine and core that created the process and a serial number on
+/// that core, so ids are unique system-wide without any shared counter. Written
+/// `core.serial` on machine 0 (e.g. `0.7`, the spelling of a single machine) and
+/// `mMACHINE.cCORE.SERIAL` on the others (e.g. `m1.c2.5`, issue 17): a pid names one
+/// process of the whole system, and a kernel refuses another machine's (`NoSuchProcess`)
+/// rather than take it for one of its own that has the same core and serial.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct Pid(pub u64);
 
 impl Pid {
     const CORE_SHIFT: u32 = 32;
+    const CORE_MASK: u64 = 0xff;
+    /// The machine's 4 bits, where a `ResId` keeps its machine too.
+    const MACHINE_SHIFT: u32 = 60;
 
+    /// Process `serial` of `core` of machine 0.
     pub const fn new(core: usize, serial: u32) -> Pid {
-        Pid(((core as u64) << Self::CORE_SHIFT) | serial as u64)
+        Pid::on(0, core, serial)
+    }
+    /// Process `serial` of `core` of machine `machine` (below 16).
+    pub const fn on(machine: u8, core: usize, serial: u32) -> Pid {
+        Pid((((machine & 0xf) as u64) << Self::MACHINE_SHIFT)
+            | (((core as u64) & Self::CORE_MASK) << Self::CORE_SHIFT)
+            | serial as u64)
+    }
+    pub const fn machine(self) -> u8 {
+        (self.0 >> Self::MACHINE_SHIFT) as u8
     }
     pub const fn core(self) -> usize {
-        (self.0 >> Self::CORE_SHIFT) as usize
+        ((self.0 >> Self::CORE_SHIFT) & Self::CORE_MASK) as usize
     }
     pub const fn serial(self) -> u32 {
         self.0 as u32
     }
+    /// The same process id on machine `machine`.
+    pub const fn with_machine(self, machine: u8) -> Pid {
+        Pid::on(machine, self.core(), self.serial())
+    }
 
-    /// Parse `core.serial`.
+    /// Parse `core.serial` (machine 0) or `mMACHINE.cCORE.SERIAL`, as `Display` writes
+    /// them.
     pub fn parse(s: &str) -> Option<Pid> {
+        let (machine, s) = match s.strip_prefix('m') {
+            Some(rest) => {
+                let (m, rest) = rest.split_once(".c")?;
+                if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                let m: u8 = m.parse().ok().filter(|m| *m < 16)?;
+                (m, rest)
+            }
+            None => (0, s),
+        };
         let (c, n) = s.split_once('.')?;
         let core: usize = c.parse().ok()?;
         let serial: u32 = n.parse().ok()?;
-        (core < crate::MAX_CORES && serial > 0).then_some(Pid::new(core, serial))
+        (core < crate::MAX_CORES && serial > 0).then_some(Pid::on(machine, core, serial))
     }
 }
 
 impl core::fmt::Display for Pid {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{}.{}", self.core(), self.serial())
+        match self.machine() {
+            0 => write!(f, "{}.{}", self.core(), self.serial()),
+            m => write!(f, "m{m}.c{}.{}", self.core(), self.serial()),
+        }
     }
 }
 
@@ -471,6 +506,27 @@ mod tests {
         assert_eq!(p.to_string(), "3.17");
         assert_eq!(Pid::parse("3.17"), Some(p));
         for bad in ["", "3", "3.", ".1", "x.1", "3.0", "64.1", "1.2.3", "-1.2"] {
+            assert_eq!(Pid::parse(bad), None, "{bad}");
+        }
+        // Another machine's: its own spelling, the same core and serial, a different id.
+        let q = Pid::on(2, 3, 17);
+        assert_eq!((q.machine(), q.core(), q.serial()), (2, 3, 17));
+        assert_eq!(q.to_string(), "m2.c3.17");
+        assert_eq!(Pid::parse("m2.c3.17"), Some(q));
+        assert_ne!(q, p);
+        assert_eq!(q.with_machine(0), p);
+        assert_eq!(p.machine(), 0);
+        assert_eq!(Pid::on(15, 63, u32::MAX).to_string(), "m15.c63.4294967295");
+        for bad in [
+            "m2.3.17",
+            "m.c3.17",
+            "m16.c3.17",
+            "m2.c3",
+            "m2.c64.1",
+            "m-1.c3.1",
+            "mx.c3.1",
+            "m2c3.17",
+        ] {
             assert_eq!(Pid::parse(bad), None, "{bad}");
         }
     }

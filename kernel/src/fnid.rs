@@ -659,7 +659,7 @@ pub fn own_endpoint(endpoint: ResId) -> Result<Pid, Error> {
     }
     let server = crate::res::flow_pid().ok_or(Error::NoSuchProcess)?;
     // The caller receives on its own endpoints, which live on its core.
-    if endpoint.machine() != 0 || endpoint.core() != current_core() {
+    if endpoint.machine() != crate::machine::this() || endpoint.core() != current_core() {
         let info = crate::res::info(endpoint)?;
         return Err(if info.kind == ResType::Endpoint as u8 {
             Error::Denied

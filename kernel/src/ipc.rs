@@ -412,7 +412,7 @@ pub fn awaits(serial: u32, ticket: u64) -> bool {
 /// An RPCC answer to a request process `serial` submitted (ticket) arrived.
 pub fn rpcc_answer(serial: u32, ticket: u64, r: Result<Out, Error>) {
     let (c, bytes) = completion_of(ticket, r);
-    complete(Pid::new(current_core(), serial), c, bytes);
+    complete(crate::machine::pid(current_core(), serial), c, bytes);
 }
 
 /// Deliver a completion to `caller`, wherever it lives (`s`: this core's scheduler, if the
@@ -671,7 +671,7 @@ fn start(
 }
 
 fn route(id: ResId) -> Result<usize, Error> {
-    if id.machine() != 0 || id.core() >= crate::smp::cores_planned() {
+    if id.machine() != crate::machine::this() || id.core() >= crate::smp::cores_planned() {
         return Err(Error::NoSuchResource);
     }
     Ok(id.core())

@@ -30,6 +30,7 @@ mod init;
 mod ipc;
 mod ipc_calls;
 mod ktest;
+mod machine;
 mod mm;
 mod modes;
 mod percore;
@@ -96,6 +97,8 @@ pub extern "C" fn kmain_bsp(start_info: u32) -> ! {
     // SAFETY: `start_info` is what the PVH loader passed; the boot tables map low memory.
     let boot = unsafe { pvh::parse(u64::from(start_info)) };
     let args = bootargs::parse(&boot.cmdline, |w| log::warn!("{w}"));
+    // Before any resource or process: their ids carry it.
+    machine::set(args.machine.unwrap_or(0));
     log::set_max_level(match args.log {
         bootargs::LogLevel::Error => log::LevelFilter::Error,
         bootargs::LogLevel::Warn => log::LevelFilter::Warn,

@@ -93,6 +93,14 @@ pub fn run(opts: &Options) -> Result<bool> {
             ("smp4-biglock", 4, "", " kernel=biglock", None),
             // Drivers' interrupts by the IOAPIC line instead of MSI-X: the device tests.
             ("smp2-line", 2, "", " pci.irq=line", Some("dev::")),
+            // As machine 2 of three (issue 17): the ids it makes differ from machine 0's.
+            (
+                "smp2-machine2",
+                2,
+                "",
+                " machine=2 machines=3",
+                Some("ids::"),
+            ),
         ]
         .into_iter()
         .take(configurations)

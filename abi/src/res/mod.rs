@@ -111,7 +111,10 @@ impl ResType {
 /// `pC.S-` (`p0.57-kvc`) is process C.S's own. Only that process (and the kernel) may
 /// open a resource under it (`Denied` for anyone else), so a name alone tells a server
 /// that a resource is its sender's own (`kv`'s client data areas), and no program can take
-/// a name another process has yet to open (a name is first come, first served).
+/// a name another process has yet to open (a name is first come, first served). Names
+/// are a machine's own (`c1/pipe/p` is core 1 of the machine that opens it), so `pC.S` is
+/// process C.S *of that machine*, spelled without its machine on every machine; the pid
+/// returned is machine 0's, and a kernel puts its own machine in it.
 pub fn reserved_for(name: &str) -> Option<crate::Pid> {
     let rest = name.strip_prefix('p')?;
     let pid = rest.split_once('-').map_or(rest, |(pid, _)| pid);
@@ -234,6 +237,8 @@ impl<'a> ResName<'a> {
 }
 
 /// A resource identifier: machine (4 bits), core (6), type (4), generation (30), slot (20).
+/// Each machine's kernel puts its own machine in the ids it makes and refuses another's
+/// (`NoSuchResource`), so an id names one resource of the whole system (issue 17).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable)]
 #[repr(transparent)]
 pub struct ResId(pub u64);
@@ -271,12 +276,28 @@ impl ResId {
         (self.0 as u32) & (Self::MAX_SLOTS - 1)
     }
 
-    /// Parse the form [`Display`](core::fmt::Display) writes: `cCORE:TYPE:SLOT.GEN` or
-    /// plain hexadecimal (`0x...`).
+    /// The same id on machine `machine` (below 16).
+    pub fn with_machine(self, machine: u8) -> ResId {
+        ResId((self.0 & !(0xf << 60)) | (u64::from(machine & 0xf) << 60))
+    }
+
+    /// Parse the form [`Display`](core::fmt::Display) writes: `cCORE:TYPE:SLOT.GEN` (a
+    /// resource of machine 0, the spelling of a single machine), `mMACHINE.cCORE:...` (of
+    /// another machine, issue 17) or plain hexadecimal (`0x...`, machine bits and all).
     pub fn parse(s: &str) -> Option<ResId> {
         if let Some(hex) = s.strip_prefix("0x") {
             return u64::from_str_radix(hex, 16).ok().map(ResId);
         }
+        let (machine, s) = match s.strip_prefix('m') {
+            Some(rest) => {
+                let (m, rest) = rest.split_once('.')?;
+                if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+                    return None;
+                }
+                (m.parse::<u8>().ok().filter(|m| *m < 16)?, rest)
+            }
+            None => (0, s),
+        };
         let rest = s.strip_prefix('c')?;
         let (core, rest) = rest.split_once(':')?;
         let (kind, rest) = rest.split_once(':')?;
@@ -288,23 +309,26 @@ impl ResId {
             .parse()
             .ok()
             .filter(|g| *g <= Self::GENERATION_MASK)?;
-        Some(ResId::new(0, core, kind, generation, slot))
+        Some(ResId::new(machine, core, kind, generation, slot))
     }
 }
 
 impl core::fmt::Display for ResId {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        match self.kind() {
-            Some(k) => write!(
-                f,
-                "c{}:{}:{}.{}",
-                self.core(),
-                k.name(),
-                self.slot(),
-                self.generation()
-            ),
-            None => write!(f, "{:#x}", self.0),
+        let Some(k) = self.kind() else {
+            return write!(f, "{:#x}", self.0);
+        };
+        if self.machine() != 0 {
+            write!(f, "m{}.", self.machine())?;
         }
+        write!(
+            f,
+            "c{}:{}:{}.{}",
+            self.core(),
+            k.name(),
+            self.slot(),
+            self.generation()
+        )
     }
 }
 

@@ -75,6 +75,11 @@ fn ids_pack_and_print() {
             );
             let local = ResId::new(0, core, kind, generation, slot);
             assert_eq!(ResId::parse(&local.to_string()), Some(local));
+            assert!(!local.to_string().starts_with('m'));
+            assert_eq!(ResId::parse(&id.to_string()), Some(id));
+            assert!(id.to_string().starts_with("m3.c"));
+            assert_eq!(id.with_machine(0), local);
+            assert_eq!(local.with_machine(3), id);
             assert_eq!(ResId::parse(&format!("{:#x}", id.0)), Some(id));
         }
     }
@@ -83,6 +88,15 @@ fn ids_pack_and_print() {
     assert_eq!(ResId::parse("c64:vregion:3.1"), None);
     assert_eq!(ResId::parse("c1:file:3.1"), None);
     assert_eq!(ResId::parse("0xzz"), None);
+    for bad in [
+        "m.c1:vregion:3.1",
+        "m16.c1:vregion:3.1",
+        "mx.c1:vregion:3.1",
+        "m1c1:vregion:3.1",
+        "m1.1:vregion:3.1",
+    ] {
+        assert_eq!(ResId::parse(bad), None, "{bad}");
+    }
 }
 
 #[test]

@@ -142,7 +142,7 @@ pub fn may_add_child() -> Result<ChildSlot, Error> {
         let Some(serial) = s.current_process() else {
             return Ok(ChildSlot(None));
         };
-        let me = Pid::new(current_core(), serial);
+        let me = crate::machine::pid(current_core(), serial);
         // Children elsewhere; those living here are counted by their own records.
         let local = s.processes.values().filter(|c| c.parent == me).count();
         let Some(p) = s.processes.get_mut(&serial) else {
@@ -234,7 +234,7 @@ pub fn install(
             return Err(Error::Limit);
         }
         let serial = s.next_serial().ok_or(Error::Limit)?;
-        let pid = Pid::new(current_core(), serial);
+        let pid = crate::machine::pid(current_core(), serial);
         let p = Process {
             pid,
             parent: who.parent,

@@ -46,6 +46,7 @@ use procimage::{Header, Page, PAGE};
 /// `MIGRATE_EXPORT`: stop process `pid` and write its image into the caller's `len` bytes
 /// at `buf`; the image's length.
 pub fn export(pid: Pid, buf: u64, len: u64) -> Result<u64, Error> {
+    let pid = crate::machine::local_pid(pid.0)?;
     if pid == Pid(0) || Some(pid) == super::running_pid() {
         // A process does not carry itself out: its exporter finishes the move.
         return Err(Error::InvalidArgument);
@@ -125,6 +126,7 @@ fn write_image(s: &Snapshot, buf: u64, len: u64) -> Result<u64, Error> {
 /// ends), or, with `new` 0, did not (it runs on). Only its mover may finish it
 /// (`migrate::commit`, `abort`).
 pub fn finish(pid: Pid, new: u64, machine: u64) -> Result<(), Error> {
+    let pid = crate::machine::local_pid(pid.0)?;
     if pid == Pid(0) || !rpcc::reachable(pid.core()) {
         return Err(Error::NoSuchProcess);
     }

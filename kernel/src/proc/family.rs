@@ -344,6 +344,7 @@ enum Look {
 /// pid, however many times it moved; the pid returned is `pid`, or for any child the pid
 /// it was created with.
 pub fn wait(pid: Pid, timeout_ns: u64) -> Result<(Pid, WaitStatus), Error> {
+    let pid = crate::machine::local_pid(pid.0)?;
     let deadline = crate::time::now_ns().saturating_add(timeout_ns);
     let mut quick = 0;
     loop {
@@ -393,7 +394,7 @@ fn ask(child: Pid) -> Result<(Pid, Answer), Error> {
                 let (follows, ours_here) = sched::with(|s| {
                     let me = s
                         .current_process()
-                        .map(|serial| Pid::new(current_core(), serial));
+                        .map(|serial| crate::machine::pid(current_core(), serial));
                     let follows = me
                         .and_then(|me| s.processes.get(&me.serial()))
                         .is_some_and(|p| p.followed.iter().any(|f| f.now == at));
@@ -476,7 +477,7 @@ fn look(pid: Pid) -> Result<Look, Error> {
 fn look_here(s: &mut sched::Sched, pid: Pid) -> Result<Found, Error> {
     let serial = s.current_process().ok_or(Error::NoSuchProcess)?;
     let here = current_core();
-    let me = Pid::new(here, serial);
+    let me = crate::machine::pid(here, serial);
     let p = s.processes.get(&serial).ok_or(Error::NoSuchProcess)?;
     // Entries naming a process of this core that is gone (collected under that pid before
     // the move that brought it here was heard of) follow nothing.

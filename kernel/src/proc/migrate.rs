@@ -76,6 +76,7 @@ pub const MOVER_PATIENCE_NS: u64 = 10_000_000_000;
 /// MIGRATE: move process `pid` (`Pid(0)`: the caller) to core `core`; returns its new pid.
 /// Any core may ask, for a process of any core.
 pub fn migrate(pid: Pid, core: usize) -> Result<Pid, Error> {
+    let pid = crate::machine::local_pid(pid.0)?;
     if !rpcc::reachable(core) {
         return Err(Error::NoSuchCore);
     }

@@ -432,13 +432,13 @@ pub(crate) fn end_process(s: &mut sched::Sched, serial: u32, status: WaitStatus)
         // A driver's devices let go of its DMA memory before the memory goes; memory a
         // device may still write never goes back to the pool.
         if v.holds_device_memory()
-            && !crate::res::device::holder_ended(Pid::new(current_core(), serial))
+            && !crate::res::device::holder_ended(crate::machine::pid(current_core(), serial))
         {
             v.keep_dma();
         }
     }
     drop(vspace);
-    let me = Pid::new(current_core(), serial);
+    let me = crate::machine::pid(current_core(), serial);
     // Whoever waits for an answer from it gets `Gone`; its endpoints go.
     crate::entry::events::process_ended(s, me, ipc, status);
     if moved {
@@ -512,7 +512,7 @@ pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
         let serial = s.current_process().unwrap_or(0);
         let p = s.processes.get(&serial);
         (
-            Pid::new(current_core(), serial),
+            crate::machine::pid(current_core(), serial),
             p.map(|p| p.name.clone()).unwrap_or_default(),
         )
     });
@@ -535,6 +535,7 @@ pub fn fault_current(frame: &TrapFrame, cr2: u64) -> ! {
 /// KILL: end process `pid`, on any core. A program may end itself and its descendants,
 /// not its parent or strangers; the kernel (no current process) may end any.
 pub fn kill(pid: Pid) -> Result<(), Error> {
+    let pid = crate::machine::local_pid(pid.0)?;
     if pid.core() == current_core() {
         return end_local(pid, true);
     }
@@ -667,7 +668,7 @@ pub fn with_running_memory<R, E: IntoAbiError>(
 pub fn current_pid() -> Option<Pid> {
     sched::with(|s| {
         s.current_process()
-            .map(|serial| Pid::new(current_core(), serial))
+            .map(|serial| crate::machine::pid(current_core(), serial))
     })
 }
 

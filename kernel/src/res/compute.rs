@@ -73,7 +73,7 @@ impl Resource for Compute {
         if self.bound.is_some() {
             return Err(Error::Busy);
         }
-        let pid = Pid(arg);
+        let pid = crate::machine::local_pid(arg)?;
         self.bound = Some(pid);
         Ok(Step::Later(Bind {
             pid,

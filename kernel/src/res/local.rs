@@ -90,7 +90,7 @@ fn lookup_error(l: Lookup) -> Error {
 
 /// Check that `id` is this core's (the router sent it here) and well-formed; its type.
 fn local(id: ResId) -> Result<ResType, Error> {
-    if id.machine() != 0 || id.core() != current_core() {
+    if id.machine() != crate::machine::this() || id.core() != current_core() {
         return Err(Error::NoSuchResource);
     }
     id.kind().ok_or(Error::NoSuchResource)
@@ -278,13 +278,7 @@ fn record(id: ResId, e: &Entry) -> ResInfo {
     let mut name = [0u8; MAX_NAME];
     name[..e.name.len()].copy_from_slice(e.name.as_bytes());
     ResInfo {
-        id: ResId::new(
-            0,
-            current_core(),
-            e.state.kind(),
-            id.generation(),
-            id.slot(),
-        ),
+        id: crate::machine::res_id(current_core(), e.state.kind(), id.generation(), id.slot()),
         creator: e.creator,
         rights: e.rights.0,
         kind: e.state.kind() as u8,
@@ -318,7 +312,9 @@ pub fn open(
     // A name reserved for a process (`pC.S-...`) is that process's alone to open (it
     // would not do to tell a squatter from the owner by `AlreadyExists`: checked first).
     let creator = flow_user();
+    // Names are a machine's own, so `pC.S` is process C.S of this machine.
     if let Some(owner) = abi::res::reserved_for(parsed.name) {
+        let owner = owner.with_machine(crate::machine::this());
         if creator != UserId::KERNEL && super::flow_pid() != Some(owner) {
             return Err(Error::Denied);
         }
@@ -360,7 +356,7 @@ pub fn open(
             Error::NoMemory
         })?;
     Ok((
-        ResId::new(0, current_core(), parsed.kind, generation, slot),
+        crate::machine::res_id(current_core(), parsed.kind, generation, slot),
         pid,
     ))
 }
@@ -403,7 +399,7 @@ pub fn list() -> Vec<ResInfo> {
     let ids: Vec<ResId> = with_table(|t| {
         t.iter()
             .map(|(slot, generation, e)| {
-                ResId::new(0, current_core(), e.state.kind(), generation, slot)
+                crate::machine::res_id(current_core(), e.state.kind(), generation, slot)
             })
             .collect()
     });

@@ -170,7 +170,7 @@ pub fn flow_info() -> FlowInfo {
     };
     FlowInfo {
         id,
-        machine: 0,
+        machine: u16::from(crate::machine::this()),
         core: current_core() as u16,
         user: flow_user(),
         pid: flow_pid(),
@@ -257,7 +257,9 @@ pub fn put_back_flow(s: &FlowSnapshot) {
 
 /// The core that owns `id`: `None` for this one.
 fn route(id: ResId) -> Result<Option<usize>, Error> {
-    if id.machine() != 0 || id.core() >= crate::smp::cores_planned() {
+    // Another machine's id is refused, never taken for this machine's with the same core,
+    // slot and generation: `machd` carries requests to other machines (issue 17).
+    if id.machine() != crate::machine::this() || id.core() >= crate::smp::cores_planned() {
         return Err(Error::NoSuchResource);
     }
     Ok((id.core() != current_core()).then_some(id.core()))
@@ -417,7 +419,7 @@ pub fn note_detached(regions: impl Iterator<Item = ResId>) {
     let (mine, theirs): (Vec<ResId>, Vec<ResId>) = regions.partition(|r| r.core() == me);
     vregion::note_detached(mine.into_iter());
     for r in theirs {
-        if r.machine() == 0 && rpcc::reachable(r.core()) {
+        if r.machine() == crate::machine::this() && rpcc::reachable(r.core()) {
             rpcc::notice(r.core(), Op::RegionDetached(r));
         }
     }

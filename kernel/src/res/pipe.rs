@@ -219,7 +219,7 @@ fn nowait(arg: u64) -> Result<bool, Error> {
 fn holder(arg: u64) -> Result<Pid, Error> {
     match arg {
         0 => flow_pid().ok_or(Error::NoSuchProcess),
-        p => Ok(Pid(p)),
+        p => crate::machine::local_pid(p),
     }
 }
 

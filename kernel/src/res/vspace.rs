@@ -58,7 +58,7 @@ impl Resource for VSpace {
     fn open(args: &[u8]) -> Result<Self, Error> {
         let pid = match u64_arg(args)? {
             0 => flow_pid().ok_or(Error::NoSuchProcess)?,
-            p => Pid(p),
+            p => crate::machine::local_pid(p)?,
         };
         // A vspace handle lives on its process's core.
         if pid.core() != current_core() {
@@ -123,7 +123,7 @@ impl Later<u64> for Then {
                 // The region may live on another core: its owner checks and counts.
                 let frames = if region.core() == current_core() {
                     super::vregion::attach(region, writable)?
-                } else if region.machine() == 0 && rpcc::reachable(region.core()) {
+                } else if region.machine() == crate::machine::this() && rpcc::reachable(region.core()) {
                     match rpcc::call(region.core(), rpcc::Op::RegionAttach { region, writable })? {
                         rpcc::Out::Frames(f) => f,
                         _ => return Err(Error::Unknown),

@@ -10,6 +10,7 @@ mod fnid;
 mod fuzz;
 mod heap;
 mod ica;
+mod ids;
 mod init;
 mod interrupts;
 mod ipc;

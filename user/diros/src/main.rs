@@ -93,8 +93,8 @@ fn bench(runs: u64, items: u64, ta_ms: u64, tb_ms: u64, nmax: u64) -> Result<(),
     // Under a name reserved for this process (`abi::res::reserved_for`): under a fixed
     // one, any program started first could keep the benchmark from running.
     let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let ep = ipc::open_endpoint(&alloc::format!("here/endpoint/p{me}-diros"), Rights(0x2f))
-        .map_err(|e| format!("endpoint: {e}"))?;
+    let name = alloc::format!("here/endpoint/p{}.{}-diros", me.core(), me.serial());
+    let ep = ipc::open_endpoint(&name, Rights(0x2f)).map_err(|e| format!("endpoint: {e}"))?;
     EP.store(ep.0, Ordering::SeqCst);
     for _ in 0..runs {
         for n in 1..=nmax {

@@ -256,8 +256,10 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
 /// `ulib::net` made for it (`LentPage::is_own`: the UDP link's socket pages), or a handle
 /// to its own address space (`ulib::res` opens one around each attach and detach)?
 fn machd_own(id: ResId) -> bool {
+    // This machine's ids carry it (another machine's this kernel refuses anyway).
     let here = ulib::sys::core().ok();
-    if Some(id.core()) != here || id.machine() != 0 {
+    let machine = ulib::sys::getpid().ok().map(|p| p.machine());
+    if Some(id.core()) != here || Some(id.machine()) != machine {
         return false;
     }
     let Ok(i) = res::info(id) else {

@@ -57,7 +57,7 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
     let listed = ulib::fs::readdir(&root).map_err(|e| format!("ls {root}: {e}"))?;
     let (all, epoch) = m_::res_list(m, 0).map_err(|e| format!("list m{m}.c0: {e}"))?;
     let pid = machd_pid(m)?;
-    let prefix = format!("fs-{}-", pid.0);
+    let prefix = format!("fs-{}.{}-", pid.core(), pid.serial());
     let own: Vec<_> = all
         .iter()
         .filter(|r| r.kind == ResType::VRegion as u8 && r.name().starts_with(&prefix))
@@ -67,7 +67,10 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
     }
     all_denied(m, epoch, &own, ("INFO", INFO))?;
     // Named alike but not machd's: reached as before.
-    for name in [format!("fs-{}0-0", pid.0), format!("{prefix}999999")] {
+    for name in [
+        format!("fs-{}.{}0-0", pid.core(), pid.serial()),
+        format!("{prefix}999999"),
+    ] {
         let r = m_::res_open(
             m,
             &format!("c0/vregion/{name}"),

@@ -646,9 +646,10 @@ fn waited(j: &RemoteJob, on: &mut OnCtrlC) -> Result<WaitStatus, String> {
     wait_heeding(j, on)?.ok_or_else(|| format!("wait {}: stopped", j.spelled()))
 }
 
-/// `mM.cC.S` (or `mM:C.S`) as (machine, pid).
+/// A pid with its machine: `mM.cC.S` (or `mM:C.S`), or `C.S`, machine 0's (a pid names
+/// one process of the whole system, issue 17).
 pub(crate) fn parse_remote(word: &str) -> Option<(u8, Pid)> {
-    ulib::mach::parse_pid(word)
+    ulib::mach::parse_pid(word).or_else(|| Pid::parse(word).map(|p| (p.machine(), p)))
 }
 
 /// `migrate PID -m M [-c C]`: move process `pid` of this machine to machine M (on core C,

@@ -289,7 +289,13 @@ impl Shell {
                 }
                 Ok(())
             }
-            "wait" | "kill" if args.len() == 1 && machines::parse_remote(args[0]).is_some() => {
+            // Another machine's process (`m1.c2.5`; on machine 1, machine 0's `0.4` too): a
+            // remote job's. This machine's, in either spelling, is waited for or killed here.
+            "wait" | "kill"
+                if args.len() == 1
+                    && machines::parse_remote(args[0])
+                        .is_some_and(|(m, _)| m != self.me.machine()) =>
+            {
                 machines::wait_or_kill(cmd, args[0], &mut self.remote_jobs, &mut self.typeahead)
             }
             "cores" => no_args(cmd).and_then(|_| cores::cores()),

@@ -73,12 +73,12 @@ impl Shell {
                     // This machine's own: listed here, as `res ls CORE` does.
                     let all = ulib::res::list_all(core)
                         .map_err(|e| format!("{cmd}: core {core}: {e}"))?;
-                    crate::res::listing(&all, "");
+                    crate::res::listing(&all);
                     return Ok(());
                 }
                 let (all, _) =
                     m_::res_list(m, core).map_err(|e| said(&cmd, &format!("m{m}.c{core}"), e))?;
-                crate::res::listing(&all, &format!("m{m}."));
+                crate::res::listing(&all);
                 Ok(())
             }
             "open" => self.mres_open(m, what, args),
@@ -223,11 +223,15 @@ impl Shell {
         if word.contains('/') {
             return m_::res_find(m, word).map_err(|e| format!("{cmd}: {e}: m{m}.{word}"));
         }
-        let id = ResId::parse(word).ok_or_else(|| {
-            format!(
-                "{cmd}: 'm{m}.{word}' is neither an id (m1.c0:pipe:3.1) nor a name (m1.c0/pipe/p)"
-            )
-        })?;
+        // Machine `m`'s id, whatever machine the word wrote (`m1.0x...` is machine 1's).
+        let id = ResId::parse(word)
+            .ok_or_else(|| {
+                format!(
+                    "{cmd}: 'm{m}.{word}' is neither an id (m1.c0:pipe:3.1) nor a name \
+                     (m1.c0/pipe/p)"
+                )
+            })?
+            .with_machine(m);
         if let Some(r) = self
             .remote_ids
             .iter()
@@ -245,7 +249,8 @@ impl Shell {
     }
 }
 
-/// A resource of another machine as the shell shows it: `m1.c0:pipe:3.1`.
+/// A resource of another machine as the shell shows it: its id, which carries the
+/// machine (`m1.c0:pipe:3.1`; machine 0's as `c0:pipe:3.1`).
 fn shown(r: &RemoteRes) -> String {
-    format!("m{}.{}", r.machine, r.id)
+    format!("{}", r.id.with_machine(r.machine))
 }

@@ -42,9 +42,26 @@ impl Shell {
                 return self.res_remote(sub, m, "c0", &args[1..]);
             }
         }
-        if let Some((m, what)) = args.first().and_then(|w| crate::mres::split_machine(w)) {
-            return self.res_remote(sub, m, what, &args[1..]);
+        // A resource names its machine: `m1.c0/pipe/p`, `m1.c0:pipe:3.1`, and an id of machine
+        // 0 (`c0:pipe:3.1`) typed on another machine is machine 0's (issue 17). This
+        // machine's, in any spelling, is used here.
+        let here = self.me.machine();
+        let mut local_args: Vec<&str> = args.to_vec();
+        if let Some(&word) = args.first() {
+            if let Some((m, what)) = crate::mres::split_machine(word) {
+                // (`res ls mK.cC` lists this machine's core there too.)
+                if m != here || sub == "ls" {
+                    return self.res_remote(sub, m, what, &args[1..]);
+                }
+                // A name is this machine's without its prefix; an id keeps its machine.
+                if what.contains('/') {
+                    local_args[0] = what;
+                }
+            } else if let Some(id) = ResId::parse(word).filter(|id| id.machine() != here) {
+                return self.res_remote(sub, id.machine(), word, &args[1..]);
+            }
         }
+        let args = local_args.as_slice();
         match sub {
             "ls" => self.res_ls(args),
             "open" => self.res_open(args),
@@ -105,7 +122,7 @@ impl Shell {
             _ => return Err("res ls: usage: res ls [CORE]".into()),
         };
         let all = res::list_all(core).map_err(|e| format!("res ls: core {core}: {e}"))?;
-        listing(&all, "");
+        listing(&all);
         Ok(())
     }
 
@@ -347,11 +364,11 @@ impl Shell {
     }
 }
 
-/// `res info`'s lines for `r` (`machine`: `m1:` before the id and name of another
-/// machine's resource, else empty).
+/// `res info`'s lines for `r` (`machine`: `m1.` before the name of another machine's
+/// resource, else empty; the id carries its machine).
 pub(crate) fn show_info(r: &ResInfo, machine: &str) {
     let kind = ResType::from_u8(r.kind).map_or("?", ResType::name);
-    println!("id       {machine}{} ({:#x})", r.id, r.id.0);
+    println!("id       {} ({:#x})", r.id, r.id.0);
     println!("name     {machine}c{}/{kind}/{}", r.id.core(), r.name());
     println!("creator  {}", user_text(r.creator));
     println!("rights   {}", rights_text(r.rights));
@@ -515,14 +532,14 @@ fn detail_text(r: &ResInfo) -> String {
     }
 }
 
-/// A listing of resources (`res ls`), each id after `prefix` (`m1.` for machine 1's).
-pub(crate) fn listing(all: &[ulib::abi::res::ResInfo], prefix: &str) {
+/// A listing of resources (`res ls`; an id carries its machine, `m1.c0:pipe:3.1`).
+pub(crate) fn listing(all: &[ulib::abi::res::ResInfo]) {
     println!(
         "{:<18} {:<8} {:<16} {:<8} {:<9}  {:<12} DETAIL",
         "ID", "TYPE", "NAME", "CREATOR", "RIGHTS", "SIZE"
     );
     for r in all {
-        let id = format!("{prefix}{}", r.id);
+        let id = format!("{}", r.id);
         let rights = rights_text(r.rights);
         let kind = ResType::from_u8(r.kind).map_or("?", ResType::name);
         println!(

@@ -165,10 +165,12 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
         let_go(region, at);
     }
     let n = MADE.fetch_add(1, Ordering::Relaxed);
-    // `fs-PID-X`, X 48 bits nobody can guess (`res::open_fresh`): under a name made of a
-    // count, a program could take the next ones first and keep this one from every file.
+    // `fs-PID-X` (PID as `CORE.SERIAL`: names are the machine's own, and a pid with its
+    // machine in it would not fit), X 48 bits nobody can guess (`res::open_fresh`): under
+    // a name made of a count, a program could take the next ones first and keep this one
+    // from every file.
     let region = res::open_fresh(
-        &format!("here/vregion/fs-{}", pid.0),
+        &format!("here/vregion/fs-{}.{}", pid.core(), pid.serial()),
         &FS_ICA_SIZE.to_le_bytes(),
         Rights::OWNER_ALL,
     )?;

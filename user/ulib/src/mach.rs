@@ -55,22 +55,29 @@ pub fn this_machine() -> Option<u8> {
 }
 
 /// Process `pid` of machine `machine` as issue 17 spells it: `m1.c2.5` (machine 1, core 2,
-/// serial 5); a pid of this machine alone stays `2.5`.
+/// serial 5), machine 0's too (`m0.c0.4`, which is `0.4`: `Pid`'s own spelling leaves
+/// machine 0 out).
 pub fn spell_pid(machine: u8, pid: Pid) -> alloc::string::String {
     alloc::format!("m{machine}.c{}.{}", pid.core(), pid.serial())
 }
 
-/// A process of a machine: `m1.c2.5`, or as the shell spelled it before, `m1:2.5`.
+/// A process of a machine named with its machine: `m1.c2.5`, or as the shell spelled it
+/// before, `m1:2.5`. The pid carries the machine (`Pid::machine`), as its kernel made it.
 pub fn parse_pid(word: &str) -> Option<(u8, Pid)> {
     let rest = word.strip_prefix('m')?;
-    let (m, pid) = match rest.split_once(':') {
-        Some((m, pid)) => (m, pid),
-        None => rest.split_once(".c")?,
+    let pid = match rest.split_once(':') {
+        Some((m, pid)) => {
+            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            let m: u8 = m.parse().ok().filter(|m| *m < 16)?;
+            Pid::parse(pid)
+                .filter(|p| p.machine() == 0)?
+                .with_machine(m)
+        }
+        None => Pid::parse(word)?,
     };
-    if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((m.parse().ok()?, Pid::parse(pid)?))
+    Some((pid.machine(), pid))
 }
 
 /// A remote run's words, `PROG [ARGS] -m M [-c C]`, taken apart by [`parse_run`].
