@@ -173,6 +173,19 @@ impl Pid {
         Pid::on(machine, self.core(), self.serial())
     }
 
+    /// Is this the one value `Pid::on` gives for its machine, core and serial (no other
+    /// bits set, a core below `MAX_CORES`)?
+    pub const fn is_canonical(self) -> bool {
+        self.0 == Pid::on(self.machine(), self.core(), self.serial()).0
+            && self.core() < crate::MAX_CORES
+    }
+
+    /// `core.serial` without the machine, as resource names spell a process of the
+    /// machine that opens them (`here/vregion/p0.7-kvc`; names are a machine's own).
+    pub const fn in_machine(self) -> InMachine {
+        InMachine(self)
+    }
+
     /// Parse `core.serial` (machine 0) or `mMACHINE.cCORE.SERIAL`, as `Display` writes
     /// them.
     pub fn parse(s: &str) -> Option<Pid> {
@@ -191,6 +204,16 @@ impl Pid {
         let core: usize = c.parse().ok()?;
         let serial: u32 = n.parse().ok()?;
         (core < crate::MAX_CORES && serial > 0).then_some(Pid::on(machine, core, serial))
+    }
+}
+
+/// A pid written without its machine ([`Pid::in_machine`]).
+#[derive(Clone, Copy, Debug)]
+pub struct InMachine(Pid);
+
+impl core::fmt::Display for InMachine {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{}.{}", self.0.core(), self.0.serial())
     }
 }
 
@@ -515,6 +538,13 @@ mod tests {
         assert_eq!(Pid::parse("m2.c3.17"), Some(q));
         assert_ne!(q, p);
         assert_eq!(q.with_machine(0), p);
+        assert_eq!(q.in_machine().to_string(), "3.17");
+        assert!(p.is_canonical() && q.is_canonical());
+        assert!(
+            !Pid(p.0 | 1 << 40).is_canonical(),
+            "junk between core and machine"
+        );
+        assert!(!Pid::new(64, 1).is_canonical(), "core 64");
         assert_eq!(p.machine(), 0);
         assert_eq!(Pid::on(15, 63, u32::MAX).to_string(), "m15.c63.4294967295");
         for bad in [

@@ -40,10 +40,12 @@ pub fn owns_pid(pid: Pid) -> bool {
 }
 
 /// A pid a program passed (`0`, "none" or "the caller", kept as it is), refused
-/// `NoSuchProcess` if it is another machine's.
+/// `NoSuchProcess` if it is another machine's or not as `Pid::on` writes one (other bits
+/// set, which `core()` and `serial()` ignore: the kernel compares pids whole, so such a
+/// value would name a process yet differ from its pid).
 pub fn local_pid(raw: u64) -> Result<Pid, abi::Error> {
     let pid = Pid(raw);
-    if raw != 0 && !owns_pid(pid) {
+    if raw != 0 && (!owns_pid(pid) || !pid.is_canonical()) {
         return Err(abi::Error::NoSuchProcess);
     }
     Ok(pid)

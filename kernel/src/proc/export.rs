@@ -20,9 +20,9 @@
 //! Only a process whose whole state is its memory and registers moves so: one with shared
 //! memory attached (vregions, ICAs) is `NotSupported`, and everything `MIGRATE` refuses is
 //! refused here too (threads, children, requests in flight, devices). Resource ids it
-//! holds (a pipe as its standard output, say) name resources of the machine it left and
-//! mean nothing, or another resource of the same user, where it goes: kernel ids carry no
-//! machine (docs/design.md, "Several machines"). Its console is the new machine's.
+//! holds (a pipe as its standard output, say) name resources of the machine it left, which
+//! the kernel there refuses (`NoSuchResource`: ids carry their machine, `crate::machine`).
+//! Its console is the new machine's.
 //!
 //! A move is its mover's: only the process that exported it finishes it (another
 //! ancestor's `MIGRATE_FINISH` is `Denied`: it would leave two copies). While the kernel
@@ -135,6 +135,10 @@ pub fn finish(pid: Pid, new: u64, machine: u64) -> Result<(), Error> {
             migrate::abort_export(pid).map(|()| Out::Unit)
         })
         .map(drop);
+    }
+    // The new pid is the other machine's, made by its kernel: it names that machine.
+    if new != 0 && (!Pid(new).is_canonical() || u64::from(Pid(new).machine()) != machine) {
+        return Err(Error::InvalidArgument);
     }
     let status = WaitStatus {
         how: abi::ENDED_MOVED_AWAY,

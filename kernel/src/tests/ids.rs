@@ -57,7 +57,8 @@ ktest! {
 
 ktest! {
     /// A pid carries this machine; kill, wait, migrate and a vspace of the same pid on
-    /// another machine are refused (`NoSuchProcess`), and the process runs on.
+    /// another machine, or of the pid with other bits set, are refused (`NoSuchProcess`),
+    /// and the process runs on.
     fn pids_carry_the_machine() -> TestResult {
         res::begin_flow(UserId::KERNEL);
         let pid = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn spin")?;
@@ -69,6 +70,11 @@ ktest! {
             kassert!(proc::migrate::migrate(theirs, percore::current_core()).err() == Some(Error::NoSuchProcess), "migrate of {theirs}");
             let vspace = res::open("here/vspace/ids-v", &theirs.0.to_le_bytes(), Rights::OWNER_ALL);
             kassert!(vspace.err() == Some(Error::NoSuchProcess), "vspace of {theirs}: {vspace:?}");
+            // Bits outside machine, core and serial: not this pid, though `core()` and
+            // `serial()` say so (it would slip past whole-pid checks such as "not itself").
+            let junk = abi::Pid(pid.0 | 1 << 40);
+            kassert!(proc::kill(junk) == Err(Error::NoSuchProcess), "kill of {:#x}", junk.0);
+            kassert!(proc::wait(junk, 0).err() == Some(Error::NoSuchProcess), "wait of {:#x}", junk.0);
             kassert!(!proc::has_ended(pid), "{pid} ended");
             // The same pid of this machine reaches it.
             let mine = res::open("here/vspace/ids-v", &pid.0.to_le_bytes(), Rights::OWNER_ALL);

@@ -93,7 +93,7 @@ fn bench(runs: u64, items: u64, ta_ms: u64, tb_ms: u64, nmax: u64) -> Result<(),
     // Under a name reserved for this process (`abi::res::reserved_for`): under a fixed
     // one, any program started first could keep the benchmark from running.
     let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let name = alloc::format!("here/endpoint/p{}.{}-diros", me.core(), me.serial());
+    let name = alloc::format!("here/endpoint/p{}-diros", me.in_machine());
     let ep = ipc::open_endpoint(&name, Rights(0x2f)).map_err(|e| format!("endpoint: {e}"))?;
     EP.store(ep.0, Ordering::SeqCst);
     for _ in 0..runs {
@@ -173,7 +173,7 @@ fn collect_one() -> Result<(), String> {
 fn threads_way(n: u64, items: u64, a_iters: u64, ep: ResId) -> Result<u64, String> {
     // Reserved for this process, as its endpoint is (`bench`).
     let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let name = format!("here/sem/p{me}-diros{n}");
+    let name = format!("here/sem/p{}-diros{n}", me.in_machine());
     let s = sem::open_sem(&name, 0, Rights(0x2f)).map_err(|e| format!("sem: {e}"))?;
     SEM.store(s.0, Ordering::SeqCst);
     STOP.store(false, Ordering::SeqCst);

@@ -60,7 +60,10 @@ pub fn child() -> i32 {
         let me = sys::getpid().map_err(|e| format!("getpid: {e}"))?;
         let mine = icas_of(me)?;
         if mine == 0 {
-            return Err(format!("no fs-{}-N request ICA to leave behind", me.0));
+            return Err(format!(
+                "no fs-{}-N request ICA to leave behind",
+                me.in_machine()
+            ));
         }
         Ok(())
     });
@@ -75,7 +78,7 @@ pub fn child() -> i32 {
 
 /// How many request ICAs of `ulib::fs` (`fs-PID-N` vregions) process `pid` has on its core.
 fn icas_of(pid: ulib::abi::Pid) -> Result<usize, String> {
-    let prefix = format!("fs-{}-", pid.0);
+    let prefix = format!("fs-{}-", pid.in_machine());
     Ok(res::list_all(pid.core())
         .map_err(|e| format!("list: {e}"))?
         .iter()
@@ -165,6 +168,6 @@ fn checks() -> Result<(), String> {
     }
     Err(format!(
         "the child's request ICAs (fs-{}-N) are still there after {LOOKS} looks",
-        pid.0
+        pid.in_machine()
     ))
 }

@@ -276,7 +276,7 @@ pub fn bad(c: &mut Client) -> Result<i32, String> {
     let mut wheres = alloc::vec![String::from("here")];
     if let Some(c) = other_core {
         wheres.push(format!("c{c}"));
-        let mine = format!("c{c}/vregion/p{me}-kvc-there");
+        let mine = format!("c{c}/vregion/p{}-kvc-there", me.in_machine());
         let id = res::open_vregion(&mine, 4096, Rights(0x3f))
             .map_err(|e| format!("opening {mine}, this process's own name: {e}"))?;
         res::close(id).map_err(|e| format!("close {mine}: {e}"))?;

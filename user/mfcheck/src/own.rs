@@ -57,7 +57,7 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
     let listed = ulib::fs::readdir(&root).map_err(|e| format!("ls {root}: {e}"))?;
     let (all, epoch) = m_::res_list(m, 0).map_err(|e| format!("list m{m}.c0: {e}"))?;
     let pid = machd_pid(m)?;
-    let prefix = format!("fs-{}.{}-", pid.core(), pid.serial());
+    let prefix = format!("fs-{}-", pid.in_machine());
     let own: Vec<_> = all
         .iter()
         .filter(|r| r.kind == ResType::VRegion as u8 && r.name().starts_with(&prefix))
@@ -68,7 +68,7 @@ pub fn machd_fs(m: u8) -> Result<String, String> {
     all_denied(m, epoch, &own, ("INFO", INFO))?;
     // Named alike but not machd's: reached as before.
     for name in [
-        format!("fs-{}.{}0-0", pid.core(), pid.serial()),
+        format!("fs-{}0-0", pid.in_machine()),
         format!("{prefix}999999"),
     ] {
         let r = m_::res_open(

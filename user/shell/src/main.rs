@@ -463,7 +463,9 @@ impl Shell {
         let [word] = args else {
             return Err("kill: usage: kill PID (e.g. kill 0.3)".into());
         };
-        let pid = Pid::parse(word)
+        // Any spelling (`0.3`, `m1.c0.3`, `m1:0.3`): one of this machine's comes here.
+        let pid = machines::parse_remote(word)
+            .map(|(_, pid)| pid)
             .ok_or_else(|| format!("kill: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)"))?;
         if pid == self.me {
             return Err(format!(
@@ -569,9 +571,11 @@ impl Shell {
         let pids: Vec<Pid> = match args {
             [] => self.jobs.iter().map(|j| j.pid).collect(),
             [word] => {
-                let pid = Pid::parse(word).ok_or_else(|| {
-                    format!("wait: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)")
-                })?;
+                let pid = machines::parse_remote(word)
+                    .map(|(_, pid)| pid)
+                    .ok_or_else(|| {
+                        format!("wait: bad pid '{word}' (expected CORE.SERIAL, e.g. 0.3)")
+                    })?;
                 let job = self.jobs.iter().find(|j| j.is(pid));
                 alloc::vec![job.ok_or_else(|| format!("wait: {pid} is not a job"))?.pid]
             }

@@ -47,15 +47,20 @@ impl Shell {
         // machine's, in any spelling, is used here.
         let here = self.me.machine();
         let mut local_args: Vec<&str> = args.to_vec();
+        let respelled;
         if let Some(&word) = args.first() {
             if let Some((m, what)) = crate::mres::split_machine(word) {
                 // (`res ls mK.cC` lists this machine's core there too.)
                 if m != here || sub == "ls" {
                     return self.res_remote(sub, m, what, &args[1..]);
                 }
-                // A name is this machine's without its prefix; an id keeps its machine.
+                // A name is this machine's without its prefix; an id in any spelling
+                // (`m1.c0:pipe:3.1`, `m1:c0:pipe:3.1`, `m1.0x...`) is written as its own.
                 if what.contains('/') {
                     local_args[0] = what;
+                } else if let Some(id) = ResId::parse(what) {
+                    respelled = format!("{}", id.with_machine(m));
+                    local_args[0] = &respelled;
                 }
             } else if let Some(id) = ResId::parse(word).filter(|id| id.machine() != here) {
                 return self.res_remote(sub, id.machine(), word, &args[1..]);

@@ -74,7 +74,7 @@ fn setup() -> Result<Setup, String> {
     // Under a name reserved for this process (`abi::res::reserved_for`): under a fixed
     // one, any program started first could keep the benchmark from running.
     let me = ulib::sys::getpid().map_err(|e| format!("getpid: {e}"))?;
-    let name = format!("here/endpoint/p{}.{}-timers", me.core(), me.serial());
+    let name = format!("here/endpoint/p{}-timers", me.in_machine());
     let endpoint = ipc::open_endpoint(&name, Rights(0x2f)).map_err(|e| format!("endpoint: {e}"))?;
     let long_timer = ipc::submit(&ipc::timer(LONG_NS)).map_err(|e| format!("long timer: {e}"))?;
     Ok(Setup {

@@ -170,7 +170,7 @@ fn take_ica(pid: crate::abi::Pid) -> Result<(ResId, u64), Error> {
     // a name made of a count, a program could take the next ones first and keep this one
     // from every file.
     let region = res::open_fresh(
-        &format!("here/vregion/fs-{}.{}", pid.core(), pid.serial()),
+        &format!("here/vregion/fs-{}", pid.in_machine()),
         &FS_ICA_SIZE.to_le_bytes(),
         Rights::OWNER_ALL,
     )?;
