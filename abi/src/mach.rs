@@ -199,10 +199,11 @@ pub const CALLABLE_PREFIX: &str = "pub.";
 /// find), `words[2]` the id (an open: the rights; a find: unused), `words[3]` a read's or
 /// write's `arg` or a control's command. The reply's `words[0]` is the result (the id
 /// opened or found, bytes read or written, the control's value), `words[1]` the machine's life and `words[2]` how many bytes came back
-/// at the ICA's start: a read's (at most [`RES_REMOTE_MAX`]) or an info's `ResInfo`. Only
-/// vregions, pipes and semaphores may be opened there (`NotSupported` else: a process, an
-/// endpoint or a compute opened by `machd` would be `machd`'s own; spawn with
-/// [`OP_SPAWN`]).
+/// at the ICA's start: a read's (at most [`RES_REMOTE_MAX`]) or an info's `ResInfo`.
+/// Vregions, pipes, semaphores, computes and processes may be opened there (a process is
+/// created stopped, that `machd`'s child noted as the caller's user's, as an
+/// [`OP_SPAWN`]'s; a compute's read with a pid as `words[3]` binds it); an endpoint is
+/// `NotSupported` (it would be that `machd`'s own).
 ///
 /// Nothing there waits: a pipe is read and written with `PIPE_NOWAIT`, so an empty pipe
 /// with a writer held, or a full one, answers `Again` (the caller asks again later), and a

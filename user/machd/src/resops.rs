@@ -23,8 +23,9 @@
 //! drop naming this `machd`'s own pid is `Denied` (its own holds are its bookkeeping's);
 //! at most [`HOLDS_PER_PROGRAM`] ends per program, [`HOLDS_MAX`] in all.
 //!
-//! Only vregions, pipes and semaphores may be opened here ([`OPENABLE`]): a process, an
-//! endpoint or a compute opened by `machd` would be `machd`'s own.
+//! Vregions, pipes, semaphores, computes and processes may be opened here ([`OPENABLE`]);
+//! a process opened so is noted as its requester's, as a remote spawn's child is. Not an
+//! endpoint: it would be `machd`'s own.
 //!
 //! | mrpc op | payload | reply |
 //! |---|---|---|
@@ -41,7 +42,7 @@ use ulib::abi::mach::{
     self, res_parts, RES_CLOSE, RES_CONTROL, RES_DATA_AT, RES_FIND, RES_INFO, RES_LIST,
     RES_LIST_MAX, RES_OPEN, RES_READ, RES_REMOTE_MAX, RES_WRITE,
 };
-use ulib::abi::res::{ResId, ResType, Rights, MAX_RES_NAME};
+use ulib::abi::res::{ResId, ResType, Rights, UserId, MAX_RES_NAME};
 use ulib::abi::syscall::control::{PIPE_DROP, PIPE_HOLD, PIPE_NOWAIT, SEM_P, SEM_TRY};
 use ulib::abi::{Error, Pid};
 use ulib::res;
@@ -52,11 +53,21 @@ const HEAD: usize = 8 * 8;
 /// Most pipe ends held here for programs of other machines, and for one program.
 const HOLDS_MAX: usize = 256;
 const HOLDS_PER_PROGRAM: usize = 32;
-/// The types a program of another machine may open here: a process, an endpoint or a
-/// compute opened by `machd` would be `machd`'s (its child, its endpoint), which the
-/// kernel would let it use whatever user it acts as; a remote program spawns by
-/// `OP_SPAWN`, which keeps each child its requester's.
-const OPENABLE: [ResType; 3] = [ResType::VRegion, ResType::Pipe, ResType::Sem];
+/// The types a program of another machine may open here. Not an endpoint: it would be
+/// `machd`'s own, which the kernel lets it receive on whatever user it acts as. A process
+/// (created stopped, a compute's to run: P4's process and compute resources) is
+/// `machd`'s child, which the kernel lets it kill and wait for whatever user it acts as,
+/// so it is noted as the requester's as a remote spawn's child is
+/// (`crate::ops::room_for`, `OP_KILL` and `OP_WAIT` only for that user), and it runs at
+/// an application's priority at most (the kernel's rule for a created process). A
+/// compute binds only a process of the user it is bound as (the kernel's rule).
+const OPENABLE: [ResType; 5] = [
+    ResType::VRegion,
+    ResType::Pipe,
+    ResType::Sem,
+    ResType::Compute,
+    ResType::Process,
+];
 
 /// A pipe end this `machd` holds for a program of another machine.
 pub struct Hold {
@@ -204,7 +215,21 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
                 return Err(Error::Denied);
             }
             let rights = Rights(u8::try_from(id.0).map_err(|_| Error::InvalidArgument)?);
-            crate::ops::as_user(user, || res::open(name, &data[len..], rights))?.0
+            if kind == ResType::Process {
+                crate::ops::room_for(s, user)?;
+            }
+            let opened = crate::ops::as_user(user, || res::open(name, &data[len..], rights))?;
+            if kind == ResType::Process {
+                // Its pid (the process type's size); a process made so is the user's.
+                match crate::ops::as_user(user, || res::size(opened)) {
+                    Ok(pid) => s.spawned.push((Pid(pid), UserId(user))),
+                    Err(e) => {
+                        let _ = crate::ops::as_user(user, || res::close(opened));
+                        return Err(e);
+                    }
+                }
+            }
+            opened.0
         }
         RES_FIND => {
             let name = core::str::from_utf8(data).map_err(|_| Error::BadName)?;

@@ -150,7 +150,7 @@ impl Shell {
                 remote: there,
                 name: j.name,
                 followed: false,
-                moved: true,
+                console_there: true,
                 drained: false,
             });
         }

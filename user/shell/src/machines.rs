@@ -36,9 +36,9 @@ pub(crate) struct RemoteJob {
     pub name: String,
     /// Its output comes to this console in the background (`machd` follows it).
     pub followed: bool,
-    /// It moved there (`migrate PID -m M`): its output is that machine's console's, not
-    /// relayed here.
-    pub moved: bool,
+    /// Its output is that machine's console's, not relayed here: it moved there (`migrate
+    /// PID -m M`), or a compute there runs it (`res bind mM.COMPUTE ...`).
+    pub console_there: bool,
     /// Its output has all been printed here (a `wait` stopped after that by a Ctrl-C): the
     /// next `wait` only waits.
     pub drained: bool,
@@ -385,7 +385,7 @@ pub(crate) fn start_relayed(args: &[&str], stdin: bool) -> Result<RemoteJob, Str
         remote: r,
         name: String::from(prog),
         followed: false,
-        moved: false,
+        console_there: false,
         drained: false,
     })
 }
@@ -492,7 +492,7 @@ pub(crate) fn pipe_into(
 /// following it (if it did, and had not seen the end already). `false`: a Ctrl-C stopped
 /// it first ([`OnCtrlC::stop_waiting`]), and `machd` follows the job again.
 fn drain(j: &mut RemoteJob, on: &mut OnCtrlC) -> Result<bool, String> {
-    if j.moved || j.drained {
+    if j.console_there || j.drained {
         return Ok(true);
     }
     let who = j.remote.words(0);

@@ -119,10 +119,12 @@ commands:
   res unbind COMPUTE              stop COMPUTE's process (it keeps its state)
   res kill PROCESS                end the process of a process resource
   res ls mK[.cC]                  the resources of core C (default 0) of machine K
-  res open|close|info|read|write mK.RES ...
+  res open|close|info|read|write|bind|unbind|kill mK.RES ...
                                   the same on machine K's resource (a name there, e.g.
-                                  m1.c0/pipe/p, or an id res open printed); only
-                                  vregions, pipes and semaphores are opened there
+                                  m1.c0/pipe/p, or its id, m1.c0:pipe:3.1); vregions,
+                                  pipes, semaphores, computes and processes are opened
+                                  there; res bind mK.COMPUTE mK.PROCESS runs the
+                                  process there as a job (its output on K's console)
   su [USER]                       act as USER (a number) for the resource rights, or
                                   without USER as the user the shell started as
   whoami                          the user this shell acts as

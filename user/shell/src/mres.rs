@@ -4,8 +4,10 @@
 //! made there by that machine's `machd` as this shell's user, so its kernel checks the
 //! rights). A resource there is named by its name (looked up there, `RES_FIND`) or by its
 //! id as `res open` printed it; an id this shell did not print is taken to be of the
-//! machine's present life. Only vregions, pipes and semaphores may be opened there; a pipe
-//! is never waited for there (a read of an empty one with a writer held says so).
+//! machine's present life. Vregions, pipes, semaphores, computes and processes may be
+//! opened there (a process created stopped; `res bind mK.COMPUTE mK.PROCESS` runs it there
+//! as a job of this shell, `res unbind`, `res kill` as locally); a pipe is never waited
+//! for there (a read of an empty one with a writer held says so).
 
 use crate::res::{parse_size, show_info};
 use crate::Shell;
@@ -13,6 +15,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use ulib::abi::res::{ResId, ResName, ResType, Rights};
+use ulib::abi::syscall::control;
 use ulib::abi::{mach, Error};
 use ulib::mach::{self as m_, RemoteRes};
 use ulib::println;
@@ -157,10 +160,100 @@ impl Shell {
                 println!("wrote {n} bytes at offset {offset}");
                 Ok(())
             }
+            "bind" => self.mres_bind(m, what, args),
+            "unbind" => {
+                if !args.is_empty() {
+                    return Err("res unbind: usage: res unbind mK.COMPUTE".into());
+                }
+                let r = self.mres_resolve(&cmd, m, what)?;
+                if r.id.kind() != Some(ResType::Compute) {
+                    return Err(format!("{cmd} {}: not a compute", shown(&r)));
+                }
+                // A write to a compute unbinds it (its process stops, keeping its state).
+                m_::res_write(&r, &[], 0).map_err(|e| said(&cmd, &shown(&r), e))?;
+                Ok(())
+            }
+            "kill" => {
+                if !args.is_empty() {
+                    return Err("res kill: usage: res kill mK.PROCESS".into());
+                }
+                let r = self.mres_resolve(&cmd, m, what)?;
+                if r.id.kind() != Some(ResType::Process) {
+                    return Err(format!("{cmd} {}: not a process", shown(&r)));
+                }
+                m_::res_control(&r, control::KILL, 0, 0).map_err(|e| said(&cmd, &shown(&r), e))?;
+                Ok(())
+            }
             _ => Err(format!(
-                "{cmd}: not for another machine's resources (open, close, info, read, write are)"
+                "{cmd}: not for another machine's resources (ls, open, close, info, read, \
+                 write, bind, unbind, kill are)"
             )),
         }
+    }
+
+    /// `res bind mK.COMPUTE PID|PROCESS`: machine K's compute runs a stopped process of
+    /// this shell's user there (a pid `mK.cC.S`, or a process resource `mK.c0/process/p`,
+    /// `mK.c0:process:5.1`); it becomes a job here (`wait`), its output on K's console.
+    fn mres_bind(&mut self, m: u8, what: &str, args: &[&str]) -> Result<(), String> {
+        let cmd = "res bind";
+        let [target] = args else {
+            return Err("res bind: usage: res bind mK.COMPUTE mK.cC.S|mK.PROCESS".into());
+        };
+        let compute = self.mres_resolve(cmd, m, what)?;
+        if compute.id.kind() != Some(ResType::Compute) {
+            return Err(format!("{cmd} {}: not a compute", shown(&compute)));
+        }
+        let on_m = |pm: u8| {
+            if pm == m {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{cmd}: {target} is not of machine {m}: a compute runs its own machine's \
+                     processes"
+                ))
+            }
+        };
+        let (pid, name) = match crate::machines::parse_remote(target) {
+            Some((pm, pid)) => {
+                on_m(pm)?;
+                (pid, String::from("process"))
+            }
+            None => {
+                let (pm, word) = split_machine(target).ok_or_else(|| {
+                    format!("{cmd}: '{target}' is neither a pid (m1.c0.5) nor a process (m1.c0/process/p)")
+                })?;
+                on_m(pm)?;
+                let process = self.mres_resolve(cmd, m, word)?;
+                if process.id.kind() != Some(ResType::Process) {
+                    return Err(format!("{cmd} {}: not a process", shown(&process)));
+                }
+                let p =
+                    m_::res_process_info(&process).map_err(|e| said(cmd, &shown(&process), e))?;
+                (p.pid, String::from(p.name()))
+            }
+        };
+        // A compute's read binds it to the process its argument names.
+        m_::res_read(&compute, &mut [], pid.0).map_err(|e| said(cmd, &shown(&compute), e))?;
+        let remote = m_::Remote {
+            machine: m,
+            epoch: compute.epoch,
+            pid,
+        };
+        if self.remote_jobs.iter().all(|j| j.remote != remote) {
+            self.remote_jobs.push(crate::machines::RemoteJob {
+                remote,
+                name,
+                followed: false,
+                console_there: true,
+                drained: false,
+            });
+        }
+        println!(
+            "{}: running on {} (its output on machine {m}'s console)",
+            m_::spell_pid(m, pid),
+            shown(&compute)
+        );
+        Ok(())
     }
 
     /// `res open mK.NAME [ARG] [-r RIGHTS]`: a vregion (SIZE), pipe ([CAPACITY]) or
@@ -194,6 +287,23 @@ impl Shell {
                 .to_le_bytes()
                 .to_vec(),
             ResType::Pipe => number("CAPACITY")?.map_or(Vec::new(), |c| c.to_le_bytes().to_vec()),
+            ResType::Compute => match args.as_slice() {
+                [w] => w
+                    .parse::<u64>()
+                    .map_err(|_| format!("res open: bad mips '{w}'"))?
+                    .to_le_bytes()
+                    .to_vec(),
+                _ => return Err("res open: usage: res open mK.LOC/compute/NAME MIPS".into()),
+            },
+            ResType::Process => {
+                let Some((&program, program_args)) = args.split_first() else {
+                    return Err(
+                        "res open: usage: res open mK.LOC/process/NAME PROGRAM [ARGS...]".into(),
+                    );
+                };
+                ulib::res::process_args(program, program_args)
+                    .map_err(|e| format!("res open: {e}: {program}"))?
+            }
             ResType::Sem => match args.as_slice() {
                 [w] => w
                     .parse::<u64>()
@@ -204,7 +314,8 @@ impl Shell {
             },
             _ => {
                 return Err(String::from(
-                    "res open: only vregions, pipes and semaphores on another machine",
+                    "res open: only vregions, pipes, semaphores, computes and processes on \
+                     another machine",
                 ))
             }
         };

@@ -651,6 +651,14 @@ pub fn res_read(r: &RemoteRes, buf: &mut [u8], arg: u64) -> Result<usize, Error>
     )
 }
 
+/// The record of process resource `r` of another machine (a read of it, as
+/// `res::process_info` locally): its pid there, name, state.
+pub fn res_process_info(r: &RemoteRes) -> Result<crate::abi::ProcInfo, Error> {
+    let mut out = crate::abi::ProcInfo::EMPTY;
+    res_read(r, bytemuck::bytes_of_mut(&mut out), 0)?;
+    Ok(out)
+}
+
 /// Write `bytes` (at most `abi::mach::RES_REMOTE_MAX`) to `r` with `arg`: how many were
 /// taken. A full pipe is `Again` (offer them again later). A write that ends `TimedOut`
 /// may have been made there: offered again, a pipe would get its bytes twice.
