@@ -69,7 +69,8 @@ commands:
                                   core), each on its core; waits for all of them
   run A ... < IN, run ... Z > OUT, run ... Z >> OUT
                                   a file on the disk as A's input or Z's output
-                                  (fcat IN | A ..., ... Z | fsave [-a] OUT)
+                                  (fcat IN | A ..., ... Z | fsave [-a] OUT), or a pipe
+                                  resource (c1/pipe/p; m1.c0/pipe/p of machine 1)
   remote CORE PROG [ARGS...]      run PROG on CORE with its output on this console and
                                   wait for it (P0's remote command)
   jobs                            the background programs that have not ended

@@ -39,7 +39,7 @@ use crate::{cores, failure, parse_run, wait_foreground, Stage};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use ulib::abi::res::ResId;
+use ulib::abi::res::{ResId, ResName, ResType};
 use ulib::abi::syscall::control;
 use ulib::abi::{self, Pid, Priority, WaitStatus};
 use ulib::stdio::{self, Stream};
@@ -48,6 +48,16 @@ use ulib::sys;
 /// `run A ... | B ... [| ...]` (`words` after `run`); any program may run on another
 /// machine (`-m M`).
 pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
+    pipeline_between(words, (Stream::Console, Stream::Console), typeahead)
+}
+
+/// [`pipeline`] with `ends`: the first program's input and the last one's output (a pipe
+/// resource given by `<` or `>`; only for programs of this machine).
+fn pipeline_between(
+    words: &[&str],
+    ends: (Stream, Stream),
+    typeahead: &mut Vec<u8>,
+) -> Result<(), String> {
     let mut parts: Vec<&[&str]> = words.split(|w| *w == "|").map(strip_run).collect();
     let remote = |p: &&[&str]| p.contains(&"-m");
     let n = parts.len();
@@ -74,11 +84,18 @@ pub fn pipeline(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String> {
         stages.push(stage);
     }
     let here = sys::core().map_err(|e| format!("run: {e}"))?;
+    let console = (Stream::Console, Stream::Console);
+    if ends != console && (from.is_some() || to.is_some() || stages.iter().any(|s| s.prog == MRUN))
+    {
+        return Err(
+            "run: a pipe as input or output ('<', '>') only for programs of this machine".into(),
+        );
+    }
     let mut pipes: Vec<ResId> = Vec::new();
     let result = match (from, to) {
         (Some(first), _) => from_machine(first, &stages, here, &mut pipes, typeahead),
         (_, Some(last)) => to_machine(&stages, last, here, &mut pipes, typeahead),
-        _ => start_and_wait(&stages, here, &mut pipes, typeahead),
+        _ => start_and_wait(&stages, here, ends, &mut pipes, typeahead),
     };
     for id in pipes {
         // Dropping ends the shell still holds is harmless if already dropped.
@@ -161,19 +178,108 @@ pub fn redirected(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String>
         }
         i += 2;
     }
+    // A pipe resource instead of a file: the program reads or writes it itself.
+    let in_pipe = input.and_then(pipe_of).transpose()?;
+    let out_pipe = output.and_then(|(w, _)| pipe_of(w)).transpose()?;
     let mut all: Vec<&str> = Vec::new();
-    if let Some(file) = input {
+    if let (Some(file), None) = (input, &in_pipe) {
         all.extend(["fcat", file, "|"]);
     }
     all.extend(rest);
-    if let Some((file, append)) = output {
+    if let (Some((file, append)), None) = (output, &out_pipe) {
         all.extend(["|", "fsave"]);
         if append {
             all.push("-a");
         }
         all.push(file);
     }
-    pipeline(&all, typeahead)
+    let ends = (
+        in_pipe
+            .as_ref()
+            .map_or(Stream::Console, |p| Stream::Pipe(p.id)),
+        out_pipe
+            .as_ref()
+            .map_or(Stream::Console, |p| Stream::Pipe(p.id)),
+    );
+    // The shell holds the ends the programs use while it starts them (this machine's: until
+    // each program holds its own; another machine's: until they end, since they hold their
+    // own there only when they start), so that the other side sees no EOF or `Gone` first.
+    let held: Vec<(&PipeEnd, u64)> = [
+        (in_pipe.as_ref(), control::PIPE_READ_END),
+        (out_pipe.as_ref(), control::PIPE_WRITE_END),
+    ]
+    .into_iter()
+    .filter_map(|(p, end)| p.map(|p| (p, end)))
+    .collect();
+    for &(p, end) in &held {
+        p.control(control::PIPE_HOLD, end)
+            .map_err(|e| format!("run: cannot hold pipe {}: {e}", p.id))?;
+    }
+    let result = pipeline_between(&all, ends, typeahead);
+    for (p, end) in held {
+        let _ = p.control(control::PIPE_DROP, end);
+    }
+    result
+}
+
+/// A pipe resource named as a redirection's target: this machine's or another's.
+struct PipeEnd {
+    id: ResId,
+    /// Another machine's (with its life): reached through `machd`.
+    remote: Option<ulib::mach::RemoteRes>,
+}
+
+impl PipeEnd {
+    /// Control command `cmd` (`PIPE_HOLD`, `PIPE_DROP`) of end `end` for this shell.
+    fn control(&self, cmd: u64, end: u64) -> Result<u64, ulib::abi::Error> {
+        match &self.remote {
+            Some(r) => ulib::mach::res_control(r, cmd, end, 0),
+            None => ulib::res::control(self.id, cmd, end, 0),
+        }
+    }
+}
+
+/// `word` as a pipe resource, if it names one rather than a file: `LOC/pipe/NAME` or a
+/// pipe's id (`c0:pipe:3.1`), with `mK.` before either for machine K's (`m1.c0/pipe/p`,
+/// `m1.c0:pipe:3.1`). A file is named `NAME`, `/DIR/NAME` or `mK:NAME`.
+fn pipe_of(word: &str) -> Option<Result<PipeEnd, String>> {
+    let here = sys::getpid().map_or(0, |p| p.machine());
+    let (machine, rest) = match crate::mres::split_machine(word) {
+        Some((m, rest)) if !word.starts_with(&format!("m{m}:")) => (m, rest),
+        _ => (here, word),
+    };
+    let named = ResName::parse(rest).is_ok_and(|n| n.kind == ResType::Pipe);
+    let id = ResId::parse(rest).filter(|id| id.kind() == Some(ResType::Pipe));
+    if !named && id.is_none() {
+        return None;
+    }
+    let id = id.map(|id| id.with_machine(machine));
+    Some(if machine == here {
+        match id {
+            Some(id) => Ok(PipeEnd { id, remote: None }),
+            None => ulib::res::find(rest)
+                .map(|r| PipeEnd {
+                    id: r.id,
+                    remote: None,
+                })
+                .map_err(|e| format!("run: {e}: {word}")),
+        }
+    } else {
+        let remote = match id {
+            Some(id) => ulib::mach::epoch_of(machine).map(|epoch| ulib::mach::RemoteRes {
+                machine,
+                epoch,
+                id,
+            }),
+            None => ulib::mach::res_find(machine, rest),
+        };
+        remote
+            .map(|r| PipeEnd {
+                id: r.id.with_machine(machine),
+                remote: Some(r),
+            })
+            .map_err(|e| format!("run: {e}: {word}"))
+    })
 }
 
 /// Start one stage: a program of the boot archive, else (a path, or a name not in the
@@ -216,6 +322,7 @@ fn start_stage(stage: &Stage, input: Stream, output: Stream) -> Result<Pid, Stri
 fn start_and_wait(
     stages: &[Stage],
     here: usize,
+    (first_input, last_output): (Stream, Stream),
     pipes: &mut Vec<ResId>,
     typeahead: &mut Vec<u8>,
 ) -> Result<(), String> {
@@ -225,10 +332,10 @@ fn start_and_wait(
     let mut pids: Vec<(Pid, &str)> = Vec::new();
     for (i, stage) in stages.iter().enumerate() {
         let input = match i {
-            0 => Stream::Console,
+            0 => first_input,
             i => Stream::Pipe(pipes[i - 1]),
         };
-        let output = pipes.get(i).map_or(Stream::Console, |p| Stream::Pipe(*p));
+        let output = pipes.get(i).map_or(last_output, |p| Stream::Pipe(*p));
         match start_stage(stage, input, output) {
             Ok(pid) => pids.push((pid, stage.prog)),
             Err(e) => {

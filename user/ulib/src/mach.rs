@@ -146,6 +146,16 @@ fn server() -> Result<FnId, Error> {
     }
 }
 
+/// The present life (epoch) of machine `machine`, as this machine's `machd` last heard it
+/// (`NoSuchResource` while it has never been heard from).
+pub fn epoch_of(machine: u8) -> Result<u32, Error> {
+    let w = ask(mach::OP_MEMBER, [u64::from(machine), 0, 0, 0, 0, 0])?;
+    u32::try_from(w[2])
+        .ok()
+        .filter(|e| *e != 0)
+        .ok_or(Error::NoSuchResource)
+}
+
 /// One request to `machd` without an ICA: its answer's words.
 fn ask(op: u64, words: [u64; 6]) -> Result<[u64; 6], Error> {
     let (_, r) = fnid::call_fn(server()?, &Msg { label: op, words })?;

@@ -12,10 +12,22 @@
 //!
 //! Writing to a pipe whose readers have all gone ends the program with [`BROKEN_PIPE`]
 //! (Unix's writer, killed by SIGPIPE, ends the same way).
+//!
+//! **A pipe of another machine** (issue 17; its id names that machine, `m1.c0:pipe:3.1`)
+//! may be a stream too (`run PROG > m1.c0/pipe/p` in the shell): its bytes travel through
+//! this machine's `machd` (`mach::res_read`, `res_write`: that machine's `machd` makes
+//! them there as this program's user). Nothing waits there, so an empty or full pipe
+//! answers `Again` and the program asks again after a pause (1 ms, doubling to 20 ms).
+//! The parent cannot hold an end there for the child (a hold there is made for the
+//! program that asks), so the child holds its own ends when it starts ([`take_tag`]) and
+//! lets go of them at its end ([`finish`]; that `machd` lets go of them too if it ends
+//! otherwise); the parent holds the end itself until the child has ended if the reader
+//! must not see EOF before.
 
 use crate::abi::res::ResId;
 use crate::abi::syscall::control;
 use crate::abi::{Error, Pid, Priority};
+use crate::mach::{self, RemoteRes};
 use alloc::format;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -30,6 +42,64 @@ pub const BROKEN_PIPE: i32 = 141;
 static STDIN: AtomicU64 = AtomicU64::new(0);
 /// The standard output's pipe id (0: the console).
 static STDOUT: AtomicU64 = AtomicU64::new(0);
+/// The life of the machine of each stream's pipe, if it is another machine's (0: not
+/// looked up yet).
+static STDIN_EPOCH: AtomicU64 = AtomicU64::new(0);
+static STDOUT_EPOCH: AtomicU64 = AtomicU64::new(0);
+/// This program's machine plus one (0: not looked up yet).
+static HERE: AtomicU64 = AtomicU64::new(0);
+
+/// This program's machine (its pid says).
+fn here() -> u8 {
+    match HERE.load(Ordering::Relaxed) {
+        0 => {
+            let m = crate::sys::getpid().map_or(0, |p| p.machine());
+            HERE.store(u64::from(m) + 1, Ordering::Relaxed);
+            m
+        }
+        m => (m - 1) as u8,
+    }
+}
+
+/// Is `id` a resource of another machine?
+pub fn elsewhere(id: ResId) -> bool {
+    id.machine() != here()
+}
+
+/// Pipe `id` of another machine, with that machine's life (looked up once per stream).
+fn remote(id: ResId, epoch: &AtomicU64) -> Result<RemoteRes, Error> {
+    let e = match epoch.load(Ordering::Relaxed) {
+        0 => {
+            let e = mach::epoch_of(id.machine())?;
+            epoch.store(u64::from(e), Ordering::Relaxed);
+            e
+        }
+        e => e as u32,
+    };
+    Ok(RemoteRes {
+        machine: id.machine(),
+        epoch: e,
+        id,
+    })
+}
+
+/// The pause before asking a pipe of another machine again.
+const PAUSE_MIN_NS: u64 = 1_000_000;
+const PAUSE_MAX_NS: u64 = 20_000_000;
+
+/// `op` on a pipe of another machine until it answers other than `Again`.
+fn patiently<T>(mut op: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
+    let mut pause = PAUSE_MIN_NS;
+    loop {
+        match op() {
+            Err(Error::Again) => {
+                let _ = crate::sys::sleep_ns(pause);
+                pause = (pause * 2).min(PAUSE_MAX_NS);
+            }
+            r => return r,
+        }
+    }
+}
 
 /// Where a standard stream goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,6 +113,14 @@ impl Stream {
         match self {
             Stream::Console => 0,
             Stream::Pipe(id) => id.0,
+        }
+    }
+
+    /// The stream, or the console in its place if it is a pipe of another machine.
+    fn filter_local(self) -> Stream {
+        match self {
+            Stream::Pipe(id) if elsewhere(id) => Stream::Console,
+            s => s,
         }
     }
 
@@ -83,6 +161,22 @@ pub fn take_tag(arg: &str) -> bool {
     };
     STDIN.store(input, Ordering::Relaxed);
     STDOUT.store(output, Ordering::Relaxed);
+    // A pipe of another machine: this program holds its end there itself (the parent
+    // could not hold it for this program).
+    for (raw, end, epoch) in [
+        (input, control::PIPE_READ_END, &STDIN_EPOCH),
+        (output, control::PIPE_WRITE_END, &STDOUT_EPOCH),
+    ] {
+        if let Stream::Pipe(id) = Stream::of(raw) {
+            if elsewhere(id) {
+                if let Err(e) = remote(id, epoch)
+                    .and_then(|r| mach::res_control(&r, control::PIPE_HOLD, end, 0))
+                {
+                    crate::eprintln!("stdio: cannot hold pipe {id}: {e}");
+                }
+            }
+        }
+    }
     true
 }
 
@@ -90,10 +184,19 @@ pub fn take_tag(arg: &str) -> bool {
 pub fn write(bytes: &[u8]) -> Result<usize, Error> {
     match stdout() {
         Stream::Console => crate::sys::write(bytes),
-        Stream::Pipe(id) => match crate::res::write(id, bytes, 0) {
-            Err(Error::Gone) => crate::sys::exit(BROKEN_PIPE),
-            r => r,
-        },
+        Stream::Pipe(id) => {
+            let r = if elsewhere(id) {
+                let pipe = remote(id, &STDOUT_EPOCH)?;
+                let some = &bytes[..bytes.len().min(crate::abi::mach::RES_REMOTE_MAX)];
+                patiently(|| mach::res_write(&pipe, some, control::PIPE_NOWAIT))
+            } else {
+                crate::res::write(id, bytes, 0)
+            };
+            match r {
+                Err(Error::Gone) => crate::sys::exit(BROKEN_PIPE),
+                r => r,
+            }
+        }
     }
 }
 
@@ -102,6 +205,11 @@ pub fn write(bytes: &[u8]) -> Result<usize, Error> {
 pub fn read(buf: &mut [u8]) -> Result<usize, Error> {
     match stdin() {
         Stream::Console => crate::sys::read(buf),
+        Stream::Pipe(id) if elsewhere(id) => {
+            let pipe = remote(id, &STDIN_EPOCH)?;
+            let n = buf.len().min(crate::abi::mach::RES_REMOTE_MAX);
+            patiently(|| mach::res_read(&pipe, &mut buf[..n], control::PIPE_NOWAIT))
+        }
         Stream::Pipe(id) => crate::res::read(id, buf, 0),
     }
 }
@@ -121,11 +229,19 @@ pub fn read_to_end() -> Result<Vec<u8>, Error> {
 /// The program is done with its streams: it lets go of its pipes' ends, so the reader of
 /// its output sees EOF now (called by `rt::start` when `main` returns).
 pub fn finish() {
-    if let Stream::Pipe(id) = stdout() {
-        let _ = crate::res::control(id, control::PIPE_DROP, control::PIPE_WRITE_END, 0);
-    }
-    if let Stream::Pipe(id) = stdin() {
-        let _ = crate::res::control(id, control::PIPE_DROP, control::PIPE_READ_END, 0);
+    for (stream, end, epoch) in [
+        (stdout(), control::PIPE_WRITE_END, &STDOUT_EPOCH),
+        (stdin(), control::PIPE_READ_END, &STDIN_EPOCH),
+    ] {
+        let Stream::Pipe(id) = stream else {
+            continue;
+        };
+        if elsewhere(id) {
+            let _ =
+                remote(id, epoch).and_then(|r| mach::res_control(&r, control::PIPE_DROP, end, 0));
+        } else {
+            let _ = crate::res::control(id, control::PIPE_DROP, end, 0);
+        }
     }
 }
 
@@ -214,7 +330,8 @@ fn with_streams(
         (output, control::PIPE_WRITE_END),
     ];
     for (stream, end) in held {
-        if let Stream::Pipe(id) = stream {
+        // A pipe of another machine: the child holds its end there itself.
+        if let Stream::Pipe(id) = stream.filter_local() {
             // A child that already ended (it could not have used the pipe yet: it has not
             // got the end) is `NoSuchProcess`: nothing to hold.
             match crate::res::control(id, control::PIPE_HOLD, end, pid.0) {
