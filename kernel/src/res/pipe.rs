@@ -29,7 +29,8 @@
 //! A pid that moved to another core (`migrate`) is a new pid: its old one counts as ended.
 //!
 //! READ and WRITE with `arg` [`control::PIPE_NOWAIT`] never wait: where they would, they
-//! answer `Again` (a server serving a pipe for others must not block in it: `machd`).
+//! first forget the holders that ended (as a waiter does) and try once more, then answer
+//! `Again` (a server serving a pipe for others must not block in it: `machd`).
 //!
 //! OPEN takes the capacity (8 bytes, 1..=[`MAX_CAPACITY`]; no arguments: [`CAPACITY`]).
 //! CLOSE answers every waiter `StaleResource`. RES_INFO: size = bytes buffered, detail =
@@ -102,10 +103,17 @@ pub struct Inner {
 }
 
 /// A READ that found the pipe empty with a writer held: wait for bytes or EOF.
-pub struct ReadWait(u64);
+pub struct ReadWait {
+    len: u64,
+    /// `PIPE_NOWAIT`: look once more, then `Again` ([`once`]).
+    nowait: bool,
+}
 
-/// A WRITE that found the pipe full: wait for room, or for the last reader to go.
-pub struct WriteWait;
+/// A WRITE that found the pipe full: wait for room, or for the last reader to go
+/// (`PIPE_NOWAIT`: look once more, then `Again`).
+pub struct WriteWait {
+    nowait: bool,
+}
 
 /// `PIPE_HOLD` of a process: it is checked alive outside the table.
 pub struct Hold {
@@ -157,8 +165,7 @@ impl Resource for Pipe {
         let nowait = nowait(arg)?;
         Ok(match self.try_read(len) {
             Some(bytes) => Step::Done(ReadOut::Bytes(bytes)),
-            None if nowait => return Err(Error::Again),
-            None => Step::Later(ReadWait(len)),
+            None => Step::Later(ReadWait { len, nowait }),
         })
     }
 
@@ -167,8 +174,7 @@ impl Resource for Pipe {
         let nowait = nowait(arg)?;
         Ok(match self.try_write(data)? {
             Some(n) => Step::Done(n),
-            None if nowait => return Err(Error::Again),
-            None => Step::Later(WriteWait),
+            None => Step::Later(WriteWait { nowait }),
         })
     }
 
@@ -306,15 +312,48 @@ impl Inner {
 
 impl Later<ReadOut> for ReadWait {
     fn run(self, id: ResId, _: &[u8]) -> Result<ReadOut, Error> {
-        wait(id, |p| Ok(p.try_read(self.0))).map(ReadOut::Bytes)
+        let attempt = |p: &mut Pipe| Ok(p.try_read(self.len));
+        match self.nowait {
+            true => once(id, attempt),
+            false => wait(id, attempt),
+        }
+        .map(ReadOut::Bytes)
     }
 }
 
 impl Later<u64> for WriteWait {
     /// `data` is what WRITE was given.
     fn run(self, id: ResId, data: &[u8]) -> Result<u64, Error> {
-        wait(id, |p| p.try_write(data))
+        let attempt = |p: &mut Pipe| p.try_write(data);
+        match self.nowait {
+            true => once(id, attempt),
+            false => wait(id, attempt),
+        }
     }
+}
+
+/// A `PIPE_NOWAIT` read or write that would wait: forget the holders that ended, as a
+/// waiter does after a tick, and try once more; `Again` if it still would wait. So a
+/// caller that asks again and again instead of waiting (`machd`, for a program of another
+/// machine) reads EOF, or fails `Gone`, once the other side's holders have died without
+/// letting go, as a waiter would; before, it was answered `Again` for ever.
+fn once<T>(
+    id: ResId,
+    mut attempt: impl FnMut(&mut Pipe) -> Result<Option<T>, Error>,
+) -> Result<T, Error> {
+    // The holders still alive: asked of their cores, outside the table.
+    let (readers, writers) =
+        local::with_state(id, &[], |p: &mut Pipe| Ok((p.readers.clone(), p.writers.clone())))?;
+    let gone: Vec<Pid> = readers
+        .into_iter()
+        .chain(writers)
+        .filter(|p| !alive(*p))
+        .collect();
+    local::with_state(id, &[], |p: &mut Pipe| {
+        p.forget(&gone);
+        attempt(p)
+    })?
+    .ok_or(Error::Again)
 }
 
 impl Later<u64> for Hold {

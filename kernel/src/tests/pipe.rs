@@ -297,8 +297,9 @@ ktest! {
 ktest! {
     /// `PIPE_NOWAIT` and `SEM_TRY` never wait: an empty pipe with a writer held and a full
     /// one answer `Again` (on another core's pipe too), and what can be done is done (the
-    /// bytes, EOF); any other `arg` is `InvalidArgument`; a semaphore at 0 answers `Again`
-    /// to `SEM_TRY` and a unit once one is given.
+    /// bytes, EOF); a holder that died without letting go is forgotten at the next look
+    /// (EOF, `Gone`); any other `arg` is `InvalidArgument`; a semaphore at 0 answers
+    /// `Again` to `SEM_TRY` and a unit once one is given.
     fn nowait_and_sem_try_answer_again() -> TestResult {
         use control::PIPE_NOWAIT;
         let core = smp::cores_planned() - 1;
@@ -323,6 +324,28 @@ ktest! {
             ReadOut::Bytes(b) => kassert!(b.is_empty(), "EOF read {b:?}"),
             ReadOut::Value(v) => return Err(format!("read gave a value {v}")),
         }
+        // A holder that died without letting go: the next look forgets it (as a waiter
+        // would) instead of answering `Again` for ever (a program of another machine
+        // reading through machd polled a dead writer's pipe without end).
+        let writer = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn writer")?;
+        c.pids.push(writer);
+        hold(pipe, PIPE_WRITE_END, writer)?;
+        kassert!(res::read(pipe, 8, PIPE_NOWAIT).err() == Some(Error::Again), "read of an empty pipe, writer alive");
+        end_and_reap(writer);
+        c.pids.retain(|p| *p != writer);
+        match e(res::read(pipe, 100, PIPE_NOWAIT), "read after the writer died")? {
+            ReadOut::Bytes(b) => kassert!(b.is_empty(), "EOF read {b:?}"),
+            ReadOut::Value(v) => return Err(format!("read gave a value {v}")),
+        }
+        let reader = e(proc::spawn("spin", &[], Priority::App, TEST_PARENT), "spawn reader")?;
+        c.pids.push(reader);
+        drop_end(pipe, PIPE_READ_END, holder)?;
+        hold(pipe, PIPE_READ_END, reader)?;
+        kassert!(e(res::write(pipe, b"01234567", PIPE_NOWAIT), "fill")? == 8, "a write fills the pipe");
+        kassert!(res::write(pipe, b"x", PIPE_NOWAIT) == Err(Error::Again), "write to a full pipe, reader alive");
+        end_and_reap(reader);
+        c.pids.retain(|p| *p != reader);
+        kassert!(res::write(pipe, b"x", PIPE_NOWAIT) == Err(Error::Gone), "write to a full pipe whose reader died");
         let sem = e(res::open(&format!("c{core}/sem/pt-try"), &1u64.to_le_bytes(), Rights::EVERYONE_ALL), "open sem")?;
         let r = (|| {
             kassert!(res::control(sem, control::SEM_TRY, 0, 0) == Ok(0), "a unit taken");

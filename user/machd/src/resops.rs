@@ -220,9 +220,10 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             }
             let opened = crate::ops::as_user(user, || res::open(name, &data[len..], rights))?;
             if kind == ResType::Process {
-                // Its pid (the process type's size); a process made so is the user's.
-                match crate::ops::as_user(user, || res::size(opened)) {
-                    Ok(pid) => s.spawned.push((Pid(pid), UserId(user))),
+                // Its pid (the process type's size, in its record: no right needed); a
+                // process made so is the user's.
+                match crate::ops::as_user(user, || res::info(opened)) {
+                    Ok(i) => s.spawned.push((Pid(i.size), UserId(user))),
                     Err(e) => {
                         let _ = crate::ops::as_user(user, || res::close(opened));
                         return Err(e);
@@ -236,7 +237,16 @@ pub fn perform(s: &mut State, h: &Header, p: &[u8]) -> Result<Vec<u8>, Error> {
             crate::ops::as_user(user, || res::find(name))?.id.0
         }
         RES_CLOSE => {
+            // A process resource's close ends the process and takes its status: no wait
+            // will collect it, so it is no longer the user's program here.
+            let process = (id.kind() == Some(ResType::Process))
+                .then(|| crate::ops::as_user(user, || res::info(id)).ok())
+                .flatten()
+                .map(|i| Pid(i.size));
             crate::ops::as_user(user, || res::close(id))?;
+            if let Some(pid) = process {
+                s.spawned.retain(|(q, _)| *q != pid);
+            }
             // Its ends held here go with it.
             s.holds.retain(|x| x.pipe != id);
             0

@@ -12,7 +12,7 @@
 //! - Rights, checked by M's kernel: a vregion opened owner-only is read back by its user and
 //!   refused (`Denied`) to user 2000.
 //! - Refusals: an earlier life of M (`StaleResource`), this machine or none, too many
-//!   bytes, a name too long, a forged id, a process opened there, a hold for that
+//!   bytes, a name too long, a forged id, an endpoint opened there, a hold for that
 //!   `machd` itself.
 //! - A program here that ends holding an end there (`mfcheck phold`): M's `machd` lets it
 //!   go, as the user it held it for (2000, whose owner-only pipe it is), so a read of the
@@ -236,8 +236,8 @@ fn refusals(m: u8) -> Result<(), String> {
             Error::StaleResource,
         ),
         (
-            "a process opened there",
-            m_::res_open(m, "c0/process/mfx", b"hello", Rights::OWNER_ALL).err(),
+            "an endpoint opened there (it would be machd's own)",
+            m_::res_open(m, "c0/endpoint/mfx", b"", Rights::OWNER_ALL).err(),
             Error::NotSupported,
         ),
         (

@@ -1,5 +1,5 @@
 //! The resource commands on another machine's resources: `res ls mK[.cC]`, and
-//! `res open|close|info|read|write` with `mK.` (or `mK:`) before the resource (`res open
+//! `res open|close|info|read|write|bind|unbind|kill` with `mK.` (or `mK:`) before the resource (`res open
 //! m1.c0/pipe/p 64`, `res info m1.c0/pipe/p`, `res read m1.c0:vregion:3.1 16`), through `ulib::mach`'s `res_*` (`abi::mach::OP_RES`:
 //! made there by that machine's `machd` as this shell's user, so its kernel checks the
 //! rights). A resource there is named by its name (looked up there, `RES_FIND`) or by its
@@ -256,8 +256,8 @@ impl Shell {
         Ok(())
     }
 
-    /// `res open mK.NAME [ARG] [-r RIGHTS]`: a vregion (SIZE), pipe ([CAPACITY]) or
-    /// semaphore (COUNT) there.
+    /// `res open mK.NAME [ARG] [-r RIGHTS]`: a vregion (SIZE), pipe ([CAPACITY]),
+    /// semaphore (COUNT), compute (MIPS) or process (PROGRAM [ARGS], created stopped) there.
     fn mres_open(&mut self, m: u8, name: &str, args: &[&str]) -> Result<(), String> {
         let mut args: Vec<&str> = args.to_vec();
         let mut rights = Rights::OWNER_ALL;

@@ -201,22 +201,33 @@ pub fn redirected(words: &[&str], typeahead: &mut Vec<u8>) -> Result<(), String>
             .as_ref()
             .map_or(Stream::Console, |p| Stream::Pipe(p.id)),
     );
-    // The shell holds the ends the programs use while it starts them (this machine's: until
-    // each program holds its own; another machine's: until they end, since they hold their
-    // own there only when they start), so that the other side sees no EOF or `Gone` first.
+    // The shell holds the end each program uses until the programs have ended (another
+    // machine's programs hold their own there only once they start), so that the other
+    // side sees no EOF or `Gone` first; and an output pipe's reading end too, so that what
+    // is written before anyone reads it stays there (up to the pipe's capacity; then the
+    // writer waits for room, as a Unix FIFO's writer waits for a reader) instead of the
+    // write failing `Gone` for want of a reader.
     let held: Vec<(&PipeEnd, u64)> = [
         (in_pipe.as_ref(), control::PIPE_READ_END),
         (out_pipe.as_ref(), control::PIPE_WRITE_END),
+        (out_pipe.as_ref(), control::PIPE_READ_END),
     ]
     .into_iter()
     .filter_map(|(p, end)| p.map(|p| (p, end)))
     .collect();
+    let mut holding = 0;
+    let mut result = Ok(());
     for &(p, end) in &held {
-        p.control(control::PIPE_HOLD, end)
-            .map_err(|e| format!("run: cannot hold pipe {}: {e}", p.id))?;
+        if let Err(e) = p.control(control::PIPE_HOLD, end) {
+            result = Err(format!("run: cannot hold pipe {}: {e}", p.id));
+            break;
+        }
+        holding += 1;
     }
-    let result = pipeline_between(&all, ends, typeahead);
-    for (p, end) in held {
+    if result.is_ok() {
+        result = pipeline_between(&all, ends, typeahead);
+    }
+    for &(p, end) in &held[..holding] {
         let _ = p.control(control::PIPE_DROP, end);
     }
     result
@@ -244,15 +255,19 @@ impl PipeEnd {
 /// `m1.c0:pipe:3.1`). A file is named `NAME`, `/DIR/NAME` or `mK:NAME`.
 fn pipe_of(word: &str) -> Option<Result<PipeEnd, String>> {
     let here = sys::getpid().map_or(0, |p| p.machine());
-    let (machine, rest) = match crate::mres::split_machine(word) {
-        Some((m, rest)) if !word.starts_with(&format!("m{m}:")) => (m, rest),
-        _ => (here, word),
+    // (`mK:NAME` is a file of machine K.)
+    let (prefix, rest) = match crate::mres::split_machine(word) {
+        Some((m, rest)) if !word.starts_with(&format!("m{m}:")) => (Some(m), rest),
+        _ => (None, word),
     };
     let named = ResName::parse(rest).is_ok_and(|n| n.kind == ResType::Pipe);
     let id = ResId::parse(rest).filter(|id| id.kind() == Some(ResType::Pipe));
     if !named && id.is_none() {
         return None;
     }
+    // A name is this machine's unless `mK.` says otherwise; an id names its own machine
+    // (`c0:pipe:3.1` is machine 0's wherever it is typed).
+    let machine = prefix.or(id.map(|id| id.machine())).unwrap_or(here);
     let id = id.map(|id| id.with_machine(machine));
     Some(if machine == here {
         match id {

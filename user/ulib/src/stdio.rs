@@ -87,12 +87,16 @@ fn remote(id: ResId, epoch: &AtomicU64) -> Result<RemoteRes, Error> {
 const PAUSE_MIN_NS: u64 = 1_000_000;
 const PAUSE_MAX_NS: u64 = 20_000_000;
 
-/// `op` on a pipe of another machine until it answers other than `Again`.
+/// `op` on a pipe of another machine until it answers other than `Again` (the pipe empty
+/// or full; the other side's holders that died are forgotten at each look, so this ends)
+/// or `Busy` (no room in `machd` for one more request with data now). Any other error
+/// ends it: `TimedOut` (the request may have been made there: asked again, a write could
+/// be made twice), `Gone` (the machine is down, or no reader is left).
 fn patiently<T>(mut op: impl FnMut() -> Result<T, Error>) -> Result<T, Error> {
     let mut pause = PAUSE_MIN_NS;
     loop {
         match op() {
-            Err(Error::Again) => {
+            Err(Error::Again | Error::Busy) => {
                 let _ = crate::sys::sleep_ns(pause);
                 pause = (pause * 2).min(PAUSE_MAX_NS);
             }
