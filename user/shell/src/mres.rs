@@ -161,29 +161,17 @@ impl Shell {
                 Ok(())
             }
             "bind" => self.mres_bind(m, what, args),
-            "unbind" => {
-                if !args.is_empty() {
-                    return Err("res unbind: usage: res unbind mK.COMPUTE".into());
-                }
-                let r = self.mres_resolve(&cmd, m, what)?;
-                if r.id.kind() != Some(ResType::Compute) {
-                    return Err(format!("{cmd} {}: not a compute", shown(&r)));
-                }
-                // A write to a compute unbinds it (its process stops, keeping its state).
-                m_::res_write(&r, &[], 0).map_err(|e| said(&cmd, &shown(&r), e))?;
-                Ok(())
-            }
-            "kill" => {
-                if !args.is_empty() {
-                    return Err("res kill: usage: res kill mK.PROCESS".into());
-                }
-                let r = self.mres_resolve(&cmd, m, what)?;
-                if r.id.kind() != Some(ResType::Process) {
-                    return Err(format!("{cmd} {}: not a process", shown(&r)));
-                }
-                m_::res_control(&r, control::KILL, 0, 0).map_err(|e| said(&cmd, &shown(&r), e))?;
-                Ok(())
-            }
+            // A write to a compute unbinds it (its process stops, keeping its state).
+            "unbind" => self
+                .mres_of_kind(&cmd, m, what, args, ResType::Compute)
+                .and_then(|r| m_::res_write(&r, &[], 0).map_err(|e| said(&cmd, &shown(&r), e)))
+                .map(drop),
+            "kill" => self
+                .mres_of_kind(&cmd, m, what, args, ResType::Process)
+                .and_then(|r| {
+                    m_::res_control(&r, control::KILL, 0, 0).map_err(|e| said(&cmd, &shown(&r), e))
+                })
+                .map(drop),
             _ => Err(format!(
                 "{cmd}: not for another machine's resources (ls, open, close, info, read, \
                  write, bind, unbind, kill are)"
@@ -327,6 +315,28 @@ impl Shell {
             .retain(|k| !(k.machine == r.machine && k.id == r.id));
         self.remote_ids.push(r);
         Ok(())
+    }
+
+    /// `res SUB mK.RES` of a resource of type `kind` and no more words.
+    fn mres_of_kind(
+        &self,
+        cmd: &str,
+        m: u8,
+        what: &str,
+        args: &[&str],
+        kind: ResType,
+    ) -> Result<RemoteRes, String> {
+        if !args.is_empty() {
+            return Err(format!(
+                "{cmd}: usage: {cmd} mK.{}",
+                kind.name().to_uppercase()
+            ));
+        }
+        let r = self.mres_resolve(cmd, m, what)?;
+        if r.id.kind() != Some(kind) {
+            return Err(format!("{cmd} {}: not a {}", shown(&r), kind.name()));
+        }
+        Ok(r)
     }
 
     /// Machine `m`'s resource `word`: a name (looked up there) or an id.
