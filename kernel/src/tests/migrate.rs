@@ -202,7 +202,8 @@ fn open_move_attempt(pid: Pid, region: ResId, other: usize) -> Result<(), String
             finished == Err(Error::Busy),
             "MIGRATE_FINISH's abort of a move between cores: {finished:?}, want Busy"
         );
-        let finished = crate::proc::export::finish(pid, 5, 1);
+        // (A new pid of machine 1, as machine 1's kernel would make it.)
+        let finished = crate::proc::export::finish(pid, abi::Pid::on(1, 0, 5).0, 1);
         kassert!(
             finished == Err(Error::Busy),
             "MIGRATE_FINISH's commit of a move between cores: {finished:?}, want Busy"
