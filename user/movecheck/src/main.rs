@@ -443,7 +443,7 @@ fn local() -> i32 {
         Ok(copy) => {
             let copy = Pid(copy);
             println!("movecheck: imported as {copy} on core {there}");
-            match sys::migrate_finish(roamer, Some((0, copy))) {
+            match sys::migrate_finish(roamer, Some((copy.machine(), copy))) {
                 Ok(()) => c.ended("the original", roamer, ENDED_MOVED_AWAY, copy.0),
                 Err(e) => c.fail("finish", format_args!("{e}")),
             }
