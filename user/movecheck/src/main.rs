@@ -620,10 +620,19 @@ fn given_up(c: &mut Checks) {
     };
     c.expect(
         "finishing a move never started",
-        sys::migrate_finish(stayer, Some((1, Pid(5)))).map(|()| 0),
+        sys::migrate_finish(stayer, Some((1, Pid::on(1, 0, 5)))).map(|()| 0),
         Error::InvalidArgument,
     );
-    match export(stayer).and_then(|_| sys::migrate_finish(stayer, None)) {
+    // A new pid that is not the named machine's (a pid carries its machine).
+    let exported = export(stayer);
+    if exported.is_ok() {
+        c.expect(
+            "finishing a move with another machine's pid",
+            sys::migrate_finish(stayer, Some((1, Pid::on(2, 0, 5)))).map(|()| 0),
+            Error::InvalidArgument,
+        );
+    }
+    match exported.and_then(|_| sys::migrate_finish(stayer, None)) {
         Ok(()) => println!("movecheck: a move given up"),
         Err(e) => c.fail("a move given up", format_args!("{e}")),
     }
@@ -638,7 +647,7 @@ fn given_up(c: &mut Checks) {
         Ok(()) => {
             c.expect(
                 "finishing a move of a process killed",
-                sys::migrate_finish(victim, Some((1, Pid(5)))).map(|()| 0),
+                sys::migrate_finish(victim, Some((1, Pid::on(1, 0, 5)))).map(|()| 0),
                 Error::NoSuchProcess,
             );
             let _ = sys::wait(Some(victim));
