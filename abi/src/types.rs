@@ -189,22 +189,23 @@ impl Pid {
     /// Parse `core.serial` (machine 0) or `mMACHINE.cCORE.SERIAL`, as `Display` writes
     /// them.
     pub fn parse(s: &str) -> Option<Pid> {
-        let (machine, s) = match s.strip_prefix('m') {
-            Some(rest) => {
-                let (m, rest) = rest.split_once(".c")?;
-                if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                let m: u8 = m.parse().ok().filter(|m| *m < 16)?;
-                (m, rest)
-            }
-            None => (0, s),
-        };
+        // Without a well-formed `mM.c`, a leading `m` fails as a core number below.
+        let (machine, s) = strip_machine(s, ".c").unwrap_or((0, s));
         let (c, n) = s.split_once('.')?;
         let core: usize = c.parse().ok()?;
         let serial: u32 = n.parse().ok()?;
         (core < crate::MAX_CORES && serial > 0).then_some(Pid::on(machine, core, serial))
     }
+}
+
+/// `s` without a leading `mMACHINE` and `sep` (`m1.c2.5`, `m1:2.5`): the machine (digits
+/// only, below 16) and the rest; `None` if `s` does not start so.
+pub fn strip_machine<'a>(s: &'a str, sep: &str) -> Option<(u8, &'a str)> {
+    let (m, rest) = s.strip_prefix('m')?.split_once(sep)?;
+    if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((m.parse().ok().filter(|m| *m < 16)?, rest))
 }
 
 /// A pid written without its machine ([`Pid::in_machine`]).

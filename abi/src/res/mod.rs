@@ -288,16 +288,8 @@ impl ResId {
         if let Some(hex) = s.strip_prefix("0x") {
             return u64::from_str_radix(hex, 16).ok().map(ResId);
         }
-        let (machine, s) = match s.strip_prefix('m') {
-            Some(rest) => {
-                let (m, rest) = rest.split_once('.')?;
-                if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
-                    return None;
-                }
-                (m.parse::<u8>().ok().filter(|m| *m < 16)?, rest)
-            }
-            None => (0, s),
-        };
+        // Without a well-formed `mM.`, a leading `m` fails the `c` below.
+        let (machine, s) = crate::strip_machine(s, ".").unwrap_or((0, s));
         let rest = s.strip_prefix('c')?;
         let (core, rest) = rest.split_once(':')?;
         let (kind, rest) = rest.split_once(':')?;

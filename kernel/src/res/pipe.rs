@@ -341,14 +341,7 @@ fn once<T>(
     id: ResId,
     mut attempt: impl FnMut(&mut Pipe) -> Result<Option<T>, Error>,
 ) -> Result<T, Error> {
-    // The holders still alive: asked of their cores, outside the table.
-    let (readers, writers) =
-        local::with_state(id, &[], |p: &mut Pipe| Ok((p.readers.clone(), p.writers.clone())))?;
-    let gone: Vec<Pid> = readers
-        .into_iter()
-        .chain(writers)
-        .filter(|p| !alive(*p))
-        .collect();
+    let gone = ended_holders(id)?;
     local::with_state(id, &[], |p: &mut Pipe| {
         p.forget(&gone);
         attempt(p)
@@ -407,15 +400,7 @@ fn wait<T>(
     loop {
         let mut gone = Vec::new();
         if look {
-            // The holders still alive: asked of their cores, outside the table.
-            let (readers, writers) = local::with_state(id, &[], |p: &mut Pipe| {
-                Ok((p.readers.clone(), p.writers.clone()))
-            })?;
-            gone = readers
-                .into_iter()
-                .chain(writers)
-                .filter(|p| !alive(*p))
-                .collect();
+            gone = ended_holders(id)?;
             if flow_pid().is_some_and(|p| p.core() != current_core() && !alive(p)) {
                 return Err(Error::Gone);
             }
@@ -534,6 +519,17 @@ pub fn wait_for_change(seen: u64, ns: u64) {
         }
         sched::block(sched::Block::Pipe(deadline));
     }
+}
+
+/// The holders of pipe `id` that have ended: asked of their cores, outside the table.
+fn ended_holders(id: ResId) -> Result<Vec<Pid>, Error> {
+    let (readers, writers) =
+        local::with_state(id, &[], |p: &mut Pipe| Ok((p.readers.clone(), p.writers.clone())))?;
+    Ok(readers
+        .into_iter()
+        .chain(writers)
+        .filter(|p| !alive(*p))
+        .collect())
 }
 
 /// Does process `pid` (of any core) live? (A core that cannot be asked: yes, as far as we

@@ -269,20 +269,23 @@ impl Shell {
                 )),
             }
         };
+        // One plain number (a compute's mips, a semaphore's count), as 8 bytes.
+        let count = |what: &str, usage: &str| -> Result<Vec<u8>, String> {
+            match args.as_slice() {
+                [w] => w
+                    .parse::<u64>()
+                    .map(|n| n.to_le_bytes().to_vec())
+                    .map_err(|_| format!("res open: bad {what} '{w}'")),
+                _ => Err(format!("res open: usage: res open mK.LOC/{usage}")),
+            }
+        };
         let bytes = match parsed.kind {
             ResType::VRegion => number("SIZE")?
                 .ok_or("res open: usage: res open mK.LOC/vregion/NAME SIZE")?
                 .to_le_bytes()
                 .to_vec(),
             ResType::Pipe => number("CAPACITY")?.map_or(Vec::new(), |c| c.to_le_bytes().to_vec()),
-            ResType::Compute => match args.as_slice() {
-                [w] => w
-                    .parse::<u64>()
-                    .map_err(|_| format!("res open: bad mips '{w}'"))?
-                    .to_le_bytes()
-                    .to_vec(),
-                _ => return Err("res open: usage: res open mK.LOC/compute/NAME MIPS".into()),
-            },
+            ResType::Compute => count("mips", "compute/NAME MIPS")?,
             ResType::Process => {
                 let Some((&program, program_args)) = args.split_first() else {
                     return Err(
@@ -292,14 +295,7 @@ impl Shell {
                 ulib::res::process_args(program, program_args)
                     .map_err(|e| format!("res open: {e}: {program}"))?
             }
-            ResType::Sem => match args.as_slice() {
-                [w] => w
-                    .parse::<u64>()
-                    .map_err(|_| format!("res open: bad count '{w}'"))?
-                    .to_le_bytes()
-                    .to_vec(),
-                _ => return Err("res open: usage: res open mK.LOC/sem/NAME COUNT".into()),
-            },
+            ResType::Sem => count("count", "sem/NAME COUNT")?,
             _ => {
                 return Err(String::from(
                     "res open: only vregions, pipes, semaphores, computes and processes on \

@@ -64,17 +64,11 @@ pub fn spell_pid(machine: u8, pid: Pid) -> alloc::string::String {
 /// A process of a machine named with its machine: `m1.c2.5`, or as the shell spelled it
 /// before, `m1:2.5`. The pid carries the machine (`Pid::machine`), as its kernel made it.
 pub fn parse_pid(word: &str) -> Option<(u8, Pid)> {
-    let rest = word.strip_prefix('m')?;
-    let pid = match rest.split_once(':') {
-        Some((m, pid)) => {
-            if m.is_empty() || !m.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            let m: u8 = m.parse().ok().filter(|m| *m < 16)?;
-            Pid::parse(pid)
-                .filter(|p| p.machine() == 0)?
-                .with_machine(m)
-        }
+    word.strip_prefix('m')?;
+    let pid = match crate::abi::strip_machine(word, ":") {
+        Some((m, pid)) => Pid::parse(pid)
+            .filter(|p| p.machine() == 0)?
+            .with_machine(m),
         None => Pid::parse(word)?,
     };
     Some((pid.machine(), pid))
